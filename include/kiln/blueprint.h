@@ -1,0 +1,94 @@
+#pragma once
+// The model DSL. A Blueprint is an ordered list of nodes; residual nodes hold a body and an
+// optional projection shortcut as nested Blueprints. Names follow the nesting
+// ("layer1.0.body.conv1") and become the tensor names of parameters and checkpoints.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+
+namespace kiln {
+
+enum class LayerKind : uint8_t {
+  Input,
+  Conv,
+  BatchNorm,
+  ReLU,
+  CBR,  // fused Conv -> BatchNorm -> ReLU
+  MaxPool,
+  AvgPool,
+  GlobalAvgPool,
+  Flatten,
+  Linear,
+  Dropout,
+  Add,  // residual add of two inputs
+  SoftmaxCrossEntropy,
+  // Blueprint-only composites, expanded away by the compiler:
+  Sequence,
+  Residual,
+};
+
+const char* layer_kind_name(LayerKind kind);
+
+struct LayerAttrs {
+  int out_channels = 0;  // Conv, CBR: output channels; Linear: output features
+  int kernel = 0;        // Conv, CBR, pools: square kernel size
+  int stride = 1;
+  int padding = 0;
+  bool bias = false;         // Conv, Linear
+  float eps = 1e-5f;         // BatchNorm, CBR
+  float momentum = 0.1f;     // BatchNorm, CBR: weight of the new batch in running stats
+  float p = 0.f;             // Dropout probability
+  bool first_layer = false;  // Conv, CBR: input is the data batch, so no dX is computed
+  bool relu_after = true;    // Residual: apply ReLU after the add
+};
+
+class Blueprint;
+
+struct BlueprintNode {
+  LayerKind kind;
+  std::string name;  // may be empty: the compiler numbers it by position
+  LayerAttrs attrs;
+  std::vector<Blueprint> children;  // Sequence: [seq]; Residual: [body] or [body, shortcut]
+};
+
+class Blueprint {
+ public:
+  explicit Blueprint(std::string name = "model");
+
+  Blueprint& conv(int out_channels, int kernel, int stride = 1, int padding = 0, bool bias = false,
+                  std::string name = {});
+  Blueprint& bn(std::string name = {}, float eps = 1e-5f, float momentum = 0.1f);
+  Blueprint& relu(std::string name = {});
+  Blueprint& cbr(int out_channels, int kernel, int stride = 1, int padding = 0, std::string name = {});
+  Blueprint& conv_bn_relu(int out_channels, int kernel, int stride = 1, int padding = 0,
+                          std::string name = {});
+  Blueprint& maxpool(int kernel, int stride, int padding = 0, std::string name = {});
+  Blueprint& avgpool(int kernel, int stride, int padding = 0, std::string name = {});
+  Blueprint& global_avgpool(std::string name = {});
+  Blueprint& flatten(std::string name = {});
+  Blueprint& fc(int out_features, bool bias = true, std::string name = {});
+  Blueprint& dropout(float p, std::string name = {});
+  // Appends another blueprint's nodes as a named sub-sequence.
+  Blueprint& seq(const Blueprint& inner, std::string name = {});
+  // y = relu?(body(x) + shortcut(x)); no shortcut means identity.
+  Blueprint& residual(const Blueprint& body, std::optional<Blueprint> shortcut = std::nullopt,
+                      bool relu_after = true, std::string name = {});
+
+  // Input geometry the model was designed for (H, W, C); the compiler's target may override it.
+  Blueprint& input(int height, int width, int channels);
+
+  const std::string& name() const { return name_; }
+  const std::vector<BlueprintNode>& nodes() const { return nodes_; }
+  const std::optional<Shape>& input_hwc() const { return input_hwc_; }
+
+ private:
+  Blueprint& add(LayerKind kind, LayerAttrs attrs, std::string name,
+                 std::vector<Blueprint> children = {});
+  std::string name_;
+  std::vector<BlueprintNode> nodes_;
+  std::optional<Shape> input_hwc_;
+};
+
+}  // namespace kiln

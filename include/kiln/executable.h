@@ -1,0 +1,56 @@
+#pragma once
+// A Program bound to a memory plan and a backend. Owns the arena; runs the op lists.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/memory_plan.h"
+#include "kiln/program.h"
+
+namespace kiln {
+
+// Values that change from step to step without recompiling.
+struct StepScalars {
+  float lr = 0.f;
+  int64_t step = 0;  // optimizer steps taken so far (AdamW bias correction, dropout masks)
+  uint64_t seed = 0;
+};
+
+struct HostTensor {
+  const TensorSpec* spec = nullptr;
+  void* data = nullptr;  // host memory of the tensor (CPU backend: inside the arena)
+  template <class T>
+  T* as() const { return static_cast<T*>(data); }
+  int64_t numel() const { return kiln::numel(spec->shape); }
+};
+
+class Executable {
+ public:
+  Executable(Program program, uint64_t seed);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  const Program& program() const { return program_; }
+  const MemoryPlan& plan() const { return plan_; }
+
+  // Re-initializes parameters (Kaiming/uniform as PyTorch), buffers and optimizer state.
+  void init_state(uint64_t seed);
+
+  HostTensor tensor(int id);
+  HostTensor tensor(const std::string& name);  // throws kiln::Error naming unknown tensors
+
+  void run_forward(const StepScalars& scalars);  // training forward, loss included
+  void run_backward(const StepScalars& scalars);
+  void run_update(const StepScalars& scalars);
+  void run_inference(const StepScalars& scalars);
+
+ private:
+  void run(const std::vector<Op>& ops, const StepScalars& scalars);
+  Program program_;
+  MemoryPlan plan_;
+  std::unique_ptr<std::byte[], void (*)(std::byte*)> arena_;
+};
+
+}  // namespace kiln
