@@ -1,5 +1,6 @@
 #pragma once
 // Convolution kernels on the CPU: NHWC activations, KRSC filters, im2col + GEMM.
+#include <cstddef>
 #include <cstdint>
 
 #include "kiln/dtype.h"
@@ -15,11 +16,19 @@ struct ConvGeom {
   static ConvGeom make(const Shape& x, const Shape& w, int stride, int pad);
 };
 
+// Each kernel overwrites its outputs (gradients are not accumulated into). Bitwise
+// reproducible for a fixed thread count.
 template <class T>
 void conv_fwd(const ConvGeom& g, const T* x, const T* w, const T* bias /*nullable*/, T* y);
 template <class T>
 void conv_dgrad(const ConvGeom& g, const T* dy, const T* w, T* dx);
 template <class T>
 void conv_wgrad(const ConvGeom& g, const T* dy, const T* x, T* dw, T* dbias /*nullable*/);
+
+// Upper bound on the im2col scratch a conv call uses (default 64 MB): the batch is processed
+// in chunks of images whose unrolled patches fit in it (at least one image per chunk). Tests
+// lower it to exercise chunking.
+void set_conv_workspace_limit(size_t bytes);
+size_t conv_workspace_limit();
 
 }  // namespace kiln::cpu

@@ -1,0 +1,30 @@
+// The README's example program: a blueprint, compiled and trained on the digits.
+#include <cstdio>
+
+#include "kiln/kiln.h"
+
+int main(int argc, char** argv) {
+  const std::string data = argc > 1 ? argv[1] : "data/digits";
+  try {
+    kiln::Blueprint m("small");
+    m.input(20, 20, 1)
+        .conv(32, 3, 1, 1).bn().relu()  // fused into one CBR layer by the compiler
+        .cbr(64, 3, 1, 1).maxpool(2, 2)
+        .flatten().fc(10);
+
+    kiln::CompileOptions c;  // cpu, fp32, CBR fusion on, SGD
+    c.batch = 64;
+    kiln::TrainOptions t;
+    t.epochs = 5;
+    t.schedule.lr = 0.05f;
+
+    kiln::Dataset train = kiln::load_dataset(data, "idx", true);
+    kiln::Dataset test = kiln::load_dataset(data, "idx", false);
+    kiln::Trainer trainer(m, c, t);
+    trainer.fit(train, test);
+    std::printf("test accuracy: %.4f\n", trainer.evaluate(test));
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

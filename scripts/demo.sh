@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main job: set up, then train the digits CNN on real handwritten digits (CPU unless
+# --device cuda is given) and print the test accuracy. Extra arguments go to `kiln train`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+exec build/release/kiln train --model digits_cnn --data data/digits --epochs 15 --batch 64 \
+  --optimizer sgd --lr 0.05 --momentum 0.9 --nesterov --weight-decay 5e-4 --schedule cosine \
+  --crop-pad 2 --seed 1 "$@"

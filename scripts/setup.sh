@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs kiln's dependencies (Debian packages), builds it, and makes the digits data set
+# if it is missing. Safe to run again: each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build libeigen3-dev libcli11-dev nlohmann-json3-dev
+          libfmt-dev libgtest-dev libpng-dev opencv-doc)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc)
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+
+# The digits data set: OpenCV's digits.png (Debian package opencv-doc) cut into IDX files.
+if [ ! -f data/digits/t10k-labels-idx1-ubyte ]; then
+  echo "setup: building data/digits from opencv-doc's digits.png"
+  build/release/kiln_make_digits data/digits
+fi

@@ -1,0 +1,99 @@
+// Blueprint -> LayerGraph: flattens sequences and residual blocks into layers with resolved
+// inputs and full names, and infers every output shape (NHWC) on the way.
+#include <set>
+
+#include "kiln/compile.h"
+#include "layers/layer_def.h"
+
+namespace kiln {
+namespace {
+
+class Expander {
+ public:
+  explicit Expander(LayerGraph& graph) : graph_(graph) {}
+
+  // Appends the nodes of `bp` after layer `from`; returns the index of the last layer.
+  int sequence(const Blueprint& bp, int from, const std::string& prefix) {
+    int current = from;
+    for (size_t i = 0; i < bp.nodes().size(); ++i) {
+      const BlueprintNode& node = bp.nodes()[i];
+      const std::string name = prefix + (node.name.empty() ? std::to_string(i) : node.name);
+      current = this->node(node, current, name);
+    }
+    return current;
+  }
+
+ private:
+  int node(const BlueprintNode& node, int from, const std::string& name) {
+    switch (node.kind) {
+      case LayerKind::Sequence: return sequence(node.children.at(0), from, name + ".");
+      case LayerKind::Residual: return residual(node, from, name);
+      case LayerKind::Input:
+      case LayerKind::SoftmaxCrossEntropy:
+        fail("layer '{}': {} layers are added by the compiler, not written in a blueprint", name,
+             layer_kind_name(node.kind));
+      default: break;
+    }
+    Layer layer;
+    layer.name = name, layer.kind = node.kind, layer.attrs = node.attrs, layer.inputs = {from};
+    if (node.kind == LayerKind::CBR) layer.conv_name = name + ".conv", layer.bn_name = name + ".bn";
+    return add(std::move(layer));
+  }
+
+  int residual(const BlueprintNode& node, int from, const std::string& name) {
+    const int body = sequence(node.children.at(0), from, name + ".");
+    if (body == from) fail("residual '{}': its body is empty; give it at least one layer", name);
+    const int shortcut =
+        node.children.size() > 1 ? sequence(node.children[1], from, name + "." + node.children[1].name() + ".")
+                                 : from;
+    Layer add_layer;
+    add_layer.name = name + ".add", add_layer.kind = LayerKind::Add, add_layer.inputs = {body, shortcut};
+    int out = add(std::move(add_layer));
+    if (node.attrs.relu_after) {
+      Layer relu;
+      relu.name = name + ".relu", relu.kind = LayerKind::ReLU, relu.inputs = {out};
+      out = add(std::move(relu));
+    }
+    return out;
+  }
+
+  int add(Layer layer) {
+    if (!names_.insert(layer.name).second)
+      fail("layer name '{}' is used twice; give the layers distinct names", layer.name);
+    std::vector<Shape> inputs;
+    for (int i : layer.inputs) inputs.push_back(graph_.layers.at(i).out_shape);
+    layer.out_shape = layer_def(layer.kind).infer_shape(layer, inputs);
+    graph_.layers.push_back(std::move(layer));
+    return int(graph_.layers.size()) - 1;
+  }
+
+  LayerGraph& graph_;
+  std::set<std::string> names_{"input"};
+};
+
+}  // namespace
+
+LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options) {
+  if (options.batch <= 0) fail("batch size must be positive, got {}; use e.g. --batch 64", options.batch);
+  Shape hwc = options.input_hwc.empty() ? blueprint.input_hwc().value_or(Shape{}) : options.input_hwc;
+  if (hwc.size() != 3)
+    fail("model '{}': input geometry unknown; call Blueprint::input(h, w, c) or set CompileOptions::input_hwc",
+         blueprint.name());
+  for (int64_t d : hwc)
+    if (d <= 0) fail("model '{}': input size {} must be positive in every dimension", blueprint.name(), shape_str(hwc));
+  if (blueprint.nodes().empty()) fail("model '{}' has no layers", blueprint.name());
+
+  LayerGraph graph;
+  Layer input;
+  input.name = "input", input.kind = LayerKind::Input;
+  input.out_shape = {options.batch, hwc[0], hwc[1], hwc[2]};
+  graph.layers.push_back(input);
+  Expander(graph).sequence(blueprint, 0, "");
+  const Shape& out = graph.layers.back().out_shape;
+  if (out.size() != 2)
+    fail("model '{}': last layer '{}' gives {}, but a classifier must end in (N, classes); end with fc()",
+         blueprint.name(), graph.layers.back().name, shape_str(out));
+  return graph;
+}
+
+}  // namespace kiln

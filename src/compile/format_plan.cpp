@@ -1,0 +1,64 @@
+// The text `kiln plan` prints: layers after the passes, every tensor, and the arena totals.
+#include <fmt/format.h>
+
+#include "kiln/memory_plan.h"
+
+namespace kiln {
+namespace {
+
+std::string mib(size_t bytes) { return fmt::format("{:.2f} MiB", double(bytes) / (1024.0 * 1024.0)); }
+
+const char* role_name(TensorRole role) {
+  switch (role) {
+    case TensorRole::Input: return "input";
+    case TensorRole::Label: return "label";
+    case TensorRole::Output: return "output";
+    case TensorRole::Param: return "param";
+    case TensorRole::Grad: return "grad";
+    case TensorRole::OptState: return "optstate";
+    case TensorRole::Buffer: return "buffer";
+    case TensorRole::Activation: return "activation";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string format_plan(const Program& p, const MemoryPlan& plan) {
+  std::string out;
+  const auto& o = p.options;
+  out += fmt::format("program: {} layers, device {}, precision {}, batch {}, cbr fusion {}\n",
+                     p.graph.layers.size() - 1, device_name(o.device), precision_name(o.precision), o.batch,
+                     o.fuse_cbr ? "on" : "off");
+  out += "\nlayers (after passes):\n";
+  for (size_t i = 1; i < p.graph.layers.size(); ++i) {
+    const Layer& l = p.graph.layers[i];
+    std::string inputs;
+    for (int in : l.inputs) inputs += (inputs.empty() ? "" : ", ") + p.graph.layers[in].name;
+    out += fmt::format("  {:4} {:<15} {:<34} {:<18} <- {}{}\n", i, layer_kind_name(l.kind), l.name,
+                       shape_str(l.out_shape), inputs, l.attrs.first_layer ? "  [first layer: no dX]" : "");
+  }
+  out += fmt::format("  CBR layers: {}\n", p.graph.count(LayerKind::CBR));
+  out += "\ntensors:\n";
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const TensorSpec& t = p.tensors[i];
+    const bool view = t.alias_of >= 0;
+    out += fmt::format("  {:<48} {:<10} {:<4} {:<20} {:>12} B  @{}{}\n", t.name, role_name(t.role),
+                       dtype_name(t.dtype), shape_str(t.shape), t.bytes(), plan.offset[i],
+                       view ? " (view of " + p.tensors[t.alias_of].name + ")" : "");
+  }
+  out += fmt::format("\nops: forward {}, backward {}, update {}, inference {}\n", p.forward.size(),
+                     p.backward.size(), p.update.size(), p.inference.size());
+  out += "arena:\n";
+  out += fmt::format("  parameters       {}\n", mib(plan.param_bytes));
+  out += fmt::format("  gradients        {}\n", mib(plan.grad_bytes));
+  out += fmt::format("  optimizer state  {}\n", mib(plan.opt_state_bytes));
+  out += fmt::format("  buffers          {}\n", mib(plan.buffer_bytes));
+  out += fmt::format("  inputs/outputs   {}\n", mib(plan.io_bytes));
+  out += fmt::format("  activations      {} (shared by lifetime; {} if each had its own)\n",
+                     mib(plan.activation_bytes), mib(plan.activation_sum_bytes));
+  out += fmt::format("  total            {}\n", mib(plan.arena_bytes));
+  return out;
+}
+
+}  // namespace kiln

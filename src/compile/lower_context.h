@@ -1,0 +1,68 @@
+#pragma once
+// State shared by the layer lowerings while a LayerGraph becomes a Program: tensor creation,
+// each layer's output tensors, and gradient routing (a layer's output gradient is the sum over
+// all its consumers, so fan-out gets private gradient tensors and a GRAD_SUM).
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/program.h"
+
+namespace kiln {
+
+class LowerContext {
+ public:
+  LowerContext(Program& program);
+
+  Program& program;
+  DType act_dtype;    // activations (F32, F64, F16, BF16)
+  DType param_dtype;  // parameters, master weights, BN statistics (F32 or F64)
+
+  const Layer& layer(int index) const { return program.graph.layers.at(index); }
+
+  int add_tensor(TensorSpec spec);
+  int activation(const std::string& name, const Shape& shape, DType dtype);
+  int activation(const std::string& name, const Shape& shape) { return activation(name, shape, act_dtype); }
+  // A new tensor name with another shape over the same bytes as `of` (flatten and its gradient).
+  int view(const std::string& name, const Shape& shape, int of);
+  // Trainable parameter (placed in the parameter region by finish()); returns its id.
+  int param(const std::string& name, const Shape& shape, Init init, int64_t fan_in = 0, int64_t fan_out = 0);
+  int grad_of(int param_id) const { return grad_of_param_.at(param_id); }
+  int buffer(const std::string& name, const Shape& shape, Init init);
+
+  // Forward tensors of a layer's output, training and inference programs.
+  int out(int layer) const { return out_.at(layer); }
+  int infer_out(int layer) const { return infer_out_.at(layer); }
+  int in(int layer, int i) const { return out(this->layer(layer).inputs.at(i)); }
+  int infer_in(int layer, int i) const { return infer_out(this->layer(layer).inputs.at(i)); }
+  void set_out(int layer, int tensor) { out_[layer] = tensor; }
+  void set_infer_out(int layer, int tensor) { infer_out_[layer] = tensor; }
+
+  // Gradients. grad_out: the gradient of `layer`'s output (emits the GRAD_SUM over consumers
+  // when there are several). grad_in: the tensor `layer` writes the gradient of input i into;
+  // -1 when input i is the data batch (no gradient needed). set_grad_in routes an existing
+  // tensor as that gradient instead (add and flatten pass gradients through without copies).
+  int grad_out(int layer);
+  int grad_in(int layer, int i);
+  void set_grad_in(int layer, int i, int tensor);
+  bool input_is_data(int layer, int i) const { return this->layer(layer).inputs.at(i) == 0; }
+  void set_loss_grad(int layer, int tensor) { loss_grad_[layer] = tensor; }
+
+  void forward(Op op) { program.forward.push_back(std::move(op)); }
+  void backward(Op op) { program.backward.push_back(std::move(op)); }
+  void inference(Op op) { program.inference.push_back(std::move(op)); }
+  Op op(OpKind kind, int layer, std::vector<int> in, std::vector<int> out) const;
+
+  // Lays out the parameter, gradient and optimizer-state regions.
+  void finish();
+
+ private:
+  std::vector<int> consumer_slots(int layer) const;  // (consumer, input index) encoded
+  std::map<int, int> out_, infer_out_, loss_grad_, grad_total_;
+  std::map<std::pair<int, int>, int> grad_slot_;  // (consumer layer, input index) -> tensor
+  std::map<int, int> grad_of_param_;
+  std::vector<std::vector<std::pair<int, int>>> consumers_;  // per layer: (consumer, input index)
+};
+
+}  // namespace kiln

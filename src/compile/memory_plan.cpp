@@ -1,0 +1,145 @@
+#include "kiln/memory_plan.h"
+
+#include <algorithm>
+
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+int root_of(const Program& p, int id) {
+  while (p.tensors[id].alias_of >= 0) id = p.tensors[id].alias_of;
+  return id;
+}
+
+size_t offset_in_root(const Program& p, int id) {
+  size_t off = 0;
+  while (p.tensors[id].alias_of >= 0) {
+    off += p.tensors[id].alias_offset;
+    id = p.tensors[id].alias_of;
+  }
+  return off;
+}
+
+bool is_persistent(TensorRole role) { return role != TensorRole::Activation; }
+
+std::vector<Lifetime> lifetimes(const Program& p) {
+  std::vector<Lifetime> life(p.tensors.size());
+  int position = 0;
+  auto touch = [&](int id) {
+    if (id < 0) return;
+    Lifetime& l = life[root_of(p, id)];
+    if (l.first < 0) l.first = position;
+    l.first = std::min(l.first, position);
+    l.last = std::max(l.last, position);
+  };
+  for (const auto* list : {&p.forward, &p.backward, &p.update, &p.inference}) {
+    for (const Op& op : *list) {
+      for (int id : op.in) touch(id);
+      for (int id : op.out) touch(id);
+      ++position;
+    }
+  }
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    if (is_persistent(p.tensors[i].role) && p.tensors[i].alias_of < 0) {
+      life[i].persistent = true;
+      life[i].first = 0;
+      life[i].last = std::max(position - 1, 0);
+    }
+  }
+  return life;
+}
+
+bool overlap(const Lifetime& a, const Lifetime& b) { return a.first <= b.last && b.first <= a.last; }
+
+}  // namespace
+
+MemoryPlan plan_memory(const Program& p) {
+  MemoryPlan plan;
+  const size_t n = p.tensors.size();
+  plan.offset.assign(n, 0);
+  plan.lifetime = lifetimes(p);
+
+  // Persistent storage, one contiguous block per role in this order.
+  size_t cursor = 0;
+  const std::pair<TensorRole, size_t*> groups[] = {
+      {TensorRole::Input, &plan.io_bytes},       {TensorRole::Label, &plan.io_bytes},
+      {TensorRole::Output, &plan.io_bytes},      {TensorRole::Param, &plan.param_bytes},
+      {TensorRole::Grad, &plan.grad_bytes},      {TensorRole::OptState, &plan.opt_state_bytes},
+      {TensorRole::Buffer, &plan.buffer_bytes}};
+  for (const auto& [role, total] : groups) {
+    for (size_t i = 0; i < n; ++i) {
+      const TensorSpec& t = p.tensors[i];
+      if (t.role != role || t.alias_of >= 0) continue;
+      plan.offset[i] = cursor;
+      const size_t size = align_up(t.bytes());
+      cursor += size;
+      *total += size;
+    }
+  }
+  plan.persistent_bytes = cursor;
+
+  // Activations: largest first, each at the lowest offset that no lifetime-overlapping
+  // tensor already occupies.
+  std::vector<int> order;
+  for (size_t i = 0; i < n; ++i)
+    if (!plan.lifetime[i].persistent && p.tensors[i].alias_of < 0 && plan.lifetime[i].first >= 0)
+      order.push_back(int(i));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return p.tensors[a].bytes() > p.tensors[b].bytes(); });
+  struct Placed {
+    size_t begin, end;
+    Lifetime life;
+  };
+  std::vector<Placed> placed;
+  size_t pool_end = 0;
+  for (int id : order) {
+    const size_t size = align_up(p.tensors[id].bytes());
+    plan.activation_sum_bytes += size;
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (const Placed& q : placed)
+      if (overlap(q.life, plan.lifetime[id])) busy.push_back({q.begin, q.end});
+    std::sort(busy.begin(), busy.end());
+    size_t candidate = 0;
+    for (const auto& [b, e] : busy) {
+      if (candidate + size <= b) break;
+      candidate = std::max(candidate, e);
+    }
+    placed.push_back({candidate, candidate + size, plan.lifetime[id]});
+    plan.offset[id] = cursor + candidate;
+    pool_end = std::max(pool_end, candidate + size);
+  }
+  plan.activation_bytes = pool_end;
+  plan.arena_bytes = cursor + pool_end;
+
+  // Views resolve to their root's place.
+  for (size_t i = 0; i < n; ++i) {
+    if (p.tensors[i].alias_of < 0) continue;
+    const int root = root_of(p, int(i));
+    plan.offset[i] = plan.offset[root] + offset_in_root(p, int(i));
+    plan.lifetime[i] = plan.lifetime[root];
+  }
+  return plan;
+}
+
+void verify_memory_plan(const Program& p, const MemoryPlan& plan) {
+  std::vector<int> roots;
+  for (size_t i = 0; i < p.tensors.size(); ++i)
+    if (p.tensors[i].alias_of < 0 && plan.lifetime[i].first >= 0) roots.push_back(int(i));
+  for (size_t a = 0; a < roots.size(); ++a) {
+    const int i = roots[a];
+    const size_t bi = plan.offset[i], ei = bi + p.tensors[i].bytes();
+    if (bi % kAlignment) fail("memory plan: tensor '{}' at offset {} is not {}-byte aligned", p.tensors[i].name, bi, kAlignment);
+    if (ei > plan.arena_bytes) fail("memory plan: tensor '{}' ends past the arena", p.tensors[i].name);
+    for (size_t b = a + 1; b < roots.size(); ++b) {
+      const int j = roots[b];
+      const size_t bj = plan.offset[j], ej = bj + p.tensors[j].bytes();
+      if (bi < ej && bj < ei && overlap(plan.lifetime[i], plan.lifetime[j]))
+        fail("memory plan: live tensors '{}' and '{}' share bytes", p.tensors[i].name, p.tensors[j].name);
+    }
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,49 @@
+#include "kiln/program.h"
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+size_t TensorSpec::bytes() const { return size_t(numel(shape)) * dtype_size(dtype); }
+
+int Program::find(const std::string& name) const {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].name == name) return int(i);
+  return -1;
+}
+
+std::vector<std::vector<int>> LayerGraph::consumers() const {
+  std::vector<std::vector<int>> out(layers.size());
+  for (size_t c = 0; c < layers.size(); ++c)
+    for (int i : layers[c].inputs) out[i].push_back(int(c));
+  return out;
+}
+
+int LayerGraph::count(LayerKind kind) const {
+  int n = 0;
+  for (const Layer& l : layers) n += l.kind == kind;
+  return n;
+}
+
+OptimizerKind parse_optimizer(const std::string& text) {
+  if (text == "sgd") return OptimizerKind::SGD;
+  if (text == "adamw") return OptimizerKind::AdamW;
+  fail("unknown optimizer '{}': use 'sgd' or 'adamw'", text);
+}
+
+const char* op_kind_name(OpKind kind) {
+  switch (kind) {
+#define KILN_OP(name) \
+  case OpKind::name: return #name;
+    KILN_OP(CONV_FWD) KILN_OP(CONV_DGRAD) KILN_OP(CONV_WGRAD) KILN_OP(BN_FWD_TRAIN) KILN_OP(BN_BWD)
+    KILN_OP(BN_INF) KILN_OP(RELU_FWD) KILN_OP(RELU_BWD) KILN_OP(RELU_INF) KILN_OP(CBR_FWD)
+    KILN_OP(CBR_BWD) KILN_OP(CBR_BWD_FIRST) KILN_OP(CBR_INF) KILN_OP(MAXPOOL_FWD) KILN_OP(MAXPOOL_BWD)
+    KILN_OP(MAXPOOL_INF) KILN_OP(AVGPOOL_FWD) KILN_OP(AVGPOOL_BWD) KILN_OP(GAP_FWD) KILN_OP(GAP_BWD)
+    KILN_OP(LINEAR_FWD) KILN_OP(LINEAR_BWD) KILN_OP(DROPOUT_FWD) KILN_OP(DROPOUT_BWD) KILN_OP(ADD_FWD)
+    KILN_OP(GRAD_SUM) KILN_OP(SOFTMAX_CE) KILN_OP(SGD_UPDATE) KILN_OP(ADAMW_UPDATE)
+#undef KILN_OP
+  }
+  return "?";
+}
+
+}  // namespace kiln

@@ -1,0 +1,47 @@
+// Finds a dataset's files by their standard names inside a directory.
+#include <filesystem>
+
+#include "kiln/data.h"
+#include "kiln/error.h"
+
+namespace kiln {
+namespace fs = std::filesystem;
+namespace {
+
+std::string join(const fs::path& dir, const std::string& name) { return (dir / name).string(); }
+
+Dataset load_idx_dir(const fs::path& dir, bool train) {
+  std::string prefix = train ? "train" : "t10k";
+  return read_idx(join(dir, prefix + "-images-idx3-ubyte"), join(dir, prefix + "-labels-idx1-ubyte"));
+}
+
+Dataset load_cifar_dir(fs::path dir, bool train) {
+  // Accept both the extracted archive's parent and cifar-10-batches-bin itself.
+  if (!fs::exists(dir / "test_batch.bin") && fs::is_directory(dir / "cifar-10-batches-bin"))
+    dir /= "cifar-10-batches-bin";
+  std::vector<std::string> files;
+  if (train) {
+    for (int i = 1; i <= 5; ++i) files.push_back(join(dir, "data_batch_" + std::to_string(i) + ".bin"));
+  } else {
+    files.push_back(join(dir, "test_batch.bin"));
+  }
+  return read_cifar10(files);
+}
+
+}  // namespace
+
+Dataset load_dataset(const std::string& dir, const std::string& format, bool train) {
+  if (format != "idx" && format != "cifar10")
+    fail("unknown dataset format '{}': use 'idx' (MNIST-style, e.g. digits) or 'cifar10'", format);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    if (format == "idx")
+      fail("dataset directory '{}' does not exist: for the digits dataset run scripts/setup.sh, "
+           "which builds it with kiln_make_digits; for MNIST put the four *-ubyte files there", dir);
+    fail("dataset directory '{}' does not exist: download cifar-10-binary.tar.gz from "
+         "https://www.cs.toronto.edu/~kriz/cifar.html and extract it there", dir);
+  }
+  return format == "idx" ? load_idx_dir(dir, train) : load_cifar_dir(dir, train);
+}
+
+}  // namespace kiln

@@ -1,0 +1,101 @@
+#include "data/transforms.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "core/random.h"
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+// Independent random streams per epoch for the two uses, so the crop of a sample does not
+// correlate with where the shuffle puts it.
+uint64_t shuffle_stream(int epoch) { return uint64_t(uint32_t(epoch)) << 1; }
+uint64_t augment_stream(int epoch) { return (uint64_t(uint32_t(epoch)) << 1) | 1; }
+
+// Uniform integer in [0, bound) from 64 random bits (multiply-high: no modulo bias worth noting).
+uint64_t below(uint64_t bits, uint64_t bound) {
+  return uint64_t((static_cast<unsigned __int128>(bits) * bound) >> 64);
+}
+
+}  // namespace
+
+ChannelStats compute_channel_stats(const Dataset& ds) {
+  if (ds.channels <= 0 || ds.count <= 0) fail("compute_channel_stats: the dataset is empty");
+  // Integer sums are exact, so the result does not depend on summation order.
+  std::vector<uint64_t> sum(ds.channels, 0), sum_sq(ds.channels, 0);
+  const int64_t pixels = ds.count * ds.height * ds.width;
+  const uint8_t* p = ds.images.data();
+  for (int64_t i = 0; i < pixels; ++i)
+    for (int64_t c = 0; c < ds.channels; ++c, ++p) {
+      sum[c] += *p;
+      sum_sq[c] += uint64_t(*p) * *p;
+    }
+  ChannelStats stats;
+  for (int64_t c = 0; c < ds.channels; ++c) {
+    double mean = double(sum[c]) / double(pixels);
+    double var = double(sum_sq[c]) / double(pixels) - mean * mean;
+    stats.mean.push_back(float(mean / 255.0));
+    stats.std.push_back(float(std::sqrt(std::max(var, 0.0)) / 255.0));
+  }
+  return stats;
+}
+
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int epoch) {
+  std::vector<int64_t> perm(n);
+  std::iota(perm.begin(), perm.end(), int64_t(0));
+  const uint64_t stream = shuffle_stream(epoch);
+  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
+    int64_t j = int64_t(below(random_bits(seed, stream, uint64_t(i)), uint64_t(i) + 1));
+    std::swap(perm[i], perm[j]);
+  }
+  return perm;
+}
+
+PixelAffine make_pixel_affine(const std::vector<float>& mean, const std::vector<float>& std, int64_t channels) {
+  if (mean.size() != std.size())
+    fail("normalization: mean has {} values but std has {}", mean.size(), std.size());
+  if (!mean.empty() && int64_t(mean.size()) != channels)
+    fail("normalization: mean/std have {} values but the dataset has {} channels", mean.size(), channels);
+  PixelAffine affine;
+  for (int64_t c = 0; c < channels; ++c) {
+    float m = mean.empty() ? 0.0f : mean[c];
+    float s = std.empty() ? 1.0f : std[c];
+    if (!(s > 0.0f) || !std::isfinite(s) || !std::isfinite(m))
+      fail("normalization: channel {} has mean {} and std {}; std must be positive and both finite", c, m, s);
+    affine.scale.push_back(1.0f / (255.0f * s));
+    affine.bias.push_back(-m / s);
+  }
+  return affine;
+}
+
+void build_sample(const Dataset& ds, int64_t index, const Augment& augment, uint64_t seed,
+                  int epoch, const PixelAffine& affine, float* out) {
+  const int64_t H = ds.height, W = ds.width, C = ds.channels;
+  int64_t dy = 0, dx = 0;  // source offset of the crop window relative to the image
+  bool flip = false;
+  if (augment.pad_crop > 0 || augment.hflip) {
+    uint64_t bits = random_bits(seed, augment_stream(epoch), uint64_t(index));
+    const uint64_t span = 2 * uint64_t(augment.pad_crop) + 1;
+    if (augment.pad_crop > 0) {
+      dy = int64_t(below(mix64(bits), span)) - augment.pad_crop;
+      dx = int64_t(below(mix64(bits ^ 0x5bd1e995ULL), span)) - augment.pad_crop;
+    }
+    flip = augment.hflip && (bits >> 63);
+  }
+  const uint8_t* image = ds.images.data() + index * ds.image_size();
+  for (int64_t y = 0; y < H; ++y) {
+    const int64_t sy = y + dy;
+    for (int64_t x = 0; x < W; ++x) {
+      const int64_t sx = (flip ? W - 1 - x : x) + dx;
+      float* o = out + (y * W + x) * C;
+      const bool inside = sy >= 0 && sy < H && sx >= 0 && sx < W;
+      const uint8_t* px = inside ? image + (sy * W + sx) * C : nullptr;
+      for (int64_t c = 0; c < C; ++c)
+        o[c] = float(inside ? px[c] : 0) * affine.scale[c] + affine.bias[c];
+    }
+  }
+}
+
+}  // namespace kiln

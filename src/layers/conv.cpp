@@ -1,0 +1,47 @@
+#include "layers/layer_def.h"
+
+namespace kiln {
+namespace {
+
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
+  const Shape& x = single_nhwc_input(layer, inputs);
+  const LayerAttrs& a = layer.attrs;
+  if (a.out_channels <= 0)
+    fail("conv '{}': output channels must be positive, got {}", layer.name, a.out_channels);
+  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding),
+          window_output(layer, x[2], a.kernel, a.stride, a.padding), a.out_channels};
+}
+
+void lower_forward(LowerContext& ctx, int index) {
+  const Layer& layer = ctx.layer(index);
+  const LayerAttrs& a = layer.attrs;
+  const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3];
+  const int64_t k = a.out_channels, rs = int64_t(a.kernel) * a.kernel;
+  // torchvision's ResNet/VGG init: Kaiming normal, fan_out, ReLU gain.
+  const int w = ctx.param(layer.name + ".weight", {k, a.kernel, a.kernel, c}, Init::KaimingNormalFanOut,
+                          c * rs, k * rs);
+  const int b = a.bias ? ctx.param(layer.name + ".bias", {k}, Init::UniformFanIn, c * rs, k * rs) : -1;
+  const int y = ctx.activation(layer.name, layer.out_shape);
+  ctx.forward(ctx.op(OpKind::CONV_FWD, index, {ctx.in(index, 0), w, b}, {y}));
+  ctx.set_out(index, y);
+  const int yi = ctx.activation(layer.name + ":inf", layer.out_shape);
+  ctx.inference(ctx.op(OpKind::CONV_FWD, index, {ctx.infer_in(index, 0), w, b}, {yi}));
+  ctx.set_infer_out(index, yi);
+}
+
+void lower_backward(LowerContext& ctx, int index) {
+  const Layer& layer = ctx.layer(index);
+  const int dy = ctx.grad_out(index);
+  const int w = ctx.program.find(layer.name + ".weight");
+  const int b = ctx.program.find(layer.name + ".bias");
+  ctx.backward(ctx.op(OpKind::CONV_WGRAD, index, {dy, ctx.in(index, 0)},
+                      {ctx.grad_of(w), b >= 0 ? ctx.grad_of(b) : -1}));
+  const int dx = ctx.grad_in(index, 0);
+  if (dx >= 0) ctx.backward(ctx.op(OpKind::CONV_DGRAD, index, {dy, w}, {dx}));
+}
+
+}  // namespace
+
+extern const LayerDef kConvLayer{infer, lower_forward, lower_backward};
+
+}  // namespace kiln

@@ -1,0 +1,25 @@
+#include "layers/layer_def.h"
+
+namespace kiln {
+namespace {
+
+Shape infer(const Layer& layer, const std::vector<Shape>&) { return layer.out_shape; }
+
+// The data batch: written by the trainer before each step, read by both programs.
+void lower_forward(LowerContext& ctx, int index) {
+  TensorSpec t;
+  t.name = "input", t.shape = ctx.layer(index).out_shape, t.dtype = ctx.act_dtype;
+  t.role = TensorRole::Input;
+  const int id = ctx.add_tensor(std::move(t));
+  ctx.program.input = id;
+  ctx.set_out(index, id);
+  ctx.set_infer_out(index, id);
+}
+
+void lower_backward(LowerContext&, int) {}
+
+}  // namespace
+
+extern const LayerDef kInputLayer{infer, lower_forward, lower_backward};
+
+}  // namespace kiln

@@ -1,0 +1,57 @@
+#include "layers/layer_def.h"
+
+namespace kiln {
+
+extern const LayerDef kInputLayer, kConvLayer, kBatchNormLayer, kReluLayer, kCbrLayer,
+    kMaxPoolLayer, kAvgPoolLayer, kGlobalAvgPoolLayer, kFlattenLayer, kLinearLayer,
+    kDropoutLayer, kAddLayer;
+
+const LayerDef& layer_def(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::Input: return kInputLayer;
+    case LayerKind::Conv: return kConvLayer;
+    case LayerKind::BatchNorm: return kBatchNormLayer;
+    case LayerKind::ReLU: return kReluLayer;
+    case LayerKind::CBR: return kCbrLayer;
+    case LayerKind::MaxPool: return kMaxPoolLayer;
+    case LayerKind::AvgPool: return kAvgPoolLayer;
+    case LayerKind::GlobalAvgPool: return kGlobalAvgPoolLayer;
+    case LayerKind::Flatten: return kFlattenLayer;
+    case LayerKind::Linear: return kLinearLayer;
+    case LayerKind::Dropout: return kDropoutLayer;
+    case LayerKind::Add: return kAddLayer;
+    default: break;
+  }
+  fail("internal: layer kind '{}' has no lowering", layer_kind_name(kind));
+}
+
+const Shape& single_input(const Layer& layer, const std::vector<Shape>& inputs) {
+  if (inputs.size() != 1)
+    fail("{} '{}': expects 1 input, got {}", layer_kind_name(layer.kind), layer.name, inputs.size());
+  return inputs[0];
+}
+
+const Shape& single_nhwc_input(const Layer& layer, const std::vector<Shape>& inputs) {
+  const Shape& x = single_input(layer, inputs);
+  if (x.size() != 4)
+    fail("{} '{}': needs a feature map (N,H,W,C) but its input is {}; move it before flatten/fc",
+         layer_kind_name(layer.kind), layer.name, shape_str(x));
+  return x;
+}
+
+int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int padding) {
+  const char* kind = layer_kind_name(layer.kind);
+  if (kernel <= 0) fail("{} '{}': kernel size must be positive, got {}", kind, layer.name, kernel);
+  if (stride <= 0) fail("{} '{}': stride must be positive, got {}", kind, layer.name, stride);
+  if (padding < 0) fail("{} '{}': padding must be >= 0, got {}", kind, layer.name, padding);
+  if (layer.kind != LayerKind::Conv && layer.kind != LayerKind::CBR && 2 * padding > kernel)
+    fail("{} '{}': padding {} exceeds half the kernel {}; use padding <= {}", kind, layer.name,
+         padding, kernel, kernel / 2);
+  if (size + 2 * padding < kernel)
+    fail("{} '{}': kernel {} is larger than its padded input ({} + 2*{}); use a smaller kernel, "
+         "more padding or a larger input",
+         kind, layer.name, kernel, size, padding);
+  return (size + 2 * padding - kernel) / stride + 1;
+}
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+#pragma once
+// Each layer kind is described in one file of src/layers/: how its output shape follows from
+// its inputs, which tensors it needs and which ops it emits for forward, backward and
+// inference. Nothing else in the compiler switches on the layer kind.
+#include <vector>
+
+#include "compile/lower_context.h"
+#include "kiln/error.h"
+#include "kiln/layer_graph.h"
+
+namespace kiln {
+
+struct LayerDef {
+  // Output shape from input shapes; throws kiln::Error naming the layer and the fix.
+  Shape (*infer_shape)(const Layer& layer, const std::vector<Shape>& inputs);
+  // Declares the layer's tensors and emits its training-forward and inference ops.
+  void (*lower_forward)(LowerContext& ctx, int layer);
+  // Emits its backward ops (called in reverse topological order).
+  void (*lower_backward)(LowerContext& ctx, int layer);
+};
+
+const LayerDef& layer_def(LayerKind kind);
+
+// Shared checks for shape inference.
+const Shape& single_input(const Layer& layer, const std::vector<Shape>& inputs);
+const Shape& single_nhwc_input(const Layer& layer, const std::vector<Shape>& inputs);
+// Output size of a sliding window; rejects non-positive kernel/stride, negative padding,
+// padding of half the kernel or more, and windows larger than the padded input.
+int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int padding);
+
+}  // namespace kiln

@@ -1,0 +1,113 @@
+#include "kiln/blueprint.h"
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+const char* layer_kind_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::Input: return "input";
+    case LayerKind::Conv: return "conv";
+    case LayerKind::BatchNorm: return "bn";
+    case LayerKind::ReLU: return "relu";
+    case LayerKind::CBR: return "cbr";
+    case LayerKind::MaxPool: return "maxpool";
+    case LayerKind::AvgPool: return "avgpool";
+    case LayerKind::GlobalAvgPool: return "global_avgpool";
+    case LayerKind::Flatten: return "flatten";
+    case LayerKind::Linear: return "fc";
+    case LayerKind::Dropout: return "dropout";
+    case LayerKind::Add: return "add";
+    case LayerKind::SoftmaxCrossEntropy: return "softmax_ce";
+    case LayerKind::Sequence: return "seq";
+    case LayerKind::Residual: return "residual";
+  }
+  return "?";
+}
+
+Blueprint::Blueprint(std::string name) : name_(std::move(name)) {}
+
+Blueprint& Blueprint::add(LayerKind kind, LayerAttrs attrs, std::string name,
+                          std::vector<Blueprint> children) {
+  nodes_.push_back({kind, std::move(name), attrs, std::move(children)});
+  return *this;
+}
+
+// Values are checked by the compiler (which knows the layer's full name), not here, so a
+// blueprint can be assembled freely and every problem is reported with its place in the model.
+Blueprint& Blueprint::conv(int out_channels, int kernel, int stride, int padding, bool bias,
+                           std::string name) {
+  LayerAttrs a;
+  a.out_channels = out_channels, a.kernel = kernel, a.stride = stride, a.padding = padding;
+  a.bias = bias;
+  return add(LayerKind::Conv, a, std::move(name));
+}
+
+Blueprint& Blueprint::bn(std::string name, float eps, float momentum) {
+  LayerAttrs a;
+  a.eps = eps, a.momentum = momentum;
+  return add(LayerKind::BatchNorm, a, std::move(name));
+}
+
+Blueprint& Blueprint::relu(std::string name) { return add(LayerKind::ReLU, {}, std::move(name)); }
+
+Blueprint& Blueprint::cbr(int out_channels, int kernel, int stride, int padding, std::string name) {
+  LayerAttrs a;
+  a.out_channels = out_channels, a.kernel = kernel, a.stride = stride, a.padding = padding;
+  return add(LayerKind::CBR, a, std::move(name));
+}
+
+Blueprint& Blueprint::conv_bn_relu(int out_channels, int kernel, int stride, int padding,
+                                   std::string name) {
+  return cbr(out_channels, kernel, stride, padding, std::move(name));
+}
+
+Blueprint& Blueprint::maxpool(int kernel, int stride, int padding, std::string name) {
+  LayerAttrs a;
+  a.kernel = kernel, a.stride = stride, a.padding = padding;
+  return add(LayerKind::MaxPool, a, std::move(name));
+}
+
+Blueprint& Blueprint::avgpool(int kernel, int stride, int padding, std::string name) {
+  LayerAttrs a;
+  a.kernel = kernel, a.stride = stride, a.padding = padding;
+  return add(LayerKind::AvgPool, a, std::move(name));
+}
+
+Blueprint& Blueprint::global_avgpool(std::string name) {
+  return add(LayerKind::GlobalAvgPool, {}, std::move(name));
+}
+
+Blueprint& Blueprint::flatten(std::string name) { return add(LayerKind::Flatten, {}, std::move(name)); }
+
+Blueprint& Blueprint::fc(int out_features, bool bias, std::string name) {
+  LayerAttrs a;
+  a.out_channels = out_features, a.bias = bias;
+  return add(LayerKind::Linear, a, std::move(name));
+}
+
+Blueprint& Blueprint::dropout(float p, std::string name) {
+  LayerAttrs a;
+  a.p = p;
+  return add(LayerKind::Dropout, a, std::move(name));
+}
+
+Blueprint& Blueprint::seq(const Blueprint& inner, std::string name) {
+  return add(LayerKind::Sequence, {}, name.empty() ? inner.name() : std::move(name), {inner});
+}
+
+Blueprint& Blueprint::residual(const Blueprint& body, std::optional<Blueprint> shortcut,
+                               bool relu_after, std::string name) {
+  LayerAttrs a;
+  a.relu_after = relu_after;
+  std::vector<Blueprint> children{body};
+  if (shortcut) children.push_back(*shortcut);
+  return add(LayerKind::Residual, a, std::move(name), std::move(children));
+}
+
+Blueprint& Blueprint::input(int height, int width, int channels) {
+  input_hwc_ = Shape{height, width, channels};
+  return *this;
+}
+
+}  // namespace kiln

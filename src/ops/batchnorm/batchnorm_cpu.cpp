@@ -1,0 +1,366 @@
+#include "ops/batchnorm/batchnorm_cpu.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "runtime/op_call.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Below this many elements threads cost more than they save.
+constexpr int64_t kParallelElems = 1 << 15;
+
+// Rows are split into a number of chunks that depends on M and C only (never on the thread
+// count); each chunk sums into its own partial row and partials are added in chunk order, so
+// every run adds the same numbers in the same order.
+struct RowChunks {
+  int64_t count = 1, rows = 1;
+  RowChunks(int64_t M, int64_t C) {
+    int64_t want = std::clamp<int64_t>(M * C / kParallelElems, 1, 64);
+    rows = std::max<int64_t>(1, (M + want - 1) / want);
+    count = std::max<int64_t>(1, (M + rows - 1) / rows);
+  }
+};
+
+// out[k][c] = sum over rows m of what add_row(m, acc) adds into acc[k][c].
+template <size_t K, class AddRow>
+void reduce_rows(int64_t M, int64_t C, AddRow add_row, std::array<double*, K> out) {
+  RowChunks chunks(M, C);
+  std::vector<double> partial(chunks.count * K * C, 0.0);
+#pragma omp parallel for if (chunks.count > 1)
+  for (int64_t b = 0; b < chunks.count; ++b) {
+    std::array<double*, K> acc;
+    for (size_t k = 0; k < K; ++k) acc[k] = partial.data() + (b * K + k) * C;
+    int64_t end = std::min(M, (b + 1) * chunks.rows);
+    for (int64_t m = b * chunks.rows; m < end; ++m) add_row(m, acc);
+  }
+  for (size_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0.0;
+      for (int64_t b = 0; b < chunks.count; ++b) s += partial[(b * K + k) * C + c];
+      out[k][c] = s;
+    }
+}
+
+template <class T>
+std::vector<double> to_double(const T* v, int64_t n) {
+  return std::vector<double>(v, v + n);
+}
+
+}  // namespace
+
+template <class T>
+void bn_channel_moments(const T* x, int64_t M, int64_t C, double* mean, double* var) {
+  reduce_rows<1>(
+      M, C,
+      [&](int64_t m, const std::array<double*, 1>& acc) {
+        const T* row = x + m * C;
+        for (int64_t c = 0; c < C; ++c) acc[0][c] += row[c];
+      },
+      {mean});
+  for (int64_t c = 0; c < C; ++c) mean[c] /= static_cast<double>(std::max<int64_t>(M, 1));
+  reduce_rows<1>(
+      M, C,
+      [&](int64_t m, const std::array<double*, 1>& acc) {
+        const T* row = x + m * C;
+        for (int64_t c = 0; c < C; ++c) {
+          double d = row[c] - mean[c];
+          acc[0][c] += d * d;
+        }
+      },
+      {var});
+  for (int64_t c = 0; c < C; ++c) var[c] /= static_cast<double>(std::max<int64_t>(M, 1));
+}
+
+template <class T>
+void bn_channel_sums(const T* x, int64_t M, int64_t C, double* sum, double* sqsum) {
+  reduce_rows<2>(
+      M, C,
+      [&](int64_t m, const std::array<double*, 2>& acc) {
+        const T* row = x + m * C;
+        for (int64_t c = 0; c < C; ++c) {
+          double v = row[c];
+          acc[0][c] += v;
+          acc[1][c] += v * v;
+        }
+      },
+      {sum, sqsum});
+}
+
+template <class T>
+void bn_finalize_moments(const double* mean, const double* var, int64_t count, const T* gamma,
+                         const T* beta, double eps, double momentum, T* running_mean,
+                         T* running_var, T* saved_mean, T* saved_inv_std, double* scale,
+                         double* shift, int64_t C) {
+  // PyTorch updates running_var with the unbiased estimate; count 1 has none.
+  double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+  for (int64_t c = 0; c < C; ++c) {
+    double inv_std = 1.0 / std::sqrt(var[c] + eps);
+    saved_mean[c] = static_cast<T>(mean[c]);
+    saved_inv_std[c] = static_cast<T>(inv_std);
+    scale[c] = static_cast<double>(gamma[c]) * inv_std;
+    shift[c] = static_cast<double>(beta[c]) - mean[c] * scale[c];
+    running_mean[c] = static_cast<T>((1.0 - momentum) * running_mean[c] + momentum * mean[c]);
+    running_var[c] =
+        static_cast<T>((1.0 - momentum) * running_var[c] + momentum * var[c] * unbias);
+  }
+}
+
+template <class T>
+void bn_finalize(const double* sum, const double* sqsum, int64_t count, const T* gamma,
+                 const T* beta, double eps, double momentum, T* running_mean, T* running_var,
+                 T* saved_mean, T* saved_inv_std, double* scale, double* shift, int64_t C) {
+  std::vector<double> mean(C), var(C);
+  double n = static_cast<double>(std::max<int64_t>(count, 1));
+  for (int64_t c = 0; c < C; ++c) {
+    mean[c] = sum[c] / n;
+    var[c] = std::max(sqsum[c] / n - mean[c] * mean[c], 0.0);  // rounding can go below 0
+  }
+  bn_finalize_moments(mean.data(), var.data(), count, gamma, beta, eps, momentum, running_mean,
+                      running_var, saved_mean, saved_inv_std, scale, shift, C);
+}
+
+template <class T>
+void bn_apply(const T* x, const double* scale, const double* shift, int64_t M, int64_t C, T* y) {
+#pragma omp parallel for if (M * C > kParallelElems)
+  for (int64_t m = 0; m < M; ++m) {
+    const T* xr = x + m * C;
+    T* yr = y + m * C;
+    for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(xr[c] * scale[c] + shift[c]);
+  }
+}
+
+template <class T>
+void bn_apply_relu(const T* x, const double* scale, const double* shift, int64_t M, int64_t C,
+                   T* y, uint8_t* bitmask) {
+  // Groups of 8 rows cover exactly C whole mask bytes, so threads never share a byte.
+  int64_t groups = (M + 7) / 8;
+#pragma omp parallel for if (M * C > kParallelElems)
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t m0 = g * 8, m1 = std::min(M, m0 + 8);
+    if (bitmask) std::memset(bitmask + g * C, 0, bitmask_bytes(m1 * C) - g * C);
+    for (int64_t m = m0; m < m1; ++m)
+      for (int64_t c = 0; c < C; ++c) {
+        int64_t i = m * C + c;
+        double v = x[i] * scale[c] + shift[c];
+        bool pass = v > 0.0;
+        y[i] = pass ? static_cast<T>(v) : T(0);
+        if (bitmask && pass) bitmask[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+      }
+  }
+}
+
+template <class T>
+void bn_backward_reduce(const T* dy, const uint8_t* relu_bitmask, const T* x, const T* saved_mean,
+                        const T* saved_inv_std, int64_t M, int64_t C, double* sum_dy,
+                        double* sum_dy_xhat) {
+  std::vector<double> mean = to_double(saved_mean, C), inv = to_double(saved_inv_std, C);
+  reduce_rows<2>(
+      M, C,
+      [&](int64_t m, const std::array<double*, 2>& acc) {
+        const T* dyr = dy + m * C;
+        const T* xr = x + m * C;
+        for (int64_t c = 0; c < C; ++c) {
+          double g = (relu_bitmask && !bitmask_get(relu_bitmask, m * C + c)) ? 0.0 : dyr[c];
+          acc[0][c] += g;
+          acc[1][c] += g * ((xr[c] - mean[c]) * inv[c]);
+        }
+      },
+      {sum_dy, sum_dy_xhat});
+}
+
+template <class T>
+void bn_backward_apply(const T* dy, const uint8_t* relu_bitmask, const T* x, const T* gamma,
+                       const T* saved_mean, const T* saved_inv_std, const double* sum_dy,
+                       const double* sum_dy_xhat, int64_t M, int64_t C, T* dx) {
+  std::vector<double> mean = to_double(saved_mean, C), inv = to_double(saved_inv_std, C);
+  std::vector<double> k(C), a(C), b(C);
+  for (int64_t c = 0; c < C; ++c) {
+    k[c] = static_cast<double>(gamma[c]) * inv[c];
+    a[c] = sum_dy[c] / static_cast<double>(M);
+    b[c] = sum_dy_xhat[c] / static_cast<double>(M);
+  }
+#pragma omp parallel for if (M * C > kParallelElems)
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < C; ++c) {
+      int64_t i = m * C + c;
+      double g = (relu_bitmask && !bitmask_get(relu_bitmask, i)) ? 0.0 : dy[i];
+      double xhat = (x[i] - mean[c]) * inv[c];
+      dx[i] = static_cast<T>(k[c] * (g - a[c] - xhat * b[c]));
+    }
+}
+
+template <class T>
+void bn_forward_train(const T* x, const T* gamma, const T* beta, int64_t M, int64_t C, double eps,
+                      double momentum, T* y, T* saved_mean, T* saved_inv_std, T* running_mean,
+                      T* running_var) {
+  std::vector<double> mean(C), var(C), scale(C), shift(C);
+  bn_channel_moments(x, M, C, mean.data(), var.data());
+  bn_finalize_moments(mean.data(), var.data(), M, gamma, beta, eps, momentum, running_mean,
+                      running_var, saved_mean, saved_inv_std, scale.data(), shift.data(), C);
+  bn_apply(x, scale.data(), shift.data(), M, C, y);
+}
+
+template <class T>
+void bn_backward(const T* dy, const T* x, const T* gamma, const T* saved_mean,
+                 const T* saved_inv_std, int64_t M, int64_t C, T* dx, T* dgamma, T* dbeta) {
+  std::vector<double> sum_dy(C), sum_dy_xhat(C);
+  bn_backward_reduce<T>(dy, nullptr, x, saved_mean, saved_inv_std, M, C, sum_dy.data(),
+                        sum_dy_xhat.data());
+  if (dx)
+    bn_backward_apply<T>(dy, nullptr, x, gamma, saved_mean, saved_inv_std, sum_dy.data(),
+                         sum_dy_xhat.data(), M, C, dx);
+  for (int64_t c = 0; c < C; ++c) {
+    dgamma[c] = static_cast<T>(sum_dy_xhat[c]);
+    dbeta[c] = static_cast<T>(sum_dy[c]);
+  }
+}
+
+template <class T>
+void bn_inference(const T* x, const T* gamma, const T* beta, const T* running_mean,
+                  const T* running_var, int64_t M, int64_t C, double eps, T* y) {
+  std::vector<double> scale(C), shift(C);
+  for (int64_t c = 0; c < C; ++c) {
+    scale[c] = gamma[c] / std::sqrt(static_cast<double>(running_var[c]) + eps);
+    shift[c] = beta[c] - running_mean[c] * scale[c];
+  }
+  bn_apply(x, scale.data(), shift.data(), M, C, y);
+}
+
+#define KILN_INSTANTIATE_BN(T)                                                                  \
+  template void bn_channel_moments<T>(const T*, int64_t, int64_t, double*, double*);           \
+  template void bn_channel_sums<T>(const T*, int64_t, int64_t, double*, double*);              \
+  template void bn_finalize_moments<T>(const double*, const double*, int64_t, const T*,        \
+                                       const T*, double, double, T*, T*, T*, T*, double*,      \
+                                       double*, int64_t);                                      \
+  template void bn_finalize<T>(const double*, const double*, int64_t, const T*, const T*,      \
+                               double, double, T*, T*, T*, T*, double*, double*, int64_t);     \
+  template void bn_apply<T>(const T*, const double*, const double*, int64_t, int64_t, T*);     \
+  template void bn_apply_relu<T>(const T*, const double*, const double*, int64_t, int64_t, T*, \
+                                 uint8_t*);                                                    \
+  template void bn_backward_reduce<T>(const T*, const uint8_t*, const T*, const T*, const T*,  \
+                                      int64_t, int64_t, double*, double*);                     \
+  template void bn_backward_apply<T>(const T*, const uint8_t*, const T*, const T*, const T*,   \
+                                     const T*, const double*, const double*, int64_t, int64_t, \
+                                     T*);                                                      \
+  template void bn_forward_train<T>(const T*, const T*, const T*, int64_t, int64_t, double,    \
+                                    double, T*, T*, T*, T*, T*);                               \
+  template void bn_backward<T>(const T*, const T*, const T*, const T*, const T*, int64_t,      \
+                               int64_t, T*, T*, T*);                                           \
+  template void bn_inference<T>(const T*, const T*, const T*, const T*, const T*, int64_t,     \
+                                int64_t, double, T*);
+KILN_INSTANTIATE_BN(float)
+KILN_INSTANTIATE_BN(double)
+#undef KILN_INSTANTIATE_BN
+
+}  // namespace kiln::cpu
+
+namespace kiln {
+namespace {
+
+struct BnShape {
+  int64_t M, C;
+};
+
+const TensorArg& need(const OpCall& call, const std::vector<TensorArg>& list, size_t i,
+                      const char* role) {
+  if (i >= list.size() || !list[i])
+    fail("batchnorm '{}': op {} is missing its {} tensor; the program is malformed, recompile it",
+         call.layer().name, op_kind_name(call.op.kind), role);
+  return list[i];
+}
+
+// Views x as (M, C) with C = last dim.
+BnShape bn_shape(const OpCall& call, const TensorArg& x) {
+  const Shape& s = x.shape();
+  if (s.empty() || s.back() <= 0)
+    fail("batchnorm '{}': input shape {} has no channel dimension; BatchNorm needs (..., C)",
+         call.layer().name, shape_str(s));
+  return {x.numel() / s.back(), s.back()};
+}
+
+// Full tensors have x's numel, per-channel vectors C; all share x's dtype.
+void check_tensor(const OpCall& call, const TensorArg& t, const char* role, int64_t numel,
+                  DType dtype) {
+  if (t.numel() != numel)
+    fail("batchnorm '{}': {} has shape {} ({} elements) but {} are needed; the program's tensors "
+         "do not match the layer, recompile it",
+         call.layer().name, role, shape_str(t.shape()), t.numel(), numel);
+  if (t.dtype() != dtype)
+    fail("batchnorm '{}': {} is {} but the input is {}; BatchNorm on CPU keeps all its tensors in "
+         "the input's dtype",
+         call.layer().name, role, dtype_name(t.dtype()), dtype_name(dtype));
+}
+
+void bn_fwd_train_op(const OpCall& call) {
+  const TensorArg& x = need(call, call.in, 0, "x");
+  BnShape d = bn_shape(call, x);
+  const char* in_roles[] = {"x", "gamma", "beta"};
+  const char* out_roles[] = {"y", "saved_mean", "saved_inv_std", "running_mean", "running_var"};
+  for (size_t i = 0; i < 3; ++i)
+    check_tensor(call, need(call, call.in, i, in_roles[i]), in_roles[i], i == 0 ? x.numel() : d.C,
+                 x.dtype());
+  for (size_t i = 0; i < 5; ++i)
+    check_tensor(call, need(call, call.out, i, out_roles[i]), out_roles[i],
+                 i == 0 ? x.numel() : d.C, x.dtype());
+  if (d.M < 2)
+    fail("batchnorm '{}': training needs more than one value per channel, got input shape {}; "
+         "use a batch (or feature map) with more than one element per channel",
+         call.layer().name, shape_str(x.shape()));
+  const LayerAttrs& a = call.op.attrs;
+  dispatch_float(x.dtype(), "BN_FWD_TRAIN", [&](auto t) {
+    using T = decltype(t);
+    cpu::bn_forward_train<T>(x.as<T>(), call.in[1].as<T>(), call.in[2].as<T>(), d.M, d.C, a.eps,
+                             a.momentum, call.out[0].as<T>(), call.out[1].as<T>(),
+                             call.out[2].as<T>(), call.out[3].as<T>(), call.out[4].as<T>());
+  });
+}
+
+void bn_bwd_op(const OpCall& call) {
+  const TensorArg& x = need(call, call.in, 1, "x");
+  BnShape d = bn_shape(call, x);
+  const char* in_roles[] = {"dy", "x", "gamma", "saved_mean", "saved_inv_std"};
+  for (size_t i = 0; i < 5; ++i)
+    check_tensor(call, need(call, call.in, i, in_roles[i]), in_roles[i], i < 2 ? x.numel() : d.C,
+                 x.dtype());
+  // dx is absent (-1) when nothing upstream needs it.
+  bool has_dx = !call.out.empty() && call.out[0];
+  if (has_dx) check_tensor(call, call.out[0], "dx", x.numel(), x.dtype());
+  check_tensor(call, need(call, call.out, 1, "dgamma"), "dgamma", d.C, x.dtype());
+  check_tensor(call, need(call, call.out, 2, "dbeta"), "dbeta", d.C, x.dtype());
+  dispatch_float(x.dtype(), "BN_BWD", [&](auto t) {
+    using T = decltype(t);
+    cpu::bn_backward<T>(call.in[0].as<T>(), x.as<T>(), call.in[2].as<T>(), call.in[3].as<T>(),
+                        call.in[4].as<T>(), d.M, d.C, has_dx ? call.out[0].as<T>() : nullptr,
+                        call.out[1].as<T>(), call.out[2].as<T>());
+  });
+}
+
+void bn_inf_op(const OpCall& call) {
+  const TensorArg& x = need(call, call.in, 0, "x");
+  BnShape d = bn_shape(call, x);
+  const char* in_roles[] = {"x", "gamma", "beta", "running_mean", "running_var"};
+  for (size_t i = 0; i < 5; ++i)
+    check_tensor(call, need(call, call.in, i, in_roles[i]), in_roles[i], i == 0 ? x.numel() : d.C,
+                 x.dtype());
+  check_tensor(call, need(call, call.out, 0, "y"), "y", x.numel(), x.dtype());
+  dispatch_float(x.dtype(), "BN_INF", [&](auto t) {
+    using T = decltype(t);
+    cpu::bn_inference<T>(x.as<T>(), call.in[1].as<T>(), call.in[2].as<T>(), call.in[3].as<T>(),
+                         call.in[4].as<T>(), d.M, d.C, call.op.attrs.eps, call.out[0].as<T>());
+  });
+}
+
+}  // namespace
+
+void register_batchnorm_cpu() {
+  register_op(Device::CPU, OpKind::BN_FWD_TRAIN, bn_fwd_train_op);
+  register_op(Device::CPU, OpKind::BN_BWD, bn_bwd_op);
+  register_op(Device::CPU, OpKind::BN_INF, bn_inf_op);
+}
+
+}  // namespace kiln

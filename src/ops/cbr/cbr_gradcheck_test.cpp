@@ -1,0 +1,102 @@
+// CBR_BWD (double) against central finite differences of CBR_FWD, loss = sum(y * R).
+#include <gtest/gtest.h>
+
+#include "ops/cbr/cbr_cpu.h"
+#include "ops/cbr/cbr_test_reference.h"
+
+namespace kiln::cbr_test {
+namespace {
+
+constexpr double kBnEps = 1e-5, kMomentum = 0.1, kStep = 1e-6;
+
+struct Params {
+  std::vector<double> x, w, gamma, beta;
+};
+
+// Forward loss with fresh running statistics (they do not feed y).
+double loss(const Geometry& g, const Params& p, const std::vector<double>& r) {
+  std::vector<double> conv_out(g.y_numel()), y(g.y_numel()), mean(g.k), inv_std(g.k),
+      running_mean(g.k, 0.0), running_var(g.k, 1.0);
+  std::vector<uint8_t> bits(cpu::cbr_mask_bytes(g.y_numel()));
+  cpu::CbrForwardTensors<double> t;
+  t.x = p.x.data(), t.w = p.w.data(), t.gamma = p.gamma.data(), t.beta = p.beta.data();
+  t.conv_out = conv_out.data(), t.y = y.data(), t.saved_mean = mean.data();
+  t.saved_inv_std = inv_std.data(), t.bitmask = bits.data();
+  t.running_mean = running_mean.data(), t.running_var = running_var.data();
+  cpu::cbr_forward<double>(g.conv(), t, kBnEps, kMomentum);
+  double sum = 0;
+  for (int64_t i = 0; i < g.y_numel(); ++i) sum += y[i] * r[i];
+  return sum;
+}
+
+// Central differences of the loss w.r.t. every element of one parameter tensor.
+std::vector<double> numeric_grad(const Geometry& g, Params p, std::vector<double> Params::*which,
+                                 const std::vector<double>& r) {
+  std::vector<double>& v = p.*which;
+  std::vector<double> grad(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double saved = v[i];
+    v[i] = saved + kStep;
+    const double up = loss(g, p, r);
+    v[i] = saved - kStep;
+    const double down = loss(g, p, r);
+    v[i] = saved;
+    grad[i] = (up - down) / (2 * kStep);
+  }
+  return grad;
+}
+
+// Max |analytic - numeric| relative to the tensor's largest gradient.
+double relative_error(const std::vector<double>& analytic, const std::vector<double>& numeric) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < numeric.size(); ++i) {
+    diff = std::max(diff, std::abs(analytic[i] - numeric[i]));
+    scale = std::max(scale, std::abs(numeric[i]));
+  }
+  return diff / scale;
+}
+
+class CbrGradCheck : public ::testing::TestWithParam<Geometry> {};
+
+TEST_P(CbrGradCheck, BackwardMatchesFiniteDifferences) {
+  const Geometry g = GetParam();
+  std::mt19937 rng(2024);
+  Params p{random_vector(rng, g.x_numel(), -1, 1), random_vector(rng, g.w_numel(), -0.5, 0.5),
+           random_vector(rng, g.k, 0.5, 1.5), random_vector(rng, g.k, -0.5, 0.5)};
+  const std::vector<double> r = random_vector(rng, g.y_numel(), -1, 1);
+
+  // Analytic gradients: forward, then backward with dy = R.
+  std::vector<double> conv_out(g.y_numel()), y(g.y_numel()), mean(g.k), inv_std(g.k),
+      running_mean(g.k, 0.0), running_var(g.k, 1.0);
+  std::vector<uint8_t> bits(cpu::cbr_mask_bytes(g.y_numel()));
+  cpu::CbrForwardTensors<double> f;
+  f.x = p.x.data(), f.w = p.w.data(), f.gamma = p.gamma.data(), f.beta = p.beta.data();
+  f.conv_out = conv_out.data(), f.y = y.data(), f.saved_mean = mean.data();
+  f.saved_inv_std = inv_std.data(), f.bitmask = bits.data();
+  f.running_mean = running_mean.data(), f.running_var = running_var.data();
+  cpu::cbr_forward<double>(g.conv(), f, kBnEps, kMomentum);
+
+  std::vector<double> dx(g.x_numel()), dw(g.w_numel()), dgamma(g.k), dbeta(g.k), dconv(g.y_numel());
+  cpu::CbrBackwardTensors<double> b;
+  b.dy = r.data(), b.bitmask = bits.data(), b.conv_out = conv_out.data();
+  b.x = p.x.data(), b.w = p.w.data(), b.gamma = p.gamma.data();
+  b.saved_mean = mean.data(), b.saved_inv_std = inv_std.data();
+  b.dx = dx.data(), b.dw = dw.data(), b.dgamma = dgamma.data(), b.dbeta = dbeta.data();
+  b.dconv = dconv.data();
+  cpu::cbr_backward<double>(g.conv(), b);
+
+  EXPECT_LT(relative_error(dx, numeric_grad(g, p, &Params::x, r)), 1e-6);
+  EXPECT_LT(relative_error(dw, numeric_grad(g, p, &Params::w, r)), 1e-6);
+  EXPECT_LT(relative_error(dgamma, numeric_grad(g, p, &Params::gamma, r)), 1e-6);
+  EXPECT_LT(relative_error(dbeta, numeric_grad(g, p, &Params::beta, r)), 1e-6);
+}
+
+// Small shapes: every element is perturbed twice, each a full forward.
+INSTANTIATE_TEST_SUITE_P(Geometries, CbrGradCheck,
+                         ::testing::Values(Geometry{2, 4, 4, 2, 3, 3, 1, 1},
+                                           Geometry{2, 5, 3, 2, 3, 3, 2, 1},
+                                           Geometry{3, 3, 3, 3, 5, 1, 1, 0},
+                                           Geometry{2, 5, 5, 2, 3, 1, 2, 0}));
+
+}  // namespace
+}  // namespace kiln::cbr_test

@@ -1,0 +1,186 @@
+// Op wrappers for the fused CBR kernels: check the bound tensors against the layer's geometry
+// (naming the layer and tensor at fault), then dispatch on dtype.
+#include <string>
+
+#include "ops/cbr/cbr_cpu.h"
+#include "runtime/op_call.h"
+
+namespace kiln {
+namespace {
+
+using cpu::ConvGeom;
+
+std::string layer_name(const OpCall& call) {
+  if (call.op.layer >= 0 && call.op.layer < static_cast<int>(call.program.graph.layers.size()))
+    return call.layer().name;
+  return "<unnamed>";
+}
+
+struct Checker {
+  const OpCall& call;
+  const char* op;
+  std::string layer = layer_name(call);
+
+  const TensorArg& get(const std::vector<TensorArg>& args, size_t i, const char* role,
+                       const char* side) const {
+    if (i >= args.size() || !args[i])
+      fail("{} layer '{}': {} tensor #{} ({}) is not bound; the program must give the op all "
+           "of its tensors (see OpKind::{} in kiln/program.h)",
+           op, layer, side, i, role, op);
+    return args[i];
+  }
+  const TensorArg& in(size_t i, const char* role) const { return get(call.in, i, role, "input"); }
+  const TensorArg& out(size_t i, const char* role) const { return get(call.out, i, role, "output"); }
+
+  void shape(const TensorArg& t, const Shape& want, const char* role) const {
+    if (t.shape() != want)
+      fail("{} layer '{}': {} '{}' has shape {} but the layer needs {}; rebuild the program so "
+           "the tensor matches the layer's geometry",
+           op, layer, role, t.spec->name, shape_str(t.shape()), shape_str(want));
+  }
+  void dtype(const TensorArg& t, DType want, const char* role) const {
+    if (t.dtype() != want)
+      fail("{} layer '{}': {} '{}' is {} but must be {} (all float tensors of the op share the "
+           "activation dtype; masks are U8)",
+           op, layer, role, t.spec->name, dtype_name(t.dtype()), dtype_name(want));
+  }
+  void per_channel(const TensorArg& t, int64_t k, DType want, const char* role) const {
+    shape(t, {k}, role);
+    dtype(t, want, role);
+  }
+  // The activation dtype, checked before the other tensors are compared with it.
+  DType activation_dtype(const TensorArg& x) const {
+    if (x.dtype() != DType::F32 && x.dtype() != DType::F64)
+      fail("{} layer '{}': input '{}' is {}, which the CPU backend does not support; compile "
+           "with precision fp32 (or fp64)",
+           op, layer, x.spec->name, dtype_name(x.dtype()));
+    return x.dtype();
+  }
+  ConvGeom geometry(const TensorArg& x, const TensorArg& w) const {
+    try {
+      return ConvGeom::make(x.shape(), w.shape(), call.op.attrs.stride, call.op.attrs.padding);
+    } catch (const Error& e) {
+      fail("{} layer '{}': {}", op, layer, e.what());
+    }
+  }
+};
+
+void cbr_fwd(const OpCall& call) {
+  const Checker check{call, "CBR_FWD"};
+  const TensorArg &x = check.in(0, "x"), &w = check.in(1, "w"), &gamma = check.in(2, "gamma"),
+                  &beta = check.in(3, "beta");
+  const TensorArg &conv_out = check.out(0, "conv_out"), &y = check.out(1, "y"),
+                  &mean = check.out(2, "saved_mean"), &inv_std = check.out(3, "saved_inv_std"),
+                  &bits = check.out(4, "bitmask"), &rmean = check.out(5, "running_mean"),
+                  &rvar = check.out(6, "running_var");
+  const ConvGeom g = check.geometry(x, w);
+  const DType dt = check.activation_dtype(x);
+  const Shape out_shape{g.n, g.ho, g.wo, g.k};
+  check.dtype(w, dt, "weight");
+  for (const auto* t : {&conv_out, &y}) {
+    check.shape(*t, out_shape, "output");
+    check.dtype(*t, dt, "output");
+  }
+  check.per_channel(gamma, g.k, dt, "gamma");
+  check.per_channel(beta, g.k, dt, "beta");
+  check.per_channel(mean, g.k, dt, "saved_mean");
+  check.per_channel(inv_std, g.k, dt, "saved_inv_std");
+  check.per_channel(rmean, g.k, dt, "running_mean");
+  check.per_channel(rvar, g.k, dt, "running_var");
+  check.shape(bits, {cpu::cbr_mask_bytes(numel(out_shape))}, "bitmask");
+  check.dtype(bits, DType::U8, "bitmask");
+  if (g.n * g.ho * g.wo < 2)
+    fail("CBR_FWD layer '{}': batch statistics need more than one value per channel, but "
+         "N*H_out*W_out = 1; use a batch larger than 1 or a larger input",
+         check.layer);
+  dispatch_float(dt, "CBR_FWD", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::CbrForwardTensors<T> t;
+    t.x = x.as<T>(), t.w = w.as<T>(), t.gamma = gamma.as<T>(), t.beta = beta.as<T>();
+    t.conv_out = conv_out.as<T>(), t.y = y.as<T>();
+    t.saved_mean = mean.as<T>(), t.saved_inv_std = inv_std.as<T>();
+    t.bitmask = bits.as<uint8_t>();
+    t.running_mean = rmean.as<T>(), t.running_var = rvar.as<T>();
+    cpu::cbr_forward<T>(g, t, call.op.attrs.eps, call.op.attrs.momentum);
+  });
+}
+
+void cbr_bwd_impl(const OpCall& call, const char* op, bool first_layer) {
+  const Checker check{call, op};
+  const TensorArg &dy = check.in(0, "dy"), &bits = check.in(1, "bitmask"),
+                  &conv_out = check.in(2, "conv_out"), &x = check.in(3, "x"),
+                  &w = check.in(4, "w"), &gamma = check.in(5, "gamma"),
+                  &mean = check.in(6, "saved_mean"), &inv_std = check.in(7, "saved_inv_std");
+  const TensorArg &dw = check.out(1, "dw"), &dgamma = check.out(2, "dgamma"),
+                  &dbeta = check.out(3, "dbeta"), &dconv = check.out(4, "dconv");
+  const TensorArg* dx = nullptr;
+  if (!first_layer) dx = &check.out(0, "dx");
+  const ConvGeom g = check.geometry(x, w);
+  const DType dt = check.activation_dtype(x);
+  const Shape out_shape{g.n, g.ho, g.wo, g.k};
+  for (const auto* t : {&dy, &conv_out, &dconv}) {
+    check.shape(*t, out_shape, "tensor");
+    check.dtype(*t, dt, "tensor");
+  }
+  check.shape(bits, {cpu::cbr_mask_bytes(numel(out_shape))}, "bitmask");
+  check.dtype(bits, DType::U8, "bitmask");
+  check.shape(dw, w.shape(), "dw");
+  check.dtype(dw, dt, "dw");
+  check.dtype(w, dt, "weight");
+  if (dx) {
+    check.shape(*dx, x.shape(), "dx");
+    check.dtype(*dx, dt, "dx");
+  }
+  check.per_channel(gamma, g.k, dt, "gamma");
+  check.per_channel(mean, g.k, dt, "saved_mean");
+  check.per_channel(inv_std, g.k, dt, "saved_inv_std");
+  check.per_channel(dgamma, g.k, dt, "dgamma");
+  check.per_channel(dbeta, g.k, dt, "dbeta");
+  dispatch_float(dt, op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::CbrBackwardTensors<T> t;
+    t.dy = dy.as<T>(), t.bitmask = bits.as<uint8_t>(), t.conv_out = conv_out.as<T>();
+    t.x = x.as<T>(), t.w = w.as<T>(), t.gamma = gamma.as<T>();
+    t.saved_mean = mean.as<T>(), t.saved_inv_std = inv_std.as<T>();
+    t.dx = dx ? dx->as<T>() : nullptr;
+    t.dw = dw.as<T>(), t.dgamma = dgamma.as<T>(), t.dbeta = dbeta.as<T>();
+    t.dconv = dconv.as<T>();
+    cpu::cbr_backward<T>(g, t);
+  });
+}
+
+void cbr_bwd(const OpCall& call) { cbr_bwd_impl(call, "CBR_BWD", false); }
+void cbr_bwd_first(const OpCall& call) { cbr_bwd_impl(call, "CBR_BWD_FIRST", true); }
+
+void cbr_inf(const OpCall& call) {
+  const Checker check{call, "CBR_INF"};
+  const TensorArg &x = check.in(0, "x"), &w = check.in(1, "w"), &gamma = check.in(2, "gamma"),
+                  &beta = check.in(3, "beta"), &rmean = check.in(4, "running_mean"),
+                  &rvar = check.in(5, "running_var");
+  const TensorArg& y = check.out(0, "y");
+  const ConvGeom g = check.geometry(x, w);
+  const DType dt = check.activation_dtype(x);
+  check.dtype(w, dt, "weight");
+  check.shape(y, {g.n, g.ho, g.wo, g.k}, "y");
+  check.dtype(y, dt, "y");
+  check.per_channel(gamma, g.k, dt, "gamma");
+  check.per_channel(beta, g.k, dt, "beta");
+  check.per_channel(rmean, g.k, dt, "running_mean");
+  check.per_channel(rvar, g.k, dt, "running_var");
+  dispatch_float(dt, "CBR_INF", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::cbr_inference<T>(g, x.as<T>(), w.as<T>(), gamma.as<T>(), beta.as<T>(), rmean.as<T>(),
+                          rvar.as<T>(), call.op.attrs.eps, y.as<T>());
+  });
+}
+
+}  // namespace
+
+void register_cbr_cpu() {
+  register_op(Device::CPU, OpKind::CBR_FWD, cbr_fwd);
+  register_op(Device::CPU, OpKind::CBR_BWD, cbr_bwd);
+  register_op(Device::CPU, OpKind::CBR_BWD_FIRST, cbr_bwd_first);
+  register_op(Device::CPU, OpKind::CBR_INF, cbr_inf);
+}
+
+}  // namespace kiln

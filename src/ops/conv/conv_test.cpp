@@ -1,0 +1,269 @@
+// Conv kernels against a direct-convolution reference in double, gradients against finite
+// differences, and geometry validation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/error.h"
+#include "ops/conv/conv_cpu.h"
+
+namespace kiln::cpu {
+namespace {
+
+struct Case {
+  int64_t n, h, w, c, k, r, s, stride, pad;
+  bool bias;
+};
+
+std::string describe(const Case& t) {
+  return "n" + std::to_string(t.n) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) + "x" +
+         std::to_string(t.c) + " -> k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" +
+         std::to_string(t.s) + " stride " + std::to_string(t.stride) + " pad " +
+         std::to_string(t.pad) + (t.bias ? " bias" : "");
+}
+
+// Kernel sizes 1/3/5 and rectangular, strides 1-3, padding 0-3 (including output pixels whose
+// whole window lies in the padding), odd sizes, C != K, C == 1 as in a first layer.
+const std::vector<Case> kCases = {
+    {2, 5, 5, 3, 4, 1, 1, 1, 0, false},  // pointwise: no im2col
+    {2, 5, 4, 3, 5, 1, 1, 1, 0, true},
+    {2, 6, 5, 3, 5, 1, 1, 2, 0, true},  // 1x1 but strided: needs im2col
+    {2, 7, 6, 3, 4, 3, 3, 1, 1, true},
+    {3, 7, 9, 2, 5, 3, 3, 2, 1, false},
+    {2, 5, 6, 1, 3, 3, 3, 1, 0, true},
+    {1, 9, 8, 4, 3, 5, 5, 1, 2, true},
+    {2, 11, 7, 3, 2, 5, 5, 2, 2, false},
+    {1, 4, 4, 2, 3, 5, 5, 1, 1, false},  // kernel larger than the unpadded input
+    {2, 6, 7, 3, 4, 3, 3, 3, 2, true},
+    {1, 3, 4, 2, 3, 3, 3, 1, 3, true},  // border outputs see only padding
+    {2, 7, 5, 3, 2, 3, 1, 1, 1, true},  // R != S
+    {2, 5, 7, 2, 3, 1, 3, 2, 1, false},
+};
+
+ConvGeom geom(const Case& t) {
+  return ConvGeom::make({t.n, t.h, t.w, t.c}, {t.k, t.r, t.s, t.c}, static_cast<int>(t.stride),
+                        static_cast<int>(t.pad));
+}
+
+std::vector<double> random_vector(size_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> v(count);
+  for (double& e : v) e = dist(rng);
+  return v;
+}
+
+// Calls f(n, oh, ow, k, r, s, c, x_index) for every multiply of a direct convolution whose
+// input tap lies inside the image.
+template <class F>
+void for_each_tap(const ConvGeom& g, F&& f) {
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oh = 0; oh < g.ho; ++oh)
+      for (int64_t ow = 0; ow < g.wo; ++ow)
+        for (int64_t k = 0; k < g.k; ++k)
+          for (int64_t r = 0; r < g.r; ++r)
+            for (int64_t s = 0; s < g.s; ++s) {
+              const int64_t ih = oh * g.stride - g.pad + r, iw = ow * g.stride - g.pad + s;
+              if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+              for (int64_t c = 0; c < g.c; ++c)
+                f(((n * g.ho + oh) * g.wo + ow) * g.k + k, ((k * g.r + r) * g.s + s) * g.c + c,
+                  ((n * g.h + ih) * g.w + iw) * g.c + c);
+            }
+}
+
+struct Reference {
+  std::vector<double> y, dx, dw, db;
+};
+
+// y = conv(x, w) + b; dx, dw, db are the gradients of sum(y * dy).
+Reference naive(const ConvGeom& g, const std::vector<double>& x, const std::vector<double>& w,
+                const std::vector<double>* b, const std::vector<double>& dy) {
+  Reference ref;
+  ref.y.assign(g.n * g.ho * g.wo * g.k, 0.0);
+  ref.dx.assign(x.size(), 0.0);
+  ref.dw.assign(w.size(), 0.0);
+  ref.db.assign(g.k, 0.0);
+  for (size_t i = 0; i < ref.y.size(); ++i) {
+    if (b) ref.y[i] = (*b)[i % g.k];
+    ref.db[i % g.k] += dy[i];
+  }
+  for_each_tap(g, [&](int64_t yi, int64_t wi, int64_t xi) {
+    ref.y[yi] += x[xi] * w[wi];
+    ref.dx[xi] += dy[yi] * w[wi];
+    ref.dw[wi] += dy[yi] * x[xi];
+  });
+  return ref;
+}
+
+template <class T, class U>
+std::vector<T> cast(const std::vector<U>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+template <class T>
+void expect_near_all(const std::vector<T>& got, const std::vector<double>& want, double tol,
+                     const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(static_cast<double>(got[i]), want[i], tol * (1.0 + std::abs(want[i])))
+        << what << " at " << i;
+}
+
+// Runs all three kernels in precision T on inputs already rounded to T and compares them
+// with the double reference.
+template <class T>
+void check_case(const Case& t, double tol, unsigned seed) {
+  const ConvGeom g = geom(t);
+  std::mt19937 rng(seed);
+  const auto x = cast<double>(cast<T>(random_vector(g.n * g.h * g.w * g.c, rng)));
+  const auto w = cast<double>(cast<T>(random_vector(g.k * g.r * g.s * g.c, rng)));
+  const auto b = cast<double>(cast<T>(random_vector(g.k, rng)));
+  const auto dy = cast<double>(cast<T>(random_vector(g.n * g.ho * g.wo * g.k, rng)));
+  const Reference ref = naive(g, x, w, t.bias ? &b : nullptr, dy);
+
+  const auto xt = cast<T>(x), wt = cast<T>(w), bt = cast<T>(b), dyt = cast<T>(dy);
+  // Outputs start as NaN: every kernel must overwrite them completely.
+  std::vector<T> y(ref.y.size(), NAN), dx(x.size(), NAN), dw(w.size(), NAN), db(g.k, NAN);
+  conv_fwd<T>(g, xt.data(), wt.data(), t.bias ? bt.data() : nullptr, y.data());
+  conv_dgrad<T>(g, dyt.data(), wt.data(), dx.data());
+  conv_wgrad<T>(g, dyt.data(), xt.data(), dw.data(), t.bias ? db.data() : nullptr);
+  const std::string what = describe(t);
+  expect_near_all(y, ref.y, tol, "y " + what);
+  expect_near_all(dx, ref.dx, tol, "dx " + what);
+  expect_near_all(dw, ref.dw, tol, "dw " + what);
+  if (t.bias) expect_near_all(db, ref.db, tol, "db " + what);
+}
+
+// Restores the default workspace limit after a test shrinks it.
+struct WorkspaceLimit {
+  size_t saved = conv_workspace_limit();
+  explicit WorkspaceLimit(size_t bytes) { set_conv_workspace_limit(bytes); }
+  ~WorkspaceLimit() { set_conv_workspace_limit(saved); }
+};
+
+TEST(ConvCpu, DoubleMatchesDirectConvolution) {
+  unsigned seed = 1;
+  for (const Case& t : kCases) check_case<double>(t, 1e-10, seed++);
+}
+
+TEST(ConvCpu, FloatMatchesDirectConvolution) {
+  unsigned seed = 100;
+  for (const Case& t : kCases) check_case<float>(t, 1e-4, seed++);
+}
+
+// A one-byte budget forces one image per chunk: offsets and wgrad's accumulation across
+// chunks must still give the same answers.
+TEST(ConvCpu, ChunkedBatchMatchesDirectConvolution) {
+  WorkspaceLimit limit(1);
+  unsigned seed = 200;
+  for (const Case& t : kCases) {
+    check_case<double>(t, 1e-10, seed++);
+    check_case<float>(t, 1e-4, seed++);
+  }
+}
+
+// Loss = sum(conv(x, w, b) * R); the backward kernels fed with dy = R must give its gradient.
+TEST(ConvCpu, GradientsMatchFiniteDifferences) {
+  const std::vector<Case> cases = {
+      {2, 6, 5, 3, 4, 3, 3, 2, 1, true},
+      {1, 7, 6, 2, 3, 5, 5, 1, 2, true},
+      {2, 4, 5, 3, 2, 1, 1, 1, 0, true},
+  };
+  unsigned seed = 300;
+  for (const Case& t : cases) {
+    const ConvGeom g = geom(t);
+    std::mt19937 rng(seed++);
+    auto x = random_vector(g.n * g.h * g.w * g.c, rng);
+    auto w = random_vector(g.k * g.r * g.s * g.c, rng);
+    auto b = random_vector(g.k, rng);
+    const auto R = random_vector(g.n * g.ho * g.wo * g.k, rng);
+    std::vector<double> y(R.size());
+    auto loss = [&] {
+      conv_fwd<double>(g, x.data(), w.data(), b.data(), y.data());
+      double sum = 0;
+      for (size_t i = 0; i < y.size(); ++i) sum += y[i] * R[i];
+      return sum;
+    };
+    std::vector<double> dx(x.size()), dw(w.size()), db(b.size());
+    conv_dgrad<double>(g, R.data(), w.data(), dx.data());
+    conv_wgrad<double>(g, R.data(), x.data(), dw.data(), db.data());
+
+    const double eps = 1e-6;
+    auto check = [&](std::vector<double>& param, const std::vector<double>& grad,
+                     const char* name) {
+      for (size_t i = 0; i < param.size(); ++i) {
+        const double saved = param[i];
+        param[i] = saved + eps;
+        const double up = loss();
+        param[i] = saved - eps;
+        const double down = loss();
+        param[i] = saved;
+        const double fd = (up - down) / (2 * eps);
+        ASSERT_LT(std::abs(fd - grad[i]) / std::max(1.0, std::abs(fd)), 1e-6)
+            << name << "[" << i << "] " << describe(t) << ": analytic " << grad[i] << " fd " << fd;
+      }
+    };
+    check(x, dx, "dx");
+    check(w, dw, "dw");
+    check(b, db, "db");
+  }
+}
+
+// Large enough that im2col and the GEMM run on several threads.
+TEST(ConvCpu, RepeatedRunsAreBitwiseIdentical) {
+  const Case t{8, 20, 20, 32, 64, 3, 3, 1, 1, true};
+  const ConvGeom g = geom(t);
+  std::mt19937 rng(7);
+  const auto x = cast<float>(random_vector(g.n * g.h * g.w * g.c, rng));
+  const auto w = cast<float>(random_vector(g.k * g.r * g.s * g.c, rng));
+  const auto b = cast<float>(random_vector(g.k, rng));
+  const auto dy = cast<float>(random_vector(g.n * g.ho * g.wo * g.k, rng));
+  auto run = [&] {
+    std::vector<float> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size()), all;
+    conv_fwd<float>(g, x.data(), w.data(), b.data(), y.data());
+    conv_dgrad<float>(g, dy.data(), w.data(), dx.data());
+    conv_wgrad<float>(g, dy.data(), x.data(), dw.data(), db.data());
+    for (const auto* v : {&y, &dx, &dw, &db}) all.insert(all.end(), v->begin(), v->end());
+    return all;
+  };
+  const auto first = run(), second = run();
+  ASSERT_EQ(first.size(), second.size());
+  EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0);
+}
+
+void expect_geometry_error(const Shape& x, const Shape& w, int stride, int pad,
+                           const std::string& needle) {
+  try {
+    ConvGeom::make(x, w, stride, pad);
+    FAIL() << "expected kiln::Error mentioning '" << needle << "' for x " << shape_str(x)
+           << " w " << shape_str(w);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConvCpu, GeometryIsComputedFromShapes) {
+  const ConvGeom g = ConvGeom::make({2, 11, 7, 3}, {5, 3, 5, 3}, 2, 1);
+  EXPECT_EQ(g.ho, 6);  // (11 + 2 - 3) / 2 + 1
+  EXPECT_EQ(g.wo, 3);  // (7 + 2 - 5) / 2 + 1
+  EXPECT_EQ(g.k, 5);
+  EXPECT_EQ(g.c, 3);
+}
+
+TEST(ConvCpu, BadGeometryThrows) {
+  expect_geometry_error({2, 8, 8, 3}, {4, 3, 3, 2}, 1, 1, "channels");
+  expect_geometry_error({2, 4, 4, 3}, {4, 7, 7, 3}, 1, 1, "larger than the padded input");
+  expect_geometry_error({2, 4, 9, 3}, {4, 5, 3, 3}, 1, 0, "larger than the padded input");
+  expect_geometry_error({8, 8, 3}, {4, 3, 3, 3}, 1, 1, "NHWC");
+  expect_geometry_error({2, 8, 8, 3}, {4, 3, 3}, 1, 1, "KRSC");
+  expect_geometry_error({2, 8, 8, 3}, {4, 3, 3, 3}, 0, 1, "stride");
+  expect_geometry_error({2, 8, 8, 3}, {4, 3, 3, 3}, 1, -1, "padding");
+  expect_geometry_error({0, 8, 8, 3}, {4, 3, 3, 3}, 1, 1, "empty");
+}
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,210 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <deque>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/loss/loss_cpu.h"
+#include "runtime/op_call.h"
+
+namespace kiln {
+void register_loss_cpu();
+}
+
+namespace {
+
+using namespace kiln;
+using namespace kiln::cpu;
+using Vec = std::vector<double>;
+using Labels = std::vector<int32_t>;
+
+struct Batch {
+  int64_t N, C;
+  Vec logits;
+  Labels labels;
+  Batch(int64_t N_, int64_t C_, uint32_t seed, double spread = 3.0) : N(N_), C(C_) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> dist(-spread, spread);
+    std::uniform_int_distribution<int32_t> cls(0, static_cast<int32_t>(C - 1));
+    logits.resize(N * C);
+    for (double& v : logits) v = dist(rng);
+    for (int64_t n = 0; n < N; ++n) labels.push_back(cls(rng));
+  }
+};
+
+// Textbook definition: softmax without the max shift, explicit smoothed targets.
+double ref_loss(const Batch& b, double ls, Vec* grad) {
+  double total = 0;
+  if (grad) grad->assign(b.N * b.C, 0.0);
+  for (int64_t n = 0; n < b.N; ++n) {
+    double denom = 0;
+    for (int64_t c = 0; c < b.C; ++c) denom += std::exp(b.logits[n * b.C + c]);
+    for (int64_t c = 0; c < b.C; ++c) {
+      double p = std::exp(b.logits[n * b.C + c]) / denom;
+      double target = (1 - ls) * (c == b.labels[n] ? 1.0 : 0.0) + ls / b.C;
+      total -= target * std::log(p);
+      if (grad) (*grad)[n * b.C + c] = (p - target) / b.N;
+    }
+  }
+  return total / b.N;
+}
+
+double rel_err(const Vec& a, const Vec& b) {
+  double diff = 0, scale = 1e-300;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return diff / scale;
+}
+
+TEST(LossCpu, MatchesReferenceWithoutAndWithSmoothing) {
+  for (double ls : {0.0, 0.1, 1.0}) {
+    Batch b(16, 10, 1);
+    Vec d(b.N * b.C), ref_d;
+    double loss =
+        softmax_cross_entropy<double>(b.logits.data(), b.labels.data(), b.N, b.C, ls, d.data());
+    double ref = ref_loss(b, ls, &ref_d);
+    EXPECT_NEAR(loss, ref, 1e-13 * ref) << "smoothing " << ls;
+    EXPECT_LT(rel_err(d, ref_d), 1e-12) << "smoothing " << ls;
+    std::vector<float> lf(b.logits.begin(), b.logits.end()), df(d.size());
+    double loss_f = softmax_cross_entropy<float>(lf.data(), b.labels.data(), b.N, b.C, ls,
+                                                 df.data());
+    EXPECT_NEAR(loss_f, ref, 1e-6 * ref);
+    EXPECT_LT(rel_err(Vec(df.begin(), df.end()), ref_d), 1e-5);
+  }
+}
+
+TEST(LossCpu, SmoothingKnownValue) {
+  // Two classes, equal logits: softmax = 1/2, so the loss is log 2 whatever the smoothing,
+  // and the gradient is (1/2 - target): target = 0.9 + 0.05 for the label.
+  Vec logits = {0.0, 0.0}, d(2);
+  Labels labels = {1};
+  double loss = softmax_cross_entropy<double>(logits.data(), labels.data(), 1, 2, 0.1, d.data());
+  EXPECT_DOUBLE_EQ(loss, std::log(2.0));
+  EXPECT_NEAR(d[0], 0.5 - 0.05, 1e-15);
+  EXPECT_NEAR(d[1], 0.5 - 0.95, 1e-15);
+}
+
+TEST(LossCpu, GradientMatchesFiniteDifferences) {
+  for (double ls : {0.0, 0.2}) {
+    Batch b(6, 5, 2);
+    Vec d(b.N * b.C), fd(b.N * b.C);
+    softmax_cross_entropy<double>(b.logits.data(), b.labels.data(), b.N, b.C, ls, d.data());
+    const double h = 1e-6;
+    for (size_t i = 0; i < b.logits.size(); ++i) {
+      Vec z = b.logits;
+      z[i] += h;
+      double up = softmax_cross_entropy<double>(z.data(), b.labels.data(), b.N, b.C, ls, nullptr);
+      z[i] -= 2 * h;
+      double down =
+          softmax_cross_entropy<double>(z.data(), b.labels.data(), b.N, b.C, ls, nullptr);
+      fd[i] = (up - down) / (2 * h);
+    }
+    EXPECT_LT(rel_err(d, fd), 1e-6) << "smoothing " << ls;
+  }
+}
+
+TEST(LossCpu, LargeLogitsStayFinite) {
+  Batch b(4, 7, 3);
+  Vec shifted = b.logits, d1(b.logits.size()), d2(b.logits.size());
+  for (double& v : shifted) v += 1000.0;  // exp(1000) overflows without the max shift
+  double l1 = softmax_cross_entropy<double>(b.logits.data(), b.labels.data(), b.N, b.C, 0.1,
+                                            d1.data());
+  double l2 =
+      softmax_cross_entropy<double>(shifted.data(), b.labels.data(), b.N, b.C, 0.1, d2.data());
+  EXPECT_TRUE(std::isfinite(l2));
+  EXPECT_NEAR(l1, l2, 1e-10);
+  EXPECT_LT(rel_err(d2, d1), 1e-10);
+}
+
+TEST(LossCpu, LargeBatchIsDeterministicAndMatches) {  // takes the multi-threaded path
+  Batch b(1024, 100, 4);
+  Vec d1(b.N * b.C), d2(b.N * b.C), ref_d;
+  double l1 = softmax_cross_entropy<double>(b.logits.data(), b.labels.data(), b.N, b.C, 0.1,
+                                            d1.data());
+  double l2 = softmax_cross_entropy<double>(b.logits.data(), b.labels.data(), b.N, b.C, 0.1,
+                                            d2.data());
+  EXPECT_EQ(l1, l2);
+  EXPECT_EQ(d1, d2);
+  double ref = ref_loss(b, 0.1, &ref_d);
+  EXPECT_NEAR(l1, ref, 1e-12 * ref);
+  EXPECT_LT(rel_err(d1, ref_d), 1e-12);
+}
+
+TEST(LossCpu, CountCorrectFirstMaxWins) {
+  std::vector<float> logits = {
+      1, 3, 3,   // tie between 1 and 2: class 1 wins
+      5, 0, 0,   // class 0
+      0, 0, 9,   // class 2
+      2, 2, 2};  // all tied: class 0
+  Labels labels = {1, 0, 1, 0};
+  EXPECT_EQ(count_correct<float>(logits.data(), labels.data(), 4, 3), 3);
+  labels = {2, 0, 2, -1};
+  EXPECT_EQ(count_correct<float>(logits.data(), labels.data(), 4, 3), 2);
+  Vec dl(logits.begin(), logits.end());
+  EXPECT_EQ(count_correct<double>(dl.data(), labels.data(), 4, 3), 2);
+}
+
+// --- Op wrapper ---
+
+struct OpFixture {
+  Program program;
+  std::deque<TensorSpec> specs;
+  StepScalars scalars;
+  OpFixture() {
+    program.graph.layers.resize(3);
+    program.graph.layers[2].name = "head.loss";
+  }
+  TensorArg arg(Shape shape, void* data, DType dtype) {
+    TensorSpec& s = specs.emplace_back();
+    s.shape = std::move(shape);
+    s.dtype = dtype;
+    return TensorArg{&s, data};
+  }
+};
+
+TEST(LossOp, ThroughRegistryReadsSmoothingFromOptions) {
+  register_loss_cpu();
+  OpFixture f;
+  f.program.options.label_smoothing = 0.1f;
+  Batch b(8, 4, 5);
+  std::vector<float> logits(b.logits.begin(), b.logits.end()), loss(1), d(b.N * b.C);
+  Op op{OpKind::SOFTMAX_CE, 2, {}, {}, {}};
+  OpCall call{op, f.program,
+              {f.arg({8, 4}, logits.data(), DType::F32), f.arg({8}, b.labels.data(), DType::I32)},
+              {f.arg({1}, loss.data(), DType::F32), f.arg({8, 4}, d.data(), DType::F32)},
+              f.scalars};
+  find_op(Device::CPU, OpKind::SOFTMAX_CE)(call);
+  Vec ref_d;
+  double ref = ref_loss(b, double(0.1f), &ref_d);
+  EXPECT_NEAR(loss[0], ref, 1e-6 * ref);
+  EXPECT_LT(rel_err(Vec(d.begin(), d.end()), ref_d), 1e-5);
+}
+
+TEST(LossOp, BadLabelNamesValueIndexAndLayer) {
+  register_loss_cpu();
+  OpFixture f;
+  std::vector<float> logits(3 * 10, 0.f), loss(1), d(30);
+  Labels labels = {0, 9, 10};
+  Op op{OpKind::SOFTMAX_CE, 2, {}, {}, {}};
+  OpCall call{op, f.program,
+              {f.arg({3, 10}, logits.data(), DType::F32), f.arg({3}, labels.data(), DType::I32)},
+              {f.arg({1}, loss.data(), DType::F32), f.arg({3, 10}, d.data(), DType::F32)},
+              f.scalars};
+  try {
+    find_op(Device::CPU, OpKind::SOFTMAX_CE)(call);
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("head.loss"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("label 10"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("index 2"), std::string::npos) << msg;
+  }
+  labels = {0, -3, 1};
+  EXPECT_THROW(find_op(Device::CPU, OpKind::SOFTMAX_CE)(call), Error);
+}
+
+}  // namespace

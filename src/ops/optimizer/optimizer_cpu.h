@@ -1,0 +1,33 @@
+#pragma once
+// Fused optimizer updates on the CPU. The compiler lays parameters, gradients and each
+// optimizer-state slot out as contiguous regions in the same order, so one loop over flat
+// arrays updates every parameter of the model at once.
+//
+// Semantics are PyTorch's (torch.optim.SGD with dampening 0, torch.optim.AdamW), computed per
+// element in T with the step's scalar factors formed in double.
+#include <cstdint>
+
+namespace kiln::cpu {
+
+struct SgdHyper {
+  double lr = 0, momentum = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+
+// g = grad + weight_decay * p; buf = momentum * buf + g; g = nesterov ? g + momentum * buf : buf;
+// p -= lr * g. Buffers start at zero, which reproduces PyTorch's first step (buf = g). With
+// momentum == 0 there is no buffer (momentum_buf may be nullptr) and p -= lr * g.
+template <class T>
+void sgd_update(int64_t n, const T* grad, T* param, T* momentum_buf, const SgdHyper& h);
+
+struct AdamWHyper {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  int64_t step = 1;  // 1-based number of this update, for bias correction
+};
+
+// p *= 1 - lr * wd; m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2;
+// p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
+template <class T>
+void adamw_update(int64_t n, const T* grad, T* param, T* m, T* v, const AdamWHyper& h);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,312 @@
+#include "ops/pool/pool_cpu.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "runtime/op_call.h"
+
+namespace kiln::cpu {
+namespace {
+// Below this many multiply-adds a thread team costs more than it saves.
+constexpr int64_t kParallelWork = 1 << 15;
+// Channel block of one maxpool-backward task: tasks own disjoint channels, so the scatter
+// needs no atomics and keeps its order.
+constexpr int64_t kChannelBlock = 16;
+}  // namespace
+
+PoolGeom PoolGeom::make(const Shape& x, int kernel, int stride, int pad, const char* kind,
+                        const std::string& layer) {
+  if (x.size() != 4)
+    fail("{} '{}': input shape {} is not a 4-d NHWC feature map; pool before flattening",
+         kind, layer, shape_str(x));
+  if (kernel < 1 || stride < 1 || pad < 0)
+    fail("{} '{}': kernel {}, stride {}, padding {} are invalid; need kernel >= 1, stride >= 1, "
+         "padding >= 0",
+         kind, layer, kernel, stride, pad);
+  if (2 * pad > kernel)
+    fail("{} '{}': padding {} is more than half the kernel {}; use padding <= {} (as PyTorch)",
+         kind, layer, pad, kernel, kernel / 2);
+  PoolGeom g{x[0], x[1], x[2], x[3], kernel, stride, pad, 0, 0};
+  if (g.h + 2 * pad < kernel || g.w + 2 * pad < kernel)
+    fail("{} '{}': kernel {} does not fit the {}x{} input with padding {}; use a smaller kernel "
+         "or a larger input",
+         kind, layer, kernel, g.h, g.w, pad);
+  g.ho = (g.h + 2 * pad - kernel) / stride + 1;
+  g.wo = (g.w + 2 * pad - kernel) / stride + 1;
+  return g;
+}
+
+template <class T>
+void maxpool_forward(const PoolGeom& g, const T* x, T* y, int32_t* argmax) {
+  const int64_t C = g.c;
+#pragma omp parallel for collapse(2) if (g.n * g.ho * g.wo * C * g.kernel * g.kernel > kParallelWork)
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      // padding <= kernel/2 guarantees every window holds at least one real element.
+      int64_t h0 = oh * g.stride - g.pad;
+      int64_t ih_lo = std::max<int64_t>(h0, 0), ih_hi = std::min(h0 + g.kernel, g.h);
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        int64_t w0 = ow * g.stride - g.pad;
+        int64_t iw_lo = std::max<int64_t>(w0, 0), iw_hi = std::min(w0 + g.kernel, g.w);
+        int64_t out = ((n * g.ho + oh) * g.wo + ow) * C;
+        T* best = y + out;
+        int32_t* arg = argmax ? argmax + out : nullptr;
+        for (int64_t ih = ih_lo; ih < ih_hi; ++ih)
+          for (int64_t iw = iw_lo; iw < iw_hi; ++iw) {
+            const T* xr = x + ((n * g.h + ih) * g.w + iw) * C;
+            auto idx = static_cast<int32_t>(ih * g.w + iw);
+            bool first = ih == ih_lo && iw == iw_lo;
+            for (int64_t c = 0; c < C; ++c) {
+              T v = xr[c];
+              // NaN wins (and then stays), as in PyTorch, so it is not silently hidden.
+              if (first || v > best[c] || (v != v && best[c] == best[c])) {
+                best[c] = v;
+                if (arg) arg[c] = idx;
+              }
+            }
+          }
+      }
+    }
+}
+
+template <class T>
+void maxpool_backward(const PoolGeom& g, const T* dy, const int32_t* argmax, T* dx) {
+  const int64_t C = g.c, image = g.h * g.w * C;
+  const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
+  const bool parallel = g.n * g.ho * g.wo * C > kParallelWork;
+  std::memset(dx, 0, sizeof(T) * g.n * image);
+#pragma omp parallel for collapse(2) if (parallel)
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t c0 = b * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
+      T* dxn = dx + n * image;
+      for (int64_t o = n * g.ho * g.wo; o < (n + 1) * g.ho * g.wo; ++o)
+        for (int64_t c = c0; c < c1; ++c)
+          dxn[static_cast<int64_t>(argmax[o * C + c]) * C + c] += dy[o * C + c];
+    }
+}
+
+template <class T>
+void avgpool_forward(const PoolGeom& g, const T* x, T* y) {
+  const int64_t C = g.c;
+  const double divisor = static_cast<double>(g.kernel * g.kernel);
+#pragma omp parallel if (g.n * g.ho * g.wo * C * g.kernel * g.kernel > kParallelWork)
+  {
+    std::vector<double> acc(C);
+#pragma omp for collapse(2)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t oh = 0; oh < g.ho; ++oh) {
+        int64_t h0 = oh * g.stride - g.pad;
+        int64_t ih_lo = std::max<int64_t>(h0, 0), ih_hi = std::min(h0 + g.kernel, g.h);
+        for (int64_t ow = 0; ow < g.wo; ++ow) {
+          int64_t w0 = ow * g.stride - g.pad;
+          int64_t iw_lo = std::max<int64_t>(w0, 0), iw_hi = std::min(w0 + g.kernel, g.w);
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t ih = ih_lo; ih < ih_hi; ++ih)
+            for (int64_t iw = iw_lo; iw < iw_hi; ++iw) {
+              const T* xr = x + ((n * g.h + ih) * g.w + iw) * C;
+              for (int64_t c = 0; c < C; ++c) acc[c] += xr[c];
+            }
+          T* yr = y + ((n * g.ho + oh) * g.wo + ow) * C;
+          for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(acc[c] / divisor);
+        }
+      }
+  }
+}
+
+// Gathers, for every input element, the outputs whose windows cover it: no scatter, so each
+// dx element is written by one thread in a fixed order.
+template <class T>
+void avgpool_backward(const PoolGeom& g, const T* dy, T* dx) {
+  const int64_t C = g.c, k = g.kernel, s = g.stride, p = g.pad;
+  const double divisor = static_cast<double>(k * k);
+  // Outputs o whose window [o*s - p, o*s - p + k) contains input i.
+  auto covering = [&](int64_t i, int64_t out_size, int64_t& lo, int64_t& hi) {
+    int64_t a = i + p - k + 1;
+    lo = a <= 0 ? 0 : (a + s - 1) / s;
+    hi = std::min(out_size, (i + p) / s + 1);
+  };
+#pragma omp parallel if (g.n * g.h * g.w * C * k * k > kParallelWork)
+  {
+    std::vector<double> acc(C);
+#pragma omp for collapse(2)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t ih = 0; ih < g.h; ++ih) {
+        int64_t oh_lo, oh_hi;
+        covering(ih, g.ho, oh_lo, oh_hi);
+        for (int64_t iw = 0; iw < g.w; ++iw) {
+          int64_t ow_lo, ow_hi;
+          covering(iw, g.wo, ow_lo, ow_hi);
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t oh = oh_lo; oh < oh_hi; ++oh)
+            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+              const T* dyr = dy + ((n * g.ho + oh) * g.wo + ow) * C;
+              for (int64_t c = 0; c < C; ++c) acc[c] += dyr[c];
+            }
+          T* dxr = dx + ((n * g.h + ih) * g.w + iw) * C;
+          for (int64_t c = 0; c < C; ++c) dxr[c] = static_cast<T>(acc[c] / divisor);
+        }
+      }
+  }
+}
+
+template <class T>
+void gap_forward(const T* x, int64_t n, int64_t hw, int64_t c, T* y) {
+#pragma omp parallel if (n * hw * c > kParallelWork)
+  {
+    std::vector<double> acc(c);
+#pragma omp for
+    for (int64_t i = 0; i < n; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < hw; ++j) {
+        const T* xr = x + (i * hw + j) * c;
+        for (int64_t k = 0; k < c; ++k) acc[k] += xr[k];
+      }
+      for (int64_t k = 0; k < c; ++k) y[i * c + k] = static_cast<T>(acc[k] / hw);
+    }
+  }
+}
+
+template <class T>
+void gap_backward(const T* dy, int64_t n, int64_t hw, int64_t c, T* dx) {
+#pragma omp parallel for if (n * hw * c > kParallelWork)
+  for (int64_t r = 0; r < n * hw; ++r) {
+    const T* dyr = dy + (r / hw) * c;
+    T* dxr = dx + r * c;
+    for (int64_t k = 0; k < c; ++k) dxr[k] = static_cast<T>(static_cast<double>(dyr[k]) / hw);
+  }
+}
+
+#define KILN_INSTANTIATE_POOL(T)                                                           \
+  template void maxpool_forward<T>(const PoolGeom&, const T*, T*, int32_t*);               \
+  template void maxpool_backward<T>(const PoolGeom&, const T*, const int32_t*, T*);        \
+  template void avgpool_forward<T>(const PoolGeom&, const T*, T*);                         \
+  template void avgpool_backward<T>(const PoolGeom&, const T*, T*);                        \
+  template void gap_forward<T>(const T*, int64_t, int64_t, int64_t, T*);                   \
+  template void gap_backward<T>(const T*, int64_t, int64_t, int64_t, T*);
+KILN_INSTANTIATE_POOL(float)
+KILN_INSTANTIATE_POOL(double)
+#undef KILN_INSTANTIATE_POOL
+
+}  // namespace kiln::cpu
+
+namespace kiln {
+namespace {
+
+const TensorArg& need(const OpCall& call, const std::vector<TensorArg>& list, size_t i,
+                      const char* role) {
+  if (i >= list.size() || !list[i])
+    fail("layer '{}': op {} is missing its {} tensor; the program is malformed, recompile it",
+         call.layer().name, op_kind_name(call.op.kind), role);
+  return list[i];
+}
+
+// Tensors must hold `shape`'s element count (the layout is implied) and have `dtype`.
+void check(const OpCall& call, const char* kind, const TensorArg& t, const char* role,
+           const Shape& shape, DType dtype) {
+  if (t.numel() != numel(shape))
+    fail("{} '{}': {} has shape {} but {} is expected; recompile the program", kind,
+         call.layer().name, role, shape_str(t.shape()), shape_str(shape));
+  if (t.dtype() != dtype)
+    fail("{} '{}': {} is {} but {} is expected", kind, call.layer().name, role,
+         dtype_name(t.dtype()), dtype_name(dtype));
+}
+
+cpu::PoolGeom geom(const OpCall& call, const char* kind, const Shape& x) {
+  const LayerAttrs& a = call.op.attrs;
+  return cpu::PoolGeom::make(x, a.kernel, a.stride, a.padding, kind, call.layer().name);
+}
+
+void maxpool_forward_op(const OpCall& call, bool training) {
+  const TensorArg& x = need(call, call.in, 0, "x");
+  cpu::PoolGeom g = geom(call, "maxpool", x.shape());
+  if (g.h * g.w > std::numeric_limits<int32_t>::max())
+    fail("maxpool '{}': a {}x{} image is too large for I32 argmax indices", call.layer().name,
+         g.h, g.w);
+  const TensorArg& y = need(call, call.out, 0, "y");
+  check(call, "maxpool", y, "y", g.out_shape(), x.dtype());
+  int32_t* argmax = nullptr;
+  if (training) {
+    const TensorArg& a = need(call, call.out, 1, "argmax");
+    check(call, "maxpool", a, "argmax", g.out_shape(), DType::I32);
+    argmax = a.as<int32_t>();
+  }
+  dispatch_float(x.dtype(), op_kind_name(call.op.kind), [&](auto t) {
+    using T = decltype(t);
+    cpu::maxpool_forward<T>(g, x.as<T>(), y.as<T>(), argmax);
+  });
+}
+
+void maxpool_fwd_op(const OpCall& call) { maxpool_forward_op(call, true); }
+void maxpool_inf_op(const OpCall& call) { maxpool_forward_op(call, false); }
+
+void maxpool_bwd_op(const OpCall& call) {
+  const TensorArg& dx = need(call, call.out, 0, "dx");
+  cpu::PoolGeom g = geom(call, "maxpool", dx.shape());
+  const TensorArg& dy = need(call, call.in, 0, "dy");
+  check(call, "maxpool", dy, "dy", g.out_shape(), dx.dtype());
+  check(call, "maxpool", need(call, call.in, 1, "argmax"), "argmax", g.out_shape(), DType::I32);
+  dispatch_float(dx.dtype(), "MAXPOOL_BWD", [&](auto t) {
+    using T = decltype(t);
+    cpu::maxpool_backward<T>(g, dy.as<T>(), call.in[1].as<int32_t>(), dx.as<T>());
+  });
+}
+
+void avgpool_fwd_op(const OpCall& call) {
+  const TensorArg& x = need(call, call.in, 0, "x");
+  cpu::PoolGeom g = geom(call, "avgpool", x.shape());
+  const TensorArg& y = need(call, call.out, 0, "y");
+  check(call, "avgpool", y, "y", g.out_shape(), x.dtype());
+  dispatch_float(x.dtype(), "AVGPOOL_FWD", [&](auto t) {
+    using T = decltype(t);
+    cpu::avgpool_forward<T>(g, x.as<T>(), y.as<T>());
+  });
+}
+
+void avgpool_bwd_op(const OpCall& call) {
+  const TensorArg& dx = need(call, call.out, 0, "dx");
+  cpu::PoolGeom g = geom(call, "avgpool", dx.shape());
+  const TensorArg& dy = need(call, call.in, 0, "dy");
+  check(call, "avgpool", dy, "dy", g.out_shape(), dx.dtype());
+  dispatch_float(dx.dtype(), "AVGPOOL_BWD", [&](auto t) {
+    using T = decltype(t);
+    cpu::avgpool_backward<T>(g, dy.as<T>(), dx.as<T>());
+  });
+}
+
+// Global average pooling reads the feature map (N, H, W, C); the pooled side is (N, C).
+void gap_op(const OpCall& call, bool forward) {
+  const TensorArg& map = forward ? need(call, call.in, 0, "x") : need(call, call.out, 0, "dx");
+  const TensorArg& pooled = forward ? need(call, call.out, 0, "y") : need(call, call.in, 0, "dy");
+  const Shape& s = map.shape();
+  if (s.size() != 4)
+    fail("global_avgpool '{}': feature map shape {} is not 4-d NHWC", call.layer().name,
+         shape_str(s));
+  check(call, "global_avgpool", pooled, forward ? "y" : "dy", {s[0], s[3]}, map.dtype());
+  dispatch_float(map.dtype(), op_kind_name(call.op.kind), [&](auto t) {
+    using T = decltype(t);
+    if (forward)
+      cpu::gap_forward<T>(map.as<T>(), s[0], s[1] * s[2], s[3], pooled.as<T>());
+    else
+      cpu::gap_backward<T>(pooled.as<T>(), s[0], s[1] * s[2], s[3], map.as<T>());
+  });
+}
+
+void gap_fwd_op(const OpCall& call) { gap_op(call, true); }
+void gap_bwd_op(const OpCall& call) { gap_op(call, false); }
+
+}  // namespace
+
+void register_pool_cpu() {
+  register_op(Device::CPU, OpKind::MAXPOOL_FWD, maxpool_fwd_op);
+  register_op(Device::CPU, OpKind::MAXPOOL_BWD, maxpool_bwd_op);
+  register_op(Device::CPU, OpKind::MAXPOOL_INF, maxpool_inf_op);
+  register_op(Device::CPU, OpKind::AVGPOOL_FWD, avgpool_fwd_op);
+  register_op(Device::CPU, OpKind::AVGPOOL_BWD, avgpool_bwd_op);
+  register_op(Device::CPU, OpKind::GAP_FWD, gap_fwd_op);
+  register_op(Device::CPU, OpKind::GAP_BWD, gap_bwd_op);
+}
+
+}  // namespace kiln

@@ -1,0 +1,341 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/pool/pool_cpu.h"
+#include "runtime/op_call.h"
+
+namespace kiln {
+void register_pool_cpu();
+}
+
+namespace {
+
+using namespace kiln;
+using namespace kiln::cpu;
+using Vec = std::vector<double>;
+
+Vec random_vec(uint32_t seed, int64_t n) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-2, 2);
+  Vec v(n);
+  for (double& x : v) x = dist(rng);
+  return v;
+}
+
+double rel_err(const Vec& a, const Vec& b) {
+  double diff = 0, scale = 1e-300;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return diff / scale;
+}
+
+struct Config {
+  int64_t n, h, w, c;
+  int kernel, stride, pad;
+};
+const Config kConfigs[] = {
+    {2, 6, 6, 3, 2, 2, 0},  // the classic 2x2/2
+    {2, 7, 5, 4, 3, 2, 1},  // ResNet stem shape, odd sizes
+    {1, 5, 6, 2, 3, 1, 1},  // overlapping windows: gradients add up
+    {3, 4, 4, 5, 4, 4, 2},  // padding = kernel / 2
+};
+
+PoolGeom geom(const Config& c) {
+  return PoolGeom::make({c.n, c.h, c.w, c.c}, c.kernel, c.stride, c.pad, "pool", "test");
+}
+
+int64_t at(const PoolGeom& g, int64_t n, int64_t h, int64_t w, int64_t c) {
+  return ((n * g.h + h) * g.w + w) * g.c + c;
+}
+int64_t out_at(const PoolGeom& g, int64_t n, int64_t h, int64_t w, int64_t c) {
+  return ((n * g.ho + h) * g.wo + w) * g.c + c;
+}
+
+// Visits every window position, padding included: f(n, oh, ow, c, ih, iw, inside).
+template <class F>
+void for_each_window_tap(const PoolGeom& g, F f) {
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oh = 0; oh < g.ho; ++oh)
+      for (int64_t ow = 0; ow < g.wo; ++ow)
+        for (int64_t c = 0; c < g.c; ++c)
+          for (int64_t kh = 0; kh < g.kernel; ++kh)
+            for (int64_t kw = 0; kw < g.kernel; ++kw) {
+              int64_t ih = oh * g.stride - g.pad + kh, iw = ow * g.stride - g.pad + kw;
+              f(n, oh, ow, c, ih, iw, ih >= 0 && ih < g.h && iw >= 0 && iw < g.w);
+            }
+}
+
+void ref_maxpool(const PoolGeom& g, const Vec& x, Vec& y, std::vector<int32_t>& arg) {
+  int64_t size = g.n * g.ho * g.wo * g.c;
+  y.assign(size, -std::numeric_limits<double>::infinity());
+  arg.assign(size, -1);
+  for_each_window_tap(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t c, int64_t ih,
+                             int64_t iw, bool inside) {
+    double v = inside ? x[at(g, n, ih, iw, c)] : -std::numeric_limits<double>::infinity();
+    int64_t o = out_at(g, n, oh, ow, c);
+    if (v > y[o]) {
+      y[o] = v;
+      arg[o] = static_cast<int32_t>(ih * g.w + iw);
+    }
+  });
+}
+
+Vec ref_avgpool(const PoolGeom& g, const Vec& x) {
+  Vec y(g.n * g.ho * g.wo * g.c, 0.0);
+  for_each_window_tap(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t c, int64_t ih,
+                             int64_t iw, bool inside) {
+    if (inside) y[out_at(g, n, oh, ow, c)] += x[at(g, n, ih, iw, c)] / (g.kernel * g.kernel);
+  });
+  return y;
+}
+
+Vec ref_avgpool_backward(const PoolGeom& g, const Vec& dy) {
+  Vec dx(g.n * g.h * g.w * g.c, 0.0);
+  for_each_window_tap(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t c, int64_t ih,
+                             int64_t iw, bool inside) {
+    if (inside) dx[at(g, n, ih, iw, c)] += dy[out_at(g, n, oh, ow, c)] / (g.kernel * g.kernel);
+  });
+  return dx;
+}
+
+// Central differences of sum(f(x) * R), in double.
+template <class F>
+Vec numeric_grad(F f, Vec x, const Vec& R) {
+  const double h = 1e-6;
+  auto loss = [&](const Vec& v) {
+    Vec y = f(v);
+    double l = 0;
+    for (size_t i = 0; i < y.size(); ++i) l += y[i] * R[i];
+    return l;
+  };
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double keep = x[i];
+    x[i] = keep + h;
+    double up = loss(x);
+    x[i] = keep - h;
+    double down = loss(x);
+    x[i] = keep;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+TEST(PoolCpu, OutputSizeIsFloorMode) {
+  PoolGeom g = PoolGeom::make({1, 7, 8, 1}, 3, 2, 1, "maxpool", "p");
+  EXPECT_EQ(g.ho, 4);  // floor((7 + 2 - 3) / 2) + 1
+  EXPECT_EQ(g.wo, 4);  // floor((8 + 2 - 3) / 2) + 1
+}
+
+TEST(PoolCpu, MaxPoolForwardMatchesReference) {
+  for (const Config& cfg : kConfigs) {
+    PoolGeom g = geom(cfg);
+    Vec x = random_vec(1, g.n * g.h * g.w * g.c), ref_y;
+    std::vector<int32_t> ref_arg;
+    ref_maxpool(g, x, ref_y, ref_arg);
+    Vec y(ref_y.size()), y_inf(ref_y.size());
+    std::vector<int32_t> arg(ref_y.size());
+    maxpool_forward<double>(g, x.data(), y.data(), arg.data());
+    maxpool_forward<double>(g, x.data(), y_inf.data(), nullptr);
+    EXPECT_EQ(y, ref_y) << "kernel " << cfg.kernel;
+    EXPECT_EQ(y_inf, ref_y);
+    EXPECT_EQ(arg, ref_arg);
+    std::vector<float> xf(x.begin(), x.end()), yf(y.size());
+    maxpool_forward<float>(g, xf.data(), yf.data(), nullptr);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(yf[i], static_cast<float>(y[i]));
+  }
+}
+
+TEST(PoolCpu, MaxPoolTiesKeepFirstAndArgmaxIsSpatialIndex) {
+  // One 4x4 image, one channel, all equal: each 2x2 window picks its top-left element.
+  PoolGeom g = PoolGeom::make({1, 4, 4, 1}, 2, 2, 0, "maxpool", "p");
+  Vec x(16, 1.0), y(4);
+  std::vector<int32_t> arg(4);
+  maxpool_forward<double>(g, x.data(), y.data(), arg.data());
+  EXPECT_EQ(arg, (std::vector<int32_t>{0, 2, 8, 10}));  // ih * W + iw
+}
+
+TEST(PoolCpu, MaxPoolBackwardMatchesFiniteDifferences) {
+  for (const Config& cfg : kConfigs) {
+    PoolGeom g = geom(cfg);
+    Vec x = random_vec(2, g.n * g.h * g.w * g.c);
+    Vec R = random_vec(3, g.n * g.ho * g.wo * g.c), y(R.size()), dx(x.size(), 123.0);
+    std::vector<int32_t> arg(R.size());
+    maxpool_forward<double>(g, x.data(), y.data(), arg.data());
+    maxpool_backward<double>(g, R.data(), arg.data(), dx.data());
+    auto f = [&](const Vec& v) {
+      Vec out(R.size());
+      maxpool_forward<double>(g, v.data(), out.data(), nullptr);
+      return out;
+    };
+    EXPECT_LT(rel_err(dx, numeric_grad(f, x, R)), 1e-6) << "kernel " << cfg.kernel;
+  }
+}
+
+TEST(PoolCpu, AvgPoolForwardMatchesReference) {
+  for (const Config& cfg : kConfigs) {
+    PoolGeom g = geom(cfg);
+    Vec x = random_vec(4, g.n * g.h * g.w * g.c), ref = ref_avgpool(g, x), y(ref.size());
+    avgpool_forward<double>(g, x.data(), y.data());
+    EXPECT_LT(rel_err(y, ref), 1e-14) << "kernel " << cfg.kernel;
+    std::vector<float> xf(x.begin(), x.end()), yf(y.size());
+    avgpool_forward<float>(g, xf.data(), yf.data());
+    EXPECT_LT(rel_err(Vec(yf.begin(), yf.end()), ref), 1e-6);
+  }
+}
+
+TEST(PoolCpu, AvgPoolCountsPaddingInDivisor) {
+  // 2x2 image of ones, kernel 3, padding 1, stride 1: each window covers 4 real ones of 9.
+  PoolGeom g = PoolGeom::make({1, 2, 2, 1}, 3, 1, 1, "avgpool", "p");
+  Vec x(4, 1.0), y(4);
+  avgpool_forward<double>(g, x.data(), y.data());
+  for (double v : y) EXPECT_DOUBLE_EQ(v, 4.0 / 9.0);
+}
+
+TEST(PoolCpu, AvgPoolBackwardMatchesReferenceAndFiniteDifferences) {
+  for (const Config& cfg : kConfigs) {
+    PoolGeom g = geom(cfg);
+    Vec x = random_vec(5, g.n * g.h * g.w * g.c);
+    Vec R = random_vec(6, g.n * g.ho * g.wo * g.c), dx(x.size(), 123.0);
+    avgpool_backward<double>(g, R.data(), dx.data());
+    EXPECT_LT(rel_err(dx, ref_avgpool_backward(g, R)), 1e-14);
+    auto f = [&](const Vec& v) {
+      Vec out(R.size());
+      avgpool_forward<double>(g, v.data(), out.data());
+      return out;
+    };
+    EXPECT_LT(rel_err(dx, numeric_grad(f, x, R)), 1e-6) << "kernel " << cfg.kernel;
+  }
+}
+
+TEST(PoolCpu, GlobalAvgPoolForwardAndBackward) {
+  const int64_t n = 3, hw = 10, c = 4;
+  Vec x = random_vec(7, n * hw * c), y(n * c), ref(n * c, 0.0);
+  gap_forward<double>(x.data(), n, hw, c, y.data());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < hw; ++j)
+      for (int64_t k = 0; k < c; ++k) ref[i * c + k] += x[(i * hw + j) * c + k] / hw;
+  EXPECT_LT(rel_err(y, ref), 1e-14);
+  Vec R = random_vec(8, n * c), dx(x.size());
+  gap_backward<double>(R.data(), n, hw, c, dx.data());
+  auto f = [&](const Vec& v) {
+    Vec out(n * c);
+    gap_forward<double>(v.data(), n, hw, c, out.data());
+    return out;
+  };
+  EXPECT_LT(rel_err(dx, numeric_grad(f, x, R)), 1e-6);
+}
+
+TEST(PoolCpu, LargeInputsMatchReference) {  // takes the multi-threaded paths
+  Config cfg{10, 32, 32, 16, 3, 2, 1};
+  PoolGeom g = geom(cfg);
+  Vec x = random_vec(9, g.n * g.h * g.w * g.c), ref_y, y(g.n * g.ho * g.wo * g.c);
+  std::vector<int32_t> ref_arg, arg(y.size());
+  ref_maxpool(g, x, ref_y, ref_arg);
+  maxpool_forward<double>(g, x.data(), y.data(), arg.data());
+  EXPECT_EQ(y, ref_y);
+  Vec R = random_vec(10, y.size()), dx(x.size()), ref_dx(x.size(), 0.0);
+  maxpool_backward<double>(g, R.data(), arg.data(), dx.data());
+  for (int64_t o = 0; o < static_cast<int64_t>(R.size()); ++o) {
+    int64_t n = o / (g.ho * g.wo * g.c), c = o % g.c;
+    ref_dx[(n * g.h * g.w + ref_arg[o]) * g.c + c] += R[o];
+  }
+  EXPECT_EQ(dx, ref_dx);
+  avgpool_backward<double>(g, R.data(), dx.data());
+  EXPECT_LT(rel_err(dx, ref_avgpool_backward(g, R)), 1e-14);
+}
+
+// --- Op wrappers ---
+
+struct OpFixture {
+  Program program;
+  std::deque<TensorSpec> specs;
+  StepScalars scalars;
+  OpFixture() {
+    program.graph.layers.resize(2);
+    program.graph.layers[1].name = "stem.pool";
+  }
+  TensorArg arg(Shape shape, void* data, DType dtype = DType::F32) {
+    TensorSpec& s = specs.emplace_back();
+    s.shape = std::move(shape);
+    s.dtype = dtype;
+    return TensorArg{&s, data};
+  }
+};
+
+TEST(PoolOp, MaxPoolThroughRegistry) {
+  register_pool_cpu();
+  OpFixture f;
+  std::vector<float> x(2 * 4 * 4 * 3), y(2 * 2 * 2 * 3), dx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101);
+  std::vector<int32_t> arg(y.size());
+  Op op{OpKind::MAXPOOL_FWD, 1, {}, {}, {}};
+  op.attrs.kernel = 2;
+  op.attrs.stride = 2;
+  OpCall call{op, f.program, {f.arg({2, 4, 4, 3}, x.data())},
+              {f.arg({2, 2, 2, 3}, y.data()), f.arg({2, 2, 2, 3}, arg.data(), DType::I32)},
+              f.scalars};
+  find_op(Device::CPU, OpKind::MAXPOOL_FWD)(call);
+  PoolGeom g = PoolGeom::make({2, 4, 4, 3}, 2, 2, 0, "maxpool", "p");
+  std::vector<float> ref(y.size());
+  maxpool_forward<float>(g, x.data(), ref.data(), nullptr);
+  EXPECT_EQ(y, ref);
+  Op bwd{OpKind::MAXPOOL_BWD, 1, {}, {}, op.attrs};
+  OpCall bcall{bwd, f.program,
+               {f.arg({2, 2, 2, 3}, y.data()), f.arg({2, 2, 2, 3}, arg.data(), DType::I32)},
+               {f.arg({2, 4, 4, 3}, dx.data())}, f.scalars};
+  find_op(Device::CPU, OpKind::MAXPOOL_BWD)(bcall);
+  float total = 0, expected = 0;
+  for (float v : dx) total += v;
+  for (float v : y) expected += v;
+  EXPECT_EQ(total, expected);
+}
+
+TEST(PoolOp, BadGeometryNamesLayer) {
+  register_pool_cpu();
+  OpFixture f;
+  std::vector<float> x(1 * 4 * 4 * 2), y(64);
+  Op op{OpKind::AVGPOOL_FWD, 1, {}, {}, {}};
+  op.attrs.kernel = 3;
+  op.attrs.stride = 1;
+  op.attrs.padding = 2;  // more than half the kernel
+  OpCall call{op, f.program, {f.arg({1, 4, 4, 2}, x.data())}, {f.arg({1, 6, 6, 2}, y.data())},
+              f.scalars};
+  try {
+    find_op(Device::CPU, OpKind::AVGPOOL_FWD)(call);
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stem.pool"), std::string::npos) << e.what();
+  }
+  op.attrs.padding = 0;
+  op.attrs.kernel = 5;  // larger than the 4x4 input
+  EXPECT_THROW(find_op(Device::CPU, OpKind::AVGPOOL_FWD)(call), Error);
+  op.attrs.kernel = 2;  // fits, but y has the wrong shape
+  EXPECT_THROW(find_op(Device::CPU, OpKind::AVGPOOL_FWD)(call), Error);
+}
+
+TEST(PoolOp, GlobalAvgPoolThroughRegistry) {
+  register_pool_cpu();
+  OpFixture f;
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8}, y(2), dx(8);  // (1, 2, 2, 2)
+  Op op{OpKind::GAP_FWD, 1, {}, {}, {}};
+  OpCall call{op, f.program, {f.arg({1, 2, 2, 2}, x.data())}, {f.arg({1, 2}, y.data())},
+              f.scalars};
+  find_op(Device::CPU, OpKind::GAP_FWD)(call);
+  EXPECT_EQ(y, (std::vector<float>{4, 5}));
+  Op bwd{OpKind::GAP_BWD, 1, {}, {}, {}};
+  OpCall bcall{bwd, f.program, {f.arg({1, 2}, y.data())}, {f.arg({1, 2, 2, 2}, dx.data())},
+               f.scalars};
+  find_op(Device::CPU, OpKind::GAP_BWD)(bcall);
+  EXPECT_EQ(dx, (std::vector<float>{1, 1.25, 1, 1.25, 1, 1.25, 1, 1.25}));
+}
+
+}  // namespace

@@ -1,0 +1,208 @@
+// safetensors reader/writer. Layout: u64 LE header length, JSON header, raw data.
+#include "kiln/checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "data/file_io.h"
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+using json = nlohmann::json;
+
+constexpr const char* kMetadataKey = "__metadata__";
+// Same cap as the Python implementation: a larger header means a corrupt length field.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+bool parse_dtype(const std::string& text, DType& out) {
+  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::U8, DType::I32})
+    if (text == dtype_name(d)) {
+      out = d;
+      return true;
+    }
+  return false;
+}
+
+// numel(shape) * dtype size without overflow; false if it does not fit in 64 bits.
+bool tensor_bytes(const Shape& shape, DType dtype, uint64_t& out) {
+  unsigned __int128 total = dtype_size(dtype);
+  for (int64_t d : shape) {
+    total *= uint64_t(d);
+    if (total > UINT64_MAX) return false;
+  }
+  out = uint64_t(total);
+  return true;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+Entry parse_entry(const std::string& path, const std::string& name, const json& value, uint64_t data_bytes) {
+  auto bad = [&](const std::string& what) -> Entry {
+    fail("safetensors file '{}': tensor '{}': {}", path, name, what);
+  };
+  if (!value.is_object()) return bad("entry is not a JSON object");
+  Entry e{name, DType::F32, {}, 0, 0};
+  auto dtype = value.find("dtype");
+  if (dtype == value.end() || !dtype->is_string()) return bad("missing string field \"dtype\"");
+  if (!parse_dtype(dtype->get<std::string>(), e.dtype))
+    return bad("unsupported dtype \"" + dtype->get<std::string>() + "\" (kiln reads F32, F64, F16, BF16, I32, U8)");
+  auto shape = value.find("shape");
+  if (shape == value.end() || !shape->is_array()) return bad("missing array field \"shape\"");
+  for (const json& d : *shape) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
+      return bad("shape " + shape->dump() + " has an entry that is not a non-negative integer");
+    e.shape.push_back(d.get<int64_t>());
+  }
+  auto offsets = value.find("data_offsets");
+  if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2 ||
+      !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
+    return bad("\"data_offsets\" must be [begin, end] with non-negative integers");
+  e.begin = (*offsets)[0].get<uint64_t>();
+  e.end = (*offsets)[1].get<uint64_t>();
+  if (e.begin > e.end) return bad(fmt::format("data_offsets [{}, {}] end before they begin", e.begin, e.end));
+  if (e.end > data_bytes)
+    return bad(fmt::format("data_offsets [{}, {}] run past the {} data bytes in the file (truncated?)",
+                           e.begin, e.end, data_bytes));
+  uint64_t expected = 0;
+  if (!tensor_bytes(e.shape, e.dtype, expected) || expected != e.end - e.begin)
+    return bad(fmt::format("shape {} of {} needs {} bytes but data_offsets [{}, {}] hold {}",
+                           shape_str(e.shape), dtype_name(e.dtype), expected, e.begin, e.end, e.end - e.begin));
+  return e;
+}
+
+std::map<std::string, std::string> parse_metadata(const std::string& path, const json& value) {
+  if (!value.is_object()) fail("safetensors file '{}': \"{}\" is not a JSON object", path, kMetadataKey);
+  std::map<std::string, std::string> metadata;
+  for (const auto& [key, v] : value.items()) {
+    if (!v.is_string())
+      fail("safetensors file '{}': metadata value of '{}' is not a string: {}", path, key, v.dump());
+    metadata[key] = v.get<std::string>();
+  }
+  return metadata;
+}
+
+// Entries sorted by offset must tile the data region exactly, as the format requires.
+void check_layout(const std::string& path, std::vector<Entry>& entries, uint64_t data_bytes) {
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t at = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& e : entries) {
+    if (e.begin < at)
+      fail("safetensors file '{}': tensor '{}' (bytes {}..{}) overlaps tensor '{}' (bytes ..{})",
+           path, e.name, e.begin, e.end, previous->name, at);
+    if (e.begin > at)
+      fail("safetensors file '{}': {} unindexed bytes before tensor '{}' (data_offsets start at {}, "
+           "expected {})", path, e.begin - at, e.name, e.begin, at);
+    at = e.end;
+    previous = &e;
+  }
+  if (at != data_bytes)
+    fail("safetensors file '{}': {} bytes after the last tensor are not described by the header",
+         path, data_bytes - at);
+}
+
+}  // namespace
+
+const NamedTensor* SafetensorsFile::find(const std::string& name) const {
+  for (const NamedTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  ordered_json header = ordered_json::object();
+  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const NamedTensor& t : tensors) {
+    if (t.name.empty() || t.name == kMetadataKey)
+      fail("save_safetensors('{}'): invalid tensor name '{}'", path, t.name);
+    if (!names.insert(t.name).second)
+      fail("save_safetensors('{}'): tensor name '{}' appears twice", path, t.name);
+    for (int64_t d : t.shape)
+      if (d < 0) fail("save_safetensors('{}'): tensor '{}' has negative shape {}", path, t.name, shape_str(t.shape));
+    uint64_t bytes = 0;
+    if (!tensor_bytes(t.shape, t.dtype, bytes) || bytes != t.data.size())
+      fail("save_safetensors('{}'): tensor '{}' has shape {} of {} ({} bytes) but {} data bytes",
+           path, t.name, shape_str(t.shape), dtype_name(t.dtype), bytes, t.data.size());
+    header[t.name] = {{"dtype", dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
+  std::byte length[8];
+  for (int i = 0; i < 8; ++i) length[i] = std::byte(uint64_t(text.size()) >> (8 * i));
+
+  std::vector<std::span<const std::byte>> chunks{std::span<const std::byte>(length, 8),
+                                                 std::as_bytes(std::span(text))};
+  for (const NamedTensor& t : tensors) chunks.emplace_back(t.data);
+  write_file_atomic(path, chunks);
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    fail("checkpoint '{}' does not exist or is not a regular file", path);
+  const uint64_t file_bytes = std::filesystem::file_size(path, ec);
+  if (ec) fail("cannot stat checkpoint '{}': {}", path, ec.message());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open checkpoint '{}': {}", path, std::strerror(errno));
+  if (file_bytes < 8) fail("safetensors file '{}' is truncated: {} bytes, shorter than the 8-byte header length", path, file_bytes);
+
+  unsigned char length[8];
+  in.read(reinterpret_cast<char*>(length), 8);
+  uint64_t header_bytes = 0;
+  for (int i = 0; i < 8; ++i) header_bytes |= uint64_t(length[i]) << (8 * i);
+  if (header_bytes == 0 || header_bytes > kMaxHeaderBytes)
+    fail("safetensors file '{}' has an implausible header length {} (not a safetensors file?)", path, header_bytes);
+  if (header_bytes > file_bytes - 8)
+    fail("safetensors file '{}' is truncated: header length {} but only {} bytes follow", path,
+         header_bytes, file_bytes - 8);
+  std::string text(header_bytes, '\0');
+  if (!in.read(text.data(), std::streamsize(header_bytes))) fail("error reading the header of '{}'", path);
+
+  json header;
+  try {
+    header = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail("safetensors file '{}' has a malformed JSON header: {}", path, e.what());
+  }
+  if (!header.is_object()) fail("safetensors file '{}': the header is not a JSON object", path);
+
+  const uint64_t data_start = 8 + header_bytes, data_bytes = file_bytes - data_start;
+  SafetensorsFile file;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey) file.metadata = parse_metadata(path, value);
+    else entries.push_back(parse_entry(path, key, value, data_bytes));
+  }
+  check_layout(path, entries, data_bytes);
+
+  for (const Entry& e : entries) {
+    NamedTensor t{e.name, e.dtype, e.shape, std::vector<std::byte>(e.end - e.begin)};
+    in.seekg(std::streamoff(data_start + e.begin));
+    if (!t.data.empty() && !in.read(reinterpret_cast<char*>(t.data.data()), std::streamsize(t.data.size())))
+      fail("safetensors file '{}': error reading tensor '{}'", path, e.name);
+    file.tensors.push_back(std::move(t));
+  }
+  return file;
+}
+
+}  // namespace kiln

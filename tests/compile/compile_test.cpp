@@ -1,0 +1,166 @@
+// Expansion, shape inference, the fusion and first-layer passes, and errors on bad models.
+#include <gtest/gtest.h>
+
+#include "kiln/compile.h"
+#include "kiln/error.h"
+#include "kiln/zoo.h"
+
+namespace kiln {
+namespace {
+
+CompileOptions options(int batch = 8) {
+  CompileOptions o;
+  o.batch = batch;
+  return o;
+}
+
+// Runs `f`, expects a kiln::Error whose message contains every fragment.
+template <class F>
+void expect_error(F&& f, std::vector<std::string> fragments) {
+  try {
+    f();
+    FAIL() << "expected kiln::Error containing '" << fragments[0] << "'";
+  } catch (const Error& e) {
+    for (const auto& frag : fragments) EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what();
+  }
+}
+
+TEST(Compile, ZooModelsHaveExpectedCbrCountsAndShapes) {
+  EXPECT_EQ(compile(zoo::vgg16_bn(), options(2)).graph.count(LayerKind::CBR), 13);
+  EXPECT_EQ(compile(zoo::vgg16_bn_cifar(), options(2)).graph.count(LayerKind::CBR), 13);
+  // ResNet-50: the stem plus conv1 and conv2 of each of the 16 bottlenecks.
+  const Program r50 = compile(zoo::resnet50(), options(2));
+  EXPECT_EQ(r50.graph.count(LayerKind::CBR), 33);
+  EXPECT_EQ(r50.graph.count(LayerKind::Add), 16);
+  EXPECT_EQ(r50.tensors[r50.logits].shape, (Shape{2, 1000}));
+  const Program r18 = compile(zoo::resnet18_cifar(), options(2));
+  EXPECT_EQ(r18.graph.count(LayerKind::CBR), 9);
+  EXPECT_EQ(r18.graph.layers.back().out_shape, (Shape{2, 10}));
+  // Parameter count of torchvision's resnet50 (25,557,032) less the 20 conv biases it lacks
+  // anyway: identical, since torchvision ResNet convs have no bias.
+  int64_t params = 0;
+  for (int id : r50.params) params += numel(r50.tensors[id].shape);
+  EXPECT_EQ(params, 25557032);
+}
+
+TEST(Compile, FusionPassTurnsConvBnReluIntoCbrAndKeepsTensorNames) {
+  Blueprint m("m");
+  m.input(8, 8, 3).conv(16, 3, 1, 1, false, "c").bn("b").relu("r").conv(16, 3, 1, 1, true, "biased").bn("b2").relu("r2");
+  m.flatten().fc(10, true, "fc");
+  const Program fused = compile(m, options());
+  EXPECT_EQ(fused.graph.count(LayerKind::CBR), 1);    // the biased conv stays unfused
+  EXPECT_EQ(fused.graph.count(LayerKind::Conv), 1);
+  EXPECT_GE(fused.find("c.weight"), 0);
+  EXPECT_GE(fused.find("b.running_var"), 0);
+  CompileOptions off = options();
+  off.fuse_cbr = false;
+  const Program unfused = compile(m, off);
+  EXPECT_EQ(unfused.graph.count(LayerKind::CBR), 0);
+  EXPECT_EQ(unfused.graph.count(LayerKind::BatchNorm), 2);
+  // Every parameter of one program exists in the other, with the same shape.
+  for (int id : unfused.params) {
+    const int other = fused.find(unfused.tensors[id].name);
+    ASSERT_GE(other, 0) << unfused.tensors[id].name;
+    EXPECT_EQ(fused.tensors[other].shape, unfused.tensors[id].shape);
+  }
+}
+
+TEST(Compile, FusionSkipsBatchNormWithSeveralConsumers) {
+  Blueprint body("body");
+  body.relu("r");
+  Blueprint m("m");
+  m.input(8, 8, 3).conv(8, 3, 1, 1, false, "c").bn("b").residual(body, std::nullopt, false, "res");
+  m.flatten().fc(10);
+  EXPECT_EQ(compile(m, options()).graph.count(LayerKind::CBR), 0);
+}
+
+TEST(Compile, FirstLayerIsMarkedAndSkipsDgrad) {
+  const Program p = compile(zoo::digits_cnn(), options());
+  const Layer& first = p.graph.layers[1];
+  EXPECT_EQ(first.kind, LayerKind::CBR);
+  EXPECT_TRUE(first.attrs.first_layer);
+  EXPECT_FALSE(p.graph.layers[2].attrs.first_layer);
+  int first_bwd = 0, full_bwd = 0, dgrad = 0;
+  for (const Op& op : p.backward) {
+    first_bwd += op.kind == OpKind::CBR_BWD_FIRST;
+    full_bwd += op.kind == OpKind::CBR_BWD;
+    dgrad += op.kind == OpKind::CONV_DGRAD;
+  }
+  EXPECT_EQ(first_bwd, 1);
+  EXPECT_EQ(full_bwd, 2);
+  EXPECT_EQ(dgrad, 0);
+}
+
+TEST(Compile, ParametersGradientsAndStateAreContiguousAndAligned) {
+  const Program p = compile(zoo::resnet18_cifar(), options(4));
+  size_t expected = 0;
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const TensorSpec& t = p.tensors[p.params[i]];
+    EXPECT_EQ(t.alias_of, p.param_region);
+    EXPECT_EQ(t.alias_offset, expected) << t.name;
+    EXPECT_EQ(p.tensors[p.grads[i]].alias_offset, t.alias_offset);
+    expected += (t.bytes() + 255) / 256 * 256;
+  }
+  EXPECT_EQ(p.tensors[p.param_region].bytes(), expected);
+  ASSERT_EQ(p.opt_state_regions.size(), 1u);
+  EXPECT_EQ(p.tensors[p.opt_state_regions[0]].bytes(), expected);
+}
+
+TEST(Compile, BadModelsGiveErrorsNamingTheLayer) {
+  auto build = [](Blueprint m, int batch = 4) { return [m, batch] { compile(m, options(batch)); }; };
+  Blueprint zero_kernel("m");
+  zero_kernel.input(8, 8, 1).conv(4, 0, 1, 0, false, "bad_conv").flatten().fc(2);
+  expect_error(build(zero_kernel), {"bad_conv", "kernel"});
+  Blueprint zero_stride("m");
+  zero_stride.input(8, 8, 1).cbr(8, 3, 0, 1, "bad_stride").flatten().fc(2);
+  expect_error(build(zero_stride), {"bad_stride", "stride"});
+  Blueprint negative_pad("m");
+  negative_pad.input(8, 8, 1).conv(4, 3, 1, -1, false, "neg").flatten().fc(2);
+  expect_error(build(negative_pad), {"neg", "padding"});
+  Blueprint big_kernel("m");
+  big_kernel.input(4, 4, 1).conv(4, 7, 1, 0, false, "huge").flatten().fc(2);
+  expect_error(build(big_kernel), {"huge", "larger than its padded input"});
+  Blueprint pool_pad("m");
+  pool_pad.input(8, 8, 1).maxpool(2, 2, 2, "pp").flatten().fc(2);
+  expect_error(build(pool_pad), {"pp", "padding"});
+  Blueprint fc_on_map("m");
+  fc_on_map.input(8, 8, 1).fc(10, true, "early_fc");
+  expect_error(build(fc_on_map), {"early_fc", "flatten"});
+  Blueprint bad_dropout("m");
+  bad_dropout.input(8, 8, 1).flatten().dropout(1.5f, "d").fc(2);
+  expect_error(build(bad_dropout), {"'d'", "[0, 1)"});
+  Blueprint no_classifier("m");
+  no_classifier.input(8, 8, 1).conv(4, 3);
+  expect_error(build(no_classifier), {"fc()"});
+  Blueprint dup("m");
+  dup.input(8, 8, 1).conv(4, 3, 1, 1, false, "x").conv(4, 3, 1, 1, false, "x").flatten().fc(2);
+  expect_error(build(dup), {"'x'", "twice"});
+  expect_error(build(zoo::digits_cnn(), 0), {"batch size", "positive"});
+  expect_error(build(zoo::digits_cnn(), -3), {"batch size"});
+}
+
+TEST(Compile, ResidualShapeMismatchNamesTheAdd) {
+  Blueprint body("body");
+  body.conv(8, 3, 2, 1, false, "conv1");  // halves H and W, doubles channels
+  Blueprint m("m");
+  m.input(8, 8, 4).residual(body, std::nullopt, true, "block").flatten().fc(2);
+  expect_error([&] { compile(m, options()); }, {"block.add", "[4,4,4,8]", "[4,8,8,4]", "projection"});
+}
+
+TEST(Compile, UnknownModelAndTargetErrors) {
+  expect_error([] { zoo::by_name("resnet1000"); }, {"resnet1000", "digits_cnn"});
+  CompileOptions half = options();
+  half.precision = Precision::FP16;
+  expect_error([&] { compile(zoo::digits_cnn(), half); }, {"fp16", "fp32"});
+  Blueprint odd("m");
+  odd.input(8, 8, 3).cbr(60, 3, 1, 1, "block3.conv2").flatten().fc(2);
+  CompileOptions gpu = options();
+  gpu.device = Device::CUDA;
+  gpu.precision = Precision::BF16;
+  expect_error([&] { compile(odd, gpu); }, {"block3.conv2", "60", "multiple of 8", "64"});
+  gpu.precision = Precision::FP16;
+  expect_error([&] { compile(odd, gpu); }, {"block3.conv2", "fp16"});
+}
+
+}  // namespace
+}  // namespace kiln
