@@ -4,27 +4,6 @@
 
 namespace kiln {
 
-const char* layer_kind_name(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::Input: return "input";
-    case LayerKind::Conv: return "conv";
-    case LayerKind::BatchNorm: return "bn";
-    case LayerKind::ReLU: return "relu";
-    case LayerKind::CBR: return "cbr";
-    case LayerKind::MaxPool: return "maxpool";
-    case LayerKind::AvgPool: return "avgpool";
-    case LayerKind::GlobalAvgPool: return "global_avgpool";
-    case LayerKind::Flatten: return "flatten";
-    case LayerKind::Linear: return "fc";
-    case LayerKind::Dropout: return "dropout";
-    case LayerKind::Add: return "add";
-    case LayerKind::SoftmaxCrossEntropy: return "softmax_ce";
-    case LayerKind::Sequence: return "seq";
-    case LayerKind::Residual: return "residual";
-  }
-  return "?";
-}
-
 Blueprint::Blueprint(std::string name) : name_(std::move(name)) {}
 
 Blueprint& Blueprint::add(LayerKind kind, LayerAttrs attrs, std::string name,

@@ -66,12 +66,15 @@ Executable::Executable(Program program, uint64_t seed)
 Executable::~Executable() = default;
 
 void Executable::init_state(uint64_t seed) {
-  for (size_t i = 0; i < program_.tensors.size(); ++i) {
-    const TensorSpec& t = program_.tensors[i];
-    if (t.role == TensorRole::Activation) continue;
-    void* data = arena_.get() + plan_.offset[i];
-    if (t.dtype == DType::F32) fill_init(t, static_cast<float*>(data), seed);
-    if (t.dtype == DType::F64) fill_init(t, static_cast<double*>(data), seed);
+  // Whole regions first (zeroing the gaps between parameters), then the views inside them.
+  for (bool views : {false, true}) {
+    for (size_t i = 0; i < program_.tensors.size(); ++i) {
+      const TensorSpec& t = program_.tensors[i];
+      if (t.role == TensorRole::Activation || (t.alias_of >= 0) != views) continue;
+      void* data = arena_.get() + plan_.offset[i];
+      if (t.dtype == DType::F32) fill_init(t, static_cast<float*>(data), seed);
+      if (t.dtype == DType::F64) fill_init(t, static_cast<double*>(data), seed);
+    }
   }
 }
 

@@ -121,6 +121,13 @@ TEST(Digits, ToolFailsCleanlyOnMissingPng) {
   std::string text(err.begin(), err.end());
   EXPECT_NE(text.find("apt-get install opencv-doc"), std::string::npos) << text;
   EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
+
+  testing::write_bytes(dir.file("fake.png"), {'n', 'o', 't', ' ', 'p', 'n', 'g'});
+  status = std::system((make_digits_binary() + " '" + dir.file("out") + "' '" + dir.file("fake.png") +
+                        "' 2> /dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
 }
 
 }  // namespace

@@ -269,8 +269,8 @@ struct BnShape {
 const TensorArg& need(const OpCall& call, const std::vector<TensorArg>& list, size_t i,
                       const char* role) {
   if (i >= list.size() || !list[i])
-    fail("batchnorm '{}': op {} is missing its {} tensor; the program is malformed, recompile it",
-         call.layer().name, op_kind_name(call.op.kind), role);
+    fail("batchnorm '{}': the {} tensor is missing; the program is malformed, recompile it",
+         call.layer().name, role);
   return list[i];
 }
 

@@ -19,7 +19,9 @@ int64_t rows_per_chunk(int64_t channels) {
 struct Chunks {
   int64_t rows, per_chunk, count;
   explicit Chunks(int64_t rows_, int64_t channels)
-      : rows(rows_), per_chunk(rows_per_chunk(channels)), count((rows_ + per_chunk - 1) / per_chunk) {}
+      : rows(rows_),
+        per_chunk(rows_per_chunk(channels)),
+        count((rows_ + per_chunk - 1) / per_chunk) {}
   int64_t begin(int64_t k) const { return k * per_chunk; }
   int64_t end(int64_t k) const { return std::min(rows, (k + 1) * per_chunk); }
 };
@@ -146,16 +148,17 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
 
   // Pass 1: dbeta = sum(dy * mask), dgamma = sum(dy * mask * xhat); xhat is recomputed.
   std::vector<double> dbeta(channels), dgamma(channels);
-  reduce_channels(rows, channels, dbeta.data(), dgamma.data(), [&](int64_t m, double* db, double* dg) {
-    const int64_t base = m * channels;
-    for (int64_t c = 0; c < channels; ++c) {
-      if (!mask_bit(bits, base + c)) continue;
-      const double gy = dy[base + c];
-      const T xhat = (z[base + c] - mean[c]) * inv_std[c];
-      db[c] += gy;
-      dg[c] += gy * static_cast<double>(xhat);
-    }
-  });
+  reduce_channels(rows, channels, dbeta.data(), dgamma.data(),
+                  [&](int64_t m, double* db, double* dg) {
+                    const int64_t base = m * channels;
+                    for (int64_t c = 0; c < channels; ++c) {
+                      if (!mask_bit(bits, base + c)) continue;
+                      const double gy = dy[base + c];
+                      const T xhat = (z[base + c] - mean[c]) * inv_std[c];
+                      db[c] += gy;
+                      dg[c] += gy * static_cast<double>(xhat);
+                    }
+                  });
 
   // Pass 2: dconv = gamma * inv_std * (g - dbeta / M - xhat * dgamma / M), g = dy * mask.
   std::vector<T> k_gy(channels), k_mean(channels), k_xhat(channels);
@@ -194,14 +197,16 @@ void cbr_inference(const ConvGeom& g, const T* x, const T* w, const T* gamma, co
   conv_fwd<T>(g, x, w, nullptr, y);
   std::vector<T> scale(channels), shift(channels);
   for (int64_t c = 0; c < channels; ++c) {
-    const double s = static_cast<double>(gamma[c]) / std::sqrt(static_cast<double>(running_var[c]) + eps);
+    const double s =
+        static_cast<double>(gamma[c]) / std::sqrt(static_cast<double>(running_var[c]) + eps);
     scale[c] = static_cast<T>(s);
     shift[c] = static_cast<T>(beta[c] - running_mean[c] * s);
   }
-  scale_shift_relu(y, rows, channels, scale.data(), shift.data(), y, static_cast<uint8_t*>(nullptr));
+  scale_shift_relu(y, rows, channels, scale.data(), shift.data(), y,
+                   static_cast<uint8_t*>(nullptr));
 }
 
-#define KILN_CBR_INSTANTIATE(T)                                                                  \
+#define KILN_CBR_INSTANTIATE(T)                                                               \
   template void cbr_forward<T>(const ConvGeom&, const CbrForwardTensors<T>&, double, double); \
   template void cbr_backward<T>(const ConvGeom&, const CbrBackwardTensors<T>&);               \
   template void cbr_inference<T>(const ConvGeom&, const T*, const T*, const T*, const T*,     \

@@ -1,5 +1,5 @@
 #pragma once
-// The fused Conv -> BatchNorm -> ReLU operator (CBR) on the CPU; the spec is /work/shared/CBR.md.
+// The fused Conv -> BatchNorm -> ReLU operator (CBR) on the CPU, per its functional spec (CBR.md).
 //
 // Training forward runs three stages with one pass over memory each after the convolution:
 //   1. per-channel sum and sum of squares of conv_out (accumulated in double),
@@ -28,12 +28,12 @@ void cbr_mask_to_bytes(const uint8_t* bits, int64_t numel, uint8_t* bytes);
 
 template <class T>
 struct CbrForwardTensors {
-  const T* x = nullptr;      // (N, H, W, C)
-  const T* w = nullptr;      // (K, R, S, C)
-  const T* gamma = nullptr;  // (K)
-  const T* beta = nullptr;   // (K)
-  T* conv_out = nullptr;     // (N, Ho, Wo, K), kept for backward
-  T* y = nullptr;            // (N, Ho, Wo, K)
+  const T* x = nullptr;        // (N, H, W, C)
+  const T* w = nullptr;        // (K, R, S, C)
+  const T* gamma = nullptr;    // (K)
+  const T* beta = nullptr;     // (K)
+  T* conv_out = nullptr;       // (N, Ho, Wo, K), kept for backward
+  T* y = nullptr;              // (N, Ho, Wo, K)
   T* saved_mean = nullptr;     // (K) batch mean
   T* saved_inv_std = nullptr;  // (K) 1 / sqrt(biased batch var + eps)
   uint8_t* bitmask = nullptr;  // cbr_mask_bytes(N * Ho * Wo * K) bytes

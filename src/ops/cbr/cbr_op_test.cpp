@@ -38,7 +38,9 @@ struct OpBench {
     return static_cast<int>(program.tensors.size()) - 1;
   }
   template <class T>
-  T* data(int id) { return reinterpret_cast<T*>(memory[id].get()); }
+  T* data(int id) {
+    return reinterpret_cast<T*>(memory[id].get());
+  }
   template <class T>
   void fill(int id, const std::vector<double>& values) {
     for (size_t i = 0; i < values.size(); ++i) data<T>(id)[i] = static_cast<T>(values[i]);
@@ -68,11 +70,13 @@ struct CbrIds {
       dconv, y_inf;
   CbrIds(OpBench& b, const Geometry& g, DType dt) {
     const Shape out{g.n, g.ho(), g.wo(), g.k}, kc{g.k};
-    x = b.add("input", {g.n, g.h, g.w, g.c}, dt), w = b.add("conv.weight", {g.k, g.kernel, g.kernel, g.c}, dt);
+    x = b.add("input", {g.n, g.h, g.w, g.c}, dt),
+    w = b.add("conv.weight", {g.k, g.kernel, g.kernel, g.c}, dt);
     gamma = b.add("bn.weight", kc, dt), beta = b.add("bn.bias", kc, dt);
     rmean = b.add("bn.running_mean", kc, dt), rvar = b.add("bn.running_var", kc, dt);
     conv_out = b.add("features.3:conv_out", out, dt), y = b.add("features.3", out, dt);
-    mean = b.add("features.3:saved_mean", kc, dt), inv_std = b.add("features.3:saved_inv_std", kc, dt);
+    mean = b.add("features.3:saved_mean", kc, dt),
+    inv_std = b.add("features.3:saved_inv_std", kc, dt);
     bits = b.add("features.3:bitmask", {cpu::cbr_mask_bytes(numel(out))}, DType::U8);
     dy = b.add("features.3.grad", out, dt), dx = b.add("input.grad", {g.n, g.h, g.w, g.c}, dt);
     dw = b.add("conv.weight.grad", {g.k, g.kernel, g.kernel, g.c}, dt);
@@ -94,12 +98,20 @@ std::vector<T> read(OpBench& b, int id) {
   return std::vector<T>(p, p + numel(b.program.tensors[id].shape));
 }
 
+TEST(CbrOps, AllFourKindsAreRegistered) {
+  register_cbr_cpu();
+  for (OpKind kind : {OpKind::CBR_FWD, OpKind::CBR_BWD, OpKind::CBR_BWD_FIRST, OpKind::CBR_INF})
+    EXPECT_NO_THROW(find_op(Device::CPU, kind)) << op_kind_name(kind);
+}
+
 TEST(CbrOps, RegisteredOpsBindTensorsInProgramOrder) {
   OpBench b;
   const CbrIds id(b, kGeom, DType::F32);
   std::mt19937 rng(5);
-  const auto x = random_vector(rng, kGeom.x_numel(), -1, 1), w = random_vector(rng, kGeom.w_numel(), -1, 1),
-             gamma = random_vector(rng, kGeom.k, 0.5, 1.5), beta = random_vector(rng, kGeom.k, -0.5, 0.5),
+  const auto x = random_vector(rng, kGeom.x_numel(), -1, 1),
+             w = random_vector(rng, kGeom.w_numel(), -1, 1),
+             gamma = random_vector(rng, kGeom.k, 0.5, 1.5),
+             beta = random_vector(rng, kGeom.k, -0.5, 0.5),
              dy = random_vector(rng, kGeom.y_numel(), -1, 1);
   b.fill<float>(id.x, x), b.fill<float>(id.w, w), b.fill<float>(id.gamma, gamma);
   b.fill<float>(id.beta, beta), b.fill<float>(id.dy, dy);

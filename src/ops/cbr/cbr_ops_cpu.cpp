@@ -24,25 +24,30 @@ struct Checker {
   const TensorArg& get(const std::vector<TensorArg>& args, size_t i, const char* role,
                        const char* side) const {
     if (i >= args.size() || !args[i])
-      fail("{} layer '{}': {} tensor #{} ({}) is not bound; the program must give the op all "
-           "of its tensors (see OpKind::{} in kiln/program.h)",
-           op, layer, side, i, role, op);
+      fail(
+          "{} layer '{}': {} tensor #{} ({}) is not bound; the program must give the op all "
+          "of its tensors (see OpKind::{} in kiln/program.h)",
+          op, layer, side, i, role, op);
     return args[i];
   }
   const TensorArg& in(size_t i, const char* role) const { return get(call.in, i, role, "input"); }
-  const TensorArg& out(size_t i, const char* role) const { return get(call.out, i, role, "output"); }
+  const TensorArg& out(size_t i, const char* role) const {
+    return get(call.out, i, role, "output");
+  }
 
   void shape(const TensorArg& t, const Shape& want, const char* role) const {
     if (t.shape() != want)
-      fail("{} layer '{}': {} '{}' has shape {} but the layer needs {}; rebuild the program so "
-           "the tensor matches the layer's geometry",
-           op, layer, role, t.spec->name, shape_str(t.shape()), shape_str(want));
+      fail(
+          "{} layer '{}': {} '{}' has shape {} but the layer needs {}; rebuild the program so "
+          "the tensor matches the layer's geometry",
+          op, layer, role, t.spec->name, shape_str(t.shape()), shape_str(want));
   }
   void dtype(const TensorArg& t, DType want, const char* role) const {
     if (t.dtype() != want)
-      fail("{} layer '{}': {} '{}' is {} but must be {} (all float tensors of the op share the "
-           "activation dtype; masks are U8)",
-           op, layer, role, t.spec->name, dtype_name(t.dtype()), dtype_name(want));
+      fail(
+          "{} layer '{}': {} '{}' is {} but must be {} (all float tensors of the op share the "
+          "activation dtype; masks are U8)",
+          op, layer, role, t.spec->name, dtype_name(t.dtype()), dtype_name(want));
   }
   void per_channel(const TensorArg& t, int64_t k, DType want, const char* role) const {
     shape(t, {k}, role);
@@ -51,9 +56,10 @@ struct Checker {
   // The activation dtype, checked before the other tensors are compared with it.
   DType activation_dtype(const TensorArg& x) const {
     if (x.dtype() != DType::F32 && x.dtype() != DType::F64)
-      fail("{} layer '{}': input '{}' is {}, which the CPU backend does not support; compile "
-           "with precision fp32 (or fp64)",
-           op, layer, x.spec->name, dtype_name(x.dtype()));
+      fail(
+          "{} layer '{}': input '{}' is {}, which the CPU backend does not support; compile "
+          "with precision fp32 (or fp64)",
+          op, layer, x.spec->name, dtype_name(x.dtype()));
     return x.dtype();
   }
   ConvGeom geometry(const TensorArg& x, const TensorArg& w) const {
@@ -90,9 +96,10 @@ void cbr_fwd(const OpCall& call) {
   check.shape(bits, {cpu::cbr_mask_bytes(numel(out_shape))}, "bitmask");
   check.dtype(bits, DType::U8, "bitmask");
   if (g.n * g.ho * g.wo < 2)
-    fail("CBR_FWD layer '{}': batch statistics need more than one value per channel, but "
-         "N*H_out*W_out = 1; use a batch larger than 1 or a larger input",
-         check.layer);
+    fail(
+        "CBR_FWD layer '{}': batch statistics need more than one value per channel, but "
+        "N*H_out*W_out = 1; use a batch larger than 1 or a larger input",
+        check.layer);
   dispatch_float(dt, "CBR_FWD", [&](auto zero) {
     using T = decltype(zero);
     cpu::CbrForwardTensors<T> t;
@@ -108,9 +115,9 @@ void cbr_fwd(const OpCall& call) {
 void cbr_bwd_impl(const OpCall& call, const char* op, bool first_layer) {
   const Checker check{call, op};
   const TensorArg &dy = check.in(0, "dy"), &bits = check.in(1, "bitmask"),
-                  &conv_out = check.in(2, "conv_out"), &x = check.in(3, "x"),
-                  &w = check.in(4, "w"), &gamma = check.in(5, "gamma"),
-                  &mean = check.in(6, "saved_mean"), &inv_std = check.in(7, "saved_inv_std");
+                  &conv_out = check.in(2, "conv_out"), &x = check.in(3, "x"), &w = check.in(4, "w"),
+                  &gamma = check.in(5, "gamma"), &mean = check.in(6, "saved_mean"),
+                  &inv_std = check.in(7, "saved_inv_std");
   const TensorArg &dw = check.out(1, "dw"), &dgamma = check.out(2, "dgamma"),
                   &dbeta = check.out(3, "dbeta"), &dconv = check.out(4, "dconv");
   const TensorArg* dx = nullptr;

@@ -67,13 +67,13 @@ struct KernelRun {
 // odd and non-square sizes, element counts that are not multiples of 8, and two large enough
 // to split into several chunks with an odd channel count.
 const Geometry kGeometries[] = {
-    {2, 5, 5, 3, 4, 3, 1, 1},   // 200 elements
-    {3, 7, 5, 3, 5, 3, 2, 1},   // 180 (4 past a byte)
-    {2, 3, 3, 4, 6, 1, 1, 0},   // 108
-    {2, 5, 5, 2, 3, 1, 2, 0},   // 54
-    {1, 7, 7, 2, 3, 3, 1, 0},   // 75
-    {2, 6, 9, 3, 7, 3, 2, 2},   // padding 2, 154
-    {4, 30, 30, 3, 5, 3, 1, 1}, // 3600 rows of 5 channels: several chunks
+    {2, 5, 5, 3, 4, 3, 1, 1},     // 200 elements
+    {3, 7, 5, 3, 5, 3, 2, 1},     // 180 (4 past a byte)
+    {2, 3, 3, 4, 6, 1, 1, 0},     // 108
+    {2, 5, 5, 2, 3, 1, 2, 0},     // 54
+    {1, 7, 7, 2, 3, 3, 1, 0},     // 75
+    {2, 6, 9, 3, 7, 3, 2, 2},     // padding 2, 154
+    {4, 30, 30, 3, 5, 3, 1, 1},   // 3600 rows of 5 channels: several chunks
     {2, 33, 31, 2, 12, 1, 1, 0},  // 2046 rows of 12 channels: chunks end mid-row-group
 };
 
@@ -116,7 +116,9 @@ void check_against_reference(const Geometry& g, double tol) {
   EXPECT_LT(max_error(run.dx, bref.dx), tol);
 }
 
-TEST_P(CbrVsReference, DoubleMatchesReference) { check_against_reference<double>(GetParam(), 1e-10); }
+TEST_P(CbrVsReference, DoubleMatchesReference) {
+  check_against_reference<double>(GetParam(), 1e-10);
+}
 
 // Float sums of up to thousands of terms: 1e-4 relative (absolute near zero) is several ulps
 // of headroom but still catches any formula error.
@@ -147,8 +149,9 @@ void check_inference(const Geometry& g, double tol) {
   Conv{g}.for_each_tap([&](int64_t xi, int64_t wi, int64_t yi) { z[yi] += in.x[xi] * in.w[wi]; });
   for (int64_t i = 0; i < g.y_numel(); ++i) {
     const int64_t k = i % g.k;
-    const double bn = in.gamma[k] * (z[i] - in.running_mean[k]) / std::sqrt(in.running_var[k] + kEps) +
-                      in.beta[k];
+    const double bn =
+        in.gamma[k] * (z[i] - in.running_mean[k]) / std::sqrt(in.running_var[k] + kEps) +
+        in.beta[k];
     ref[i] = std::max(bn, 0.0);
   }
   EXPECT_LT(max_error(y, ref), tol);

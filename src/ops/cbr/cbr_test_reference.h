@@ -37,7 +37,7 @@ std::vector<T> cast(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
 }
 
-// x (N,H,W,C) and input offset helpers for the references.
+// Direct convolution by definition: NHWC input, KRSC filters, zero padding.
 struct Conv {
   const Geometry& g;
   // Calls f(x_index, w_index, y_index) for every multiply-add of the convolution.
@@ -52,7 +52,8 @@ struct Conv {
                 const int64_t ih = oh * g.stride - g.pad + r, iw = ow * g.stride - g.pad + s;
                 if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
                 for (int64_t c = 0; c < g.c; ++c)
-                  f(((n * g.h + ih) * g.w + iw) * g.c + c, ((k * g.kernel + r) * g.kernel + s) * g.c + c,
+                  f(((n * g.h + ih) * g.w + iw) * g.c + c,
+                    ((k * g.kernel + r) * g.kernel + s) * g.c + c,
                     ((n * g.ho() + oh) * g.wo() + ow) * g.k + k);
               }
   }
@@ -101,9 +102,9 @@ struct Backward {
   std::vector<double> dx, dw, dgamma, dbeta, dz;
 };
 
-inline Backward reference_backward(const Geometry& g, const Forward& f, const std::vector<double>& dy,
-                                   const std::vector<double>& x, const std::vector<double>& w,
-                                   const std::vector<double>& gamma) {
+inline Backward reference_backward(const Geometry& g, const Forward& f,
+                                   const std::vector<double>& dy, const std::vector<double>& x,
+                                   const std::vector<double>& w, const std::vector<double>& gamma) {
   Backward b;
   const int64_t m = g.rows();
   std::vector<double> gy(g.y_numel()), xhat(g.y_numel());

@@ -87,8 +87,8 @@ namespace {
 const TensorArg& need(const OpCall& call, const std::vector<TensorArg>& list, size_t i,
                       const char* role) {
   if (i >= list.size() || !list[i])
-    fail("layer '{}': op {} is missing its {} tensor; the program is malformed, recompile it",
-         call.layer().name, op_kind_name(call.op.kind), role);
+    fail("layer '{}': the {} tensor is missing; the program is malformed, recompile it",
+         call.layer().name, role);
   return list[i];
 }
 
@@ -96,12 +96,12 @@ const TensorArg& need(const OpCall& call, const std::vector<TensorArg>& list, si
 void check_like(const OpCall& call, const TensorArg& t, const char* role, const TensorArg& like,
                 DType dtype) {
   if (t.numel() != like.numel())
-    fail("layer '{}': {} {} has shape {} but {} elements are needed ({}); recompile the program",
-         call.layer().name, op_kind_name(call.op.kind), role, shape_str(t.shape()), like.numel(),
-         shape_str(like.shape()));
+    fail("layer '{}': tensor {} has shape {} but {} elements are needed ({}); recompile the "
+         "program",
+         call.layer().name, role, shape_str(t.shape()), like.numel(), shape_str(like.shape()));
   if (t.dtype() != dtype)
-    fail("layer '{}': {} {} is {} but {} is expected", call.layer().name,
-         op_kind_name(call.op.kind), role, dtype_name(t.dtype()), dtype_name(dtype));
+    fail("layer '{}': tensor {} is {} but {} is expected", call.layer().name, role,
+         dtype_name(t.dtype()), dtype_name(dtype));
 }
 
 float dropout_p(const OpCall& call) {

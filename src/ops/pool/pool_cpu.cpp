@@ -198,8 +198,8 @@ namespace {
 const TensorArg& need(const OpCall& call, const std::vector<TensorArg>& list, size_t i,
                       const char* role) {
   if (i >= list.size() || !list[i])
-    fail("layer '{}': op {} is missing its {} tensor; the program is malformed, recompile it",
-         call.layer().name, op_kind_name(call.op.kind), role);
+    fail("layer '{}': the {} tensor is missing; the program is malformed, recompile it",
+         call.layer().name, role);
   return list[i];
 }
 
@@ -233,7 +233,7 @@ void maxpool_forward_op(const OpCall& call, bool training) {
     check(call, "maxpool", a, "argmax", g.out_shape(), DType::I32);
     argmax = a.as<int32_t>();
   }
-  dispatch_float(x.dtype(), op_kind_name(call.op.kind), [&](auto t) {
+  dispatch_float(x.dtype(), training ? "MAXPOOL_FWD" : "MAXPOOL_INF", [&](auto t) {
     using T = decltype(t);
     cpu::maxpool_forward<T>(g, x.as<T>(), y.as<T>(), argmax);
   });
@@ -285,7 +285,7 @@ void gap_op(const OpCall& call, bool forward) {
     fail("global_avgpool '{}': feature map shape {} is not 4-d NHWC", call.layer().name,
          shape_str(s));
   check(call, "global_avgpool", pooled, forward ? "y" : "dy", {s[0], s[3]}, map.dtype());
-  dispatch_float(map.dtype(), op_kind_name(call.op.kind), [&](auto t) {
+  dispatch_float(map.dtype(), forward ? "GAP_FWD" : "GAP_BWD", [&](auto t) {
     using T = decltype(t);
     if (forward)
       cpu::gap_forward<T>(map.as<T>(), s[0], s[1] * s[2], s[3], pooled.as<T>());

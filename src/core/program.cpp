@@ -31,6 +31,27 @@ OptimizerKind parse_optimizer(const std::string& text) {
   fail("unknown optimizer '{}': use 'sgd' or 'adamw'", text);
 }
 
+const char* layer_kind_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::Input: return "input";
+    case LayerKind::Conv: return "conv";
+    case LayerKind::BatchNorm: return "bn";
+    case LayerKind::ReLU: return "relu";
+    case LayerKind::CBR: return "cbr";
+    case LayerKind::MaxPool: return "maxpool";
+    case LayerKind::AvgPool: return "avgpool";
+    case LayerKind::GlobalAvgPool: return "global_avgpool";
+    case LayerKind::Flatten: return "flatten";
+    case LayerKind::Linear: return "fc";
+    case LayerKind::Dropout: return "dropout";
+    case LayerKind::Add: return "add";
+    case LayerKind::SoftmaxCrossEntropy: return "softmax_ce";
+    case LayerKind::Sequence: return "seq";
+    case LayerKind::Residual: return "residual";
+  }
+  return "?";
+}
+
 const char* op_kind_name(OpKind kind) {
   switch (kind) {
 #define KILN_OP(name) \
