@@ -18,6 +18,22 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# cudnn-frontend (header-only) for the CUDA backend, from its PyPI wheel; only where nvcc exists.
+frontend=third_party/cudnn_frontend
+if command -v nvcc >/dev/null && [ ! -f "$frontend/include/cudnn_frontend.h" ]; then
+  echo "setup: fetching cudnn-frontend headers"
+  mkdir -p third_party/wheels
+  if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-cudnn-frontend==1.32.0" -d third_party/wheels; then
+    python3 - "$frontend" third_party/wheels/nvidia_cudnn_frontend-1.32.0-*.whl <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[2]) as wheel:
+    wheel.extractall(sys.argv[1], [n for n in wheel.namelist() if n.startswith("include/")])
+PY
+  else
+    echo "setup: cudnn-frontend unavailable; building without the CUDA backend"
+  fi
+fi
+
 jobs=$(nproc)
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"

@@ -19,11 +19,13 @@ struct StepScalars {
 
 struct HostTensor {
   const TensorSpec* spec = nullptr;
-  void* data = nullptr;  // host memory of the tensor (CPU backend: inside the arena)
+  void* data = nullptr;  // the tensor's memory in the arena (device memory on CUDA)
   template <class T>
   T* as() const { return static_cast<T*>(data); }
   int64_t numel() const { return kiln::numel(spec->shape); }
 };
+
+class Backend;
 
 class Executable {
  public:
@@ -38,8 +40,21 @@ class Executable {
   // Re-initializes parameters (Kaiming/uniform as PyTorch), buffers and optimizer state.
   void init_state(uint64_t seed);
 
+  // Direct access to a tensor's memory: host memory on CPU programs only.
   HostTensor tensor(int id);
   HostTensor tensor(const std::string& name);  // throws kiln::Error naming unknown tensors
+  int id(const std::string& name) const;       // throws kiln::Error naming unknown tensors
+
+  // Copies between host memory and a tensor on any device; sizes must match the tensor.
+  void write(int id, const void* host, size_t bytes);
+  void read(int id, void* host, size_t bytes);
+  template <class T>
+  std::vector<T> read(int id) {
+    std::vector<T> out(program_.tensors.at(id).bytes() / sizeof(T));
+    read(id, out.data(), out.size() * sizeof(T));
+    return out;
+  }
+  void synchronize();  // waits for all issued work (a no-op on CPU)
 
   void run_forward(const StepScalars& scalars);  // training forward, loss included
   void run_backward(const StepScalars& scalars);
@@ -48,9 +63,12 @@ class Executable {
 
  private:
   void run(const std::vector<Op>& ops, const StepScalars& scalars);
+  struct OpCall bind(const Op& op, const StepScalars& scalars);
+  void prepare_ops();
   Program program_;
   MemoryPlan plan_;
-  std::unique_ptr<std::byte[], void (*)(std::byte*)> arena_;
+  std::unique_ptr<Backend> backend_;
+  std::byte* arena_ = nullptr;
 };
 
 }  // namespace kiln

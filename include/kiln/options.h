@@ -23,6 +23,13 @@ struct CompileOptions {
   int batch = 32;
   Shape input_hwc;            // empty: take the blueprint's own input geometry
   bool fuse_cbr = true;       // fuse Conv -> BN -> ReLU into CBR
+  // With a loss (the default) the program ends in softmax cross-entropy on labels. Without,
+  // any blueprint compiles (a block, a backbone): its output is an Output tensor and backward
+  // starts from `output_grad`, written by the caller.
+  bool loss = true;
+  // Also compute the gradient of the data input ("d:input"), as for a block inside a network;
+  // by default layers reading the data batch skip it (first-layer backward).
+  bool input_grad = false;
   float label_smoothing = 0.f;
   OptimizerConfig optimizer;
 };

@@ -18,7 +18,10 @@ enum class TensorRole : uint8_t {
   Grad,        // their gradients (one contiguous region, same order)
   OptState,    // optimizer state (contiguous, same order per slot)
   Buffer,      // non-trainable state: BN running statistics
-  Activation,  // everything with a lifetime inside one step
+  ComputeParam,  // mixed precision: fp16/bf16 copies of weights the convolutions read (contiguous)
+  ComputeGrad,   // mixed precision: their fp16/bf16 gradients, cast into Grad after backward
+  OutputGrad,    // programs without a loss: the gradient of the output, written by the caller
+  Activation,    // everything with a lifetime inside one step
 };
 
 enum class Init : uint8_t { None, Zeros, Ones, KaimingNormalFanOut, UniformFanIn };
@@ -65,6 +68,7 @@ enum class OpKind : uint8_t {
   ADD_FWD,        // in: a, b                         out: y
   GRAD_SUM,       // in: g0, g1, ...                  out: sum
   SOFTMAX_CE,     // in: logits, labels (i32)         out: loss (f32[1], mean over batch), dlogits
+  CAST,           // in: src                          out: dst   (first min(numel) elements, dtype conversion)
   SGD_UPDATE,     // in: grads                        out: params, momentum   (whole regions)
   ADAMW_UPDATE,   // in: grads                        out: params, m, v       (whole regions)
 };
@@ -90,7 +94,10 @@ struct Program {
   int input = -1, label = -1;          // data batch (N,H,W,C), labels (N)
   int loss = -1, logits = -1;          // training outputs
   int inference_logits = -1;           // inference output
+  int output_grad = -1;                // programs without a loss: d(output), written by the caller
+  int input_grad = -1;                 // with CompileOptions::input_grad: d(input)
   int param_region = -1, grad_region = -1;
+  int compute_param_region = -1, compute_grad_region = -1;  // mixed precision only
   std::vector<int> opt_state_regions;  // SGD: [momentum]; AdamW: [m, v]
   std::vector<int> params;             // trainable parameter tensors (views into param_region)
   std::vector<int> grads;              // gradient of params[i] (views into grad_region)

@@ -55,7 +55,7 @@ class Trainer {
   double step(const Batch& batch, float lr);
 
   // Checkpoint: parameters and buffers by layer-graph tensor name, optimizer state, progress.
-  void save_checkpoint(const std::string& path, int epochs_done) const;
+  void save_checkpoint(const std::string& path, int epochs_done);
   int load_checkpoint(const std::string& path);  // returns the number of epochs done
 
   const ChannelStats& normalization() const { return norm_; }
@@ -63,6 +63,7 @@ class Trainer {
  private:
   void check_dataset(const Dataset& data, const char* which) const;
   void copy_in(const Batch& batch);
+  int64_t correct_in(int logits_id, const Batch& batch);  // top-1 hits among the real samples
   std::unique_ptr<Executable> exe_;
   TrainOptions opt_;
   ChannelStats norm_;

@@ -13,26 +13,34 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
   const int n = int(program.graph.layers.size());
   for (int i = 0; i < n; ++i) layer_def(program.graph.layers[i].kind).lower_forward(ctx, i);
 
-  // The loss closes the training forward; its gradient seeds backward at the last layer.
   const int last = n - 1;
-  const Shape& logits_shape = program.graph.layers[last].out_shape;
+  const Layer& out_layer = program.graph.layers[last];
   program.logits = ctx.out(last);
   program.tensors[program.logits].role = TensorRole::Output;
   program.inference_logits = ctx.infer_out(last);
   program.tensors[program.inference_logits].role = TensorRole::Output;
-  TensorSpec labels;
-  labels.name = "labels", labels.shape = {logits_shape[0]}, labels.dtype = DType::I32, labels.role = TensorRole::Label;
-  program.label = ctx.add_tensor(labels);
-  TensorSpec loss;
-  loss.name = "loss", loss.shape = {1}, loss.dtype = ctx.act_dtype == DType::F64 ? DType::F64 : DType::F32;
-  loss.role = TensorRole::Output;
-  program.loss = ctx.add_tensor(loss);
-  const int dlogits = ctx.activation("d:" + program.graph.layers[last].name, logits_shape);
-  Op ce = ctx.op(OpKind::SOFTMAX_CE, last, {program.logits, program.label}, {program.loss, dlogits});
-  ctx.forward(std::move(ce));
-  ctx.set_loss_grad(last, dlogits);
+  if (options.loss) {
+    // The loss closes the training forward; its gradient seeds backward at the last layer.
+    TensorSpec labels;
+    labels.name = "labels", labels.shape = {out_layer.out_shape[0]}, labels.dtype = DType::I32;
+    labels.role = TensorRole::Label;
+    program.label = ctx.add_tensor(labels);
+    TensorSpec loss;
+    loss.name = "loss", loss.shape = {1}, loss.dtype = ctx.act_dtype == DType::F64 ? DType::F64 : DType::F32;
+    loss.role = TensorRole::Output;
+    program.loss = ctx.add_tensor(loss);
+    const int dlogits = ctx.activation("d:" + out_layer.name, out_layer.out_shape);
+    ctx.forward(ctx.op(OpKind::SOFTMAX_CE, last, {program.logits, program.label}, {program.loss, dlogits}));
+    ctx.set_loss_grad(last, dlogits);
+  } else {
+    TensorSpec grad;
+    grad.name = "d:" + out_layer.name, grad.shape = out_layer.out_shape, grad.dtype = ctx.act_dtype;
+    grad.role = TensorRole::OutputGrad;
+    program.output_grad = ctx.add_tensor(std::move(grad));
+    ctx.set_loss_grad(last, program.output_grad);
+  }
 
-  for (int i = last; i >= 1; --i) layer_def(program.graph.layers[i].kind).lower_backward(ctx, i);
+  for (int i = last; i >= 0; --i) layer_def(program.graph.layers[i].kind).lower_backward(ctx, i);
   ctx.finish();
   return program;
 }
@@ -40,7 +48,7 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
 Program compile(const Blueprint& blueprint, const CompileOptions& options) {
   LayerGraph graph = expand(blueprint, options);
   if (options.fuse_cbr) fuse_conv_bn_relu(graph);
-  mark_first_layer(graph);
+  if (!options.input_grad) mark_first_layer(graph);
   check_target_limits(graph, options);
   return lower(std::move(graph), options);
 }

@@ -90,7 +90,7 @@ LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options) {
   graph.layers.push_back(input);
   Expander(graph).sequence(blueprint, 0, "");
   const Shape& out = graph.layers.back().out_shape;
-  if (out.size() != 2)
+  if (options.loss && out.size() != 2)
     fail("model '{}': last layer '{}' gives {}, but a classifier must end in (N, classes); end with fc()",
          blueprint.name(), graph.layers.back().name, shape_str(out));
   return graph;

@@ -17,6 +17,9 @@ const char* role_name(TensorRole role) {
     case TensorRole::Grad: return "grad";
     case TensorRole::OptState: return "optstate";
     case TensorRole::Buffer: return "buffer";
+    case TensorRole::ComputeParam: return "param16";
+    case TensorRole::ComputeGrad: return "grad16";
+    case TensorRole::OutputGrad: return "outgrad";
     case TensorRole::Activation: return "activation";
   }
   return "?";

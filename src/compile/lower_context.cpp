@@ -1,5 +1,7 @@
 #include "compile/lower_context.h"
 
+#include <algorithm>
+
 #include "kiln/error.h"
 #include "kiln/memory_plan.h"
 
@@ -52,7 +54,7 @@ int LowerContext::view(const std::string& name, const Shape& shape, int of) {
 }
 
 int LowerContext::param(const std::string& name, const Shape& shape, Init init, int64_t fan_in,
-                        int64_t fan_out) {
+                        int64_t fan_out, bool compute_copy) {
   TensorSpec t;
   t.name = name, t.shape = shape, t.dtype = param_dtype, t.role = TensorRole::Param;
   t.init = init, t.fan_in = fan_in, t.fan_out = fan_out;
@@ -63,7 +65,24 @@ int LowerContext::param(const std::string& name, const Shape& shape, Init init, 
   program.params.push_back(id);
   program.grads.push_back(gid);
   grad_of_param_[id] = gid;
+  if (compute_copy && mixed_precision()) {
+    TensorSpec c;
+    c.name = name + ":compute", c.shape = shape, c.dtype = act_dtype, c.role = TensorRole::ComputeParam;
+    compute_param_[id] = add_tensor(c);
+    c.name = name + ".grad:compute", c.role = TensorRole::ComputeGrad;
+    compute_grad_[id] = add_tensor(std::move(c));
+  }
   return id;
+}
+
+int LowerContext::compute_param(int param_id) const {
+  auto it = compute_param_.find(param_id);
+  return it == compute_param_.end() ? param_id : it->second;
+}
+
+int LowerContext::compute_grad(int param_id) const {
+  auto it = compute_grad_.find(param_id);
+  return it == compute_grad_.end() ? grad_of(param_id) : it->second;
 }
 
 int LowerContext::buffer(const std::string& name, const Shape& shape, Init init) {
@@ -130,25 +149,47 @@ Op LowerContext::op(OpKind kind, int layer, std::vector<int> in, std::vector<int
 
 void LowerContext::finish() {
   // Parameters, gradients and each optimizer-state slot share one layout, so a fused update
-  // walks all of them as flat arrays with the same index.
-  size_t offset = 0;
+  // walks all of them as flat arrays with the same index. Parameters with fp16/bf16 copies
+  // come first, so one CAST over a prefix of the region makes every copy.
+  std::stable_partition(program.params.begin(), program.params.end(),
+                        [&](int id) { return compute_param_.count(id) > 0; });
+  for (size_t i = 0; i < program.params.size(); ++i) program.grads[i] = grad_of(program.params[i]);
+  size_t offset = 0, copied_elements = 0;
+  const size_t elem = dtype_size(param_dtype);
   for (int id : program.params) {
     TensorSpec& p = program.tensors[id];
     p.alias_offset = offset;
     program.tensors[grad_of(id)].alias_offset = offset;
+    if (compute_param_.count(id)) {
+      const size_t at = offset / elem * dtype_size(act_dtype);  // same element index
+      program.tensors[compute_param_[id]].alias_offset = at;
+      program.tensors[compute_grad_[id]].alias_offset = at;
+    }
     offset += align_up(p.bytes());
+    if (compute_param_.count(id)) copied_elements = offset / elem;
   }
-  const int64_t count = int64_t(offset / dtype_size(param_dtype));
-  auto region = [&](const std::string& name, TensorRole role, Init init) {
+  const int64_t count = int64_t(offset / elem);
+  auto region = [&](const std::string& name, TensorRole role, DType dtype, int64_t n) {
     TensorSpec t;
-    t.name = name, t.shape = {count}, t.dtype = param_dtype, t.role = role, t.init = init;
+    t.name = name, t.shape = {n}, t.dtype = dtype, t.role = role, t.init = Init::Zeros;
     return add_tensor(std::move(t));
   };
-  program.param_region = region("params", TensorRole::Param, Init::Zeros);
-  program.grad_region = region("grads", TensorRole::Grad, Init::Zeros);
+  program.param_region = region("params", TensorRole::Param, param_dtype, count);
+  program.grad_region = region("grads", TensorRole::Grad, param_dtype, count);
   for (int id : program.params) {
     program.tensors[id].alias_of = program.param_region;
     program.tensors[grad_of(id)].alias_of = program.grad_region;
+  }
+  if (copied_elements > 0) {
+    program.compute_param_region = region("params:compute", TensorRole::ComputeParam, act_dtype, int64_t(copied_elements));
+    program.compute_grad_region = region("grads:compute", TensorRole::ComputeGrad, act_dtype, int64_t(copied_elements));
+    for (auto [param, copy] : compute_param_) program.tensors[copy].alias_of = program.compute_param_region;
+    for (auto [param, copy] : compute_grad_) program.tensors[copy].alias_of = program.compute_grad_region;
+    // Master weights -> compute copies before any op reads them; gradients back after backward.
+    Op to_compute = op(OpKind::CAST, -1, {program.param_region}, {program.compute_param_region});
+    program.forward.insert(program.forward.begin(), to_compute);
+    program.inference.insert(program.inference.begin(), to_compute);
+    program.backward.push_back(op(OpKind::CAST, -1, {program.compute_grad_region}, {program.grad_region}));
   }
   const OptimizerConfig& opt = program.options.optimizer;
   Op update;
@@ -157,11 +198,11 @@ void LowerContext::finish() {
   update.out = {program.param_region};
   if (opt.kind == OptimizerKind::SGD) {
     update.kind = OpKind::SGD_UPDATE;
-    program.opt_state_regions = {region("optimizer.momentum_buffer", TensorRole::OptState, Init::Zeros)};
+    program.opt_state_regions = {region("optimizer.momentum_buffer", TensorRole::OptState, param_dtype, count)};
   } else {
     update.kind = OpKind::ADAMW_UPDATE;
-    program.opt_state_regions = {region("optimizer.exp_avg", TensorRole::OptState, Init::Zeros),
-                                 region("optimizer.exp_avg_sq", TensorRole::OptState, Init::Zeros)};
+    program.opt_state_regions = {region("optimizer.exp_avg", TensorRole::OptState, param_dtype, count),
+                                 region("optimizer.exp_avg_sq", TensorRole::OptState, param_dtype, count)};
   }
   for (int r : program.opt_state_regions) update.out.push_back(r);
   program.update.push_back(std::move(update));

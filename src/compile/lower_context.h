@@ -27,8 +27,15 @@ class LowerContext {
   // A new tensor name with another shape over the same bytes as `of` (flatten and its gradient).
   int view(const std::string& name, const Shape& shape, int of);
   // Trainable parameter (placed in the parameter region by finish()); returns its id.
-  int param(const std::string& name, const Shape& shape, Init init, int64_t fan_in = 0, int64_t fan_out = 0);
+  // `compute_copy`: in mixed precision the ops read an fp16/bf16 copy and write an fp16/bf16
+  // gradient, both made by CAST ops over contiguous regions (conv weights).
+  int param(const std::string& name, const Shape& shape, Init init, int64_t fan_in = 0, int64_t fan_out = 0,
+            bool compute_copy = false);
   int grad_of(int param_id) const { return grad_of_param_.at(param_id); }
+  bool mixed_precision() const { return act_dtype == DType::F16 || act_dtype == DType::BF16; }
+  // The tensor ops read for a parameter / write its gradient into (the copies, where made).
+  int compute_param(int param_id) const;
+  int compute_grad(int param_id) const;
   int buffer(const std::string& name, const Shape& shape, Init init);
 
   // Forward tensors of a layer's output, training and inference programs.
@@ -46,7 +53,10 @@ class LowerContext {
   int grad_out(int layer);
   int grad_in(int layer, int i);
   void set_grad_in(int layer, int i, int tensor);
-  bool input_is_data(int layer, int i) const { return this->layer(layer).inputs.at(i) == 0; }
+  // True when input i is the data batch and no gradient of it is wanted.
+  bool input_is_data(int layer, int i) const {
+    return this->layer(layer).inputs.at(i) == 0 && !program.options.input_grad;
+  }
   void set_loss_grad(int layer, int tensor) { loss_grad_[layer] = tensor; }
 
   void forward(Op op) { program.forward.push_back(std::move(op)); }
@@ -62,6 +72,7 @@ class LowerContext {
   std::map<int, int> out_, infer_out_, loss_grad_, grad_total_;
   std::map<std::pair<int, int>, int> grad_slot_;  // (consumer layer, input index) -> tensor
   std::map<int, int> grad_of_param_;
+  std::map<int, int> compute_param_, compute_grad_;  // param id -> fp16/bf16 copies
   std::vector<std::vector<std::pair<int, int>>> consumers_;  // per layer: (consumer, input index)
 };
 

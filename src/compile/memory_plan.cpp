@@ -68,7 +68,8 @@ MemoryPlan plan_memory(const Program& p) {
       {TensorRole::Input, &plan.io_bytes},       {TensorRole::Label, &plan.io_bytes},
       {TensorRole::Output, &plan.io_bytes},      {TensorRole::Param, &plan.param_bytes},
       {TensorRole::Grad, &plan.grad_bytes},      {TensorRole::OptState, &plan.opt_state_bytes},
-      {TensorRole::Buffer, &plan.buffer_bytes}};
+      {TensorRole::Buffer, &plan.buffer_bytes},  {TensorRole::ComputeParam, &plan.param_bytes},
+      {TensorRole::ComputeGrad, &plan.grad_bytes}, {TensorRole::OutputGrad, &plan.io_bytes}};
   for (const auto& [role, total] : groups) {
     for (size_t i = 0; i < n; ++i) {
       const TensorSpec& t = p.tensors[i];

@@ -16,7 +16,12 @@ void lower_forward(LowerContext& ctx, int index) {
   ctx.set_infer_out(index, id);
 }
 
-void lower_backward(LowerContext&, int) {}
+// Only asked for when CompileOptions::input_grad is set: the sum over the input's consumers.
+void lower_backward(LowerContext& ctx, int index) {
+  if (!ctx.program.options.input_grad) return;
+  ctx.program.input_grad = ctx.grad_out(index);
+  ctx.program.tensors[ctx.program.input_grad].role = TensorRole::Output;  // read after the step
+}
 
 }  // namespace
 

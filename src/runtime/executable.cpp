@@ -5,19 +5,11 @@
 #include <cstring>
 
 #include "core/random.h"
+#include "runtime/backend.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
 namespace {
-
-std::byte* allocate_arena(size_t bytes) {
-  void* p = std::aligned_alloc(kAlignment, std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment));
-  if (!p) fail("cannot allocate the {} MiB arena of this program; use a smaller batch", bytes >> 20);
-  std::memset(p, 0, bytes);
-  return static_cast<std::byte*>(p);
-}
-
-void free_arena(std::byte* p) { std::free(p); }
 
 // FNV-1a: a stable per-tensor random stream, independent of declaration order.
 uint64_t name_hash(const std::string& name) {
@@ -50,20 +42,56 @@ void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
 
 }  // namespace
 
-Executable::Executable(Program program, uint64_t seed)
-    : program_(std::move(program)), arena_(nullptr, free_arena) {
-  if (program_.options.device == Device::CUDA)
-    fail("this kiln build has no CUDA backend; use --device cpu (or build on a machine with nvcc and cuDNN)");
-  register_cpu_ops();
+Executable::Executable(Program program, uint64_t seed) : program_(std::move(program)) {
+  if (program_.options.device == Device::CUDA) {
+    backend_ = make_cuda_backend();
+    register_cuda_ops();
+  } else {
+    backend_ = make_cpu_backend();
+    register_cpu_ops();
+  }
   plan_ = plan_memory(program_);
-  arena_.reset(allocate_arena(plan_.arena_bytes));
-  // Resolve every op's kernel up front so a missing kernel fails here, not mid-training.
-  for (const auto* list : {&program_.forward, &program_.backward, &program_.update, &program_.inference})
-    for (const Op& op : *list) find_op(program_.options.device, op.kind);
+  arena_ = backend_->allocate(plan_.arena_bytes);
   init_state(seed);
+  prepare_ops();
 }
 
-Executable::~Executable() = default;
+Executable::~Executable() {
+  if (backend_ && arena_) {
+    try {
+      backend_->synchronize();
+    } catch (...) {  // a failed step already reported its error; still free the memory
+    }
+    backend_->release(arena_);
+  }
+}
+
+// Resolves every op's kernel up front, so a missing kernel or an unsupported cuDNN graph fails
+// here, not mid-training, and lets ops build plans and size their workspace once.
+void Executable::prepare_ops() {
+  const StepScalars zero{};
+  for (const auto* list : {&program_.forward, &program_.backward, &program_.update, &program_.inference}) {
+    for (const Op& op : *list) {
+      find_op(program_.options.device, op.kind);
+      if (PrepareFn prepare = find_prepare(program_.options.device, op.kind)) prepare(bind(op, zero));
+    }
+  }
+  backend_->finish_prepare();
+}
+
+OpCall Executable::bind(const Op& op, const StepScalars& scalars) {
+  auto arg = [&](int id) {
+    TensorArg a;
+    if (id >= 0) a.spec = &program_.tensors[id], a.data = arena_ + plan_.offset[id];
+    return a;
+  };
+  OpCall call{op, program_, {}, {}, scalars, backend_.get()};
+  call.in.reserve(op.in.size());
+  call.out.reserve(op.out.size());
+  for (int id : op.in) call.in.push_back(arg(id));
+  for (int id : op.out) call.out.push_back(arg(id));
+  return call;
+}
 
 void Executable::init_state(uint64_t seed) {
   // Whole regions first (zeroing the gaps between parameters), then the views inside them.
@@ -71,38 +99,48 @@ void Executable::init_state(uint64_t seed) {
     for (size_t i = 0; i < program_.tensors.size(); ++i) {
       const TensorSpec& t = program_.tensors[i];
       if (t.role == TensorRole::Activation || (t.alias_of >= 0) != views) continue;
-      void* data = arena_.get() + plan_.offset[i];
-      if (t.dtype == DType::F32) fill_init(t, static_cast<float*>(data), seed);
-      if (t.dtype == DType::F64) fill_init(t, static_cast<double*>(data), seed);
+      if (t.init == Init::None || (t.dtype != DType::F32 && t.dtype != DType::F64)) continue;
+      // Values are made on the host and copied in, so every device starts from the same numbers.
+      std::vector<std::byte> host(t.bytes());
+      if (t.dtype == DType::F32) fill_init(t, reinterpret_cast<float*>(host.data()), seed);
+      if (t.dtype == DType::F64) fill_init(t, reinterpret_cast<double*>(host.data()), seed);
+      backend_->copy_in(arena_ + plan_.offset[i], host.data(), host.size());
     }
   }
 }
 
 HostTensor Executable::tensor(int id) {
   if (id < 0 || size_t(id) >= program_.tensors.size()) fail("tensor id {} is out of range", id);
-  return {&program_.tensors[id], arena_.get() + plan_.offset[id]};
+  if (backend_->device() != Device::CPU)
+    fail("tensor '{}' lives on the GPU; use Executable::read/write to copy it", program_.tensors[id].name);
+  return {&program_.tensors[id], arena_ + plan_.offset[id]};
 }
 
-HostTensor Executable::tensor(const std::string& name) {
+HostTensor Executable::tensor(const std::string& name) { return tensor(id(name)); }
+
+int Executable::id(const std::string& name) const {
   const int id = program_.find(name);
   if (id < 0) fail("program has no tensor named '{}' (see `kiln plan` for the names)", name);
-  return tensor(id);
+  return id;
 }
 
+void Executable::write(int id, const void* host, size_t bytes) {
+  const TensorSpec& t = program_.tensors.at(id);
+  if (bytes != t.bytes()) fail("writing {} bytes into tensor '{}' of {} bytes", bytes, t.name, t.bytes());
+  backend_->copy_in(arena_ + plan_.offset[id], host, bytes);
+}
+
+void Executable::read(int id, void* host, size_t bytes) {
+  const TensorSpec& t = program_.tensors.at(id);
+  if (bytes != t.bytes()) fail("reading {} bytes from tensor '{}' of {} bytes", bytes, t.name, t.bytes());
+  backend_->copy_out(host, arena_ + plan_.offset[id], bytes);
+}
+
+void Executable::synchronize() { backend_->synchronize(); }
+
 void Executable::run(const std::vector<Op>& ops, const StepScalars& scalars) {
-  auto arg = [&](int id) {
-    TensorArg a;
-    if (id >= 0) a.spec = &program_.tensors[id], a.data = arena_.get() + plan_.offset[id];
-    return a;
-  };
-  for (const Op& op : ops) {
-    OpCall call{op, program_, {}, {}, scalars};
-    call.in.reserve(op.in.size());
-    call.out.reserve(op.out.size());
-    for (int id : op.in) call.in.push_back(arg(id));
-    for (int id : op.out) call.out.push_back(arg(id));
-    find_op(program_.options.device, op.kind)(call);
-  }
+  const Device device = program_.options.device;
+  for (const Op& op : ops) find_op(device, op.kind)(bind(op, scalars));
 }
 
 void Executable::run_forward(const StepScalars& s) { run(program_.forward, s); }

@@ -57,15 +57,26 @@ void Trainer::check_dataset(const Dataset& data, const char* which) const {
 }
 
 void Trainer::copy_in(const Batch& batch) {
-  HostTensor input = exe_->tensor(exe_->program().input);
-  if (int64_t(batch.images.size()) != input.numel())
-    fail("batch holds {} values but the program's input needs {}", batch.images.size(), input.numel());
-  if (input.spec->dtype == DType::F64) {
-    std::copy(batch.images.begin(), batch.images.end(), input.as<double>());
+  const Program& p = exe_->program();
+  const TensorSpec& input = p.tensors[p.input];
+  if (int64_t(batch.images.size()) != numel(input.shape))
+    fail("batch holds {} values but the program's input needs {}", batch.images.size(), numel(input.shape));
+  if (input.dtype == DType::F64) {
+    std::vector<double> wide(batch.images.begin(), batch.images.end());
+    exe_->write(p.input, wide.data(), wide.size() * sizeof(double));
+  } else if (input.dtype == DType::F32) {
+    exe_->write(p.input, batch.images.data(), batch.images.size() * sizeof(float));
   } else {
-    std::memcpy(input.data, batch.images.data(), batch.images.size() * sizeof(float));
+    fail("the trainer feeds fp32 batches; input dtype {} needs a cast op (not built yet)", dtype_name(input.dtype));
   }
-  std::memcpy(exe_->tensor(exe_->program().label).data, batch.labels.data(), batch.labels.size() * sizeof(int32_t));
+  exe_->write(p.label, batch.labels.data(), batch.labels.size() * sizeof(int32_t));
+}
+
+int64_t Trainer::correct_in(int logits_id, const Batch& batch) {
+  const TensorSpec& t = exe_->program().tensors[logits_id];
+  const int64_t classes = t.shape[1];
+  if (t.dtype == DType::F64) return count_top1(exe_->read<double>(logits_id).data(), batch.labels.data(), batch.size, classes);
+  return count_top1(exe_->read<float>(logits_id).data(), batch.labels.data(), batch.size, classes);
 }
 
 double Trainer::step(const Batch& batch, float lr) {
@@ -75,8 +86,8 @@ double Trainer::step(const Batch& batch, float lr) {
   exe_->run_backward(s);
   exe_->run_update(s);
   ++global_step_;
-  HostTensor loss = exe_->tensor(exe_->program().loss);
-  return loss.spec->dtype == DType::F64 ? *loss.as<double>() : *loss.as<float>();
+  const int loss = exe_->program().loss;
+  return exe_->program().tensors[loss].dtype == DType::F64 ? exe_->read<double>(loss)[0] : exe_->read<float>(loss)[0];
 }
 
 double Trainer::evaluate(const Dataset& data) {
@@ -87,14 +98,10 @@ double Trainer::evaluate(const Dataset& data) {
   loader.start_epoch(0);
   Batch b;
   int64_t correct = 0;
-  const int64_t classes = p.tensors[p.inference_logits].shape[1];
   while (loader.next(b)) {
     copy_in(b);
     exe_->run_inference({0.f, global_step_, opt_.seed});
-    HostTensor logits = exe_->tensor(p.inference_logits);
-    correct += logits.spec->dtype == DType::F64
-                   ? count_top1(logits.as<double>(), b.labels.data(), b.size, classes)
-                   : count_top1(logits.as<float>(), b.labels.data(), b.size, classes);
+    correct += correct_in(p.inference_logits, b);
   }
   return double(correct) / double(data.count);
 }
@@ -110,7 +117,6 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
   if (epochs_done_ == 0 || norm_.mean.empty()) norm_ = compute_channel_stats(train);
   BatchLoader loader(train, batch, true, true, opt_.augment, norm_.mean, norm_.std, opt_.seed, opt_.workers);
   const int64_t steps = loader.batches_per_epoch();
-  const int64_t classes = p.tensors[p.logits].shape[1];
   std::vector<EpochReport> reports;
   for (int epoch = epochs_done_; epoch < opt_.epochs; ++epoch) {
     const auto start = Clock::now();
@@ -121,9 +127,7 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
     while (loader.next(b)) {
       const float lr = opt_.schedule.at(global_step_, steps, opt_.epochs);
       loss_sum += step(b, lr);
-      HostTensor logits = exe_->tensor(p.logits);
-      correct += logits.spec->dtype == DType::F64 ? count_top1(logits.as<double>(), b.labels.data(), b.size, classes)
-                                                  : count_top1(logits.as<float>(), b.labels.data(), b.size, classes);
+      correct += correct_in(p.logits, b);
       seen += b.size;
       ++i;
       if (on_step) {
@@ -148,14 +152,13 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
   return reports;
 }
 
-void Trainer::save_checkpoint(const std::string& path, int epochs_done) const {
+void Trainer::save_checkpoint(const std::string& path, int epochs_done) {
   const Program& p = exe_->program();
   std::vector<NamedTensor> tensors;
   auto add = [&](int id) {
-    HostTensor t = const_cast<Executable&>(*exe_).tensor(id);
-    NamedTensor n{t.spec->name, t.spec->dtype, t.spec->shape, {}};
-    const auto* bytes = static_cast<const std::byte*>(t.data);
-    n.data.assign(bytes, bytes + t.spec->bytes());
+    const TensorSpec& t = p.tensors[id];
+    NamedTensor n{t.name, t.dtype, t.shape, std::vector<std::byte>(t.bytes())};
+    exe_->read(id, n.data.data(), n.data.size());
     tensors.push_back(std::move(n));
   };
   for (int id : p.params) add(id);
@@ -172,13 +175,13 @@ int Trainer::load_checkpoint(const std::string& path) {
   const SafetensorsFile file = load_safetensors(path);
   const Program& p = exe_->program();
   auto restore = [&](int id) {
-    HostTensor t = exe_->tensor(id);
-    const NamedTensor* saved = file.find(t.spec->name);
-    if (!saved) fail("checkpoint '{}' has no tensor '{}'; was it written for another model?", path, t.spec->name);
-    if (saved->shape != t.spec->shape || saved->dtype != t.spec->dtype)
-      fail("checkpoint '{}': tensor '{}' is {} {} but the model needs {} {}", path, t.spec->name,
-           dtype_name(saved->dtype), shape_str(saved->shape), dtype_name(t.spec->dtype), shape_str(t.spec->shape));
-    std::memcpy(t.data, saved->data.data(), saved->data.size());
+    const TensorSpec& t = p.tensors[id];
+    const NamedTensor* saved = file.find(t.name);
+    if (!saved) fail("checkpoint '{}' has no tensor '{}'; was it written for another model?", path, t.name);
+    if (saved->shape != t.shape || saved->dtype != t.dtype)
+      fail("checkpoint '{}': tensor '{}' is {} {} but the model needs {} {}", path, t.name, dtype_name(saved->dtype),
+           shape_str(saved->shape), dtype_name(t.dtype), shape_str(t.shape));
+    exe_->write(id, saved->data.data(), saved->data.size());
   };
   for (int id : p.params) restore(id);
   for (int id : p.buffers) restore(id);

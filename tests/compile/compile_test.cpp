@@ -144,7 +144,7 @@ TEST(Compile, ResidualShapeMismatchNamesTheAdd) {
   body.conv(8, 3, 2, 1, false, "conv1");  // halves H and W, doubles channels
   Blueprint m("m");
   m.input(8, 8, 4).residual(body, std::nullopt, true, "block").flatten().fc(2);
-  expect_error([&] { compile(m, options()); }, {"block.add", "[4,4,4,8]", "[4,8,8,4]", "projection"});
+  expect_error([&] { compile(m, options()); }, {"block.add", "[8,4,4,8]", "[8,8,8,4]", "projection"});
 }
 
 TEST(Compile, UnknownModelAndTargetErrors) {

@@ -1,0 +1,59 @@
+# The CUDA backend is built whenever nvcc, cuDNN and the cudnn-frontend headers are found, so
+# machines without a GPU (CI) still compile all GPU code. KILN_WITH_CUDA=OFF turns it off.
+option(KILN_WITH_CUDA "Build the CUDA backend when its dependencies are found" ON)
+set(KILN_CUDA_FOUND OFF)
+if(NOT KILN_WITH_CUDA)
+  return()
+endif()
+
+include(CheckLanguage)
+check_language(CUDA)
+# cuDNN: PyTorch's copy on the GPU machine (the version PyTorch itself runs), else the toolkit's
+# or the system's. KILN_CUDNN_ROOT overrides.
+set(KILN_CUDNN_HINTS $ENV{KILN_CUDNN_ROOT} ${KILN_CUDNN_ROOT}
+    /opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn /usr/local/cuda /usr)
+find_path(KILN_CUDNN_INCLUDE cudnn.h HINTS ${KILN_CUDNN_HINTS} PATH_SUFFIXES include include/x86_64-linux-gnu
+          NO_DEFAULT_PATH)
+find_library(KILN_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${KILN_CUDNN_HINTS}
+             PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu NO_DEFAULT_PATH)
+find_path(KILN_CUDNN_FRONTEND_INCLUDE cudnn_frontend.h HINTS ${CMAKE_SOURCE_DIR}/third_party/cudnn_frontend/include
+          NO_DEFAULT_PATH)
+if(NOT CMAKE_CUDA_COMPILER OR NOT KILN_CUDNN_INCLUDE OR NOT KILN_CUDNN_LIBRARY OR NOT KILN_CUDNN_FRONTEND_INCLUDE)
+  message(STATUS "kiln: CUDA backend off (nvcc: '${CMAKE_CUDA_COMPILER}', cudnn.h: '${KILN_CUDNN_INCLUDE}', "
+                 "libcudnn: '${KILN_CUDNN_LIBRARY}', cudnn_frontend.h: '${KILN_CUDNN_FRONTEND_INCLUDE}')")
+  return()
+endif()
+
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+set(CMAKE_CUDA_STANDARD 20)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
+  set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200: sm_90 machine code plus compute_90 PTX
+endif()
+set(KILN_CUDA_FOUND ON)
+message(STATUS "kiln: CUDA backend on (cuDNN ${KILN_CUDNN_INCLUDE}, ${KILN_CUDNN_LIBRARY})")
+
+# Kernels (.cu) stay free of cudnn-frontend; its heavy headers are only in a few host .cpp
+# files compiled by the host compiler.
+file(GLOB_RECURSE KILN_CUDA_SRC CONFIGURE_DEPENDS src/ops/*_cuda.cu src/ops/*_cuda.cpp
+     src/runtime/cuda/*.cu src/runtime/cuda/*.cpp)
+add_library(kiln_cuda STATIC ${KILN_CUDA_SRC})
+target_include_directories(kiln_cuda PUBLIC ${KILN_CUDNN_INCLUDE} PRIVATE ${KILN_CUDNN_FRONTEND_INCLUDE})
+target_link_libraries(kiln_cuda PUBLIC kiln_ops CUDA::cudart CUDA::cublasLt ${KILN_CUDNN_LIBRARY})
+target_compile_options(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+set_target_properties(kiln_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
+target_link_libraries(kiln_engine PUBLIC kiln_cuda)
+target_compile_definitions(kiln_engine PUBLIC KILN_WITH_CUDA=1)
+
+# GPU tests (ctest label `gpu`): src/ops/*/*_gpu_test.cpp and tests/gpu/*.cpp, one executable.
+if(KILN_BUILD_TESTS)
+  file(GLOB_RECURSE KILN_GPU_TESTS CONFIGURE_DEPENDS src/ops/*_gpu_test.cpp tests/gpu/*.cpp)
+  if(KILN_GPU_TESTS)
+    add_executable(kiln_test_gpu ${KILN_GPU_TESTS})
+    target_link_libraries(kiln_test_gpu PRIVATE kiln_engine GTest::gtest_main)
+    target_compile_definitions(kiln_test_gpu PRIVATE
+      KILN_SOURCE_DIR="${CMAKE_SOURCE_DIR}" KILN_BINARY_DIR="${CMAKE_BINARY_DIR}")
+    gtest_discover_tests(kiln_test_gpu PROPERTIES LABELS "gpu")
+  endif()
+endif()

@@ -1,0 +1,432 @@
+// fmt 9 (included through kiln/error.h) switches its constexpr support off when it sees nvcc,
+// which breaks its C++20 compile-time format strings; the host compiler behind nvcc has it.
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+#include "ops/batchnorm/batchnorm_cuda.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <utility>
+
+#include "ops/batchnorm/tile_cuda.cuh"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/dtype_cuda.h"
+
+namespace kiln::cuda {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Kernels. Tiled ones: each thread owns VEC consecutive channels of a fixed column and walks
+// the rows of its block's tile (see tile_cuda.cuh), so per-channel parameters live in registers
+// and per-channel sums accumulate in registers.
+
+template <class T, int VEC>
+__global__ void __launch_bounds__(kTileThreads)
+    channel_sums_kernel(const T* x, TileGrid g, float* part_sum, float* part_sqsum) {
+  const TileThread p = tile_thread(g);
+  float s[VEC] = {}, q[VEC] = {};
+  for (int64_t row = p.row; row < p.row_end; row += int64_t{g.rows} * kTileUnroll<T, VEC>) {
+    Pack<T, VEC> xs[kTileUnroll<T, VEC>];
+#pragma unroll
+    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r < p.row_end) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
+    }
+#pragma unroll
+    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+      if (row + int64_t{u} * g.rows >= p.row_end) break;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float v = to_float(xs[u].v[j]);
+        s[j] += v;
+        q[j] += v * v;
+      }
+    }
+  }
+  write_block_partials<VEC>(g, p, s, q, part_sum, part_sqsum);
+}
+
+template <class T, int VEC>
+__global__ void __launch_bounds__(kTileThreads)
+    bn_backward_reduce_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* mean,
+                              const float* inv_std, TileGrid g, float* part_dy,
+                              float* part_dy_xhat) {
+  const TileThread p = tile_thread(g);
+  float mu[VEC], is[VEC], s[VEC] = {}, sx[VEC] = {};
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    mu[j] = p.active ? mean[p.c0 + j] : 0.f;
+    is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
+  }
+  for (int64_t row = p.row; row < p.row_end; row += int64_t{g.rows} * kTileUnroll<T, VEC>) {
+    Pack<T, VEC> dys[kTileUnroll<T, VEC>], xs[kTileUnroll<T, VEC>];
+    unsigned bits[kTileUnroll<T, VEC>];
+#pragma unroll
+    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r >= p.row_end) continue;
+      const int64_t f = r * g.c + p.c0;
+      dys[u] = load_pack<T, VEC>(dy + f);
+      xs[u] = load_pack<T, VEC>(x + f);
+      bits[u] = load_mask_bits<VEC>(bitmask, f);
+    }
+#pragma unroll
+    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+      if (row + int64_t{u} * g.rows >= p.row_end) break;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        // A select, not a multiply: a masked-out NaN/Inf gradient must not leak.
+        const float gj = (bits[u] >> j) & 1u ? to_float(dys[u].v[j]) : 0.f;
+        s[j] += gj;
+        sx[j] += gj * ((to_float(xs[u].v[j]) - mu[j]) * is[j]);
+      }
+    }
+  }
+  write_block_partials<VEC>(g, p, s, sx, part_dy, part_dy_xhat);
+}
+
+template <class T, int VEC>
+__global__ void __launch_bounds__(kTileThreads)
+    bn_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* gamma,
+                             const float* mean, const float* inv_std, const float* sum_dy,
+                             const float* sum_dy_xhat, float inv_m, TileGrid g, T* dx) {
+  const TileThread p = tile_thread(g);
+  if (!p.active) return;
+  // dx = k * (g - a - xhat * b) with k = gamma * inv_std, a = sum_dy / m, b = sum_dy_xhat / m,
+  // xhat = (x - mean) * inv_std, folded into dx = k * g - ka - kb * (x - mean): four
+  // coefficients per channel in registers instead of five. x - mean stays first, so a large
+  // mean does not cancel digits away.
+  float mu[VEC], k[VEC], ka[VEC], kb[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const int64_t ch = p.c0 + j;
+    const float is = inv_std[ch];
+    mu[j] = mean[ch];
+    k[j] = gamma[ch] * is;
+    ka[j] = k[j] * (sum_dy[ch] * inv_m);
+    kb[j] = k[j] * (sum_dy_xhat[ch] * inv_m) * is;
+  }
+  for (int64_t row = p.row; row < p.row_end; row += int64_t{g.rows} * kTileUnroll<T, VEC>) {
+    Pack<T, VEC> dys[kTileUnroll<T, VEC>], xs[kTileUnroll<T, VEC>];
+    unsigned bits[kTileUnroll<T, VEC>];
+    // All loads of the unrolled rows first: dx may alias dy or x, so the compiler could not
+    // move later loads above earlier stores by itself.
+#pragma unroll
+    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r >= p.row_end) continue;
+      const int64_t f = r * g.c + p.c0;
+      dys[u] = load_pack<T, VEC>(dy + f);
+      xs[u] = load_pack<T, VEC>(x + f);
+      bits[u] = load_mask_bits<VEC>(bitmask, f);
+    }
+#pragma unroll
+    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r >= p.row_end) break;
+      Pack<T, VEC> out;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float gj = (bits[u] >> j) & 1u ? to_float(dys[u].v[j]) : 0.f;
+        out.v[j] = from_float<T>(fmaf(k[j], gj, -ka[j]) - kb[j] * (to_float(xs[u].v[j]) - mu[j]));
+      }
+      store_pack<T, VEC>(dx + r * g.c + p.c0, out);
+    }
+  }
+}
+
+// y = x * scale + shift (then ReLU); bit mask only with VEC == 8 (one whole byte per thread).
+template <class T, int VEC, bool RELU>
+__global__ void __launch_bounds__(kTileThreads)
+    bn_apply_kernel(const T* x, const float* scale, const float* shift, TileGrid g, T* y,
+                    uint8_t* bitmask, uint8_t* bytemask) {
+  const TileThread p = tile_thread(g);
+  if (!p.active) return;
+  float sc[VEC], sh[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    sc[j] = scale[p.c0 + j];
+    sh[j] = shift[p.c0 + j];
+  }
+  for (int64_t row = p.row; row < p.row_end; row += int64_t{g.rows} * kTileUnroll<T, VEC>) {
+    Pack<T, VEC> xs[kTileUnroll<T, VEC>];
+#pragma unroll
+    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r < p.row_end) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
+    }
+#pragma unroll
+    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r >= p.row_end) break;
+      const int64_t f = r * g.c + p.c0;
+      Pack<T, VEC> out;
+      Pack<uint8_t, VEC> pass;
+      unsigned bits = 0;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float v = fmaf(to_float(xs[u].v[j]), sc[j], sh[j]);
+        if constexpr (RELU) {
+          const bool on = v > 0.f;  // NaN fails: y = 0, bit 0 (as the CPU kernel)
+          out.v[j] = from_float<T>(on ? v : 0.f);
+          pass.v[j] = on;
+          bits |= unsigned{on} << j;
+        } else {
+          out.v[j] = from_float<T>(v);
+        }
+      }
+      store_pack<T, VEC>(y + f, out);
+      if constexpr (RELU) {
+        if constexpr (VEC == 8) {
+          if (bitmask) bitmask[f >> 3] = static_cast<uint8_t>(bits);
+        }
+        if (bytemask) store_pack<uint8_t, VEC>(bytemask + f, pass);
+      }
+    }
+  }
+}
+
+// Fallback for a bit mask when c is not a multiple of 8 (or pointers are misaligned): each
+// thread owns one mask byte, i.e. 8 consecutive flat elements, whatever their channels.
+template <class T>
+__global__ void bn_apply_relu_flat_kernel(const T* x, const float* scale, const float* shift,
+                                          int64_t n, int64_t c, T* y, uint8_t* bitmask,
+                                          uint8_t* bytemask) {
+  const int64_t groups = (n + 7) / 8;
+  for (int64_t grp = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; grp < groups;
+       grp += int64_t{gridDim.x} * blockDim.x) {
+    int64_t ch = (grp * 8) % c;
+    unsigned bits = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int64_t i = grp * 8 + j;
+      if (i >= n) break;
+      const float v = fmaf(to_float(x[i]), scale[ch], shift[ch]);
+      const bool on = v > 0.f;
+      y[i] = from_float<T>(on ? v : 0.f);
+      if (bytemask) bytemask[i] = on;
+      bits |= unsigned{on} << j;
+      if (++ch == c) ch = 0;
+    }
+    if (bitmask) bitmask[grp] = static_cast<uint8_t>(bits);  // bits past n stay 0
+  }
+}
+
+__global__ void bn_finalize_kernel(const float* sum, const float* sqsum, double count,
+                                   double unbias, const float* gamma, const float* beta,
+                                   double eps, double momentum, float* running_mean,
+                                   float* running_var, float* saved_mean, float* saved_inv_std,
+                                   float* scale, float* shift, int64_t c) {
+  const int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (ch >= c) return;
+  const double mean = sum[ch] / count;
+  const double var = fmax(sqsum[ch] / count - mean * mean, 0.0);  // rounding can go below 0
+  const double inv_std = 1.0 / sqrt(var + eps);
+  const double sc = double{gamma[ch]} * inv_std;
+  saved_mean[ch] = static_cast<float>(mean);
+  saved_inv_std[ch] = static_cast<float>(inv_std);
+  scale[ch] = static_cast<float>(sc);
+  shift[ch] = static_cast<float>(double{beta[ch]} - mean * sc);
+  if (running_mean) {
+    running_mean[ch] = static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * mean);
+    running_var[ch] =
+        static_cast<float>((1.0 - momentum) * running_var[ch] + momentum * var * unbias);
+  }
+}
+
+__global__ void bn_inference_scale_shift_kernel(const float* gamma, const float* beta,
+                                                const float* running_mean,
+                                                const float* running_var, double eps, int64_t c,
+                                                float* scale, float* shift) {
+  const int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (ch >= c) return;
+  const double sc = double{gamma[ch]} / sqrt(double{running_var[ch]} + eps);
+  scale[ch] = static_cast<float>(sc);
+  shift[ch] = static_cast<float>(double{beta[ch]} - double{running_mean[ch]} * sc);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+void check_shape(const char* fn, int64_t m, int64_t c, const std::string& where) {
+  if (m < 0 || c < 1)
+    fail("{}: {} got m = {} rows and c = {} channels; m must be >= 0 and c >= 1", where, fn, m,
+         c);
+}
+
+using Named = std::pair<const void*, const char*>;
+
+void need(const char* fn, const std::string& where, std::initializer_list<Named> pointers) {
+  for (const auto& [p, name] : pointers)
+    if (!p) fail("{}: {} needs the device pointer '{}', got nullptr", where, fn, name);
+}
+
+// Both reductions: tile kernel writing partials, then the fixed-order combine into out0/out1.
+template <class Launch>
+void run_reduction(const char* fn, int64_t m, int64_t c, const TileGrid& g, float* out0,
+                   float* out1, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                   const std::string& where, Launch&& launch) {
+  if (m == 0) {  // empty sums
+    KILN_CUDA(cudaMemsetAsync(out0, 0, c * sizeof(float), stream), where);
+    KILN_CUDA(cudaMemsetAsync(out1, 0, c * sizeof(float), stream), where);
+    return;
+  }
+  const size_t need_bytes = partials_bytes(g);
+  if (!workspace || workspace_bytes < need_bytes || !all_aligned({workspace}, alignof(float)))
+    fail("{}: {} needs a 4-byte aligned workspace of {} bytes for m = {}, c = {} (got {} bytes at "
+         "{}); size it with the matching *_workspace_bytes(m, c)",
+         where, fn, need_bytes, m, c, workspace_bytes, workspace);
+  float* part0 = static_cast<float*>(workspace);
+  float* part1 = part0 + int64_t{g.row_blocks} * c;
+  launch(dim3(g.row_blocks, g.col_blocks), part0, part1);
+  check_launch(where);
+  launch_combine_partials(part0, part1, g.row_blocks, c, out0, out1, stream);
+  check_launch(where);
+}
+
+}  // namespace
+
+size_t channel_sums_workspace_bytes(int64_t m, int64_t c) { return reduction_workspace_bytes(m, c); }
+size_t bn_backward_reduce_workspace_bytes(int64_t m, int64_t c) {
+  return reduction_workspace_bytes(m, c);
+}
+
+void channel_sums(DType dtype, const void* x, int64_t m, int64_t c, float* sum, float* sqsum,
+                  void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                  const std::string& where) {
+  check_shape("channel_sums", m, c, where);
+  need("channel_sums", where, {{sum, "sum"}, {sqsum, "sqsum"}});
+  if (m > 0) need("channel_sums", where, {{x, "x"}});
+  dispatch_activation(dtype, "channel_sums", [&](auto zero) {
+    using T = decltype(zero);
+    const TileGrid g = make_tile_grid(m, c, choose_vec(c, sizeof(T), {x}));
+    run_reduction("channel_sums", m, c, g, sum, sqsum, workspace, workspace_bytes, stream, where,
+                  [&](dim3 grid, float* p0, float* p1) {
+                    dispatch_vec(g.vec, [&](auto vec) {
+                      channel_sums_kernel<T, decltype(vec)::value><<<grid, kTileThreads, 0, stream>>>(
+                          static_cast<const T*>(x), g, p0, p1);
+                    });
+                  });
+  });
+}
+
+void bn_finalize(const float* sum, const float* sqsum, int64_t count, const float* gamma,
+                 const float* beta, double eps, double momentum, float* running_mean,
+                 float* running_var, float* saved_mean, float* saved_inv_std, float* scale,
+                 float* shift, int64_t c, cudaStream_t stream, const std::string& where) {
+  const char* fn = "bn_finalize";
+  check_shape(fn, 0, c, where);
+  if (count < 1) fail("{}: {} got count = {}; it needs at least one value per channel", where, fn, count);
+  if (!(eps > 0)) fail("{}: {} got eps = {}; it must be > 0", where, fn, eps);
+  if ((running_mean == nullptr) != (running_var == nullptr))
+    fail("{}: {} got only one of running_mean / running_var; pass both or neither", where, fn);
+  need(fn, where, {{sum, "sum"}, {sqsum, "sqsum"},
+                         {gamma, "gamma"}, {beta, "beta"}, {saved_mean, "saved_mean"},
+                         {saved_inv_std, "saved_inv_std"}, {scale, "scale"}, {shift, "shift"}});
+  const double unbias = count > 1 ? double(count) / double(count - 1) : 1.0;
+  bn_finalize_kernel<<<ceil_div(c, 128), 128, 0, stream>>>(
+      sum, sqsum, double(count), unbias, gamma, beta, eps, momentum, running_mean, running_var,
+      saved_mean, saved_inv_std, scale, shift, c);
+  check_launch(where);
+}
+
+void bn_inference_scale_shift(const float* gamma, const float* beta, const float* running_mean,
+                              const float* running_var, double eps, int64_t c, float* scale,
+                              float* shift, cudaStream_t stream, const std::string& where) {
+  const char* fn = "bn_inference_scale_shift";
+  check_shape(fn, 0, c, where);
+  if (!(eps > 0)) fail("{}: {} got eps = {}; it must be > 0", where, fn, eps);
+  need(fn, where, {{gamma, "gamma"}, {beta, "beta"},
+                         {running_mean, "running_mean"}, {running_var, "running_var"},
+                         {scale, "scale"}, {shift, "shift"}});
+  bn_inference_scale_shift_kernel<<<ceil_div(c, 128), 128, 0, stream>>>(
+      gamma, beta, running_mean, running_var, eps, c, scale, shift);
+  check_launch(where);
+}
+
+void bn_apply(DType dtype, const void* x, const float* scale, const float* shift, int64_t m,
+              int64_t c, bool relu, void* y, uint8_t* bitmask, uint8_t* bytemask,
+              cudaStream_t stream, const std::string& where) {
+  const char* fn = "bn_apply";
+  check_shape(fn, m, c, where);
+  if ((bitmask || bytemask) && !relu)
+    fail("{}: {} was given a ReLU mask output but relu = false; masks record the ReLU", where, fn);
+  if (m == 0) return;
+  need(fn, where, {{x, "x"}, {scale, "scale"},
+                         {shift, "shift"}, {y, "y"}});
+  dispatch_activation(dtype, fn, [&](auto zero) {
+    using T = decltype(zero);
+    // A bit mask needs 8 channels per thread (one whole mask byte), even in fp32.
+    const int vec = choose_vec(c, sizeof(T), {x, y}, {bytemask}, bitmask ? 8 : 0);
+    if (bitmask && vec != 8) {
+      const int64_t groups = ceil_div(m * c, 8);
+      const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(groups, 256), 4096));
+      bn_apply_relu_flat_kernel<T><<<blocks, 256, 0, stream>>>(
+          static_cast<const T*>(x), scale, shift, m * c, c, static_cast<T*>(y), bitmask,
+          bytemask);
+      check_launch(where);
+      return;
+    }
+    const TileGrid g = make_tile_grid(m, c, vec);
+    const dim3 grid(g.row_blocks, g.col_blocks);
+    dispatch_vec(vec, [&](auto v) {
+      if (relu)
+        bn_apply_kernel<T, decltype(v)::value, true><<<grid, kTileThreads, 0, stream>>>(
+            static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), bitmask, bytemask);
+      else
+        bn_apply_kernel<T, decltype(v)::value, false><<<grid, kTileThreads, 0, stream>>>(
+            static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), nullptr, nullptr);
+    });
+    check_launch(where);
+  });
+}
+
+void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
+                        const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
+                        float* sum_dy, float* sum_dy_xhat, void* workspace,
+                        size_t workspace_bytes, cudaStream_t stream, const std::string& where) {
+  const char* fn = "bn_backward_reduce";
+  check_shape(fn, m, c, where);
+  need(fn, where, {{saved_mean, "saved_mean"},
+                         {saved_inv_std, "saved_inv_std"}, {sum_dy, "sum_dy"},
+                         {sum_dy_xhat, "sum_dy_xhat"}});
+  if (m > 0) need(fn, where, {{dy, "dy"}, {x, "x"}});
+  dispatch_activation(dtype, fn, [&](auto zero) {
+    using T = decltype(zero);
+    const TileGrid g = make_tile_grid(m, c, choose_vec(c, sizeof(T), {dy, x}));
+    run_reduction(fn, m, c, g, sum_dy, sum_dy_xhat, workspace, workspace_bytes, stream, where,
+                  [&](dim3 grid, float* p0, float* p1) {
+                    dispatch_vec(g.vec, [&](auto vec) {
+                      bn_backward_reduce_kernel<T, decltype(vec)::value><<<grid, kTileThreads, 0, stream>>>(
+                          static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x),
+                          saved_mean, saved_inv_std, g, p0, p1);
+                    });
+                  });
+  });
+}
+
+void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
+                       const float* gamma, const float* saved_mean, const float* saved_inv_std,
+                       const float* sum_dy, const float* sum_dy_xhat, int64_t m, int64_t c,
+                       void* dx, cudaStream_t stream, const std::string& where) {
+  const char* fn = "bn_backward_apply";
+  check_shape(fn, m, c, where);
+  if (m == 0) return;
+  need(fn, where, {{dy, "dy"}, {x, "x"}, {gamma, "gamma"},
+        {saved_mean, "saved_mean"}, {saved_inv_std, "saved_inv_std"}, {sum_dy, "sum_dy"},
+        {sum_dy_xhat, "sum_dy_xhat"}, {dx, "dx"}});
+  dispatch_activation(dtype, fn, [&](auto zero) {
+    using T = decltype(zero);
+    const TileGrid g = make_tile_grid(m, c, choose_vec(c, sizeof(T), {dy, x, dx}));
+    const float inv_m = static_cast<float>(1.0 / double(m));
+    dispatch_vec(g.vec, [&](auto vec) {
+      bn_backward_apply_kernel<T, decltype(vec)::value>
+          <<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
+              static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), gamma,
+              saved_mean, saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));
+    });
+    check_launch(where);
+  });
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,83 @@
+#pragma once
+// Batch normalization kernels on the GPU, the pieces CBR.md describes (statistics, finalize,
+// apply, backward reduce/apply) exposed separately so that BN layers and the fused CBR op can
+// run them in their own order. Semantics match the CPU kernels (batchnorm_cpu.h) and PyTorch:
+// normalization uses the biased batch variance, running_var takes the unbiased one
+// (count / (count - 1) * var), running = (1 - momentum) * running + momentum * batch.
+//
+// Layout: activations are NHWC, viewed as m rows x c channels (m = N*H*W; flat (N, F) tensors:
+// m = N), of dtype F32, F16 or BF16. All arithmetic is fp32; BN parameters, statistics and
+// scale/shift are fp32 device arrays of length c. Every function only enqueues work on
+// `stream` (asynchronous) and throws kiln::Error naming `where` on bad arguments or CUDA errors.
+//
+// Determinism: reductions never use float atomics. Each block writes per-channel partial sums
+// of a fixed tile of rows to a caller-provided workspace, then a second kernel adds the
+// partials in a fixed order (in fp64). The tiling depends only on (m, c) and on the pointers'
+// alignment, so results are bitwise identical run to run.
+//
+// Masks: a bit mask holds element i (flat index row * c + channel) in bit i % 8 of byte i / 8,
+// ceil(m*c/8) bytes, bits past m*c zero; a set bit means "passed the ReLU" (value > 0). A byte
+// mask holds one byte per element, 1 where passed, else 0.
+//
+// Alignment: any pointer alignment is accepted. Fast paths need activation pointers aligned to
+// 16 bytes (cudaMalloc gives 256) and c divisible by 8; otherwise narrower accesses are used.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kiln/dtype.h"
+
+namespace kiln::cuda {
+
+inline int64_t bitmask_bytes(int64_t elements) { return (elements + 7) / 8; }
+
+// --- Statistics ---
+// Bytes of workspace channel_sums needs for an (m, c) tensor (independent of the dtype).
+size_t channel_sums_workspace_bytes(int64_t m, int64_t c);
+
+// sum[ch] = sum over rows of x, sqsum[ch] = sum of x^2 (fp32 outputs, length c).
+void channel_sums(DType dtype, const void* x, int64_t m, int64_t c, float* sum, float* sqsum,
+                  void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                  const std::string& where);
+
+// --- Finalize (CBR.md forward stage 2; one tiny kernel, computed in fp64) ---
+// mean = sum / count, var = max(sqsum / count - mean^2, 0), inv_std = 1 / sqrt(var + eps);
+// writes saved_mean, saved_inv_std, scale = gamma * inv_std, shift = beta - mean * scale, and
+// updates running_mean / running_var in place (skipped when both are nullptr). count > 1 for
+// the unbiased variance; count == 1 uses the biased one (as the CPU kernel).
+void bn_finalize(const float* sum, const float* sqsum, int64_t count, const float* gamma,
+                 const float* beta, double eps, double momentum, float* running_mean,
+                 float* running_var, float* saved_mean, float* saved_inv_std, float* scale,
+                 float* shift, int64_t c, cudaStream_t stream, const std::string& where);
+
+// Inference: scale = gamma / sqrt(running_var + eps), shift = beta - running_mean * scale.
+void bn_inference_scale_shift(const float* gamma, const float* beta, const float* running_mean,
+                              const float* running_var, double eps, int64_t c, float* scale,
+                              float* shift, cudaStream_t stream, const std::string& where);
+
+// --- Apply (CBR.md forward stage 3) ---
+// v = x * scale + shift per channel (fp32); y = relu ? (v > 0 ? v : 0) : v. bitmask and
+// bytemask (nullable) get "v > 0" and require relu. y may alias x.
+void bn_apply(DType dtype, const void* x, const float* scale, const float* shift, int64_t m,
+              int64_t c, bool relu, void* y, uint8_t* bitmask, uint8_t* bytemask,
+              cudaStream_t stream, const std::string& where);
+
+// --- Backward ---
+// With g = dy (zero where relu_bitmask, if given, has a 0 bit: dy * mask is never stored) and
+// xhat = (x - saved_mean) * saved_inv_std recomputed from x:
+//   sum_dy[ch] = sum of g (= dbeta),  sum_dy_xhat[ch] = sum of g * xhat (= dgamma).
+size_t bn_backward_reduce_workspace_bytes(int64_t m, int64_t c);
+void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
+                        const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
+                        float* sum_dy, float* sum_dy_xhat, void* workspace,
+                        size_t workspace_bytes, cudaStream_t stream, const std::string& where);
+
+// dx = gamma * inv_std * (g - sum_dy / m - xhat * sum_dy_xhat / m). dx may alias dy or x.
+void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
+                       const float* gamma, const float* saved_mean, const float* saved_inv_std,
+                       const float* sum_dy, const float* sum_dy_xhat, int64_t m, int64_t c,
+                       void* dx, cudaStream_t stream, const std::string& where);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,200 @@
+#pragma once
+// The per-channel tiling of NHWC tensors (m rows x c channels) that BN's reductions and
+// per-channel elementwise kernels share. Included only by batchnorm_cuda.cu.
+//
+// A block of kTileThreads threads is a 2D tile: `width` threads across channels, each owning
+// `vec` consecutive channels (one packed load), times `rows` threads down the rows. A warp thus
+// reads a contiguous stretch of memory, and every thread keeps its channels for its whole life:
+// per-channel parameters and sums stay in registers. blockIdx.y picks the channel slice (only
+// when c > kTileThreads * vec), blockIdx.x a contiguous chunk of rows_per_block rows.
+//
+// Reductions write one partial per (row block, channel) to a workspace and a second kernel adds
+// them in a fixed order, so results are deterministic. The tiling depends on (m, c, vec) only.
+#include <algorithm>
+#include <initializer_list>
+#include <type_traits>
+
+#include "ops/common/pack_cuda.cuh"
+
+namespace kiln::cuda {
+namespace {  // every includer gets its own copy; only batchnorm_cuda.cu includes this
+
+constexpr int kTileThreads = 256;
+// About one wave of 256-thread blocks on an H200 (132 SMs x up to 8 resident blocks); fixed,
+// not queried, so the tiling (and the reduction order) is the same on every GPU.
+constexpr int kTargetBlocks = 1024;
+// Below this many rows per thread a block does too little work to pay for its start and its
+// partials.
+constexpr int kMinRowStepsPerThread = 4;
+// Rows each thread loads before using them, to keep several loads in flight per thread: 4
+// packs of up to 16 bytes, 2 of 32 bytes (fp32 with 8 channels per thread).
+template <class T, int VEC>
+constexpr int kTileUnroll = VEC * sizeof(T) > 16 ? 2 : 4;
+
+struct TileGrid {
+  int64_t m = 0, c = 0;
+  int vec = 1;                 // channels per thread
+  int width = 1;               // threads across the channels of one slice
+  int rows = 1;                // rows one block step covers (kTileThreads / width)
+  int col_blocks = 1;          // channel slices (gridDim.y)
+  int row_blocks = 0;          // row chunks (gridDim.x)
+  int64_t rows_per_block = 0;  // a multiple of rows
+};
+
+inline TileGrid make_tile_grid(int64_t m, int64_t c, int vec) {
+  TileGrid g;
+  g.m = m, g.c = c, g.vec = vec;
+  const int64_t col_vectors = c / vec;
+  g.col_blocks = static_cast<int>(ceil_div(col_vectors, kTileThreads));
+  g.width = static_cast<int>(ceil_div(col_vectors, g.col_blocks));  // balanced slices
+  g.rows = kTileThreads / g.width;
+  const int64_t wanted = ceil_div(m, int64_t{g.rows} * kMinRowStepsPerThread);
+  const int64_t cap = std::max(1, kTargetBlocks / g.col_blocks);
+  const int64_t blocks = std::clamp<int64_t>(wanted, 1, cap);
+  g.rows_per_block = ceil_div(ceil_div(m, blocks), g.rows) * g.rows;
+  g.row_blocks = m == 0 ? 0 : static_cast<int>(ceil_div(m, g.rows_per_block));
+  return g;
+}
+
+// Widest vec (8, 4, 2 or 1 channels, at most max_vec) that divides c and that every pointer's
+// alignment allows: activation pointers (element size `elem`) for the packed access, byte-mask
+// pointers for a vec-byte store. The default max_vec gives 16-byte packs: wider ones cost
+// registers (occupancy) without moving more bytes per instruction.
+inline int choose_vec(int64_t c, size_t elem, std::initializer_list<const void*> activations,
+                      std::initializer_list<const void*> byte_masks = {}, int max_vec = 0) {
+  if (max_vec == 0) max_vec = static_cast<int>(16 / elem);
+  for (int v : {8, 4, 2}) {
+    if (v <= max_vec && c % v == 0 && all_aligned(activations, pack_alignment(v * elem)) &&
+        all_aligned(byte_masks, v))
+      return v;
+  }
+  return 1;
+}
+
+// Calls f(std::integral_constant<int, vec>{}).
+template <class F>
+void dispatch_vec(int vec, F&& f) {
+  switch (vec) {
+    case 8: return f(std::integral_constant<int, 8>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    default: return f(std::integral_constant<int, 1>{});
+  }
+}
+
+// Two partial arrays [row_blocks][c] of fp32.
+inline size_t partials_bytes(const TileGrid& g) {
+  return 2 * size_t(g.row_blocks) * size_t(g.c) * sizeof(float);
+}
+
+// Enough for any vec the pointers' alignment may select.
+inline size_t reduction_workspace_bytes(int64_t m, int64_t c) {
+  size_t bytes = 0;
+  for (int v : {8, 4, 2, 1})
+    if (c >= 1 && c % v == 0) bytes = std::max(bytes, partials_bytes(make_tile_grid(m, c, v)));
+  return bytes;
+}
+
+// --- Device side ---
+
+struct TileThread {
+  int64_t c0 = 0;        // first of the thread's vec channels
+  int64_t row = 0;       // first row; the thread then steps by g.rows
+  int64_t row_end = 0;   // == row for threads outside the tile (they skip their row loop)
+  bool active = false;
+};
+
+__device__ __forceinline__ TileThread tile_thread(const TileGrid& g) {
+  const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
+  TileThread p;
+  p.c0 = (int64_t{blockIdx.y} * g.width + lane_c) * g.vec;
+  p.active = lane_r < g.rows && p.c0 < g.c;
+  const int64_t begin = int64_t{blockIdx.x} * g.rows_per_block;
+  p.row = begin + lane_r;
+  p.row_end = p.active ? (g.m < begin + g.rows_per_block ? g.m : begin + g.rows_per_block) : p.row;
+  return p;
+}
+
+// Bits of flat elements f .. f+VEC-1 at bit positions 0..VEC-1 (higher bits are garbage). f is
+// a multiple of VEC and VEC divides 8, so they sit in one byte. No mask: all ones.
+template <int VEC>
+__device__ __forceinline__ unsigned load_mask_bits(const uint8_t* bitmask, int64_t f) {
+  return bitmask ? unsigned{bitmask[f >> 3]} >> (f & 7) : 0xffu;
+}
+
+// Adds the accumulators of the block's row lanes in a fixed tree order and writes the block's
+// partials: part0/part1[blockIdx.x * c + channel]. Every thread of the block must call it.
+template <int VEC>
+__device__ void write_block_partials(const TileGrid& g, const TileThread& p, const float (&a0)[VEC],
+                                     const float (&a1)[VEC], float* part0, float* part1) {
+  __shared__ float s0[kTileThreads * VEC], s1[kTileThreads * VEC];
+  const int t = threadIdx.x, lane_r = t / g.width;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    s0[t * VEC + j] = a0[j];  // inactive threads hold zeros
+    s1[t * VEC + j] = a1[j];
+  }
+  __syncthreads();
+  int span = 1;
+  while (span < g.rows) span *= 2;
+  for (int s = span / 2; s > 0; s /= 2) {
+    if (lane_r < s && lane_r + s < g.rows) {
+      const int o = t + s * g.width;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        s0[t * VEC + j] += s0[o * VEC + j];
+        s1[t * VEC + j] += s1[o * VEC + j];
+      }
+    }
+    __syncthreads();
+  }
+  if (lane_r == 0 && p.c0 < g.c) {
+    const int64_t base = int64_t{blockIdx.x} * g.c + p.c0;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      part0[base + j] = s0[t * VEC + j];
+      part1[base + j] = s1[t * VEC + j];
+    }
+  }
+}
+
+constexpr int kCombineChannels = 32, kCombineLanes = 16;
+
+// out[ch] = sum over row blocks of part[rb][ch], in fp64: lane l adds row blocks l, l+16, ...
+// in order, then the 16 lanes are added in a fixed tree.
+__global__ void combine_partials_kernel(const float* part0, const float* part1, int row_blocks,
+                                        int64_t c, float* out0, float* out1) {
+  __shared__ double s0[kCombineLanes][kCombineChannels], s1[kCombineLanes][kCombineChannels];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t ch = int64_t{blockIdx.x} * kCombineChannels + tx;
+  double a0 = 0, a1 = 0;
+  if (ch < c)
+    for (int rb = ty; rb < row_blocks; rb += kCombineLanes) {
+      a0 += part0[int64_t{rb} * c + ch];
+      a1 += part1[int64_t{rb} * c + ch];
+    }
+  s0[ty][tx] = a0;
+  s1[ty][tx] = a1;
+  __syncthreads();
+  for (int s = kCombineLanes / 2; s > 0; s /= 2) {
+    if (ty < s) {
+      s0[ty][tx] += s0[ty + s][tx];
+      s1[ty][tx] += s1[ty + s][tx];
+    }
+    __syncthreads();
+  }
+  if (ty == 0 && ch < c) {
+    out0[ch] = static_cast<float>(s0[0][tx]);
+    out1[ch] = static_cast<float>(s1[0][tx]);
+  }
+}
+
+inline void launch_combine_partials(const float* part0, const float* part1, int row_blocks,
+                                    int64_t c, float* out0, float* out1, cudaStream_t stream) {
+  combine_partials_kernel<<<static_cast<unsigned>(ceil_div(c, kCombineChannels)),
+                            dim3(kCombineChannels, kCombineLanes), 0, stream>>>(
+      part0, part1, row_blocks, c, out0, out1);
+}
+
+}  // namespace
+}  // namespace kiln::cuda

@@ -1,0 +1,90 @@
+#include "runtime/cuda/cuda_backend.h"
+
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cudnn_graphs.h"
+
+namespace kiln::cuda {
+
+CudaBackend::CudaBackend() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    fail("no CUDA device is visible; use --device cpu");
+  }
+  KILN_CUDA(cudaGetDevice(&device_), "cuda backend");
+  for (int i = 0; i < kStreams; ++i) {
+    KILN_CUDA(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking), "cuda backend");
+    KILN_CUDA(cudaEventCreateWithFlags(&events_[i], cudaEventDisableTiming), "cuda backend");
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  // Destructors must not throw: errors here only mean the device is already gone.
+  graphs_.reset();
+  for (int i = 0; i < kStreams; ++i) {
+    if (workspace_[i]) cudaFree(workspace_[i]);
+    if (events_[i]) cudaEventDestroy(events_[i]);
+    if (streams_[i]) cudaStreamDestroy(streams_[i]);
+  }
+}
+
+std::byte* CudaBackend::allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t status = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+  if (status != cudaSuccess)
+    fail("cannot allocate the {:.1f} MiB device arena of this program ({}); use a smaller batch",
+         double(bytes) / 1048576.0, cudaGetErrorString(status));
+  KILN_CUDA(cudaMemset(p, 0, bytes), "device arena");
+  return static_cast<std::byte*>(p);
+}
+
+void CudaBackend::release(std::byte* memory) { cudaFree(memory); }
+
+void CudaBackend::copy_in(void* dst, const void* src, size_t bytes) {
+  KILN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, streams_[0]), "copy to device");
+  KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy to device");
+}
+
+void CudaBackend::copy_out(void* dst, const void* src, size_t bytes) {
+  KILN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streams_[0]), "copy from device");
+  KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy from device");
+}
+
+void CudaBackend::request_workspace(size_t bytes) { requested_bytes_ = std::max(requested_bytes_, bytes); }
+
+void CudaBackend::finish_prepare() {
+  if (requested_bytes_ <= workspace_bytes_) return;
+  for (int i = 0; i < kStreams; ++i) {
+    if (workspace_[i]) KILN_CUDA(cudaFree(workspace_[i]), "workspace");
+    workspace_[i] = nullptr;
+    if (cudaMalloc(&workspace_[i], requested_bytes_) != cudaSuccess)
+      fail("cannot allocate {:.1f} MiB of op workspace; use a smaller batch", double(requested_bytes_) / 1048576.0);
+  }
+  workspace_bytes_ = requested_bytes_;
+}
+
+void CudaBackend::synchronize() {
+  for (int i = 0; i < kStreams; ++i) KILN_CUDA(cudaStreamSynchronize(streams_[i]), "synchronize");
+}
+
+void CudaBackend::order(int from, int to) {
+  KILN_CUDA(cudaEventRecord(events_[from], streams_[from]), "stream order");
+  KILN_CUDA(cudaStreamWaitEvent(streams_[to], events_[from], 0), "stream order");
+}
+
+CudnnGraphs& CudaBackend::graphs() {
+  if (!graphs_) graphs_ = std::make_unique<CudnnGraphs>();
+  return *graphs_;
+}
+
+CudaBackend& cuda_backend(Backend* backend, const std::string& where) {
+  auto* cuda = dynamic_cast<CudaBackend*>(backend);
+  if (!cuda) fail("{}: a CUDA op was called without the CUDA backend", where);
+  return *cuda;
+}
+
+}  // namespace kiln
+
+namespace kiln {
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<cuda::CudaBackend>(); }
+}  // namespace kiln

@@ -1,0 +1,52 @@
+#pragma once
+// The CUDA backend: one device arena, a main and a side stream with events between them, the
+// cuDNN handle and graph cache, and per-stream workspaces sized while ops are prepared.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "runtime/backend.h"
+
+namespace kiln::cuda {
+
+class CudnnGraphs;
+
+class CudaBackend final : public Backend {
+ public:
+  static constexpr int kStreams = 2;  // 0: main, 1: side (e.g. wgrad beside dgrad)
+
+  CudaBackend();
+  ~CudaBackend() override;
+
+  Device device() const override { return Device::CUDA; }
+  std::byte* allocate(size_t bytes) override;
+  void release(std::byte* memory) override;
+  void copy_in(void* dst, const void* host_src, size_t bytes) override;
+  void copy_out(void* host_dst, const void* src, size_t bytes) override;
+  void request_workspace(size_t bytes) override;
+  void finish_prepare() override;
+  void synchronize() override;
+
+  cudaStream_t stream(int index = 0) const { return streams_[index]; }
+  // Makes stream `to` wait for all work issued so far on stream `from`.
+  void order(int from, int to);
+  // Scratch memory for work on stream `index`; ops never share one workspace across streams.
+  void* workspace(int index = 0) const { return workspace_[index]; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  CudnnGraphs& graphs();
+  int device_ordinal() const { return device_; }
+
+ private:
+  int device_ = 0;
+  cudaStream_t streams_[kStreams] = {};
+  cudaEvent_t events_[kStreams] = {};
+  void* workspace_[kStreams] = {};
+  size_t workspace_bytes_ = 0, requested_bytes_ = 0;
+  std::unique_ptr<CudnnGraphs> graphs_;
+};
+
+// The CUDA backend of an op call (a kiln::Error if the call runs on another backend).
+CudaBackend& cuda_backend(Backend* backend, const std::string& where);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,152 @@
+#pragma once
+// cuDNN graph-API convolutions (plain and fused) with a plan cache and engine autotuning.
+//
+// Layouts are the project's: activations NHWC, filters KRSC. cuDNN sees them as dims {N,C,H,W}
+// with NHWC strides and filters as dims {K,C,R,S} with KRSC strides; compute is fp32; per-channel
+// statistics, scale and shift are fp32. Every pointer handed to run() must be 16-byte aligned
+// (cudnn-frontend assumes that alignment when it picks engines and rejects misaligned pointers).
+//
+// This header does not include cudnn_frontend.h (very slow to compile): only cudnn_graphs.cpp and
+// tools/cudnn_probe.cpp do.
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+
+namespace cudnn_frontend::graph {
+class Graph;
+}
+
+namespace kiln::cuda {
+
+// One 2-D convolution: x (n,h,w,c) NHWC, w (k,r,s,c) KRSC, y (n,ho,wo,k) NHWC. Square stride and
+// symmetric padding, no dilation, no groups. ho/wo must equal (h + 2*pad - r) / stride + 1.
+struct ConvProblem {
+  int64_t n = 0, h = 0, w = 0, c = 0, k = 0, r = 0, s = 0, stride = 1, pad = 0, ho = 0, wo = 0;
+  DType io = DType::F16;  // dtype of x, w, y, dy, dx, dw (F32, F16 or BF16)
+};
+
+// Fills ho/wo from the other fields.
+ConvProblem make_conv_problem(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t s,
+                              int64_t stride, int64_t pad, DType io);
+std::string conv_problem_str(const ConvProblem& p);  // "N=.. HxW=.. C=.. -> K=.. RxS=.. stride .. pad .. f16"
+
+enum class GraphKind : uint8_t {
+  CONV_FPROP,             // x, w -> y
+  CONV_FPROP_GENSTATS,    // x, w -> y, sum[k], sq_sum[k] (fp32 per-channel sum and sum of squares of y)
+  CONV_DGRAD,             // dy, w -> dx
+  CONV_WGRAD,             // dy, x -> dw
+  CONV_SCALE_SHIFT_RELU,  // x, w, scale[k], shift[k] (fp32) -> y = relu(conv(x, w) * scale + shift)
+};
+const char* graph_kind_name(GraphKind kind);  // "CONV_FPROP", ...
+
+// Device pointers for one run; each kind reads only the ones listed above (the rest may be null).
+struct Pointers {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  void* y = nullptr;
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  void* dw = nullptr;
+  float* sum = nullptr;
+  float* sq_sum = nullptr;
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+};
+
+struct CudnnGraphsOptions {
+  // Time every plan the heuristics offer and keep the fastest. The environment variable
+  // KILN_CUDNN_TUNE=0 turns this off (then the heuristics' first usable plan is kept).
+  bool tune = true;
+  // fp32 graphs: false keeps only plans without the TENSOR_CORE / DOWN_CONVERT_INPUTS notes, i.e. no
+  // TF32, so fp32 results match a true fp32 convolution to ~1e-6. true lets cuDNN use TF32 (~1e-3).
+  bool allow_tf32 = false;
+  // Plans with a NONDETERMINISTIC note are used only when no deterministic plan builds.
+  bool prefer_deterministic = true;
+  int64_t max_workspace_bytes = int64_t{1} << 30;  // plans needing more are skipped
+  int timed_runs = 5;                              // per plan, after one warm-up; the median counts
+};
+
+// What engine choice found for one graph.
+struct TuneRecord {
+  std::string kind;
+  ConvProblem problem;
+  int plans_tried = 0;         // plans built and timed (0 when tuning is off)
+  double first_plan_ms = 0;    // heuristics' first usable plan (0 when not timed)
+  double best_plan_ms = 0;     // the plan kept (0 when not timed)
+  size_t workspace = 0;        // bytes the kept plan needs
+  int plans_offered = 0;       // engine configs from heuristics A + FALLBACK
+  std::string plan_name;       // cuDNN's name of the kept plan
+  bool deterministic = true;   // false when only NONDETERMINISTIC plans built
+};
+
+// Result of building and tuning an arbitrary frontend graph (used by tools/cudnn_probe.cpp).
+struct PlanChoice {
+  bool supported = false;
+  std::string why_not;  // frontend message when !supported
+  int64_t plan_index = -1;
+  int plans_offered = 0, plans_built = 0, plans_tried = 0;
+  double first_plan_ms = 0, best_plan_ms = 0;
+  size_t workspace = 0;
+  std::string plan_name;
+  bool deterministic = true;
+};
+
+class CudnnGraphs {
+ public:
+  // Creates the cuDNN handle on the current device. Options are read once; KILN_CUDNN_TUNE=0 in the
+  // environment overrides options.tune.
+  explicit CudnnGraphs(CudnnGraphsOptions options = {});
+  ~CudnnGraphs();
+  CudnnGraphs(const CudnnGraphs&) = delete;
+  CudnnGraphs& operator=(const CudnnGraphs&) = delete;
+
+  // Builds the graph for (kind, problem) unless cached, choosing its plan (timing plans on the device
+  // when tuning is on: it allocates temporary buffers and synchronizes, so never call it under CUDA
+  // Graph capture). Returns the workspace bytes run() needs. Throws kiln::Error naming the kind and
+  // the shape when the problem is invalid or cuDNN supports no plan for it.
+  size_t prepare(GraphKind kind, const ConvProblem& problem);
+  // Whether prepare() would succeed (builds and caches, failures included).
+  bool supported(GraphKind kind, const ConvProblem& problem);
+  // Enqueues the prepared graph on `stream` (capturable: no allocation, no sync, no tuning).
+  // `workspace` must hold prepare()'s bytes. Throws kiln::Error prefixed with `where`.
+  void run(GraphKind kind, const ConvProblem& problem, const Pointers& pointers, void* workspace,
+           cudaStream_t stream, const std::string& where);
+
+  std::vector<TuneRecord> tune_records() const;
+  size_t graphs_built() const;  // graph builds so far (cache misses), for tests and logs
+  cudnnHandle_t handle() const { return handle_; }
+  int device() const { return device_; }
+  const CudnnGraphsOptions& options() const { return options_; }
+
+  // For tools: `define` adds tensors and nodes to an empty graph whose io dtype is `io`, intermediate
+  // and compute dtypes fp32. The graph is built on this handle, its plans chosen as prepare() does
+  // (timed on random buffers for every non-virtual tensor), and the result reported. Not cached.
+  PlanChoice probe(const std::function<void(cudnn_frontend::graph::Graph&)>& define, DType io);
+
+  struct Entry;  // a built graph and its chosen plan (defined in cudnn_graphs.cpp)
+
+ private:
+  using Key = std::vector<int64_t>;
+  Entry& get_or_build(GraphKind kind, const ConvProblem& problem);
+
+  CudnnGraphsOptions options_;
+  int device_ = 0;
+  cudnnHandle_t handle_ = nullptr;
+  cudaStream_t tune_stream_ = nullptr;
+  mutable std::mutex mutex_;
+  std::map<Key, std::unique_ptr<Entry>> cache_;
+  std::vector<TuneRecord> records_;
+  size_t builds_ = 0;
+};
+
+}  // namespace kiln::cuda
