@@ -26,7 +26,7 @@ endif()
 
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
-set(CMAKE_CUDA_STANDARD 20)
+set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flags for nvcc
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
   set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200: sm_90 machine code plus compute_90 PTX
@@ -57,3 +57,14 @@ if(KILN_BUILD_TESTS)
     gtest_discover_tests(kiln_test_gpu PROPERTIES LABELS "gpu")
   endif()
 endif()
+
+# Probe of fused cuDNN graph support and speed on this GPU (the table behind docs/cudnn-support.md).
+add_executable(kiln_cudnn_probe tools/cudnn_probe.cpp)
+target_include_directories(kiln_cudnn_probe PRIVATE ${KILN_CUDNN_FRONTEND_INCLUDE})
+target_link_libraries(kiln_cudnn_probe PRIVATE kiln_cuda)
+
+add_executable(kiln_cbr_bench bench/cbr_bench.cpp)
+target_link_libraries(kiln_cbr_bench PRIVATE kiln_engine)
+# cudnn-frontend (in cudnn_graphs.cpp) calls NVRTC for its open-source engines: link it, or every
+# executable that links kiln_cuda fails with undefined nvrtc* symbols.
+target_link_libraries(kiln_cuda PUBLIC CUDA::nvrtc)

@@ -1,14 +1,14 @@
 // fmt 9 (included through kiln/error.h) switches its constexpr support off when it sees nvcc,
-// which breaks its C++20 compile-time format strings; the host compiler behind nvcc has it.
+// which breaks its compile-time format strings under C++20 (harmless under C++17); the host
+// compiler behind nvcc supports it, as it does for the .cpp files.
 #ifndef FMT_USE_CONSTEXPR
 #define FMT_USE_CONSTEXPR 1
 #endif
-#include "ops/batchnorm/batchnorm_cuda.h"
-
 #include <algorithm>
 #include <initializer_list>
 #include <utility>
 
+#include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/batchnorm/tile_cuda.cuh"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/dtype_cuda.h"
@@ -24,18 +24,19 @@ namespace {
 template <class T, int VEC>
 __global__ void __launch_bounds__(kTileThreads)
     channel_sums_kernel(const T* x, TileGrid g, float* part_sum, float* part_sqsum) {
-  const TileThread p = tile_thread(g);
+  constexpr int U = kTileUnroll<T, VEC>;
+  const TileThread p = tile_thread(g, U);
   float s[VEC] = {}, q[VEC] = {};
-  for (int64_t row = p.row; row < p.row_end; row += int64_t{g.rows} * kTileUnroll<T, VEC>) {
-    Pack<T, VEC> xs[kTileUnroll<T, VEC>];
+  for (int64_t row = p.row; row < g.m; row += p.stride) {
+    Pack<T, VEC> xs[U];
 #pragma unroll
-    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r < p.row_end) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
+      if (r < g.m) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
     }
 #pragma unroll
-    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
-      if (row + int64_t{u} * g.rows >= p.row_end) break;
+    for (int u = 0; u < U; ++u) {
+      if (row + int64_t{u} * g.rows >= g.m) break;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const float v = to_float(xs[u].v[j]);
@@ -52,28 +53,29 @@ __global__ void __launch_bounds__(kTileThreads)
     bn_backward_reduce_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* mean,
                               const float* inv_std, TileGrid g, float* part_dy,
                               float* part_dy_xhat) {
-  const TileThread p = tile_thread(g);
+  constexpr int U = kTileUnroll<T, VEC>;
+  const TileThread p = tile_thread(g, U);
   float mu[VEC], is[VEC], s[VEC] = {}, sx[VEC] = {};
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     mu[j] = p.active ? mean[p.c0 + j] : 0.f;
     is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
   }
-  for (int64_t row = p.row; row < p.row_end; row += int64_t{g.rows} * kTileUnroll<T, VEC>) {
-    Pack<T, VEC> dys[kTileUnroll<T, VEC>], xs[kTileUnroll<T, VEC>];
-    unsigned bits[kTileUnroll<T, VEC>];
+  for (int64_t row = p.row; row < g.m; row += p.stride) {
+    Pack<T, VEC> dys[U], xs[U];
+    unsigned bits[U];
 #pragma unroll
-    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= p.row_end) continue;
+      if (r >= g.m) continue;
       const int64_t f = r * g.c + p.c0;
       dys[u] = load_pack<T, VEC>(dy + f);
       xs[u] = load_pack<T, VEC>(x + f);
       bits[u] = load_mask_bits<VEC>(bitmask, f);
     }
 #pragma unroll
-    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
-      if (row + int64_t{u} * g.rows >= p.row_end) break;
+    for (int u = 0; u < U; ++u) {
+      if (row + int64_t{u} * g.rows >= g.m) break;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         // A select, not a multiply: a masked-out NaN/Inf gradient must not leak.
@@ -91,7 +93,8 @@ __global__ void __launch_bounds__(kTileThreads)
     bn_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* gamma,
                              const float* mean, const float* inv_std, const float* sum_dy,
                              const float* sum_dy_xhat, float inv_m, TileGrid g, T* dx) {
-  const TileThread p = tile_thread(g);
+  constexpr int U = kTileUnroll<T, VEC>;
+  const TileThread p = tile_thread(g, U);
   if (!p.active) return;
   // dx = k * (g - a - xhat * b) with k = gamma * inv_std, a = sum_dy / m, b = sum_dy_xhat / m,
   // xhat = (x - mean) * inv_std, folded into dx = k * g - ka - kb * (x - mean): four
@@ -107,24 +110,24 @@ __global__ void __launch_bounds__(kTileThreads)
     ka[j] = k[j] * (sum_dy[ch] * inv_m);
     kb[j] = k[j] * (sum_dy_xhat[ch] * inv_m) * is;
   }
-  for (int64_t row = p.row; row < p.row_end; row += int64_t{g.rows} * kTileUnroll<T, VEC>) {
-    Pack<T, VEC> dys[kTileUnroll<T, VEC>], xs[kTileUnroll<T, VEC>];
-    unsigned bits[kTileUnroll<T, VEC>];
+  for (int64_t row = p.row; row < g.m; row += p.stride) {
+    Pack<T, VEC> dys[U], xs[U];
+    unsigned bits[U];
     // All loads of the unrolled rows first: dx may alias dy or x, so the compiler could not
     // move later loads above earlier stores by itself.
 #pragma unroll
-    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= p.row_end) continue;
+      if (r >= g.m) continue;
       const int64_t f = r * g.c + p.c0;
       dys[u] = load_pack<T, VEC>(dy + f);
       xs[u] = load_pack<T, VEC>(x + f);
       bits[u] = load_mask_bits<VEC>(bitmask, f);
     }
 #pragma unroll
-    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= p.row_end) break;
+      if (r >= g.m) break;
       Pack<T, VEC> out;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -141,7 +144,8 @@ template <class T, int VEC, bool RELU>
 __global__ void __launch_bounds__(kTileThreads)
     bn_apply_kernel(const T* x, const float* scale, const float* shift, TileGrid g, T* y,
                     uint8_t* bitmask, uint8_t* bytemask) {
-  const TileThread p = tile_thread(g);
+  constexpr int U = kTileUnroll<T, VEC>;
+  const TileThread p = tile_thread(g, U);
   if (!p.active) return;
   float sc[VEC], sh[VEC];
 #pragma unroll
@@ -149,17 +153,17 @@ __global__ void __launch_bounds__(kTileThreads)
     sc[j] = scale[p.c0 + j];
     sh[j] = shift[p.c0 + j];
   }
-  for (int64_t row = p.row; row < p.row_end; row += int64_t{g.rows} * kTileUnroll<T, VEC>) {
-    Pack<T, VEC> xs[kTileUnroll<T, VEC>];
+  for (int64_t row = p.row; row < g.m; row += p.stride) {
+    Pack<T, VEC> xs[U];
 #pragma unroll
-    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r < p.row_end) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
+      if (r < g.m) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
     }
 #pragma unroll
-    for (int u = 0; u < kTileUnroll<T, VEC>; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= p.row_end) break;
+      if (r >= g.m) break;
       const int64_t f = r * g.c + p.c0;
       Pack<T, VEC> out;
       Pack<uint8_t, VEC> pass;
@@ -213,10 +217,10 @@ __global__ void bn_apply_relu_flat_kernel(const T* x, const float* scale, const 
 }
 
 __global__ void bn_finalize_kernel(const float* sum, const float* sqsum, double count,
-                                   double unbias, const float* gamma, const float* beta,
-                                   double eps, double momentum, float* running_mean,
-                                   float* running_var, float* saved_mean, float* saved_inv_std,
-                                   float* scale, float* shift, int64_t c) {
+                                   double unbias, const float* gamma, const float* beta, double eps,
+                                   double momentum, float* running_mean, float* running_var,
+                                   float* saved_mean, float* saved_inv_std, float* scale,
+                                   float* shift, int64_t c) {
   const int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (ch >= c) return;
   const double mean = sum[ch] / count;
@@ -235,9 +239,8 @@ __global__ void bn_finalize_kernel(const float* sum, const float* sqsum, double 
 }
 
 __global__ void bn_inference_scale_shift_kernel(const float* gamma, const float* beta,
-                                                const float* running_mean,
-                                                const float* running_var, double eps, int64_t c,
-                                                float* scale, float* shift) {
+                                                const float* running_mean, const float* running_var,
+                                                double eps, int64_t c, float* scale, float* shift) {
   const int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (ch >= c) return;
   const double sc = double{gamma[ch]} / sqrt(double{running_var[ch]} + eps);
@@ -250,8 +253,7 @@ __global__ void bn_inference_scale_shift_kernel(const float* gamma, const float*
 
 void check_shape(const char* fn, int64_t m, int64_t c, const std::string& where) {
   if (m < 0 || c < 1)
-    fail("{}: {} got m = {} rows and c = {} channels; m must be >= 0 and c >= 1", where, fn, m,
-         c);
+    fail("{}: {} got m = {} rows and c = {} channels; m must be >= 0 and c >= 1", where, fn, m, c);
 }
 
 using Named = std::pair<const void*, const char*>;
@@ -261,32 +263,45 @@ void need(const char* fn, const std::string& where, std::initializer_list<Named>
     if (!p) fail("{}: {} needs the device pointer '{}', got nullptr", where, fn, name);
 }
 
-// Both reductions: tile kernel writing partials, then the fixed-order combine into out0/out1.
-template <class Launch>
-void run_reduction(const char* fn, int64_t m, int64_t c, const TileGrid& g, float* out0,
-                   float* out1, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                   const std::string& where, Launch&& launch) {
-  if (m == 0) {  // empty sums
-    KILN_CUDA(cudaMemsetAsync(out0, 0, c * sizeof(float), stream), where);
-    KILN_CUDA(cudaMemsetAsync(out1, 0, c * sizeof(float), stream), where);
-    return;
-  }
-  const size_t need_bytes = partials_bytes(g);
+// The one-wave grid for a tile kernel instantiated for (T, VEC).
+template <class T, int VEC, class Kernel>
+TileGrid grid_for(Kernel* kernel, int64_t m, int64_t c, const std::string& where) {
+  return make_tile_grid(
+      m, c, VEC, kTileUnroll<T, VEC>,
+      resident_blocks(reinterpret_cast<const void*>(kernel), kTileThreads, where));
+}
+
+// The reductions' two partial arrays [row_blocks][c] in the caller's workspace.
+std::pair<float*, float*> partials(const char* fn, const TileGrid& g, void* workspace,
+                                   size_t workspace_bytes, const std::string& where) {
+  const size_t need_bytes = partials_bytes(g, g.row_blocks);
   if (!workspace || workspace_bytes < need_bytes || !all_aligned({workspace}, alignof(float)))
-    fail("{}: {} needs a 4-byte aligned workspace of {} bytes for m = {}, c = {} (got {} bytes at "
-         "{}); size it with the matching *_workspace_bytes(m, c)",
-         where, fn, need_bytes, m, c, workspace_bytes, workspace);
+    fail(
+        "{}: {} needs a 4-byte aligned workspace of {} bytes for m = {}, c = {} (got {} bytes at "
+        "{}); size it with the matching *_workspace_bytes(m, c)",
+        where, fn, need_bytes, g.m, g.c, workspace_bytes, workspace);
   float* part0 = static_cast<float*>(workspace);
-  float* part1 = part0 + int64_t{g.row_blocks} * c;
-  launch(dim3(g.row_blocks, g.col_blocks), part0, part1);
+  return {part0, part0 + int64_t{g.row_blocks} * g.c};
+}
+
+// After the tile kernel: adds the partials in a fixed order into out0 / out1.
+void combine(const TileGrid& g, std::pair<float*, float*> parts, float* out0, float* out1,
+             cudaStream_t stream, const std::string& where) {
   check_launch(where);
-  launch_combine_partials(part0, part1, g.row_blocks, c, out0, out1, stream);
+  launch_combine_partials(parts.first, parts.second, g.row_blocks, g.c, out0, out1, stream);
   check_launch(where);
+}
+
+void zero_sums(float* out0, float* out1, int64_t c, cudaStream_t stream, const std::string& where) {
+  KILN_CUDA(cudaMemsetAsync(out0, 0, c * sizeof(float), stream), where);
+  KILN_CUDA(cudaMemsetAsync(out1, 0, c * sizeof(float), stream), where);
 }
 
 }  // namespace
 
-size_t channel_sums_workspace_bytes(int64_t m, int64_t c) { return reduction_workspace_bytes(m, c); }
+size_t channel_sums_workspace_bytes(int64_t m, int64_t c) {
+  return reduction_workspace_bytes(m, c);
+}
 size_t bn_backward_reduce_workspace_bytes(int64_t m, int64_t c) {
   return reduction_workspace_bytes(m, c);
 }
@@ -296,17 +311,19 @@ void channel_sums(DType dtype, const void* x, int64_t m, int64_t c, float* sum, 
                   const std::string& where) {
   check_shape("channel_sums", m, c, where);
   need("channel_sums", where, {{sum, "sum"}, {sqsum, "sqsum"}});
-  if (m > 0) need("channel_sums", where, {{x, "x"}});
+  if (m == 0) return zero_sums(sum, sqsum, c, stream, where);
+  need("channel_sums", where, {{x, "x"}});
   dispatch_activation(dtype, "channel_sums", [&](auto zero) {
     using T = decltype(zero);
-    const TileGrid g = make_tile_grid(m, c, choose_vec(c, sizeof(T), {x}));
-    run_reduction("channel_sums", m, c, g, sum, sqsum, workspace, workspace_bytes, stream, where,
-                  [&](dim3 grid, float* p0, float* p1) {
-                    dispatch_vec(g.vec, [&](auto vec) {
-                      channel_sums_kernel<T, decltype(vec)::value><<<grid, kTileThreads, 0, stream>>>(
-                          static_cast<const T*>(x), g, p0, p1);
-                    });
-                  });
+    dispatch_vec(choose_vec(c, sizeof(T), {x}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      auto* kernel = channel_sums_kernel<T, V>;
+      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
+      const auto parts = partials("channel_sums", g, workspace, workspace_bytes, where);
+      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
+          static_cast<const T*>(x), g, parts.first, parts.second);
+      combine(g, parts, sum, sqsum, stream, where);
+    });
   });
 }
 
@@ -316,13 +333,20 @@ void bn_finalize(const float* sum, const float* sqsum, int64_t count, const floa
                  float* shift, int64_t c, cudaStream_t stream, const std::string& where) {
   const char* fn = "bn_finalize";
   check_shape(fn, 0, c, where);
-  if (count < 1) fail("{}: {} got count = {}; it needs at least one value per channel", where, fn, count);
+  if (count < 1)
+    fail("{}: {} got count = {}; it needs at least one value per channel", where, fn, count);
   if (!(eps > 0)) fail("{}: {} got eps = {}; it must be > 0", where, fn, eps);
   if ((running_mean == nullptr) != (running_var == nullptr))
     fail("{}: {} got only one of running_mean / running_var; pass both or neither", where, fn);
-  need(fn, where, {{sum, "sum"}, {sqsum, "sqsum"},
-                         {gamma, "gamma"}, {beta, "beta"}, {saved_mean, "saved_mean"},
-                         {saved_inv_std, "saved_inv_std"}, {scale, "scale"}, {shift, "shift"}});
+  need(fn, where,
+       {{sum, "sum"},
+        {sqsum, "sqsum"},
+        {gamma, "gamma"},
+        {beta, "beta"},
+        {saved_mean, "saved_mean"},
+        {saved_inv_std, "saved_inv_std"},
+        {scale, "scale"},
+        {shift, "shift"}});
   const double unbias = count > 1 ? double(count) / double(count - 1) : 1.0;
   bn_finalize_kernel<<<ceil_div(c, 128), 128, 0, stream>>>(
       sum, sqsum, double(count), unbias, gamma, beta, eps, momentum, running_mean, running_var,
@@ -336,9 +360,13 @@ void bn_inference_scale_shift(const float* gamma, const float* beta, const float
   const char* fn = "bn_inference_scale_shift";
   check_shape(fn, 0, c, where);
   if (!(eps > 0)) fail("{}: {} got eps = {}; it must be > 0", where, fn, eps);
-  need(fn, where, {{gamma, "gamma"}, {beta, "beta"},
-                         {running_mean, "running_mean"}, {running_var, "running_var"},
-                         {scale, "scale"}, {shift, "shift"}});
+  need(fn, where,
+       {{gamma, "gamma"},
+        {beta, "beta"},
+        {running_mean, "running_mean"},
+        {running_var, "running_var"},
+        {scale, "scale"},
+        {shift, "shift"}});
   bn_inference_scale_shift_kernel<<<ceil_div(c, 128), 128, 0, stream>>>(
       gamma, beta, running_mean, running_var, eps, c, scale, shift);
   check_launch(where);
@@ -352,30 +380,27 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
   if ((bitmask || bytemask) && !relu)
     fail("{}: {} was given a ReLU mask output but relu = false; masks record the ReLU", where, fn);
   if (m == 0) return;
-  need(fn, where, {{x, "x"}, {scale, "scale"},
-                         {shift, "shift"}, {y, "y"}});
+  need(fn, where, {{x, "x"}, {scale, "scale"}, {shift, "shift"}, {y, "y"}});
   dispatch_activation(dtype, fn, [&](auto zero) {
     using T = decltype(zero);
     // A bit mask needs 8 channels per thread (one whole mask byte), even in fp32.
     const int vec = choose_vec(c, sizeof(T), {x, y}, {bytemask}, bitmask ? 8 : 0);
     if (bitmask && vec != 8) {
       const int64_t groups = ceil_div(m * c, 8);
-      const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(groups, 256), 4096));
-      bn_apply_relu_flat_kernel<T><<<blocks, 256, 0, stream>>>(
-          static_cast<const T*>(x), scale, shift, m * c, c, static_cast<T*>(y), bitmask,
-          bytemask);
+      auto* kernel = bn_apply_relu_flat_kernel<T>;
+      const int resident = resident_blocks(reinterpret_cast<const void*>(kernel), 256, where);
+      const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(groups, 256), resident));
+      kernel<<<blocks, 256, 0, stream>>>(static_cast<const T*>(x), scale, shift, m * c, c,
+                                         static_cast<T*>(y), bitmask, bytemask);
       check_launch(where);
       return;
     }
-    const TileGrid g = make_tile_grid(m, c, vec);
-    const dim3 grid(g.row_blocks, g.col_blocks);
     dispatch_vec(vec, [&](auto v) {
-      if (relu)
-        bn_apply_kernel<T, decltype(v)::value, true><<<grid, kTileThreads, 0, stream>>>(
-            static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), bitmask, bytemask);
-      else
-        bn_apply_kernel<T, decltype(v)::value, false><<<grid, kTileThreads, 0, stream>>>(
-            static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), nullptr, nullptr);
+      constexpr int V = decltype(v)::value;
+      auto* kernel = relu ? bn_apply_kernel<T, V, true> : bn_apply_kernel<T, V, false>;
+      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
+      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
+          static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), bitmask, bytemask);
     });
     check_launch(where);
   });
@@ -383,25 +408,29 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
 
 void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
                         const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
-                        float* sum_dy, float* sum_dy_xhat, void* workspace,
-                        size_t workspace_bytes, cudaStream_t stream, const std::string& where) {
+                        float* sum_dy, float* sum_dy_xhat, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream, const std::string& where) {
   const char* fn = "bn_backward_reduce";
   check_shape(fn, m, c, where);
-  need(fn, where, {{saved_mean, "saved_mean"},
-                         {saved_inv_std, "saved_inv_std"}, {sum_dy, "sum_dy"},
-                         {sum_dy_xhat, "sum_dy_xhat"}});
-  if (m > 0) need(fn, where, {{dy, "dy"}, {x, "x"}});
+  need(fn, where,
+       {{saved_mean, "saved_mean"},
+        {saved_inv_std, "saved_inv_std"},
+        {sum_dy, "sum_dy"},
+        {sum_dy_xhat, "sum_dy_xhat"}});
+  if (m == 0) return zero_sums(sum_dy, sum_dy_xhat, c, stream, where);
+  need(fn, where, {{dy, "dy"}, {x, "x"}});
   dispatch_activation(dtype, fn, [&](auto zero) {
     using T = decltype(zero);
-    const TileGrid g = make_tile_grid(m, c, choose_vec(c, sizeof(T), {dy, x}));
-    run_reduction(fn, m, c, g, sum_dy, sum_dy_xhat, workspace, workspace_bytes, stream, where,
-                  [&](dim3 grid, float* p0, float* p1) {
-                    dispatch_vec(g.vec, [&](auto vec) {
-                      bn_backward_reduce_kernel<T, decltype(vec)::value><<<grid, kTileThreads, 0, stream>>>(
-                          static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x),
-                          saved_mean, saved_inv_std, g, p0, p1);
-                    });
-                  });
+    dispatch_vec(choose_vec(c, sizeof(T), {dy, x}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      auto* kernel = bn_backward_reduce_kernel<T, V>;
+      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
+      const auto parts = partials(fn, g, workspace, workspace_bytes, where);
+      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
+          static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), saved_mean,
+          saved_inv_std, g, parts.first, parts.second);
+      combine(g, parts, sum_dy, sum_dy_xhat, stream, where);
+    });
   });
 }
 
@@ -412,18 +441,25 @@ void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask,
   const char* fn = "bn_backward_apply";
   check_shape(fn, m, c, where);
   if (m == 0) return;
-  need(fn, where, {{dy, "dy"}, {x, "x"}, {gamma, "gamma"},
-        {saved_mean, "saved_mean"}, {saved_inv_std, "saved_inv_std"}, {sum_dy, "sum_dy"},
-        {sum_dy_xhat, "sum_dy_xhat"}, {dx, "dx"}});
+  need(fn, where,
+       {{dy, "dy"},
+        {x, "x"},
+        {gamma, "gamma"},
+        {saved_mean, "saved_mean"},
+        {saved_inv_std, "saved_inv_std"},
+        {sum_dy, "sum_dy"},
+        {sum_dy_xhat, "sum_dy_xhat"},
+        {dx, "dx"}});
   dispatch_activation(dtype, fn, [&](auto zero) {
     using T = decltype(zero);
-    const TileGrid g = make_tile_grid(m, c, choose_vec(c, sizeof(T), {dy, x, dx}));
     const float inv_m = static_cast<float>(1.0 / double(m));
-    dispatch_vec(g.vec, [&](auto vec) {
-      bn_backward_apply_kernel<T, decltype(vec)::value>
-          <<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-              static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), gamma,
-              saved_mean, saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));
+    dispatch_vec(choose_vec(c, sizeof(T), {dy, x, dx}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      auto* kernel = bn_backward_apply_kernel<T, V>;
+      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
+      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
+          static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), gamma, saved_mean,
+          saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));
     });
     check_launch(where);
   });

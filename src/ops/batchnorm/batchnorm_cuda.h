@@ -11,9 +11,11 @@
 // `stream` (asynchronous) and throws kiln::Error naming `where` on bad arguments or CUDA errors.
 //
 // Determinism: reductions never use float atomics. Each block writes per-channel partial sums
-// of a fixed tile of rows to a caller-provided workspace, then a second kernel adds the
-// partials in a fixed order (in fp64). The tiling depends only on (m, c) and on the pointers'
-// alignment, so results are bitwise identical run to run.
+// of its rows (accumulated in fp32 over at most a few thousand values per thread) to a
+// caller-provided workspace, then a second kernel adds the partials in a fixed order in fp64.
+// The tiling depends on (m, c), the pointers' alignment and the GPU model's occupancy, so
+// results are bitwise identical run to run on the same kind of GPU. Workspace sizes from the
+// *_workspace_bytes functions are upper bounds valid for any GPU and any pointer alignment.
 //
 // Masks: a bit mask holds element i (flat index row * c + channel) in bit i % 8 of byte i / 8,
 // ceil(m*c/8) bytes, bits past m*c zero; a set bit means "passed the ReLU" (value > 0). A byte
@@ -71,8 +73,8 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
 size_t bn_backward_reduce_workspace_bytes(int64_t m, int64_t c);
 void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
                         const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
-                        float* sum_dy, float* sum_dy_xhat, void* workspace,
-                        size_t workspace_bytes, cudaStream_t stream, const std::string& where);
+                        float* sum_dy, float* sum_dy_xhat, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream, const std::string& where);
 
 // dx = gamma * inv_std * (g - sum_dy / m - xhat * sum_dy_xhat / m). dx may alias dy or x.
 void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,

@@ -6,26 +6,33 @@
 // `vec` consecutive channels (one packed load), times `rows` threads down the rows. A warp thus
 // reads a contiguous stretch of memory, and every thread keeps its channels for its whole life:
 // per-channel parameters and sums stay in registers. blockIdx.y picks the channel slice (only
-// when c > kTileThreads * vec), blockIdx.x a contiguous chunk of rows_per_block rows.
+// when c > kTileThreads * vec); the gridDim.x row blocks take chunks of rows round robin.
 //
-// Reductions write one partial per (row block, channel) to a workspace and a second kernel adds
-// them in a fixed order, so results are deterministic. The tiling depends on (m, c, vec) only.
+// The grid is one wave (as many blocks as the GPU holds at once): no block waits for a second
+// wave, and in reductions every block combines its rows once, at the end. Reductions write one
+// partial per (row block, channel) to a workspace and a second kernel adds them in a fixed
+// order: results are deterministic for a given GPU model (the tiling depends on m, c, the
+// pointers' alignment and the GPU's occupancy, never on timing).
 #include <algorithm>
 #include <initializer_list>
+#include <string>
 #include <type_traits>
+#include <utility>
 
+#include "ops/common/flat_cuda.cuh"
 #include "ops/common/pack_cuda.cuh"
+#include "runtime/cuda/cuda_check.h"
 
 namespace kiln::cuda {
 namespace {  // every includer gets its own copy; only batchnorm_cuda.cu includes this
 
 constexpr int kTileThreads = 256;
-// About one wave of 256-thread blocks on an H200 (132 SMs x up to 8 resident blocks); fixed,
-// not queried, so the tiling (and the reduction order) is the same on every GPU.
-constexpr int kTargetBlocks = 1024;
-// Below this many rows per thread a block does too little work to pay for its start and its
-// partials.
-constexpr int kMinRowStepsPerThread = 4;
+// Upper bound on row blocks (gridDim.x): covers 8 resident blocks on each SM of GPUs with up to
+// 256 SMs, and bounds the reduction workspace.
+constexpr int kMaxRowBlocks = 2048;
+// fp32 per-thread sums stay accurate over a few thousand values; beyond that, more blocks.
+constexpr int64_t kMaxRowsPerThread = 4096;
+
 // Rows each thread loads before using them, to keep several loads in flight per thread: 4
 // packs of up to 16 bytes, 2 of 32 bytes (fp32 with 8 channels per thread).
 template <class T, int VEC>
@@ -33,26 +40,40 @@ constexpr int kTileUnroll = VEC * sizeof(T) > 16 ? 2 : 4;
 
 struct TileGrid {
   int64_t m = 0, c = 0;
-  int vec = 1;                 // channels per thread
-  int width = 1;               // threads across the channels of one slice
-  int rows = 1;                // rows one block step covers (kTileThreads / width)
-  int col_blocks = 1;          // channel slices (gridDim.y)
-  int row_blocks = 0;          // row chunks (gridDim.x)
-  int64_t rows_per_block = 0;  // a multiple of rows
+  int vec = 1;         // channels per thread
+  int width = 1;       // threads across the channels of one slice
+  int rows = 1;        // rows one block covers per load (kTileThreads / width)
+  int col_blocks = 1;  // channel slices (gridDim.y)
+  int row_blocks = 0;  // gridDim.x; blocks take chunks of rows * unroll rows round robin
 };
 
-inline TileGrid make_tile_grid(int64_t m, int64_t c, int vec) {
+// Threads across channels and rows for (c, vec); no row blocks yet.
+inline TileGrid tile_shape(int64_t m, int64_t c, int vec) {
   TileGrid g;
   g.m = m, g.c = c, g.vec = vec;
   const int64_t col_vectors = c / vec;
   g.col_blocks = static_cast<int>(ceil_div(col_vectors, kTileThreads));
   g.width = static_cast<int>(ceil_div(col_vectors, g.col_blocks));  // balanced slices
   g.rows = kTileThreads / g.width;
-  const int64_t wanted = ceil_div(m, int64_t{g.rows} * kMinRowStepsPerThread);
-  const int64_t cap = std::max(1, kTargetBlocks / g.col_blocks);
-  const int64_t blocks = std::clamp<int64_t>(wanted, 1, cap);
-  g.rows_per_block = ceil_div(ceil_div(m, blocks), g.rows) * g.rows;
-  g.row_blocks = m == 0 ? 0 : static_cast<int>(ceil_div(m, g.rows_per_block));
+  return g;
+}
+
+// Most row blocks a grid for (m, c, vec) can have, whatever the unroll and the GPU.
+inline int64_t max_row_blocks(const TileGrid& g) {
+  return std::min<int64_t>(ceil_div(g.m, g.rows), kMaxRowBlocks);
+}
+
+// One wave: as many blocks as the GPU holds at once (`resident`, from the occupancy API), so
+// no block waits for a second wave and every block reduces its rows once. Each block takes
+// chunks of rows * unroll rows round robin.
+inline TileGrid make_tile_grid(int64_t m, int64_t c, int vec, int unroll, int resident) {
+  TileGrid g = tile_shape(m, c, vec);
+  if (m == 0) return g;
+  const int64_t chunks = ceil_div(m, int64_t{g.rows} * unroll);
+  int64_t blocks = ceil_div(resident, g.col_blocks);
+  blocks = std::max(blocks, ceil_div(m, int64_t{g.rows} * kMaxRowsPerThread));
+  g.row_blocks =
+      static_cast<int>(std::clamp<int64_t>(blocks, 1, std::min(chunks, max_row_blocks(g))));
   return g;
 }
 
@@ -83,35 +104,40 @@ void dispatch_vec(int vec, F&& f) {
 }
 
 // Two partial arrays [row_blocks][c] of fp32.
-inline size_t partials_bytes(const TileGrid& g) {
-  return 2 * size_t(g.row_blocks) * size_t(g.c) * sizeof(float);
+inline size_t partials_bytes(const TileGrid& g, int64_t row_blocks) {
+  return 2 * size_t(row_blocks) * size_t(g.c) * sizeof(float);
 }
 
-// Enough for any vec the pointers' alignment may select.
+// Enough for any vec the pointers' alignment may select, on any GPU.
 inline size_t reduction_workspace_bytes(int64_t m, int64_t c) {
   size_t bytes = 0;
-  for (int v : {8, 4, 2, 1})
-    if (c >= 1 && c % v == 0) bytes = std::max(bytes, partials_bytes(make_tile_grid(m, c, v)));
+  for (int v : {8, 4, 2, 1}) {
+    if (c < 1 || c % v != 0) continue;
+    const TileGrid g = tile_shape(m, c, v);
+    bytes = std::max(bytes, partials_bytes(g, max_row_blocks(g)));
+  }
   return bytes;
 }
 
 // --- Device side ---
 
 struct TileThread {
-  int64_t c0 = 0;        // first of the thread's vec channels
-  int64_t row = 0;       // first row; the thread then steps by g.rows
-  int64_t row_end = 0;   // == row for threads outside the tile (they skip their row loop)
+  int64_t c0 = 0;      // first of the thread's vec channels
+  int64_t row = 0;     // first row (g.m for threads outside the tile: they skip their row loop)
+  int64_t stride = 0;  // rows between the thread's consecutive chunks
   bool active = false;
 };
 
-__device__ __forceinline__ TileThread tile_thread(const TileGrid& g) {
+// `unroll` rows per thread and chunk: a block's chunk is rows * unroll consecutive rows, the
+// thread loads rows row, row + g.rows, ... and moves on by `stride`.
+__device__ __forceinline__ TileThread tile_thread(const TileGrid& g, int unroll) {
   const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
   TileThread p;
   p.c0 = (int64_t{blockIdx.y} * g.width + lane_c) * g.vec;
   p.active = lane_r < g.rows && p.c0 < g.c;
-  const int64_t begin = int64_t{blockIdx.x} * g.rows_per_block;
-  p.row = begin + lane_r;
-  p.row_end = p.active ? (g.m < begin + g.rows_per_block ? g.m : begin + g.rows_per_block) : p.row;
+  const int64_t chunk = int64_t{g.rows} * unroll;
+  p.row = p.active ? int64_t{blockIdx.x} * chunk + lane_r : g.m;
+  p.stride = chunk * gridDim.x;
   return p;
 }
 
@@ -158,10 +184,10 @@ __device__ void write_block_partials(const TileGrid& g, const TileThread& p, con
   }
 }
 
-constexpr int kCombineChannels = 32, kCombineLanes = 16;
+constexpr int kCombineChannels = 32, kCombineLanes = 32;
 
-// out[ch] = sum over row blocks of part[rb][ch], in fp64: lane l adds row blocks l, l+16, ...
-// in order, then the 16 lanes are added in a fixed tree.
+// out[ch] = sum over row blocks of part[rb][ch], in fp64: lane l adds row blocks l, l+32, ...
+// in order, then the 32 lanes are added in a fixed tree.
 __global__ void combine_partials_kernel(const float* part0, const float* part1, int row_blocks,
                                         int64_t c, float* out0, float* out1) {
   __shared__ double s0[kCombineLanes][kCombineChannels], s1[kCombineLanes][kCombineChannels];
@@ -169,6 +195,7 @@ __global__ void combine_partials_kernel(const float* part0, const float* part1, 
   const int64_t ch = int64_t{blockIdx.x} * kCombineChannels + tx;
   double a0 = 0, a1 = 0;
   if (ch < c)
+#pragma unroll 4
     for (int rb = ty; rb < row_blocks; rb += kCombineLanes) {
       a0 += part0[int64_t{rb} * c + ch];
       a1 += part1[int64_t{rb} * c + ch];

@@ -1,5 +1,8 @@
 #include "runtime/cuda/cuda_backend.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cudnn_graphs.h"
 
@@ -18,8 +21,26 @@ CudaBackend::CudaBackend() {
   }
 }
 
+namespace {
+// KILN_TUNE_LOG=<file>: appends what engine choice found for every graph (one JSON object a line).
+void append_tune_log(const CudnnGraphs& graphs) {
+  const char* path = std::getenv("KILN_TUNE_LOG");
+  if (!path || !*path) return;
+  std::FILE* f = std::fopen(path, "a");
+  if (!f) return;
+  for (const TuneRecord& r : graphs.tune_records())
+    std::fprintf(f,
+                 "{\"kind\": \"%s\", \"problem\": \"%s\", \"plans_offered\": %d, \"plans_tried\": %d, "
+                 "\"first_plan_ms\": %.4f, \"best_plan_ms\": %.4f, \"workspace\": %zu, \"plan\": \"%s\"}\n",
+                 r.kind.c_str(), conv_problem_str(r.problem).c_str(), r.plans_offered, r.plans_tried,
+                 r.first_plan_ms, r.best_plan_ms, r.workspace, r.plan_name.c_str());
+  std::fclose(f);
+}
+}  // namespace
+
 CudaBackend::~CudaBackend() {
   // Destructors must not throw: errors here only mean the device is already gone.
+  if (graphs_) append_tune_log(*graphs_);
   graphs_.reset();
   for (int i = 0; i < kStreams; ++i) {
     if (workspace_[i]) cudaFree(workspace_[i]);

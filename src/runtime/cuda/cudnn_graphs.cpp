@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -259,7 +260,7 @@ std::vector<Built> build_plans(NotedGraph& g, DType io, const CudnnGraphsOptions
       status = g.get_workspace_size_plan_at_index(i, ws);
       if (status.is_bad() || ws > o.max_workspace_bytes) continue;
       built.push_back({i, ws});
-      if (first_only) break;
+      if (first_only || (o.max_plans_tuned > 0 && built.size() >= static_cast<size_t>(o.max_plans_tuned))) break;
     } catch (const std::exception& e) {
       if (failures.size() < 2000) failures += fmt::format("\n  plan {}: {}", i, e.what());
     }
@@ -497,8 +498,9 @@ void CudnnGraphs::run(GraphKind kind, const ConvProblem& p, const Pointers& ptr,
   if (e.choice.workspace > 0 && workspace == nullptr)
     fail("{}: cuDNN graph {} needs a {}-byte workspace but got none", where, kind_name, e.choice.workspace);
 
-  std::vector<void*> ptrs;
-  ptrs.reserve(e.uids.size());
+  std::array<void*, 16> ptrs{};  // no allocation per run; a graph has at most 10 user tensors
+  if (e.uids.size() > ptrs.size()) fail("{}: cuDNN graph {} has too many tensors", where, kind_name);
+  size_t count = 0;
   for (int64_t uid : e.uids) {
     const void* v = nullptr;
     const char* name = "?";
@@ -516,12 +518,12 @@ void CudnnGraphs::run(GraphKind kind, const ConvProblem& p, const Pointers& ptr,
       default: fail("{}: cuDNN graph {} has an unexpected tensor uid {}", where, kind_name, uid);
     }
     if (v == nullptr) fail("{}: cuDNN graph {} needs pointer '{}' but it is null", where, kind_name, name);
-    ptrs.push_back(const_cast<void*>(v));
+    ptrs[count++] = const_cast<void*>(v);
   }
   KILN_CUDA(cudnnSetStream(handle_, stream), where);
   fe::error_t status;
   try {
-    status = e.graph->execute_plan_at_index(handle_, ptrs.data(), static_cast<int>(ptrs.size()), workspace,
+    status = e.graph->execute_plan_at_index(handle_, ptrs.data(), static_cast<int>(count), workspace,
                                             e.choice.plan_index);
   } catch (const std::exception& ex) {
     fail("{}: cuDNN graph {} for {} failed to execute: {}", where, kind_name, conv_problem_str(p), ex.what());

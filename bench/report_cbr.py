@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Joins kiln_cbr_bench and torch_cbr_bench.py output (JSON lines) into one results file and a
+table of milliseconds and ratios against the CBR targets.
+
+usage: report_cbr.py kiln.jsonl torch.jsonl out.json [env.json] [tune.jsonl]"""
+import json
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.startswith("{")]
+
+
+def main():
+    kiln, torch = load(sys.argv[1]), load(sys.argv[2])
+    env = json.load(open(sys.argv[4])) if len(sys.argv) > 4 else {}
+    tune = load(sys.argv[5]) if len(sys.argv) > 5 else []
+    rows = []
+    for shape in sorted({tuple(r["shape"]) for r in kiln}, key=lambda s: [256 - s[0]] + list(s)):
+        k = {r["variant"]: r for r in kiln if tuple(r["shape"]) == shape}
+        t = {(r["variant"], r["mode"]): r for r in torch if tuple(r["shape"]) == shape}
+        if not {"conv", "cbr"} <= k.keys() or ("cbr", "eager") not in t:
+            continue
+        n, c, hw, kk, kernel, stride = shape
+        kind = "vgg" if kernel == 3 and c == kk and c >= 64 and hw in (224, 112, 56, 28) else (
+            "resnet1x1" if kernel == 1 else "other")
+        target = {"vgg": 1.3, "resnet1x1": 1.6, "other": 1.5}[kind]
+        eager, comp = t[("cbr", "eager")], t.get(("cbr", "compile"))
+        ours_extra = k["cbr"]["fwd_bwd_ms"] - k["conv"]["fwd_bwd_ms"]
+        torch_extra = eager["fwd_bwd_ms"] - t[("conv", "eager")]["fwd_bwd_ms"] if ("conv", "eager") in t else None
+        row = {
+            "shape": list(shape), "class": kind, "target_vs_eager": target,
+            "kiln_conv_fwd_bwd_ms": k["conv"]["fwd_bwd_ms"], "kiln_unfused_fwd_bwd_ms": k.get("unfused", {}).get("fwd_bwd_ms"),
+            "kiln_cbr_fwd_ms": k["cbr"]["fwd_ms"], "kiln_cbr_fwd_bwd_ms": k["cbr"]["fwd_bwd_ms"],
+            "torch_conv_fwd_bwd_ms": t.get(("conv", "eager"), {}).get("fwd_bwd_ms"),
+            "torch_eager_fwd_ms": eager["fwd_ms"], "torch_eager_fwd_bwd_ms": eager["fwd_bwd_ms"],
+            "torch_compile_fwd_ms": comp and comp["fwd_ms"], "torch_compile_fwd_bwd_ms": comp and comp["fwd_bwd_ms"],
+            "speedup_vs_eager": eager["fwd_bwd_ms"] / k["cbr"]["fwd_bwd_ms"],
+            "speedup_vs_compile": comp and comp["fwd_bwd_ms"] / k["cbr"]["fwd_bwd_ms"],
+            "bn_relu_extra_ms_kiln": ours_extra, "bn_relu_extra_ms_torch": torch_extra,
+        }
+        row["meets_eager_target"] = row["speedup_vs_eager"] >= target
+        row["meets_compile_target"] = comp is None or row["speedup_vs_compile"] >= 1.0
+        row["meets_extra_target"] = torch_extra is not None and ours_extra <= 0.5 * torch_extra
+        rows.append(row)
+    json.dump({"env": env, "rows": rows, "tuning": tune, "raw": {"kiln": kiln, "torch": torch}},
+              open(sys.argv[3], "w"), indent=1)
+    print("CBR fp16, forward+backward ms (median); ratios = PyTorch time / kiln time")
+    print(f"{'shape N,C,HW,K,k,s':<24}{'conv':>8}{'unfused':>9}{'CBR':>8}{'eager':>8}{'compile':>9}"
+          f"{'xEager':>8}{'need':>6}{'xComp':>7}{'BN+ReLU kiln/torch ms':>24}")
+    for r in rows:
+        comp = r["torch_compile_fwd_bwd_ms"]
+        print(f"{','.join(map(str, r['shape'])):<24}{r['kiln_conv_fwd_bwd_ms']:8.3f}"
+              f"{(r['kiln_unfused_fwd_bwd_ms'] or 0):9.3f}{r['kiln_cbr_fwd_bwd_ms']:8.3f}"
+              f"{r['torch_eager_fwd_bwd_ms']:8.3f}{(comp or 0):9.3f}{r['speedup_vs_eager']:8.2f}"
+              f"{r['target_vs_eager']:6.1f}{(r['speedup_vs_compile'] or 0):7.2f}"
+              f"{r['bn_relu_extra_ms_kiln']:12.3f}/{(r['bn_relu_extra_ms_torch'] or 0):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+// The fused CBR operator on the GPU (CBR.md):
+//   forward    conv + genstats (one cuDNN graph) -> finalize (fp32, length C) -> apply + ReLU +
+//              bit mask (one pass);
+//   backward   dY*mask reduce -> dconv (two passes, the masked dY never stored) -> wgrad on the
+//              side stream beside dgrad on the main stream;
+//   inference  conv -> *scale -> +shift -> ReLU as one cuDNN graph when supported, otherwise conv
+//              then one scale/shift/ReLU pass (the choice is logged once per shape).
+#include <cstdio>
+#include <mutex>
+#include <set>
+
+#include "ops/batchnorm/batchnorm_cuda.h"
+#include "ops/cbr/cbr_cuda_kernels.h"
+#include "ops/common/workspace_cuda.h"
+#include "ops/conv/conv_cuda.h"
+#include "runtime/cuda/cuda_backend.h"
+
+namespace kiln::cuda {
+namespace {
+
+// Input/output positions (program.h): CBR_FWD in x, w, gamma, beta; out conv_out, y, saved_mean,
+// saved_inv_std, bitmask, running_mean, running_var. CBR_BWD in dy, bitmask, conv_out, x, w,
+// gamma, saved_mean, saved_inv_std; out dx, dw, dgamma, dbeta, dconv. CBR_INF in x, w, gamma,
+// beta, running_mean, running_var; out y.
+struct Scratch {
+  float *sum, *sqsum, *scale, *shift;
+  void* reduce;
+  size_t reduce_bytes;
+  void* conv;  // cuDNN workspace
+  size_t used;
+};
+
+Scratch scratch(void* base, int64_t m, int64_t c, size_t conv_bytes) {
+  WorkspaceLayout layout(base);
+  Scratch s;
+  s.sum = layout.floats(c), s.sqsum = layout.floats(c), s.scale = layout.floats(c), s.shift = layout.floats(c);
+  s.reduce_bytes = std::max(channel_sums_workspace_bytes(m, c), cbr_backward_workspace_bytes(m, c));
+  s.reduce = layout.take(s.reduce_bytes);
+  s.conv = layout.take(conv_bytes);
+  s.used = layout.used();
+  return s;
+}
+
+int64_t rows(const TensorArg& y) { return y.numel() / y.shape().back(); }
+
+bool genstats_supported(CudaBackend& be, const ConvProblem& p) {
+  return be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p);
+}
+
+void prepare_fwd(const OpCall& call) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const ConvProblem p = conv_problem(call, call.in[0], call.in[1]);
+  const GraphKind kind = genstats_supported(be, p) ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
+  const size_t conv = be.graphs().prepare(kind, p);
+  be.request_workspace(scratch(nullptr, rows(call.out[0]), p.k, conv).used);
+}
+
+void cbr_fwd(const OpCall& call) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const TensorArg &x = call.in[0], &conv_out = call.out[0];
+  const ConvProblem p = conv_problem(call, x, call.in[1]);
+  const int64_t m = rows(conv_out);
+  if (m < 2) fail("{}: batch statistics need more than one value per channel, got {}", where, m);
+  const bool genstats = genstats_supported(be, p);
+  const Scratch s = scratch(be.workspace(0), m, p.k, 0);
+  Pointers ptr;
+  ptr.x = x.data, ptr.w = call.in[1].data, ptr.y = conv_out.data;
+  // Stage 1: the convolution, with the per-channel sums computed in the same pass.
+  if (genstats) {
+    ptr.sum = s.sum, ptr.sq_sum = s.sqsum;
+    be.graphs().run(GraphKind::CONV_FPROP_GENSTATS, p, ptr, s.conv, be.stream(0), where);
+  } else {
+    be.graphs().run(GraphKind::CONV_FPROP, p, ptr, s.conv, be.stream(0), where);
+    channel_sums(conv_out.dtype(), conv_out.data, m, p.k, s.sum, s.sqsum, s.reduce, s.reduce_bytes, be.stream(0), where);
+  }
+  // Stage 2: finalize (saved statistics, scale/shift, running statistics as PyTorch).
+  bn_finalize(s.sum, s.sqsum, m, call.in[2].as<float>(), call.in[3].as<float>(), call.op.attrs.eps,
+              call.op.attrs.momentum, call.out[5].as<float>(), call.out[6].as<float>(), call.out[2].as<float>(),
+              call.out[3].as<float>(), s.scale, s.shift, p.k, be.stream(0), where);
+  // Stage 3: y = relu(conv_out * scale + shift) and the 1-bit mask in one pass.
+  cbr_apply_relu_bitmask(conv_out.dtype(), conv_out.data, s.scale, s.shift, m, p.k, call.out[1].data,
+                         call.out[4].as<uint8_t>(), be.stream(0), where);
+}
+
+bool overlaps(const TensorArg& a, const TensorArg& b) {
+  if (!a || !b) return false;
+  const auto* pa = static_cast<const std::byte*>(a.data);
+  const auto* pb = static_cast<const std::byte*>(b.data);
+  return pa < pb + b.spec->bytes() && pb < pa + a.spec->bytes();
+}
+
+void prepare_bwd(const OpCall& call) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const ConvProblem p = conv_problem(call, call.in[3], call.in[4]);
+  size_t conv = be.graphs().prepare(GraphKind::CONV_WGRAD, p);
+  if (call.out[0]) conv = std::max(conv, be.graphs().prepare(GraphKind::CONV_DGRAD, p));
+  be.request_workspace(scratch(nullptr, rows(call.in[2]), p.k, conv).used);
+}
+
+void cbr_bwd(const OpCall& call) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const TensorArg &dy = call.in[0], &conv_out = call.in[2], &x = call.in[3], &w = call.in[4];
+  const TensorArg &dx = call.out[0], &dconv = call.out[4];
+  const ConvProblem p = conv_problem(call, x, w);
+  const int64_t m = rows(conv_out);
+  const Scratch s = scratch(be.workspace(0), m, p.k, 0);
+  const auto* bits = call.in[1].as<uint8_t>();
+  const float *gamma = call.in[5].as<float>(), *mean = call.in[6].as<float>(), *inv_std = call.in[7].as<float>();
+  float *dgamma = call.out[2].as<float>(), *dbeta = call.out[3].as<float>();
+  // ReLU mask and BN backward: dbeta, dgamma, then dL/d(conv_out).
+  cbr_backward(dy.dtype(), dy.data, bits, conv_out.data, gamma, mean, inv_std, m, p.k, dconv.data, dgamma, dbeta,
+               s.reduce, s.reduce_bytes, be.stream(0), where);
+  // wgrad on the side stream (its own workspace) beside dgrad on the main stream.
+  be.order(0, 1);
+  const Scratch side = scratch(be.workspace(1), m, p.k, 0);
+  Pointers wg;
+  wg.dy = dconv.data, wg.x = x.data, wg.dw = call.out[1].data;
+  be.graphs().run(GraphKind::CONV_WGRAD, p, wg, side.conv, be.stream(1), where);
+  if (dx) {
+    // Write after read: if dX is placed over X, dgrad may only start once wgrad has read X.
+    if (overlaps(dx, x)) be.order(1, 0);
+    Pointers dg;
+    dg.dy = dconv.data, dg.w = w.data, dg.dx = dx.data;
+    be.graphs().run(GraphKind::CONV_DGRAD, p, dg, s.conv, be.stream(0), where);
+  }
+  be.order(1, 0);  // the op ends when both streams are done
+}
+
+void log_inference_choice(const ConvProblem& p, bool fused) {
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  const std::string shape = conv_problem_str(p);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (seen.insert(shape).second)
+    std::fprintf(stderr, "kiln: CBR inference %s: %s\n", shape.c_str(),
+                 fused ? "one cuDNN graph (conv, scale, shift, ReLU)" : "conv graph + scale/shift/ReLU kernel");
+}
+
+void prepare_inf(const OpCall& call) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const ConvProblem p = conv_problem(call, call.in[0], call.in[1]);
+  const bool fused = be.graphs().supported(GraphKind::CONV_SCALE_SHIFT_RELU, p);
+  log_inference_choice(p, fused);
+  const size_t conv = be.graphs().prepare(fused ? GraphKind::CONV_SCALE_SHIFT_RELU : GraphKind::CONV_FPROP, p);
+  be.request_workspace(scratch(nullptr, rows(call.out[0]), p.k, conv).used);
+}
+
+void cbr_inf(const OpCall& call) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const TensorArg &x = call.in[0], &y = call.out[0];
+  const ConvProblem p = conv_problem(call, x, call.in[1]);
+  const int64_t m = rows(y);
+  const Scratch s = scratch(be.workspace(0), m, p.k, 0);
+  bn_inference_scale_shift(call.in[2].as<float>(), call.in[3].as<float>(), call.in[4].as<float>(),
+                           call.in[5].as<float>(), call.op.attrs.eps, p.k, s.scale, s.shift, be.stream(0), where);
+  Pointers ptr;
+  ptr.x = x.data, ptr.w = call.in[1].data, ptr.y = y.data, ptr.scale = s.scale, ptr.shift = s.shift;
+  if (be.graphs().supported(GraphKind::CONV_SCALE_SHIFT_RELU, p)) {
+    be.graphs().run(GraphKind::CONV_SCALE_SHIFT_RELU, p, ptr, s.conv, be.stream(0), where);
+  } else {
+    be.graphs().run(GraphKind::CONV_FPROP, p, ptr, s.conv, be.stream(0), where);
+    bn_apply(y.dtype(), y.data, s.scale, s.shift, m, p.k, true, y.data, nullptr, nullptr, be.stream(0), where);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cuda
+
+namespace kiln {
+void register_cbr_cuda() {
+  using namespace kiln::cuda;
+  register_op(Device::CUDA, OpKind::CBR_FWD, cbr_fwd, prepare_fwd);
+  register_op(Device::CUDA, OpKind::CBR_BWD, cbr_bwd, prepare_bwd);
+  register_op(Device::CUDA, OpKind::CBR_BWD_FIRST, cbr_bwd, prepare_bwd);
+  register_op(Device::CUDA, OpKind::CBR_INF, cbr_inf, prepare_inf);
+}
+}  // namespace kiln

@@ -1,0 +1,285 @@
+#pragma once
+// Helpers shared by the GPU tests (src/ops/*/*_gpu_test.cpp): device buffers, host-side rounding
+// to the activation dtypes, poisoning, and comparisons that say where and by how much results
+// differ. CUDA failures throw std::runtime_error, which gtest reports with the message.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/dtype.h"
+
+namespace kiln::gpu_test {
+
+inline bool cuda_available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// First statement of every GPU test.
+#define KILN_REQUIRE_GPU()                                                     \
+  do {                                                                         \
+    if (!::kiln::gpu_test::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
+
+inline void cuda_check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+// Waits for all launched work and surfaces asynchronous kernel faults here, not later.
+inline void sync() {
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the kernels under test");
+  cuda_check(cudaGetLastError(), "kernel error");
+}
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes) cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+  void upload(const void* host, size_t bytes, size_t offset = 0) {
+    cuda_check(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice),
+               "cudaMemcpy to device");
+  }
+  std::vector<uint8_t> download(size_t bytes, size_t offset = 0) const {
+    std::vector<uint8_t> out(bytes);
+    cuda_check(
+        cudaMemcpy(out.data(), static_cast<char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost),
+        "cudaMemcpy to host");
+    return out;
+  }
+  // 0xFF makes every float element NaN, so an element a kernel forgot to write shows up.
+  void poison(uint8_t byte = 0xFF) {
+    cuda_check(cudaMemset(ptr_, byte, bytes_), "cudaMemset (poison)");
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// --- Host values in activation dtypes ---
+
+inline double round_to(DType dtype, double v) {
+  switch (dtype) {
+    case DType::F32: return static_cast<float>(v);
+    case DType::F16: return __half2float(__float2half_rn(static_cast<float>(v)));
+    case DType::BF16: return __bfloat162float(__float2bfloat16_rn(static_cast<float>(v)));
+    default: throw std::runtime_error("round_to: unsupported dtype");
+  }
+}
+
+inline std::vector<uint8_t> encode(DType dtype, const std::vector<double>& values) {
+  const size_t es = dtype_size(dtype);
+  std::vector<uint8_t> bytes(values.size() * es);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float f = static_cast<float>(values[i]);
+    if (dtype == DType::F32) {
+      std::memcpy(&bytes[i * es], &f, es);
+    } else if (dtype == DType::F16) {
+      const __half h = __float2half_rn(f);
+      std::memcpy(&bytes[i * es], &h, es);
+    } else {
+      const __nv_bfloat16 b = __float2bfloat16_rn(f);
+      std::memcpy(&bytes[i * es], &b, es);
+    }
+  }
+  return bytes;
+}
+
+inline std::vector<double> decode(DType dtype, const std::vector<uint8_t>& bytes) {
+  const size_t es = dtype_size(dtype);
+  std::vector<double> values(bytes.size() / es);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::F32) {
+      float f;
+      std::memcpy(&f, &bytes[i * es], es);
+      values[i] = f;
+    } else if (dtype == DType::F16) {
+      __half h;
+      std::memcpy(&h, &bytes[i * es], es);
+      values[i] = __half2float(h);
+    } else {
+      __nv_bfloat16 b;
+      std::memcpy(&b, &bytes[i * es], es);
+      values[i] = __bfloat162float(b);
+    }
+  }
+  return values;
+}
+
+// Normal(mean, stddev) values already rounded to dtype: exactly what the device will hold.
+inline std::vector<double> random_values(DType dtype, size_t n, std::mt19937& rng,
+                                         double mean = 0.0, double stddev = 1.0) {
+  std::normal_distribution<double> dist(mean, stddev);
+  std::vector<double> v(n);
+  for (double& x : v) x = round_to(dtype, dist(rng));
+  return v;
+}
+
+// A device tensor of `values` (rounded to dtype) starting `offset_elems` elements into its
+// buffer: offsets of 1 defeat 16-byte alignment and exercise the narrow paths.
+struct DeviceTensor {
+  DType dtype = DType::F32;
+  size_t n = 0, offset = 0;
+  DeviceBuffer buf;
+
+  DeviceTensor(DType d, size_t count, size_t offset_elems = 0)
+      : dtype(d), n(count), offset(offset_elems), buf((count + offset_elems) * dtype_size(d) + 1) {}
+  DeviceTensor(DType d, const std::vector<double>& values, size_t offset_elems = 0)
+      : DeviceTensor(d, values.size(), offset_elems) {
+    set(values);
+  }
+  void* ptr() const { return static_cast<char*>(buf.get()) + offset * dtype_size(dtype); }
+  float* f32() const { return static_cast<float*>(ptr()); }
+  void set(const std::vector<double>& values) {
+    const std::vector<uint8_t> bytes = encode(dtype, values);
+    buf.upload(bytes.data(), bytes.size(), offset * dtype_size(dtype));
+  }
+  std::vector<double> get() const {
+    return decode(dtype, buf.download(n * dtype_size(dtype), offset * dtype_size(dtype)));
+  }
+  void poison(uint8_t byte = 0xFF) { buf.poison(byte); }
+};
+
+// A byte buffer (masks) starting `offset` bytes in.
+struct DeviceBytes {
+  size_t n = 0, offset = 0;
+  DeviceBuffer buf;
+  explicit DeviceBytes(size_t count, size_t offset_bytes = 0)
+      : n(count), offset(offset_bytes), buf(count + offset_bytes + 1) {}
+  DeviceBytes(const std::vector<uint8_t>& bytes, size_t offset_bytes = 0)
+      : DeviceBytes(bytes.size(), offset_bytes) {
+    if (!bytes.empty()) buf.upload(bytes.data(), bytes.size(), offset);
+  }
+  uint8_t* ptr() const { return static_cast<uint8_t*>(buf.get()) + offset; }
+  std::vector<uint8_t> get() const { return buf.download(n, offset); }
+  void poison(uint8_t byte) { buf.poison(byte); }
+};
+
+// --- Comparisons ---
+
+inline const char* name(DType d) { return dtype_name(d); }
+
+// Relative L2 tolerance for results stored in `dtype` (rounding of the output dominates).
+inline double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::F16: return 2e-3;
+    case DType::BF16: return 1e-2;
+    default: return 1e-5;
+  }
+}
+
+// Fails (non-fatally) unless every element of `got` is finite (NaN = a poisoned element the
+// kernel never wrote) and ||got - want|| / ||want|| < tol; the message shows the worst elements.
+inline void expect_close(const std::string& what, const std::vector<double>& got,
+                         const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size()) << what << ": size mismatch";
+  size_t nonfinite = 0, first_nonfinite = 0;
+  double diff2 = 0, want2 = 0, worst = -1;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i]) && std::isfinite(want[i])) {
+      if (nonfinite++ == 0) first_nonfinite = i;
+      continue;
+    }
+    const double d = got[i] - want[i];
+    diff2 += d * d;
+    want2 += want[i] * want[i];
+    if (std::abs(d) > worst) worst = std::abs(d), worst_i = i;
+  }
+  EXPECT_EQ(nonfinite, 0u) << what << ": " << nonfinite << " of " << got.size()
+                           << " elements are not finite (never written?), first at index "
+                           << first_nonfinite;
+  const double rel = std::sqrt(diff2) / std::max(std::sqrt(want2), 1e-30);
+  EXPECT_LT(rel, tol) << what << ": relative L2 error " << rel << " (tolerance " << tol
+                      << "); largest difference at index " << worst_i << ": got " << got[worst_i]
+                      << ", want " << want[worst_i];
+}
+
+// Expected ReLU bits: a mismatch is allowed only where the pre-activation is within
+// `slack` of 0 (fp32 rounding can flip its sign there).
+inline void expect_mask_equal(const std::string& what, const std::vector<uint8_t>& got_bits,
+                              const std::vector<double>& pre, const std::vector<double>& slack) {
+  const size_t n = pre.size();
+  ASSERT_EQ(got_bits.size(), (n + 7) / 8) << what << ": mask byte count";
+  size_t bad = 0, first_bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool got = (got_bits[i / 8] >> (i % 8)) & 1, want = pre[i] > 0;
+    if (got != want && std::abs(pre[i]) > slack[i]) {
+      if (bad++ == 0) first_bad = i;
+    }
+  }
+  for (size_t i = n; i < got_bits.size() * 8; ++i)  // padding bits must be 0
+    if ((got_bits[i / 8] >> (i % 8)) & 1) {
+      ADD_FAILURE() << what << ": padding bit " << i << " past " << n << " elements is set";
+      break;
+    }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << n
+                     << " mask bits are wrong, first at element " << first_bad
+                     << " (pre-activation " << (bad ? pre[first_bad] : 0.0) << ")";
+}
+
+// Expected byte mask (1 = pass), same allowance as expect_mask_equal.
+inline void expect_bytemask_equal(const std::string& what, const std::vector<uint8_t>& got,
+                                  const std::vector<double>& pre,
+                                  const std::vector<double>& slack) {
+  ASSERT_EQ(got.size(), pre.size()) << what << ": mask size";
+  size_t bad = 0, first_bad = 0;
+  for (size_t i = 0; i < pre.size(); ++i) {
+    const bool ok = got[i] == uint8_t(pre[i] > 0) || (got[i] <= 1 && std::abs(pre[i]) <= slack[i]);
+    if (!ok && bad++ == 0) first_bad = i;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << pre.size()
+                     << " mask bytes are wrong, first at element " << first_bad << " (got "
+                     << (bad ? int(got[first_bad]) : 0) << ", pre-activation "
+                     << (bad ? pre[first_bad] : 0.0) << ")";
+}
+
+// Random bytes (e.g. a bit mask with about half the bits set).
+inline std::vector<uint8_t> random_bytes(size_t n, std::mt19937& rng) {
+  std::vector<uint8_t> b(n);
+  for (uint8_t& x : b) x = static_cast<uint8_t>(rng() & 0xff);
+  return b;
+}
+
+inline bool bit(const std::vector<uint8_t>& bits, size_t i) { return (bits[i / 8] >> (i % 8)) & 1; }
+
+inline std::string shape_name(int64_t m, int64_t c) {
+  std::ostringstream s;
+  s << "m=" << m << " c=" << c;
+  return s.str();
+}
+
+}  // namespace kiln::gpu_test

@@ -1,0 +1,138 @@
+// The fused CBR operator on the GPU against the unfused GPU path (Conv + BN + ReLU ops) and the
+// CPU fp32 reference (itself checked against float64 in the CPU suite): forward, backward with
+// and without dX (first layer), running statistics, the bit mask and inference, for fp32, fp16
+// and bf16 on fresh random inputs.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include "../support/cbr_block.h"
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+
+bool have_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+const BlockShape kShapes[] = {
+    {8, 64, 15, 64, 3, 1}, {8, 64, 15, 128, 3, 2}, {4, 128, 9, 256, 1, 1},
+    {4, 256, 7, 512, 3, 1}, {4, 512, 7, 64, 1, 2}, {2, 64, 28, 256, 1, 1},
+};
+
+struct BlockRun {
+  std::unique_ptr<Executable> exe;
+  std::map<std::string, std::vector<float>> fwd, bwd;
+};
+
+// Runs one training step (forward, backward) and one inference pass; reads what it needs.
+BlockRun run_block(const BlockShape& s, Device device, Precision precision, bool fuse, bool input_grad,
+              const std::vector<float>& x, const std::vector<float>& dy) {
+  BlockRun r;
+  r.exe = std::make_unique<Executable>(compile(conv_bn_relu_block(s), block_options(s, device, precision, fuse, input_grad)), 17);
+  Executable& e = *r.exe;
+  write_floats(e, e.program().input, x);
+  write_floats(e, e.program().output_grad, dy);
+  e.run_forward({0.f, 0, 3});
+  const std::string y = fuse ? "conv" : "relu", stats = fuse ? "conv" : "bn";
+  r.fwd["y"] = read_floats(e, y);
+  r.fwd["mean"] = read_floats(e, stats + ":saved_mean");
+  r.fwd["inv_std"] = read_floats(e, stats + ":saved_inv_std");
+  r.fwd["running_mean"] = read_floats(e, "bn.running_mean");
+  r.fwd["running_var"] = read_floats(e, "bn.running_var");
+  if (fuse) {
+    const int id = e.id("conv:bitmask");
+    std::vector<uint8_t> bits(e.program().tensors[id].bytes());
+    e.read(id, bits.data(), bits.size());
+    std::vector<float> mask(r.fwd["y"].size());
+    for (size_t i = 0; i < mask.size(); ++i) mask[i] = float((bits[i / 8] >> (i % 8)) & 1);
+    r.fwd["mask"] = mask;
+  } else {
+    const int id = e.id("relu:mask");
+    std::vector<uint8_t> bytes(e.program().tensors[id].bytes());
+    e.read(id, bytes.data(), bytes.size());
+    r.fwd["mask"] = std::vector<float>(bytes.begin(), bytes.end());
+  }
+  e.run_backward({0.f, 0, 3});
+  for (const char* g : {"conv.weight.grad", "bn.weight.grad", "bn.bias.grad"}) r.bwd[g] = read_floats(e, g);
+  if (input_grad) r.bwd["dx"] = read_floats(e, e.program().tensors[e.program().input_grad].name);
+  e.run_inference({0.f, 0, 3});
+  r.fwd["inference"] = read_floats(e, (fuse ? "conv" : "relu") + std::string(":inf"));
+  return r;
+}
+
+void expect_close(const std::map<std::string, std::vector<float>>& got,
+                  const std::map<std::string, std::vector<float>>& ref, double tol, const std::string& what) {
+  for (const auto& [name, values] : ref) {
+    if (name == "mask") continue;
+    ASSERT_TRUE(got.count(name)) << what << ": " << name;
+    const double err = rel_l2(got.at(name), values);
+    EXPECT_LT(err, tol) << what << ": " << name << " relative L2 error " << err;
+  }
+}
+
+// Masks may differ only where the pre-activation is within rounding of zero.
+void expect_masks_agree(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  size_t differ = 0, ones = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i], ones += a[i] != 0;
+  EXPECT_LE(differ, a.size() / 500 + 2) << what << ": " << differ << " of " << a.size() << " mask bits differ";
+  EXPECT_GT(ones, a.size() / 5) << what;
+  EXPECT_LT(ones, a.size()) << what;
+}
+
+class CbrGpu : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(CbrGpu, FusedEqualsUnfusedAndCpuReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const Precision precision = GetParam();
+  const DType dtype = activation_dtype(precision);
+  for (const BlockShape& s : kShapes) {
+    SCOPED_TRACE(s.str());
+    std::mt19937 rng(1000 + s.c + s.k + s.hw);
+    const int64_t ho = (s.hw + 2 * s.pad() - s.kernel) / s.stride + 1;
+    const auto x = random_values(size_t(s.n) * s.hw * s.hw * s.c, dtype, rng);
+    const auto dy = random_values(size_t(s.n) * ho * ho * s.k, dtype, rng);
+    BlockRun fused = run_block(s, Device::CUDA, precision, true, true, x, dy);
+    BlockRun unfused = run_block(s, Device::CUDA, precision, false, true, x, dy);
+    BlockRun first = run_block(s, Device::CUDA, precision, true, false, x, dy);
+    BlockRun cpu = run_block(s, Device::CPU, Precision::FP32, true, true, x, dy);
+    const double tol = tolerance(precision);
+    expect_close(fused.fwd, cpu.fwd, tol, "fused vs cpu (forward)");
+    expect_close(fused.bwd, cpu.bwd, tol, "fused vs cpu (backward)");
+    expect_close(unfused.fwd, cpu.fwd, tol, "unfused vs cpu (forward)");
+    expect_close(unfused.bwd, cpu.bwd, tol, "unfused vs cpu (backward)");
+    expect_close(fused.fwd, unfused.fwd, tol, "fused vs unfused (forward)");
+    expect_close(fused.bwd, unfused.bwd, tol, "fused vs unfused (backward)");
+    // First-layer backward: no dX, and the parameter gradients of the full backward.
+    EXPECT_FALSE(first.bwd.count("dx"));
+    auto without_dx = fused.bwd;
+    without_dx.erase("dx");
+    expect_close(first.bwd, without_dx, 1e-6, "first-layer vs full backward");
+    EXPECT_EQ(first.exe->program().backward.front().kind, OpKind::CBR_BWD_FIRST);
+    // The bit mask, transcoded, against the unfused byte mask and the CPU's.
+    expect_masks_agree(fused.fwd["mask"], unfused.fwd["mask"], "bit mask vs byte mask");
+    expect_masks_agree(fused.fwd["mask"], cpu.fwd["mask"], "gpu vs cpu mask");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CbrGpu, ::testing::Values(Precision::FP16, Precision::BF16, Precision::FP32),
+                         [](const auto& info) { return std::string(precision_name(info.param)); });
+
+TEST(CbrGpuErrors, MixedPrecisionCbrNeedsChannelsMultipleOf8) {
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    const BlockShape s{2, 16, 8, 60, 3, 1};
+    try {
+      compile(conv_bn_relu_block(s), block_options(s, Device::CUDA, p, true, false));
+      FAIL() << "expected an error for 60 channels";
+    } catch (const kiln::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("multiple of 8"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln

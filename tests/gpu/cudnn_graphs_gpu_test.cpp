@@ -1,0 +1,503 @@
+// CudnnGraphs against naive double-precision convolutions (NHWC activations, KRSC filters).
+//
+// TF32 policy: the graphs here use the default CudnnGraphsOptions (allow_tf32 = false), which drops
+// every fp32 engine whose notes say TENSOR_CORE or DOWN_CONVERT_INPUTS. fp32 results must therefore
+// match double to 1e-4 relative L2; a TF32 engine slipping through would show up as ~1e-3.
+// fp16 results are checked to 5e-3 and bf16 to 2e-2 (inputs are rounded to the io dtype first, so
+// the reference sees exactly the values the GPU sees; the rest is output rounding and fp32 sums).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/error.h"
+#include "runtime/cuda/cudnn_graphs.h"
+
+namespace kiln::cuda {
+namespace {
+
+bool has_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (!has_device()) GTEST_SKIP() << "no CUDA device"
+
+CudnnGraphsOptions untuned() {
+  CudnnGraphsOptions o;
+  o.tune = false;  // the heuristics' first plan: keeps the suite fast; tuning has its own test
+  return o;
+}
+
+// Shared by the tests (handle creation is slow); never destroyed, so that no cuDNN call runs while
+// the CUDA runtime shuts down at exit.
+CudnnGraphs& graphs() {
+  static CudnnGraphs* g = new CudnnGraphs(untuned());
+  return *g;
+}
+
+void check_cuda(cudaError_t e, const char* what) {
+  ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
+}
+
+// A device copy of host values stored as `dtype`; `values` holds them rounded to that dtype.
+struct DeviceTensor {
+  DType dtype = DType::F32;
+  std::vector<double> values;
+  void* ptr = nullptr;
+  DeviceTensor() = default;
+  DeviceTensor(const DeviceTensor&) = delete;
+  ~DeviceTensor() {
+    if (ptr) cudaFree(ptr);
+  }
+  size_t bytes() const { return values.size() * dtype_size(dtype); }
+};
+
+void store(DType dtype, double v, unsigned char* dst) {
+  if (dtype == DType::F32) {
+    float f = static_cast<float>(v);
+    std::memcpy(dst, &f, 4);
+  } else if (dtype == DType::F16) {
+    __half h = __float2half(static_cast<float>(v));
+    std::memcpy(dst, &h, 2);
+  } else {
+    __nv_bfloat16 b = __float2bfloat16(static_cast<float>(v));
+    std::memcpy(dst, &b, 2);
+  }
+}
+
+double load(DType dtype, const unsigned char* src) {
+  if (dtype == DType::F32) {
+    float f;
+    std::memcpy(&f, src, 4);
+    return f;
+  }
+  if (dtype == DType::F16) {
+    __half h;
+    std::memcpy(&h, src, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 b;
+  std::memcpy(&b, src, 2);
+  return __bfloat162float(b);
+}
+
+// Uploads `values` as dtype and keeps their rounded copies.
+void upload(DeviceTensor& t, DType dtype, const std::vector<double>& values) {
+  t.dtype = dtype;
+  const size_t size = dtype_size(dtype);
+  std::vector<unsigned char> raw(values.size() * size);
+  t.values.resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    store(dtype, values[i], &raw[i * size]);
+    t.values[i] = load(dtype, &raw[i * size]);
+  }
+  check_cuda(cudaMalloc(&t.ptr, std::max<size_t>(raw.size(), 16)), "cudaMalloc");
+  check_cuda(cudaMemcpy(t.ptr, raw.data(), raw.size(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+}
+
+// An output buffer pre-filled with 0xFF bytes (NaN in every float format), so an element the graph
+// fails to write shows up as NaN in the comparison.
+void allocate_output(DeviceTensor& t, DType dtype, size_t count) {
+  t.dtype = dtype;
+  t.values.assign(count, 0);
+  check_cuda(cudaMalloc(&t.ptr, std::max<size_t>(t.bytes(), 16)), "cudaMalloc");
+  check_cuda(cudaMemset(t.ptr, 0xFF, t.bytes()), "cudaMemset");
+}
+
+std::vector<double> download(const DeviceTensor& t) {
+  std::vector<unsigned char> raw(t.bytes());
+  EXPECT_EQ(cudaMemcpy(raw.data(), t.ptr, raw.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<double> out(t.values.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load(t.dtype, &raw[i * dtype_size(t.dtype)]);
+  return out;
+}
+
+std::vector<double> random_values(size_t count, double lo, double hi, std::mt19937& rng) {
+  std::uniform_real_distribution<double> uni(lo, hi);
+  std::vector<double> v(count);
+  for (auto& x : v) {
+    do x = uni(rng);
+    while (std::abs(x) < 1e-3);  // non-zero
+  }
+  return v;
+}
+
+double relative_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+double tolerance(DType dtype) { return dtype == DType::F32 ? 1e-4 : dtype == DType::F16 ? 5e-3 : 2e-2; }
+
+// ---- naive references (double, NHWC / KRSC) ------------------------------------------------------
+size_t x_index(const ConvProblem& p, int64_t n, int64_t y, int64_t x, int64_t c) {
+  return static_cast<size_t>(((n * p.h + y) * p.w + x) * p.c + c);
+}
+size_t y_index(const ConvProblem& p, int64_t n, int64_t y, int64_t x, int64_t k) {
+  return static_cast<size_t>(((n * p.ho + y) * p.wo + x) * p.k + k);
+}
+size_t w_index(const ConvProblem& p, int64_t k, int64_t r, int64_t s, int64_t c) {
+  return static_cast<size_t>(((k * p.r + r) * p.s + s) * p.c + c);
+}
+
+// Calls f(x_idx, w_idx, y_idx) for every multiply-add of the convolution.
+template <class F>
+void for_each_tap(const ConvProblem& p, F&& f) {
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t oy = 0; oy < p.ho; ++oy)
+      for (int64_t ox = 0; ox < p.wo; ++ox)
+        for (int64_t k = 0; k < p.k; ++k)
+          for (int64_t r = 0; r < p.r; ++r) {
+            const int64_t iy = oy * p.stride - p.pad + r;
+            if (iy < 0 || iy >= p.h) continue;
+            for (int64_t s = 0; s < p.s; ++s) {
+              const int64_t ix = ox * p.stride - p.pad + s;
+              if (ix < 0 || ix >= p.w) continue;
+              for (int64_t c = 0; c < p.c; ++c)
+                f(x_index(p, n, iy, ix, c), w_index(p, k, r, s, c), y_index(p, n, oy, ox, k));
+            }
+          }
+}
+
+std::vector<double> ref_fprop(const ConvProblem& p, const std::vector<double>& x, const std::vector<double>& w) {
+  std::vector<double> y(static_cast<size_t>(p.n * p.ho * p.wo * p.k), 0.0);
+  for_each_tap(p, [&](size_t xi, size_t wi, size_t yi) { y[yi] += x[xi] * w[wi]; });
+  return y;
+}
+std::vector<double> ref_dgrad(const ConvProblem& p, const std::vector<double>& dy, const std::vector<double>& w) {
+  std::vector<double> dx(static_cast<size_t>(p.n * p.h * p.w * p.c), 0.0);
+  for_each_tap(p, [&](size_t xi, size_t wi, size_t yi) { dx[xi] += dy[yi] * w[wi]; });
+  return dx;
+}
+std::vector<double> ref_wgrad(const ConvProblem& p, const std::vector<double>& dy, const std::vector<double>& x) {
+  std::vector<double> dw(static_cast<size_t>(p.k * p.r * p.s * p.c), 0.0);
+  for_each_tap(p, [&](size_t xi, size_t wi, size_t yi) { dw[wi] += dy[yi] * x[xi]; });
+  return dw;
+}
+
+struct Case {
+  int64_t n, h, w, c, k, r, s, stride, pad;
+};
+// 1x1 and 3x3, stride 1 and 2, pad 0 and 1, C and K in {8, 16, 64}, H = W in {7, 9, 16}.
+const std::vector<Case> kCases = {
+    {2, 7, 7, 8, 16, 1, 1, 1, 0},   {2, 9, 9, 16, 8, 3, 3, 1, 1},    {3, 16, 16, 8, 64, 3, 3, 2, 1},
+    {4, 7, 7, 64, 16, 3, 3, 1, 1},  {2, 16, 16, 64, 64, 1, 1, 2, 0}, {2, 9, 9, 16, 16, 3, 3, 2, 0},
+};
+// Fused graphs: channel counts closer to real networks.
+const std::vector<Case> kFusedCases = {
+    {2, 9, 9, 16, 16, 3, 3, 1, 1},
+    {4, 7, 7, 64, 64, 3, 3, 1, 1},
+    {2, 16, 16, 64, 64, 1, 1, 1, 0},
+};
+
+ConvProblem problem_of(const Case& c, DType io) {
+  return make_conv_problem(c.n, c.h, c.w, c.c, c.k, c.r, c.s, c.stride, c.pad, io);
+}
+
+// Runs `kind` on `p` with the given pointers and a fresh workspace, then synchronizes.
+void run_graph(CudnnGraphs& g, GraphKind kind, const ConvProblem& p, const Pointers& ptrs) {
+  const size_t ws = g.prepare(kind, p);
+  void* workspace = nullptr;
+  if (ws > 0) check_cuda(cudaMalloc(&workspace, ws), "cudaMalloc workspace");
+  g.run(kind, p, ptrs, workspace, nullptr, "cudnn_graphs_gpu_test");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  if (workspace) cudaFree(workspace);
+}
+
+struct ConvData {
+  DeviceTensor x, w, dy;
+};
+
+void make_inputs(const ConvProblem& p, ConvData& d, std::mt19937& rng) {
+  upload(d.x, p.io, random_values(static_cast<size_t>(p.n * p.h * p.w * p.c), -1, 1, rng));
+  upload(d.w, p.io, random_values(static_cast<size_t>(p.k * p.r * p.s * p.c), -1, 1, rng));
+  upload(d.dy, p.io, random_values(static_cast<size_t>(p.n * p.ho * p.wo * p.k), -1, 1, rng));
+}
+
+void check_fprop(CudnnGraphs& g, const ConvProblem& p, std::mt19937& rng) {
+  SCOPED_TRACE(conv_problem_str(p));
+  ConvData d;
+  make_inputs(p, d, rng);
+  DeviceTensor y;
+  allocate_output(y, p.io, static_cast<size_t>(p.n * p.ho * p.wo * p.k));
+  Pointers ptrs;
+  ptrs.x = d.x.ptr, ptrs.w = d.w.ptr, ptrs.y = y.ptr;
+  run_graph(g, GraphKind::CONV_FPROP, p, ptrs);
+  EXPECT_LE(relative_l2(download(y), ref_fprop(p, d.x.values, d.w.values)), tolerance(p.io));
+}
+
+void check_dgrad(CudnnGraphs& g, const ConvProblem& p, std::mt19937& rng) {
+  SCOPED_TRACE(conv_problem_str(p));
+  ConvData d;
+  make_inputs(p, d, rng);
+  DeviceTensor dx;
+  allocate_output(dx, p.io, static_cast<size_t>(p.n * p.h * p.w * p.c));
+  Pointers ptrs;
+  ptrs.dy = d.dy.ptr, ptrs.w = d.w.ptr, ptrs.dx = dx.ptr;
+  run_graph(g, GraphKind::CONV_DGRAD, p, ptrs);
+  EXPECT_LE(relative_l2(download(dx), ref_dgrad(p, d.dy.values, d.w.values)), tolerance(p.io));
+}
+
+void check_wgrad(CudnnGraphs& g, const ConvProblem& p, std::mt19937& rng) {
+  SCOPED_TRACE(conv_problem_str(p));
+  ConvData d;
+  make_inputs(p, d, rng);
+  DeviceTensor dw;
+  allocate_output(dw, p.io, static_cast<size_t>(p.k * p.r * p.s * p.c));
+  Pointers ptrs;
+  ptrs.dy = d.dy.ptr, ptrs.x = d.x.ptr, ptrs.dw = dw.ptr;
+  run_graph(g, GraphKind::CONV_WGRAD, p, ptrs);
+  EXPECT_LE(relative_l2(download(dw), ref_wgrad(p, d.dy.values, d.x.values)), tolerance(p.io));
+}
+
+TEST(CudnnGraphsGpu, FpropMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(1);
+  for (DType io : {DType::F32, DType::F16, DType::BF16})
+    for (const Case& c : kCases) check_fprop(graphs(), problem_of(c, io), rng);
+}
+
+TEST(CudnnGraphsGpu, DgradMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(2);
+  for (DType io : {DType::F32, DType::F16})
+    for (const Case& c : kCases) check_dgrad(graphs(), problem_of(c, io), rng);
+}
+
+TEST(CudnnGraphsGpu, WgradMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(3);
+  for (DType io : {DType::F32, DType::F16})
+    for (const Case& c : kCases) check_wgrad(graphs(), problem_of(c, io), rng);
+}
+
+// Fused kinds may be unsupported (then callers fall back to CONV_FPROP + own kernels). fp32 may
+// legitimately have no plan (no TF32 allowed); for fp16 the H200 baseline says they build, so at
+// least one case must run.
+TEST(CudnnGraphsGpu, FpropGenstatsMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(4);
+  for (DType io : {DType::F32, DType::F16}) {
+    int ran = 0;
+    for (const Case& c : kFusedCases) {
+      const ConvProblem p = problem_of(c, io);
+      SCOPED_TRACE(conv_problem_str(p));
+      if (!graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p)) {
+        std::printf("[ note ] CONV_FPROP_GENSTATS unsupported for %s\n", conv_problem_str(p).c_str());
+        continue;
+      }
+      ++ran;
+      ConvData d;
+      make_inputs(p, d, rng);
+      DeviceTensor y, sum, sq_sum;
+      allocate_output(y, io, static_cast<size_t>(p.n * p.ho * p.wo * p.k));
+      // Pre-filled with a large value: the sums must be overwritten, not accumulated into.
+      upload(sum, DType::F32, std::vector<double>(static_cast<size_t>(p.k), 1e4));
+      upload(sq_sum, DType::F32, std::vector<double>(static_cast<size_t>(p.k), 1e4));
+      Pointers ptrs;
+      ptrs.x = d.x.ptr, ptrs.w = d.w.ptr, ptrs.y = y.ptr;
+      ptrs.sum = static_cast<float*>(sum.ptr), ptrs.sq_sum = static_cast<float*>(sq_sum.ptr);
+      run_graph(graphs(), GraphKind::CONV_FPROP_GENSTATS, p, ptrs);
+      const auto ref = ref_fprop(p, d.x.values, d.w.values);
+      std::vector<double> ref_sum(static_cast<size_t>(p.k), 0.0), ref_sq(static_cast<size_t>(p.k), 0.0);
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ref_sum[i % p.k] += ref[i];
+        ref_sq[i % p.k] += ref[i] * ref[i];
+      }
+      EXPECT_LE(relative_l2(download(y), ref), tolerance(io));
+      EXPECT_LE(relative_l2(download(sum), ref_sum), tolerance(io)) << "per-channel sum";
+      EXPECT_LE(relative_l2(download(sq_sum), ref_sq), tolerance(io)) << "per-channel sum of squares";
+    }
+    if (io == DType::F16) {
+      EXPECT_GT(ran, 0) << "CONV_FPROP_GENSTATS built for no fp16 case";
+    }
+  }
+}
+
+TEST(CudnnGraphsGpu, ScaleShiftReluMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  for (DType io : {DType::F32, DType::F16}) {
+    int ran = 0;
+    for (const Case& c : kFusedCases) {
+      const ConvProblem p = problem_of(c, io);
+      SCOPED_TRACE(conv_problem_str(p));
+      if (!graphs().supported(GraphKind::CONV_SCALE_SHIFT_RELU, p)) {
+        std::printf("[ note ] CONV_SCALE_SHIFT_RELU unsupported for %s\n", conv_problem_str(p).c_str());
+        continue;
+      }
+      ++ran;
+      ConvData d;
+      make_inputs(p, d, rng);
+      DeviceTensor scale, shift, y;
+      upload(scale, DType::F32, random_values(static_cast<size_t>(p.k), 0.5, 1.5, rng));
+      upload(shift, DType::F32, random_values(static_cast<size_t>(p.k), -0.5, 0.5, rng));
+      allocate_output(y, io, static_cast<size_t>(p.n * p.ho * p.wo * p.k));
+      Pointers ptrs;
+      ptrs.x = d.x.ptr, ptrs.w = d.w.ptr, ptrs.y = y.ptr;
+      ptrs.scale = static_cast<const float*>(scale.ptr), ptrs.shift = static_cast<const float*>(shift.ptr);
+      run_graph(graphs(), GraphKind::CONV_SCALE_SHIFT_RELU, p, ptrs);
+      auto ref = ref_fprop(p, d.x.values, d.w.values);
+      for (size_t i = 0; i < ref.size(); ++i)
+        ref[i] = std::max(0.0, ref[i] * scale.values[i % p.k] + shift.values[i % p.k]);
+      EXPECT_LE(relative_l2(download(y), ref), tolerance(io));
+    }
+    if (io == DType::F16) {
+      EXPECT_GT(ran, 0) << "CONV_SCALE_SHIFT_RELU built for no fp16 case";
+    }
+  }
+}
+
+// The autotuning path: every plan built and timed; the kept one must still be correct.
+TEST(CudnnGraphsGpu, TunedPlansMatchCpuAndAreRecorded) {
+  SKIP_WITHOUT_GPU();
+  CudnnGraphsOptions o;
+  o.tune = true;
+  CudnnGraphs tuned(o);
+  if (!tuned.options().tune) GTEST_SKIP() << "KILN_CUDNN_TUNE=0 in the environment";
+  std::mt19937 rng(6);
+  const Case c{4, 16, 16, 64, 64, 3, 3, 1, 1};
+  check_fprop(tuned, problem_of(c, DType::F16), rng);
+  check_dgrad(tuned, problem_of(c, DType::F16), rng);
+  check_wgrad(tuned, problem_of(c, DType::F32), rng);
+  const auto records = tuned.tune_records();
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0].kind, "CONV_FPROP");
+  EXPECT_EQ(records[1].kind, "CONV_DGRAD");
+  EXPECT_EQ(records[2].kind, "CONV_WGRAD");
+  for (const auto& r : records) {
+    SCOPED_TRACE(r.kind);
+    EXPECT_GE(r.plans_tried, 1);
+    EXPECT_GT(r.best_plan_ms, 0.0);
+    EXPECT_LE(r.best_plan_ms, r.first_plan_ms);
+    EXPECT_FALSE(r.plan_name.empty());
+    std::printf("[ tune ] %s %s: %d of %d plans timed, first %.4f ms, best %.4f ms (%s), workspace %zu\n",
+                r.kind.c_str(), conv_problem_str(r.problem).c_str(), r.plans_tried, r.plans_offered, r.first_plan_ms,
+                r.best_plan_ms, r.plan_name.c_str(), r.workspace);
+  }
+}
+
+TEST(CudnnGraphsGpu, SecondPrepareHitsTheCacheAndRunsAreBitwiseRepeatable) {
+  SKIP_WITHOUT_GPU();
+  const ConvProblem p = make_conv_problem(2, 11, 11, 16, 32, 3, 3, 1, 1, DType::F16);  // used nowhere else
+  const size_t before = graphs().graphs_built();
+  const size_t ws1 = graphs().prepare(GraphKind::CONV_FPROP, p);
+  EXPECT_EQ(graphs().graphs_built(), before + 1);
+  const size_t ws2 = graphs().prepare(GraphKind::CONV_FPROP, p);
+  EXPECT_EQ(graphs().graphs_built(), before + 1) << "second prepare rebuilt the graph";
+  EXPECT_EQ(ws1, ws2);
+  EXPECT_TRUE(graphs().supported(GraphKind::CONV_FPROP, p));
+  EXPECT_EQ(graphs().graphs_built(), before + 1);
+
+  std::mt19937 rng(7);
+  ConvData d;
+  make_inputs(p, d, rng);
+  DeviceTensor y1, y2;
+  allocate_output(y1, p.io, static_cast<size_t>(p.n * p.ho * p.wo * p.k));
+  allocate_output(y2, p.io, static_cast<size_t>(p.n * p.ho * p.wo * p.k));
+  Pointers ptrs;
+  ptrs.x = d.x.ptr, ptrs.w = d.w.ptr, ptrs.y = y1.ptr;
+  run_graph(graphs(), GraphKind::CONV_FPROP, p, ptrs);
+  ptrs.y = y2.ptr;
+  run_graph(graphs(), GraphKind::CONV_FPROP, p, ptrs);
+  EXPECT_EQ(download(y1), download(y2));
+  EXPECT_EQ(graphs().graphs_built(), before + 1);
+}
+
+// run() must work under CUDA Graph capture (the engine captures whole training steps): prepare
+// outside, capture the run on a side stream in the strictest (global) mode, replay twice.
+TEST(CudnnGraphsGpu, RunIsCapturableInACudaGraph) {
+  SKIP_WITHOUT_GPU();
+  const ConvProblem p = make_conv_problem(4, 9, 9, 16, 32, 3, 3, 1, 1, DType::F16);
+  const GraphKind kind =
+      graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p) ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
+  const size_t ws = graphs().prepare(kind, p);
+  std::mt19937 rng(8);
+  ConvData d;
+  make_inputs(p, d, rng);
+  DeviceTensor y, sum, sq_sum;
+  allocate_output(y, p.io, static_cast<size_t>(p.n * p.ho * p.wo * p.k));
+  allocate_output(sum, DType::F32, static_cast<size_t>(p.k));
+  allocate_output(sq_sum, DType::F32, static_cast<size_t>(p.k));
+  void* workspace = nullptr;
+  if (ws > 0) check_cuda(cudaMalloc(&workspace, ws), "cudaMalloc workspace");
+  Pointers ptrs;
+  ptrs.x = d.x.ptr, ptrs.w = d.w.ptr, ptrs.y = y.ptr;
+  ptrs.sum = static_cast<float*>(sum.ptr), ptrs.sq_sum = static_cast<float*>(sq_sum.ptr);
+
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  try {
+    graphs().run(kind, p, ptrs, workspace, stream, "captured run");
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+  }
+  check_cuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  for (int replay = 0; replay < 2; ++replay) check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+
+  const auto ref = ref_fprop(p, d.x.values, d.w.values);
+  EXPECT_LE(relative_l2(download(y), ref), tolerance(p.io));
+  if (kind == GraphKind::CONV_FPROP_GENSTATS) {
+    std::vector<double> ref_sum(static_cast<size_t>(p.k), 0.0);
+    for (size_t i = 0; i < ref.size(); ++i) ref_sum[i % p.k] += ref[i];
+    EXPECT_LE(relative_l2(download(sum), ref_sum), tolerance(p.io)) << "sum after two replays";
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  if (workspace) cudaFree(workspace);
+}
+
+void expect_error_mentioning(const std::function<void()>& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a kiln::Error mentioning '" << text << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudnnGraphsGpu, ImpossibleProblemsThrowNamingTheKind) {
+  SKIP_WITHOUT_GPU();
+  ConvProblem zero_k = make_conv_problem(2, 8, 8, 16, 0, 3, 3, 1, 1, DType::F16);
+  expect_error_mentioning([&] { graphs().prepare(GraphKind::CONV_FPROP, zero_k); }, "CONV_FPROP");
+  EXPECT_FALSE(graphs().supported(GraphKind::CONV_FPROP, zero_k));
+
+  ConvProblem int_io = make_conv_problem(2, 8, 8, 16, 16, 3, 3, 1, 1, DType::I32);
+  expect_error_mentioning([&] { graphs().prepare(GraphKind::CONV_DGRAD, int_io); }, "CONV_DGRAD");
+  expect_error_mentioning([&] { graphs().prepare(GraphKind::CONV_DGRAD, int_io); }, "I32");
+
+  ConvProblem wrong_out = make_conv_problem(2, 8, 8, 16, 16, 3, 3, 1, 1, DType::F16);
+  wrong_out.ho = 5;
+  expect_error_mentioning([&] { graphs().prepare(GraphKind::CONV_WGRAD, wrong_out); }, "CONV_WGRAD");
+
+  ConvProblem fine = make_conv_problem(2, 8, 8, 16, 16, 3, 3, 1, 1, DType::F16);
+  Pointers none;
+  expect_error_mentioning(
+      [&] { graphs().run(GraphKind::CONV_SCALE_SHIFT_RELU, fine, none, nullptr, nullptr, "layer 'conv1'"); },
+      "CONV_SCALE_SHIFT_RELU");  // never prepared
+  graphs().prepare(GraphKind::CONV_FPROP, fine);
+  expect_error_mentioning([&] { graphs().run(GraphKind::CONV_FPROP, fine, none, nullptr, nullptr, "layer 'conv1'"); },
+                          "layer 'conv1'");
+}
+
+}  // namespace
+}  // namespace kiln::cuda
