@@ -42,6 +42,8 @@ add_library(kiln_cuda STATIC ${KILN_CUDA_SRC})
 target_include_directories(kiln_cuda PUBLIC ${KILN_CUDNN_INCLUDE} PRIVATE ${KILN_CUDNN_FRONTEND_INCLUDE})
 target_link_libraries(kiln_cuda PUBLIC kiln_ops CUDA::cudart CUDA::cublasLt ${KILN_CUDNN_LIBRARY})
 target_compile_options(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+# fmt 9's consteval format strings do not compile under nvcc; constexpr checking does.
+target_compile_definitions(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:FMT_USE_CONSTEXPR=1>)
 set_target_properties(kiln_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
 target_link_libraries(kiln_engine PUBLIC kiln_cuda)
 target_compile_definitions(kiln_engine PUBLIC KILN_WITH_CUDA=1)

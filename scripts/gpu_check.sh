@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# On the GPU machine: build kiln with CUDA, run the GPU tests (ctest label gpu), the cuDNN probe
-# and the CBR benchmark against PyTorch, and print a short table last. Needs the cudnn-frontend
+# On the GPU machine: build kiln with CUDA, run the GPU tests (ctest label gpu) and the CBR
+# benchmark against PyTorch, and print a short table last (tools/cudnn_probe.cpp is separate). Needs the cudnn-frontend
 # headers in third_party/cudnn_frontend (scripts/setup.sh fetches them; carry them there).
-# Results go to ${OUT:-build/gpu-out}: test log, probe table, benchmark JSON.
+# Results go to ${OUT:-build/gpu-out}: test log, benchmark JSON lines, joined results.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run)
 
-cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DKILN_NATIVE_ARCH=OFF \
-  > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-grep "kiln: CUDA" "$out/configure.log"
-cmake --build build/gpu -j "$(nproc)" --target kiln_test_gpu kiln_cbr_bench kiln_cudnn_probe > "$out/build.log" 2>&1 \
-  || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
+# KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
+# here; their shared libraries not on this machine sit in <build dir>/lib.
+bin=${KILN_PREBUILT:-build/gpu}
+if [ -z "${KILN_PREBUILT:-}" ]; then
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DKILN_NATIVE_ARCH=OFF \
+    > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+  grep "kiln: CUDA" "$out/configure.log"
+  cmake --build build/gpu -j "$(nproc)" --target kiln_test_gpu kiln_cbr_bench > "$out/build.log" 2>&1 \
+    || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
+fi
+venv=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+export KILN_SOURCE_DIR="$PWD"
+export LD_LIBRARY_PATH="$PWD/$bin/lib:$venv/cudnn/lib:$venv/cu13/lib:${LD_LIBRARY_PATH:-}"
 
 env_json=$(python3 - <<'PY'
 import json, subprocess, torch
@@ -28,15 +36,22 @@ PY
 echo "$env_json" > "$out/env.json"
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
-  (cd build/gpu && ctest -L gpu --output-on-failure -j1 > "$out/gpu_tests.log" 2>&1)
-  tail -5 "$out/gpu_tests.log"
-  build/gpu/kiln_cudnn_probe > "$out/cudnn_probe.md" 2>&1; tail -15 "$out/cudnn_probe.md"
+  # The ctest label `gpu` holds exactly this executable's tests.
+  "$bin/kiln_test_gpu" --gtest_brief=1 > "$out/gpu_tests.log" 2>&1
+  grep -E "FAILED|PASSED|SKIPPED|tests ran" "$out/gpu_tests.log" | tail -25
 fi
-if [ "$what" = all ] || [ "$what" = bench ]; then
-  KILN_TUNE_LOG="$out/tune.jsonl" build/gpu/kiln_cbr_bench --precision fp16 > "$out/kiln_bench.jsonl" 2> "$out/kiln_bench.err" \
+if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = kiln-bench ]; then
+  KILN_TUNE_LOG="$out/tune.jsonl" "$bin/kiln_cbr_bench" --precision fp16 > "$out/kiln_bench.jsonl" 2> "$out/kiln_bench.err" \
     || tail -5 "$out/kiln_bench.err"
+  cat "$out/kiln_bench.jsonl"
+fi
+if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = torch-bench ]; then
   python3 bench/torch_cbr_bench.py --precision fp16 > "$out/torch_bench.jsonl" 2> "$out/torch_bench.err" \
     || tail -5 "$out/torch_bench.err"
-  python3 bench/report_cbr.py "$out/kiln_bench.jsonl" "$out/torch_bench.jsonl" "$out/cbr_results.json" \
-    "$out/env.json" "$out/tune.jsonl"
+fi
+# KILN_BENCH_FROM=<dir>: kiln's half of a split run (kiln_bench.jsonl, tune.jsonl) made earlier.
+from=${KILN_BENCH_FROM:-$out}
+if [ -f "$from/kiln_bench.jsonl" ] && [ -f "$out/torch_bench.jsonl" ]; then
+  python3 bench/report_cbr.py "$from/kiln_bench.jsonl" "$out/torch_bench.jsonl" "$out/cbr_results.json" \
+    "$out/env.json" "$from/tune.jsonl"
 fi

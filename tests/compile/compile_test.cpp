@@ -87,7 +87,7 @@ TEST(Compile, FirstLayerIsMarkedAndSkipsDgrad) {
     dgrad += op.kind == OpKind::CONV_DGRAD;
   }
   EXPECT_EQ(first_bwd, 1);
-  EXPECT_EQ(full_bwd, 2);
+  EXPECT_EQ(full_bwd, 3);
   EXPECT_EQ(dgrad, 0);
 }
 

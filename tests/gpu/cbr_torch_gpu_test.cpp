@@ -36,6 +36,13 @@ std::vector<float> floats(const SafetensorsFile& f, const std::string& name) {
   return v;
 }
 
+// The repository root: KILN_SOURCE_DIR in the environment (binaries built on another machine),
+// else where this test was compiled.
+std::string source_dir() {
+  const char* env = std::getenv("KILN_SOURCE_DIR");
+  return env && *env ? env : KILN_SOURCE_DIR;
+}
+
 class CbrTorch : public ::testing::TestWithParam<Precision> {};
 
 TEST_P(CbrTorch, MatchesPyTorchConvBnReluUnderAutocast) {
@@ -67,7 +74,7 @@ TEST_P(CbrTorch, MatchesPyTorchConvBnReluUnderAutocast) {
                       named("gamma", {s.k}, gamma), named("beta", {s.k}, beta), named("dy", {s.n, ho, ho, s.k}, dy)},
                      {{"stride", std::to_string(s.stride)}, {"padding", std::to_string(s.pad())}, {"eps", "1e-5"},
                       {"momentum", "0.1"}, {"precision", precision_name(precision)}});
-    const std::string cmd = "python3 " KILN_SOURCE_DIR "/bench/torch_cbr_reference.py " + in + " " + out;
+    const std::string cmd = "python3 " + source_dir() + "/bench/torch_cbr_reference.py " + in + " " + out;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     const SafetensorsFile torch = load_safetensors(out);
 

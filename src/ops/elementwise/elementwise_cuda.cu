@@ -1,9 +1,3 @@
-// fmt 9 (included through kiln/error.h) switches its constexpr support off when it sees nvcc,
-// which breaks its compile-time format strings under C++20 (harmless under C++17); the host
-// compiler behind nvcc supports it, as it does for the .cpp files.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include <algorithm>
 #include <initializer_list>
 

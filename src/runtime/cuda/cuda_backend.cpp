@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cudnn_graphs.h"
@@ -26,22 +28,40 @@ namespace {
 void append_tune_log(const CudnnGraphs& graphs) {
   const char* path = std::getenv("KILN_TUNE_LOG");
   if (!path || !*path) return;
+  static std::mutex mutex;
+  static size_t written = 0;  // records already logged (the cache outlives each backend)
+  std::lock_guard<std::mutex> lock(mutex);
+  const std::vector<TuneRecord> records = graphs.tune_records();
+  if (records.size() <= written) return;
   std::FILE* f = std::fopen(path, "a");
   if (!f) return;
-  for (const TuneRecord& r : graphs.tune_records())
+  for (size_t i = written; i < records.size(); ++i) {
+    const TuneRecord& r = records[i];
     std::fprintf(f,
                  "{\"kind\": \"%s\", \"problem\": \"%s\", \"plans_offered\": %d, \"plans_tried\": %d, "
                  "\"first_plan_ms\": %.4f, \"best_plan_ms\": %.4f, \"workspace\": %zu, \"plan\": \"%s\"}\n",
                  r.kind.c_str(), conv_problem_str(r.problem).c_str(), r.plans_offered, r.plans_tried,
                  r.first_plan_ms, r.best_plan_ms, r.workspace, r.plan_name.c_str());
+  }
+  written = records.size();
   std::fclose(f);
+}
+
+// One graph cache per device for the whole process: every executable on a device shares the
+// built and tuned plans, so a shape is tuned once however many programs use it.
+CudnnGraphs& shared_graphs(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<CudnnGraphs>> caches;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& cache = caches[device];
+  if (!cache) cache = std::make_unique<CudnnGraphs>();
+  return *cache;
 }
 }  // namespace
 
 CudaBackend::~CudaBackend() {
   // Destructors must not throw: errors here only mean the device is already gone.
   if (graphs_) append_tune_log(*graphs_);
-  graphs_.reset();
   for (int i = 0; i < kStreams; ++i) {
     if (workspace_[i]) cudaFree(workspace_[i]);
     if (events_[i]) cudaEventDestroy(events_[i]);
@@ -94,7 +114,7 @@ void CudaBackend::order(int from, int to) {
 }
 
 CudnnGraphs& CudaBackend::graphs() {
-  if (!graphs_) graphs_ = std::make_unique<CudnnGraphs>();
+  if (!graphs_) graphs_ = &shared_graphs(device_);
   return *graphs_;
 }
 

@@ -43,7 +43,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t events_[kStreams] = {};
   void* workspace_[kStreams] = {};
   size_t workspace_bytes_ = 0, requested_bytes_ = 0;
-  std::unique_ptr<CudnnGraphs> graphs_;
+  CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device
 };
 
 // The CUDA backend of an op call (a kiln::Error if the call runs on another backend).
