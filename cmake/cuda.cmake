@@ -1,6 +1,6 @@
 # The CUDA backend is built whenever nvcc, cuDNN and the cudnn-frontend headers are found, so
 # machines without a GPU (CI) still compile all GPU code. KILN_WITH_CUDA=OFF turns it off.
-option(KILN_WITH_CUDA "Build the CUDA backend when its dependencies are found" OFF)
+option(KILN_WITH_CUDA "Build the CUDA backend when its dependencies are found" ON)
 set(KILN_CUDA_FOUND OFF)
 if(NOT KILN_WITH_CUDA)
   return()

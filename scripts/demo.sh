@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec build/release/kiln train --model digits_cnn --data data/digits --epochs 15 --batch 64 \
+exec build/release/kiln train --model digits_cnn --data data/digits --epochs 30 --batch 64 \
   --optimizer sgd --lr 0.05 --momentum 0.9 --nesterov --weight-decay 5e-4 --schedule cosine \
-  --crop-pad 2 --seed 1 "$@"
+  --label-smoothing 0.1 --crop-pad 1 --seed 1 "$@"

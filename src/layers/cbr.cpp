@@ -4,13 +4,8 @@ namespace kiln {
 namespace {
 
 Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
-  const Shape& x = single_nhwc_input(layer, inputs);
-  const LayerAttrs& a = layer.attrs;
-  if (a.out_channels <= 0)
-    fail("cbr '{}': output channels must be positive, got {}", layer.name, a.out_channels);
-  if (a.eps <= 0) fail("cbr '{}': eps must be positive, got {}", layer.name, a.eps);
-  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding),
-          window_output(layer, x[2], a.kernel, a.stride, a.padding), a.out_channels};
+  if (layer.attrs.eps <= 0) fail("cbr '{}': eps must be positive, got {}", layer.name, layer.attrs.eps);
+  return conv_output_shape(layer, inputs);
 }
 
 struct CbrTensors {

@@ -3,14 +3,7 @@
 namespace kiln {
 namespace {
 
-Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
-  const Shape& x = single_nhwc_input(layer, inputs);
-  const LayerAttrs& a = layer.attrs;
-  if (a.out_channels <= 0)
-    fail("conv '{}': output channels must be positive, got {}", layer.name, a.out_channels);
-  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding),
-          window_output(layer, x[2], a.kernel, a.stride, a.padding), a.out_channels};
-}
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return conv_output_shape(layer, inputs); }
 
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);

@@ -54,4 +54,13 @@ int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, 
   return (size + 2 * padding - kernel) / stride + 1;
 }
 
+Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs) {
+  const Shape& x = single_nhwc_input(layer, inputs);
+  const LayerAttrs& a = layer.attrs;
+  if (a.out_channels <= 0)
+    fail("{} '{}': output channels must be positive, got {}", layer_kind_name(layer.kind), layer.name, a.out_channels);
+  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding),
+          window_output(layer, x[2], a.kernel, a.stride, a.padding), a.out_channels};
+}
+
 }  // namespace kiln

@@ -27,5 +27,7 @@ const Shape& single_nhwc_input(const Layer& layer, const std::vector<Shape>& inp
 // Output size of a sliding window; rejects non-positive kernel/stride, negative padding,
 // padding of half the kernel or more, and windows larger than the padded input.
 int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int padding);
+// Output shape of a convolution (conv, CBR): checks channels and window, names the layer.
+Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs);
 
 }  // namespace kiln

@@ -7,25 +7,13 @@
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
+#include "ops/loss/loss_cpu.h"
 
 namespace kiln {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-template <class T>
-int64_t count_top1(const T* logits, const int32_t* labels, int64_t rows, int64_t classes) {
-  int64_t correct = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* row = logits + r * classes;
-    int64_t best = 0;
-    for (int64_t c = 1; c < classes; ++c)
-      if (row[c] > row[best]) best = c;
-    correct += best == labels[r];
-  }
-  return correct;
-}
 
 std::string join(const std::vector<float>& v) {
   std::string s;
@@ -75,8 +63,8 @@ void Trainer::copy_in(const Batch& batch) {
 int64_t Trainer::correct_in(int logits_id, const Batch& batch) {
   const TensorSpec& t = exe_->program().tensors[logits_id];
   const int64_t classes = t.shape[1];
-  if (t.dtype == DType::F64) return count_top1(exe_->read<double>(logits_id).data(), batch.labels.data(), batch.size, classes);
-  return count_top1(exe_->read<float>(logits_id).data(), batch.labels.data(), batch.size, classes);
+  if (t.dtype == DType::F64) return cpu::count_correct(exe_->read<double>(logits_id).data(), batch.labels.data(), batch.size, classes);
+  return cpu::count_correct(exe_->read<float>(logits_id).data(), batch.labels.data(), batch.size, classes);
 }
 
 double Trainer::step(const Batch& batch, float lr) {

@@ -3,29 +3,11 @@
 #include <string>
 
 #include "ops/conv/conv_cpu.h"
+#include "ops/common/op_args.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
 namespace {
-
-std::string layer_name(const OpCall& call) {
-  return call.op.layer >= 0 ? call.layer().name : std::string(op_kind_name(call.op.kind));
-}
-
-// Prefix for errors raised outside this file (dtype dispatch).
-std::string layer_label(const OpCall& call) { return "layer '" + layer_name(call) + "'"; }
-
-const TensorArg& required(const OpCall& call, const std::vector<TensorArg>& args, size_t i,
-                          const char* role) {
-  if (i >= args.size() || !args[i])
-    fail("layer '{}': {} has no '{}' tensor; the program is malformed (recompile it)",
-         layer_name(call), op_kind_name(call.op.kind), role);
-  return args[i];
-}
-
-TensorArg optional_arg(const std::vector<TensorArg>& args, size_t i) {
-  return i < args.size() ? args[i] : TensorArg{};
-}
 
 // The geometry comes from the input and filter shapes plus the layer's stride and padding.
 cpu::ConvGeom geometry(const OpCall& call, const Shape& x, const Shape& w) {

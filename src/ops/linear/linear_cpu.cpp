@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/common/gemm_cpu.h"
+#include "ops/common/op_args.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
@@ -33,25 +34,6 @@ template void linear_bwd<double>(const LinearDims&, const double*, const double*
 }  // namespace cpu
 
 namespace {
-
-std::string layer_name(const OpCall& call) {
-  return call.op.layer >= 0 ? call.layer().name : std::string(op_kind_name(call.op.kind));
-}
-
-// Prefix for errors raised outside this file (dtype dispatch).
-std::string layer_label(const OpCall& call) { return "layer '" + layer_name(call) + "'"; }
-
-const TensorArg& required(const OpCall& call, const std::vector<TensorArg>& args, size_t i,
-                          const char* role) {
-  if (i >= args.size() || !args[i])
-    fail("layer '{}': {} has no '{}' tensor; the program is malformed (recompile it)",
-         layer_name(call), op_kind_name(call.op.kind), role);
-  return args[i];
-}
-
-TensorArg optional_arg(const std::vector<TensorArg>& args, size_t i) {
-  return i < args.size() ? args[i] : TensorArg{};
-}
 
 void expect_shape(const OpCall& call, const TensorArg& t, const char* role, const Shape& want) {
   if (t && t.shape() != want)
