@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/common/op_args.h"
 #include "runtime/op_call.h"
 
 namespace kiln::cpu {
@@ -266,14 +267,6 @@ struct BnShape {
   int64_t M, C;
 };
 
-const TensorArg& need(const OpCall& call, const std::vector<TensorArg>& list, size_t i,
-                      const char* role) {
-  if (i >= list.size() || !list[i])
-    fail("batchnorm '{}': the {} tensor is missing; the program is malformed, recompile it",
-         call.layer().name, role);
-  return list[i];
-}
-
 // Views x as (M, C) with C = last dim.
 BnShape bn_shape(const OpCall& call, const TensorArg& x) {
   const Shape& s = x.shape();
@@ -297,15 +290,15 @@ void check_tensor(const OpCall& call, const TensorArg& t, const char* role, int6
 }
 
 void bn_fwd_train_op(const OpCall& call) {
-  const TensorArg& x = need(call, call.in, 0, "x");
+  const TensorArg& x = required(call, call.in, 0, "x");
   BnShape d = bn_shape(call, x);
   const char* in_roles[] = {"x", "gamma", "beta"};
   const char* out_roles[] = {"y", "saved_mean", "saved_inv_std", "running_mean", "running_var"};
   for (size_t i = 0; i < 3; ++i)
-    check_tensor(call, need(call, call.in, i, in_roles[i]), in_roles[i], i == 0 ? x.numel() : d.C,
+    check_tensor(call, required(call, call.in, i, in_roles[i]), in_roles[i], i == 0 ? x.numel() : d.C,
                  x.dtype());
   for (size_t i = 0; i < 5; ++i)
-    check_tensor(call, need(call, call.out, i, out_roles[i]), out_roles[i],
+    check_tensor(call, required(call, call.out, i, out_roles[i]), out_roles[i],
                  i == 0 ? x.numel() : d.C, x.dtype());
   if (d.M < 2)
     fail("batchnorm '{}': training needs more than one value per channel, got input shape {}; "
@@ -321,17 +314,17 @@ void bn_fwd_train_op(const OpCall& call) {
 }
 
 void bn_bwd_op(const OpCall& call) {
-  const TensorArg& x = need(call, call.in, 1, "x");
+  const TensorArg& x = required(call, call.in, 1, "x");
   BnShape d = bn_shape(call, x);
   const char* in_roles[] = {"dy", "x", "gamma", "saved_mean", "saved_inv_std"};
   for (size_t i = 0; i < 5; ++i)
-    check_tensor(call, need(call, call.in, i, in_roles[i]), in_roles[i], i < 2 ? x.numel() : d.C,
+    check_tensor(call, required(call, call.in, i, in_roles[i]), in_roles[i], i < 2 ? x.numel() : d.C,
                  x.dtype());
   // dx is absent (-1) when nothing upstream needs it.
   bool has_dx = !call.out.empty() && call.out[0];
   if (has_dx) check_tensor(call, call.out[0], "dx", x.numel(), x.dtype());
-  check_tensor(call, need(call, call.out, 1, "dgamma"), "dgamma", d.C, x.dtype());
-  check_tensor(call, need(call, call.out, 2, "dbeta"), "dbeta", d.C, x.dtype());
+  check_tensor(call, required(call, call.out, 1, "dgamma"), "dgamma", d.C, x.dtype());
+  check_tensor(call, required(call, call.out, 2, "dbeta"), "dbeta", d.C, x.dtype());
   dispatch_float(x.dtype(), "BN_BWD", [&](auto t) {
     using T = decltype(t);
     cpu::bn_backward<T>(call.in[0].as<T>(), x.as<T>(), call.in[2].as<T>(), call.in[3].as<T>(),
@@ -341,13 +334,13 @@ void bn_bwd_op(const OpCall& call) {
 }
 
 void bn_inf_op(const OpCall& call) {
-  const TensorArg& x = need(call, call.in, 0, "x");
+  const TensorArg& x = required(call, call.in, 0, "x");
   BnShape d = bn_shape(call, x);
   const char* in_roles[] = {"x", "gamma", "beta", "running_mean", "running_var"};
   for (size_t i = 0; i < 5; ++i)
-    check_tensor(call, need(call, call.in, i, in_roles[i]), in_roles[i], i == 0 ? x.numel() : d.C,
+    check_tensor(call, required(call, call.in, i, in_roles[i]), in_roles[i], i == 0 ? x.numel() : d.C,
                  x.dtype());
-  check_tensor(call, need(call, call.out, 0, "y"), "y", x.numel(), x.dtype());
+  check_tensor(call, required(call, call.out, 0, "y"), "y", x.numel(), x.dtype());
   dispatch_float(x.dtype(), "BN_INF", [&](auto t) {
     using T = decltype(t);
     cpu::bn_inference<T>(x.as<T>(), call.in[1].as<T>(), call.in[2].as<T>(), call.in[3].as<T>(),

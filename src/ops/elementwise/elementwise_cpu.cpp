@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "ops/common/op_args.h"
 #include "runtime/op_call.h"
 
 namespace kiln::cpu {
@@ -84,14 +85,6 @@ KILN_INSTANTIATE_ELEMENTWISE(double)
 namespace kiln {
 namespace {
 
-const TensorArg& need(const OpCall& call, const std::vector<TensorArg>& list, size_t i,
-                      const char* role) {
-  if (i >= list.size() || !list[i])
-    fail("layer '{}': the {} tensor is missing; the program is malformed, recompile it",
-         call.layer().name, role);
-  return list[i];
-}
-
 // `t` must hold as many elements as `like` and have `dtype`.
 void check_like(const OpCall& call, const TensorArg& t, const char* role, const TensorArg& like,
                 DType dtype) {
@@ -113,9 +106,9 @@ float dropout_p(const OpCall& call) {
 }
 
 void relu_fwd_op(const OpCall& call) {
-  const TensorArg& x = need(call, call.in, 0, "x");
-  const TensorArg& y = need(call, call.out, 0, "y");
-  const TensorArg& mask = need(call, call.out, 1, "mask");
+  const TensorArg& x = required(call, call.in, 0, "x");
+  const TensorArg& y = required(call, call.out, 0, "y");
+  const TensorArg& mask = required(call, call.out, 1, "mask");
   check_like(call, y, "y", x, x.dtype());
   check_like(call, mask, "mask", x, DType::U8);
   dispatch_float(x.dtype(), "RELU_FWD", [&](auto t) {
@@ -125,8 +118,8 @@ void relu_fwd_op(const OpCall& call) {
 }
 
 void relu_inf_op(const OpCall& call) {
-  const TensorArg& x = need(call, call.in, 0, "x");
-  const TensorArg& y = need(call, call.out, 0, "y");
+  const TensorArg& x = required(call, call.in, 0, "x");
+  const TensorArg& y = required(call, call.out, 0, "y");
   check_like(call, y, "y", x, x.dtype());
   dispatch_float(x.dtype(), "RELU_INF", [&](auto t) {
     using T = decltype(t);
@@ -137,9 +130,9 @@ void relu_inf_op(const OpCall& call) {
 // Shared by RELU_BWD and DROPOUT_BWD: in dy, mask; out dx.
 template <class Kernel>
 void masked_backward(const OpCall& call, const char* what, Kernel kernel) {
-  const TensorArg& dy = need(call, call.in, 0, "dy");
-  const TensorArg& mask = need(call, call.in, 1, "mask");
-  const TensorArg& dx = need(call, call.out, 0, "dx");
+  const TensorArg& dy = required(call, call.in, 0, "dy");
+  const TensorArg& mask = required(call, call.in, 1, "mask");
+  const TensorArg& dx = required(call, call.out, 0, "dx");
   check_like(call, mask, "mask", dy, DType::U8);
   check_like(call, dx, "dx", dy, dy.dtype());
   dispatch_float(dy.dtype(), what, [&](auto t) {
@@ -156,9 +149,9 @@ void relu_bwd_op(const OpCall& call) {
 
 void dropout_fwd_op(const OpCall& call) {
   float p = dropout_p(call);
-  const TensorArg& x = need(call, call.in, 0, "x");
-  const TensorArg& y = need(call, call.out, 0, "y");
-  const TensorArg& mask = need(call, call.out, 1, "mask");
+  const TensorArg& x = required(call, call.in, 0, "x");
+  const TensorArg& y = required(call, call.out, 0, "y");
+  const TensorArg& mask = required(call, call.out, 1, "mask");
   check_like(call, y, "y", x, x.dtype());
   check_like(call, mask, "mask", x, DType::U8);
   uint64_t stream = cpu::dropout_stream(call.op.layer, call.scalars.step);
@@ -177,9 +170,9 @@ void dropout_bwd_op(const OpCall& call) {
 }
 
 void add_fwd_op(const OpCall& call) {
-  const TensorArg& a = need(call, call.in, 0, "a");
-  const TensorArg& b = need(call, call.in, 1, "b");
-  const TensorArg& y = need(call, call.out, 0, "y");
+  const TensorArg& a = required(call, call.in, 0, "a");
+  const TensorArg& b = required(call, call.in, 1, "b");
+  const TensorArg& y = required(call, call.out, 0, "y");
   if (a.shape() != b.shape())
     fail("add '{}': input shapes {} and {} differ; a residual add needs equal shapes, so give the "
          "shortcut a projection (1x1 conv with the body's stride and channels)",
@@ -193,10 +186,10 @@ void add_fwd_op(const OpCall& call) {
 }
 
 void grad_sum_op(const OpCall& call) {
-  const TensorArg& sum = need(call, call.out, 0, "sum");
+  const TensorArg& sum = required(call, call.out, 0, "sum");
   if (call.in.empty()) fail("layer '{}': GRAD_SUM has no inputs; recompile", call.layer().name);
   for (size_t j = 0; j < call.in.size(); ++j) {
-    need(call, call.in, j, "gradient");
+    required(call, call.in, j, "gradient");
     check_like(call, call.in[j], "gradient", sum, sum.dtype());
   }
   dispatch_float(sum.dtype(), "GRAD_SUM", [&](auto t) {

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include "ops/common/cpu_test_util.h"
 #include <omp.h>
 
 #include <cmath>
@@ -18,7 +20,9 @@ namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
-using Vec = std::vector<double>;
+using kiln::testing::numeric_grad;
+using kiln::testing::rel_err;
+using kiln::testing::Vec;
 using Bytes = std::vector<uint8_t>;
 
 Vec random_vec(uint32_t seed, int64_t n, double lo = -1, double hi = 1) {
@@ -27,38 +31,6 @@ Vec random_vec(uint32_t seed, int64_t n, double lo = -1, double hi = 1) {
   Vec v(n);
   for (double& x : v) x = dist(rng);
   return v;
-}
-
-// Central differences of sum(f(x) * R) with respect to x, in double.
-template <class F>
-Vec numeric_grad(F f, Vec x, const Vec& R) {
-  const double h = 1e-6;
-  auto loss = [&](const Vec& v) {
-    Vec y = f(v);
-    double l = 0;
-    for (size_t i = 0; i < y.size(); ++i) l += y[i] * R[i];
-    return l;
-  };
-  Vec g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    double keep = x[i];
-    x[i] = keep + h;
-    double up = loss(x);
-    x[i] = keep - h;
-    double down = loss(x);
-    x[i] = keep;
-    g[i] = (up - down) / (2 * h);
-  }
-  return g;
-}
-
-double rel_err(const Vec& a, const Vec& b) {
-  double diff = 0, scale = 1e-300;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return diff / scale;
 }
 
 TEST(ElementwiseCpu, ReluForwardAndMask) {

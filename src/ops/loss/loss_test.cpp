@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "ops/common/cpu_test_util.h"
+
 #include <cmath>
 #include <deque>
 #include <random>
@@ -17,7 +19,9 @@ namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
-using Vec = std::vector<double>;
+using kiln::testing::numeric_grad;
+using kiln::testing::rel_err;
+using kiln::testing::Vec;
 using Labels = std::vector<int32_t>;
 
 struct Batch {
@@ -49,15 +53,6 @@ double ref_loss(const Batch& b, double ls, Vec* grad) {
     }
   }
   return total / b.N;
-}
-
-double rel_err(const Vec& a, const Vec& b) {
-  double diff = 0, scale = 1e-300;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return diff / scale;
 }
 
 TEST(LossCpu, MatchesReferenceWithoutAndWithSmoothing) {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/common/op_args.h"
 #include "runtime/op_call.h"
 
 namespace kiln::cpu {
@@ -195,14 +196,6 @@ KILN_INSTANTIATE_POOL(double)
 namespace kiln {
 namespace {
 
-const TensorArg& need(const OpCall& call, const std::vector<TensorArg>& list, size_t i,
-                      const char* role) {
-  if (i >= list.size() || !list[i])
-    fail("layer '{}': the {} tensor is missing; the program is malformed, recompile it",
-         call.layer().name, role);
-  return list[i];
-}
-
 // Tensors must hold `shape`'s element count (the layout is implied) and have `dtype`.
 void check(const OpCall& call, const char* kind, const TensorArg& t, const char* role,
            const Shape& shape, DType dtype) {
@@ -220,16 +213,16 @@ cpu::PoolGeom geom(const OpCall& call, const char* kind, const Shape& x) {
 }
 
 void maxpool_forward_op(const OpCall& call, bool training) {
-  const TensorArg& x = need(call, call.in, 0, "x");
+  const TensorArg& x = required(call, call.in, 0, "x");
   cpu::PoolGeom g = geom(call, "maxpool", x.shape());
   if (g.h * g.w > std::numeric_limits<int32_t>::max())
     fail("maxpool '{}': a {}x{} image is too large for I32 argmax indices", call.layer().name,
          g.h, g.w);
-  const TensorArg& y = need(call, call.out, 0, "y");
+  const TensorArg& y = required(call, call.out, 0, "y");
   check(call, "maxpool", y, "y", g.out_shape(), x.dtype());
   int32_t* argmax = nullptr;
   if (training) {
-    const TensorArg& a = need(call, call.out, 1, "argmax");
+    const TensorArg& a = required(call, call.out, 1, "argmax");
     check(call, "maxpool", a, "argmax", g.out_shape(), DType::I32);
     argmax = a.as<int32_t>();
   }
@@ -243,11 +236,11 @@ void maxpool_fwd_op(const OpCall& call) { maxpool_forward_op(call, true); }
 void maxpool_inf_op(const OpCall& call) { maxpool_forward_op(call, false); }
 
 void maxpool_bwd_op(const OpCall& call) {
-  const TensorArg& dx = need(call, call.out, 0, "dx");
+  const TensorArg& dx = required(call, call.out, 0, "dx");
   cpu::PoolGeom g = geom(call, "maxpool", dx.shape());
-  const TensorArg& dy = need(call, call.in, 0, "dy");
+  const TensorArg& dy = required(call, call.in, 0, "dy");
   check(call, "maxpool", dy, "dy", g.out_shape(), dx.dtype());
-  check(call, "maxpool", need(call, call.in, 1, "argmax"), "argmax", g.out_shape(), DType::I32);
+  check(call, "maxpool", required(call, call.in, 1, "argmax"), "argmax", g.out_shape(), DType::I32);
   dispatch_float(dx.dtype(), "MAXPOOL_BWD", [&](auto t) {
     using T = decltype(t);
     cpu::maxpool_backward<T>(g, dy.as<T>(), call.in[1].as<int32_t>(), dx.as<T>());
@@ -255,9 +248,9 @@ void maxpool_bwd_op(const OpCall& call) {
 }
 
 void avgpool_fwd_op(const OpCall& call) {
-  const TensorArg& x = need(call, call.in, 0, "x");
+  const TensorArg& x = required(call, call.in, 0, "x");
   cpu::PoolGeom g = geom(call, "avgpool", x.shape());
-  const TensorArg& y = need(call, call.out, 0, "y");
+  const TensorArg& y = required(call, call.out, 0, "y");
   check(call, "avgpool", y, "y", g.out_shape(), x.dtype());
   dispatch_float(x.dtype(), "AVGPOOL_FWD", [&](auto t) {
     using T = decltype(t);
@@ -266,9 +259,9 @@ void avgpool_fwd_op(const OpCall& call) {
 }
 
 void avgpool_bwd_op(const OpCall& call) {
-  const TensorArg& dx = need(call, call.out, 0, "dx");
+  const TensorArg& dx = required(call, call.out, 0, "dx");
   cpu::PoolGeom g = geom(call, "avgpool", dx.shape());
-  const TensorArg& dy = need(call, call.in, 0, "dy");
+  const TensorArg& dy = required(call, call.in, 0, "dy");
   check(call, "avgpool", dy, "dy", g.out_shape(), dx.dtype());
   dispatch_float(dx.dtype(), "AVGPOOL_BWD", [&](auto t) {
     using T = decltype(t);
@@ -278,8 +271,8 @@ void avgpool_bwd_op(const OpCall& call) {
 
 // Global average pooling reads the feature map (N, H, W, C); the pooled side is (N, C).
 void gap_op(const OpCall& call, bool forward) {
-  const TensorArg& map = forward ? need(call, call.in, 0, "x") : need(call, call.out, 0, "dx");
-  const TensorArg& pooled = forward ? need(call, call.out, 0, "y") : need(call, call.in, 0, "dy");
+  const TensorArg& map = forward ? required(call, call.in, 0, "x") : required(call, call.out, 0, "dx");
+  const TensorArg& pooled = forward ? required(call, call.out, 0, "y") : required(call, call.in, 0, "dy");
   const Shape& s = map.shape();
   if (s.size() != 4)
     fail("global_avgpool '{}': feature map shape {} is not 4-d NHWC", call.layer().name,

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "ops/common/cpu_test_util.h"
+
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -18,7 +20,9 @@ namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
-using Vec = std::vector<double>;
+using kiln::testing::numeric_grad;
+using kiln::testing::rel_err;
+using kiln::testing::Vec;
 
 Vec random_vec(uint32_t seed, int64_t n) {
   std::mt19937 rng(seed);
@@ -26,15 +30,6 @@ Vec random_vec(uint32_t seed, int64_t n) {
   Vec v(n);
   for (double& x : v) x = dist(rng);
   return v;
-}
-
-double rel_err(const Vec& a, const Vec& b) {
-  double diff = 0, scale = 1e-300;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return diff / scale;
 }
 
 struct Config {
@@ -104,29 +99,6 @@ Vec ref_avgpool_backward(const PoolGeom& g, const Vec& dy) {
     if (inside) dx[at(g, n, ih, iw, c)] += dy[out_at(g, n, oh, ow, c)] / (g.kernel * g.kernel);
   });
   return dx;
-}
-
-// Central differences of sum(f(x) * R), in double.
-template <class F>
-Vec numeric_grad(F f, Vec x, const Vec& R) {
-  const double h = 1e-6;
-  auto loss = [&](const Vec& v) {
-    Vec y = f(v);
-    double l = 0;
-    for (size_t i = 0; i < y.size(); ++i) l += y[i] * R[i];
-    return l;
-  };
-  Vec g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    double keep = x[i];
-    x[i] = keep + h;
-    double up = loss(x);
-    x[i] = keep - h;
-    double down = loss(x);
-    x[i] = keep;
-    g[i] = (up - down) / (2 * h);
-  }
-  return g;
 }
 
 TEST(PoolCpu, OutputSizeIsFloorMode) {

@@ -1,0 +1,46 @@
+#pragma once
+// Shared by the CPU op tests: float64 vectors, their max-relative error, and central finite
+// differences of sum(f(x) * R) for gradient checks.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+namespace kiln::testing {
+
+using Vec = std::vector<double>;
+
+// max |a - b| / max |b|: the error relative to the reference's scale.
+inline double rel_err(const Vec& a, const Vec& b) {
+  double diff = 0, scale = 1e-300;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return diff / scale;
+}
+
+// d/dx of sum(f(x) * R) by central differences (step 1e-6), in double.
+template <class F>
+Vec numeric_grad(F f, Vec x, const Vec& R) {
+  const double h = 1e-6;
+  auto loss = [&](const Vec& v) {
+    const Vec y = f(v);
+    double l = 0;
+    for (size_t i = 0; i < y.size(); ++i) l += y[i] * R[i];
+    return l;
+  };
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double keep = x[i];
+    x[i] = keep + h;
+    const double up = loss(x);
+    x[i] = keep - h;
+    const double down = loss(x);
+    x[i] = keep;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+}  // namespace kiln::testing
