@@ -23,7 +23,7 @@ struct CommonOptions {
 void add_common(CLI::App* app, CommonOptions& o) {
   app->add_option("--model,-m", o.model, "model zoo name (" + fmt::format("{}", fmt::join(kiln::zoo::names(), ", ")) + ")");
   app->add_option("--batch,-b", o.batch, "batch size");
-  app->add_option("--device", o.device, "cpu or cuda");
+  app->add_option("--device", o.device, "cpu, cuda or cuda:N");
   app->add_option("--precision", o.precision, "fp32 (cpu, cuda), fp16 or bf16 (cuda)");
   app->add_flag("--no-fuse", o.no_fuse, "keep Conv, BN and ReLU as separate layers");
   app->add_option("--classes", o.classes, "number of classes (default: the model's, or the dataset's)");
@@ -32,7 +32,8 @@ void add_common(CLI::App* app, CommonOptions& o) {
 kiln::CompileOptions compile_options(const CommonOptions& o) {
   kiln::CompileOptions c;
   c.batch = o.batch;
-  c.device = kiln::parse_device(o.device);
+  const kiln::DeviceSpec spec = kiln::parse_device_spec(o.device);
+  c.device = spec.device, c.device_index = spec.index;
   c.precision = kiln::parse_precision(o.precision);
   c.fuse_cbr = !o.no_fuse;
   return c;

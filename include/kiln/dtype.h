@@ -19,6 +19,12 @@ enum class Precision : uint8_t { FP32, FP64, FP16, BF16 };
 const char* device_name(Device device);
 const char* precision_name(Precision precision);
 Device parse_device(const std::string& text);        // throws kiln::Error naming the option
+// "cpu", "cuda" (GPU 0) or "cuda:N": the device and the GPU's ordinal (0 on cpu).
+struct DeviceSpec {
+  Device device = Device::CPU;
+  int index = 0;
+};
+DeviceSpec parse_device_spec(const std::string& text);  // throws kiln::Error naming the option
 Precision parse_precision(const std::string& text);  // throws kiln::Error naming the option
 
 // Shapes are NHWC for feature maps, (N, F) for flat activations, KRSC for conv filters.

@@ -19,6 +19,7 @@ OptimizerKind parse_optimizer(const std::string& text);  // throws kiln::Error
 
 struct CompileOptions {
   Device device = Device::CPU;
+  int device_index = 0;  // which GPU (cudaSetDevice ordinal) when device is CUDA
   Precision precision = Precision::FP32;
   int batch = 32;
   Shape input_hwc;            // empty: take the blueprint's own input geometry

@@ -46,6 +46,17 @@ Device parse_device(const std::string& text) {
   fail("unknown device '{}': use 'cpu' or 'cuda'", text);
 }
 
+DeviceSpec parse_device_spec(const std::string& text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return {parse_device(text), 0};
+  const std::string name = text.substr(0, colon), number = text.substr(colon + 1);
+  const bool digits = !number.empty() && number.size() < 4 &&
+                      number.find_first_not_of("0123456789") == std::string::npos;
+  if (parse_device(name) != Device::CUDA || !digits)
+    fail("unknown device '{}': use 'cpu', 'cuda' or 'cuda:N' with N the GPU's number", text);
+  return {Device::CUDA, std::stoi(number)};
+}
+
 Precision parse_precision(const std::string& text) {
   if (text == "fp32") return Precision::FP32;
   if (text == "fp64") return Precision::FP64;

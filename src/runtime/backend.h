@@ -23,9 +23,13 @@ class Backend {
   virtual void finish_prepare() {}
   // Waits until all work issued so far has finished.
   virtual void synchronize() {}
+  // Makes this backend's device current for the calling thread before its ops run.
+  virtual void activate() {}
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
-std::unique_ptr<Backend> make_cuda_backend();  // throws kiln::Error when built without CUDA
+// GPU `index` (cudaSetDevice ordinal); throws kiln::Error when built without CUDA or when that
+// GPU does not exist.
+std::unique_ptr<Backend> make_cuda_backend(int index);
 
 }  // namespace kiln

@@ -44,7 +44,7 @@ void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
 
 Executable::Executable(Program program, uint64_t seed) : program_(std::move(program)) {
   if (program_.options.device == Device::CUDA) {
-    backend_ = make_cuda_backend();
+    backend_ = make_cuda_backend(program_.options.device_index);
     register_cuda_ops();
   } else {
     backend_ = make_cpu_backend();
@@ -70,6 +70,7 @@ Executable::~Executable() {
 // here, not mid-training, and lets ops build plans and size their workspace once.
 void Executable::prepare_ops() {
   const StepScalars zero{};
+  backend_->activate();
   for (const auto* list : {&program_.forward, &program_.backward, &program_.update, &program_.inference}) {
     for (const Op& op : *list) {
       find_op(program_.options.device, op.kind);
@@ -140,6 +141,7 @@ void Executable::synchronize() { backend_->synchronize(); }
 
 void Executable::run(const std::vector<Op>& ops, const StepScalars& scalars) {
   const Device device = program_.options.device;
+  backend_->activate();
   for (const Op& op : ops) find_op(device, op.kind)(bind(op, scalars));
 }
 

@@ -164,3 +164,30 @@ TEST(Compile, UnknownModelAndTargetErrors) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Options, DeviceSpecsAndPrecisionNamesParseOrNameTheFix) {
+  EXPECT_EQ(parse_device_spec("cpu").device, Device::CPU);
+  EXPECT_EQ(parse_device_spec("cuda").device, Device::CUDA);
+  EXPECT_EQ(parse_device_spec("cuda").index, 0);
+  const DeviceSpec second = parse_device_spec("cuda:1");
+  EXPECT_EQ(second.device, Device::CUDA);
+  EXPECT_EQ(second.index, 1);
+  for (const char* bad : {"tpu", "cuda:", "cuda:x", "cpu:1", "cuda:-1", "cuda:99999"}) {
+    try {
+      parse_device_spec(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_precision("bf16"), Precision::BF16);
+  EXPECT_THROW(parse_precision("fp8"), Error);
+  EXPECT_EQ(parse_optimizer("adamw"), OptimizerKind::AdamW);
+  EXPECT_THROW(parse_optimizer("lamb"), Error);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -10,13 +10,17 @@
 
 namespace kiln::cuda {
 
-CudaBackend::CudaBackend() {
+CudaBackend::CudaBackend(int index) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     cudaGetLastError();  // clear the sticky "no device" error
     fail("no CUDA device is visible; use --device cpu");
   }
-  KILN_CUDA(cudaGetDevice(&device_), "cuda backend");
+  if (index < 0 || index >= count)
+    fail("CUDA device {} was asked for but {} GPU(s) are visible; use --device cuda:0 to cuda:{}", index, count,
+         count - 1);
+  device_ = index;
+  KILN_CUDA(cudaSetDevice(device_), "cuda backend");
   for (int i = 0; i < kStreams; ++i) {
     KILN_CUDA(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking), "cuda backend");
     KILN_CUDA(cudaEventCreateWithFlags(&events_[i], cudaEventDisableTiming), "cuda backend");
@@ -70,6 +74,7 @@ CudaBackend::~CudaBackend() {
 }
 
 std::byte* CudaBackend::allocate(size_t bytes) {
+  activate();
   void* p = nullptr;
   const cudaError_t status = cudaMalloc(&p, std::max<size_t>(bytes, 256));
   if (status != cudaSuccess)
@@ -82,11 +87,13 @@ std::byte* CudaBackend::allocate(size_t bytes) {
 void CudaBackend::release(std::byte* memory) { cudaFree(memory); }
 
 void CudaBackend::copy_in(void* dst, const void* src, size_t bytes) {
+  activate();
   KILN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, streams_[0]), "copy to device");
   KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy to device");
 }
 
 void CudaBackend::copy_out(void* dst, const void* src, size_t bytes) {
+  activate();
   KILN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streams_[0]), "copy from device");
   KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy from device");
 }
@@ -105,8 +112,11 @@ void CudaBackend::finish_prepare() {
 }
 
 void CudaBackend::synchronize() {
+  activate();
   for (int i = 0; i < kStreams; ++i) KILN_CUDA(cudaStreamSynchronize(streams_[i]), "synchronize");
 }
+
+void CudaBackend::activate() { KILN_CUDA(cudaSetDevice(device_), "cuda backend"); }
 
 void CudaBackend::order(int from, int to) {
   KILN_CUDA(cudaEventRecord(events_[from], streams_[from]), "stream order");
@@ -127,5 +137,5 @@ CudaBackend& cuda_backend(Backend* backend, const std::string& where) {
 }  // namespace kiln
 
 namespace kiln {
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<cuda::CudaBackend>(); }
+std::unique_ptr<Backend> make_cuda_backend(int index) { return std::make_unique<cuda::CudaBackend>(index); }
 }  // namespace kiln

@@ -16,7 +16,7 @@ class CudaBackend final : public Backend {
  public:
   static constexpr int kStreams = 2;  // 0: main, 1: side (e.g. wgrad beside dgrad)
 
-  CudaBackend();
+  explicit CudaBackend(int index);
   ~CudaBackend() override;
 
   Device device() const override { return Device::CUDA; }
@@ -27,6 +27,7 @@ class CudaBackend final : public Backend {
   void request_workspace(size_t bytes) override;
   void finish_prepare() override;
   void synchronize() override;
+  void activate() override;
 
   cudaStream_t stream(int index = 0) const { return streams_[index]; }
   // Makes stream `to` wait for all work issued so far on stream `from`.
