@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "ops/common/cpu_test_util.h"
+
 #include <cmath>
 #include <deque>
 #include <random>
@@ -251,20 +253,8 @@ TEST(BatchNormCpu, ReluBitmaskPiecesMatchExplicitMask) {
 
 // --- Op wrappers through the registry ---
 
-struct OpFixture {
-  Program program;
-  std::deque<TensorSpec> specs;
-  StepScalars scalars;
-  OpFixture() {
-    program.graph.layers.resize(2);
-    program.graph.layers[1].name = "features.bn1";
-  }
-  TensorArg arg(Shape shape, void* data, DType dtype = DType::F64) {
-    TensorSpec& s = specs.emplace_back();
-    s.shape = std::move(shape);
-    s.dtype = dtype;
-    return TensorArg{&s, data};
-  }
+struct OpFixture : kiln::testing::OpFixture {
+  OpFixture() : kiln::testing::OpFixture(1, "features.bn1", DType::F64) {}
 };
 
 TEST(BatchNormOp, ForwardTrainThroughRegistry) {

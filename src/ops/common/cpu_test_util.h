@@ -4,7 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <deque>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "kiln/executable.h"
+#include "kiln/program.h"
+#include "runtime/op_call.h"
 
 namespace kiln::testing {
 
@@ -42,5 +49,25 @@ Vec numeric_grad(F f, Vec x, const Vec& R) {
   }
   return g;
 }
+
+// A minimal program holding host tensors, enough to build OpCalls by hand for one layer: op
+// wrapper tests bind their own buffers and check that errors name the layer.
+struct OpFixture {
+  Program program;
+  std::deque<TensorSpec> specs;  // a deque keeps spec addresses stable as args are added
+  StepScalars scalars;
+  DType default_dtype;
+  OpFixture(int layer, const std::string& name, DType dtype) : default_dtype(dtype) {
+    program.graph.layers.resize(size_t(layer) + 1);
+    program.graph.layers[size_t(layer)].name = name;
+  }
+  TensorArg arg(Shape shape, void* data) { return arg(std::move(shape), data, default_dtype); }
+  TensorArg arg(Shape shape, void* data, DType dtype) {
+    TensorSpec& s = specs.emplace_back();
+    s.shape = std::move(shape);
+    s.dtype = dtype;
+    return TensorArg{&s, data};
+  }
+};
 
 }  // namespace kiln::testing

@@ -146,20 +146,8 @@ TEST(ElementwiseCpu, DropoutBackwardMatchesFiniteDifferences) {
 
 // --- Op wrappers through the registry ---
 
-struct OpFixture {
-  Program program;
-  std::deque<TensorSpec> specs;
-  StepScalars scalars;
-  OpFixture() {
-    program.graph.layers.resize(4);
-    program.graph.layers[3].name = "layer1.0.add";
-  }
-  TensorArg arg(Shape shape, void* data, DType dtype = DType::F64) {
-    TensorSpec& s = specs.emplace_back();
-    s.shape = std::move(shape);
-    s.dtype = dtype;
-    return TensorArg{&s, data};
-  }
+struct OpFixture : kiln::testing::OpFixture {
+  OpFixture() : kiln::testing::OpFixture(3, "layer1.0.add", DType::F64) {}
 };
 
 TEST(ElementwiseOp, AddShapeMismatchNamesLayerAndShapes) {

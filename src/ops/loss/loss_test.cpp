@@ -145,20 +145,8 @@ TEST(LossCpu, CountCorrectFirstMaxWins) {
 
 // --- Op wrapper ---
 
-struct OpFixture {
-  Program program;
-  std::deque<TensorSpec> specs;
-  StepScalars scalars;
-  OpFixture() {
-    program.graph.layers.resize(3);
-    program.graph.layers[2].name = "head.loss";
-  }
-  TensorArg arg(Shape shape, void* data, DType dtype) {
-    TensorSpec& s = specs.emplace_back();
-    s.shape = std::move(shape);
-    s.dtype = dtype;
-    return TensorArg{&s, data};
-  }
+struct OpFixture : kiln::testing::OpFixture {
+  OpFixture() : kiln::testing::OpFixture(2, "head.loss", DType::F64) {}
 };
 
 TEST(LossOp, ThroughRegistryReadsSmoothingFromOptions) {

@@ -227,20 +227,8 @@ TEST(PoolCpu, LargeInputsMatchReference) {  // takes the multi-threaded paths
 
 // --- Op wrappers ---
 
-struct OpFixture {
-  Program program;
-  std::deque<TensorSpec> specs;
-  StepScalars scalars;
-  OpFixture() {
-    program.graph.layers.resize(2);
-    program.graph.layers[1].name = "stem.pool";
-  }
-  TensorArg arg(Shape shape, void* data, DType dtype = DType::F32) {
-    TensorSpec& s = specs.emplace_back();
-    s.shape = std::move(shape);
-    s.dtype = dtype;
-    return TensorArg{&s, data};
-  }
+struct OpFixture : kiln::testing::OpFixture {
+  OpFixture() : kiln::testing::OpFixture(1, "stem.pool", DType::F32) {}
 };
 
 TEST(PoolOp, MaxPoolThroughRegistry) {
