@@ -1,12 +1,15 @@
-// Times kiln's convolution alone, unfused Conv+BN+ReLU and the fused CBR on the GPU, forward and
-// forward+backward (dX included, as for a layer inside a network), for the shapes given, and
+// Times kiln's convolution alone, unfused Conv+BN+ReLU and the fused CBR on the GPU, forward,
+// backward and forward+backward (dX included, as for a layer inside a network), for the shapes given, and
 // prints one JSON object per (shape, variant) line. bench/torch_cbr_bench.py measures PyTorch on
 // the same shapes; bench/report_cbr.py joins both into a table and a results file.
 //
 // usage: kiln_cbr_bench [--precision fp16] [--warmup 5] [--iters 20] [N,C,HW,K,kernel,stride ...]
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -79,6 +82,30 @@ double time_ms(kiln::Executable& exe, int warmup, int iters, F&& body) {
   return median(samples);
 }
 
+// Device-to-device copy bandwidth (read + write bytes over time), the ceiling for the memory-bound
+// stages: median of 10 copies of 1 GiB.
+double copy_tb_per_s() {
+  const size_t bytes = size_t(1) << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  cudaMemset(a, 1, bytes);
+  cudaEvent_t start, end;
+  cudaEventCreate(&start), cudaEventCreate(&end);
+  std::vector<double> ms;
+  for (int i = 0; i < 13; ++i) {
+    cudaEventRecord(start);
+    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(end);
+    cudaEventSynchronize(end);
+    float t = 0;
+    cudaEventElapsedTime(&t, start, end);
+    if (i >= 3) ms.push_back(t);
+  }
+  cudaEventDestroy(start), cudaEventDestroy(end);
+  cudaFree(a), cudaFree(b);
+  return 2.0 * double(bytes) / (median(ms) * 1e-3) / 1e12;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,12 +128,20 @@ int main(int argc, char** argv) {
   }
   if (shapes.empty()) shapes.assign(std::begin(kDefaultShapes), std::end(kDefaultShapes));
   try {
+    std::printf("{\"kind\": \"ceiling\", \"impl\": \"kiln\", \"copy_tb_s\": %.3f}\n", copy_tb_per_s());
     for (const Shape6& s : shapes) {
+      // The cbr_slices* variants force the backward's batch slicing (KILN_PIPELINE_CHUNKS) so
+      // that the automatic choice of "cbr" can be checked against each alternative; they are
+      // timed forward+backward only (their forward is the same as cbr's).
       struct Variant {
         const char* name;
         bool conv_only, fuse;
+        const char* slices;
       };
-      for (Variant v : {Variant{"conv", true, false}, Variant{"unfused", false, false}, Variant{"cbr", false, true}}) {
+      for (Variant v : {Variant{"conv", true, false, "auto"}, Variant{"unfused", false, false, "auto"},
+                        Variant{"cbr", false, true, "auto"}, Variant{"cbr_slices1", false, true, "1"},
+                        Variant{"cbr_slices2", false, true, "2"}, Variant{"cbr_slices4", false, true, "4"}}) {
+        setenv("KILN_PIPELINE_CHUNKS", v.slices, 1);  // read when the executable's backend is made
         kiln::CompileOptions o;
         o.device = kiln::Device::CUDA;
         o.precision = kiln::parse_precision(precision);
@@ -116,14 +151,20 @@ int main(int argc, char** argv) {
         fill(exe, exe.program().input, rng);
         fill(exe, exe.program().output_grad, rng);
         const kiln::StepScalars step{0.f, 0, 1};
-        const double fwd = time_ms(exe, warmup, iters, [&] { exe.run_forward(step); });
+        const bool forced = std::strcmp(v.slices, "auto") != 0;
+        const double fwd = forced ? 0.0 : time_ms(exe, warmup, iters, [&] { exe.run_forward(step); });
         const double fwd_bwd = time_ms(exe, warmup, iters, [&] {
           exe.run_forward(step);
           exe.run_backward(step);
         });
+        // The backward alone, again and again on the last forward's saved tensors: splits the
+        // cost between the two halves.
+        const double bwd = time_ms(exe, warmup, iters, [&] { exe.run_backward(step); });
+        char fwd_text[32] = "null";
+        if (!forced) std::snprintf(fwd_text, sizeof fwd_text, "%.4f", fwd);
         std::printf("{\"kind\": \"block\", \"impl\": \"kiln\", \"variant\": \"%s\", \"precision\": \"%s\", "
-                    "\"shape\": [%d, %d, %d, %d, %d, %d], \"fwd_ms\": %.4f, \"fwd_bwd_ms\": %.4f}\n",
-                    v.name, precision.c_str(), s.n, s.c, s.hw, s.k, s.kernel, s.stride, fwd, fwd_bwd);
+                    "\"shape\": [%d, %d, %d, %d, %d, %d], \"fwd_ms\": %s, \"bwd_ms\": %.4f, \"fwd_bwd_ms\": %.4f}\n",
+                    v.name, precision.c_str(), s.n, s.c, s.hw, s.k, s.kernel, s.stride, fwd_text, bwd, fwd_bwd);
         std::fflush(stdout);
       }
     }

@@ -13,7 +13,9 @@ def load(path):
 
 
 def main():
-    kiln, torch = load(sys.argv[1]), load(sys.argv[2])
+    kiln_lines, torch = load(sys.argv[1]), load(sys.argv[2])
+    kiln = [r for r in kiln_lines if r.get("kind") == "block"]
+    ceiling = next((r for r in kiln_lines if r.get("kind") == "ceiling"), None)
     env = json.load(open(sys.argv[4])) if len(sys.argv) > 4 else {}
     tune = load(sys.argv[5]) if len(sys.argv) > 5 else []
     rows = []
@@ -39,23 +41,30 @@ def main():
             "speedup_vs_eager": eager["fwd_bwd_ms"] / k["cbr"]["fwd_bwd_ms"],
             "speedup_vs_compile": comp and comp["fwd_bwd_ms"] / k["cbr"]["fwd_bwd_ms"],
             "bn_relu_extra_ms_kiln": ours_extra, "bn_relu_extra_ms_torch": torch_extra,
+            # The backward forced to 1, 2 or 4 batch slices (the "cbr" row chose by size).
+            "kiln_cbr_slices_fwd_bwd_ms": {v[len("cbr_slices"):]: r["fwd_bwd_ms"] for v, r in k.items()
+                                           if v.startswith("cbr_slices")},
         }
         row["meets_eager_target"] = row["speedup_vs_eager"] >= target
         row["meets_compile_target"] = comp is None or row["speedup_vs_compile"] >= 1.0
         row["meets_extra_target"] = torch_extra is not None and ours_extra <= 0.5 * torch_extra
         rows.append(row)
-    json.dump({"env": env, "rows": rows, "tuning": tune, "raw": {"kiln": kiln, "torch": torch}},
+    json.dump({"env": env, "copy_ceiling": ceiling, "rows": rows, "tuning": tune, "raw": {"kiln": kiln, "torch": torch}},
               open(sys.argv[3], "w"), indent=1)
-    print("CBR fp16, forward+backward ms (median); ratios = PyTorch time / kiln time")
+    print("CBR fp16, forward+backward ms (median); ratios = PyTorch time / kiln time"
+          + (f"; copy bandwidth {ceiling['copy_tb_s']:.2f} TB/s" if ceiling else ""))
     print(f"{'shape N,C,HW,K,k,s':<24}{'conv':>8}{'unfused':>9}{'CBR':>8}{'eager':>8}{'compile':>9}"
-          f"{'xEager':>8}{'need':>6}{'xComp':>7}{'BN+ReLU kiln/torch ms':>24}")
+          f"{'xEager':>8}{'need':>6}{'xComp':>7}{'BN+ReLU kiln/torch ms':>24}{'ratio':>7}"
+          f"{'  CBR with 1/2/4 slices':>24}")
     for r in rows:
         comp = r["torch_compile_fwd_bwd_ms"]
         print(f"{','.join(map(str, r['shape'])):<24}{r['kiln_conv_fwd_bwd_ms']:8.3f}"
               f"{(r['kiln_unfused_fwd_bwd_ms'] or 0):9.3f}{r['kiln_cbr_fwd_bwd_ms']:8.3f}"
               f"{r['torch_eager_fwd_bwd_ms']:8.3f}{(comp or 0):9.3f}{r['speedup_vs_eager']:8.2f}"
               f"{r['target_vs_eager']:6.1f}{(r['speedup_vs_compile'] or 0):7.2f}"
-              f"{r['bn_relu_extra_ms_kiln']:12.3f}/{(r['bn_relu_extra_ms_torch'] or 0):.3f}")
+              f"{r['bn_relu_extra_ms_kiln']:12.3f}/{(r['bn_relu_extra_ms_torch'] or 0):.3f}"
+              f"{r['bn_relu_extra_ms_kiln'] / (r['bn_relu_extra_ms_torch'] or float('nan')):7.2f}  "
+              + "/".join(f"{r['kiln_cbr_slices_fwd_bwd_ms'].get(n, float('nan')):.3f}" for n in ("1", "2", "4")))
 
 
 if __name__ == "__main__":

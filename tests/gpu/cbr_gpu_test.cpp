@@ -5,8 +5,12 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "../support/cbr_block.h"
 #include "kiln/error.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cudnn_graphs.h"
 
 namespace kiln {
 namespace {
@@ -123,6 +127,62 @@ TEST_P(CbrGpu, FusedEqualsUnfusedAndCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, CbrGpu, ::testing::Values(Precision::FP16, Precision::BF16, Precision::FP32),
                          [](const auto& info) { return std::string(precision_name(info.param)); });
+
+// Sets KILN_PIPELINE_CHUNKS for the executables made while it lives.
+struct PipelineChunks {
+  explicit PipelineChunks(const char* value) { setenv("KILN_PIPELINE_CHUNKS", value, 1); }
+  ~PipelineChunks() { unsetenv("KILN_PIPELINE_CHUNKS"); }
+};
+
+// Whether the process-wide graph cache holds a dgrad of `s` at batch `n` (a batch slice).
+bool has_dgrad_at_batch(const BlockShape& s, int n) {
+  cuda::CudaBackend backend(0);
+  for (const cuda::TuneRecord& r : backend.graphs().tune_records())
+    if (r.kind == "CONV_DGRAD" && r.problem.n == n && r.problem.c == s.c && r.problem.k == s.k &&
+        r.problem.h == s.hw && r.problem.r == s.kernel && r.problem.stride == s.stride)
+      return true;
+  return false;
+}
+
+// The backward pipelined over batch slices (dconv slice by slice, each slice's dgrad on the side
+// stream) gives the same gradients as the plain order and the CPU.
+TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const Precision precision = GetParam();
+  const DType dtype = activation_dtype(precision);
+  for (const BlockShape& s : {kShapes[0], kShapes[2], kShapes[3]}) {  // batches 8, 4, 4: four slices
+    SCOPED_TRACE(s.str());
+    std::mt19937 rng(2000 + s.c + s.k + s.hw);
+    const int64_t ho = (s.hw + 2 * s.pad() - s.kernel) / s.stride + 1;
+    const auto x = random_values(size_t(s.n) * s.hw * s.hw * s.c, dtype, rng);
+    const auto dy = random_values(size_t(s.n) * ho * ho * s.k, dtype, rng);
+    BlockRun plain, sliced;
+    {
+      PipelineChunks off("1");
+      plain = run_block(s, Device::CUDA, precision, true, true, x, dy);
+    }
+    {
+      PipelineChunks four("4");
+      sliced = run_block(s, Device::CUDA, precision, true, true, x, dy);
+    }
+    EXPECT_TRUE(has_dgrad_at_batch(s, s.n / 4)) << "no dgrad graph was built for a quarter of the batch";
+    BlockRun cpu = run_block(s, Device::CPU, Precision::FP32, true, true, x, dy);
+    // Slices may run other dgrad plans than the whole batch: equal to rounding, not bits.
+    expect_close(sliced.bwd, plain.bwd, tolerance(precision), "sliced vs plain backward");
+    expect_close(sliced.bwd, cpu.bwd, grad_tolerance_vs_fp32(precision), "sliced vs cpu backward");
+  }
+}
+
+TEST(CbrGpuErrors, PipelineChunksFromTheEnvironmentAreChecked) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  PipelineChunks bad("two");
+  try {
+    cuda::CudaBackend backend(0);
+    FAIL() << "expected an error for KILN_PIPELINE_CHUNKS=two";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KILN_PIPELINE_CHUNKS"), std::string::npos) << e.what();
+  }
+}
 
 TEST(CbrGpuErrors, MixedPrecisionCbrNeedsChannelsMultipleOf8) {
   for (Precision p : {Precision::FP16, Precision::BF16}) {

@@ -431,9 +431,12 @@ void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask
 void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
                        const float* gamma, const float* saved_mean, const float* saved_inv_std,
                        const float* sum_dy, const float* sum_dy_xhat, int64_t m, int64_t c,
-                       void* dx, cudaStream_t stream, const std::string& where) {
+                       int64_t count, void* dx, cudaStream_t stream, const std::string& where) {
   const char* fn = "bn_backward_apply";
   check_shape(fn, m, c, where);
+  if (count < m)
+    fail("{}: {} got count = {} for {} rows; count (values per channel in the sums) must be >= m",
+         where, fn, count, m);
   if (m == 0) return;
   need(fn, where,
        {{dy, "dy"},
@@ -446,7 +449,7 @@ void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask,
         {dx, "dx"}});
   dispatch_activation(dtype, fn, [&](auto zero) {
     using T = decltype(zero);
-    const float inv_m = static_cast<float>(1.0 / double(m));
+    const float inv_m = static_cast<float>(1.0 / double(count));
     dispatch_vec(choose_vec(c, sizeof(T), {dy, x, dx}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
       auto* kernel = bn_backward_apply_kernel<T, V>;

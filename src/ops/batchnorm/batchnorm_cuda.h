@@ -76,10 +76,13 @@ void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask
                         float* sum_dy, float* sum_dy_xhat, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream, const std::string& where);
 
-// dx = gamma * inv_std * (g - sum_dy / m - xhat * sum_dy_xhat / m). dx may alias dy or x.
+// dx = gamma * inv_std * (g - sum_dy / count - xhat * sum_dy_xhat / count) over m rows, where
+// count is how many values per channel the sums cover: m for a whole tensor, more when this call
+// handles one slice of its rows (pointers then point at the slice; the bit mask slice must start
+// on a whole byte). dx may alias dy or x.
 void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
                        const float* gamma, const float* saved_mean, const float* saved_inv_std,
                        const float* sum_dy, const float* sum_dy_xhat, int64_t m, int64_t c,
-                       void* dx, cudaStream_t stream, const std::string& where);
+                       int64_t count, void* dx, cudaStream_t stream, const std::string& where);
 
 }  // namespace kiln::cuda

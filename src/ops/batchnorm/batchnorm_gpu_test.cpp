@@ -270,17 +270,17 @@ TEST(BatchNormGpu, BackwardReduceAndApplyMatchDoubleReference) {
 
         DeviceTensor sdy_ref(DType::F32, sdy32), sdyx_ref(DType::F32, sdyx32);
         cuda::bn_backward_apply(dt, dy.ptr(), mp, x.ptr(), dgamma.f32(), dmean.f32(), dinv.f32(),
-                                sdy_ref.f32(), sdyx_ref.f32(), m, c, dx.ptr(), nullptr, "test");
+                                sdy_ref.f32(), sdyx_ref.f32(), m, c, m, dx.ptr(), nullptr, "test");
         sync();
         expect_close("dx", dx.get(), r_dx, tolerance(dt));
 
         // dx aliasing dy, then aliasing x.
         DeviceTensor inplace_dy(dt, dyv, k.offset), inplace_x(dt, xv, k.offset);
         cuda::bn_backward_apply(dt, inplace_dy.ptr(), mp, x.ptr(), dgamma.f32(), dmean.f32(),
-                                dinv.f32(), sdy_ref.f32(), sdyx_ref.f32(), m, c, inplace_dy.ptr(),
+                                dinv.f32(), sdy_ref.f32(), sdyx_ref.f32(), m, c, m, inplace_dy.ptr(),
                                 nullptr, "test");
         cuda::bn_backward_apply(dt, dy.ptr(), mp, inplace_x.ptr(), dgamma.f32(), dmean.f32(),
-                                dinv.f32(), sdy_ref.f32(), sdyx_ref.f32(), m, c, inplace_x.ptr(),
+                                dinv.f32(), sdy_ref.f32(), sdyx_ref.f32(), m, c, m, inplace_x.ptr(),
                                 nullptr, "test");
         sync();
         expect_close("dx written over dy", inplace_dy.get(), r_dx, tolerance(dt));

@@ -60,7 +60,7 @@ void bn_bwd(const OpCall& call) {
   bn_backward_reduce(x.dtype(), dy.data, nullptr, x.data, mean, inv_std, r.m, r.c, dbeta, dgamma, s.reduce,
                      s.reduce_bytes, be.stream(0), call.where());
   bn_backward_apply(x.dtype(), dy.data, nullptr, x.data, call.in[2].as<float>(), mean, inv_std, dbeta, dgamma, r.m,
-                    r.c, call.out[0].data, be.stream(0), call.where());
+                    r.c, r.m, call.out[0].data, be.stream(0), call.where());
 }
 
 void bn_inf(const OpCall& call) {

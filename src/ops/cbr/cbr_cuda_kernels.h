@@ -36,10 +36,25 @@ size_t cbr_backward_workspace_bytes(int64_t m, int64_t c);
 //   dbeta = sum of g, dgamma = sum of g * xhat (per channel, fp32, overwritten),
 //   dconv = gamma * saved_inv_std * (g - dbeta / m - xhat * dgamma / m).
 // Reads dy, conv_out and the mask twice, writes dconv once. dconv may alias dy or conv_out.
+// The same as cbr_backward_reduce over all m rows, then cbr_backward_apply over all m rows.
 void cbr_backward(DType dtype, const void* dy, const uint8_t* bitmask, const void* conv_out,
                   const float* gamma, const float* saved_mean, const float* saved_inv_std,
                   int64_t m, int64_t c, void* dconv, float* dgamma, float* dbeta, void* workspace,
                   size_t workspace_bytes, cudaStream_t stream, const std::string& where);
+
+// The two passes of cbr_backward on their own, so that the second can run slice by slice.
+// Pass 1: dbeta and dgamma over all m rows.
+void cbr_backward_reduce(DType dtype, const void* dy, const uint8_t* bitmask, const void* conv_out,
+                         const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
+                         float* dgamma, float* dbeta, void* workspace, size_t workspace_bytes,
+                         cudaStream_t stream, const std::string& where);
+// Pass 2 over rows [row0, row0 + rows) of an m-row tensor (pointers are those of the whole
+// tensors): dconv of those rows from pass 1's dgamma and dbeta. row0 * c must be a multiple of 8
+// so that the slice of the bit mask starts on a whole byte.
+void cbr_backward_apply(DType dtype, const void* dy, const uint8_t* bitmask, const void* conv_out,
+                        const float* gamma, const float* saved_mean, const float* saved_inv_std,
+                        const float* dgamma, const float* dbeta, int64_t m, int64_t c, int64_t row0,
+                        int64_t rows, void* dconv, cudaStream_t stream, const std::string& where);
 
 // Expands a bit mask over numel elements into one byte per element (0 or 1): the unfused
 // ReLU's mask format, for equivalence checks.

@@ -2,7 +2,9 @@
 //   forward    conv + genstats (one cuDNN graph) -> finalize (fp32, length C) -> apply + ReLU +
 //              bit mask (one pass);
 //   backward   dY*mask reduce -> dconv (two passes, the masked dY never stored) -> wgrad on the
-//              side stream beside dgrad on the main stream;
+//              side stream beside dgrad on the main stream; or, when the tensors are large, the
+//              second pass and dgrad pipelined over batch slices (main / side stream) and wgrad
+//              last, so the memory-bound pass runs beside the compute-bound convolutions;
 //   inference  conv -> *scale -> +shift -> ReLU as one cuDNN graph when supported, otherwise conv
 //              then one scale/shift/ReLU pass (the choice is logged once per shape).
 #include <cstdio>
@@ -11,6 +13,7 @@
 
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/cbr/cbr_cuda_kernels.h"
+#include "ops/common/pipeline_slices.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -90,12 +93,59 @@ bool overlaps(const TensorArg& a, const TensorArg& b) {
   return pa < pb + b.spec->bytes() && pb < pa + a.spec->bytes();
 }
 
+// Same storage or none in common: an elementwise pass over row slices stays correct.
+bool same_or_apart(const TensorArg& a, const TensorArg& b) { return a.data == b.data || !overlaps(a, b); }
+
+// How many batch slices the backward pipelines dgrad over (1: the plain order). Slices interleave
+// dgrad's writes of dX with the reads of the later slices and of wgrad, so dX must share no bytes
+// with any input, and dconv (written slice by slice) must be apart from or equal to dY / conv_out.
+int backward_slices(CudaBackend& be, const OpCall& call, const ConvProblem& p) {
+  const TensorArg &dy = call.in[0], &bits = call.in[1], &conv_out = call.in[2], &x = call.in[3];
+  const TensorArg &dx = call.out[0], &dconv = call.out[4];
+  if (!dx) return 1;  // first layer: no dgrad to overlap
+  SliceQuery q;
+  q.batch = p.n;
+  q.grad_sample_elems = p.ho * p.wo * p.k;
+  q.input_sample_elems = p.h * p.w * p.c;
+  q.elem_bytes = dtype_size(p.io);
+  q.requested = be.pipeline_chunks();
+  q.hazard = overlaps(dx, dy) || overlaps(dx, bits) || overlaps(dx, conv_out) || overlaps(dx, x) ||
+             overlaps(dx, dconv) || !same_or_apart(dconv, dy) || !same_or_apart(dconv, conv_out);
+  return pipeline_slices(q);
+}
+
+ConvProblem batch_slice(ConvProblem p, int slices) {
+  p.n /= slices;
+  return p;
+}
+
 void prepare_bwd(const OpCall& call) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, call.in[3], call.in[4]);
   size_t conv = be.graphs().prepare(GraphKind::CONV_WGRAD, p);
-  if (call.out[0]) conv = std::max(conv, be.graphs().prepare(GraphKind::CONV_DGRAD, p));
+  if (call.out[0]) {
+    const int slices = backward_slices(be, call, p);
+    conv = std::max(conv, be.graphs().prepare(GraphKind::CONV_DGRAD, batch_slice(p, slices)));
+  }
   be.request_workspace(scratch(nullptr, rows(call.in[2]), p.k, conv).used);
+}
+
+// The plain order: dconv in two passes, then wgrad on the side stream beside dgrad on the main.
+void backward_in_order(CudaBackend& be, const OpCall& call, const ConvProblem& p, const Scratch& s,
+                       const std::string& where) {
+  const TensorArg &x = call.in[3], &dx = call.out[0], &dconv = call.out[4];
+  be.order(0, 1);
+  const Scratch side = scratch(be.workspace(1), rows(call.in[2]), p.k, 0);
+  Pointers wg;
+  wg.dy = dconv.data, wg.x = x.data, wg.dw = call.out[1].data;
+  be.graphs().run(GraphKind::CONV_WGRAD, p, wg, side.conv, be.stream(1), where);
+  if (dx) {
+    // Write after read: if dX is placed over X, dgrad may only start once wgrad has read X.
+    if (overlaps(dx, x)) be.order(1, 0);
+    Pointers dg;
+    dg.dy = dconv.data, dg.w = call.in[4].data, dg.dx = dx.data;
+    be.graphs().run(GraphKind::CONV_DGRAD, p, dg, s.conv, be.stream(0), where);
+  }
 }
 
 void cbr_bwd(const OpCall& call) {
@@ -109,21 +159,37 @@ void cbr_bwd(const OpCall& call) {
   const auto* bits = call.in[1].as<uint8_t>();
   const float *gamma = call.in[5].as<float>(), *mean = call.in[6].as<float>(), *inv_std = call.in[7].as<float>();
   float *dgamma = call.out[2].as<float>(), *dbeta = call.out[3].as<float>();
-  // ReLU mask and BN backward: dbeta, dgamma, then dL/d(conv_out).
-  cbr_backward(dy.dtype(), dy.data, bits, conv_out.data, gamma, mean, inv_std, m, p.k, dconv.data, dgamma, dbeta,
-               s.reduce, s.reduce_bytes, be.stream(0), where);
-  // wgrad on the side stream (its own workspace) beside dgrad on the main stream.
-  be.order(0, 1);
-  const Scratch side = scratch(be.workspace(1), m, p.k, 0);
-  Pointers wg;
-  wg.dy = dconv.data, wg.x = x.data, wg.dw = call.out[1].data;
-  be.graphs().run(GraphKind::CONV_WGRAD, p, wg, side.conv, be.stream(1), where);
-  if (dx) {
-    // Write after read: if dX is placed over X, dgrad may only start once wgrad has read X.
-    if (overlaps(dx, x)) be.order(1, 0);
-    Pointers dg;
-    dg.dy = dconv.data, dg.w = w.data, dg.dx = dx.data;
-    be.graphs().run(GraphKind::CONV_DGRAD, p, dg, s.conv, be.stream(0), where);
+  // ReLU mask and BN backward, pass 1: dbeta and dgamma over the whole batch.
+  cbr_backward_reduce(dy.dtype(), dy.data, bits, conv_out.data, mean, inv_std, m, p.k, dgamma, dbeta, s.reduce,
+                      s.reduce_bytes, be.stream(0), where);
+  const int slices = backward_slices(be, call, p);
+  if (slices == 1) {
+    cbr_backward_apply(dy.dtype(), dy.data, bits, conv_out.data, gamma, mean, inv_std, dgamma, dbeta, m, p.k, 0, m,
+                       dconv.data, be.stream(0), where);
+    backward_in_order(be, call, p, s, where);
+  } else {
+    // Pipelined: pass 2 writes dconv one batch slice at a time on the main stream; as each slice
+    // is done, its dgrad runs on the side stream while the main stream writes the next slice
+    // (the main stream's priority lets the memory-bound pass in beside the convolution). wgrad
+    // needs all of dconv, so it follows the last slice on the main stream, beside the last dgrads.
+    const ConvProblem slice = batch_slice(p, slices);
+    const int64_t slice_rows = m / slices;
+    const Scratch side = scratch(be.workspace(1), m, p.k, 0);
+    const size_t dconv_step = size_t(slice_rows * p.k) * dtype_size(p.io);
+    const size_t dx_step = size_t(slice.n * p.h * p.w * p.c) * dtype_size(p.io);
+    for (int i = 0; i < slices; ++i) {
+      cbr_backward_apply(dy.dtype(), dy.data, bits, conv_out.data, gamma, mean, inv_std, dgamma, dbeta, m, p.k,
+                         i * slice_rows, slice_rows, dconv.data, be.stream(0), where);
+      be.order(0, 1);
+      Pointers dg;
+      dg.dy = static_cast<const std::byte*>(dconv.data) + i * dconv_step;
+      dg.w = w.data;
+      dg.dx = static_cast<std::byte*>(dx.data) + i * dx_step;
+      be.graphs().run(GraphKind::CONV_DGRAD, slice, dg, side.conv, be.stream(1), where);
+    }
+    Pointers wg;
+    wg.dy = dconv.data, wg.x = x.data, wg.dw = call.out[1].data;
+    be.graphs().run(GraphKind::CONV_WGRAD, p, wg, s.conv, be.stream(0), where);
   }
   be.order(1, 0);  // the op ends when both streams are done
 }

@@ -4,11 +4,22 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cudnn_graphs.h"
 
 namespace kiln::cuda {
+namespace {
+int pipeline_chunks_from_env() {
+  const char* v = std::getenv("KILN_PIPELINE_CHUNKS");
+  if (!v || !*v || std::string(v) == "auto") return 0;
+  const std::string s(v);
+  if (s.find_first_not_of("0123456789") != std::string::npos || s.size() > 2 || std::stoi(s) < 1)
+    fail("KILN_PIPELINE_CHUNKS='{}' is not valid; use auto or a slice count from 1 (off) to 99", s);
+  return std::stoi(s);
+}
+}  // namespace
 
 CudaBackend::CudaBackend(int index) {
   int count = 0;
@@ -20,9 +31,13 @@ CudaBackend::CudaBackend(int index) {
     fail("CUDA device {} was asked for but {} GPU(s) are visible; use --device cuda:0 to cuda:{}", index, count,
          count - 1);
   device_ = index;
+  pipeline_chunks_ = pipeline_chunks_from_env();
   KILN_CUDA(cudaSetDevice(device_), "cuda backend");
+  int least = 0, greatest = 0;
+  KILN_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cuda backend");
   for (int i = 0; i < kStreams; ++i) {
-    KILN_CUDA(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking), "cuda backend");
+    const int priority = i == 0 ? greatest : least;
+    KILN_CUDA(cudaStreamCreateWithPriority(&streams_[i], cudaStreamNonBlocking, priority), "cuda backend");
     KILN_CUDA(cudaEventCreateWithFlags(&events_[i], cudaEventDisableTiming), "cuda backend");
   }
 }

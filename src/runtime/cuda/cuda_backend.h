@@ -1,6 +1,10 @@
 #pragma once
 // The CUDA backend: one device arena, a main and a side stream with events between them, the
 // cuDNN handle and graph cache, and per-stream workspaces sized while ops are prepared.
+//
+// The main stream has the higher priority: when an op overlaps short memory-bound kernels on the
+// main stream with a long convolution on the side stream, the block scheduler hands freed SMs to
+// the main stream's kernels first, so they are not starved until the convolution drains.
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -16,6 +20,7 @@ class CudaBackend final : public Backend {
  public:
   static constexpr int kStreams = 2;  // 0: main, 1: side (e.g. wgrad beside dgrad)
 
+  // Reads KILN_PIPELINE_CHUNKS (see pipeline_chunks()) from the environment.
   explicit CudaBackend(int index);
   ~CudaBackend() override;
 
@@ -37,6 +42,10 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes() const { return workspace_bytes_; }
   CudnnGraphs& graphs();
   int device_ordinal() const { return device_; }
+  // How many batch slices an op may cut a data-gradient convolution into, so that slice i runs on
+  // the side stream while the main stream prepares slice i+1 (CBR backward). 0 lets each op choose
+  // by size; 1 turns pipelining off. From KILN_PIPELINE_CHUNKS (0 when unset or "auto").
+  int pipeline_chunks() const { return pipeline_chunks_; }
 
  private:
   int device_ = 0;
@@ -44,6 +53,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t events_[kStreams] = {};
   void* workspace_[kStreams] = {};
   size_t workspace_bytes_ = 0, requested_bytes_ = 0;
+  int pipeline_chunks_ = 0;
   CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device
 };
 

@@ -379,6 +379,16 @@ bool tuning_disabled_by_env() {
   return v != nullptr && std::string(v) == "0";
 }
 
+// KILN_CUDNN_TUNE_PLANS=N: time only the first N plans that build (building dominates tuning).
+void plans_tuned_from_env(CudnnGraphsOptions& o) {
+  const char* v = std::getenv("KILN_CUDNN_TUNE_PLANS");
+  if (!v || !*v) return;
+  const std::string s(v);
+  if (s.find_first_not_of("0123456789") != std::string::npos || s.size() > 4)
+    fail("KILN_CUDNN_TUNE_PLANS='{}' is not valid; use a plan count (0 = every plan)", s);
+  o.max_plans_tuned = std::stoi(s);
+}
+
 int current_device(const std::string& where) {
   int device = 0;
   KILN_CUDA(cudaGetDevice(&device), where);
@@ -417,6 +427,7 @@ const char* graph_kind_name(GraphKind kind) {
 
 CudnnGraphs::CudnnGraphs(CudnnGraphsOptions options) : options_(options) {
   if (tuning_disabled_by_env()) options_.tune = false;
+  plans_tuned_from_env(options_);
   options_.timed_runs = std::max(1, options_.timed_runs);
   device_ = current_device("CudnnGraphs");
   KILN_CUDA(cudnnCreate(&handle_), "CudnnGraphs");

@@ -75,7 +75,8 @@ struct CudnnGraphsOptions {
   int64_t max_workspace_bytes = int64_t{1} << 30;  // plans needing more are skipped
   int timed_runs = 5;                              // per plan, after one warm-up; the median counts
   // 0: build and time every plan offered; N: only the first N that build, in heuristic order (building
-  // dominates tuning time: about 5 s per graph at batch 256 on an H200 with every plan).
+  // dominates tuning time: about 5 s per graph at batch 256 on an H200 with every plan). The
+  // environment variable KILN_CUDNN_TUNE_PLANS=N overrides it.
   int max_plans_tuned = 0;
 };
 
