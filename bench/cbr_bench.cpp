@@ -130,18 +130,23 @@ int main(int argc, char** argv) {
   try {
     std::printf("{\"kind\": \"ceiling\", \"impl\": \"kiln\", \"copy_tb_s\": %.3f}\n", copy_tb_per_s());
     for (const Shape6& s : shapes) {
-      // The cbr_slices* variants force the backward's batch slicing (KILN_PIPELINE_CHUNKS) so
-      // that the automatic choice of "cbr" can be checked against each alternative; they are
-      // timed forward+backward only (their forward is the same as cbr's).
+      // The cbr_slices* variants force the backward's batch slicing (KILN_PIPELINE_CHUNKS) and the
+      // *_1stream ones run wgrad after dgrad on one stream (KILN_SIDE_STREAM=0), so that the
+      // defaults can be checked against each alternative; they are timed backward and
+      // forward+backward only (their forward is the default's).
       struct Variant {
         const char* name;
         bool conv_only, fuse;
         const char* slices;
+        const char* side_stream;
       };
-      for (Variant v : {Variant{"conv", true, false, "auto"}, Variant{"unfused", false, false, "auto"},
-                        Variant{"cbr", false, true, "auto"}, Variant{"cbr_slices1", false, true, "1"},
-                        Variant{"cbr_slices2", false, true, "2"}, Variant{"cbr_slices4", false, true, "4"}}) {
-        setenv("KILN_PIPELINE_CHUNKS", v.slices, 1);  // read when the executable's backend is made
+      for (Variant v : {Variant{"conv", true, false, "auto", "1"}, Variant{"conv_1stream", true, false, "auto", "0"},
+                        Variant{"unfused", false, false, "auto", "1"}, Variant{"cbr", false, true, "auto", "1"},
+                        Variant{"cbr_1stream", false, true, "auto", "0"}, Variant{"cbr_slices1", false, true, "1", "1"},
+                        Variant{"cbr_slices2", false, true, "2", "1"}, Variant{"cbr_slices4", false, true, "4", "1"}}) {
+        // Both are read when the executable's backend is made.
+        setenv("KILN_PIPELINE_CHUNKS", v.slices, 1);
+        setenv("KILN_SIDE_STREAM", v.side_stream, 1);
         kiln::CompileOptions o;
         o.device = kiln::Device::CUDA;
         o.precision = kiln::parse_precision(precision);
@@ -151,7 +156,7 @@ int main(int argc, char** argv) {
         fill(exe, exe.program().input, rng);
         fill(exe, exe.program().output_grad, rng);
         const kiln::StepScalars step{0.f, 0, 1};
-        const bool forced = std::strcmp(v.slices, "auto") != 0;
+        const bool forced = std::strchr(v.name, '_') != nullptr;
         const double fwd = forced ? 0.0 : time_ms(exe, warmup, iters, [&] { exe.run_forward(step); });
         const double fwd_bwd = time_ms(exe, warmup, iters, [&] {
           exe.run_forward(step);

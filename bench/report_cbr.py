@@ -44,6 +44,9 @@ def main():
             # The backward forced to 1, 2 or 4 batch slices (the "cbr" row chose by size).
             "kiln_cbr_slices_fwd_bwd_ms": {v[len("cbr_slices"):]: r["fwd_bwd_ms"] for v, r in k.items()
                                            if v.startswith("cbr_slices")},
+            # wgrad after dgrad on one stream instead of beside it.
+            "kiln_conv_1stream_fwd_bwd_ms": k.get("conv_1stream", {}).get("fwd_bwd_ms"),
+            "kiln_cbr_1stream_fwd_bwd_ms": k.get("cbr_1stream", {}).get("fwd_bwd_ms"),
         }
         row["meets_eager_target"] = row["speedup_vs_eager"] >= target
         row["meets_compile_target"] = comp is None or row["speedup_vs_compile"] >= 1.0
@@ -55,7 +58,7 @@ def main():
           + (f"; copy bandwidth {ceiling['copy_tb_s']:.2f} TB/s" if ceiling else ""))
     print(f"{'shape N,C,HW,K,k,s':<24}{'conv':>8}{'unfused':>9}{'CBR':>8}{'eager':>8}{'compile':>9}"
           f"{'xEager':>8}{'need':>6}{'xComp':>7}{'BN+ReLU kiln/torch ms':>24}{'ratio':>7}"
-          f"{'  CBR with 1/2/4 slices':>24}")
+          f"{'  CBR with 1/2/4 slices':>24}{'  1 stream conv/CBR':>20}")
     for r in rows:
         comp = r["torch_compile_fwd_bwd_ms"]
         print(f"{','.join(map(str, r['shape'])):<24}{r['kiln_conv_fwd_bwd_ms']:8.3f}"
@@ -64,7 +67,8 @@ def main():
               f"{r['target_vs_eager']:6.1f}{(r['speedup_vs_compile'] or 0):7.2f}"
               f"{r['bn_relu_extra_ms_kiln']:12.3f}/{(r['bn_relu_extra_ms_torch'] or 0):.3f}"
               f"{r['bn_relu_extra_ms_kiln'] / (r['bn_relu_extra_ms_torch'] or float('nan')):7.2f}  "
-              + "/".join(f"{r['kiln_cbr_slices_fwd_bwd_ms'].get(n, float('nan')):.3f}" for n in ("1", "2", "4")))
+              + "/".join(f"{r['kiln_cbr_slices_fwd_bwd_ms'].get(n, float('nan')):.3f}" for n in ("1", "2", "4"))
+              + f"  {r['kiln_conv_1stream_fwd_bwd_ms'] or float('nan'):.3f}/{r['kiln_cbr_1stream_fwd_bwd_ms'] or float('nan'):.3f}")
 
 
 if __name__ == "__main__":

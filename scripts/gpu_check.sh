@@ -3,6 +3,7 @@
 # benchmark against PyTorch, and print a short table last (tools/cudnn_probe.cpp is separate). Needs the cudnn-frontend
 # headers in third_party/cudnn_frontend (scripts/setup.sh fetches them; carry them there).
 # Results go to ${OUT:-build/gpu-out}: test log, benchmark JSON lines, joined results.
+# KILN_COMMIT names the commit the binaries were built from (default: this checkout's HEAD).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
@@ -24,13 +25,14 @@ export KILN_SOURCE_DIR="$PWD"
 export LD_LIBRARY_PATH="$PWD/$bin/lib:$venv/cudnn/lib:$venv/cu13/lib:${LD_LIBRARY_PATH:-}"
 
 env_json=$(python3 - <<'PY'
-import json, subprocess, torch
+import json, os, subprocess, torch
 smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                      capture_output=True, text=True).stdout.strip()
 print(json.dumps({"gpu": smi, "torch": torch.__version__, "cuda": torch.version.cuda,
                   "torch_cudnn": torch.backends.cudnn.version(),
-                  "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                           text=True).stdout.strip() or "unknown"}))
+                  "commit": os.environ.get("KILN_COMMIT") or subprocess.run(
+                      ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+                  or "unknown"}))
 PY
 )
 echo "$env_json" > "$out/env.json"

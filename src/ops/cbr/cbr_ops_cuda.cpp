@@ -108,7 +108,7 @@ int backward_slices(CudaBackend& be, const OpCall& call, const ConvProblem& p) {
   q.grad_sample_elems = p.ho * p.wo * p.k;
   q.input_sample_elems = p.h * p.w * p.c;
   q.elem_bytes = dtype_size(p.io);
-  q.requested = be.pipeline_chunks();
+  q.requested = be.side_stream() ? be.pipeline_chunks() : 1;  // one stream: nothing to overlap
   q.hazard = overlaps(dx, dy) || overlaps(dx, bits) || overlaps(dx, conv_out) || overlaps(dx, x) ||
              overlaps(dx, dconv) || !same_or_apart(dconv, dy) || !same_or_apart(dconv, conv_out);
   return pipeline_slices(q);

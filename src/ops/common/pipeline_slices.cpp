@@ -6,8 +6,7 @@ namespace {
 int automatic_slices(const SliceQuery& q) {
   const size_t grad_bytes = size_t(q.batch) * size_t(q.grad_sample_elems) * q.elem_bytes;
   if (grad_bytes < kMinSlicedGradBytes) return 1;
-  // Four slices once each slice alone still holds the threshold; two below that.
-  return grad_bytes >= size_t(kMaxAutoSlices) * kMinSlicedGradBytes ? kMaxAutoSlices : 2;
+  return grad_bytes >= kFourSlicesGradBytes ? kMaxAutoSlices : 2;
 }
 
 bool slice_starts_aligned(const SliceQuery& q, int64_t samples_per_slice) {

@@ -16,9 +16,11 @@ struct SliceQuery {
   bool hazard = false;              // buffers overlap so that slices may not interleave
 };
 
-// Bytes of gradient from which slicing pays for itself when the op chooses (requested == 0):
-// below it the second slice's kernels are too short to hide behind the first slice's convolution.
-inline constexpr size_t kMinSlicedGradBytes = size_t{48} << 20;
+// Bytes of gradient from which slicing pays for itself when the op chooses (requested == 0),
+// and from which four slices do better than two. Measured on an H200 (docs/results.md): two
+// slices cost ~1% at 103 MB, four gain 1-2% from 411 MB; in between it is within noise.
+inline constexpr size_t kMinSlicedGradBytes = size_t{160} << 20;
+inline constexpr size_t kFourSlicesGradBytes = size_t{320} << 20;
 inline constexpr int kMaxAutoSlices = 4;
 
 // The slice count to use (>= 1): the largest count not above the request (or the automatic

@@ -15,9 +15,9 @@ SliceQuery large() {
 TEST(PipelineSlices, AutomaticChoiceGrowsWithTheGradient) {
   SliceQuery q = large();
   EXPECT_EQ(pipeline_slices(q), kMaxAutoSlices);
-  q.grad_sample_elems = 56 * 56 * 64;  // 103 MB: two slices
+  q.grad_sample_elems = 28 * 28 * 512;  // 205 MB: two slices
   EXPECT_EQ(pipeline_slices(q), 2);
-  q.grad_sample_elems = 14 * 14 * 256;  // 26 MB: too small to hide anything
+  q.grad_sample_elems = 56 * 56 * 64;  // 103 MB: too small to hide anything
   EXPECT_EQ(pipeline_slices(q), 1);
 }
 

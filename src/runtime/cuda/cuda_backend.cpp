@@ -19,6 +19,14 @@ int pipeline_chunks_from_env() {
     fail("KILN_PIPELINE_CHUNKS='{}' is not valid; use auto or a slice count from 1 (off) to 99", s);
   return std::stoi(s);
 }
+
+bool side_stream_from_env() {
+  const char* v = std::getenv("KILN_SIDE_STREAM");
+  if (!v || !*v) return true;
+  const std::string s(v);
+  if (s != "0" && s != "1") fail("KILN_SIDE_STREAM='{}' is not valid; use 1 (on, the default) or 0 (off)", s);
+  return s == "1";
+}
 }  // namespace
 
 CudaBackend::CudaBackend(int index) {
@@ -32,6 +40,7 @@ CudaBackend::CudaBackend(int index) {
          count - 1);
   device_ = index;
   pipeline_chunks_ = pipeline_chunks_from_env();
+  side_stream_ = side_stream_from_env();
   KILN_CUDA(cudaSetDevice(device_), "cuda backend");
   int least = 0, greatest = 0;
   KILN_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cuda backend");
@@ -134,6 +143,7 @@ void CudaBackend::synchronize() {
 void CudaBackend::activate() { KILN_CUDA(cudaSetDevice(device_), "cuda backend"); }
 
 void CudaBackend::order(int from, int to) {
+  if (stream(from) == stream(to)) return;
   KILN_CUDA(cudaEventRecord(events_[from], streams_[from]), "stream order");
   KILN_CUDA(cudaStreamWaitEvent(streams_[to], events_[from], 0), "stream order");
 }

@@ -20,7 +20,8 @@ class CudaBackend final : public Backend {
  public:
   static constexpr int kStreams = 2;  // 0: main, 1: side (e.g. wgrad beside dgrad)
 
-  // Reads KILN_PIPELINE_CHUNKS (see pipeline_chunks()) from the environment.
+  // Reads KILN_PIPELINE_CHUNKS (see pipeline_chunks()) and KILN_SIDE_STREAM (see stream()) from
+  // the environment.
   explicit CudaBackend(int index);
   ~CudaBackend() override;
 
@@ -34,9 +35,12 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   void activate() override;
 
-  cudaStream_t stream(int index = 0) const { return streams_[index]; }
+  // With the side stream off (KILN_SIDE_STREAM=0), stream(1) is the main stream: work meant to
+  // overlap runs in issue order instead.
+  cudaStream_t stream(int index = 0) const { return side_stream_ ? streams_[index] : streams_[0]; }
   // Makes stream `to` wait for all work issued so far on stream `from`.
   void order(int from, int to);
+  bool side_stream() const { return side_stream_; }
   // Scratch memory for work on stream `index`; ops never share one workspace across streams.
   void* workspace(int index = 0) const { return workspace_[index]; }
   size_t workspace_bytes() const { return workspace_bytes_; }
@@ -54,6 +58,7 @@ class CudaBackend final : public Backend {
   void* workspace_[kStreams] = {};
   size_t workspace_bytes_ = 0, requested_bytes_ = 0;
   int pipeline_chunks_ = 0;
+  bool side_stream_ = true;
   CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device
 };
 
