@@ -3,7 +3,8 @@
 // prints one JSON object per (shape, variant) line. bench/torch_cbr_bench.py measures PyTorch on
 // the same shapes; bench/report_cbr.py joins both into a table and a results file.
 //
-// usage: kiln_cbr_bench [--precision fp16] [--warmup 5] [--iters 20] [N,C,HW,K,kernel,stride ...]
+// usage: kiln_cbr_bench [--precision fp16] [--warmup 5] [--iters 20] [--variants conv,cbr,...]
+//                       [N,C,HW,K,kernel,stride ...]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -111,12 +112,14 @@ double copy_tb_per_s() {
 int main(int argc, char** argv) {
   std::string precision = "fp16";
   int warmup = 5, iters = 20;
+  std::string variants;  // ",conv,cbr," from --variants conv,cbr; empty: all
   std::vector<Shape6> shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--precision" && i + 1 < argc) precision = argv[++i];
     else if (a == "--warmup" && i + 1 < argc) warmup = std::stoi(argv[++i]);
     else if (a == "--iters" && i + 1 < argc) iters = std::stoi(argv[++i]);
+    else if (a == "--variants" && i + 1 < argc) variants = "," + std::string(argv[++i]) + ",";
     else {
       Shape6 s{};
       if (std::sscanf(a.c_str(), "%d,%d,%d,%d,%d,%d", &s.n, &s.c, &s.hw, &s.k, &s.kernel, &s.stride) != 6) {
@@ -144,6 +147,7 @@ int main(int argc, char** argv) {
                         Variant{"unfused", false, false, "auto", "1"}, Variant{"cbr", false, true, "auto", "1"},
                         Variant{"cbr_1stream", false, true, "auto", "0"}, Variant{"cbr_slices1", false, true, "1", "1"},
                         Variant{"cbr_slices2", false, true, "2", "1"}, Variant{"cbr_slices4", false, true, "4", "1"}}) {
+        if (!variants.empty() && variants.find("," + std::string(v.name) + ",") == std::string::npos) continue;
         // Both are read when the executable's backend is made.
         setenv("KILN_PIPELINE_CHUNKS", v.slices, 1);
         setenv("KILN_SIDE_STREAM", v.side_stream, 1);

@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run)
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -46,13 +46,37 @@ fi
 if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = kiln-bench ]; then
   # Every graph is tuned over the first ${KILN_CUDNN_TUNE_PLANS:-12} plans that build (all of them
   # take ~5 s a graph; the bench builds ~50 graphs).
-  KILN_CUDNN_TUNE_PLANS=${KILN_CUDNN_TUNE_PLANS:-12} KILN_TUNE_LOG="$out/tune.jsonl" "$bin/kiln_cbr_bench" --precision fp16 > "$out/kiln_bench.jsonl" 2> "$out/kiln_bench.err" \
-    || tail -5 "$out/kiln_bench.err"
+  # SM clock and power twice a second while it runs: sustained convolutions run below boost clock.
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 500 \
+    > "$out/clocks.csv" 2>/dev/null &
+  smi=$!
+  # KILN_BENCH_ARGS: more arguments (e.g. --variants conv,unfused,cbr, or shapes).
+  KILN_CUDNN_TUNE_PLANS=${KILN_CUDNN_TUNE_PLANS:-12} KILN_TUNE_LOG="$out/tune.jsonl" "$bin/kiln_cbr_bench" --precision fp16 \
+    ${KILN_BENCH_ARGS:-} > "$out/kiln_bench.jsonl" 2> "$out/kiln_bench.err" || tail -5 "$out/kiln_bench.err"
+  kill $smi 2>/dev/null
   cat "$out/kiln_bench.jsonl"
 fi
 if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = torch-bench ]; then
   python3 bench/torch_cbr_bench.py --precision fp16 > "$out/torch_bench.jsonl" 2> "$out/torch_bench.err" \
     || tail -5 "$out/torch_bench.err"
+fi
+if [ "$what" = stages ]; then
+  # Per-kernel times (Nsight Compute, clocks left alone) of the conv alone and the CBR block, one
+  # shape per argument after the mode (default: a small and a deep VGG shape): where the time goes.
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  shift
+  shapes=("$@")
+  [ ${#shapes[@]} -eq 0 ] && shapes=(256,64,56,64,3,1 256,512,28,512,3,1)
+  for shape in "${shapes[@]}"; do
+    for variant in conv cbr; do
+      KILN_CUDNN_TUNE=0 "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
+        "$bin/kiln_cbr_bench" --warmup 0 --iters 1 --variants "$variant" "$shape" > "$out/ncu_${variant}_$shape.csv" 2> "$out/ncu.err" \
+        || tail -3 "$out/ncu.err"
+      python3 bench/kernel_times.py "$out/ncu_${variant}_$shape.csv" "$variant $shape" >> "$out/stages.jsonl"
+    done
+  done
+  cat "$out/stages.jsonl"
+  exit 0
 fi
 # KILN_BENCH_FROM=<dir>: kiln's half of a split run (kiln_bench.jsonl, tune.jsonl) made earlier.
 from=${KILN_BENCH_FROM:-$out}
