@@ -30,7 +30,10 @@ def main():
     times = {}
     for r in rows:
         value = float(r["Metric Value"].replace(",", ""))
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r["Metric Unit"], 1.0)
+        unit = r["Metric Unit"]
+        scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit)
+        if scale is None:
+            sys.exit(f"kernel_times.py: unknown time unit '{unit}' in {sys.argv[1]}")
         times.setdefault(short(r["Kernel Name"]), []).append(value * scale)
     for name, us in times.items():
         print(json.dumps({"label": sys.argv[2], "kernel": name, "count": len(us),

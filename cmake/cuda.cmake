@@ -28,9 +28,10 @@ enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flags for nvcc
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-  set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200: sm_90 machine code plus compute_90 PTX
-endif()
+# nvcc's own default (sm_75 for CUDA 13) would leave Hopper to JIT-compile old PTX at load time:
+# build sm_90 machine code plus compute_90 PTX (H100/H200) unless KILN_CUDA_ARCHS says otherwise.
+set(KILN_CUDA_ARCHS "90" CACHE STRING "CUDA architectures to build for (CMake CUDA_ARCHITECTURES syntax)")
+set(CMAKE_CUDA_ARCHITECTURES ${KILN_CUDA_ARCHS})
 set(KILN_CUDA_FOUND ON)
 message(STATUS "kiln: CUDA backend on (cuDNN ${KILN_CUDNN_INCLUDE}, ${KILN_CUDNN_LIBRARY})")
 

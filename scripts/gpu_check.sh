@@ -70,9 +70,9 @@ if [ "$what" = stages ]; then
   for shape in "${shapes[@]}"; do
     for variant in conv cbr; do
       KILN_CUDNN_TUNE=0 "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
-        "$bin/kiln_cbr_bench" --warmup 0 --iters 1 --variants "$variant" "$shape" > "$out/ncu_${variant}_$shape.csv" 2> "$out/ncu.err" \
+        "$bin/kiln_cbr_bench" --warmup 0 --iters 1 --variants "$variant" "$shape" > "$out/ncu_${variant}_${shape//,/_}.csv" 2> "$out/ncu.err" \
         || tail -3 "$out/ncu.err"
-      python3 bench/kernel_times.py "$out/ncu_${variant}_$shape.csv" "$variant $shape" >> "$out/stages.jsonl"
+      python3 bench/kernel_times.py "$out/ncu_${variant}_${shape//,/_}.csv" "$variant $shape" >> "$out/stages.jsonl"
     done
   done
   cat "$out/stages.jsonl"
