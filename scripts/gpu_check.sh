@@ -57,7 +57,8 @@ if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = kiln-bench ]; then
   cat "$out/kiln_bench.jsonl"
 fi
 if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = torch-bench ]; then
-  python3 bench/torch_cbr_bench.py --precision fp16 > "$out/torch_bench.jsonl" 2> "$out/torch_bench.err" \
+  # KILN_TORCH_ARGS: more arguments for PyTorch's side (e.g. --no-compile, or shapes).
+  python3 bench/torch_cbr_bench.py --precision fp16 ${KILN_TORCH_ARGS:-} > "$out/torch_bench.jsonl" 2> "$out/torch_bench.err" \
     || tail -5 "$out/torch_bench.err"
 fi
 if [ "$what" = stages ]; then

@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kTileThreads)
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
       if (r >= g.m) continue;
-      const int64_t f = tile_row(g, r) * g.c + p.c0;
+      const int64_t f = r * g.c + p.c0;
       dys[u] = load_pack<T, VEC>(dy + f);
       xs[u] = load_pack<T, VEC>(x + f);
       bits[u] = load_mask_bits<VEC>(bitmask, f);
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kTileThreads)
         const float gj = (bits[u] >> j) & 1u ? to_float(dys[u].v[j]) : 0.f;
         out.v[j] = from_float<T>(fmaf(k[j], gj, -ka[j]) - kb[j] * (to_float(xs[u].v[j]) - mu[j]));
       }
-      store_pack<T, VEC>(dx + tile_row(g, r) * g.c + p.c0, out);
+      store_pack<T, VEC>(dx + r * g.c + p.c0, out);
     }
   }
 }
@@ -152,13 +152,13 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r < g.m) xs[u] = load_pack<T, VEC>(x + tile_row(g, r) * g.c + p.c0);
+      if (r < g.m) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
       if (r >= g.m) break;
-      const int64_t f = tile_row(g, r) * g.c + p.c0;
+      const int64_t f = r * g.c + p.c0;
       Pack<T, VEC> out;
       Pack<uint8_t, VEC> pass;
       unsigned bits = 0;
@@ -392,8 +392,7 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
     dispatch_vec(vec, [&](auto v) {
       constexpr int V = decltype(v)::value;
       auto* kernel = relu ? bn_apply_kernel<T, V, true> : bn_apply_kernel<T, V, false>;
-      TileGrid g = grid_for<T, V>(kernel, m, c, where);
-      g.reverse = true;  // x was just written (convolution) or read (statistics) front to back
+      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
           static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), bitmask, bytemask);
     });
@@ -454,8 +453,7 @@ void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask,
     dispatch_vec(choose_vec(c, sizeof(T), {dy, x, dx}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
       auto* kernel = bn_backward_apply_kernel<T, V>;
-      TileGrid g = grid_for<T, V>(kernel, m, c, where);
-      g.reverse = true;  // bn_backward_reduce just read dy and x front to back
+      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
           static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), gamma, saved_mean,
           saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));

@@ -18,25 +18,12 @@ namespace {
 
 using namespace gpu_test;
 
-struct Case {
-  int64_t m, c;
-  size_t offset = 0;  // elements: 1 misaligns every activation pointer
-};
 
-const std::vector<Case> kCases = {{5, 3},       {1000, 8},     {4099, 64},    {20001, 100},
+const std::vector<TileCase> kCases = {{5, 3},       {1000, 8},     {4099, 64},    {20001, 100},
                                   {2500, 256},  {100003, 64},  {100000, 3},   {301, 2600},
                                   {1000, 8, 1}, {4099, 64, 1}, {2500, 256, 1}};
 const DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
 
-std::string label(DType dt, const Case& k) {
-  return std::string(name(dt)) + " " + shape_name(k.m, k.c) + " offset=" + std::to_string(k.offset);
-}
-
-std::vector<double> floats(const std::vector<double>& v) {  // round to fp32 (BN parameters)
-  std::vector<double> out(v);
-  for (double& x : out) x = static_cast<float>(x);
-  return out;
-}
 
 // Per-channel mean and 1 / sqrt(biased var + eps) of x, rounded to fp32 like saved statistics.
 void reference_stats(const std::vector<double>& x, int64_t m, int64_t c, std::vector<double>& mean,
@@ -56,7 +43,7 @@ TEST(BatchNormGpu, ChannelSumsMatchDoubleReference) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(11);
   for (DType dt : kDtypes)
-    for (const Case& k : kCases) {
+    for (const TileCase& k : kCases) {
       SCOPED_TRACE(label(dt, k));
       const std::vector<double> xv = random_values(dt, k.m * k.c, rng, 0.7, 1.3);
       DeviceTensor x(dt, xv, k.offset), sum(DType::F32, k.c), sq(DType::F32, k.c);
@@ -150,9 +137,9 @@ TEST(BatchNormGpu, InferenceScaleShift) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(13);
   const int64_t c = 100;
-  const std::vector<double> gamma = floats(random_values(DType::F32, c, rng, 1.0, 0.3)),
-                            beta = floats(random_values(DType::F32, c, rng)),
-                            rm = floats(random_values(DType::F32, c, rng));
+  const std::vector<double> gamma = round_to_f32(random_values(DType::F32, c, rng, 1.0, 0.3)),
+                            beta = round_to_f32(random_values(DType::F32, c, rng)),
+                            rm = round_to_f32(random_values(DType::F32, c, rng));
   std::vector<double> rv = random_values(DType::F32, c, rng);
   for (double& v : rv) v = static_cast<float>(0.2 + v * v);
   DeviceTensor dg(DType::F32, gamma), db(DType::F32, beta), drm(DType::F32, rm),
@@ -185,15 +172,15 @@ TEST(BatchNormGpu, ApplyWithReluAndMasks) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(14);
   for (DType dt : kDtypes)
-    for (const Case& k : kCases)
+    for (const TileCase& k : kCases)
       for (const ApplyMode& mode : kApplyModes) {
         const int64_t n = k.m * k.c;
         // Large shapes only in the mode that writes everything (keeps the host reference fast).
         if (n > 1'000'000 && !(mode.bits && mode.bytes)) continue;
         SCOPED_TRACE(label(dt, k) + " " + mode.name);
         const std::vector<double> xv = random_values(dt, n, rng, 0.2, 1.5);
-        const std::vector<double> sc = floats(random_values(DType::F32, k.c, rng, 0.8, 0.5)),
-                                  sh = floats(random_values(DType::F32, k.c, rng, 0.0, 0.5));
+        const std::vector<double> sc = round_to_f32(random_values(DType::F32, k.c, rng, 0.8, 0.5)),
+                                  sh = round_to_f32(random_values(DType::F32, k.c, rng, 0.0, 0.5));
         std::vector<double> pre(n), slack(n), want(n);
         for (int64_t i = 0; i < n; ++i) {
           pre[i] = xv[i] * sc[i % k.c] + sh[i % k.c];
@@ -228,31 +215,21 @@ TEST(BatchNormGpu, BackwardReduceAndApplyMatchDoubleReference) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(15);
   for (DType dt : kDtypes)
-    for (const Case& k : kCases)
+    for (const TileCase& k : kCases)
       for (bool masked : {false, true}) {
         SCOPED_TRACE(label(dt, k) + (masked ? " with bit mask" : " without mask"));
         const int64_t m = k.m, c = k.c, n = m * c;
         const std::vector<double> dyv = random_values(dt, n, rng, 0.1, 1.0),
                                   xv = random_values(dt, n, rng, 0.7, 1.3),
-                                  gamma = floats(random_values(DType::F32, c, rng, 1.0, 0.3));
+                                  gamma = round_to_f32(random_values(DType::F32, c, rng, 1.0, 0.3));
         const std::vector<uint8_t> maskv = random_bytes(cuda::bitmask_bytes(n), rng);
         std::vector<double> mean, inv;
         reference_stats(xv, m, c, mean, inv);
 
-        // Reference: g = dy * mask, xhat, sums, dx.
-        std::vector<double> g(n), xhat(n), r_sdy(c, 0.0), r_sdyx(c, 0.0), r_dx(n);
-        for (int64_t i = 0; i < n; ++i) {
-          g[i] = masked && !bit(maskv, i) ? 0.0 : dyv[i];
-          xhat[i] = (xv[i] - mean[i % c]) * inv[i % c];
-          r_sdy[i % c] += g[i];
-          r_sdyx[i % c] += g[i] * xhat[i];
-        }
-        // The apply pass reads the sums as fp32, so the reference does too.
-        const std::vector<double> sdy32 = floats(r_sdy), sdyx32 = floats(r_sdyx);
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t ch = i % c;
-          r_dx[i] = gamma[ch] * inv[ch] * (g[i] - sdy32[ch] / m - xhat[i] * sdyx32[ch] / m);
-        }
+        const BnBackwardReference ref =
+            bn_backward_reference(dyv, masked ? &maskv : nullptr, xv, gamma, mean, inv, m, c);
+        const std::vector<double>&r_sdy = ref.sum_dy, &r_sdyx = ref.sum_dy_xhat, &r_dx = ref.dx;
+        const std::vector<double> sdy32 = round_to_f32(r_sdy), sdyx32 = round_to_f32(r_sdyx);
 
         DeviceTensor dy(dt, dyv, k.offset), x(dt, xv, k.offset), dx(dt, n, k.offset),
             dgamma(DType::F32, gamma), dmean(DType::F32, mean), dinv(DType::F32, inv),

@@ -45,17 +45,7 @@ struct TileGrid {
   int rows = 1;        // rows one block covers per load (kTileThreads / width)
   int col_blocks = 1;  // channel slices (gridDim.y)
   int row_blocks = 0;  // gridDim.x; blocks take chunks of rows * unroll rows round robin
-  // Walk the rows from the last to the first. A one-wave grid sweeps the tensor in row order,
-  // so the rows a pass touched last are the ones still in L2 (50 MB on an H200) when the next
-  // pass starts: passes that follow a front-to-back pass over the same tensors (the elementwise
-  // apply after a reduction or a convolution) go back to front and start on L2 hits.
-  bool reverse = false;
 };
-
-// The row a thread's r-th logical row stands for.
-__host__ __device__ __forceinline__ int64_t tile_row(const TileGrid& g, int64_t r) {
-  return g.reverse ? g.m - 1 - r : r;
-}
 
 // Threads across channels and rows for (c, vec); no row blocks yet.
 inline TileGrid tile_shape(int64_t m, int64_t c, int vec) {

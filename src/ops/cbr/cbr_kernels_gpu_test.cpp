@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/error.h"
@@ -17,34 +18,22 @@ namespace {
 
 using namespace gpu_test;
 
-struct Case {
-  int64_t m, c;
-  size_t offset = 0;  // elements; 1 misaligns the activations
-};
-const std::vector<Case> kCases = {{7, 3},       {1000, 8},    {3136, 64}, {20001, 100},
+const std::vector<TileCase> kCases = {{7, 3},       {1000, 8},    {3136, 64}, {20001, 100},
                                   {2500, 256},  {100352, 64}, {99999, 3}, {257, 2600},
                                   {1000, 8, 1}, {3136, 64, 1}};
 const DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
 
-std::string label(DType dt, const Case& k) {
-  return std::string(name(dt)) + " " + shape_name(k.m, k.c) + " offset=" + std::to_string(k.offset);
-}
-
-std::vector<double> floats(std::vector<double> v) {
-  for (double& x : v) x = static_cast<float>(x);
-  return v;
-}
 
 TEST(CbrKernelsGpu, ApplyReluBitmaskMatchesReference) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(21);
   for (DType dt : kDtypes)
-    for (const Case& k : kCases) {
+    for (const TileCase& k : kCases) {
       SCOPED_TRACE(label(dt, k));
       const int64_t n = k.m * k.c;
       const std::vector<double> xv = random_values(dt, n, rng, 0.3, 1.2);
-      const std::vector<double> sc = floats(random_values(DType::F32, k.c, rng, 0.8, 0.5)),
-                                sh = floats(random_values(DType::F32, k.c, rng, 0.0, 0.5));
+      const std::vector<double> sc = round_to_f32(random_values(DType::F32, k.c, rng, 0.8, 0.5)),
+                                sh = round_to_f32(random_values(DType::F32, k.c, rng, 0.0, 0.5));
       std::vector<double> pre(n), slack(n), want(n);
       for (int64_t i = 0; i < n; ++i) {
         pre[i] = xv[i] * sc[i % k.c] + sh[i % k.c];
@@ -75,12 +64,12 @@ TEST(CbrKernelsGpu, BackwardMatchesReference) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(22);
   for (DType dt : kDtypes)
-    for (const Case& k : kCases) {
+    for (const TileCase& k : kCases) {
       SCOPED_TRACE(label(dt, k));
       const int64_t m = k.m, c = k.c, n = m * c;
       const std::vector<double> dyv = random_values(dt, n, rng, 0.05, 1.0),
                                 xv = random_values(dt, n, rng, -0.4, 2.0),
-                                gamma = floats(random_values(DType::F32, c, rng, 1.0, 0.3));
+                                gamma = round_to_f32(random_values(DType::F32, c, rng, 1.0, 0.3));
       const std::vector<uint8_t> maskv = random_bytes(cuda::bitmask_bytes(n), rng);
       std::vector<double> mean(c, 0.0), var(c, 0.0), inv(c);
       for (int64_t i = 0; i < n; ++i) mean[i % c] += xv[i] / double(m);
@@ -89,19 +78,8 @@ TEST(CbrKernelsGpu, BackwardMatchesReference) {
         mean[ch] = static_cast<float>(mean[ch]);
         inv[ch] = static_cast<float>(1 / std::sqrt(var[ch] + 1e-5));
       }
-      std::vector<double> g(n), xhat(n), dbeta(c, 0.0), dgamma(c, 0.0), dconv(n);
-      for (int64_t i = 0; i < n; ++i) {
-        g[i] = bit(maskv, i) ? dyv[i] : 0.0;
-        xhat[i] = (xv[i] - mean[i % c]) * inv[i % c];
-        dbeta[i % c] += g[i];
-        dgamma[i % c] += g[i] * xhat[i];
-      }
-      // The apply pass reads the sums back as fp32; so does the reference.
-      const std::vector<double> db32 = floats(dbeta), dg32 = floats(dgamma);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t ch = i % c;
-        dconv[i] = gamma[ch] * inv[ch] * (g[i] - db32[ch] / m - xhat[i] * dg32[ch] / m);
-      }
+      const BnBackwardReference ref = bn_backward_reference(dyv, &maskv, xv, gamma, mean, inv, m, c);
+      const std::vector<double>&dbeta = ref.sum_dy, &dgamma = ref.sum_dy_xhat, &dconv = ref.dx;
 
       DeviceTensor dy(dt, dyv, k.offset), x(dt, xv, k.offset), out(dt, n, k.offset),
           dgam(DType::F32, gamma), dmean(DType::F32, mean), dinv(DType::F32, inv),
@@ -124,7 +102,31 @@ TEST(CbrKernelsGpu, BackwardMatchesReference) {
                          ws_bytes, nullptr, "test");
       sync();
       expect_close("dconv over dy", dy_inplace.get(), dconv, tolerance(dt));
+
+      // Pass 2 in two row slices, as the pipelined backward runs it, gives the same dconv.
+      const int64_t half = m / 2 / 8 * 8;  // row0 * c on a whole mask byte
+      if (half > 0) {
+        DeviceTensor sliced(dt, n, k.offset);
+        sliced.poison();
+        for (const auto& [row0, rows] : {std::pair<int64_t, int64_t>{0, half}, {half, m - half}})
+          cuda::cbr_backward_apply(dt, dy.ptr(), mask.ptr(), x.ptr(), dgam.f32(), dmean.f32(), dinv.f32(),
+                                   gdg.f32(), gdb.f32(), m, c, row0, rows, sliced.ptr(), nullptr, "test");
+        sync();
+        expect_close("dconv in two slices", sliced.get(), dconv, tolerance(dt));
+      }
     }
+}
+
+TEST(CbrKernelsGpu, BackwardApplySliceMustStartOnAWholeMaskByte) {
+  // Checked before anything is launched: no device memory needed.
+  float f = 0;
+  uint8_t bits = 0;
+  try {
+    cuda::cbr_backward_apply(DType::F32, &f, &bits, &f, &f, &f, &f, &f, &f, 10, 3, 1, 2, &f, nullptr, "test");
+    FAIL() << "expected an error for a slice starting at flat element 3";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("whole mask byte"), std::string::npos) << e.what();
+  }
 }
 
 // Forward mask -> backward: the gradient is exactly zero wherever the ReLU blocked.

@@ -2,9 +2,9 @@
 //   forward    conv + genstats (one cuDNN graph) -> finalize (fp32, length C) -> apply + ReLU +
 //              bit mask (one pass);
 //   backward   dY*mask reduce -> dconv (two passes, the masked dY never stored) -> wgrad on the
-//              side stream beside dgrad on the main stream; or, when the tensors are large, the
-//              second pass and dgrad pipelined over batch slices (main / side stream) and wgrad
-//              last, so the memory-bound pass runs beside the compute-bound convolutions;
+//              side stream beside dgrad on the main stream; or, when KILN_PIPELINE_CHUNKS asks
+//              for it, the second pass and dgrad pipelined over batch slices (main / side
+//              stream) and wgrad last, so the memory-bound pass may run beside the convolutions;
 //   inference  conv -> *scale -> +shift -> ReLU as one cuDNN graph when supported, otherwise conv
 //              then one scale/shift/ReLU pass (the choice is logged once per shape).
 #include <cstdio>

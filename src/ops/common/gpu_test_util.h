@@ -282,4 +282,49 @@ inline std::string shape_name(int64_t m, int64_t c) {
   return s.str();
 }
 
+// One (m rows x c channels) case of the per-channel kernels.
+struct TileCase {
+  int64_t m, c;
+  size_t offset = 0;  // elements: 1 misaligns every activation pointer
+};
+
+inline std::string label(DType dt, const TileCase& k) {
+  return std::string(name(dt)) + " " + shape_name(k.m, k.c) + " offset=" + std::to_string(k.offset);
+}
+
+// Each value rounded to fp32: what BN parameters, statistics and sums are on the device.
+inline std::vector<double> round_to_f32(std::vector<double> v) {
+  for (double& x : v) x = static_cast<float>(x);
+  return v;
+}
+
+// Float64 reference of BN backward behind an optional ReLU bit mask (bn_backward_reduce +
+// bn_backward_apply, cbr_backward): g = dy where the mask bit is set (everywhere without a mask),
+// xhat = (x - mean) * inv_std; sums in float64; dx from the sums rounded to fp32, as the device's
+// apply pass reads them back.
+struct BnBackwardReference {
+  std::vector<double> sum_dy, sum_dy_xhat, dx;
+};
+
+inline BnBackwardReference bn_backward_reference(const std::vector<double>& dy, const std::vector<uint8_t>* mask,
+                                                 const std::vector<double>& x, const std::vector<double>& gamma,
+                                                 const std::vector<double>& mean,
+                                                 const std::vector<double>& inv_std, int64_t m, int64_t c) {
+  const int64_t n = m * c;
+  BnBackwardReference r{std::vector<double>(c, 0.0), std::vector<double>(c, 0.0), std::vector<double>(n)};
+  std::vector<double> g(n), xhat(n);
+  for (int64_t i = 0; i < n; ++i) {
+    g[i] = mask && !bit(*mask, i) ? 0.0 : dy[i];
+    xhat[i] = (x[i] - mean[i % c]) * inv_std[i % c];
+    r.sum_dy[i % c] += g[i];
+    r.sum_dy_xhat[i % c] += g[i] * xhat[i];
+  }
+  const std::vector<double> sdy32 = round_to_f32(r.sum_dy), sdyx32 = round_to_f32(r.sum_dy_xhat);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t ch = i % c;
+    r.dx[i] = gamma[ch] * inv_std[ch] * (g[i] - sdy32[ch] / m - xhat[i] * sdyx32[ch] / m);
+  }
+  return r;
+}
+
 }  // namespace kiln::gpu_test

@@ -3,12 +3,6 @@
 namespace kiln {
 namespace {
 
-int automatic_slices(const SliceQuery& q) {
-  const size_t grad_bytes = size_t(q.batch) * size_t(q.grad_sample_elems) * q.elem_bytes;
-  if (grad_bytes < kMinSlicedGradBytes) return 1;
-  return grad_bytes >= kFourSlicesGradBytes ? kMaxAutoSlices : 2;
-}
-
 bool slice_starts_aligned(const SliceQuery& q, int64_t samples_per_slice) {
   const int64_t grad_elems = samples_per_slice * q.grad_sample_elems;
   const size_t grad_bytes = size_t(grad_elems) * q.elem_bytes;
@@ -20,8 +14,7 @@ bool slice_starts_aligned(const SliceQuery& q, int64_t samples_per_slice) {
 
 int pipeline_slices(const SliceQuery& q) {
   if (q.hazard || q.batch < 2 || q.grad_sample_elems <= 0 || q.input_sample_elems <= 0) return 1;
-  int want = q.requested > 0 ? q.requested : automatic_slices(q);
-  if (want > q.batch) want = int(q.batch);
+  const int want = q.requested > q.batch ? int(q.batch) : q.requested;
   for (int k = want; k > 1; --k)
     if (q.batch % k == 0 && slice_starts_aligned(q, q.batch / k)) return k;
   return 1;

@@ -12,13 +12,11 @@ SliceQuery large() {
   return q;
 }
 
-TEST(PipelineSlices, AutomaticChoiceGrowsWithTheGradient) {
+TEST(PipelineSlices, OffUnlessRequested) {
   SliceQuery q = large();
-  EXPECT_EQ(pipeline_slices(q), kMaxAutoSlices);
-  q.grad_sample_elems = 28 * 28 * 512;  // 205 MB: two slices
-  EXPECT_EQ(pipeline_slices(q), 2);
-  q.grad_sample_elems = 56 * 56 * 64;  // 103 MB: too small to hide anything
   EXPECT_EQ(pipeline_slices(q), 1);
+  q.requested = 4;
+  EXPECT_EQ(pipeline_slices(q), 4);
 }
 
 TEST(PipelineSlices, RequestIsAnUpperBoundThatDividesTheBatch) {

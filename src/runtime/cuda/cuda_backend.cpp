@@ -13,10 +13,10 @@ namespace kiln::cuda {
 namespace {
 int pipeline_chunks_from_env() {
   const char* v = std::getenv("KILN_PIPELINE_CHUNKS");
-  if (!v || !*v || std::string(v) == "auto") return 0;
+  if (!v || !*v) return 1;
   const std::string s(v);
   if (s.find_first_not_of("0123456789") != std::string::npos || s.size() > 2 || std::stoi(s) < 1)
-    fail("KILN_PIPELINE_CHUNKS='{}' is not valid; use auto or a slice count from 1 (off) to 99", s);
+    fail("KILN_PIPELINE_CHUNKS='{}' is not valid; use a slice count from 1 (off, the default) to 99", s);
   return std::stoi(s);
 }
 

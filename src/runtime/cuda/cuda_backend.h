@@ -47,8 +47,8 @@ class CudaBackend final : public Backend {
   CudnnGraphs& graphs();
   int device_ordinal() const { return device_; }
   // How many batch slices an op may cut a data-gradient convolution into, so that slice i runs on
-  // the side stream while the main stream prepares slice i+1 (CBR backward). 0 lets each op choose
-  // by size; 1 turns pipelining off. From KILN_PIPELINE_CHUNKS (0 when unset or "auto").
+  // the side stream while the main stream prepares slice i+1 (CBR backward). 1 (the default)
+  // turns pipelining off (ops/common/pipeline_slices.h says why). From KILN_PIPELINE_CHUNKS.
   int pipeline_chunks() const { return pipeline_chunks_; }
 
  private:
@@ -57,7 +57,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t events_[kStreams] = {};
   void* workspace_[kStreams] = {};
   size_t workspace_bytes_ = 0, requested_bytes_ = 0;
-  int pipeline_chunks_ = 0;
+  int pipeline_chunks_ = 1;
   bool side_stream_ = true;
   CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device
 };
