@@ -39,9 +39,11 @@ message(STATUS "kiln: CUDA backend on (cuDNN ${KILN_CUDNN_INCLUDE}, ${KILN_CUDNN
 # files compiled by the host compiler.
 file(GLOB_RECURSE KILN_CUDA_SRC CONFIGURE_DEPENDS src/ops/*_cuda.cu src/ops/*_cuda.cpp
      src/runtime/cuda/*.cu src/runtime/cuda/*.cpp)
+list(FILTER KILN_CUDA_SRC EXCLUDE REGEX "_test\\.cpp$")
 add_library(kiln_cuda STATIC ${KILN_CUDA_SRC})
 target_include_directories(kiln_cuda PUBLIC ${KILN_CUDNN_INCLUDE} PRIVATE ${KILN_CUDNN_FRONTEND_INCLUDE})
-target_link_libraries(kiln_cuda PUBLIC kiln_ops CUDA::cudart CUDA::cublasLt ${KILN_CUDNN_LIBRARY})
+target_link_libraries(kiln_cuda PUBLIC kiln_ops kiln_data CUDA::cudart CUDA::cublasLt ${KILN_CUDNN_LIBRARY}
+                      PRIVATE nlohmann_json::nlohmann_json)
 target_compile_options(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
 # fmt 9's consteval format strings do not compile under nvcc; constexpr checking does.
 target_compile_definitions(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:FMT_USE_CONSTEXPR=1>)
@@ -58,6 +60,17 @@ if(KILN_BUILD_TESTS)
     target_compile_definitions(kiln_test_gpu PRIVATE
       KILN_SOURCE_DIR="${CMAKE_SOURCE_DIR}" KILN_BINARY_DIR="${CMAKE_BINARY_DIR}")
     gtest_discover_tests(kiln_test_gpu PROPERTIES LABELS "gpu")
+  endif()
+endif()
+
+# Host-side logic of the CUDA backend that needs no GPU (the plan cache file): label cpu, so CI
+# runs it. src/runtime/cuda/*_test.cpp.
+if(KILN_BUILD_TESTS)
+  file(GLOB KILN_CUDA_HOST_TESTS CONFIGURE_DEPENDS src/runtime/cuda/*_test.cpp)
+  if(KILN_CUDA_HOST_TESTS)
+    add_executable(kiln_test_cuda_host ${KILN_CUDA_HOST_TESTS})
+    target_link_libraries(kiln_test_cuda_host PRIVATE kiln_cuda GTest::gtest_main)
+    gtest_discover_tests(kiln_test_cuda_host DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "cpu")
   endif()
 endif()
 

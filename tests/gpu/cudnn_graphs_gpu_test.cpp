@@ -9,10 +9,14 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -388,6 +392,55 @@ TEST(CudnnGraphsGpu, TunedPlansMatchCpuAndAreRecorded) {
                 r.kind.c_str(), conv_problem_str(r.problem).c_str(), r.plans_tried, r.plans_offered, r.first_plan_ms,
                 r.best_plan_ms, r.plan_name.c_str(), r.workspace);
   }
+}
+
+// The plan cache file: a second handle (as in a later process) rebuilds the tuned plan without
+// tuning, and it computes the right convolution; an entry that no longer builds is re-tuned.
+TEST(CudnnGraphsGpu, PlanCacheFileReplaysTunedPlans) {
+  SKIP_WITHOUT_GPU();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln_plan_cache_gpu_" + std::to_string(::getpid()) + ".json")).string();
+  std::filesystem::remove(path);
+  CudnnGraphsOptions o;
+  o.tune = true, o.max_plans_tuned = 4, o.plan_cache = path;
+  const ConvProblem p = make_conv_problem(3, 13, 13, 24, 40, 3, 3, 1, 1, DType::F16);  // used nowhere else
+  std::mt19937 rng(61);
+  std::string tuned_plan;
+  {
+    CudnnGraphs first(o);
+    if (!first.options().tune) GTEST_SKIP() << "KILN_CUDNN_TUNE=0 in the environment";
+    check_fprop(first, p, rng);
+    const auto r = first.tune_records().at(0);
+    EXPECT_FALSE(r.from_cache);
+    EXPECT_GE(r.plans_tried, 1);
+    tuned_plan = r.plan_name;
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  {
+    CudnnGraphs second(o);
+    check_fprop(second, p, rng);
+    const auto r = second.tune_records().at(0);
+    EXPECT_TRUE(r.from_cache);
+    EXPECT_EQ(r.plans_tried, 0);
+    EXPECT_EQ(r.plan_name, tuned_plan);
+  }
+  {
+    // An engine id no cuDNN has: the entry is dropped and the graph tuned again.
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string from = "\"engine\": ";
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << text;
+    const size_t end = text.find_first_of(",\n}", at + from.size());
+    text.replace(at + from.size(), end - at - from.size(), "987654");
+    std::ofstream(path) << text;
+    CudnnGraphs third(o);
+    check_fprop(third, p, rng);
+    const auto r = third.tune_records().at(0);
+    EXPECT_FALSE(r.from_cache);
+    EXPECT_GE(r.plans_tried, 1);
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(CudnnGraphsGpu, SecondPrepareHitsTheCacheAndRunsAreBitwiseRepeatable) {

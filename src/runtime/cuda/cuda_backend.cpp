@@ -67,9 +67,10 @@ void append_tune_log(const CudnnGraphs& graphs) {
     const TuneRecord& r = records[i];
     std::fprintf(f,
                  "{\"kind\": \"%s\", \"problem\": \"%s\", \"plans_offered\": %d, \"plans_tried\": %d, "
-                 "\"first_plan_ms\": %.4f, \"best_plan_ms\": %.4f, \"workspace\": %zu, \"plan\": \"%s\"}\n",
+                 "\"first_plan_ms\": %.4f, \"best_plan_ms\": %.4f, \"workspace\": %zu, \"plan\": \"%s\", "
+                 "\"from_plan_cache\": %s}\n",
                  r.kind.c_str(), conv_problem_str(r.problem).c_str(), r.plans_offered, r.plans_tried,
-                 r.first_plan_ms, r.best_plan_ms, r.workspace, r.plan_name.c_str());
+                 r.first_plan_ms, r.best_plan_ms, r.workspace, r.plan_name.c_str(), r.from_cache ? "true" : "false");
   }
   written = records.size();
   std::fclose(f);

@@ -9,13 +9,17 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <random>
+#include <unordered_map>
 
 #include "kiln/error.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/plan_cache.h"
 
 namespace fe = cudnn_frontend;
 
@@ -363,6 +367,13 @@ PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream,
     }
     c.plan_index = best.index;
     c.workspace = static_cast<size_t>(best.workspace);
+    int64_t engine = -1;
+    std::unordered_map<fe::KnobType_t, int64_t> knobs;
+    if (g.get_engine_and_knobs_at_index(best.index, engine, knobs).is_good()) {
+      c.engine_id = engine;
+      for (const auto& [type, value] : knobs) c.knobs.emplace_back(static_cast<int64_t>(type), value);
+      std::sort(c.knobs.begin(), c.knobs.end());
+    }
     std::string name;
     if (g.get_plan_name_at_index(best.index, name).is_good()) c.plan_name = name;
     g.release_plans_except(best.index);
@@ -372,6 +383,61 @@ PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream,
     c.why_not = e.what();
   }
   return c;
+}
+
+// Rebuilds the one plan a plan cache entry names (engine and knobs) on a graph whose tensors and
+// nodes are defined: no heuristics, no timing. Unsupported (why_not set) when this cuDNN no longer
+// builds it, e.g. after an upgrade that the cache key did not see.
+PlanChoice replay_plan(NotedGraph& g, cudnnHandle_t handle, const CudnnGraphsOptions& o, const CachedPlan& cached,
+                       std::vector<int64_t>& uids_out) {
+  PlanChoice c;
+  auto step = [&](fe::error_t status, const char* what) {
+    if (status.is_bad()) c.why_not = fmt::format("{} failed: {}", what, frontend_message(status));
+    return status.is_good();
+  };
+  try {
+    std::unordered_map<fe::KnobType_t, int64_t> knobs;
+    for (const auto& [type, value] : cached.knobs) knobs[static_cast<fe::KnobType_t>(type)] = value;
+    if (!step(g.validate(), "validate") || !step(g.build_operation_graph(handle), "build_operation_graph") ||
+        !step(g.create_execution_plan(cached.engine, knobs), "create_execution_plan") ||
+        !step(g.check_support(), "check_support") || !step(g.build_plan_at_index(0), "build_plan_at_index"))
+      return c;
+    int64_t workspace = 0;
+    if (!step(g.get_workspace_size_plan_at_index(0, workspace), "get_workspace_size")) return c;
+    if (workspace > o.max_workspace_bytes) {
+      c.why_not = fmt::format("it needs {} bytes of workspace, over the limit of {}", workspace, o.max_workspace_bytes);
+      return c;
+    }
+    if (!step(g.prepare_variant_pack_template(), "prepare_variant_pack_template")) return c;
+    uids_out = g.get_variant_pack_uids_sorted();
+    c.supported = true;
+    c.from_cache = true;
+    c.plan_index = 0;
+    c.plans_offered = c.plans_built = 1;
+    c.workspace = static_cast<size_t>(workspace);
+    c.best_plan_ms = cached.ms;
+    c.plan_name = cached.name;
+    c.engine_id = cached.engine;
+    c.knobs = cached.knobs;
+    c.deterministic = !g.has_note(0, fe::NumericalNote_t::NONDETERMINISTIC);
+  } catch (const std::exception& e) {
+    c.supported = false;
+    c.why_not = e.what();
+  }
+  return c;
+}
+
+// Which GPU and libraries a tuned choice holds for: part of every plan cache key.
+std::string device_tag(int device) {
+  cudaDeviceProp prop{};
+  KILN_CUDA(cudaGetDeviceProperties(&prop, device), "CudnnGraphs");
+  return fmt::format("{} sm{}{} {}SMs cudnn{} frontend{}", prop.name, prop.major, prop.minor,
+                     prop.multiProcessorCount, cudnnGetVersion(), CUDNN_FRONTEND_VERSION);
+}
+
+const char* plan_cache_from_env() {
+  const char* v = std::getenv("KILN_PLAN_CACHE");
+  return v && *v ? v : nullptr;
 }
 
 bool tuning_disabled_by_env() {
@@ -431,12 +497,25 @@ CudnnGraphs::CudnnGraphs(CudnnGraphsOptions options) : options_(options) {
   options_.timed_runs = std::max(1, options_.timed_runs);
   device_ = current_device("CudnnGraphs");
   KILN_CUDA(cudnnCreate(&handle_), "CudnnGraphs");
+  if (const char* path = plan_cache_from_env()) options_.plan_cache = path;
+  if (!options_.plan_cache.empty()) {
+    plan_cache_ = std::make_unique<PlanCache>(options_.plan_cache);
+    device_tag_ = device_tag(device_);
+  }
 }
 
 CudnnGraphs::~CudnnGraphs() {
   cache_.clear();  // plans before the handle they were built with
   if (tune_stream_) cudaStreamDestroy(tune_stream_);
   if (handle_) cudnnDestroy(handle_);
+}
+
+std::string CudnnGraphs::plan_cache_key(GraphKind kind, const ConvProblem& p) const {
+  // Everything that decides which plans may be chosen: the GPU and libraries, the graph, and the
+  // options that filter plans.
+  return fmt::format("{} | {} {} | tf32={} deterministic={} workspace<={}", device_tag_, graph_kind_name(kind),
+                     conv_problem_str(p), options_.allow_tf32, options_.prefer_deterministic,
+                     options_.max_workspace_bytes);
 }
 
 CudnnGraphs::Entry& CudnnGraphs::get_or_build(GraphKind kind, const ConvProblem& p) {
@@ -452,27 +531,46 @@ CudnnGraphs::Entry& CudnnGraphs::get_or_build(GraphKind kind, const ConvProblem&
 
   ++builds_;
   auto entry = std::make_unique<Entry>();
-  entry->graph = std::make_unique<NotedGraph>();
-  auto& g = *entry->graph;
-  g.set_io_data_type(fe_dtype(p.io))
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  try {
-    define_conv_graph(kind, p, g);
-  } catch (const std::exception& e) {
-    entry->error = fmt::format("defining the graph failed: {}", e.what());
-  }
+  // A fresh graph with its tensors and nodes (a failed plan replay leaves its plan in the old one).
+  auto define = [&] {
+    entry->graph = std::make_unique<NotedGraph>();
+    entry->graph->set_io_data_type(fe_dtype(p.io))
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    try {
+      define_conv_graph(kind, p, *entry->graph);
+    } catch (const std::exception& e) {
+      entry->error = fmt::format("defining the graph failed: {}", e.what());
+    }
+  };
+  define();
   if (entry->error.empty()) {
-    if (options_.tune && !tune_stream_) KILN_CUDA(cudaStreamCreateWithFlags(&tune_stream_, cudaStreamNonBlocking), where);
-    entry->choice = choose_plan(g, handle_, tune_stream_, p.io, options_, entry->uids);
-    if (!entry->choice.supported) entry->error = entry->choice.why_not;
+    const std::string cache_key = plan_cache_ ? plan_cache_key(kind, p) : std::string();
+    if (const auto cached = plan_cache_ ? plan_cache_->find(cache_key) : std::nullopt) {
+      entry->choice = replay_plan(*entry->graph, handle_, options_, *cached, entry->uids);
+      if (!entry->choice.supported) {
+        std::fprintf(stderr, "kiln: %s: the cached plan %s no longer builds (%s); tuning again\n", where.c_str(),
+                     cached->name.c_str(), entry->choice.why_not.c_str());
+        plan_cache_->forget(cache_key);
+        define();
+      }
+    }
+    if (entry->error.empty() && !entry->choice.supported) {
+      if (options_.tune && !tune_stream_)
+        KILN_CUDA(cudaStreamCreateWithFlags(&tune_stream_, cudaStreamNonBlocking), where);
+      entry->choice = choose_plan(*entry->graph, handle_, tune_stream_, p.io, options_, entry->uids);
+      const PlanChoice& c = entry->choice;
+      if (c.supported && plan_cache_ && c.plans_tried > 0 && c.engine_id >= 0)
+        plan_cache_->store(cache_key, CachedPlan{c.engine_id, c.knobs, c.plan_name, c.best_plan_ms, c.workspace});
+    }
+    if (entry->error.empty() && !entry->choice.supported) entry->error = entry->choice.why_not;
   }
   if (!entry->error.empty()) {
     entry->graph.reset();
   } else {
     const PlanChoice& c = entry->choice;
     records_.push_back(TuneRecord{graph_kind_name(kind), p, c.plans_tried, c.first_plan_ms, c.best_plan_ms,
-                                  c.workspace, c.plans_offered, c.plan_name, c.deterministic});
+                                  c.workspace, c.plans_offered, c.plan_name, c.deterministic, c.from_cache});
   }
   return *cache_.emplace(std::move(key), std::move(entry)).first->second;
 }

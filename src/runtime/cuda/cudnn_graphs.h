@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/dtype.h"
@@ -27,6 +28,8 @@ class Graph;
 }
 
 namespace kiln::cuda {
+
+class PlanCache;
 
 // One 2-D convolution: x (n,h,w,c) NHWC, w (k,r,s,c) KRSC, y (n,ho,wo,k) NHWC. Square stride and
 // symmetric padding, no dilation, no groups. ho/wo must equal (h + 2*pad - r) / stride + 1.
@@ -78,6 +81,10 @@ struct CudnnGraphsOptions {
   // dominates tuning time: about 5 s per graph at batch 256 on an H200 with every plan). The
   // environment variable KILN_CUDNN_TUNE_PLANS=N overrides it.
   int max_plans_tuned = 0;
+  // File of tuned plan choices shared by processes (plan_cache.h): a graph found there rebuilds
+  // the recorded plan instead of tuning, and every tuned choice is added. Empty: no file. The
+  // environment variable KILN_PLAN_CACHE=<file> overrides it.
+  std::string plan_cache;
 };
 
 // What engine choice found for one graph.
@@ -91,6 +98,7 @@ struct TuneRecord {
   int plans_offered = 0;       // engine configs from heuristics A + FALLBACK
   std::string plan_name;       // cuDNN's name of the kept plan
   bool deterministic = true;   // false when only NONDETERMINISTIC plans built
+  bool from_cache = false;     // rebuilt from the plan cache file (best_plan_ms: its recorded time)
 };
 
 // Result of building and tuning an arbitrary frontend graph (used by tools/cudnn_probe.cpp).
@@ -103,6 +111,9 @@ struct PlanChoice {
   size_t workspace = 0;
   std::string plan_name;
   bool deterministic = true;
+  bool from_cache = false;
+  int64_t engine_id = -1;                             // what the plan cache records
+  std::vector<std::pair<int64_t, int64_t>> knobs;     // (frontend KnobType_t, value)
 };
 
 class CudnnGraphs {
@@ -142,6 +153,7 @@ class CudnnGraphs {
  private:
   using Key = std::vector<int64_t>;
   Entry& get_or_build(GraphKind kind, const ConvProblem& problem);
+  std::string plan_cache_key(GraphKind kind, const ConvProblem& problem) const;
 
   CudnnGraphsOptions options_;
   int device_ = 0;
@@ -151,6 +163,8 @@ class CudnnGraphs {
   std::map<Key, std::unique_ptr<Entry>> cache_;
   std::vector<TuneRecord> records_;
   size_t builds_ = 0;
+  std::unique_ptr<PlanCache> plan_cache_;  // null without a plan cache file
+  std::string device_tag_;                 // GPU, compute capability, cuDNN and frontend versions
 };
 
 }  // namespace kiln::cuda

@@ -1,0 +1,103 @@
+#include "runtime/cuda/plan_cache.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <span>
+
+#include "data/file_io.h"
+#include "kiln/error.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr const char* kFormat = "kiln-plan-cache";
+constexpr int kVersion = 1;
+
+using nlohmann::json;
+
+json to_json(const CachedPlan& p) {
+  json knobs = json::array();
+  for (const auto& [type, value] : p.knobs) knobs.push_back({type, value});
+  return {{"engine", p.engine}, {"knobs", knobs}, {"name", p.name}, {"ms", p.ms}, {"workspace", p.workspace}};
+}
+
+CachedPlan from_json(const json& j) {
+  CachedPlan p;
+  p.engine = j.at("engine").get<int64_t>();
+  for (const json& k : j.at("knobs")) p.knobs.emplace_back(k.at(0).get<int64_t>(), k.at(1).get<int64_t>());
+  p.name = j.at("name").get<std::string>();
+  p.ms = j.at("ms").get<double>();
+  p.workspace = j.at("workspace").get<size_t>();
+  if (p.engine < 0) throw std::runtime_error("negative engine id");
+  return p;
+}
+
+// The entries of the file at `path` (none when it does not exist).
+std::map<std::string, CachedPlan> read_plans(const std::string& path) {
+  std::map<std::string, CachedPlan> plans;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return plans;
+  const std::vector<uint8_t> bytes = read_file_bytes(path, "the plan cache (KILN_PLAN_CACHE)");
+  try {
+    const json doc = json::parse(bytes.begin(), bytes.end());
+    if (doc.at("format").get<std::string>() != kFormat)
+      fail("plan cache '{}': not a kiln plan cache (format '{}'); delete it or set KILN_PLAN_CACHE to another file",
+           path, doc.at("format").get<std::string>());
+    if (doc.at("version").get<int>() != kVersion)
+      fail("plan cache '{}' has version {}, this kiln reads version {}; delete it to tune again", path,
+           doc.at("version").get<int>(), kVersion);
+    for (const auto& [key, entry] : doc.at("plans").items()) plans[key] = from_json(entry);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("plan cache '{}' is not readable ({}); delete it or set KILN_PLAN_CACHE to another file", path, e.what());
+  }
+  return plans;
+}
+
+}  // namespace
+
+PlanCache::PlanCache(std::string path) : path_(std::move(path)) {
+  if (path_.empty()) fail("plan cache: the file name is empty; set KILN_PLAN_CACHE to a file path");
+  plans_ = read_plans(path_);
+}
+
+std::optional<CachedPlan> PlanCache::find(const std::string& key) const {
+  auto it = plans_.find(key);
+  if (it == plans_.end()) return std::nullopt;
+  return it->second;
+}
+
+void PlanCache::store(const std::string& key, const CachedPlan& plan) {
+  plans_[key] = plan;
+  write();
+}
+
+void PlanCache::forget(const std::string& key) {
+  if (plans_.erase(key)) write(&key);
+}
+
+void PlanCache::write(const std::string* dropped) {
+  // Another process may have tuned other graphs since this one read the file: keep theirs too.
+  std::map<std::string, CachedPlan> merged;
+  try {
+    merged = read_plans(path_);
+  } catch (const Error&) {
+    merged.clear();  // an unreadable file is replaced by this process's entries
+  }
+  for (const auto& [key, plan] : plans_) merged[key] = plan;
+  if (dropped) merged.erase(*dropped);
+  plans_ = merged;
+
+  json doc = {{"format", kFormat}, {"version", kVersion}, {"plans", json::object()}};
+  for (const auto& [key, plan] : plans_) doc["plans"][key] = to_json(plan);
+  const std::filesystem::path target(path_);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);  // a failure surfaces below
+  }
+  const std::string text = doc.dump(1) + "\n";
+  write_file_atomic(path_, {std::as_bytes(std::span<const char>(text.data(), text.size()))});
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,52 @@
+#pragma once
+// A file of tuned cuDNN plan choices ("experience table", CBR.md): for each graph key (GPU,
+// cuDNN version, graph kind, shape, options) the engine and knob values that engine choice kept,
+// so that later processes rebuild that one plan instead of building and timing every plan again
+// (about 5 s per graph at batch 256 on an H200), and pick the same plan every run.
+//
+// Host-only (no CUDA, no cuDNN types): cudnn_graphs.cpp turns entries into frontend calls.
+// Format: JSON {"format": "kiln-plan-cache", "version": 1, "plans": {key: entry}}. Writes go to a
+// temporary file in the same folder that is renamed over the cache, merged with entries another
+// process may have added meanwhile, so the file is never half written.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::cuda {
+
+struct CachedPlan {
+  int64_t engine = -1;                                // cuDNN global engine id
+  std::vector<std::pair<int64_t, int64_t>> knobs;     // (frontend KnobType_t, value)
+  std::string name;                                   // cuDNN's tag, e.g. "eng62_k2=6_k13=1", for people
+  double ms = 0;                                      // its time when tuned
+  size_t workspace = 0;                               // bytes
+};
+
+class PlanCache {
+ public:
+  // Reads `path` when it exists; a file that is not a plan cache of this version is a kiln::Error
+  // naming it (delete it, or point KILN_PLAN_CACHE elsewhere). A missing file is an empty cache.
+  explicit PlanCache(std::string path);
+
+  std::optional<CachedPlan> find(const std::string& key) const;
+  // Adds or replaces the entry and rewrites the file (kiln::Error naming it when it cannot).
+  void store(const std::string& key, const CachedPlan& plan);
+  // Drops an entry that no longer builds (a cuDNN upgrade) and rewrites the file.
+  void forget(const std::string& key);
+
+  const std::string& path() const { return path_; }
+  size_t size() const { return plans_.size(); }
+
+ private:
+  // Rewrites the file with this cache's entries over the file's current ones, less `dropped`.
+  void write(const std::string* dropped = nullptr);
+
+  std::string path_;
+  std::map<std::string, CachedPlan> plans_;
+};
+
+}  // namespace kiln::cuda

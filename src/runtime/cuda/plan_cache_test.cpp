@@ -1,0 +1,124 @@
+// The plan cache file on its own (no GPU): round trip, merging writers, replacement, and errors
+// that name the file for everything that is not a plan cache.
+#include "runtime/cuda/plan_cache.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "kiln/error.h"
+
+namespace kiln::cuda {
+namespace {
+
+class PlanCacheFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("kiln_plan_cache_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string file() const { return (dir_ / "sub" / "plans.json").string(); }
+  void write_text(const std::string& text) const {
+    std::filesystem::create_directories(dir_ / "sub");
+    std::ofstream(file()) << text;
+  }
+  std::filesystem::path dir_;
+};
+
+CachedPlan plan(int64_t engine, double ms) {
+  CachedPlan p;
+  p.engine = engine, p.knobs = {{2, 6}, {13, 1}, {18, 0}}, p.name = "eng" + std::to_string(engine) + "_k2=6";
+  p.ms = ms, p.workspace = 7865055;
+  return p;
+}
+
+void expect_same(const CachedPlan& got, const CachedPlan& want) {
+  EXPECT_EQ(got.engine, want.engine);
+  EXPECT_EQ(got.knobs, want.knobs);
+  EXPECT_EQ(got.name, want.name);
+  EXPECT_DOUBLE_EQ(got.ms, want.ms);
+  EXPECT_EQ(got.workspace, want.workspace);
+}
+
+TEST_F(PlanCacheFile, MissingFileIsEmptyAndStoreCreatesItsFolder) {
+  PlanCache cache(file());
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_FALSE(cache.find("a").has_value());
+  cache.store("a", plan(62, 1.25));
+  EXPECT_TRUE(std::filesystem::exists(file()));
+  EXPECT_FALSE(std::filesystem::exists(file() + ".tmp." + std::to_string(::getpid())));
+}
+
+TEST_F(PlanCacheFile, EntriesSurviveAReload) {
+  {
+    PlanCache cache(file());
+    cache.store("H200|CONV_DGRAD|N=256", plan(67, 1.19));
+    cache.store("H200|CONV_WGRAD|N=256", plan(65, 1.22));
+  }
+  PlanCache again(file());
+  ASSERT_EQ(again.size(), 2u);
+  expect_same(*again.find("H200|CONV_DGRAD|N=256"), plan(67, 1.19));
+  expect_same(*again.find("H200|CONV_WGRAD|N=256"), plan(65, 1.22));
+}
+
+TEST_F(PlanCacheFile, TwoWritersKeepEachOthersEntries) {
+  PlanCache first(file()), second(file());  // both read an empty cache
+  first.store("x", plan(1, 1.0));
+  second.store("y", plan(2, 2.0));  // merges x from the file before writing
+  PlanCache third(file());
+  EXPECT_EQ(third.size(), 2u);
+  expect_same(*third.find("x"), plan(1, 1.0));
+  expect_same(*third.find("y"), plan(2, 2.0));
+}
+
+TEST_F(PlanCacheFile, StoreReplacesAndForgetRemoves) {
+  PlanCache cache(file());
+  cache.store("k", plan(1, 3.0));
+  cache.store("k", plan(2, 2.0));
+  expect_same(*PlanCache(file()).find("k"), plan(2, 2.0));
+  cache.forget("k");
+  EXPECT_FALSE(PlanCache(file()).find("k").has_value());
+}
+
+void expect_error_naming(const std::string& path, const std::string& words) {
+  try {
+    PlanCache cache(path);
+    FAIL() << "expected an error for " << path;
+  } catch (const kiln::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_NE(what.find(words), std::string::npos) << what;
+  }
+}
+
+TEST_F(PlanCacheFile, FilesThatAreNotPlanCachesAreErrorsNamingThem) {
+  write_text("{ not json");
+  expect_error_naming(file(), "delete it");
+  write_text(R"({"format": "something-else", "version": 1, "plans": {}})");
+  expect_error_naming(file(), "not a kiln plan cache");
+  write_text(R"({"format": "kiln-plan-cache", "version": 99, "plans": {}})");
+  expect_error_naming(file(), "version 99");
+  write_text(R"({"format": "kiln-plan-cache", "version": 1, "plans": {"k": {"engine": 3}}})");
+  expect_error_naming(file(), "not readable");
+  write_text(R"({"format": "kiln-plan-cache", "version": 1, "plans": {"k": {"engine": -1, "knobs": [],
+                 "name": "", "ms": 0, "workspace": 0}}})");
+  expect_error_naming(file(), "negative engine id");
+  EXPECT_THROW(PlanCache(""), kiln::Error);
+}
+
+TEST_F(PlanCacheFile, AnUnwritableFolderIsAnErrorAndLeavesNoFile) {
+  std::filesystem::create_directories(dir_);
+  std::ofstream(dir_ / "blocker") << "a file where a folder should be";
+  const std::string path = (dir_ / "blocker" / "plans.json").string();
+  PlanCache cache(path);  // nothing to read yet
+  EXPECT_THROW(cache.store("k", plan(1, 1.0)), kiln::Error);
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+}  // namespace
+}  // namespace kiln::cuda
