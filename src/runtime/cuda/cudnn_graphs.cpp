@@ -367,12 +367,19 @@ PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream,
     }
     c.plan_index = best.index;
     c.workspace = static_cast<size_t>(best.workspace);
-    int64_t engine = -1;
-    std::unordered_map<fe::KnobType_t, int64_t> knobs;
-    if (g.get_engine_and_knobs_at_index(best.index, engine, knobs).is_good()) {
-      c.engine_id = engine;
-      for (const auto& [type, value] : knobs) c.knobs.emplace_back(static_cast<int64_t>(type), value);
-      std::sort(c.knobs.begin(), c.knobs.end());
+    if (!o.plan_cache.empty()) {
+      // What the plan cache records; a failure here only means the choice is not recorded.
+      try {
+        int64_t engine = -1;
+        std::unordered_map<fe::KnobType_t, int64_t> knobs;
+        if (g.get_engine_and_knobs_at_index(best.index, engine, knobs).is_good()) {
+          c.engine_id = engine;
+          for (const auto& [type, value] : knobs) c.knobs.emplace_back(static_cast<int64_t>(type), value);
+          std::sort(c.knobs.begin(), c.knobs.end());
+        }
+      } catch (const std::exception&) {
+        c.engine_id = -1, c.knobs.clear();
+      }
     }
     std::string name;
     if (g.get_plan_name_at_index(best.index, name).is_good()) c.plan_name = name;
