@@ -2,14 +2,43 @@
 """Joins kiln_cbr_bench and torch_cbr_bench.py output (JSON lines) into one results file and a
 table of milliseconds and ratios against the CBR targets.
 
-usage: report_cbr.py kiln.jsonl torch.jsonl out.json [env.json] [tune.jsonl]"""
+Where a target is missed, each row also says by how much and where the time goes: the bytes the
+CBR's BN+ReLU passes must move, their floor at the measured copy bandwidth, and (with the stage
+times of `gpu_check.sh stages`) each kernel's time and bandwidth.
+
+usage: report_cbr.py kiln.jsonl torch.jsonl out.json [env.json] [tune.jsonl] [stages.jsonl]"""
 import json
 import sys
+
+# Bytes each CBR kernel moves, in units of one activation tensor A (N*Ho*Wo*K elements); the bit
+# mask is A/16 for fp16/bf16 (one bit per two-byte element).
+STAGE_BYTES = {
+    "bn_apply_kernel": 2 + 1 / 16,            # read conv_out, write y and the mask
+    "bn_backward_reduce_kernel": 2 + 1 / 16,  # read dy, conv_out, mask
+    "bn_backward_apply_kernel": 3 + 1 / 16,   # read dy, conv_out, mask; write dconv
+}
+FLOOR_PASSES = sum(STAGE_BYTES.values())  # 7.19 A: what the CBR's BN+ReLU must move at least
 
 
 def load(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.startswith("{")]
+
+
+def stage_times(stages, shape, activation_bytes):
+    """Per-kernel times of the CBR block for one shape, with bytes and bandwidth where known."""
+    label = "cbr " + ",".join(map(str, shape))
+    rows = [r for r in stages if r["label"] == label]
+    applies = next((r["count"] for r in rows if r["kernel"] == "bn_apply_kernel"), None)
+    out = []
+    for r in rows:
+        stage = {"kernel": r["kernel"], "median_us": r["median_us"], "count": r["count"]}
+        if r["kernel"] in STAGE_BYTES and applies:
+            slices = max(1, r["count"] // applies)  # the backward apply runs once per batch slice
+            stage["bytes"] = STAGE_BYTES[r["kernel"]] * activation_bytes / slices
+            stage["tb_s"] = stage["bytes"] / (r["median_us"] * 1e-6) / 1e12
+        out.append(stage)
+    return out
 
 
 def main():
@@ -18,6 +47,7 @@ def main():
     ceiling = next((r for r in kiln_lines if r.get("kind") == "ceiling"), None)
     env = json.load(open(sys.argv[4])) if len(sys.argv) > 4 else {}
     tune = load(sys.argv[5]) if len(sys.argv) > 5 else []
+    stages = load(sys.argv[6]) if len(sys.argv) > 6 else []
     rows = []
     for shape in sorted({tuple(r["shape"]) for r in kiln}, key=lambda s: [256 - s[0]] + list(s)):
         k = {r["variant"]: r for r in kiln if tuple(r["shape"]) == shape}
@@ -51,6 +81,21 @@ def main():
         row["meets_eager_target"] = row["speedup_vs_eager"] >= target
         row["meets_compile_target"] = comp is None or row["speedup_vs_compile"] >= 1.0
         row["meets_extra_target"] = torch_extra is not None and ours_extra <= 0.5 * torch_extra
+        # By how much, and the floor of this design: its BN+ReLU bytes at copy bandwidth.
+        ho = (hw + 2 * (kernel // 2) - kernel) // stride + 1
+        activation = n * ho * ho * kk * 2  # fp16 bytes
+        row["activation_bytes"] = activation
+        row["eager_target_shortfall"] = max(0.0, target - row["speedup_vs_eager"])
+        if torch_extra:
+            row["extra_ratio"] = ours_extra / torch_extra
+            row["extra_over_target_ms"] = max(0.0, ours_extra - 0.5 * torch_extra)
+        if ceiling:
+            floor_ms = FLOOR_PASSES * activation / (ceiling["copy_tb_s"] * 1e12) * 1e3
+            row["bn_relu_floor_ms"] = floor_ms
+            row["bn_relu_floor_ratio"] = floor_ms / torch_extra if torch_extra else None
+            row["bn_relu_fraction_of_floor_speed"] = floor_ms / ours_extra if ours_extra > 0 else None
+        if stages:
+            row["stages"] = stage_times(stages, shape, activation)
         rows.append(row)
     json.dump({"env": env, "copy_ceiling": ceiling, "rows": rows, "tuning": tune, "raw": {"kiln": kiln, "torch": torch}},
               open(sys.argv[3], "w"), indent=1)

@@ -82,6 +82,7 @@ fi
 # KILN_BENCH_FROM=<dir>: kiln's half of a split run (kiln_bench.jsonl, tune.jsonl) made earlier.
 from=${KILN_BENCH_FROM:-$out}
 if [ -f "$from/kiln_bench.jsonl" ] && [ -f "$out/torch_bench.jsonl" ]; then
+  # KILN_STAGES_FROM=<stages.jsonl>: per-kernel times from a `stages` run, joined into the rows.
   python3 bench/report_cbr.py "$from/kiln_bench.jsonl" "$out/torch_bench.jsonl" "$out/cbr_results.json" \
-    "$out/env.json" "$from/tune.jsonl"
+    "$out/env.json" "$from/tune.jsonl" ${KILN_STAGES_FROM:-}
 fi
