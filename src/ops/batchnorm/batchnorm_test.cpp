@@ -18,14 +18,8 @@ namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
+using kiln::testing::uniform_vec;
 using Vec = std::vector<double>;
-
-Vec random_vec(std::mt19937& rng, int64_t n, double lo, double hi) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Vec v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
-}
 
 template <class T>
 std::vector<T> cast(const Vec& v) {
@@ -73,11 +67,11 @@ struct Problem {
   Vec x, gamma, beta, running_mean, running_var;
   Problem(int64_t M_, int64_t C_, uint32_t seed) : M(M_), C(C_) {
     std::mt19937 rng(seed);
-    x = random_vec(rng, M * C, -1.5, 2.5);
-    gamma = random_vec(rng, C, 0.5, 1.5);
-    beta = random_vec(rng, C, -0.5, 0.5);
-    running_mean = random_vec(rng, C, -0.2, 0.2);
-    running_var = random_vec(rng, C, 0.8, 1.2);
+    x = uniform_vec(rng, M * C, -1.5, 2.5);
+    gamma = uniform_vec(rng, C, 0.5, 1.5);
+    beta = uniform_vec(rng, C, -0.5, 0.5);
+    running_mean = uniform_vec(rng, C, -0.2, 0.2);
+    running_var = uniform_vec(rng, C, 0.8, 1.2);
   }
 };
 
@@ -148,7 +142,7 @@ TEST(BatchNormCpu, InferenceMatchesReference) {
 TEST(BatchNormCpu, BackwardMatchesFiniteDifferences) {
   Problem p(12, 3, 6);
   std::mt19937 rng(7);
-  Vec R = random_vec(rng, p.M * p.C, -1, 1);
+  Vec R = uniform_vec(rng, p.M * p.C, -1, 1);
   auto loss = [&](const Vec& x, const Vec& gamma, const Vec& beta) {
     Vec y(p.M * p.C), mean(p.C), inv_std(p.C), rm(p.C), rv(p.C, 1.0);
     bn_forward_train<double>(x.data(), gamma.data(), beta.data(), p.M, p.C, 1e-5, 0.1, y.data(),
@@ -185,7 +179,7 @@ TEST(BatchNormCpu, BackwardMatchesFiniteDifferences) {
 TEST(BatchNormCpu, BackwardFloatMatchesDouble) {
   Problem p(50, 7, 8);
   std::mt19937 rng(9);
-  Vec dy = random_vec(rng, p.M * p.C, -1, 1);
+  Vec dy = uniform_vec(rng, p.M * p.C, -1, 1);
   RefForward r = ref_forward(p.x, p.gamma, p.beta, p.running_mean, p.running_var, p.M, p.C, 1e-5,
                              0.1);
   Vec dx(p.M * p.C), dgamma(p.C), dbeta(p.C);
@@ -223,11 +217,11 @@ TEST(BatchNormCpu, FinalizeFromSumsMatchesMoments) {
 TEST(BatchNormCpu, ReluBitmaskPiecesMatchExplicitMask) {
   Problem p(13, 5, 11);  // 65 elements: the mask's last byte is partial
   std::mt19937 rng(12);
-  Vec scale = random_vec(rng, p.C, 0.5, 1.5), shift = random_vec(rng, p.C, -0.5, 0.5);
+  Vec scale = uniform_vec(rng, p.C, 0.5, 1.5), shift = uniform_vec(rng, p.C, -0.5, 0.5);
   Vec y(p.M * p.C);
   std::vector<uint8_t> bits(bitmask_bytes(p.M * p.C), 0xff);
   bn_apply_relu<double>(p.x.data(), scale.data(), shift.data(), p.M, p.C, y.data(), bits.data());
-  Vec dy = random_vec(rng, p.M * p.C, -1, 1), dy_masked(p.M * p.C);
+  Vec dy = uniform_vec(rng, p.M * p.C, -1, 1), dy_masked(p.M * p.C);
   for (int64_t i = 0; i < p.M * p.C; ++i) {
     double v = p.x[i] * scale[i % p.C] + shift[i % p.C];
     ASSERT_EQ(y[i], v > 0 ? v : 0.0) << i;

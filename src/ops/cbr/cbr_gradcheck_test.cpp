@@ -61,9 +61,9 @@ class CbrGradCheck : public ::testing::TestWithParam<Geometry> {};
 TEST_P(CbrGradCheck, BackwardMatchesFiniteDifferences) {
   const Geometry g = GetParam();
   std::mt19937 rng(2024);
-  Params p{random_vector(rng, g.x_numel(), -1, 1), random_vector(rng, g.w_numel(), -0.5, 0.5),
-           random_vector(rng, g.k, 0.5, 1.5), random_vector(rng, g.k, -0.5, 0.5)};
-  const std::vector<double> r = random_vector(rng, g.y_numel(), -1, 1);
+  Params p{uniform_vec(rng, g.x_numel(), -1, 1), uniform_vec(rng, g.w_numel(), -0.5, 0.5),
+           uniform_vec(rng, g.k, 0.5, 1.5), uniform_vec(rng, g.k, -0.5, 0.5)};
+  const std::vector<double> r = uniform_vec(rng, g.y_numel(), -1, 1);
 
   // Analytic gradients: forward, then backward with dy = R.
   std::vector<double> conv_out(g.y_numel()), y(g.y_numel()), mean(g.k), inv_std(g.k),

@@ -108,11 +108,11 @@ TEST(CbrOps, RegisteredOpsBindTensorsInProgramOrder) {
   OpBench b;
   const CbrIds id(b, kGeom, DType::F32);
   std::mt19937 rng(5);
-  const auto x = random_vector(rng, kGeom.x_numel(), -1, 1),
-             w = random_vector(rng, kGeom.w_numel(), -1, 1),
-             gamma = random_vector(rng, kGeom.k, 0.5, 1.5),
-             beta = random_vector(rng, kGeom.k, -0.5, 0.5),
-             dy = random_vector(rng, kGeom.y_numel(), -1, 1);
+  const auto x = uniform_vec(rng, kGeom.x_numel(), -1, 1),
+             w = uniform_vec(rng, kGeom.w_numel(), -1, 1),
+             gamma = uniform_vec(rng, kGeom.k, 0.5, 1.5),
+             beta = uniform_vec(rng, kGeom.k, -0.5, 0.5),
+             dy = uniform_vec(rng, kGeom.y_numel(), -1, 1);
   b.fill<float>(id.x, x), b.fill<float>(id.w, w), b.fill<float>(id.gamma, gamma);
   b.fill<float>(id.beta, beta), b.fill<float>(id.dy, dy);
   b.fill<float>(id.rmean, std::vector<double>(kGeom.k, 0.0));

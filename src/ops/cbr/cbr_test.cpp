@@ -16,13 +16,13 @@ struct Inputs {
   std::vector<double> x, w, gamma, beta, running_mean, running_var, dy;
   Inputs(const Geometry& geom, unsigned seed) : g(geom) {
     std::mt19937 rng(seed);
-    x = random_vector(rng, g.x_numel(), -1, 1);
-    w = random_vector(rng, g.w_numel(), -0.5, 0.5);
-    gamma = random_vector(rng, g.k, 0.5, 1.5);
-    beta = random_vector(rng, g.k, -0.5, 0.5);
-    running_mean = random_vector(rng, g.k, -0.2, 0.2);
-    running_var = random_vector(rng, g.k, 0.5, 1.5);
-    dy = random_vector(rng, g.y_numel(), -1, 1);
+    x = uniform_vec(rng, g.x_numel(), -1, 1);
+    w = uniform_vec(rng, g.w_numel(), -0.5, 0.5);
+    gamma = uniform_vec(rng, g.k, 0.5, 1.5);
+    beta = uniform_vec(rng, g.k, -0.5, 0.5);
+    running_mean = uniform_vec(rng, g.k, -0.2, 0.2);
+    running_var = uniform_vec(rng, g.k, 0.5, 1.5);
+    dy = uniform_vec(rng, g.y_numel(), -1, 1);
   }
 };
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "ops/common/cpu_test_util.h"
 #include "ops/conv/conv_cpu.h"
 
 namespace kiln::cbr_test {
@@ -25,12 +26,7 @@ struct Geometry {
   }
 };
 
-inline std::vector<double> random_vector(std::mt19937& rng, int64_t size, double lo, double hi) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(size);
-  for (double& e : v) e = dist(rng);
-  return v;
-}
+using testing::uniform_vec;
 
 template <class T>
 std::vector<T> cast(const std::vector<double>& v) {

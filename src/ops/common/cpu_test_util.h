@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,20 @@
 namespace kiln::testing {
 
 using Vec = std::vector<double>;
+
+// n values drawn uniformly from [lo, hi) with `rng`.
+inline Vec uniform_vec(std::mt19937& rng, size_t n, double lo = -1, double hi = 1) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  Vec v(n);
+  for (double& x : v) x = dist(rng);
+  return v;
+}
+
+// The same from a generator of its own, seeded with `seed`.
+inline Vec uniform_vec(uint32_t seed, size_t n, double lo = -1, double hi = 1) {
+  std::mt19937 rng(seed);
+  return uniform_vec(rng, n, lo, hi);
+}
 
 // max |a - b| / max |b|: the error relative to the reference's scale.
 inline double rel_err(const Vec& a, const Vec& b) {

@@ -10,10 +10,13 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "ops/common/cpu_test_util.h"
 #include "ops/conv/conv_cpu.h"
 
 namespace kiln::cpu {
 namespace {
+
+using kiln::testing::uniform_vec;
 
 struct Case {
   int64_t n, h, w, c, k, r, s, stride, pad;
@@ -48,13 +51,6 @@ const std::vector<Case> kCases = {
 ConvGeom geom(const Case& t) {
   return ConvGeom::make({t.n, t.h, t.w, t.c}, {t.k, t.r, t.s, t.c}, static_cast<int>(t.stride),
                         static_cast<int>(t.pad));
-}
-
-std::vector<double> random_vector(size_t count, std::mt19937& rng) {
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<double> v(count);
-  for (double& e : v) e = dist(rng);
-  return v;
 }
 
 // Calls f(n, oh, ow, k, r, s, c, x_index) for every multiply of a direct convolution whose
@@ -119,10 +115,10 @@ template <class T>
 void check_case(const Case& t, double tol, unsigned seed) {
   const ConvGeom g = geom(t);
   std::mt19937 rng(seed);
-  const auto x = cast<double>(cast<T>(random_vector(g.n * g.h * g.w * g.c, rng)));
-  const auto w = cast<double>(cast<T>(random_vector(g.k * g.r * g.s * g.c, rng)));
-  const auto b = cast<double>(cast<T>(random_vector(g.k, rng)));
-  const auto dy = cast<double>(cast<T>(random_vector(g.n * g.ho * g.wo * g.k, rng)));
+  const auto x = cast<double>(cast<T>(uniform_vec(rng, g.n * g.h * g.w * g.c)));
+  const auto w = cast<double>(cast<T>(uniform_vec(rng, g.k * g.r * g.s * g.c)));
+  const auto b = cast<double>(cast<T>(uniform_vec(rng, g.k)));
+  const auto dy = cast<double>(cast<T>(uniform_vec(rng, g.n * g.ho * g.wo * g.k)));
   const Reference ref = naive(g, x, w, t.bias ? &b : nullptr, dy);
 
   const auto xt = cast<T>(x), wt = cast<T>(w), bt = cast<T>(b), dyt = cast<T>(dy);
@@ -177,10 +173,10 @@ TEST(ConvCpu, GradientsMatchFiniteDifferences) {
   for (const Case& t : cases) {
     const ConvGeom g = geom(t);
     std::mt19937 rng(seed++);
-    auto x = random_vector(g.n * g.h * g.w * g.c, rng);
-    auto w = random_vector(g.k * g.r * g.s * g.c, rng);
-    auto b = random_vector(g.k, rng);
-    const auto R = random_vector(g.n * g.ho * g.wo * g.k, rng);
+    auto x = uniform_vec(rng, g.n * g.h * g.w * g.c);
+    auto w = uniform_vec(rng, g.k * g.r * g.s * g.c);
+    auto b = uniform_vec(rng, g.k);
+    const auto R = uniform_vec(rng, g.n * g.ho * g.wo * g.k);
     std::vector<double> y(R.size());
     auto loss = [&] {
       conv_fwd<double>(g, x.data(), w.data(), b.data(), y.data());
@@ -218,10 +214,10 @@ TEST(ConvCpu, RepeatedRunsAreBitwiseIdentical) {
   const Case t{8, 20, 20, 32, 64, 3, 3, 1, 1, true};
   const ConvGeom g = geom(t);
   std::mt19937 rng(7);
-  const auto x = cast<float>(random_vector(g.n * g.h * g.w * g.c, rng));
-  const auto w = cast<float>(random_vector(g.k * g.r * g.s * g.c, rng));
-  const auto b = cast<float>(random_vector(g.k, rng));
-  const auto dy = cast<float>(random_vector(g.n * g.ho * g.wo * g.k, rng));
+  const auto x = cast<float>(uniform_vec(rng, g.n * g.h * g.w * g.c));
+  const auto w = cast<float>(uniform_vec(rng, g.k * g.r * g.s * g.c));
+  const auto b = cast<float>(uniform_vec(rng, g.k));
+  const auto dy = cast<float>(uniform_vec(rng, g.n * g.ho * g.wo * g.k));
   auto run = [&] {
     std::vector<float> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size()), all;
     conv_fwd<float>(g, x.data(), w.data(), b.data(), y.data());

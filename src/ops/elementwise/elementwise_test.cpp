@@ -20,21 +20,14 @@ namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
+using kiln::testing::uniform_vec;
 using kiln::testing::numeric_grad;
 using kiln::testing::rel_err;
 using kiln::testing::Vec;
 using Bytes = std::vector<uint8_t>;
 
-Vec random_vec(uint32_t seed, int64_t n, double lo = -1, double hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Vec v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
-}
-
 TEST(ElementwiseCpu, ReluForwardAndMask) {
-  Vec x = random_vec(1, 1000);
+  Vec x = uniform_vec(1, 1000);
   x[3] = 0.0;  // exactly zero: not passed (mask 0), like PyTorch's gradient at 0
   Vec y(x.size());
   Bytes mask(x.size(), 7);
@@ -49,7 +42,7 @@ TEST(ElementwiseCpu, ReluForwardAndMask) {
 }
 
 TEST(ElementwiseCpu, ReluBackwardMatchesFiniteDifferences) {
-  Vec x = random_vec(2, 200), R = random_vec(3, 200);
+  Vec x = uniform_vec(2, 200), R = uniform_vec(3, 200);
   for (double& v : x)  // keep away from the kink so differences are exact
     if (std::abs(v) < 1e-3) v = 0.5;
   Vec y(x.size()), dx(x.size());
@@ -66,7 +59,7 @@ TEST(ElementwiseCpu, ReluBackwardMatchesFiniteDifferences) {
 
 TEST(ElementwiseCpu, AddAndGradSum) {
   const int64_t n = 300;
-  Vec a = random_vec(4, n), b = random_vec(5, n), c = random_vec(6, n), y(n), s(n);
+  Vec a = uniform_vec(4, n), b = uniform_vec(5, n), c = uniform_vec(6, n), y(n), s(n);
   add_forward<double>(a.data(), b.data(), n, y.data());
   const double* g[] = {a.data(), b.data(), c.data()};
   grad_sum<double>(g, 3, n, s.data());
@@ -81,7 +74,7 @@ TEST(ElementwiseCpu, AddAndGradSum) {
 TEST(ElementwiseCpu, DropoutMaskFollowsCounterRandomness) {
   const int64_t n = 100000;
   const float p = 0.3f;
-  Vec x = random_vec(7, n), y(n);
+  Vec x = uniform_vec(7, n), y(n);
   Bytes mask(n);
   uint64_t seed = 42, stream = dropout_stream(5, 17);
   dropout_forward<double>(x.data(), n, p, seed, stream, y.data(), mask.data());
@@ -98,7 +91,7 @@ TEST(ElementwiseCpu, DropoutMaskFollowsCounterRandomness) {
 
 TEST(ElementwiseCpu, DropoutIsIndependentOfThreadCountAndVariesByStep) {
   const int64_t n = 200000;
-  Vec x = random_vec(8, n), y1(n), y2(n), y3(n);
+  Vec x = uniform_vec(8, n), y1(n), y2(n), y3(n);
   Bytes m1(n), m2(n), m3(n);
   int threads = omp_get_max_threads();
   omp_set_num_threads(1);
@@ -113,7 +106,7 @@ TEST(ElementwiseCpu, DropoutIsIndependentOfThreadCountAndVariesByStep) {
 }
 
 TEST(ElementwiseCpu, DropoutEdgeProbabilities) {
-  Vec x = random_vec(10, 64), y(64), dx(64);
+  Vec x = uniform_vec(10, 64), y(64), dx(64);
   Bytes mask(64);
   dropout_forward<double>(x.data(), 64, 0.f, 1, 2, y.data(), mask.data());
   EXPECT_EQ(y, x);  // p = 0 is the identity
@@ -128,7 +121,7 @@ TEST(ElementwiseCpu, DropoutEdgeProbabilities) {
 TEST(ElementwiseCpu, DropoutBackwardMatchesFiniteDifferences) {
   const int64_t n = 256;
   const float p = 0.4f;
-  Vec x = random_vec(11, n), R = random_vec(12, n), y(n), dx(n);
+  Vec x = uniform_vec(11, n), R = uniform_vec(12, n), y(n), dx(n);
   Bytes mask(n);
   dropout_forward<double>(x.data(), n, p, 3, 4, y.data(), mask.data());
   dropout_backward<double>(R.data(), mask.data(), n, p, dx.data());
@@ -177,7 +170,7 @@ TEST(ElementwiseOp, DropoutUsesLayerAndStepStream) {
   f.scalars.seed = 1234;
   f.scalars.step = 56;
   const int64_t n = 500;
-  Vec x = random_vec(13, n), y(n), dx(n);
+  Vec x = uniform_vec(13, n), y(n), dx(n);
   Bytes mask(n);
   Op op{OpKind::DROPOUT_FWD, 3, {}, {}, {}};
   op.attrs.p = 0.25f;

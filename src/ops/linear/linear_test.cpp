@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/common/cpu_test_util.h"
 #include "ops/linear/linear_cpu.h"
 #include "runtime/op_call.h"
 
@@ -16,14 +17,9 @@ namespace kiln {
 void register_linear_cpu();
 namespace {
 
-using cpu::LinearDims;
+using kiln::testing::uniform_vec;
 
-std::vector<double> random_vector(size_t count, std::mt19937& rng) {
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<double> v(count);
-  for (double& e : v) e = dist(rng);
-  return v;
-}
+using cpu::LinearDims;
 
 template <class T, class U>
 std::vector<T> cast(const std::vector<U>& v) {
@@ -66,10 +62,10 @@ void expect_near_all(const std::vector<T>& got, const std::vector<double>& want,
 template <class T>
 void check_dims(const LinearDims& d, bool bias, bool with_dx, double tol, unsigned seed) {
   std::mt19937 rng(seed);
-  const auto x = cast<double>(cast<T>(random_vector(d.n * d.in, rng)));
-  const auto w = cast<double>(cast<T>(random_vector(d.out * d.in, rng)));
-  const auto b = cast<double>(cast<T>(random_vector(d.out, rng)));
-  const auto dy = cast<double>(cast<T>(random_vector(d.n * d.out, rng)));
+  const auto x = cast<double>(cast<T>(uniform_vec(rng, d.n * d.in)));
+  const auto w = cast<double>(cast<T>(uniform_vec(rng, d.out * d.in)));
+  const auto b = cast<double>(cast<T>(uniform_vec(rng, d.out)));
+  const auto dy = cast<double>(cast<T>(uniform_vec(rng, d.n * d.out)));
   const Reference ref = naive(d, x, w, bias ? &b : nullptr, dy);
   const auto xt = cast<T>(x), wt = cast<T>(w), bt = cast<T>(b), dyt = cast<T>(dy);
   // NaN-filled outputs: the kernels must overwrite every element.
@@ -108,9 +104,9 @@ TEST(LinearCpu, InputGradientIsOptional) {
 TEST(LinearCpu, GradientsMatchFiniteDifferences) {
   const LinearDims d{4, 6, 5};
   std::mt19937 rng(123);
-  auto x = random_vector(d.n * d.in, rng), w = random_vector(d.out * d.in, rng);
-  auto b = random_vector(d.out, rng);
-  const auto R = random_vector(d.n * d.out, rng);
+  auto x = uniform_vec(rng, d.n * d.in), w = uniform_vec(rng, d.out * d.in);
+  auto b = uniform_vec(rng, d.out);
+  const auto R = uniform_vec(rng, d.n * d.out);
   std::vector<double> y(R.size()), dx(x.size()), dw(w.size()), db(b.size());
   cpu::linear_bwd<double>(d, R.data(), x.data(), w.data(), dx.data(), dw.data(), db.data());
   auto loss = [&] {
@@ -157,7 +153,7 @@ struct Fixture {
     spec.name = name, spec.shape = shape, spec.dtype = dtype;
     program.tensors.push_back(spec);
     std::mt19937 rng(seed);
-    const auto values = random_vector(numel(shape), rng);
+    const auto values = uniform_vec(rng, numel(shape));
     storage.emplace_back(values);
     if (dtype == DType::F32)
       for (size_t i = 0; i < values.size(); ++i) as<float>(storage.size() - 1)[i] = float(values[i]);

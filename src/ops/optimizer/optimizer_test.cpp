@@ -5,10 +5,13 @@
 #include <random>
 #include <vector>
 
+#include "ops/common/cpu_test_util.h"
 #include "ops/optimizer/optimizer_cpu.h"
 
 namespace kiln::cpu {
 namespace {
+
+using kiln::testing::uniform_vec;
 
 // torch.optim.SGD (dampening 0) for one parameter tensor, as its for-loop reads.
 struct TorchSgd {
@@ -57,13 +60,6 @@ struct TorchAdamW {
   }
 };
 
-std::vector<double> random_vector(std::mt19937& rng, size_t n, double scale) {
-  std::uniform_real_distribution<double> dist(-scale, scale);
-  std::vector<double> v(n);
-  for (double& e : v) e = dist(rng);
-  return v;
-}
-
 template <class T>
 double max_rel_error(const std::vector<T>& a, const std::vector<double>& b) {
   double worst = 0;
@@ -78,11 +74,11 @@ constexpr int kSteps = 6;
 template <class T>
 void check_sgd(const SgdHyper& h, double tol) {
   std::mt19937 rng(11);
-  std::vector<double> ref = random_vector(rng, kSize, 1);
+  std::vector<double> ref = uniform_vec(rng, kSize, -1.0, 1.0);
   std::vector<T> p(ref.begin(), ref.end()), buf(kSize, T(0));
   TorchSgd torch{h.lr, h.momentum, h.weight_decay, h.nesterov, {}};
   for (int s = 0; s < kSteps; ++s) {
-    const std::vector<double> g = random_vector(rng, kSize, 0.5);
+    const std::vector<double> g = uniform_vec(rng, kSize, -0.5, 0.5);
     const std::vector<T> gt(g.begin(), g.end());
     torch.step(ref, g);
     sgd_update<T>(kSize, gt.data(), p.data(), h.momentum != 0 ? buf.data() : nullptr, h);
@@ -127,11 +123,11 @@ TEST(SgdUpdate, HandComputedOneElement) {
 template <class T>
 void check_adamw(const AdamWHyper& base, double tol) {
   std::mt19937 rng(12);
-  std::vector<double> ref = random_vector(rng, kSize, 1);
+  std::vector<double> ref = uniform_vec(rng, kSize, -1.0, 1.0);
   std::vector<T> p(ref.begin(), ref.end()), m(kSize, T(0)), v(kSize, T(0));
   TorchAdamW torch{base.lr, base.beta1, base.beta2, base.eps, base.weight_decay, {}, {}};
   for (int s = 0; s < kSteps; ++s) {
-    const std::vector<double> g = random_vector(rng, kSize, 0.5);
+    const std::vector<double> g = uniform_vec(rng, kSize, -0.5, 0.5);
     const std::vector<T> gt(g.begin(), g.end());
     torch.step(ref, g);
     AdamWHyper h = base;

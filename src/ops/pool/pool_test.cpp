@@ -20,17 +20,10 @@ namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
+using kiln::testing::uniform_vec;
 using kiln::testing::numeric_grad;
 using kiln::testing::rel_err;
 using kiln::testing::Vec;
-
-Vec random_vec(uint32_t seed, int64_t n) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(-2, 2);
-  Vec v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
-}
 
 struct Config {
   int64_t n, h, w, c;
@@ -110,7 +103,7 @@ TEST(PoolCpu, OutputSizeIsFloorMode) {
 TEST(PoolCpu, MaxPoolForwardMatchesReference) {
   for (const Config& cfg : kConfigs) {
     PoolGeom g = geom(cfg);
-    Vec x = random_vec(1, g.n * g.h * g.w * g.c), ref_y;
+    Vec x = uniform_vec(1, g.n * g.h * g.w * g.c, -2, 2), ref_y;
     std::vector<int32_t> ref_arg;
     ref_maxpool(g, x, ref_y, ref_arg);
     Vec y(ref_y.size()), y_inf(ref_y.size());
@@ -138,8 +131,8 @@ TEST(PoolCpu, MaxPoolTiesKeepFirstAndArgmaxIsSpatialIndex) {
 TEST(PoolCpu, MaxPoolBackwardMatchesFiniteDifferences) {
   for (const Config& cfg : kConfigs) {
     PoolGeom g = geom(cfg);
-    Vec x = random_vec(2, g.n * g.h * g.w * g.c);
-    Vec R = random_vec(3, g.n * g.ho * g.wo * g.c), y(R.size()), dx(x.size(), 123.0);
+    Vec x = uniform_vec(2, g.n * g.h * g.w * g.c, -2, 2);
+    Vec R = uniform_vec(3, g.n * g.ho * g.wo * g.c, -2, 2), y(R.size()), dx(x.size(), 123.0);
     std::vector<int32_t> arg(R.size());
     maxpool_forward<double>(g, x.data(), y.data(), arg.data());
     maxpool_backward<double>(g, R.data(), arg.data(), dx.data());
@@ -155,7 +148,7 @@ TEST(PoolCpu, MaxPoolBackwardMatchesFiniteDifferences) {
 TEST(PoolCpu, AvgPoolForwardMatchesReference) {
   for (const Config& cfg : kConfigs) {
     PoolGeom g = geom(cfg);
-    Vec x = random_vec(4, g.n * g.h * g.w * g.c), ref = ref_avgpool(g, x), y(ref.size());
+    Vec x = uniform_vec(4, g.n * g.h * g.w * g.c, -2, 2), ref = ref_avgpool(g, x), y(ref.size());
     avgpool_forward<double>(g, x.data(), y.data());
     EXPECT_LT(rel_err(y, ref), 1e-14) << "kernel " << cfg.kernel;
     std::vector<float> xf(x.begin(), x.end()), yf(y.size());
@@ -175,8 +168,8 @@ TEST(PoolCpu, AvgPoolCountsPaddingInDivisor) {
 TEST(PoolCpu, AvgPoolBackwardMatchesReferenceAndFiniteDifferences) {
   for (const Config& cfg : kConfigs) {
     PoolGeom g = geom(cfg);
-    Vec x = random_vec(5, g.n * g.h * g.w * g.c);
-    Vec R = random_vec(6, g.n * g.ho * g.wo * g.c), dx(x.size(), 123.0);
+    Vec x = uniform_vec(5, g.n * g.h * g.w * g.c, -2, 2);
+    Vec R = uniform_vec(6, g.n * g.ho * g.wo * g.c, -2, 2), dx(x.size(), 123.0);
     avgpool_backward<double>(g, R.data(), dx.data());
     EXPECT_LT(rel_err(dx, ref_avgpool_backward(g, R)), 1e-14);
     auto f = [&](const Vec& v) {
@@ -190,13 +183,13 @@ TEST(PoolCpu, AvgPoolBackwardMatchesReferenceAndFiniteDifferences) {
 
 TEST(PoolCpu, GlobalAvgPoolForwardAndBackward) {
   const int64_t n = 3, hw = 10, c = 4;
-  Vec x = random_vec(7, n * hw * c), y(n * c), ref(n * c, 0.0);
+  Vec x = uniform_vec(7, n * hw * c, -2, 2), y(n * c), ref(n * c, 0.0);
   gap_forward<double>(x.data(), n, hw, c, y.data());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < hw; ++j)
       for (int64_t k = 0; k < c; ++k) ref[i * c + k] += x[(i * hw + j) * c + k] / hw;
   EXPECT_LT(rel_err(y, ref), 1e-14);
-  Vec R = random_vec(8, n * c), dx(x.size());
+  Vec R = uniform_vec(8, n * c, -2, 2), dx(x.size());
   gap_backward<double>(R.data(), n, hw, c, dx.data());
   auto f = [&](const Vec& v) {
     Vec out(n * c);
@@ -209,12 +202,12 @@ TEST(PoolCpu, GlobalAvgPoolForwardAndBackward) {
 TEST(PoolCpu, LargeInputsMatchReference) {  // takes the multi-threaded paths
   Config cfg{10, 32, 32, 16, 3, 2, 1};
   PoolGeom g = geom(cfg);
-  Vec x = random_vec(9, g.n * g.h * g.w * g.c), ref_y, y(g.n * g.ho * g.wo * g.c);
+  Vec x = uniform_vec(9, g.n * g.h * g.w * g.c, -2, 2), ref_y, y(g.n * g.ho * g.wo * g.c);
   std::vector<int32_t> ref_arg, arg(y.size());
   ref_maxpool(g, x, ref_y, ref_arg);
   maxpool_forward<double>(g, x.data(), y.data(), arg.data());
   EXPECT_EQ(y, ref_y);
-  Vec R = random_vec(10, y.size()), dx(x.size()), ref_dx(x.size(), 0.0);
+  Vec R = uniform_vec(10, y.size(), -2, 2), dx(x.size()), ref_dx(x.size(), 0.0);
   maxpool_backward<double>(g, R.data(), arg.data(), dx.data());
   for (int64_t o = 0; o < static_cast<int64_t>(R.size()); ++o) {
     int64_t n = o / (g.ho * g.wo * g.c), c = o % g.c;
