@@ -4,6 +4,7 @@
 #include "kiln/compile.h"
 #include "kiln/error.h"
 #include "kiln/zoo.h"
+#include "ops/common/cpu_test_util.h"
 
 namespace kiln {
 namespace {
@@ -14,16 +15,7 @@ CompileOptions options(int batch = 8) {
   return o;
 }
 
-// Runs `f`, expects a kiln::Error whose message contains every fragment.
-template <class F>
-void expect_error(F&& f, std::vector<std::string> fragments) {
-  try {
-    f();
-    FAIL() << "expected kiln::Error containing '" << fragments[0] << "'";
-  } catch (const Error& e) {
-    for (const auto& frag : fragments) EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(Compile, ZooModelsHaveExpectedCbrCountsAndShapes) {
   EXPECT_EQ(compile(zoo::vgg16_bn(), options(2)).graph.count(LayerKind::CBR), 13);

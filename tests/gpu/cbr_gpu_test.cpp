@@ -9,6 +9,7 @@
 
 #include "../support/cbr_block.h"
 #include "kiln/error.h"
+#include "ops/common/cpu_test_util.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cudnn_graphs.h"
 
@@ -176,23 +177,14 @@ TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
 TEST(CbrGpuErrors, PipelineChunksFromTheEnvironmentAreChecked) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   PipelineChunks bad("two");
-  try {
-    cuda::CudaBackend backend(0);
-    FAIL() << "expected an error for KILN_PIPELINE_CHUNKS=two";
-  } catch (const kiln::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("KILN_PIPELINE_CHUNKS"), std::string::npos) << e.what();
-  }
+  kiln::testing::expect_error([] { cuda::CudaBackend backend(0); }, {"KILN_PIPELINE_CHUNKS"});
 }
 
 TEST(CbrGpuErrors, MixedPrecisionCbrNeedsChannelsMultipleOf8) {
   for (Precision p : {Precision::FP16, Precision::BF16}) {
     const BlockShape s{2, 16, 8, 60, 3, 1};
-    try {
-      compile(conv_bn_relu_block(s), block_options(s, Device::CUDA, p, true, false));
-      FAIL() << "expected an error for 60 channels";
-    } catch (const kiln::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("multiple of 8"), std::string::npos) << e.what();
-    }
+    kiln::testing::expect_error([&] { compile(conv_bn_relu_block(s), block_options(s, Device::CUDA, p, true, false)); },
+                                {"multiple of 8"});
   }
 }
 

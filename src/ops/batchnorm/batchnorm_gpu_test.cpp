@@ -181,12 +181,7 @@ TEST(BatchNormGpu, ApplyWithReluAndMasks) {
         const std::vector<double> xv = random_values(dt, n, rng, 0.2, 1.5);
         const std::vector<double> sc = round_to_f32(random_values(DType::F32, k.c, rng, 0.8, 0.5)),
                                   sh = round_to_f32(random_values(DType::F32, k.c, rng, 0.0, 0.5));
-        std::vector<double> pre(n), slack(n), want(n);
-        for (int64_t i = 0; i < n; ++i) {
-          pre[i] = xv[i] * sc[i % k.c] + sh[i % k.c];
-          slack[i] = 1e-5 * (std::abs(xv[i] * sc[i % k.c]) + std::abs(sh[i % k.c]));
-          want[i] = mode.relu ? (pre[i] > 0 ? pre[i] : 0.0) : pre[i];
-        }
+        const auto [pre, slack, want] = apply_reference(xv, sc, sh, k.c, mode.relu);
         DeviceTensor x(dt, xv, k.offset), y(dt, n, k.offset), dsc(DType::F32, sc),
             dsh(DType::F32, sh);
         DeviceBytes bits(cuda::bitmask_bytes(n)), bytes(n, k.offset);

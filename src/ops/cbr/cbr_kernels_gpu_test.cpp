@@ -11,6 +11,7 @@
 #include "kiln/error.h"
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/cbr/cbr_cuda_kernels.h"
+#include "ops/common/cpu_test_util.h"
 #include "ops/common/gpu_test_util.h"
 
 namespace kiln {
@@ -34,12 +35,7 @@ TEST(CbrKernelsGpu, ApplyReluBitmaskMatchesReference) {
       const std::vector<double> xv = random_values(dt, n, rng, 0.3, 1.2);
       const std::vector<double> sc = round_to_f32(random_values(DType::F32, k.c, rng, 0.8, 0.5)),
                                 sh = round_to_f32(random_values(DType::F32, k.c, rng, 0.0, 0.5));
-      std::vector<double> pre(n), slack(n), want(n);
-      for (int64_t i = 0; i < n; ++i) {
-        pre[i] = xv[i] * sc[i % k.c] + sh[i % k.c];
-        slack[i] = 1e-5 * (std::abs(xv[i] * sc[i % k.c]) + std::abs(sh[i % k.c]));
-        want[i] = pre[i] > 0 ? pre[i] : 0.0;
-      }
+      const auto [pre, slack, want] = apply_reference(xv, sc, sh, k.c, /*relu=*/true);
       DeviceTensor x(dt, xv, k.offset), y(dt, n, k.offset), dsc(DType::F32, sc),
           dsh(DType::F32, sh);
       DeviceBytes bits(cuda::bitmask_bytes(n)), bytes(n);
@@ -121,12 +117,9 @@ TEST(CbrKernelsGpu, BackwardApplySliceMustStartOnAWholeMaskByte) {
   // Checked before anything is launched: no device memory needed.
   float f = 0;
   uint8_t bits = 0;
-  try {
-    cuda::cbr_backward_apply(DType::F32, &f, &bits, &f, &f, &f, &f, &f, &f, 10, 3, 1, 2, &f, nullptr, "test");
-    FAIL() << "expected an error for a slice starting at flat element 3";
-  } catch (const kiln::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("whole mask byte"), std::string::npos) << e.what();
-  }
+  kiln::testing::expect_error(
+      [&] { cuda::cbr_backward_apply(DType::F32, &f, &bits, &f, &f, &f, &f, &f, &f, 10, 3, 1, 2, &f, nullptr, "test"); },
+      {"whole mask byte"});
 }
 
 // Forward mask -> backward: the gradient is exactly zero wherever the ReLU blocked.

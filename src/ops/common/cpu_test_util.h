@@ -1,16 +1,20 @@
 #pragma once
-// Shared by the CPU op tests: float64 vectors, their max-relative error, and central finite
-// differences of sum(f(x) * R) for gradient checks.
+// Shared by the CPU op tests: float64 vectors, random fills, casts, their max-relative error and
+// element-wise checks, and central finite differences of sum(f(x) * R) for gradient checks.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kiln/error.h"
 #include "kiln/executable.h"
 #include "kiln/program.h"
 #include "runtime/op_call.h"
@@ -33,14 +37,40 @@ inline Vec uniform_vec(uint32_t seed, size_t n, double lo = -1, double hi = 1) {
   return uniform_vec(rng, n, lo, hi);
 }
 
-// max |a - b| / max |b|: the error relative to the reference's scale.
-inline double rel_err(const Vec& a, const Vec& b) {
+// max |a - b| / max |b| (at least 1e-300, so never 0/0): the error relative to the reference's
+// scale. `a` is any indexable container of numbers (float results against a double reference).
+template <class A>
+double rel_err(const A& a, const Vec& b) {
   double diff = 0, scale = 1e-300;
   for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - b[i]));
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
     scale = std::max(scale, std::abs(b[i]));
   }
   return diff / scale;
+}
+
+// The same values as another element type (e.g. inputs rounded to float for a float kernel).
+template <class T, class U>
+std::vector<T> cast(const std::vector<U>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// Every got[i] within tol * (1 + |want[i]|) of want[i]; the first miss fails, naming its index.
+template <class T>
+void expect_near_all(const std::vector<T>& got, const Vec& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(static_cast<double>(got[i]), want[i], tol * (1.0 + std::abs(want[i]))) << what << " at " << i;
+}
+
+// Runs `f` and expects a kiln::Error whose message contains every one of `parts`.
+inline void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a kiln::Error containing '" << (parts.empty() ? "" : parts[0]) << "'";
+  } catch (const Error& e) {
+    for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
 }
 
 // d/dx of sum(f(x) * R) by central differences (step 1e-6), in double.

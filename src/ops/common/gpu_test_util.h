@@ -298,6 +298,25 @@ inline std::vector<double> round_to_f32(std::vector<double> v) {
   return v;
 }
 
+// Float64 reference of the per-channel apply (bn_apply, cbr_apply_relu_bitmask): pre = x * scale
+// + shift, want = relu ? max(pre, 0) : pre, and slack = how close to 0 a pre-activation may be
+// for its mask bit to go either way under fp32 rounding.
+struct ApplyReference {
+  std::vector<double> pre, slack, want;
+};
+
+inline ApplyReference apply_reference(const std::vector<double>& x, const std::vector<double>& scale,
+                                      const std::vector<double>& shift, int64_t c, bool relu) {
+  const size_t n = x.size();
+  ApplyReference r{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+  for (size_t i = 0; i < n; ++i) {
+    r.pre[i] = x[i] * scale[i % c] + shift[i % c];
+    r.slack[i] = 1e-5 * (std::abs(x[i] * scale[i % c]) + std::abs(shift[i % c]));
+    r.want[i] = relu ? (r.pre[i] > 0 ? r.pre[i] : 0.0) : r.pre[i];
+  }
+  return r;
+}
+
 // Float64 reference of BN backward behind an optional ReLU bit mask (bn_backward_reduce +
 // bn_backward_apply, cbr_backward): g = dy where the mask bit is set (everywhere without a mask),
 // xhat = (x - mean) * inv_std; sums in float64; dx from the sums rounded to fp32, as the device's

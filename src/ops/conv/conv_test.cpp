@@ -17,6 +17,8 @@ namespace kiln::cpu {
 namespace {
 
 using kiln::testing::uniform_vec;
+using kiln::testing::cast;
+using kiln::testing::expect_near_all;
 
 struct Case {
   int64_t n, h, w, c, k, r, s, stride, pad;
@@ -93,20 +95,6 @@ Reference naive(const ConvGeom& g, const std::vector<double>& x, const std::vect
     ref.dw[wi] += dy[yi] * x[xi];
   });
   return ref;
-}
-
-template <class T, class U>
-std::vector<T> cast(const std::vector<U>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
-
-template <class T>
-void expect_near_all(const std::vector<T>& got, const std::vector<double>& want, double tol,
-                     const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(static_cast<double>(got[i]), want[i], tol * (1.0 + std::abs(want[i])))
-        << what << " at " << i;
 }
 
 // Runs all three kernels in precision T on inputs already rounded to T and compares them
@@ -233,13 +221,8 @@ TEST(ConvCpu, RepeatedRunsAreBitwiseIdentical) {
 
 void expect_geometry_error(const Shape& x, const Shape& w, int stride, int pad,
                            const std::string& needle) {
-  try {
-    ConvGeom::make(x, w, stride, pad);
-    FAIL() << "expected kiln::Error mentioning '" << needle << "' for x " << shape_str(x)
-           << " w " << shape_str(w);
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  SCOPED_TRACE("x " + shape_str(x) + " w " + shape_str(w));
+  kiln::testing::expect_error([&] { ConvGeom::make(x, w, stride, pad); }, {needle});
 }
 
 TEST(ConvCpu, GeometryIsComputedFromShapes) {

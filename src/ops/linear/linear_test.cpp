@@ -18,13 +18,10 @@ void register_linear_cpu();
 namespace {
 
 using kiln::testing::uniform_vec;
+using kiln::testing::cast;
+using kiln::testing::expect_near_all;
 
 using cpu::LinearDims;
-
-template <class T, class U>
-std::vector<T> cast(const std::vector<U>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
 
 struct Reference {
   std::vector<double> y, dx, dw, db;
@@ -48,15 +45,6 @@ Reference naive(const LinearDims& d, const std::vector<double>& x, const std::ve
       ref.db[o] += g;
     }
   return ref;
-}
-
-template <class T>
-void expect_near_all(const std::vector<T>& got, const std::vector<double>& want, double tol,
-                     const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(static_cast<double>(got[i]), want[i], tol * (1.0 + std::abs(want[i])))
-        << what << " at " << i;
 }
 
 template <class T>
@@ -215,14 +203,7 @@ TEST_F(LinearOpCpu, DoubleOpMatchesNaive) {
 
 void expect_op_error(Fixture& f, OpKind kind, const std::vector<int>& in,
                      const std::vector<int>& out, const std::string& needle) {
-  try {
-    f.run(kind, in, out);
-    FAIL() << "expected kiln::Error mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("fc1"), std::string::npos) << msg;
-    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
-  }
+  kiln::testing::expect_error([&] { f.run(kind, in, out); }, {"fc1", needle});
 }
 
 TEST_F(LinearOpCpu, BadTensorsNameTheLayer) {

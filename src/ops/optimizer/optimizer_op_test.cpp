@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "ops/common/cpu_test_util.h"
 #include "ops/optimizer/optimizer_cpu.h"
 #include "runtime/op_call.h"
 
@@ -12,6 +13,8 @@ namespace kiln {
 void register_optimizer_cpu();
 
 namespace {
+
+using kiln::testing::expect_error;
 
 // A program holding only flat update regions, each in its own host vector.
 struct UpdateBench {
@@ -90,16 +93,6 @@ TEST(UpdateOps, AdamWBiasCorrectsWithStepPlusOne) {
   EXPECT_EQ(b.memory[p], want);
   EXPECT_EQ(b.memory[m], want_m);
   EXPECT_EQ(b.memory[v], want_v);
-}
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no kiln::Error thrown";
-  } catch (const Error& e) {
-    for (const std::string& part : parts)
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 TEST(UpdateOps, RejectBadRegionsAndOptions) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kiln/error.h"
+#include "ops/common/cpu_test_util.h"
 
 namespace kiln::cuda {
 namespace {
@@ -86,14 +87,7 @@ TEST_F(PlanCacheFile, StoreReplacesAndForgetRemoves) {
 }
 
 void expect_error_naming(const std::string& path, const std::string& words) {
-  try {
-    PlanCache cache(path);
-    FAIL() << "expected an error for " << path;
-  } catch (const kiln::Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find(path), std::string::npos) << what;
-    EXPECT_NE(what.find(words), std::string::npos) << what;
-  }
+  kiln::testing::expect_error([&] { PlanCache cache(path); }, {path, words});
 }
 
 TEST_F(PlanCacheFile, FilesThatAreNotPlanCachesAreErrorsNamingThem) {
