@@ -4,30 +4,14 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cudnn_graphs.h"
+#include "runtime/cuda/env_settings.h"
 
 namespace kiln::cuda {
-namespace {
-int pipeline_chunks_from_env() {
-  const char* v = std::getenv("KILN_PIPELINE_CHUNKS");
-  if (!v || !*v) return 1;
-  const std::string s(v);
-  if (s.find_first_not_of("0123456789") != std::string::npos || s.size() > 2 || std::stoi(s) < 1)
-    fail("KILN_PIPELINE_CHUNKS='{}' is not valid; use a slice count from 1 (off, the default) to 99", s);
-  return std::stoi(s);
-}
-
-bool side_stream_from_env() {
-  const char* v = std::getenv("KILN_SIDE_STREAM");
-  if (!v || !*v) return true;
-  const std::string s(v);
-  if (s != "0" && s != "1") fail("KILN_SIDE_STREAM='{}' is not valid; use 1 (on, the default) or 0 (off)", s);
-  return s == "1";
-}
-}  // namespace
 
 CudaBackend::CudaBackend(int index) {
   int count = 0;
@@ -39,8 +23,8 @@ CudaBackend::CudaBackend(int index) {
     fail("CUDA device {} was asked for but {} GPU(s) are visible; use --device cuda:0 to cuda:{}", index, count,
          count - 1);
   device_ = index;
-  pipeline_chunks_ = pipeline_chunks_from_env();
-  side_stream_ = side_stream_from_env();
+  pipeline_chunks_ = env_int("KILN_PIPELINE_CHUNKS", 1, 99, 1, "the number of batch slices (1: off, the default)");
+  side_stream_ = env_int("KILN_SIDE_STREAM", 0, 1, 1, "1 to run wgrad beside dgrad (the default) or 0 to run it after") == 1;
   KILN_CUDA(cudaSetDevice(device_), "cuda backend");
   int least = 0, greatest = 0;
   KILN_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cuda backend");
@@ -54,14 +38,14 @@ CudaBackend::CudaBackend(int index) {
 namespace {
 // KILN_TUNE_LOG=<file>: appends what engine choice found for every graph (one JSON object a line).
 void append_tune_log(const CudnnGraphs& graphs) {
-  const char* path = std::getenv("KILN_TUNE_LOG");
-  if (!path || !*path) return;
+  const std::optional<std::string> path = env_text("KILN_TUNE_LOG");
+  if (!path) return;
   static std::mutex mutex;
   static size_t written = 0;  // records already logged (the cache outlives each backend)
   std::lock_guard<std::mutex> lock(mutex);
   const std::vector<TuneRecord> records = graphs.tune_records();
   if (records.size() <= written) return;
-  std::FILE* f = std::fopen(path, "a");
+  std::FILE* f = std::fopen(path->c_str(), "a");
   if (!f) return;
   for (size_t i = written; i < records.size(); ++i) {
     const TuneRecord& r = records[i];

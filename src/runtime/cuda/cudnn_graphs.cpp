@@ -19,6 +19,7 @@
 
 #include "kiln/error.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/env_settings.h"
 #include "runtime/cuda/plan_cache.h"
 
 namespace fe = cudnn_frontend;
@@ -300,15 +301,18 @@ double time_plan(NotedGraph& g, cudnnHandle_t handle, int64_t index, std::vector
   return ms[ms.size() / 2];
 }
 
+// Whether a frontend call succeeded; if not, `c.why_not` says which call and why.
+bool frontend_step(const fe::error_t& status, const char* what, PlanChoice& c) {
+  if (status.is_bad()) c.why_not = fmt::format("{} failed: {}", what, frontend_message(status));
+  return status.is_good();
+}
+
 // validate → operation graph → heuristics (A + FALLBACK) → check_support → build → time → keep best.
 PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream, DType io,
                        const CudnnGraphsOptions& o, std::vector<int64_t>& uids_out) {
   PlanChoice c;
   const std::string where = "cuDNN plan choice";
-  auto step = [&](fe::error_t status, const char* what) {
-    if (status.is_bad()) c.why_not = fmt::format("{} failed: {}", what, frontend_message(status));
-    return status.is_good();
-  };
+  auto step = [&](fe::error_t status, const char* what) { return frontend_step(status, what, c); };
   try {
     if (!step(g.validate(), "validate") || !step(g.build_operation_graph(handle), "build_operation_graph") ||
         !step(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans"))
@@ -398,10 +402,7 @@ PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream,
 PlanChoice replay_plan(NotedGraph& g, cudnnHandle_t handle, const CudnnGraphsOptions& o, const CachedPlan& cached,
                        std::vector<int64_t>& uids_out) {
   PlanChoice c;
-  auto step = [&](fe::error_t status, const char* what) {
-    if (status.is_bad()) c.why_not = fmt::format("{} failed: {}", what, frontend_message(status));
-    return status.is_good();
-  };
+  auto step = [&](fe::error_t status, const char* what) { return frontend_step(status, what, c); };
   try {
     std::unordered_map<fe::KnobType_t, int64_t> knobs;
     for (const auto& [type, value] : cached.knobs) knobs[static_cast<fe::KnobType_t>(type)] = value;
@@ -442,25 +443,6 @@ std::string device_tag(int device) {
                      prop.multiProcessorCount, cudnnGetVersion(), CUDNN_FRONTEND_VERSION);
 }
 
-const char* plan_cache_from_env() {
-  const char* v = std::getenv("KILN_PLAN_CACHE");
-  return v && *v ? v : nullptr;
-}
-
-bool tuning_disabled_by_env() {
-  const char* v = std::getenv("KILN_CUDNN_TUNE");
-  return v != nullptr && std::string(v) == "0";
-}
-
-// KILN_CUDNN_TUNE_PLANS=N: time only the first N plans that build (building dominates tuning).
-void plans_tuned_from_env(CudnnGraphsOptions& o) {
-  const char* v = std::getenv("KILN_CUDNN_TUNE_PLANS");
-  if (!v || !*v) return;
-  const std::string s(v);
-  if (s.find_first_not_of("0123456789") != std::string::npos || s.size() > 4)
-    fail("KILN_CUDNN_TUNE_PLANS='{}' is not valid; use a plan count (0 = every plan)", s);
-  o.max_plans_tuned = std::stoi(s);
-}
 
 int current_device(const std::string& where) {
   int device = 0;
@@ -499,12 +481,14 @@ const char* graph_kind_name(GraphKind kind) {
 }
 
 CudnnGraphs::CudnnGraphs(CudnnGraphsOptions options) : options_(options) {
-  if (tuning_disabled_by_env()) options_.tune = false;
-  plans_tuned_from_env(options_);
+  if (env_text("KILN_CUDNN_TUNE") == "0") options_.tune = false;
+  // KILN_CUDNN_TUNE_PLANS=N: time only the first N plans that build (building dominates tuning).
+  options_.max_plans_tuned = env_int("KILN_CUDNN_TUNE_PLANS", 0, 9999, options_.max_plans_tuned,
+                                     "how many plans to time (0: every plan)");
   options_.timed_runs = std::max(1, options_.timed_runs);
   device_ = current_device("CudnnGraphs");
   KILN_CUDA(cudnnCreate(&handle_), "CudnnGraphs");
-  if (const char* path = plan_cache_from_env()) options_.plan_cache = path;
+  if (const auto path = env_text("KILN_PLAN_CACHE")) options_.plan_cache = *path;
   if (!options_.plan_cache.empty()) {
     plan_cache_ = std::make_unique<PlanCache>(options_.plan_cache);
     device_tag_ = device_tag(device_);
