@@ -70,6 +70,7 @@ if(KILN_BUILD_TESTS)
   if(KILN_CUDA_HOST_TESTS)
     add_executable(kiln_test_cuda_host ${KILN_CUDA_HOST_TESTS})
     target_link_libraries(kiln_test_cuda_host PRIVATE kiln_cuda GTest::gtest_main)
+    target_include_directories(kiln_test_cuda_host PRIVATE ${CMAKE_SOURCE_DIR}/tests)  # tests/support/
     gtest_discover_tests(kiln_test_cuda_host DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "cpu")
   endif()
 endif()

@@ -3,9 +3,10 @@
 #include <cstring>
 #include <random>
 
-#include "../data/temp_dir.h"
+#include "../support/temp_dir.h"
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
+#include "ops/common/cpu_test_util.h"
 
 namespace kiln {
 namespace {

@@ -9,7 +9,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -21,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.h"
 #include "kiln/error.h"
 #include "ops/common/cpu_test_util.h"
 #include "runtime/cuda/cudnn_graphs.h"
@@ -399,9 +399,8 @@ TEST(CudnnGraphsGpu, TunedPlansMatchCpuAndAreRecorded) {
 // tuning, and it computes the right convolution; an entry that no longer builds is re-tuned.
 TEST(CudnnGraphsGpu, PlanCacheFileReplaysTunedPlans) {
   SKIP_WITHOUT_GPU();
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("kiln_plan_cache_gpu_" + std::to_string(::getpid()) + ".json")).string();
-  std::filesystem::remove(path);
+  const kiln::testing::TempDir dir;
+  const std::string path = dir.file("plans.json");
   CudnnGraphsOptions o;
   o.tune = true, o.max_plans_tuned = 4, o.plan_cache = path;
   const ConvProblem p = make_conv_problem(3, 13, 13, 24, 40, 3, 3, 1, 1, DType::F16);  // used nowhere else
@@ -441,7 +440,6 @@ TEST(CudnnGraphsGpu, PlanCacheFileReplaysTunedPlans) {
     EXPECT_FALSE(r.from_cache);
     EXPECT_GE(r.plans_tried, 1);
   }
-  std::filesystem::remove(path);
 }
 
 TEST(CudnnGraphsGpu, SecondPrepareHitsTheCacheAndRunsAreBitwiseRepeatable) {

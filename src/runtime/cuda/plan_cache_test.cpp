@@ -11,24 +11,19 @@
 
 #include "kiln/error.h"
 #include "ops/common/cpu_test_util.h"
+#include "support/temp_dir.h"
 
 namespace kiln::cuda {
 namespace {
 
 class PlanCacheFile : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("kiln_plan_cache_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string file() const { return (dir_ / "sub" / "plans.json").string(); }
+  std::string file() const { return (dir_.path() / "sub" / "plans.json").string(); }
   void write_text(const std::string& text) const {
-    std::filesystem::create_directories(dir_ / "sub");
+    std::filesystem::create_directories(dir_.path() / "sub");
     std::ofstream(file()) << text;
   }
-  std::filesystem::path dir_;
+  kiln::testing::TempDir dir_;
 };
 
 CachedPlan plan(int64_t engine, double ms) {
@@ -106,9 +101,8 @@ TEST_F(PlanCacheFile, FilesThatAreNotPlanCachesAreErrorsNamingThem) {
 }
 
 TEST_F(PlanCacheFile, AnUnwritableFolderIsAnErrorAndLeavesNoFile) {
-  std::filesystem::create_directories(dir_);
-  std::ofstream(dir_ / "blocker") << "a file where a folder should be";
-  const std::string path = (dir_ / "blocker" / "plans.json").string();
+  std::ofstream(dir_.file("blocker")) << "a file where a folder should be";
+  const std::string path = (dir_.path() / "blocker" / "plans.json").string();
   PlanCache cache(path);  // nothing to read yet
   EXPECT_THROW(cache.store("k", plan(1, 1.0)), kiln::Error);
   EXPECT_FALSE(std::filesystem::exists(path));

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "kiln/error.h"
-
 namespace kiln::testing {
 
 class TempDir {
@@ -38,18 +36,6 @@ inline void write_bytes(const std::string& path, const std::vector<uint8_t>& byt
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-// Runs `body` and returns the kiln::Error message it throws (fails the test if none).
-template <class F>
-std::string error_of(F&& body) {
-  try {
-    body();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected kiln::Error";
-  return "";
 }
 
 }  // namespace kiln::testing
