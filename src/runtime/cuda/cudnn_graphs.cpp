@@ -371,20 +371,6 @@ PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream,
     }
     c.plan_index = best.index;
     c.workspace = static_cast<size_t>(best.workspace);
-    if (!o.plan_cache.empty()) {
-      // What the plan cache records; a failure here only means the choice is not recorded.
-      try {
-        int64_t engine = -1;
-        std::unordered_map<fe::KnobType_t, int64_t> knobs;
-        if (g.get_engine_and_knobs_at_index(best.index, engine, knobs).is_good()) {
-          c.engine_id = engine;
-          for (const auto& [type, value] : knobs) c.knobs.emplace_back(static_cast<int64_t>(type), value);
-          std::sort(c.knobs.begin(), c.knobs.end());
-        }
-      } catch (const std::exception&) {
-        c.engine_id = -1, c.knobs.clear();
-      }
-    }
     std::string name;
     if (g.get_plan_name_at_index(best.index, name).is_good()) c.plan_name = name;
     g.release_plans_except(best.index);
@@ -396,38 +382,49 @@ PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream,
   return c;
 }
 
-// Rebuilds the one plan a plan cache entry names (engine and knobs) on a graph whose tensors and
-// nodes are defined: no heuristics, no timing. Unsupported (why_not set) when this cuDNN no longer
-// builds it, e.g. after an upgrade that the cache key did not see.
+// Rebuilds the one plan a plan cache entry names on a graph whose tensors and nodes are defined:
+// the heuristics list the same engine configurations as when the entry was tuned, and only the
+// one with the cached name is built, untimed. The name, not cudnn-frontend's (engine id, knobs)
+// replay, identifies it: engines still use knob types the frontend cannot map back (cuDNN 9.19's
+// deprecated LDGA and LDGC, for one), so their choices would not rebuild. Unsupported (why_not
+// set) when this cuDNN no longer offers or builds it, e.g. after an upgrade the key did not see.
 PlanChoice replay_plan(NotedGraph& g, cudnnHandle_t handle, const CudnnGraphsOptions& o, const CachedPlan& cached,
                        std::vector<int64_t>& uids_out) {
   PlanChoice c;
   auto step = [&](fe::error_t status, const char* what) { return frontend_step(status, what, c); };
   try {
-    std::unordered_map<fe::KnobType_t, int64_t> knobs;
-    for (const auto& [type, value] : cached.knobs) knobs[static_cast<fe::KnobType_t>(type)] = value;
     if (!step(g.validate(), "validate") || !step(g.build_operation_graph(handle), "build_operation_graph") ||
-        !step(g.create_execution_plan(cached.engine, knobs), "create_execution_plan") ||
-        !step(g.check_support(), "check_support") || !step(g.build_plan_at_index(0), "build_plan_at_index"))
+        !step(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans"))
       return c;
+    const int64_t count = g.get_execution_plan_count();
+    int64_t index = -1;
+    for (int64_t i = 0; i < count && index < 0; ++i) {
+      std::string name;
+      if (g.get_plan_name_at_index(i, name).is_good() && name == cached.name) index = i;
+    }
+    if (index < 0) {
+      c.why_not = fmt::format("none of the {} engine configurations offered is named {}", count, cached.name);
+      return c;
+    }
+    if (!step(g.check_support(), "check_support") || !step(g.build_plan_at_index(index), "build_plan_at_index")) return c;
     int64_t workspace = 0;
-    if (!step(g.get_workspace_size_plan_at_index(0, workspace), "get_workspace_size")) return c;
+    if (!step(g.get_workspace_size_plan_at_index(index, workspace), "get_workspace_size")) return c;
     if (workspace > o.max_workspace_bytes) {
       c.why_not = fmt::format("it needs {} bytes of workspace, over the limit of {}", workspace, o.max_workspace_bytes);
       return c;
     }
     if (!step(g.prepare_variant_pack_template(), "prepare_variant_pack_template")) return c;
     uids_out = g.get_variant_pack_uids_sorted();
+    g.release_plans_except(index);
     c.supported = true;
     c.from_cache = true;
-    c.plan_index = 0;
-    c.plans_offered = c.plans_built = 1;
+    c.plan_index = index;
+    c.plans_offered = static_cast<int>(count);
+    c.plans_built = 1;
     c.workspace = static_cast<size_t>(workspace);
     c.best_plan_ms = cached.ms;
     c.plan_name = cached.name;
-    c.engine_id = cached.engine;
-    c.knobs = cached.knobs;
-    c.deterministic = !g.has_note(0, fe::NumericalNote_t::NONDETERMINISTIC);
+    c.deterministic = !g.has_note(index, fe::NumericalNote_t::NONDETERMINISTIC);
   } catch (const std::exception& e) {
     c.supported = false;
     c.why_not = e.what();
@@ -551,8 +548,8 @@ CudnnGraphs::Entry& CudnnGraphs::get_or_build(GraphKind kind, const ConvProblem&
         KILN_CUDA(cudaStreamCreateWithFlags(&tune_stream_, cudaStreamNonBlocking), where);
       entry->choice = choose_plan(*entry->graph, handle_, tune_stream_, p.io, options_, entry->uids);
       const PlanChoice& c = entry->choice;
-      if (c.supported && plan_cache_ && c.plans_tried > 0 && c.engine_id >= 0)
-        plan_cache_->store(cache_key, CachedPlan{c.engine_id, c.knobs, c.plan_name, c.best_plan_ms, c.workspace});
+      if (c.supported && plan_cache_ && c.plans_tried > 0 && !c.plan_name.empty())
+        plan_cache_->store(cache_key, CachedPlan{c.plan_name, c.best_plan_ms, c.workspace});
     }
     if (entry->error.empty() && !entry->choice.supported) entry->error = entry->choice.why_not;
   }

@@ -112,8 +112,6 @@ struct PlanChoice {
   std::string plan_name;
   bool deterministic = true;
   bool from_cache = false;
-  int64_t engine_id = -1;                             // what the plan cache records
-  std::vector<std::pair<int64_t, int64_t>> knobs;     // (frontend KnobType_t, value)
 };
 
 class CudnnGraphs {

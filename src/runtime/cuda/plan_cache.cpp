@@ -11,24 +11,18 @@ namespace kiln::cuda {
 namespace {
 
 constexpr const char* kFormat = "kiln-plan-cache";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 1 held engine ids and frontend knob types
 
 using nlohmann::json;
 
-json to_json(const CachedPlan& p) {
-  json knobs = json::array();
-  for (const auto& [type, value] : p.knobs) knobs.push_back({type, value});
-  return {{"engine", p.engine}, {"knobs", knobs}, {"name", p.name}, {"ms", p.ms}, {"workspace", p.workspace}};
-}
+json to_json(const CachedPlan& p) { return {{"name", p.name}, {"ms", p.ms}, {"workspace", p.workspace}}; }
 
 CachedPlan from_json(const json& j) {
   CachedPlan p;
-  p.engine = j.at("engine").get<int64_t>();
-  for (const json& k : j.at("knobs")) p.knobs.emplace_back(k.at(0).get<int64_t>(), k.at(1).get<int64_t>());
   p.name = j.at("name").get<std::string>();
   p.ms = j.at("ms").get<double>();
   p.workspace = j.at("workspace").get<size_t>();
-  if (p.engine < 0) throw std::runtime_error("negative engine id");
+  if (p.name.empty()) throw std::runtime_error("empty plan name");
   return p;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // A file of tuned cuDNN plan choices ("experience table", CBR.md): for each graph key (GPU,
-// cuDNN version, graph kind, shape, options) the engine and knob values that engine choice kept,
-// so that later processes rebuild that one plan instead of building and timing every plan again
+// cuDNN version, graph kind, shape, options) the name of the engine configuration that engine
+// choice kept (cuDNN's tag: engine id and knob values), so that later processes rebuild that one plan instead of building and timing every plan again
 // (about 5 s per graph at batch 256 on an H200), and pick the same plan every run.
 //
 // Host-only (no CUDA, no cuDNN types): cudnn_graphs.cpp turns entries into frontend calls.
@@ -14,16 +14,13 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <vector>
 
 namespace kiln::cuda {
 
 struct CachedPlan {
-  int64_t engine = -1;                                // cuDNN global engine id
-  std::vector<std::pair<int64_t, int64_t>> knobs;     // (frontend KnobType_t, value)
-  std::string name;                                   // cuDNN's tag, e.g. "eng62_k2=6_k13=1", for people
-  double ms = 0;                                      // its time when tuned
-  size_t workspace = 0;                               // bytes
+  std::string name;   // cuDNN's tag of the engine configuration, e.g. "eng62_k2=6_k13=1"
+  double ms = 0;      // its time when tuned
+  size_t workspace = 0;  // bytes
 };
 
 class PlanCache {
