@@ -85,3 +85,8 @@ target_link_libraries(kiln_cbr_bench PRIVATE kiln_engine)
 # cudnn-frontend (in cudnn_graphs.cpp) calls NVRTC for its open-source engines: link it, or every
 # executable that links kiln_cuda fails with undefined nvrtc* symbols.
 target_link_libraries(kiln_cuda PUBLIC CUDA::nvrtc)
+
+# Loop-structure variants of the BN+ReLU streaming kernels, timed against the copy ceilings.
+add_executable(kiln_bn_variants_bench bench/bn_kernel_variants.cu)
+set_target_properties(kiln_bn_variants_bench PROPERTIES CUDA_STANDARD 17)
+target_compile_options(kiln_bn_variants_bench PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)

@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -17,7 +17,7 @@ if [ -z "${KILN_PREBUILT:-}" ]; then
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DKILN_NATIVE_ARCH=OFF \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
   grep "kiln: CUDA" "$out/configure.log"
-  cmake --build build/gpu -j "$(nproc)" --target kiln_test_gpu kiln_cbr_bench > "$out/build.log" 2>&1 \
+  cmake --build build/gpu -j "$(nproc)" --target kiln_test_gpu kiln_cbr_bench kiln_bn_variants_bench > "$out/build.log" 2>&1 \
     || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 fi
 venv=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
@@ -60,6 +60,12 @@ if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = torch-bench ]; then
   # KILN_TORCH_ARGS: more arguments for PyTorch's side (e.g. --no-compile, or shapes).
   python3 bench/torch_cbr_bench.py --precision fp16 ${KILN_TORCH_ARGS:-} > "$out/torch_bench.jsonl" 2> "$out/torch_bench.err" \
     || tail -5 "$out/torch_bench.err"
+fi
+if [ "$what" = variants ]; then
+  # Loop-structure variants of the BN+ReLU kernels against the copy ceilings (bench/bn_kernel_variants.cu).
+  "$bin/kiln_bn_variants_bench" > "$out/bn_variants.jsonl" 2> "$out/bn_variants.err" || tail -5 "$out/bn_variants.err"
+  tail -3 "$out/bn_variants.jsonl"
+  exit 0
 fi
 if [ "$what" = stages ]; then
   # Per-kernel times (Nsight Compute, clocks left alone) of the conv alone and the CBR block, one

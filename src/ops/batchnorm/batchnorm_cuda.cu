@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <initializer_list>
+#include <type_traits>
 #include <utility>
 
 #include "ops/batchnorm/batchnorm_cuda.h"
@@ -14,23 +15,33 @@ namespace {
 // Kernels. Tiled ones: each thread owns VEC consecutive channels of a fixed column and walks
 // the rows of its block's tile (see tile_cuda.cuh), so per-channel parameters live in registers
 // and per-channel sums accumulate in registers.
+//
+// How each kernel splits rows among blocks, and the bwd apply's occupancy: chosen by timing
+// variants on an H200 (docs/results.md, "BN+ReLU kernels").
+constexpr RowSplit kApplySplit = RowSplit::kChunkPerBlock;
+constexpr RowSplit kReduceSplit = RowSplit::kContiguous;
+constexpr RowSplit kBackwardApplySplit = RowSplit::kRoundRobin;
+// The backward apply at 3 blocks per SM (80 registers, no spills in fp16 and fp32); bf16's
+// conversions would spill there, so bf16 asks for 2.
+template <class T>
+constexpr int kBackwardApplyBlocksPerSM = std::is_same_v<T, __nv_bfloat16> ? 2 : 3;
 
 template <class T, int VEC>
 __global__ void __launch_bounds__(kTileThreads)
     channel_sums_kernel(const T* x, TileGrid g, float* part_sum, float* part_sqsum) {
   constexpr int U = kTileUnroll<T, VEC>;
-  const TileThread p = tile_thread(g, U);
+  const TileThread p = tile_thread<RowSplit::kRoundRobin>(g, U);
   float s[VEC] = {}, q[VEC] = {};
-  for (int64_t row = p.row; row < g.m; row += p.stride) {
+  for (int64_t row = p.row; row < p.end; row += p.stride) {
     Pack<T, VEC> xs[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r < g.m) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
+      if (r < p.end) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (row + int64_t{u} * g.rows >= g.m) break;
+      if (row + int64_t{u} * g.rows >= p.end) break;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const float v = to_float(xs[u].v[j]);
@@ -47,29 +58,29 @@ __global__ void __launch_bounds__(kTileThreads)
     bn_backward_reduce_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* mean,
                               const float* inv_std, TileGrid g, float* part_dy,
                               float* part_dy_xhat) {
-  constexpr int U = kTileUnroll<T, VEC>;
-  const TileThread p = tile_thread(g, U);
+  constexpr int U = kPairUnroll<T, VEC>;
+  const TileThread p = tile_thread<kReduceSplit>(g, U);
   float mu[VEC], is[VEC], s[VEC] = {}, sx[VEC] = {};
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     mu[j] = p.active ? mean[p.c0 + j] : 0.f;
     is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
   }
-  for (int64_t row = p.row; row < g.m; row += p.stride) {
+  for (int64_t row = p.row; row < p.end; row += p.stride) {
     Pack<T, VEC> dys[U], xs[U];
     unsigned bits[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= g.m) continue;
+      if (r >= p.end) continue;
       const int64_t f = r * g.c + p.c0;
-      dys[u] = load_pack<T, VEC>(dy + f);
-      xs[u] = load_pack<T, VEC>(x + f);
+      dys[u] = load_pack_streaming<T, VEC>(dy + f);
+      xs[u] = load_pack_streaming<T, VEC>(x + f);
       bits[u] = load_mask_bits<VEC>(bitmask, f);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (row + int64_t{u} * g.rows >= g.m) break;
+      if (row + int64_t{u} * g.rows >= p.end) break;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         // A select, not a multiply: a masked-out NaN/Inf gradient must not leak.
@@ -83,12 +94,12 @@ __global__ void __launch_bounds__(kTileThreads)
 }
 
 template <class T, int VEC>
-__global__ void __launch_bounds__(kTileThreads)
+__global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM<T>)
     bn_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* gamma,
                              const float* mean, const float* inv_std, const float* sum_dy,
                              const float* sum_dy_xhat, float inv_m, TileGrid g, T* dx) {
-  constexpr int U = kTileUnroll<T, VEC>;
-  const TileThread p = tile_thread(g, U);
+  constexpr int U = kPairUnroll<T, VEC>;
+  const TileThread p = tile_thread<kBackwardApplySplit>(g, U);
   if (!p.active) return;
   // dx = k * (g - a - xhat * b) with k = gamma * inv_std, a = sum_dy / m, b = sum_dy_xhat / m,
   // xhat = (x - mean) * inv_std, folded into dx = k * g - ka - kb * (x - mean): four
@@ -104,7 +115,7 @@ __global__ void __launch_bounds__(kTileThreads)
     ka[j] = k[j] * (sum_dy[ch] * inv_m);
     kb[j] = k[j] * (sum_dy_xhat[ch] * inv_m) * is;
   }
-  for (int64_t row = p.row; row < g.m; row += p.stride) {
+  for (int64_t row = p.row; row < p.end; row += p.stride) {
     Pack<T, VEC> dys[U], xs[U];
     unsigned bits[U];
     // All loads of the unrolled rows first: dx may alias dy or x, so the compiler could not
@@ -112,7 +123,7 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= g.m) continue;
+      if (r >= p.end) continue;
       const int64_t f = r * g.c + p.c0;
       dys[u] = load_pack<T, VEC>(dy + f);
       xs[u] = load_pack<T, VEC>(x + f);
@@ -121,7 +132,7 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= g.m) break;
+      if (r >= p.end) break;
       Pack<T, VEC> out;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -139,7 +150,7 @@ __global__ void __launch_bounds__(kTileThreads)
     bn_apply_kernel(const T* x, const float* scale, const float* shift, TileGrid g, T* y,
                     uint8_t* bitmask, uint8_t* bytemask) {
   constexpr int U = kTileUnroll<T, VEC>;
-  const TileThread p = tile_thread(g, U);
+  const TileThread p = tile_thread<kApplySplit>(g, U);
   if (!p.active) return;
   float sc[VEC], sh[VEC];
 #pragma unroll
@@ -147,17 +158,17 @@ __global__ void __launch_bounds__(kTileThreads)
     sc[j] = scale[p.c0 + j];
     sh[j] = shift[p.c0 + j];
   }
-  for (int64_t row = p.row; row < g.m; row += p.stride) {
+  for (int64_t row = p.row; row < p.end; row += p.stride) {
     Pack<T, VEC> xs[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r < g.m) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
+      if (r < p.end) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= g.m) break;
+      if (r >= p.end) break;
       const int64_t f = r * g.c + p.c0;
       Pack<T, VEC> out;
       Pack<uint8_t, VEC> pass;
@@ -257,12 +268,12 @@ void need(const char* fn, const std::string& where, std::initializer_list<Named>
     if (!p) fail("{}: {} needs the device pointer '{}', got nullptr", where, fn, name);
 }
 
-// The one-wave grid for a tile kernel instantiated for (T, VEC).
-template <class T, int VEC, class Kernel>
-TileGrid grid_for(Kernel* kernel, int64_t m, int64_t c, const std::string& where) {
-  return make_tile_grid(
-      m, c, VEC, kTileUnroll<T, VEC>,
-      resident_blocks(reinterpret_cast<const void*>(kernel), kTileThreads, where));
+// The grid for a tile kernel that loads `unroll` rows at a time and splits rows as `split` says.
+template <int VEC, class Kernel>
+TileGrid grid_for(Kernel* kernel, int64_t m, int64_t c, int unroll, RowSplit split, const std::string& where) {
+  const int resident =
+      split == RowSplit::kChunkPerBlock ? 0 : resident_blocks(reinterpret_cast<const void*>(kernel), kTileThreads, where);
+  return make_tile_grid(m, c, VEC, unroll, resident, split);
 }
 
 // The reductions' two partial arrays [row_blocks][c] in the caller's workspace.
@@ -312,7 +323,7 @@ void channel_sums(DType dtype, const void* x, int64_t m, int64_t c, float* sum, 
     dispatch_vec(choose_vec(c, sizeof(T), {x}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
       auto* kernel = channel_sums_kernel<T, V>;
-      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
+      const TileGrid g = grid_for<V>(kernel, m, c, kTileUnroll<T, V>, RowSplit::kRoundRobin, where);
       const auto parts = partials("channel_sums", g, workspace, workspace_bytes, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
           static_cast<const T*>(x), g, parts.first, parts.second);
@@ -392,7 +403,7 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
     dispatch_vec(vec, [&](auto v) {
       constexpr int V = decltype(v)::value;
       auto* kernel = relu ? bn_apply_kernel<T, V, true> : bn_apply_kernel<T, V, false>;
-      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
+      const TileGrid g = grid_for<V>(kernel, m, c, kTileUnroll<T, V>, kApplySplit, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
           static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), bitmask, bytemask);
     });
@@ -418,7 +429,7 @@ void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask
     dispatch_vec(choose_vec(c, sizeof(T), {dy, x}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
       auto* kernel = bn_backward_reduce_kernel<T, V>;
-      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
+      const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kReduceSplit, where);
       const auto parts = partials(fn, g, workspace, workspace_bytes, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
           static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), saved_mean,
@@ -453,7 +464,7 @@ void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask,
     dispatch_vec(choose_vec(c, sizeof(T), {dy, x, dx}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
       auto* kernel = bn_backward_apply_kernel<T, V>;
-      const TileGrid g = grid_for<T, V>(kernel, m, c, where);
+      const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kBackwardApplySplit, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
           static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), gamma, saved_mean,
           saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));

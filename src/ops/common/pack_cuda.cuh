@@ -46,6 +46,24 @@ __device__ __forceinline__ Pack<T, N> load_pack(const T* p) {
   return *reinterpret_cast<const Pack<T, N>*>(p);
 }
 
+// The same load marked evict-first (ld.global.cs): for a stream read once, so that it does not
+// push out of L2 what other kernels still read.
+template <class T, int N>
+__device__ __forceinline__ Pack<T, N> load_pack_streaming(const T* p) {
+  constexpr size_t bytes = sizeof(Pack<T, N>);
+  Pack<T, N> out;
+  if constexpr (bytes == 16) {
+    *reinterpret_cast<uint4*>(&out) = __ldcs(reinterpret_cast<const uint4*>(p));
+  } else if constexpr (bytes == 8) {
+    *reinterpret_cast<uint2*>(&out) = __ldcs(reinterpret_cast<const uint2*>(p));
+  } else if constexpr (bytes == 4) {
+    *reinterpret_cast<unsigned*>(&out) = __ldcs(reinterpret_cast<const unsigned*>(p));
+  } else {
+    out = load_pack<T, N>(p);
+  }
+  return out;
+}
+
 template <class T, int N>
 __device__ __forceinline__ void store_pack(T* p, const Pack<T, N>& pack) {
   *reinterpret_cast<Pack<T, N>*>(p) = pack;

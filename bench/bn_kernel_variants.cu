@@ -1,0 +1,267 @@
+// Times variants of the loop structure of the three BN+ReLU streaming kernels (forward apply +
+// ReLU + bit mask, backward reduce, backward apply) on fp16 NHWC tensors of the CBR benchmark's
+// sizes, next to the copy ceilings (cudaMemcpy, a 16-byte copy kernel, a 2-read-1-write kernel).
+// Variants: channels per thread (vec), rows loaded per thread before use (u), how rows are split
+// among blocks (dist: 0 round robin over a one-wave grid, 1 one contiguous run per block of a
+// one-wave grid, 2 one block per chunk), load/store cache hints (hint: 0 plain, 2 evict-first
+// .cs) and the blocks per SM asked of ptxas (minb). The arithmetic is that of
+// src/ops/batchnorm/batchnorm_cuda.cu; this program only measures which structure moves bytes
+// fastest, and the product kernels take the winners (docs/results.md, "BN+ReLU kernels").
+// Prints one JSON object per line.
+#include <cuda_fp16.h>
+#include <cstdio>
+#include <cstdint>
+#include <vector>
+#include <algorithm>
+#include <string>
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s line %d\n", cudaGetErrorString(e), __LINE__); exit(1);} } while (0)
+
+template <int N> struct alignas(N * 2 >= 16 ? 16 : N * 2) HP { __half v[N]; };
+
+enum Dist { RR = 0, CONTIG = 1, MANY = 2 };
+enum Hint { PLAIN = 0, NC = 1, CS = 2 };
+
+template <int N, int H> __device__ __forceinline__ HP<N> ld(const __half* p) {
+  if constexpr (H == PLAIN) return *reinterpret_cast<const HP<N>*>(p);
+  else if constexpr (N == 8) {
+    uint4 r;
+    if constexpr (H == NC) r = __ldg(reinterpret_cast<const uint4*>(p));
+    else r = __ldcs(reinterpret_cast<const uint4*>(p));
+    return *reinterpret_cast<HP<N>*>(&r);
+  } else if constexpr (N == 4) {
+    uint2 r;
+    if constexpr (H == NC) r = __ldg(reinterpret_cast<const uint2*>(p));
+    else r = __ldcs(reinterpret_cast<const uint2*>(p));
+    return *reinterpret_cast<HP<N>*>(&r);
+  }
+}
+template <int N, int H> __device__ __forceinline__ void st(__half* p, const HP<N>& v) {
+  if constexpr (H == CS && N == 8) __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&v));
+  else if constexpr (H == CS && N == 4) __stcs(reinterpret_cast<uint2*>(p), *reinterpret_cast<const uint2*>(&v));
+  else *reinterpret_cast<HP<N>*>(p) = v;
+}
+
+struct G { int64_t m, c; int width, rows; int blocks; };
+
+// Row range iteration: returns first row, stride and end for this thread.
+template <int U, int D>
+__device__ __forceinline__ void rows_of(const G& g, int lane_r, int64_t& r0, int64_t& step, int64_t& end) {
+  const int64_t chunk = int64_t(g.rows) * U;
+  if constexpr (D == RR) { r0 = blockIdx.x * chunk + lane_r; step = chunk * gridDim.x; end = g.m; }
+  else if constexpr (D == MANY) { r0 = blockIdx.x * chunk + lane_r; step = chunk * gridDim.x; end = g.m; }
+  else {
+    const int64_t chunks = (g.m + chunk - 1) / chunk;
+    const int64_t c0 = chunks * blockIdx.x / gridDim.x, c1 = chunks * (blockIdx.x + 1) / gridDim.x;
+    r0 = c0 * chunk + lane_r; step = chunk; end = std::min(g.m, c1 * chunk);
+  }
+}
+
+template <int VEC, int U, int D, int H, int MINB>
+__global__ void __launch_bounds__(256, MINB) bwd_apply(const __half* dy, const uint8_t* mask, const __half* x,
+    const float* k_, const float* ka_, const float* kb_, const float* mu_, G g, __half* dx) {
+  const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
+  if (lane_r >= g.rows) return;
+  const int64_t c0 = int64_t(lane_c) * VEC;
+  float mu[VEC], k[VEC], ka[VEC], kb[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) { mu[j] = mu_[c0 + j]; k[j] = k_[c0 + j]; ka[j] = ka_[c0 + j]; kb[j] = kb_[c0 + j]; }
+  int64_t r0, step, end; rows_of<U, D>(g, lane_r, r0, step, end);
+  for (int64_t row = r0; row < end; row += step) {
+    HP<VEC> dys[U], xs[U]; unsigned bits[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t(u) * g.rows;
+      if (r >= end) continue;
+      const int64_t f = r * g.c + c0;
+      dys[u] = ld<VEC, H>(dy + f); xs[u] = ld<VEC, H>(x + f);
+      bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t(u) * g.rows;
+      if (r >= end) break;
+      HP<VEC> o;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
+        o.v[j] = __float2half_rn(fmaf(k[j], gj, -ka[j]) - kb[j] * (__half2float(xs[u].v[j]) - mu[j]));
+      }
+      st<VEC, H>(dx + r * g.c + c0, o);
+    }
+  }
+}
+
+template <int VEC, int U, int D, int H, int MINB>
+__global__ void __launch_bounds__(256, MINB) bwd_reduce(const __half* dy, const uint8_t* mask, const __half* x,
+    const float* mu_, const float* is_, G g, float* part0, float* part1) {
+  const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
+  const bool active = lane_r < g.rows;
+  const int64_t c0 = int64_t(lane_c) * VEC;
+  float mu[VEC], is[VEC], s[VEC] = {}, sx[VEC] = {};
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) { mu[j] = mu_[c0 + j]; is[j] = is_[c0 + j]; }
+  int64_t r0, step, end; rows_of<U, D>(g, lane_r, r0, step, end);
+  if (!active) r0 = end;
+  for (int64_t row = r0; row < end; row += step) {
+    HP<VEC> dys[U], xs[U]; unsigned bits[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t(u) * g.rows;
+      if (r >= end) continue;
+      const int64_t f = r * g.c + c0;
+      dys[u] = ld<VEC, H>(dy + f); xs[u] = ld<VEC, H>(x + f);
+      bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (row + int64_t(u) * g.rows >= end) break;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
+        s[j] += gj; sx[j] += gj * ((__half2float(xs[u].v[j]) - mu[j]) * is[j]);
+      }
+    }
+  }
+  // Block partials through shared memory (same as the project's tree, simplified).
+  __shared__ float s0[256 * VEC], s1[256 * VEC];
+  const int t = threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) { s0[t * VEC + j] = active ? s[j] : 0.f; s1[t * VEC + j] = active ? sx[j] : 0.f; }
+  __syncthreads();
+  for (int sp = 128 / g.width; sp > 0; sp /= 2) {  // rows is a power of two here
+    if (lane_r < sp) for (int j = 0; j < VEC; ++j) { s0[t * VEC + j] += s0[(t + sp * g.width) * VEC + j]; s1[t * VEC + j] += s1[(t + sp * g.width) * VEC + j]; }
+    __syncthreads();
+  }
+  if (lane_r == 0) for (int j = 0; j < VEC; ++j) { part0[blockIdx.x * g.c + c0 + j] = s0[t * VEC + j]; part1[blockIdx.x * g.c + c0 + j] = s1[t * VEC + j]; }
+}
+
+template <int VEC, int U, int D, int H, int MINB>
+__global__ void __launch_bounds__(256, MINB) fwd_apply(const __half* x, const float* sc_, const float* sh_, G g, __half* y, uint8_t* mask) {
+  const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
+  if (lane_r >= g.rows) return;
+  const int64_t c0 = int64_t(lane_c) * VEC;
+  float sc[VEC], sh[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) { sc[j] = sc_[c0 + j]; sh[j] = sh_[c0 + j]; }
+  int64_t r0, step, end; rows_of<U, D>(g, lane_r, r0, step, end);
+  for (int64_t row = r0; row < end; row += step) {
+    HP<VEC> xs[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) { const int64_t r = row + int64_t(u) * g.rows; if (r < end) xs[u] = ld<VEC, H>(x + r * g.c + c0); }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t(u) * g.rows;
+      if (r >= end) break;
+      const int64_t f = r * g.c + c0;
+      HP<VEC> o; unsigned bits = 0;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float v = fmaf(__half2float(xs[u].v[j]), sc[j], sh[j]);
+        const bool on = v > 0.f; o.v[j] = __float2half_rn(on ? v : 0.f); bits |= unsigned(on) << j;
+      }
+      st<VEC, H>(y + f, o);
+      if constexpr (VEC == 8) mask[f >> 3] = uint8_t(bits);
+      else { // VEC 4: two threads share a byte: combine via shuffle with neighbour lane
+        const unsigned other = __shfl_down_sync(__activemask(), bits, 1);
+        if ((lane_c & 1) == 0) mask[f >> 3] = uint8_t(bits | (other << 4));
+      }
+    }
+  }
+}
+
+__global__ void copy16(const uint4* a, uint4* b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) b[i] = a[i];
+}
+__global__ void r2w1(const uint4* a, const uint4* b, uint4* c, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint4 x = a[i], y = b[i]; c[i] = make_uint4(x.x ^ y.x, x.y ^ y.y, x.z ^ y.z, x.w ^ y.w);
+  }
+}
+
+template <class F> float time_ms(F f, int reps = 30) {
+  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
+  for (int i = 0; i < 5; ++i) f();
+  std::vector<float> v;
+  for (int i = 0; i < reps; ++i) { cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b); float t; cudaEventElapsedTime(&t, a, b); v.push_back(t); }
+  CK(cudaGetLastError());
+  std::sort(v.begin(), v.end()); return v[v.size() / 2];
+}
+
+int sms;
+template <class K> int resident(K k) { int b; cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k, 256, 0); return b * sms; }
+
+struct Bufs { __half *dy, *x, *dx; uint8_t* mask; float *p0, *p1, *coef; };
+
+template <int VEC, int U, int D, int H, int MINB>
+void run_variant(const char* kind, const Bufs& b, int64_t m, int64_t c, double bytes_unit) {
+  G g{m, c, int(c / VEC), 0, 0}; g.rows = 256 / g.width;
+  const int64_t chunk = int64_t(g.rows) * U, chunks = (m + chunk - 1) / chunk;
+  std::string k(kind);
+  float ms = 0; int regs = 0, blocks = 0; cudaFuncAttributes at;
+  auto grid = [&](auto kern) {
+    blocks = D == MANY ? int(std::min<int64_t>(chunks, 1 << 30)) : int(std::min<int64_t>(resident(kern), chunks));
+    cudaFuncGetAttributes(&at, kern); regs = at.numRegs; return blocks; };
+  if (k == "bwd_apply") {
+    auto kern = bwd_apply<VEC, U, D, H, MINB>; g.blocks = grid(kern);
+    ms = time_ms([&] { kern<<<g.blocks, 256>>>(b.dy, b.mask, b.x, b.coef, b.coef + 1024, b.coef + 2048, b.coef + 3072, g, b.dx); });
+  } else if (k == "bwd_reduce") {
+    if (D == MANY) return;
+    auto kern = bwd_reduce<VEC, U, D, H, MINB>; g.blocks = grid(kern);
+    ms = time_ms([&] { kern<<<g.blocks, 256>>>(b.dy, b.mask, b.x, b.coef, b.coef + 1024, g, b.p0, b.p1); });
+  } else {
+    auto kern = fwd_apply<VEC, U, D, H, MINB>; g.blocks = grid(kern);
+    ms = time_ms([&] { kern<<<g.blocks, 256>>>(b.x, b.coef, b.coef + 1024, g, b.dx, b.mask); });
+  }
+  const double tbs = bytes_unit / (ms * 1e-3) / 1e12;
+  printf("{\"kind\":\"%s\",\"m\":%ld,\"c\":%ld,\"vec\":%d,\"u\":%d,\"dist\":%d,\"hint\":%d,\"minb\":%d,\"regs\":%d,\"blocks\":%d,\"us\":%.1f,\"tbs\":%.3f}\n",
+         kind, long(m), long(c), VEC, U, D, H, MINB, regs, g.blocks, ms * 1e3, tbs);
+}
+
+template <int VEC, int U, int MINB>
+void run_all_dist(const char* kind, const Bufs& b, int64_t m, int64_t c, double bytes) {
+  run_variant<VEC, U, RR, PLAIN, MINB>(kind, b, m, c, bytes);
+  run_variant<VEC, U, CONTIG, PLAIN, MINB>(kind, b, m, c, bytes);
+  run_variant<VEC, U, MANY, PLAIN, MINB>(kind, b, m, c, bytes);
+  run_variant<VEC, U, CONTIG, CS, MINB>(kind, b, m, c, bytes);
+  run_variant<VEC, U, MANY, CS, MINB>(kind, b, m, c, bytes);
+}
+
+int main(int argc, char** argv) {
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  struct S { int64_t m, c; } shapes[] = {{256LL * 56 * 56, 64}, {256LL * 56 * 56, 256}, {256LL * 28 * 28, 512}, {256LL * 224 * 224, 64}};
+  int64_t maxe = 256LL * 224 * 224 * 64;
+  Bufs b;
+  CK(cudaMalloc(&b.dy, maxe * 2)); CK(cudaMalloc(&b.x, maxe * 2)); CK(cudaMalloc(&b.dx, maxe * 2)); CK(cudaMalloc(&b.mask, maxe / 8));
+  CK(cudaMalloc(&b.p0, 4096 * 512 * 4)); CK(cudaMalloc(&b.p1, 4096 * 512 * 4)); CK(cudaMalloc(&b.coef, 4096 * 4));
+  // Random-ish contents (never zeros).
+  {
+    std::vector<uint16_t> h(1 << 22); uint32_t s = 1;
+    for (auto& v : h) { s = s * 1664525u + 1013904223u; v = uint16_t(0x3800 + ((s >> 9) & 0x7ff) + ((s >> 31) << 15)); }
+    for (int64_t at = 0; at < maxe; at += h.size()) { size_t n = std::min<int64_t>(h.size(), maxe - at); CK(cudaMemcpy(b.dy + at, h.data(), n * 2, cudaMemcpyHostToDevice)); CK(cudaMemcpy(b.x + at, h.data(), n * 2, cudaMemcpyHostToDevice)); }
+    CK(cudaMemset(b.mask, 0x5b, maxe / 8));
+    std::vector<float> cf(4096); for (int i = 0; i < 4096; ++i) cf[i] = 0.5f + (i % 17) * 0.01f;
+    CK(cudaMemcpy(b.coef, cf.data(), 4096 * 4, cudaMemcpyHostToDevice));
+  }
+  for (auto sh : shapes) {
+    const int64_t m = sh.m, c = sh.c, A = m * c * 2;
+    const int64_t n16 = A / 16;
+    float copy_ms = time_ms([&] { cudaMemcpyAsync(b.dx, b.x, A, cudaMemcpyDeviceToDevice); });
+    float k_ms = time_ms([&] { copy16<<<sms * 8, 256>>>((const uint4*)b.x, (uint4*)b.dx, n16); });
+    float r_ms = time_ms([&] { r2w1<<<sms * 8, 256>>>((const uint4*)b.x, (const uint4*)b.dy, (uint4*)b.dx, n16); });
+    printf("{\"kind\":\"ceiling\",\"m\":%ld,\"c\":%ld,\"A_MB\":%.1f,\"memcpy_tbs\":%.3f,\"copy16_tbs\":%.3f,\"r2w1_tbs\":%.3f}\n",
+           long(m), long(c), A / 1e6, 2.0 * A / (copy_ms * 1e-3) / 1e12, 2.0 * A / (k_ms * 1e-3) / 1e12, 3.0 * A / (r_ms * 1e-3) / 1e12);
+    const double bwd_bytes = 3.0 * A + 2.0 * A / 16, red_bytes = 2.0 * A + A / 16, fwd_bytes = 2.0 * A + A / 16;
+    const char* kinds[] = {"fwd_apply", "bwd_reduce", "bwd_apply"};
+    const double bytes[] = {fwd_bytes, red_bytes, bwd_bytes};
+    for (int i = 0; i < 3; ++i) {
+      run_all_dist<8, 4, 1>(kinds[i], b, m, c, bytes[i]);
+      run_all_dist<8, 2, 1>(kinds[i], b, m, c, bytes[i]);
+      run_all_dist<8, 2, 3>(kinds[i], b, m, c, bytes[i]);
+      run_all_dist<4, 4, 1>(kinds[i], b, m, c, bytes[i]);
+      run_all_dist<4, 8, 1>(kinds[i], b, m, c, bytes[i]);
+      fflush(stdout);
+    }
+  }
+  return 0;
+}
