@@ -3,7 +3,9 @@
 // prints one JSON object per (shape, variant) line. bench/torch_cbr_bench.py measures PyTorch on
 // the same shapes; bench/report_cbr.py joins both into a table and a results file.
 //
-// usage: kiln_cbr_bench [--precision fp16] [--warmup 5] [--iters 20] [--variants conv,cbr,...]
+// The variants of one shape are timed interleaved (see time_interleaved_ms).
+//
+// usage: kiln_cbr_bench [--precision fp16] [--warmup 5] [--iters 30] [--variants conv,cbr,...]
 //                       [N,C,HW,K,kernel,stride ...]
 #include <cuda_runtime.h>
 
@@ -12,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,19 +72,28 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Milliseconds per call of `body`, median over `iters` groups of 3 calls after `warmup` calls.
-template <class F>
-double time_ms(kiln::Executable& exe, int warmup, int iters, F&& body) {
-  for (int i = 0; i < warmup; ++i) body();
-  exe.synchronize();
-  std::vector<double> samples;
-  for (int i = 0; i < iters; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < 3; ++r) body();
-    exe.synchronize();
-    samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 3);
+// Milliseconds per call of each body, interleaved: every round times one group of 3 calls of
+// each body in turn, so that clock and temperature drift during the run weighs on all of them
+// alike (the BN+ReLU cost is a difference of two such times); median over `iters` rounds after
+// `warmup` calls of each.
+std::vector<double> time_interleaved_ms(const std::vector<kiln::Executable*>& exes, int warmup, int iters,
+                                        const std::vector<std::function<void()>>& bodies) {
+  for (size_t b = 0; b < bodies.size(); ++b) {
+    for (int i = 0; i < warmup; ++i) bodies[b]();
+    exes[b]->synchronize();
   }
-  return median(samples);
+  std::vector<std::vector<double>> samples(bodies.size());
+  for (int i = 0; i < iters; ++i) {
+    for (size_t b = 0; b < bodies.size(); ++b) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int r = 0; r < 3; ++r) bodies[b]();
+      exes[b]->synchronize();
+      samples[b].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 3);
+    }
+  }
+  std::vector<double> ms;
+  for (auto& v : samples) ms.push_back(median(v));
+  return ms;
 }
 
 // Device-to-device copy bandwidth (read + write bytes over time), the ceiling for the memory-bound
@@ -111,7 +124,7 @@ double copy_tb_per_s() {
 
 int main(int argc, char** argv) {
   std::string precision = "fp16";
-  int warmup = 5, iters = 20;
+  int warmup = 5, iters = 30;
   std::string variants;  // ",conv,cbr," from --variants conv,cbr; empty: all
   std::vector<Shape6> shapes;
   for (int i = 1; i < argc; ++i) {
@@ -143,6 +156,8 @@ int main(int argc, char** argv) {
         const char* slices;
         const char* side_stream;
       };
+      std::vector<Variant> chosen;
+      std::vector<std::unique_ptr<kiln::Executable>> exes;
       for (Variant v : {Variant{"conv", true, false, "1", "1"}, Variant{"conv_1stream", true, false, "1", "0"},
                         Variant{"unfused", false, false, "1", "1"}, Variant{"cbr", false, true, "1", "1"},
                         Variant{"cbr_1stream", false, true, "1", "0"}, Variant{"cbr_slices2", false, true, "2", "1"},
@@ -155,27 +170,42 @@ int main(int argc, char** argv) {
         o.device = kiln::Device::CUDA;
         o.precision = kiln::parse_precision(precision);
         o.batch = s.n, o.fuse_cbr = v.fuse, o.loss = false, o.input_grad = true;
-        kiln::Executable exe(kiln::compile(block(s, v.conv_only), o), 1);
+        exes.push_back(std::make_unique<kiln::Executable>(kiln::compile(block(s, v.conv_only), o), 1));
         std::mt19937 rng(7);
-        fill(exe, exe.program().input, rng);
-        fill(exe, exe.program().output_grad, rng);
-        const kiln::StepScalars step{0.f, 0, 1};
-        const bool forced = std::strchr(v.name, '_') != nullptr;
-        const double fwd = forced ? 0.0 : time_ms(exe, warmup, iters, [&] { exe.run_forward(step); });
-        const double fwd_bwd = time_ms(exe, warmup, iters, [&] {
-          exe.run_forward(step);
-          exe.run_backward(step);
+        fill(*exes.back(), exes.back()->program().input, rng);
+        fill(*exes.back(), exes.back()->program().output_grad, rng);
+        chosen.push_back(v);
+      }
+      const kiln::StepScalars step{0.f, 0, 1};
+      std::vector<kiln::Executable*> all, unforced;
+      std::vector<std::function<void()>> fwd_bodies, fwd_bwd_bodies, bwd_bodies;
+      for (size_t i = 0; i < chosen.size(); ++i) {
+        kiln::Executable* exe = exes[i].get();
+        all.push_back(exe);
+        fwd_bwd_bodies.push_back([exe, &step] {
+          exe->run_forward(step);
+          exe->run_backward(step);
         });
         // The backward alone, again and again on the last forward's saved tensors: splits the
         // cost between the two halves.
-        const double bwd = time_ms(exe, warmup, iters, [&] { exe.run_backward(step); });
+        bwd_bodies.push_back([exe, &step] { exe->run_backward(step); });
+        if (std::strchr(chosen[i].name, '_') == nullptr) {
+          unforced.push_back(exe);
+          fwd_bodies.push_back([exe, &step] { exe->run_forward(step); });
+        }
+      }
+      const std::vector<double> fwd = time_interleaved_ms(unforced, warmup, iters, fwd_bodies);
+      const std::vector<double> fwd_bwd = time_interleaved_ms(all, warmup, iters, fwd_bwd_bodies);
+      const std::vector<double> bwd = time_interleaved_ms(all, warmup, iters, bwd_bodies);
+      for (size_t i = 0, f = 0; i < chosen.size(); ++i) {
         char fwd_text[32] = "null";
-        if (!forced) std::snprintf(fwd_text, sizeof fwd_text, "%.4f", fwd);
+        if (std::strchr(chosen[i].name, '_') == nullptr) std::snprintf(fwd_text, sizeof fwd_text, "%.4f", fwd[f++]);
         std::printf("{\"kind\": \"block\", \"impl\": \"kiln\", \"variant\": \"%s\", \"precision\": \"%s\", "
                     "\"shape\": [%d, %d, %d, %d, %d, %d], \"fwd_ms\": %s, \"bwd_ms\": %.4f, \"fwd_bwd_ms\": %.4f}\n",
-                    v.name, precision.c_str(), s.n, s.c, s.hw, s.k, s.kernel, s.stride, fwd_text, bwd, fwd_bwd);
-        std::fflush(stdout);
+                    chosen[i].name, precision.c_str(), s.n, s.c, s.hw, s.k, s.kernel, s.stride, fwd_text, bwd[i],
+                    fwd_bwd[i]);
       }
+      std::fflush(stdout);
     }
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln_cbr_bench: %s\n", e.what());
