@@ -7,13 +7,19 @@
 // .cs) and the blocks per SM asked of ptxas (minb). The arithmetic is that of
 // src/ops/batchnorm/batchnorm_cuda.cu; this program only measures which structure moves bytes
 // fastest, and the product kernels take the winners (docs/results.md, "BN+ReLU kernels").
+// With --backward it times instead the whole BN backward (reduce, combine, apply) four ways:
+// separate kernels with the product's row splits, the apply over the reduce's contiguous runs
+// front to back or back to front (to start on what the reduce left in L2), and one cooperative
+// kernel doing all three with grid barriers.
 // Prints one JSON object per line.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cstdio>
 #include <cstdint>
 #include <vector>
 #include <algorithm>
 #include <string>
+#include <functional>
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s line %d\n", cudaGetErrorString(e), __LINE__); exit(1);} } while (0)
 
@@ -227,6 +233,209 @@ void run_all_dist(const char* kind, const Bufs& b, int64_t m, int64_t c, double 
   run_variant<VEC, U, MANY, CS, MINB>(kind, b, m, c, bytes);
 }
 
+
+// ---- The whole BN backward (reduce, combine, apply) as separate kernels or one cooperative one ----
+
+__global__ void combine(const float* part0, const float* part1, int blocks, int64_t c, float* out0, float* out1) {
+  __shared__ double s0[32][33], s1[32][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t ch = int64_t(blockIdx.x) * 32 + tx;
+  double a0 = 0, a1 = 0;
+  if (ch < c)
+    for (int rb = ty; rb < blocks; rb += 32) { a0 += part0[int64_t(rb) * c + ch]; a1 += part1[int64_t(rb) * c + ch]; }
+  s0[ty][tx] = a0; s1[ty][tx] = a1;
+  __syncthreads();
+  for (int sp = 16; sp > 0; sp /= 2) { if (ty < sp) { s0[ty][tx] += s0[ty + sp][tx]; s1[ty][tx] += s1[ty + sp][tx]; } __syncthreads(); }
+  if (ty == 0 && ch < c) { out0[ch] = float(s0[0][tx]); out1[ch] = float(s1[0][tx]); }
+}
+
+// Backward apply over the block's contiguous run of chunks, walked back to front (REV) so that
+// it starts on what the reduce read last; the grid must be the reduce's.
+template <int VEC, int U, bool REV>
+__global__ void __launch_bounds__(256, 3) apply_contig(const __half* dy, const uint8_t* mask, const __half* x,
+    const float* gamma, const float* mu_, const float* is_, const float* s0, const float* s1, float inv_m, G g, __half* dx) {
+  const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
+  if (lane_r >= g.rows) return;
+  const int64_t c0 = int64_t(lane_c) * VEC;
+  float mu[VEC], k[VEC], ka[VEC], kb[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const float is = is_[c0 + j]; mu[j] = mu_[c0 + j]; k[j] = gamma[c0 + j] * is;
+    ka[j] = k[j] * s0[c0 + j] * inv_m; kb[j] = k[j] * s1[c0 + j] * inv_m * is;
+  }
+  const int64_t chunk = int64_t(g.rows) * U, chunks = (g.m + chunk - 1) / chunk;
+  const int64_t first = chunks * blockIdx.x / gridDim.x, last = chunks * (blockIdx.x + 1) / gridDim.x;
+  for (int64_t q = 0; q < last - first; ++q) {
+    const int64_t ck = REV ? last - 1 - q : first + q;
+    const int64_t row = ck * chunk + lane_r;
+    HP<VEC> dys[U], xs[U]; unsigned bits[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t(u) * g.rows;
+      if (r >= g.m) continue;
+      const int64_t f = r * g.c + c0;
+      dys[u] = ld<VEC, PLAIN>(dy + f); xs[u] = ld<VEC, PLAIN>(x + f); bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t(u) * g.rows;
+      if (r >= g.m) break;
+      HP<VEC> o;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
+        o.v[j] = __float2half_rn(fmaf(k[j], gj, -ka[j]) - kb[j] * (__half2float(xs[u].v[j]) - mu[j]));
+      }
+      *reinterpret_cast<HP<VEC>*>(dx + r * g.c + c0) = o;
+    }
+  }
+}
+
+// Reduce, grid barrier, combine (block b adds channel b, b + gridDim.x, ...), grid barrier, apply
+// back to front: one launch, and the apply starts on the reduce's last reads.
+template <int VEC, int U>
+__global__ void __launch_bounds__(256, 3) fused_backward(const __half* dy, const uint8_t* mask, const __half* x,
+    const float* gamma, const float* mu_, const float* is_, float inv_m, G g, float* part0, float* part1,
+    float* s0, float* s1, __half* dx) {
+  namespace cg = cooperative_groups;
+  const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
+  const bool active = lane_r < g.rows;
+  const int64_t c0 = int64_t(lane_c) * VEC;
+  const int64_t chunk = int64_t(g.rows) * U, chunks = (g.m + chunk - 1) / chunk;
+  const int64_t first = chunks * blockIdx.x / gridDim.x, last = chunks * (blockIdx.x + 1) / gridDim.x;
+  {
+    float mu[VEC], is[VEC], s[VEC] = {}, sx[VEC] = {};
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) { mu[j] = mu_[c0 + j]; is[j] = is_[c0 + j]; }
+    for (int64_t ck = first; active && ck < last; ++ck) {
+      const int64_t row = ck * chunk + lane_r;
+      HP<VEC> dys[U], xs[U]; unsigned bits[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t r = row + int64_t(u) * g.rows;
+        if (r >= g.m) continue;
+        const int64_t f = r * g.c + c0;
+        dys[u] = ld<VEC, PLAIN>(dy + f); xs[u] = ld<VEC, PLAIN>(x + f); bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (row + int64_t(u) * g.rows >= g.m) break;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
+          s[j] += gj; sx[j] += gj * ((__half2float(xs[u].v[j]) - mu[j]) * is[j]);
+        }
+      }
+    }
+    __shared__ float t0[256 * VEC], t1[256 * VEC];
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) { t0[t * VEC + j] = active ? s[j] : 0.f; t1[t * VEC + j] = active ? sx[j] : 0.f; }
+    __syncthreads();
+    for (int sp = 128 / g.width; sp > 0; sp /= 2) {
+      if (lane_r < sp) for (int j = 0; j < VEC; ++j) { t0[t * VEC + j] += t0[(t + sp * g.width) * VEC + j]; t1[t * VEC + j] += t1[(t + sp * g.width) * VEC + j]; }
+      __syncthreads();
+    }
+    if (lane_r == 0) for (int j = 0; j < VEC; ++j) { part0[blockIdx.x * g.c + c0 + j] = t0[t * VEC + j]; part1[blockIdx.x * g.c + c0 + j] = t1[t * VEC + j]; }
+  }
+  cg::this_grid().sync();
+  {
+    __shared__ double d0[256], d1[256];
+    for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
+      double a0 = 0, a1 = 0;
+      for (int rb = threadIdx.x; rb < gridDim.x; rb += 256) { a0 += part0[int64_t(rb) * g.c + ch]; a1 += part1[int64_t(rb) * g.c + ch]; }
+      d0[threadIdx.x] = a0; d1[threadIdx.x] = a1;
+      __syncthreads();
+      for (int sp = 128; sp > 0; sp /= 2) { if (threadIdx.x < sp) { d0[threadIdx.x] += d0[threadIdx.x + sp]; d1[threadIdx.x] += d1[threadIdx.x + sp]; } __syncthreads(); }
+      if (threadIdx.x == 0) { s0[ch] = float(d0[0]); s1[ch] = float(d1[0]); }
+      __syncthreads();
+    }
+  }
+  cg::this_grid().sync();
+  if (!active) return;
+  float mu[VEC], k[VEC], ka[VEC], kb[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const float is = is_[c0 + j]; mu[j] = mu_[c0 + j]; k[j] = gamma[c0 + j] * is;
+    ka[j] = k[j] * s0[c0 + j] * inv_m; kb[j] = k[j] * s1[c0 + j] * inv_m * is;
+  }
+  for (int64_t q = 0; q < last - first; ++q) {
+    const int64_t row = (last - 1 - q) * chunk + lane_r;
+    HP<VEC> dys[U], xs[U]; unsigned bits[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t(u) * g.rows;
+      if (r >= g.m) continue;
+      const int64_t f = r * g.c + c0;
+      dys[u] = ld<VEC, PLAIN>(dy + f); xs[u] = ld<VEC, PLAIN>(x + f); bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t(u) * g.rows;
+      if (r >= g.m) break;
+      HP<VEC> o;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
+        o.v[j] = __float2half_rn(fmaf(k[j], gj, -ka[j]) - kb[j] * (__half2float(xs[u].v[j]) - mu[j]));
+      }
+      *reinterpret_cast<HP<VEC>*>(dx + r * g.c + c0) = o;
+    }
+  }
+}
+
+// Times the whole BN backward four ways; prints microseconds and the output's agreement with the
+// first way (max |difference| of dx).
+void run_backward_pairs(const Bufs& b, int64_t m, int64_t c) {
+  constexpr int VEC = 8, U = 2;
+  G g{m, c, int(c / VEC), 0, 0}; g.rows = 256 / g.width;
+  const int64_t chunks = (m + int64_t(g.rows) * U - 1) / (int64_t(g.rows) * U);
+  const double A = double(m) * c * 2, bytes = 5.0 * A + 3.0 * A / 16;
+  float* coef = b.coef;  // gamma, mean, inv_std at 0, 1024, 2048; sums at 3072 / p0 tail
+  float *s0 = b.p1 + 4096 * 512 - 2048, *s1 = s0 + 1024;
+  const float inv_m = 1.f / float(m);
+  auto red = bwd_reduce<VEC, U, CONTIG, CS, 1>;
+  auto red_plain = bwd_reduce<VEC, U, CONTIG, PLAIN, 1>;
+  auto app_rr = bwd_apply<VEC, U, RR, PLAIN, 3>;
+  const int grid_red = int(std::min<int64_t>(resident(red), chunks));
+  const int grid_app = int(std::min<int64_t>(resident(app_rr), chunks));
+  auto fused = fused_backward<VEC, U>;
+  int per_sm = 0; cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused, 256, 0);
+  const int grid_fused = int(std::min<int64_t>(int64_t(per_sm) * sms, chunks));
+  // bwd_apply takes k, ka, kb, mu arrays; derive them on the host side of the timing as the
+  // product does in-kernel: here the separate way uses precomputed coefficient arrays.
+  auto sep = [&] {
+    g.blocks = grid_red; red<<<grid_red, 256>>>(b.dy, b.mask, b.x, coef + 1024, coef + 2048, g, b.p0, b.p1);
+    combine<<<unsigned((c + 31) / 32), dim3(32, 32)>>>(b.p0, b.p1, grid_red, c, s0, s1);
+    g.blocks = grid_app; app_rr<<<grid_app, 256>>>(b.dy, b.mask, b.x, coef, coef + 1024, coef + 2048, coef + 3072, g, b.dx);
+  };
+  auto sep_rev = [&] {
+    g.blocks = grid_red; red_plain<<<grid_red, 256>>>(b.dy, b.mask, b.x, coef + 1024, coef + 2048, g, b.p0, b.p1);
+    combine<<<unsigned((c + 31) / 32), dim3(32, 32)>>>(b.p0, b.p1, grid_red, c, s0, s1);
+    apply_contig<VEC, U, true><<<grid_red, 256>>>(b.dy, b.mask, b.x, coef, coef + 1024, coef + 2048, s0, s1, inv_m, g, b.dx);
+  };
+  auto sep_fwd = [&] {
+    g.blocks = grid_red; red_plain<<<grid_red, 256>>>(b.dy, b.mask, b.x, coef + 1024, coef + 2048, g, b.p0, b.p1);
+    combine<<<unsigned((c + 31) / 32), dim3(32, 32)>>>(b.p0, b.p1, grid_red, c, s0, s1);
+    apply_contig<VEC, U, false><<<grid_red, 256>>>(b.dy, b.mask, b.x, coef, coef + 1024, coef + 2048, s0, s1, inv_m, g, b.dx);
+  };
+  auto coop = [&] {
+    g.blocks = grid_fused;
+    const __half *dy = b.dy, *x = b.x; const uint8_t* mask = b.mask;
+    const float *gamma = coef, *mu = coef + 1024, *is = coef + 2048;
+    float *p0 = b.p0, *p1 = b.p1; __half* dx = b.dx; float im = inv_m; G gg = g;
+    void* args[] = {&dy, &mask, &x, &gamma, &mu, &is, &im, &gg, &p0, &p1, &s0, &s1, &dx};
+    CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(fused), grid_fused, 256, args, 0, nullptr));
+  };
+  struct W { const char* name; std::function<void()> f; int grid; };
+  for (const W& w : {W{"separate_rr", sep, grid_app}, W{"separate_contig", sep_fwd, grid_red},
+                     W{"separate_contig_reversed", sep_rev, grid_red}, W{"cooperative_reversed", coop, grid_fused}}) {
+    const float ms = time_ms(w.f);
+    printf("{\"kind\":\"bwd_total\",\"way\":\"%s\",\"m\":%ld,\"c\":%ld,\"grid\":%d,\"us\":%.1f,\"tbs\":%.3f}\n", w.name, long(m),
+           long(c), w.grid, ms * 1e3, bytes / (ms * 1e-3) / 1e12);
+  }
+}
+
 int main(int argc, char** argv) {
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   struct S { int64_t m, c; } shapes[] = {{256LL * 56 * 56, 64}, {256LL * 56 * 56, 256}, {256LL * 28 * 28, 512}, {256LL * 224 * 224, 64}};
@@ -243,8 +452,14 @@ int main(int argc, char** argv) {
     std::vector<float> cf(4096); for (int i = 0; i < 4096; ++i) cf[i] = 0.5f + (i % 17) * 0.01f;
     CK(cudaMemcpy(b.coef, cf.data(), 4096 * 4, cudaMemcpyHostToDevice));
   }
+  const bool pairs_only = argc > 1 && std::string(argv[1]) == "--backward";
   for (auto sh : shapes) {
     const int64_t m = sh.m, c = sh.c, A = m * c * 2;
+    if (pairs_only) {
+      run_backward_pairs(b, m, c);
+      fflush(stdout);
+      continue;
+    }
     const int64_t n16 = A / 16;
     float copy_ms = time_ms([&] { cudaMemcpyAsync(b.dx, b.x, A, cudaMemcpyDeviceToDevice); });
     float k_ms = time_ms([&] { copy16<<<sms * 8, 256>>>((const uint4*)b.x, (uint4*)b.dx, n16); });
