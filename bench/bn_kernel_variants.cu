@@ -63,38 +63,92 @@ __device__ __forceinline__ void rows_of(const G& g, int lane_r, int64_t& r0, int
   }
 }
 
+// One chunk step of a thread: U rows of dy, x and mask bits (rows at or past `end` skipped).
+template <int VEC, int U, int H>
+struct Rows {
+  HP<VEC> dy[U], x[U];
+  unsigned bits[U];
+  __device__ __forceinline__ void load(const __half* dy_, const uint8_t* mask, const __half* x_, const G& g, int64_t c0,
+                                       int64_t row, int64_t end) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t(u) * g.rows;
+      if (r >= end) continue;
+      const int64_t f = r * g.c + c0;
+      dy[u] = ld<VEC, H>(dy_ + f); x[u] = ld<VEC, H>(x_ + f);
+      bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
+    }
+  }
+  __device__ __forceinline__ float g_at(int u, int j) const { return (bits[u] >> j) & 1u ? __half2float(dy[u].v[j]) : 0.f; }
+};
+
+// Per-channel coefficients of the backward apply: dx = k * g - ka - kb * (x - mu).
+template <int VEC>
+struct ApplyCoef {
+  float mu[VEC], k[VEC], ka[VEC], kb[VEC];
+};
+
+template <int VEC, int U, int H>
+__device__ __forceinline__ void apply_rows(const Rows<VEC, U, H>& in, const ApplyCoef<VEC>& cf, const G& g, int64_t c0,
+                                           int64_t row, int64_t end, __half* dx) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t r = row + int64_t(u) * g.rows;
+    if (r >= end) break;
+    HP<VEC> o;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      o.v[j] = __float2half_rn(fmaf(cf.k[j], in.g_at(u, j), -cf.ka[j]) - cf.kb[j] * (__half2float(in.x[u].v[j]) - cf.mu[j]));
+    st<VEC, H>(dx + r * g.c + c0, o);
+  }
+}
+
+template <int VEC, int U, int H>
+__device__ __forceinline__ void reduce_rows(const Rows<VEC, U, H>& in, const float (&mu)[VEC], const float (&is)[VEC],
+                                            const G& g, int64_t row, int64_t end, float (&s)[VEC], float (&sx)[VEC]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (row + int64_t(u) * g.rows >= end) break;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float gj = in.g_at(u, j);
+      s[j] += gj; sx[j] += gj * ((__half2float(in.x[u].v[j]) - mu[j]) * is[j]);
+    }
+  }
+}
+
+// The block's sums of its row lanes (shared-memory tree), written to part0/part1[blockIdx.x][c].
+template <int VEC>
+__device__ void block_partials(const G& g, bool active, int lane_r, int64_t c0, const float (&s)[VEC],
+                               const float (&sx)[VEC], float* part0, float* part1) {
+  __shared__ float t0[256 * VEC], t1[256 * VEC];
+  const int t = threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) { t0[t * VEC + j] = active ? s[j] : 0.f; t1[t * VEC + j] = active ? sx[j] : 0.f; }
+  __syncthreads();
+  for (int sp = 128 / g.width; sp > 0; sp /= 2) {  // rows is a power of two here
+    if (lane_r < sp)
+      for (int j = 0; j < VEC; ++j) { t0[t * VEC + j] += t0[(t + sp * g.width) * VEC + j]; t1[t * VEC + j] += t1[(t + sp * g.width) * VEC + j]; }
+    __syncthreads();
+  }
+  if (lane_r == 0)
+    for (int j = 0; j < VEC; ++j) { part0[blockIdx.x * g.c + c0 + j] = t0[t * VEC + j]; part1[blockIdx.x * g.c + c0 + j] = t1[t * VEC + j]; }
+}
+
 template <int VEC, int U, int D, int H, int MINB>
 __global__ void __launch_bounds__(256, MINB) bwd_apply(const __half* dy, const uint8_t* mask, const __half* x,
     const float* k_, const float* ka_, const float* kb_, const float* mu_, G g, __half* dx) {
   const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
   if (lane_r >= g.rows) return;
   const int64_t c0 = int64_t(lane_c) * VEC;
-  float mu[VEC], k[VEC], ka[VEC], kb[VEC];
+  ApplyCoef<VEC> cf;
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) { mu[j] = mu_[c0 + j]; k[j] = k_[c0 + j]; ka[j] = ka_[c0 + j]; kb[j] = kb_[c0 + j]; }
+  for (int j = 0; j < VEC; ++j) { cf.mu[j] = mu_[c0 + j]; cf.k[j] = k_[c0 + j]; cf.ka[j] = ka_[c0 + j]; cf.kb[j] = kb_[c0 + j]; }
   int64_t r0, step, end; rows_of<U, D>(g, lane_r, r0, step, end);
   for (int64_t row = r0; row < end; row += step) {
-    HP<VEC> dys[U], xs[U]; unsigned bits[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t(u) * g.rows;
-      if (r >= end) continue;
-      const int64_t f = r * g.c + c0;
-      dys[u] = ld<VEC, H>(dy + f); xs[u] = ld<VEC, H>(x + f);
-      bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t(u) * g.rows;
-      if (r >= end) break;
-      HP<VEC> o;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
-        o.v[j] = __float2half_rn(fmaf(k[j], gj, -ka[j]) - kb[j] * (__half2float(xs[u].v[j]) - mu[j]));
-      }
-      st<VEC, H>(dx + r * g.c + c0, o);
-    }
+    Rows<VEC, U, H> in;
+    in.load(dy, mask, x, g, c0, row, end);
+    apply_rows(in, cf, g, c0, row, end, dx);
   }
 }
 
@@ -110,36 +164,11 @@ __global__ void __launch_bounds__(256, MINB) bwd_reduce(const __half* dy, const 
   int64_t r0, step, end; rows_of<U, D>(g, lane_r, r0, step, end);
   if (!active) r0 = end;
   for (int64_t row = r0; row < end; row += step) {
-    HP<VEC> dys[U], xs[U]; unsigned bits[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t(u) * g.rows;
-      if (r >= end) continue;
-      const int64_t f = r * g.c + c0;
-      dys[u] = ld<VEC, H>(dy + f); xs[u] = ld<VEC, H>(x + f);
-      bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (row + int64_t(u) * g.rows >= end) break;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
-        s[j] += gj; sx[j] += gj * ((__half2float(xs[u].v[j]) - mu[j]) * is[j]);
-      }
-    }
+    Rows<VEC, U, H> in;
+    in.load(dy, mask, x, g, c0, row, end);
+    reduce_rows(in, mu, is, g, row, end, s, sx);
   }
-  // Block partials through shared memory (same as the project's tree, simplified).
-  __shared__ float s0[256 * VEC], s1[256 * VEC];
-  const int t = threadIdx.x;
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) { s0[t * VEC + j] = active ? s[j] : 0.f; s1[t * VEC + j] = active ? sx[j] : 0.f; }
-  __syncthreads();
-  for (int sp = 128 / g.width; sp > 0; sp /= 2) {  // rows is a power of two here
-    if (lane_r < sp) for (int j = 0; j < VEC; ++j) { s0[t * VEC + j] += s0[(t + sp * g.width) * VEC + j]; s1[t * VEC + j] += s1[(t + sp * g.width) * VEC + j]; }
-    __syncthreads();
-  }
-  if (lane_r == 0) for (int j = 0; j < VEC; ++j) { part0[blockIdx.x * g.c + c0 + j] = s0[t * VEC + j]; part1[blockIdx.x * g.c + c0 + j] = s1[t * VEC + j]; }
+  block_partials<VEC>(g, active, lane_r, c0, s, sx, part0, part1);
 }
 
 template <int VEC, int U, int D, int H, int MINB>
@@ -249,46 +278,48 @@ __global__ void combine(const float* part0, const float* part1, int blocks, int6
   if (ty == 0 && ch < c) { out0[ch] = float(s0[0][tx]); out1[ch] = float(s1[0][tx]); }
 }
 
-// Backward apply over the block's contiguous run of chunks, walked back to front (REV) so that
-// it starts on what the reduce read last; the grid must be the reduce's.
+// Coefficients from the combined sums, as the product's apply kernel computes them.
+template <int VEC>
+__device__ __forceinline__ ApplyCoef<VEC> coef_from_sums(const float* gamma, const float* mu_, const float* is_,
+                                                         const float* s0, const float* s1, float inv_m, int64_t c0) {
+  ApplyCoef<VEC> cf;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const float is = is_[c0 + j];
+    cf.mu[j] = mu_[c0 + j]; cf.k[j] = gamma[c0 + j] * is;
+    cf.ka[j] = cf.k[j] * s0[c0 + j] * inv_m; cf.kb[j] = cf.k[j] * s1[c0 + j] * inv_m * is;
+  }
+  return cf;
+}
+
+// The block's contiguous run of chunks [first, last) of a one-wave grid.
+__device__ __forceinline__ void block_run(const G& g, int64_t chunk, int64_t& first, int64_t& last) {
+  const int64_t chunks = (g.m + chunk - 1) / chunk;
+  first = chunks * blockIdx.x / gridDim.x, last = chunks * (blockIdx.x + 1) / gridDim.x;
+}
+
+// Backward apply over the block's run, walked back to front (REV) so that it starts on what the
+// reduce read last; the grid must be the reduce's.
+template <int VEC, int U, bool REV>
+__device__ __forceinline__ void apply_run(const __half* dy, const uint8_t* mask, const __half* x, const ApplyCoef<VEC>& cf,
+                                          const G& g, int64_t c0, int lane_r, __half* dx) {
+  const int64_t chunk = int64_t(g.rows) * U;
+  int64_t first, last; block_run(g, chunk, first, last);
+  for (int64_t q = 0; q < last - first; ++q) {
+    const int64_t row = (REV ? last - 1 - q : first + q) * chunk + lane_r;
+    Rows<VEC, U, PLAIN> in;
+    in.load(dy, mask, x, g, c0, row, g.m);
+    apply_rows(in, cf, g, c0, row, g.m, dx);
+  }
+}
+
 template <int VEC, int U, bool REV>
 __global__ void __launch_bounds__(256, 3) apply_contig(const __half* dy, const uint8_t* mask, const __half* x,
     const float* gamma, const float* mu_, const float* is_, const float* s0, const float* s1, float inv_m, G g, __half* dx) {
   const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
   if (lane_r >= g.rows) return;
   const int64_t c0 = int64_t(lane_c) * VEC;
-  float mu[VEC], k[VEC], ka[VEC], kb[VEC];
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    const float is = is_[c0 + j]; mu[j] = mu_[c0 + j]; k[j] = gamma[c0 + j] * is;
-    ka[j] = k[j] * s0[c0 + j] * inv_m; kb[j] = k[j] * s1[c0 + j] * inv_m * is;
-  }
-  const int64_t chunk = int64_t(g.rows) * U, chunks = (g.m + chunk - 1) / chunk;
-  const int64_t first = chunks * blockIdx.x / gridDim.x, last = chunks * (blockIdx.x + 1) / gridDim.x;
-  for (int64_t q = 0; q < last - first; ++q) {
-    const int64_t ck = REV ? last - 1 - q : first + q;
-    const int64_t row = ck * chunk + lane_r;
-    HP<VEC> dys[U], xs[U]; unsigned bits[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t(u) * g.rows;
-      if (r >= g.m) continue;
-      const int64_t f = r * g.c + c0;
-      dys[u] = ld<VEC, PLAIN>(dy + f); xs[u] = ld<VEC, PLAIN>(x + f); bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t(u) * g.rows;
-      if (r >= g.m) break;
-      HP<VEC> o;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
-        o.v[j] = __float2half_rn(fmaf(k[j], gj, -ka[j]) - kb[j] * (__half2float(xs[u].v[j]) - mu[j]));
-      }
-      *reinterpret_cast<HP<VEC>*>(dx + r * g.c + c0) = o;
-    }
-  }
+  apply_run<VEC, U, REV>(dy, mask, x, coef_from_sums<VEC>(gamma, mu_, is_, s0, s1, inv_m, c0), g, c0, lane_r, dx);
 }
 
 // Reduce, grid barrier, combine (block b adds channel b, b + gridDim.x, ...), grid barrier, apply
@@ -301,42 +332,19 @@ __global__ void __launch_bounds__(256, 3) fused_backward(const __half* dy, const
   const int lane_c = threadIdx.x % g.width, lane_r = threadIdx.x / g.width;
   const bool active = lane_r < g.rows;
   const int64_t c0 = int64_t(lane_c) * VEC;
-  const int64_t chunk = int64_t(g.rows) * U, chunks = (g.m + chunk - 1) / chunk;
-  const int64_t first = chunks * blockIdx.x / gridDim.x, last = chunks * (blockIdx.x + 1) / gridDim.x;
   {
     float mu[VEC], is[VEC], s[VEC] = {}, sx[VEC] = {};
 #pragma unroll
     for (int j = 0; j < VEC; ++j) { mu[j] = mu_[c0 + j]; is[j] = is_[c0 + j]; }
+    const int64_t chunk = int64_t(g.rows) * U;
+    int64_t first, last; block_run(g, chunk, first, last);
     for (int64_t ck = first; active && ck < last; ++ck) {
       const int64_t row = ck * chunk + lane_r;
-      HP<VEC> dys[U], xs[U]; unsigned bits[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t r = row + int64_t(u) * g.rows;
-        if (r >= g.m) continue;
-        const int64_t f = r * g.c + c0;
-        dys[u] = ld<VEC, PLAIN>(dy + f); xs[u] = ld<VEC, PLAIN>(x + f); bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (row + int64_t(u) * g.rows >= g.m) break;
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
-          s[j] += gj; sx[j] += gj * ((__half2float(xs[u].v[j]) - mu[j]) * is[j]);
-        }
-      }
+      Rows<VEC, U, PLAIN> in;
+      in.load(dy, mask, x, g, c0, row, g.m);
+      reduce_rows(in, mu, is, g, row, g.m, s, sx);
     }
-    __shared__ float t0[256 * VEC], t1[256 * VEC];
-    const int t = threadIdx.x;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) { t0[t * VEC + j] = active ? s[j] : 0.f; t1[t * VEC + j] = active ? sx[j] : 0.f; }
-    __syncthreads();
-    for (int sp = 128 / g.width; sp > 0; sp /= 2) {
-      if (lane_r < sp) for (int j = 0; j < VEC; ++j) { t0[t * VEC + j] += t0[(t + sp * g.width) * VEC + j]; t1[t * VEC + j] += t1[(t + sp * g.width) * VEC + j]; }
-      __syncthreads();
-    }
-    if (lane_r == 0) for (int j = 0; j < VEC; ++j) { part0[blockIdx.x * g.c + c0 + j] = t0[t * VEC + j]; part1[blockIdx.x * g.c + c0 + j] = t1[t * VEC + j]; }
+    block_partials<VEC>(g, active, lane_r, c0, s, sx, part0, part1);
   }
   cg::this_grid().sync();
   {
@@ -353,35 +361,7 @@ __global__ void __launch_bounds__(256, 3) fused_backward(const __half* dy, const
   }
   cg::this_grid().sync();
   if (!active) return;
-  float mu[VEC], k[VEC], ka[VEC], kb[VEC];
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    const float is = is_[c0 + j]; mu[j] = mu_[c0 + j]; k[j] = gamma[c0 + j] * is;
-    ka[j] = k[j] * s0[c0 + j] * inv_m; kb[j] = k[j] * s1[c0 + j] * inv_m * is;
-  }
-  for (int64_t q = 0; q < last - first; ++q) {
-    const int64_t row = (last - 1 - q) * chunk + lane_r;
-    HP<VEC> dys[U], xs[U]; unsigned bits[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t(u) * g.rows;
-      if (r >= g.m) continue;
-      const int64_t f = r * g.c + c0;
-      dys[u] = ld<VEC, PLAIN>(dy + f); xs[u] = ld<VEC, PLAIN>(x + f); bits[u] = unsigned(mask[f >> 3]) >> (f & 7);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t(u) * g.rows;
-      if (r >= g.m) break;
-      HP<VEC> o;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float gj = (bits[u] >> j) & 1u ? __half2float(dys[u].v[j]) : 0.f;
-        o.v[j] = __float2half_rn(fmaf(k[j], gj, -ka[j]) - kb[j] * (__half2float(xs[u].v[j]) - mu[j]));
-      }
-      *reinterpret_cast<HP<VEC>*>(dx + r * g.c + c0) = o;
-    }
-  }
+  apply_run<VEC, U, true>(dy, mask, x, coef_from_sums<VEC>(gamma, mu_, is_, s0, s1, inv_m, c0), g, c0, lane_r, dx);
 }
 
 // Times the whole BN backward four ways; prints microseconds and the output's agreement with the
