@@ -1,11 +1,14 @@
 // The fused CBR operator on the GPU against the unfused GPU path (Conv + BN + ReLU ops) and the
 // CPU fp32 reference (itself checked against float64 in the CPU suite): forward, backward with
 // and without dX (first layer), running statistics, the bit mask and inference, for fp32, fp16
-// and bf16 on fresh random inputs.
+// and bf16 on fresh random inputs; and the checks of GPU-only options.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "../support/cbr_block.h"
 #include "kiln/error.h"
@@ -178,6 +181,35 @@ TEST(CbrGpuErrors, PipelineChunksFromTheEnvironmentAreChecked) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   PipelineChunks bad("two");
   kiln::testing::expect_error([] { cuda::CudaBackend backend(0); }, {"KILN_PIPELINE_CHUNKS"});
+}
+
+// --device cuda:N: an ordinal past the visible GPUs is an error naming the range; the last
+// visible one runs a step.
+TEST(CbrGpuErrors, DeviceOrdinalIsCheckedAndTheLastVisibleGpuRuns) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  const BlockShape s{2, 16, 8, 16, 3, 1};
+  CompileOptions o = block_options(s, Device::CUDA, Precision::FP16, true, false);
+  o.device_index = count;
+  kiln::testing::expect_error([&] { Executable exe(compile(conv_bn_relu_block(s), o), 1); },
+                              {"CUDA device " + std::to_string(count), "cuda:" + std::to_string(count - 1)});
+  o.device_index = count - 1;
+  Executable exe(compile(conv_bn_relu_block(s), o), 1);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(size_t(s.n) * s.hw * s.hw * s.c);
+  for (float& v : x) v = normal(rng);
+  write_floats(exe, exe.program().input, x);
+  exe.run_forward(StepScalars{0.f, 0, 1});
+  const std::vector<float> y = read_floats(exe, "conv");
+  ASSERT_EQ(y.size(), size_t(s.n) * s.hw * s.hw * s.k);
+  double positive = 0;
+  for (float v : y) {
+    ASSERT_GE(v, 0.f);  // after ReLU
+    positive += v > 0;
+  }
+  EXPECT_GT(positive, 0.25 * y.size());  // batch-normalized, about half pass the ReLU
 }
 
 TEST(CbrGpuErrors, MixedPrecisionCbrNeedsChannelsMultipleOf8) {
