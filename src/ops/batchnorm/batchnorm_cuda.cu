@@ -53,6 +53,38 @@ __global__ void __launch_bounds__(kTileThreads)
   write_block_partials<VEC>(g, p, s, q, part_sum, part_sqsum);
 }
 
+// The backward kernels' loads of U rows: dy and x packs and the ReLU mask bits, all issued
+// before any use (the apply's dx may alias dy or x, so the compiler could not hoist later loads
+// above earlier stores by itself). Rows at or past p.end are skipped. STREAMING marks the loads
+// evict-first.
+template <class T, int VEC, int U, bool STREAMING>
+struct MaskedRows {
+  Pack<T, VEC> dy[U], x[U];
+  unsigned bits[U];
+
+  __device__ __forceinline__ void load(const T* dy_, const uint8_t* bitmask, const T* x_, const TileGrid& g,
+                                       const TileThread& p, int64_t row) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r >= p.end) continue;
+      const int64_t f = r * g.c + p.c0;
+      if constexpr (STREAMING) {
+        dy[u] = load_pack_streaming<T, VEC>(dy_ + f);
+        x[u] = load_pack_streaming<T, VEC>(x_ + f);
+      } else {
+        dy[u] = load_pack<T, VEC>(dy_ + f);
+        x[u] = load_pack<T, VEC>(x_ + f);
+      }
+      bits[u] = load_mask_bits<VEC>(bitmask, f);
+    }
+  }
+  // dy * mask as a select, not a multiply: a masked-out NaN/Inf gradient must not leak.
+  __device__ __forceinline__ float masked_dy(int u, int j) const {
+    return (bits[u] >> j) & 1u ? to_float(dy[u].v[j]) : 0.f;
+  }
+};
+
 template <class T, int VEC>
 __global__ void __launch_bounds__(kTileThreads)
     bn_backward_reduce_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* mean,
@@ -67,26 +99,16 @@ __global__ void __launch_bounds__(kTileThreads)
     is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
   }
   for (int64_t row = p.row; row < p.end; row += p.stride) {
-    Pack<T, VEC> dys[U], xs[U];
-    unsigned bits[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= p.end) continue;
-      const int64_t f = r * g.c + p.c0;
-      dys[u] = load_pack_streaming<T, VEC>(dy + f);
-      xs[u] = load_pack_streaming<T, VEC>(x + f);
-      bits[u] = load_mask_bits<VEC>(bitmask, f);
-    }
+    MaskedRows<T, VEC, U, /*STREAMING=*/true> in;
+    in.load(dy, bitmask, x, g, p, row);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (row + int64_t{u} * g.rows >= p.end) break;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        // A select, not a multiply: a masked-out NaN/Inf gradient must not leak.
-        const float gj = (bits[u] >> j) & 1u ? to_float(dys[u].v[j]) : 0.f;
+        const float gj = in.masked_dy(u, j);
         s[j] += gj;
-        sx[j] += gj * ((to_float(xs[u].v[j]) - mu[j]) * is[j]);
+        sx[j] += gj * ((to_float(in.x[u].v[j]) - mu[j]) * is[j]);
       }
     }
   }
@@ -116,19 +138,8 @@ __global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM<T>)
     kb[j] = k[j] * (sum_dy_xhat[ch] * inv_m) * is;
   }
   for (int64_t row = p.row; row < p.end; row += p.stride) {
-    Pack<T, VEC> dys[U], xs[U];
-    unsigned bits[U];
-    // All loads of the unrolled rows first: dx may alias dy or x, so the compiler could not
-    // move later loads above earlier stores by itself.
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= p.end) continue;
-      const int64_t f = r * g.c + p.c0;
-      dys[u] = load_pack<T, VEC>(dy + f);
-      xs[u] = load_pack<T, VEC>(x + f);
-      bits[u] = load_mask_bits<VEC>(bitmask, f);
-    }
+    MaskedRows<T, VEC, U, /*STREAMING=*/false> in;
+    in.load(dy, bitmask, x, g, p, row);  // every load before the first store
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
@@ -136,8 +147,8 @@ __global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM<T>)
       Pack<T, VEC> out;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const float gj = (bits[u] >> j) & 1u ? to_float(dys[u].v[j]) : 0.f;
-        out.v[j] = from_float<T>(fmaf(k[j], gj, -ka[j]) - kb[j] * (to_float(xs[u].v[j]) - mu[j]));
+        const float gj = in.masked_dy(u, j);
+        out.v[j] = from_float<T>(fmaf(k[j], gj, -ka[j]) - kb[j] * (to_float(in.x[u].v[j]) - mu[j]));
       }
       store_pack<T, VEC>(dx + r * g.c + p.c0, out);
     }
