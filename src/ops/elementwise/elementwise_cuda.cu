@@ -31,18 +31,20 @@ struct ReluForward {
   }
 };
 
+// dx = mask ? dy * scale : 0: the backward of ReLU (scale 1, exact) and of dropout.
 template <class T>
-struct ReluBackward {
+struct MaskedBackward {
   const T* dy;
   const uint8_t* mask;
   T* dx;
+  float scale;
   __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
     float g[8];
     uint8_t m[8];
     load8(dy, i0, n, vec, g);
     load8(mask, i0, n, vec, m);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) g[j] = m[j] ? g[j] : 0.f;
+    for (int j = 0; j < 8; ++j) g[j] = m[j] ? g[j] * scale : 0.f;
     store8(dx, i0, n, vec, g);
   }
 };
@@ -133,23 +135,6 @@ struct DropoutForward {
   }
 };
 
-template <class T>
-struct DropoutBackward {
-  const T* dy;
-  const uint8_t* mask;
-  T* dx;
-  float scale;
-  __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
-    float g[8];
-    uint8_t m[8];
-    load8(dy, i0, n, vec, g);
-    load8(mask, i0, n, vec, m);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) g[j] = m[j] ? g[j] * scale : 0.f;
-    store8(dx, i0, n, vec, g);
-  }
-};
-
 void check_n(const char* fn, int64_t n, const std::string& where) {
   if (n < 0) fail("{}: {} got n = {} elements; n must be >= 0", where, fn, n);
 }
@@ -188,7 +173,7 @@ void relu_backward(DType dtype, const void* dy, const uint8_t* mask, int64_t n, 
   need("relu_backward", where, {{dy, "dy"}, {mask, "mask"}, {dx, "dx"}});
   dispatch_activation(dtype, "relu_backward", [&](auto zero) {
     using T = decltype(zero);
-    ReluBackward<T> op{static_cast<const T*>(dy), mask, static_cast<T*>(dx)};
+    MaskedBackward<T> op{static_cast<const T*>(dy), mask, static_cast<T*>(dx), 1.f};
     launch_flat(op, n, flat_vectorizable({dy, dx}, {mask}), stream, where);
   });
 }
@@ -289,7 +274,7 @@ void dropout_backward(DType dtype, const void* dy, const uint8_t* mask, int64_t 
   need("dropout_backward", where, {{dy, "dy"}, {mask, "mask"}, {dx, "dx"}});
   dispatch_activation(dtype, "dropout_backward", [&](auto zero) {
     using T = decltype(zero);
-    DropoutBackward<T> op{static_cast<const T*>(dy), mask, static_cast<T*>(dx), dropout_scale(p)};
+    MaskedBackward<T> op{static_cast<const T*>(dy), mask, static_cast<T*>(dx), dropout_scale(p)};
     launch_flat(op, n, flat_vectorizable({dy, dx}, {mask}), stream, where);
   });
 }
