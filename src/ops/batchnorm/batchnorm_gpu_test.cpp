@@ -26,19 +26,6 @@ const DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
 
 
 // Per-channel mean and 1 / sqrt(biased var + eps) of x, rounded to fp32 like saved statistics.
-void reference_stats(const std::vector<double>& x, int64_t m, int64_t c, std::vector<double>& mean,
-                     std::vector<double>& inv_std) {
-  mean.assign(c, 0.0), inv_std.assign(c, 0.0);
-  for (int64_t i = 0; i < m * c; ++i) mean[i % c] += x[i];
-  for (auto& v : mean) v /= double(m);
-  std::vector<double> var(c, 0.0);
-  for (int64_t i = 0; i < m * c; ++i) var[i % c] += (x[i] - mean[i % c]) * (x[i] - mean[i % c]);
-  for (int64_t ch = 0; ch < c; ++ch) {
-    inv_std[ch] = static_cast<float>(1.0 / std::sqrt(var[ch] / double(m) + 1e-5));
-    mean[ch] = static_cast<float>(mean[ch]);
-  }
-}
-
 TEST(BatchNormGpu, ChannelSumsMatchDoubleReference) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(11);

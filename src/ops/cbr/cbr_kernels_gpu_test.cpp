@@ -67,13 +67,8 @@ TEST(CbrKernelsGpu, BackwardMatchesReference) {
                                 xv = random_values(dt, n, rng, -0.4, 2.0),
                                 gamma = round_to_f32(random_values(DType::F32, c, rng, 1.0, 0.3));
       const std::vector<uint8_t> maskv = random_bytes(cuda::bitmask_bytes(n), rng);
-      std::vector<double> mean(c, 0.0), var(c, 0.0), inv(c);
-      for (int64_t i = 0; i < n; ++i) mean[i % c] += xv[i] / double(m);
-      for (int64_t i = 0; i < n; ++i) var[i % c] += std::pow(xv[i] - mean[i % c], 2) / double(m);
-      for (int64_t ch = 0; ch < c; ++ch) {
-        mean[ch] = static_cast<float>(mean[ch]);
-        inv[ch] = static_cast<float>(1 / std::sqrt(var[ch] + 1e-5));
-      }
+      std::vector<double> mean, inv;
+      reference_stats(xv, m, c, mean, inv);
       const BnBackwardReference ref = bn_backward_reference(dyv, &maskv, xv, gamma, mean, inv, m, c);
       const std::vector<double>&dbeta = ref.sum_dy, &dgamma = ref.sum_dy_xhat, &dconv = ref.dx;
 

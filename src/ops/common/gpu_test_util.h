@@ -317,6 +317,21 @@ inline ApplyReference apply_reference(const std::vector<double>& x, const std::v
   return r;
 }
 
+// Per-channel batch mean and 1/sqrt(var + 1e-5) (biased variance) of m x c values in float64,
+// rounded to fp32 as the kernels get them.
+inline void reference_stats(const std::vector<double>& x, int64_t m, int64_t c, std::vector<double>& mean,
+                            std::vector<double>& inv_std) {
+  mean.assign(c, 0.0), inv_std.assign(c, 0.0);
+  for (int64_t i = 0; i < m * c; ++i) mean[i % c] += x[i];
+  for (auto& v : mean) v /= double(m);
+  std::vector<double> var(c, 0.0);
+  for (int64_t i = 0; i < m * c; ++i) var[i % c] += (x[i] - mean[i % c]) * (x[i] - mean[i % c]);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    inv_std[ch] = static_cast<float>(1.0 / std::sqrt(var[ch] / double(m) + 1e-5));
+    mean[ch] = static_cast<float>(mean[ch]);
+  }
+}
+
 // Float64 reference of BN backward behind an optional ReLU bit mask (bn_backward_reduce +
 // bn_backward_apply, cbr_backward): g = dy where the mask bit is set (everywhere without a mask),
 // xhat = (x - mean) * inv_std; sums in float64; dx from the sums rounded to fp32, as the device's
