@@ -63,13 +63,14 @@ if(KILN_BUILD_TESTS)
   endif()
 endif()
 
-# Host-side logic of the CUDA backend that needs no GPU (the plan cache file): label cpu, so CI
-# runs it. src/runtime/cuda/*_test.cpp.
+# Host-side logic of the CUDA backend that needs no GPU (the plan cache file, settings, argument
+# checks made before any launch, scalars computed on the host): label cpu, so CI runs it.
+# src/runtime/cuda/*_test.cpp and src/ops/<family>/*_cuda_host_test.cpp.
 if(KILN_BUILD_TESTS)
-  file(GLOB KILN_CUDA_HOST_TESTS CONFIGURE_DEPENDS src/runtime/cuda/*_test.cpp)
+  file(GLOB KILN_CUDA_HOST_TESTS CONFIGURE_DEPENDS src/runtime/cuda/*_test.cpp src/ops/*/*_cuda_host_test.cpp)
   if(KILN_CUDA_HOST_TESTS)
     add_executable(kiln_test_cuda_host ${KILN_CUDA_HOST_TESTS})
-    target_link_libraries(kiln_test_cuda_host PRIVATE kiln_cuda GTest::gtest_main)
+    target_link_libraries(kiln_test_cuda_host PRIVATE kiln_engine GTest::gtest_main)
     target_include_directories(kiln_test_cuda_host PRIVATE ${CMAKE_SOURCE_DIR}/tests)  # tests/support/
     gtest_discover_tests(kiln_test_cuda_host DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "cpu")
   endif()

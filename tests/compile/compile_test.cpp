@@ -152,6 +152,10 @@ TEST(Compile, UnknownModelAndTargetErrors) {
   expect_error([&] { compile(odd, gpu); }, {"block3.conv2", "60", "multiple of 8", "64"});
   gpu.precision = Precision::FP16;
   expect_error([&] { compile(odd, gpu); }, {"block3.conv2", "fp16"});
+  // The same limit for a CBR the fusion pass makes of Conv -> BN -> ReLU.
+  Blueprint fused("m");
+  fused.input(8, 8, 16).conv(60, 3, 1, 1, false, "conv").bn("bn").relu("relu").flatten().fc(2);
+  expect_error([&] { compile(fused, gpu); }, {"conv", "60", "multiple of 8"});
 }
 
 }  // namespace

@@ -108,15 +108,6 @@ TEST(CbrKernelsGpu, BackwardMatchesReference) {
     }
 }
 
-TEST(CbrKernelsGpu, BackwardApplySliceMustStartOnAWholeMaskByte) {
-  // Checked before anything is launched: no device memory needed.
-  float f = 0;
-  uint8_t bits = 0;
-  kiln::testing::expect_error(
-      [&] { cuda::cbr_backward_apply(DType::F32, &f, &bits, &f, &f, &f, &f, &f, &f, 10, 3, 1, 2, &f, nullptr, "test"); },
-      {"whole mask byte"});
-}
-
 // Forward mask -> backward: the gradient is exactly zero wherever the ReLU blocked.
 TEST(CbrKernelsGpu, BackwardZeroesBlockedElementsOfDy) {
   KILN_REQUIRE_GPU();

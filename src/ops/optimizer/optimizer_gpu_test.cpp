@@ -119,14 +119,6 @@ TEST(OptimizerGpu, AdamWMatchesReference) {
     }
 }
 
-TEST(OptimizerGpu, AdamWScalarsFollowPyTorchBiasCorrection) {
-  const cuda::AdamWScalars s = cuda::adamw_scalars(1e-3, 0.9, 0.999, 1e-8, 0.05, 3);
-  EXPECT_FLOAT_EQ(s.keep, float(1 - 1e-3 * 0.05));
-  EXPECT_FLOAT_EQ(s.step_size, float(1e-3 / (1 - std::pow(0.9, 3))));
-  EXPECT_FLOAT_EQ(s.bias2_sqrt, float(std::sqrt(1 - std::pow(0.999, 3))));
-  EXPECT_THROW(cuda::adamw_scalars(1e-3, 0.9, 0.999, 1e-8, 0.0, 0), Error);
-}
-
 // Scalars read from device memory (CUDA Graph replay) give bit-identical results.
 TEST(OptimizerGpu, DeviceScalarsMatchHostScalars) {
   KILN_REQUIRE_GPU();
