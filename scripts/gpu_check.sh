@@ -3,6 +3,8 @@
 # benchmark against PyTorch, and print a short table last (tools/cudnn_probe.cpp is separate). Needs the cudnn-frontend
 # headers in third_party/cudnn_frontend (scripts/setup.sh fetches them; carry them there).
 # Results go to ${OUT:-build/gpu-out}: test log, benchmark JSON lines, joined results.
+# Exits non-zero when the build, a GPU test or a benchmark fails, naming the failed tests; lists
+# skipped tests with their reasons.
 # KILN_COMMIT names the commit the binaries were built from (default: this checkout's HEAD).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,11 +39,24 @@ PY
 )
 echo "$env_json" > "$out/env.json"
 
+status=0  # non-zero once any GPU test or benchmark fails; the script's exit code
 if [ "$what" = all ] || [ "$what" = tests ]; then
   # The ctest label `gpu` holds exactly this executable's tests.
   # Tests need correct plans, not the fastest: tune over a few to keep the run short.
-  KILN_CUDNN_TUNE_PLANS=${KILN_CUDNN_TUNE_PLANS:-6} "$bin/kiln_test_gpu" --gtest_brief=1 > "$out/gpu_tests.log" 2>&1
-  grep -E "FAILED|PASSED|SKIPPED|tests ran" "$out/gpu_tests.log" | tail -25
+  KILN_CUDNN_TUNE_PLANS=${KILN_CUDNN_TUNE_PLANS:-6} "$bin/kiln_test_gpu" > "$out/gpu_tests.log" 2>&1
+  tests_rc=$?
+  grep -E "test suites? ran|^\[  (PASSED  |SKIPPED |FAILED  )\] [0-9]" "$out/gpu_tests.log"
+  # Skipped tests with their reasons: on a GPU machine a skip means a check compared nothing.
+  awk '/^\[  SKIPPED \] [A-Za-z].*\(/ { print "  skipped " $4 ": " prev } { prev = $0 }' "$out/gpu_tests.log"
+  if grep -q "no CUDA device" "$out/gpu_tests.log"; then
+    echo "GPU tests: some skipped for want of a CUDA device on a GPU machine"; status=1
+  fi
+  if [ $tests_rc -ne 0 ]; then
+    echo "GPU tests FAILED (exit $tests_rc):"
+    awk '/^\[  FAILED  \] [A-Za-z]/ { sub(",", "", $4); print "  " $4 }' "$out/gpu_tests.log" | sort -u
+    grep -qE "test suites? ran" "$out/gpu_tests.log" || tail -20 "$out/gpu_tests.log"  # crashed before the summary
+    status=1
+  fi
 fi
 if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = kiln-bench ]; then
   # Every graph is tuned over the first ${KILN_CUDNN_TUNE_PLANS:-12} plans that build (all of them
@@ -52,20 +67,21 @@ if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = kiln-bench ]; then
   smi=$!
   # KILN_BENCH_ARGS: more arguments (e.g. --variants conv,unfused,cbr, or shapes).
   KILN_CUDNN_TUNE_PLANS=${KILN_CUDNN_TUNE_PLANS:-12} KILN_TUNE_LOG="$out/tune.jsonl" "$bin/kiln_cbr_bench" --precision fp16 \
-    ${KILN_BENCH_ARGS:-} > "$out/kiln_bench.jsonl" 2> "$out/kiln_bench.err" || tail -5 "$out/kiln_bench.err"
+    ${KILN_BENCH_ARGS:-} > "$out/kiln_bench.jsonl" 2> "$out/kiln_bench.err" || { tail -5 "$out/kiln_bench.err"; status=1; }
   kill $smi 2>/dev/null
   cat "$out/kiln_bench.jsonl"
 fi
 if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = torch-bench ]; then
-  # KILN_TORCH_ARGS: more arguments for PyTorch's side (e.g. --no-compile, or shapes).
+  # KILN_TORCH_ARGS: more arguments for PyTorch's side (e.g. --modes eager,compile,max-autotune,
+  # or shapes).
   python3 bench/torch_cbr_bench.py --precision fp16 ${KILN_TORCH_ARGS:-} > "$out/torch_bench.jsonl" 2> "$out/torch_bench.err" \
-    || tail -5 "$out/torch_bench.err"
+    || { tail -5 "$out/torch_bench.err"; status=1; }
 fi
 if [ "$what" = variants ]; then
   # Loop-structure variants of the BN+ReLU kernels against the copy ceilings (bench/bn_kernel_variants.cu).
-  "$bin/kiln_bn_variants_bench" > "$out/bn_variants.jsonl" 2> "$out/bn_variants.err" || tail -5 "$out/bn_variants.err"
+  "$bin/kiln_bn_variants_bench" > "$out/bn_variants.jsonl" 2> "$out/bn_variants.err" || { tail -5 "$out/bn_variants.err"; status=1; }
   tail -3 "$out/bn_variants.jsonl"
-  exit 0
+  exit $status
 fi
 if [ "$what" = stages ]; then
   # Per-kernel times (Nsight Compute, clocks left alone) of the conv alone and the CBR block, one
@@ -83,7 +99,7 @@ if [ "$what" = stages ]; then
     done
   done
   cat "$out/stages.jsonl"
-  exit 0
+  exit $status
 fi
 # KILN_BENCH_FROM=<dir>: kiln's half of a split run (kiln_bench.jsonl, tune.jsonl) made earlier.
 from=${KILN_BENCH_FROM:-$out}
@@ -92,3 +108,4 @@ if [ -f "$from/kiln_bench.jsonl" ] && [ -f "$out/torch_bench.jsonl" ]; then
   python3 bench/report_cbr.py "$from/kiln_bench.jsonl" "$out/torch_bench.jsonl" "$out/cbr_results.json" \
     "$out/env.json" "$from/tune.jsonl" ${KILN_STAGES_FROM:-}
 fi
+exit $status
