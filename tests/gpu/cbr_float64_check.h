@@ -1,0 +1,158 @@
+#pragma once
+// A float64 reference of one Conv -> BN -> ReLU block (src/ops/cbr/cbr_test_reference.h, written
+// from the definitions) for checking a GPU block's backward at a tolerance that catches a wrong
+// BN backward in every precision.
+//
+// In fp16/bf16 the GPU stores conv_out rounded (as PyTorch's autocast does), so a ReLU mask bit
+// may differ from float64's where the pre-activation is within rounding of zero; each such flip
+// moves a whole dY element into or out of dW, dgamma, dbeta and dX. The check therefore (1) counts
+// the flips and requires every one of them to lie within rounding of zero, and (2) compares the
+// gradients with float64's computed through the GPU's own mask, so what remains is rounding alone
+// (tolerance(): 5e-3 fp16, 3e-2 bf16, 1e-4 fp32 relative L2).
+//
+// With a dY independent of x the BN backward's correction terms (the mean of dY*mask and the
+// x_hat * dgamma term) nearly vanish, and a backward missing one would still pass. correlated_dy()
+// makes dY depend on the pre-activation, and the check asserts that dropping either term moves dX
+// by many times the tolerance: a BN backward without it fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../support/cbr_block.h"
+#include "ops/cbr/cbr_test_reference.h"
+
+namespace kiln::testing {
+
+class Float64Block {
+ public:
+  // x and w as the block holds them (w: the fp32 master weights; the GPU computes with them
+  // rounded to the activation dtype); empty gamma/beta mean 1 and 0.
+  Float64Block(const BlockShape& s, const std::vector<float>& x, const std::vector<float>& w,
+               std::vector<float> gamma, std::vector<float> beta, Precision precision)
+      : g_{s.n, s.hw, s.hw, s.c, s.k, s.kernel, s.stride, s.pad()}, precision_(precision), w_master_(w) {
+    const DType dtype = activation_dtype(precision);
+    if (gamma.empty()) gamma.assign(size_t(s.k), 1.f);
+    if (beta.empty()) beta.assign(size_t(s.k), 0.f);
+    x_.assign(x.begin(), x.end());
+    for (float v : w) w_.push_back(round_to(dtype, v));
+    gamma_.assign(gamma.begin(), gamma.end());
+    beta_.assign(beta.begin(), beta.end());
+    fwd_ = cbr_test::reference_forward(g_, x_, w_, gamma_, beta_, std::vector<double>(size_t(s.k), 0.0),
+                                       std::vector<double>(size_t(s.k), 1.0), 1e-5, 0.1);
+  }
+
+  // dY = 0.25 + 0.5 * pre-activation + 0.5 * noise, rounded to the activation dtype: the masked
+  // dY has a per-channel mean far from zero and correlates with x_hat.
+  std::vector<float> correlated_dy(std::mt19937& rng) const {
+    std::normal_distribution<double> noise;
+    std::vector<float> dy(fwd_.pre.size());
+    for (size_t i = 0; i < dy.size(); ++i)
+      dy[i] = round_to(activation_dtype(precision_), float(0.25 + 0.5 * fwd_.pre[i] + 0.5 * noise(rng)));
+    return dy;
+  }
+
+  // `mask`: the run's ReLU mask (0/1 per element); `grads`: conv.weight.grad, bn.weight.grad,
+  // bn.bias.grad and, when the block computes it, dx; `w`: the run's weights (must be this
+  // reference's).
+  void expect_backward_matches(const std::vector<float>& mask, const std::map<std::string, std::vector<float>>& grads,
+                               const std::vector<float>& w, const std::vector<float>& dy, const std::string& what) const {
+    SCOPED_TRACE(what);
+    ASSERT_EQ(w, w_master_) << "the run's weights are not the reference's";
+    ASSERT_EQ(mask.size(), fwd_.pre.size());
+    expect_flips_only_at_ties(mask);
+    cbr_test::Forward f = fwd_;
+    for (size_t i = 0; i < mask.size(); ++i) f.mask[i] = mask[i] != 0;
+    const std::vector<double> dyd(dy.begin(), dy.end());
+    const cbr_test::Backward b = cbr_test::reference_backward(g_, f, dyd, x_, w_, gamma_);
+    const double tol = tolerance(precision_);
+    expect_below(grads, "conv.weight.grad", b.dw, tol);
+    expect_below(grads, "bn.weight.grad", b.dgamma, tol);
+    expect_below(grads, "bn.bias.grad", b.dbeta, tol);
+    if (!grads.count("dx")) return;
+    expect_below(grads, "dx", b.dx, tol);
+    // The tolerance catches a BN backward that drops a correction term: dX without the mean of
+    // dY*mask, or without x_hat * dgamma, is many tolerances away.
+    const std::vector<double> dz_xhat_only = without_term(b, f, true), dz_mean_only = without_term(b, f, false);
+    EXPECT_GT(rel_l2_d(dx_of(dz_xhat_only), b.dx), 10 * tol) << "dY too weakly correlated: a missing mean term would pass";
+    EXPECT_GT(rel_l2_d(dx_of(dz_mean_only), b.dx), 10 * tol) << "dY too weakly correlated: a missing x_hat term would pass";
+  }
+
+ private:
+  static double unit_roundoff(Precision p) {
+    // fp32 also carries the convolution's fp32 accumulation error, far above 2^-24.
+    return p == Precision::FP16 ? std::ldexp(1.0, -11) : p == Precision::BF16 ? std::ldexp(1.0, -8) : 1e-6;
+  }
+
+  // A mask bit may differ from float64's only where |pre-activation| is within what rounding
+  // conv_out and the fp32 statistics can move it: 4u * |gamma| * (|z - mean| + |z| + |mean|) * inv_std.
+  void expect_flips_only_at_ties(const std::vector<float>& mask) const {
+    const double u = unit_roundoff(precision_);
+    size_t flips = 0, far = 0;
+    for (size_t i = 0; i < mask.size(); ++i) {
+      if ((mask[i] != 0) == (fwd_.pre[i] > 0)) continue;
+      ++flips;
+      const size_t k = i % size_t(g_.k);
+      const double z = fwd_.z[i], mean = fwd_.mean[k];
+      const double bound = 4 * u * std::abs(gamma_[k]) * fwd_.inv_std[k] * (std::abs(z - mean) + std::abs(z) + std::abs(mean)) + 1e-6;
+      if (std::abs(fwd_.pre[i]) > bound && far++ < 5)
+        ADD_FAILURE() << "mask bit " << i << " differs from float64's at pre-activation " << fwd_.pre[i]
+                      << ", beyond rounding (" << bound << ")";
+    }
+    EXPECT_EQ(far, 0u) << far << " mask bits differ away from zero";
+    EXPECT_LE(flips, mask.size() / 500 + 2) << flips << " of " << mask.size() << " mask bits differ from float64's";
+    std::printf("[ mask ] %s: %zu of %zu bits differ from float64's, all within rounding of zero\n",
+                ::testing::UnitTest::GetInstance()->current_test_info()->name(), flips, mask.size());
+  }
+
+  static double rel_l2_d(const std::vector<double>& a, const std::vector<double>& ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); ++i) num += (a[i] - ref[i]) * (a[i] - ref[i]), den += ref[i] * ref[i];
+    return std::sqrt(num / den);
+  }
+
+  static void expect_below(const std::map<std::string, std::vector<float>>& grads, const std::string& name,
+                           const std::vector<double>& ref, double tol) {
+    ASSERT_TRUE(grads.count(name)) << name;
+    const std::vector<float>& got = grads.at(name);
+    ASSERT_EQ(got.size(), ref.size()) << name;
+    double den = 0;
+    for (double v : ref) den += v * v;
+    ASSERT_GT(den, 0) << name << ": the float64 reference is all zeros, nothing would be compared";
+    const std::vector<float> ref_f(ref.begin(), ref.end());
+    const double err = rel_l2(got, ref_f);
+    EXPECT_LT(err, tol) << name << " relative L2 error " << err << " against float64";
+  }
+
+  // dconv with one of the BN backward's two correction terms dropped (keep_xhat: drop the mean
+  // of dY*mask; otherwise drop x_hat * dgamma).
+  std::vector<double> without_term(const cbr_test::Backward& b, const cbr_test::Forward& f, bool keep_xhat) const {
+    const double m = double(g_.rows());
+    std::vector<double> dz = b.dz;
+    for (size_t i = 0; i < dz.size(); ++i) {
+      const size_t k = i % size_t(g_.k);
+      const double scale = gamma_[k] * f.inv_std[k] / m;
+      const double xhat = (f.z[i] - f.mean[k]) * f.inv_std[k];
+      dz[i] += keep_xhat ? scale * b.dbeta[k] : scale * xhat * b.dgamma[k];
+    }
+    return dz;
+  }
+
+  std::vector<double> dx_of(const std::vector<double>& dz) const {
+    std::vector<double> dx(x_.size(), 0.0);
+    cbr_test::Conv{g_}.for_each_tap([&](int64_t xi, int64_t wi, int64_t yi) { dx[xi] += dz[yi] * w_[wi]; });
+    return dx;
+  }
+
+  cbr_test::Geometry g_;
+  Precision precision_;
+  std::vector<float> w_master_;
+  std::vector<double> x_, w_, gamma_, beta_;
+  cbr_test::Forward fwd_;
+};
+
+}  // namespace kiln::testing
