@@ -5,12 +5,14 @@ mode, channels_last, autocast fp16 (or bf16), the input already fp16/bf16 channe
 previous layer's output), dX computed and every gradient set to None after each backward (never
 accumulated), cudnn.benchmark on. Times the convolution alone and the block, eager and
 torch.compile (default mode; max-autotune-no-cudagraphs on request), each compiled fresh per
-shape; forward and forward+backward, CUDA events, median of interleaved rounds after warm-up.
+shape; forward and forward+backward, timed as kiln_cbr_bench times (host clock to a device
+synchronize), median of interleaved rounds after warm-up.
 Prints one JSON object per line, like kiln_cbr_bench."""
 import argparse
 import copy
 import json
 import statistics
+import time
 
 import torch
 
@@ -25,7 +27,10 @@ COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune-no-cudagrap
 def time_interleaved_ms(fns, warmup, iters):
     """Milliseconds per call of each function, interleaved: every round times one group of 3
     calls of each in turn, so that clock and temperature drift weighs on all alike (the BN+ReLU
-    cost is a difference of two such times); median over `iters` rounds after warm-up."""
+    cost is a difference of two such times); median over `iters` rounds after warm-up.
+    The clock is kiln_cbr_bench's: the host's monotonic clock from the first launch to a full
+    device synchronize (kiln's step runs on several streams, which events on one stream would
+    not cover), so both sides are timed the same way."""
     for fn in fns:
         for _ in range(warmup):
             fn()
@@ -33,13 +38,11 @@ def time_interleaved_ms(fns, warmup, iters):
     samples = [[] for _ in fns]
     for _ in range(iters):
         for i, fn in enumerate(fns):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+            start = time.perf_counter()
             for _ in range(3):
                 fn()
-            end.record()
-            end.synchronize()
-            samples[i].append(start.elapsed_time(end) / 3)
+            torch.cuda.synchronize()
+            samples[i].append((time.perf_counter() - start) * 1e3 / 3)
     return [statistics.median(v) for v in samples]
 
 
