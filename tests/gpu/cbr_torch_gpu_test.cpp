@@ -1,10 +1,20 @@
-// kiln's fused CBR on the GPU against PyTorch (Conv2d + BatchNorm2d + ReLU under autocast,
-// channels_last) on the same inputs and weights: bench/torch_cbr_reference.py computes PyTorch's
-// side from a safetensors file this test writes.
+// kiln's fused CBR on the GPU against PyTorch (Conv2d(bias=False) + BatchNorm2d + ReLU,
+// channels_last, under autocast in fp16/bf16) on the same inputs and weights, in fp16, bf16 and
+// fp32. For each case, three training steps (forward + backward, no update) on fresh inputs:
+// each step's y, running mean and variance, dW, dgamma, dbeta and, with input gradients, dX;
+// then inference with the running statistics on a fresh input. The cases are middle layers
+// (full backward with dX) and first layers (CBR_BWD_FIRST, no dX), among them the 1- and
+// 3-channel inputs of a digits CNN and of ImageNet networks (ResNet's 7x7 stride-2 stem).
+// bench/torch_cbr_reference.py computes PyTorch's side from a safetensors file this test writes
+// (its docstring gives the tensor names and metadata).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "../support/cbr_block.h"
@@ -16,24 +26,36 @@ namespace {
 
 using namespace kiln::testing;
 
+constexpr int kSteps = 3;
+
+struct Case {
+  BlockShape shape;
+  bool input_grad;  // false: a first layer (CBR_BWD_FIRST, no dX)
+  // BlockShape::str()'s form, built without the `"literal" + std::string&&` that GCC 12's
+  // -Wrestrict misreports once inlined.
+  std::string str() const {
+    const BlockShape& s = shape;
+    char text[96];
+    std::snprintf(text, sizeof text, "N%d C%d %dx%d K%d %dx%d s%d %s", s.n, s.c, s.hw, s.hw, s.k, s.kernel, s.kernel,
+                  s.stride, input_grad ? "with dX" : "first layer");
+    return text;
+  }
+};
+
+// K stays a multiple of 8: CBR in fp16/bf16 needs it.
+const Case kCases[] = {
+    {{8, 64, 15, 128, 3, 2}, true},
+    {{4, 256, 9, 64, 1, 1}, true},
+    {{8, 64, 15, 128, 3, 2}, false},
+    {{16, 1, 28, 32, 3, 1}, false},  // a digits CNN's first conv: one input channel
+    {{4, 3, 32, 64, 3, 1}, false},   // RGB input, 3x3 stride 1
+    {{4, 3, 56, 64, 7, 2}, false},   // ResNet's stem: 7x7 stride 2, pad 3
+};
+
 bool torch_available() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return false;
   return std::system("python3 -c 'import torch, safetensors; assert torch.cuda.is_available()' >/dev/null 2>&1") == 0;
-}
-
-NamedTensor named(const std::string& name, const Shape& shape, const std::vector<float>& v) {
-  NamedTensor t{name, DType::F32, shape, std::vector<std::byte>(v.size() * 4)};
-  std::memcpy(t.data.data(), v.data(), t.data.size());
-  return t;
-}
-
-std::vector<float> floats(const SafetensorsFile& f, const std::string& name) {
-  const NamedTensor* t = f.find(name);
-  if (!t) throw kiln::Error("PyTorch output lacks " + name);
-  std::vector<float> v(t->data.size() / 4);
-  std::memcpy(v.data(), t->data.data(), t->data.size());
-  return v;
 }
 
 // The repository root: KILN_SOURCE_DIR in the environment (binaries built on another machine),
@@ -43,53 +65,166 @@ std::string source_dir() {
   return env && *env ? env : KILN_SOURCE_DIR;
 }
 
+// Names of per-step tensors: "y0", "dw2", ...
+std::string key(const char* name, int step) {
+  std::string k = name;
+  return k += std::to_string(step);
+}
+
+int64_t out_hw(const BlockShape& s) { return (s.hw + 2 * s.pad() - s.kernel) / s.stride + 1; }
+
+NamedTensor named(const std::string& name, const Shape& shape, const std::vector<float>& v) {
+  NamedTensor t{name, DType::F32, shape, std::vector<std::byte>(v.size() * 4)};
+  std::memcpy(t.data.data(), v.data(), t.data.size());
+  return t;
+}
+
+// A PyTorch result; empty (and a failure) when the file lacks it.
+std::vector<float> floats(const SafetensorsFile& f, const std::string& name) {
+  const NamedTensor* t = f.find(name);
+  if (!t || t->dtype != DType::F32) {
+    ADD_FAILURE() << "PyTorch output lacks fp32 tensor " << name;
+    return {};
+  }
+  std::vector<float> v(t->data.size() / 4);
+  std::memcpy(v.data(), t->data.data(), t->data.size());
+  return v;
+}
+
+// rel_l2 below `tol`, on vectors that make the comparison meaningful: equal sizes, a finite
+// reference that is not all zeros.
+void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double tol, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_FALSE(ref.empty());
+  ASSERT_EQ(got.size(), ref.size());
+  double norm = 0;
+  for (float v : ref) norm += double(v) * v;
+  ASSERT_TRUE(std::isfinite(norm) && norm > 0) << "reference norm " << norm;
+  const double err = rel_l2(got, ref);
+  EXPECT_LT(err, tol) << what << ": relative L2 error " << err;
+}
+
+// Everything both sides read: per-step x and dy, the inference input, the parameters.
+struct CaseInputs {
+  std::vector<std::vector<float>> x, dy;
+  std::vector<float> x_inf, w, gamma, beta;
+};
+
+// Random inputs in the activation dtype; kiln's initialized weight; non-trivial affine
+// parameters (written to kiln), so dgamma/dbeta and the shift are really exercised.
+CaseInputs make_inputs(Executable& exe, const BlockShape& s, DType dtype, std::mt19937& rng) {
+  CaseInputs in;
+  const size_t x_size = size_t(s.n) * s.hw * s.hw * s.c, y_size = size_t(s.n) * out_hw(s) * out_hw(s) * s.k;
+  for (int i = 0; i < kSteps; ++i) {
+    in.x.push_back(random_values(x_size, dtype, rng));
+    in.dy.push_back(random_values(y_size, dtype, rng));
+  }
+  in.x_inf = random_values(x_size, dtype, rng);
+  in.w = read_floats(exe, "conv.weight");
+  in.gamma = random_values(size_t(s.k), DType::F32, rng, 0.3f), in.beta = in.gamma;
+  for (float& g : in.gamma) g += 1.f;
+  for (float& b : in.beta) b *= 0.5f;
+  write_floats(exe, exe.id("bn.weight"), in.gamma);
+  write_floats(exe, exe.id("bn.bias"), in.beta);
+  return in;
+}
+
+void write_case(const std::string& path, const Case& c, Precision precision, const CaseInputs& in) {
+  const BlockShape& s = c.shape;
+  const int64_t ho = out_hw(s);
+  std::vector<NamedTensor> tensors;
+  for (int i = 0; i < kSteps; ++i) {
+    tensors.push_back(named(key("x", i), {s.n, s.hw, s.hw, s.c}, in.x[i]));
+    tensors.push_back(named(key("dy", i), {s.n, ho, ho, s.k}, in.dy[i]));
+  }
+  tensors.push_back(named("x_inf", {s.n, s.hw, s.hw, s.c}, in.x_inf));
+  tensors.push_back(named("w", {s.k, s.kernel, s.kernel, s.c}, in.w));
+  tensors.push_back(named("gamma", {s.k}, in.gamma));
+  tensors.push_back(named("beta", {s.k}, in.beta));
+  save_safetensors(path, tensors,
+                   {{"stride", std::to_string(s.stride)}, {"padding", std::to_string(s.pad())}, {"eps", "1e-5"},
+                    {"momentum", "0.1"}, {"precision", precision_name(precision)},
+                    {"steps", std::to_string(kSteps)}, {"input_grad", c.input_grad ? "1" : "0"}});
+}
+
+int count_ops(const std::vector<Op>& ops, OpKind kind) {
+  return int(std::count_if(ops.begin(), ops.end(), [&](const Op& op) { return op.kind == kind; }));
+}
+
+// A first layer is lowered to CBR_BWD_FIRST and has no input-gradient tensor.
+void expect_backward_kind(const Program& p, bool input_grad) {
+  EXPECT_EQ(count_ops(p.backward, OpKind::CBR_BWD), input_grad ? 1 : 0);
+  EXPECT_EQ(count_ops(p.backward, OpKind::CBR_BWD_FIRST), input_grad ? 0 : 1);
+  if (input_grad)
+    EXPECT_GE(p.input_grad, 0);
+  else
+    EXPECT_LT(p.input_grad, 0);
+}
+
+// What one step adds to a running statistic: now - (1 - momentum) * before.
+std::vector<float> step_part(const std::vector<float>& now, const std::vector<float>& before) {
+  std::vector<float> part(now.size());
+  for (size_t k = 0; k < now.size() && k < before.size(); ++k) part[k] = now[k] - 0.9f * before[k];
+  return part;
+}
+
+// One kiln training step on step i's inputs, compared with PyTorch's step i.
+void check_step(Executable& exe, const SafetensorsFile& torch, const CaseInputs& in, int i, bool input_grad,
+                double tol) {
+  SCOPED_TRACE(key("step ", i));
+  write_floats(exe, exe.program().input, in.x[i]);
+  write_floats(exe, exe.program().output_grad, in.dy[i]);
+  const std::vector<float> kiln_var_before = read_floats(exe, "bn.running_var");
+  exe.run_forward({0.f, i, 1});
+  expect_close(read_floats(exe, "conv"), floats(torch, key("y", i)), tol, "y");
+  expect_close(read_floats(exe, "bn.running_mean"), floats(torch, key("running_mean", i)), tol, "running_mean");
+  const std::vector<float> kiln_var = read_floats(exe, "bn.running_var"), torch_var = floats(torch, key("running_var", i));
+  expect_close(kiln_var, torch_var, tol, "running_var");
+  // running_var is mostly 0.9 times the last one; this step's part, momentum * the batch's
+  // unbiased variance, compared alone.
+  const std::vector<float> torch_var_before =
+      i == 0 ? std::vector<float>(torch_var.size(), 1.f) : floats(torch, key("running_var", i - 1));
+  expect_close(step_part(kiln_var, kiln_var_before), step_part(torch_var, torch_var_before), tol, "running_var update");
+  exe.run_backward({0.f, i, 1});
+  if (input_grad)
+    expect_close(read_floats(exe, exe.program().tensors[exe.program().input_grad].name), floats(torch, key("dx", i)),
+                 tol, "dx");
+  expect_close(read_floats(exe, "conv.weight.grad"), floats(torch, key("dw", i)), tol, "dw");
+  expect_close(read_floats(exe, "bn.weight.grad"), floats(torch, key("dgamma", i)), tol, "dgamma");
+  expect_close(read_floats(exe, "bn.bias.grad"), floats(torch, key("dbeta", i)), tol, "dbeta");
+}
+
 class CbrTorch : public ::testing::TestWithParam<Precision> {};
 
 TEST_P(CbrTorch, MatchesPyTorchConvBnReluUnderAutocast) {
   if (!torch_available()) GTEST_SKIP() << "needs a GPU and python3 with torch and safetensors";
   const Precision precision = GetParam();
-  const DType dtype = activation_dtype(precision);
+  const double tol = tolerance(precision);
   const auto dir = std::filesystem::temp_directory_path() / "kiln_cbr_torch";
   std::filesystem::create_directories(dir);
-  for (const BlockShape& s : {BlockShape{8, 64, 15, 128, 3, 2}, BlockShape{4, 256, 9, 64, 1, 1}}) {
-    SCOPED_TRACE(s.str());
-    Executable exe(compile(conv_bn_relu_block(s), block_options(s, Device::CUDA, precision, true, true)), 23);
-    std::mt19937 rng(5 + s.c);
-    const int64_t ho = (s.hw + 2 * s.pad() - s.kernel) / s.stride + 1;
-    const auto x = random_values(size_t(s.n) * s.hw * s.hw * s.c, dtype, rng);
-    const auto dy = random_values(size_t(s.n) * ho * ho * s.k, dtype, rng);
-    const auto w = read_floats(exe, "conv.weight");
-    // Non-trivial affine parameters, so dgamma/dbeta and the shift are really exercised.
-    std::vector<float> gamma = random_values(size_t(s.k), DType::F32, rng, 0.3f), beta = gamma;
-    for (float& g : gamma) g += 1.f;
-    for (float& b : beta) b = b * 0.5f;
-    write_floats(exe, exe.id("bn.weight"), gamma);
-    write_floats(exe, exe.id("bn.bias"), beta);
-    write_floats(exe, exe.program().input, x);
-    write_floats(exe, exe.program().output_grad, dy);
+  for (size_t ci = 0; ci < std::size(kCases); ++ci) {
+    const Case& c = kCases[ci];
+    SCOPED_TRACE(c.str());
+    const BlockShape& s = c.shape;
+    Executable exe(compile(conv_bn_relu_block(s), block_options(s, Device::CUDA, precision, true, c.input_grad)), 23);
+    expect_backward_kind(exe.program(), c.input_grad);
+    std::mt19937 rng(100 + unsigned(ci));
+    const CaseInputs in = make_inputs(exe, s, activation_dtype(precision), rng);
 
-    const std::string in = (dir / "in.safetensors").string(), out = (dir / "out.safetensors").string();
-    save_safetensors(in,
-                     {named("x", {s.n, s.hw, s.hw, s.c}, x), named("w", {s.k, s.kernel, s.kernel, s.c}, w),
-                      named("gamma", {s.k}, gamma), named("beta", {s.k}, beta), named("dy", {s.n, ho, ho, s.k}, dy)},
-                     {{"stride", std::to_string(s.stride)}, {"padding", std::to_string(s.pad())}, {"eps", "1e-5"},
-                      {"momentum", "0.1"}, {"precision", precision_name(precision)}});
-    const std::string cmd = "python3 " + source_dir() + "/bench/torch_cbr_reference.py " + in + " " + out;
+    // Files named by precision and case: the precisions may run as parallel test processes.
+    const std::string stem = (dir / (std::string(precision_name(precision)) + "_case" + std::to_string(ci))).string();
+    const std::string src = stem + ".in.safetensors", dst = stem + ".out.safetensors";
+    write_case(src, c, precision, in);
+    std::filesystem::remove(dst);  // never read a stale answer
+    const std::string cmd = "python3 " + source_dir() + "/bench/torch_cbr_reference.py " + src + " " + dst;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    const SafetensorsFile torch = load_safetensors(out);
+    const SafetensorsFile torch = load_safetensors(dst);
 
-    exe.run_forward({0.f, 0, 1});
-    const auto y = read_floats(exe, "conv");
-    const auto running_mean = read_floats(exe, "bn.running_mean"), running_var = read_floats(exe, "bn.running_var");
-    exe.run_backward({0.f, 0, 1});
-    const double tol = tolerance(precision);
-    EXPECT_LT(rel_l2(y, floats(torch, "y")), tol) << "y";
-    EXPECT_LT(rel_l2(running_mean, floats(torch, "running_mean")), tol) << "running_mean";
-    EXPECT_LT(rel_l2(running_var, floats(torch, "running_var")), tol) << "running_var";
-    EXPECT_LT(rel_l2(read_floats(exe, exe.program().tensors[exe.program().input_grad].name), floats(torch, "dx")), tol) << "dx";
-    EXPECT_LT(rel_l2(read_floats(exe, "conv.weight.grad"), floats(torch, "dw")), tol) << "dw";
-    EXPECT_LT(rel_l2(read_floats(exe, "bn.weight.grad"), floats(torch, "dgamma")), tol) << "dgamma";
-    EXPECT_LT(rel_l2(read_floats(exe, "bn.bias.grad"), floats(torch, "dbeta")), tol) << "dbeta";
+    for (int i = 0; i < kSteps; ++i) check_step(exe, torch, in, i, c.input_grad, tol);
+    // Inference with the running statistics of the last step, on a fresh input.
+    write_floats(exe, exe.program().input, in.x_inf);
+    exe.run_inference({0.f, kSteps, 1});
+    expect_close(read_floats(exe, "conv:inf"), floats(torch, "y_inf"), tol, "inference y");
   }
 }
 
