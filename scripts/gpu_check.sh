@@ -43,8 +43,18 @@ status=0  # non-zero once any GPU test or benchmark fails; the script's exit cod
 if [ "$what" = all ] || [ "$what" = tests ]; then
   # The ctest label `gpu` holds exactly this executable's tests.
   # Tests need correct plans, not the fastest: tune over a few to keep the run short.
-  KILN_CUDNN_TUNE_PLANS=${KILN_CUDNN_TUNE_PLANS:-6} "$bin/kiln_test_gpu" > "$out/gpu_tests.log" 2>&1
-  tests_rc=$?
+  # KILN_TEST_SHARDS=n runs the tests as n processes side by side (gtest sharding): the float64
+  # references and PyTorch's start-up are CPU work, so the GPU is shared while they run.
+  shards=${KILN_TEST_SHARDS:-1}
+  pids=()
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i KILN_CUDNN_TUNE_PLANS=${KILN_CUDNN_TUNE_PLANS:-6} \
+      "$bin/kiln_test_gpu" > "$out/gpu_tests.shard$i.log" 2>&1 &
+    pids+=($!)
+  done
+  tests_rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || tests_rc=$?; done
+  for ((i = 0; i < shards; ++i)); do cat "$out/gpu_tests.shard$i.log"; rm "$out/gpu_tests.shard$i.log"; done > "$out/gpu_tests.log"
   grep -E "test suites? ran|^\[  (PASSED  |SKIPPED |FAILED  )\] [0-9]" "$out/gpu_tests.log"
   # Skipped tests with their reasons: on a GPU machine a skip means a check compared nothing.
   awk '/^\[  SKIPPED \] [A-Za-z].*\(/ { print "  skipped " $4 ": " prev } { prev = $0 }' "$out/gpu_tests.log"
