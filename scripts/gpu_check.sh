@@ -71,14 +71,14 @@ fi
 if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = kiln-bench ]; then
   # Every graph is tuned over the first ${KILN_CUDNN_TUNE_PLANS:-12} plans that build (all of them
   # take ~5 s a graph; the bench builds ~50 graphs).
-  # SM clock and power twice a second while it runs: sustained convolutions run below boost clock.
+  # SM clock and power twice a second while both sides run: sustained convolutions run below
+  # boost clock.
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 500 \
     > "$out/clocks.csv" 2>/dev/null &
   smi=$!
   # KILN_BENCH_ARGS: more arguments (e.g. --variants conv,unfused,cbr, or shapes).
   KILN_CUDNN_TUNE_PLANS=${KILN_CUDNN_TUNE_PLANS:-12} KILN_TUNE_LOG="$out/tune.jsonl" "$bin/kiln_cbr_bench" --precision fp16 \
     ${KILN_BENCH_ARGS:-} > "$out/kiln_bench.jsonl" 2> "$out/kiln_bench.err" || { tail -5 "$out/kiln_bench.err"; status=1; }
-  kill $smi 2>/dev/null
   cat "$out/kiln_bench.jsonl"
 fi
 if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = torch-bench ]; then
@@ -87,6 +87,7 @@ if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = torch-bench ]; then
   python3 bench/torch_cbr_bench.py --precision fp16 ${KILN_TORCH_ARGS:-} > "$out/torch_bench.jsonl" 2> "$out/torch_bench.err" \
     || { tail -5 "$out/torch_bench.err"; status=1; }
 fi
+kill ${smi:-} 2>/dev/null  # the clock log covers both sides
 if [ "$what" = variants ]; then
   # Loop-structure variants of the BN+ReLU kernels against the copy ceilings (bench/bn_kernel_variants.cu).
   "$bin/kiln_bn_variants_bench" > "$out/bn_variants.jsonl" 2> "$out/bn_variants.err" || { tail -5 "$out/bn_variants.err"; status=1; }
