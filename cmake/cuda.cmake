@@ -40,7 +40,8 @@ message(STATUS "kiln: CUDA backend on (cuDNN ${KILN_CUDNN_INCLUDE}, ${KILN_CUDNN
 file(GLOB_RECURSE KILN_CUDA_SRC CONFIGURE_DEPENDS src/ops/*_cuda.cu src/ops/*_cuda.cpp
      src/runtime/cuda/*.cu src/runtime/cuda/*.cpp)
 list(FILTER KILN_CUDA_SRC EXCLUDE REGEX "_test\\.cpp$")
-add_library(kiln_cuda STATIC ${KILN_CUDA_SRC})
+kiln_op_tables(cuda cuda_op_tables ${CMAKE_BINARY_DIR}/generated/op_tables_cuda.cpp KILN_CUDA_OP_TABLE_SRC)
+add_library(kiln_cuda STATIC ${KILN_CUDA_SRC} ${CMAKE_BINARY_DIR}/generated/op_tables_cuda.cpp)
 target_include_directories(kiln_cuda PUBLIC ${KILN_CUDNN_INCLUDE} PRIVATE ${KILN_CUDNN_FRONTEND_INCLUDE})
 target_link_libraries(kiln_cuda PUBLIC kiln_ops kiln_data CUDA::cudart CUDA::cublasLt ${KILN_CUDNN_LIBRARY}
                       PRIVATE nlohmann_json::nlohmann_json)
@@ -57,6 +58,7 @@ if(KILN_BUILD_TESTS)
   if(KILN_GPU_TESTS)
     add_executable(kiln_test_gpu ${KILN_GPU_TESTS})
     target_link_libraries(kiln_test_gpu PRIVATE kiln_engine GTest::gtest_main)
+    target_include_directories(kiln_test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/tests)  # tests/support/
     target_compile_definitions(kiln_test_gpu PRIVATE
       KILN_SOURCE_DIR="${CMAKE_SOURCE_DIR}" KILN_BINARY_DIR="${CMAKE_BINARY_DIR}")
     gtest_discover_tests(kiln_test_gpu PROPERTIES LABELS "gpu")

@@ -59,7 +59,44 @@ struct TrainArgs {
   float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, label_smoothing = 0.f, gamma = 0.1f;
   bool nesterov = false, resume = false, hflip = false;
   uint64_t seed = 1;
+  kiln::CudaOptions cuda;  // --no-cudnn-tune ... --pipeline-chunks (add_cuda)
+  int side_stream = 1;     // --side-stream 0|1, into cuda.side_stream
 };
+
+// The CUDA backend's settings (CompileOptions::cuda); the KILN_* environment variables override
+// them (README.md, GPU). Ranges are checked here, so a bad value is an error naming the flag.
+void add_cuda(CLI::App* app, TrainArgs& a) {
+  const std::string group = "CUDA backend (--device cuda; KILN_* variables override these)";
+  CLI::Option* no_tune = app->add_flag_callback(
+      "--no-cudnn-tune", [&a] { a.cuda.tune = false; },
+      "keep cuDNN's first usable plan (or the plan cache's) instead of timing the plans [KILN_CUDNN_TUNE=0]");
+  no_tune->group(group);
+  app->add_option("--tune-plans", a.cuda.tune_plans,
+                  "time only the first N cuDNN plans that build; 0: every plan [KILN_CUDNN_TUNE_PLANS]")
+      ->check(CLI::Range(0, 9999))
+      ->excludes(no_tune)
+      ->type_name("N")
+      ->group(group);
+  app->add_option("--plan-cache", a.cuda.plan_cache,
+                  "file of tuned plan choices: later runs on the same GPU and cuDNN rebuild them without tuning "
+                  "[KILN_PLAN_CACHE]")
+      ->type_name("FILE")
+      ->group(group);
+  app->add_option("--tune-log", a.cuda.tune_log, "append what tuning found, one JSON line per graph [KILN_TUNE_LOG]")
+      ->type_name("FILE")
+      ->group(group);
+  app->add_option("--side-stream", a.side_stream,
+                  "1: run wgrad beside dgrad on a second stream (default); 0: after it [KILN_SIDE_STREAM]")
+      ->check(CLI::Range(0, 1))
+      ->type_name("0|1")
+      ->group(group);
+  app->add_option("--pipeline-chunks", a.cuda.pipeline_chunks,
+                  "batch slices the CBR backward pipelines its data gradient over; 1: off (default) "
+                  "[KILN_PIPELINE_CHUNKS]")
+      ->check(CLI::Range(1, 99))
+      ->type_name("N")
+      ->group(group);
+}
 
 int run_train(const CommonOptions& o, const TrainArgs& a) {
   const kiln::Dataset train = kiln::load_dataset(a.data, a.format, true);
@@ -71,6 +108,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.optimizer.momentum = a.momentum;
   c.optimizer.nesterov = a.nesterov;
   c.optimizer.weight_decay = a.weight_decay;
+  c.cuda = a.cuda;
+  c.cuda.side_stream = a.side_stream == 1;
   kiln::TrainOptions t;
   t.epochs = a.epochs;
   t.schedule.kind = kiln::parse_schedule(a.schedule);
@@ -137,6 +176,7 @@ int main(int argc, char** argv) {
   train->add_flag("--hflip", t.hflip, "random horizontal flips");
   train->add_option("--checkpoint", t.checkpoint, "safetensors checkpoint written after every epoch");
   train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists");
+  add_cuda(train, t);
 
   try {
     app.parse(argc, argv);

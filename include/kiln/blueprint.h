@@ -23,6 +23,7 @@ enum class LayerKind : uint8_t {
   Linear,
   Dropout,
   Add,  // residual add of two inputs
+  Activation,  // an elementwise activation other than ReLU (LayerAttrs::activation says which)
   SoftmaxCrossEntropy,
   // Blueprint-only composites, expanded away by the compiler:
   Sequence,
@@ -30,6 +31,23 @@ enum class LayerKind : uint8_t {
 };
 
 const char* layer_kind_name(LayerKind kind);
+
+// The elementwise activations besides ReLU (whose byte mask and CBR fusion make it a layer of
+// its own), as PyTorch's functionals of the same names define them. Their math is in
+// src/ops/activation/activation_functions.h.
+enum class Activation : uint8_t {
+  ReLU6,      // min(max(x, 0), 6)
+  LeakyReLU,  // x > 0 ? x : alpha * x (alpha: negative slope, PyTorch's default 0.01)
+  ELU,        // x > 0 ? x : alpha * (exp(x) - 1) (alpha default 1)
+  SiLU,       // x * sigmoid(x)
+  Hardswish,  // x * relu6(x + 3) / 6
+  GELU,       // x * Phi(x), the exact (erf) form
+  GELUTanh,   // GELU's tanh approximation (approximate='tanh')
+  Sigmoid,
+  Tanh,
+};
+
+const char* activation_name(Activation a);
 
 struct LayerAttrs {
   int out_channels = 0;  // Conv, CBR: output channels; Linear: output features
@@ -40,8 +58,10 @@ struct LayerAttrs {
   float eps = 1e-5f;         // BatchNorm, CBR
   float momentum = 0.1f;     // BatchNorm, CBR: weight of the new batch in running stats
   float p = 0.f;             // Dropout probability
-  bool first_layer = false;  // Conv, CBR: input is the data batch, so no dX is computed
+  bool first_layer = false;  // set by the compiler: an input is the data batch, so no dX of it is computed
   bool relu_after = true;    // Residual: apply ReLU after the add
+  Activation activation = Activation::SiLU;  // Activation: which function
+  float alpha = 0.f;                         // Activation: LeakyReLU's slope, ELU's alpha
 };
 
 class Blueprint;
@@ -61,6 +81,16 @@ class Blueprint {
                   std::string name = {});
   Blueprint& bn(std::string name = {}, float eps = 1e-5f, float momentum = 0.1f);
   Blueprint& relu(std::string name = {});
+  // Elementwise activations (PyTorch's functionals of the same names).
+  Blueprint& activation(Activation a, float alpha = 0.f, std::string name = {});
+  Blueprint& relu6(std::string name = {});
+  Blueprint& leaky_relu(float negative_slope = 0.01f, std::string name = {});
+  Blueprint& elu(float alpha = 1.f, std::string name = {});
+  Blueprint& silu(std::string name = {});
+  Blueprint& hardswish(std::string name = {});
+  Blueprint& gelu(bool tanh_approximation = false, std::string name = {});
+  Blueprint& sigmoid(std::string name = {});
+  Blueprint& tanh(std::string name = {});
   Blueprint& cbr(int out_channels, int kernel, int stride = 1, int padding = 0, std::string name = {});
   Blueprint& conv_bn_relu(int out_channels, int kernel, int stride = 1, int padding = 0,
                           std::string name = {});

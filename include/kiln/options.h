@@ -17,6 +17,33 @@ struct OptimizerConfig {
 
 OptimizerKind parse_optimizer(const std::string& text);  // throws kiln::Error
 
+// Settings of the CUDA backend (read when an executable makes it; the CPU backend ignores them).
+// The KILN_* environment variable named with each field overrides it when set (README.md, GPU);
+// an out-of-range field or a malformed variable is a kiln::Error naming it.
+struct CudaOptions {
+  // Time the plans cuDNN's heuristics offer for each convolution graph and keep the fastest; false
+  // keeps the heuristics' first usable plan (or the plan cache's). KILN_CUDNN_TUNE=0|1.
+  bool tune = true;
+  // Time only the first N plans that build, in heuristic order (building dominates tuning: about
+  // 5 s per graph at batch 256 on an H200 with every plan); 0 times every plan. 0 to 9999.
+  // KILN_CUDNN_TUNE_PLANS=N.
+  int tune_plans = 0;
+  // File of tuned plan choices shared by runs (src/runtime/cuda/plan_cache.h): a graph found there
+  // rebuilds the recorded plan instead of tuning, and every tuned choice is added. Empty: no file.
+  // KILN_PLAN_CACHE=<file>.
+  std::string plan_cache;
+  // File to which what tuning found is appended, one JSON object a line per graph, when the
+  // executable is destroyed. Empty: no log. KILN_TUNE_LOG=<file>.
+  std::string tune_log;
+  // Run work meant to overlap (wgrad beside dgrad) on a second, lower-priority stream; false runs
+  // it after, in issue order on the main stream. KILN_SIDE_STREAM=0|1.
+  bool side_stream = true;
+  // How many batch slices the CBR backward may pipeline its data gradient over (slice i on the
+  // side stream while the main stream prepares slice i+1); 1 turns it off, the default
+  // (src/ops/common/pipeline_slices.h says why). 1 to 99. KILN_PIPELINE_CHUNKS=N.
+  int pipeline_chunks = 1;
+};
+
 struct CompileOptions {
   Device device = Device::CPU;
   int device_index = 0;  // which GPU (cudaSetDevice ordinal) when device is CUDA
@@ -33,6 +60,7 @@ struct CompileOptions {
   bool input_grad = false;
   float label_smoothing = 0.f;
   OptimizerConfig optimizer;
+  CudaOptions cuda;  // when device is CUDA
 };
 
 }  // namespace kiln

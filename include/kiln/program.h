@@ -40,46 +40,54 @@ struct TensorSpec {
   size_t bytes() const;
 };
 
+// What an op does. Each kind's tensors and attributes are named by its contract, beside its
+// kernels in src/ops/<family>/<family>_contract.h (runtime/op_contract.h says how).
 enum class OpKind : uint8_t {
-  CONV_FWD,       // in: x, w, [b]                    out: y
-  CONV_DGRAD,     // in: dy, w                        out: dx
-  CONV_WGRAD,     // in: dy, x                        out: dw, [db]
-  BN_FWD_TRAIN,   // in: x, gamma, beta               out: y, saved_mean, saved_inv_std, running_mean, running_var (updated in place)
-  BN_BWD,         // in: dy, x, gamma, saved_mean, saved_inv_std   out: dx, dgamma, dbeta
-  BN_INF,         // in: x, gamma, beta, running_mean, running_var out: y
-  RELU_FWD,       // in: x                            out: y, mask (u8 per element)
-  RELU_BWD,       // in: dy, mask                     out: dx
-  RELU_INF,       // in: x                            out: y
-  CBR_FWD,        // in: x, w, gamma, beta            out: conv_out, y, saved_mean, saved_inv_std, bitmask (u8, 8 per byte), running_mean, running_var
-  CBR_BWD,        // in: dy, bitmask, conv_out, x, w, gamma, saved_mean, saved_inv_std  out: dx, dw, dgamma, dbeta, dconv (workspace)
-  CBR_BWD_FIRST,  // as CBR_BWD with out[0] = -1: no dX for the network's first layer
-  CBR_INF,        // in: x, w, gamma, beta, running_mean, running_var  out: y
-  MAXPOOL_FWD,    // in: x                            out: y, argmax (i32)
-  MAXPOOL_BWD,    // in: dy, argmax                   out: dx
-  MAXPOOL_INF,    // in: x                            out: y
-  AVGPOOL_FWD,    // in: x                            out: y   (count_include_pad as PyTorch's default)
-  AVGPOOL_BWD,    // in: dy                           out: dx
-  GAP_FWD,        // in: x                            out: y (N, C)
-  GAP_BWD,        // in: dy                           out: dx
-  LINEAR_FWD,     // in: x (N, F), w (O, F), [b]      out: y (N, O)
-  LINEAR_BWD,     // in: dy, x, w                     out: [dx], dw, [db]
-  DROPOUT_FWD,    // in: x                            out: y, mask (u8)  (inverted dropout)
-  DROPOUT_BWD,    // in: dy, mask                     out: dx
-  ADD_FWD,        // in: a, b                         out: y
-  GRAD_SUM,       // in: g0, g1, ...                  out: sum
-  SOFTMAX_CE,     // in: logits, labels (i32)         out: loss (f32[1], mean over batch), dlogits
-  CAST,           // in: src                          out: dst   (first min(numel) elements, dtype conversion)
-  SGD_UPDATE,     // in: grads                        out: params, momentum   (whole regions)
-  ADAMW_UPDATE,   // in: grads                        out: params, m, v       (whole regions)
+  CONV_FWD,
+  CONV_DGRAD,
+  CONV_WGRAD,
+  BN_FWD_TRAIN,
+  BN_BWD,
+  BN_INF,
+  RELU_FWD,
+  RELU_BWD,
+  RELU_INF,
+  CBR_FWD,
+  CBR_BWD,
+  CBR_BWD_FIRST,
+  CBR_INF,
+  MAXPOOL_FWD,
+  MAXPOOL_BWD,
+  MAXPOOL_INF,
+  AVGPOOL_FWD,
+  AVGPOOL_BWD,
+  GAP_FWD,
+  GAP_BWD,
+  LINEAR_FWD,
+  LINEAR_BWD,
+  DROPOUT_FWD,
+  DROPOUT_BWD,
+  ADD_FWD,
+  GRAD_SUM,
+  SOFTMAX_CE,
+  CAST,
+  SGD_UPDATE,
+  ADAMW_UPDATE,
+  ACTIVATION_FWD,
+  ACTIVATION_BWD,
+  ACTIVATION_INF,
+  COUNT_CORRECT,
 };
 
 const char* op_kind_name(OpKind kind);
 
+// One op of a program, in the generic form its contract is stored in (runtime/op_contract.h
+// writes and reads it; nothing else indexes in, out or attrs).
 struct Op {
   OpKind kind;
   int layer = -1;  // index into the program's LayerGraph (-1 for update ops)
   std::vector<int> in, out;  // tensor ids; -1 marks an absent optional tensor
-  LayerAttrs attrs;
+  std::vector<double> attrs;  // the contract's attributes
 };
 
 struct Program {
@@ -94,6 +102,10 @@ struct Program {
   int input = -1, label = -1;          // data batch (N,H,W,C), labels (N)
   int loss = -1, logits = -1;          // training outputs
   int inference_logits = -1;           // inference output
+  // With a loss: I32 [1] counts of rows whose first largest logit is the label (COUNT_CORRECT),
+  // of the training forward's logits and of the inference logits (last op of inference);
+  // labels outside [0, classes) never count. -1 in programs without a loss.
+  int train_correct = -1, inference_correct = -1;
   int output_grad = -1;                // programs without a loss: d(output), written by the caller
   int input_grad = -1;                 // with CompileOptions::input_grad: d(input)
   int param_region = -1, grad_region = -1;

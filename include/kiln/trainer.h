@@ -63,7 +63,8 @@ class Trainer {
  private:
   void check_dataset(const Dataset& data, const char* which) const;
   void copy_in(const Batch& batch);
-  int64_t correct_in(int logits_id, const Batch& batch);  // top-1 hits among the real samples
+  // The top-1 hits a COUNT_CORRECT op wrote (Program::train_correct / inference_correct).
+  int64_t correct_in(int count_id);
   std::unique_ptr<Executable> exe_;
   TrainOptions opt_;
   ChannelStats norm_;

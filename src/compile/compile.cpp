@@ -2,6 +2,7 @@
 
 #include "compile/lower_context.h"
 #include "layers/layer_def.h"
+#include "ops/loss/loss_contract.h"
 
 namespace kiln {
 
@@ -29,9 +30,25 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
     loss.name = "loss", loss.shape = {1}, loss.dtype = ctx.act_dtype == DType::F64 ? DType::F64 : DType::F32;
     loss.role = TensorRole::Output;
     program.loss = ctx.add_tensor(loss);
-    const int dlogits = ctx.activation("d:" + out_layer.name, out_layer.out_shape);
-    ctx.forward(ctx.op(OpKind::SOFTMAX_CE, last, {program.logits, program.label}, {program.loss, dlogits}));
-    ctx.set_loss_grad(last, dlogits);
+    SoftmaxCrossEntropy<TensorId> ce;
+    ce.logits = program.logits, ce.labels = program.label, ce.loss = program.loss;
+    ce.dlogits = ctx.activation("d:" + out_layer.name, out_layer.out_shape);
+    ce.label_smoothing = options.label_smoothing;
+    ctx.forward(make_op(ce, last));
+    ctx.set_loss_grad(last, ce.dlogits);
+    // Top-1 hits of the training step and of an inference batch, counted where the logits are:
+    // the trainer reads one int32 instead of the logits.
+    auto count_tensor = [&](const char* name) {
+      TensorSpec correct;
+      correct.name = name, correct.shape = {1}, correct.dtype = DType::I32, correct.role = TensorRole::Output;
+      return ctx.add_tensor(std::move(correct));
+    };
+    program.train_correct = count_tensor("correct");
+    ctx.forward(make_op(CountCorrect<TensorId>{program.logits, program.label, program.train_correct}, last));
+    program.inference_correct = count_tensor("correct:inf");
+    // Last in the inference list: every layer's inference ops are emitted by now.
+    ctx.inference(
+        make_op(CountCorrect<TensorId>{program.inference_logits, program.label, program.inference_correct}, last));
   } else {
     TensorSpec grad;
     grad.name = "d:" + out_layer.name, grad.shape = out_layer.out_shape, grad.dtype = ctx.act_dtype;

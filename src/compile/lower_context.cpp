@@ -4,6 +4,8 @@
 
 #include "kiln/error.h"
 #include "kiln/memory_plan.h"
+#include "ops/elementwise/elementwise_contract.h"
+#include "ops/optimizer/optimizer_contract.h"
 
 namespace kiln {
 
@@ -136,15 +138,11 @@ int LowerContext::grad_out(int layer) {
   }
   const TensorSpec& fwd = program.tensors.at(out(layer));
   int total = activation("d:" + this->layer(layer).name, fwd.shape, fwd.dtype);
-  backward(op(OpKind::GRAD_SUM, layer, parts, {total}));
+  GradSum<TensorId> sum;
+  sum.terms.assign(parts.begin(), parts.end());
+  sum.sum = total;
+  backward(make_op(sum, layer));
   return grad_total_[layer] = total;
-}
-
-Op LowerContext::op(OpKind kind, int layer, std::vector<int> in, std::vector<int> out) const {
-  Op o;
-  o.kind = kind, o.layer = layer, o.in = std::move(in), o.out = std::move(out);
-  if (layer >= 0) o.attrs = this->layer(layer).attrs;
-  return o;
 }
 
 void LowerContext::finish() {
@@ -186,26 +184,28 @@ void LowerContext::finish() {
     for (auto [param, copy] : compute_param_) program.tensors[copy].alias_of = program.compute_param_region;
     for (auto [param, copy] : compute_grad_) program.tensors[copy].alias_of = program.compute_grad_region;
     // Master weights -> compute copies before any op reads them; gradients back after backward.
-    Op to_compute = op(OpKind::CAST, -1, {program.param_region}, {program.compute_param_region});
+    const Op to_compute = make_op(Cast<TensorId>{program.param_region, program.compute_param_region}, -1);
     program.forward.insert(program.forward.begin(), to_compute);
     program.inference.insert(program.inference.begin(), to_compute);
-    program.backward.push_back(op(OpKind::CAST, -1, {program.compute_grad_region}, {program.grad_region}));
+    program.backward.push_back(make_op(Cast<TensorId>{program.compute_grad_region, program.grad_region}, -1));
   }
   const OptimizerConfig& opt = program.options.optimizer;
-  Op update;
-  update.layer = -1;
-  update.in = {program.grad_region};
-  update.out = {program.param_region};
   if (opt.kind == OptimizerKind::SGD) {
-    update.kind = OpKind::SGD_UPDATE;
-    program.opt_state_regions = {region("optimizer.momentum_buffer", TensorRole::OptState, param_dtype, count)};
+    SgdUpdate<TensorId> sgd;
+    sgd.grads = program.grad_region, sgd.params = program.param_region;
+    sgd.momentum_buffer = region("optimizer.momentum_buffer", TensorRole::OptState, param_dtype, count);
+    sgd.momentum = opt.momentum, sgd.weight_decay = opt.weight_decay, sgd.nesterov = opt.nesterov;
+    program.opt_state_regions = {sgd.momentum_buffer};
+    program.update.push_back(make_op(sgd, -1));
   } else {
-    update.kind = OpKind::ADAMW_UPDATE;
-    program.opt_state_regions = {region("optimizer.exp_avg", TensorRole::OptState, param_dtype, count),
-                                 region("optimizer.exp_avg_sq", TensorRole::OptState, param_dtype, count)};
+    AdamWUpdate<TensorId> adamw;
+    adamw.grads = program.grad_region, adamw.params = program.param_region;
+    adamw.exp_avg = region("optimizer.exp_avg", TensorRole::OptState, param_dtype, count);
+    adamw.exp_avg_sq = region("optimizer.exp_avg_sq", TensorRole::OptState, param_dtype, count);
+    adamw.beta1 = opt.beta1, adamw.beta2 = opt.beta2, adamw.eps = opt.eps, adamw.weight_decay = opt.weight_decay;
+    program.opt_state_regions = {adamw.exp_avg, adamw.exp_avg_sq};
+    program.update.push_back(make_op(adamw, -1));
   }
-  for (int r : program.opt_state_regions) update.out.push_back(r);
-  program.update.push_back(std::move(update));
 }
 
 }  // namespace kiln

@@ -2,12 +2,15 @@
 // State shared by the layer lowerings while a LayerGraph becomes a Program: tensor creation,
 // each layer's output tensors, and gradient routing (a layer's output gradient is the sum over
 // all its consumers, so fan-out gets private gradient tensors and a GRAD_SUM).
+#include <any>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kiln/error.h"
 #include "kiln/program.h"
+#include "runtime/op_contract.h"
 
 namespace kiln {
 
@@ -53,16 +56,31 @@ class LowerContext {
   int grad_out(int layer);
   int grad_in(int layer, int i);
   void set_grad_in(int layer, int i, int tensor);
-  // True when input i is the data batch and no gradient of it is wanted.
+  // True when input i is the data batch and no gradient of it is wanted (the first-layer pass,
+  // src/compile/passes.cpp, marks such layers unless CompileOptions::input_grad asks for dX).
   bool input_is_data(int layer, int i) const {
-    return this->layer(layer).inputs.at(i) == 0 && !program.options.input_grad;
+    return this->layer(layer).attrs.first_layer && this->layer(layer).inputs.at(i) == 0;
   }
   void set_loss_grad(int layer, int tensor) { loss_grad_[layer] = tensor; }
 
+  // Emit ops: make_op(contract, layer) of the op's contract (runtime/op_contract.h).
   void forward(Op op) { program.forward.push_back(std::move(op)); }
   void backward(Op op) { program.backward.push_back(std::move(op)); }
   void inference(Op op) { program.inference.push_back(std::move(op)); }
-  Op op(OpKind kind, int layer, std::vector<int> in, std::vector<int> out) const;
+
+  // Forward -> backward: a layer's forward lowering saves what its backward needs (its forward
+  // op's contract, say) and the backward lowering gets that value back, typed.
+  template <class Saved>
+  void save(int layer, Saved value) {
+    saved_[layer] = std::move(value);
+  }
+  template <class Saved>
+  const Saved& saved(int layer) const {
+    auto it = saved_.find(layer);
+    const Saved* value = it == saved_.end() ? nullptr : std::any_cast<Saved>(&it->second);
+    if (!value) fail("internal: layer '{}' saved nothing of this type for its backward", this->layer(layer).name);
+    return *value;
+  }
 
   // Lays out the parameter, gradient and optimizer-state regions.
   void finish();
@@ -73,6 +91,7 @@ class LowerContext {
   std::map<std::pair<int, int>, int> grad_slot_;  // (consumer layer, input index) -> tensor
   std::map<int, int> grad_of_param_;
   std::map<int, int> compute_param_, compute_grad_;  // param id -> fp16/bf16 copies
+  std::map<int, std::any> saved_;                    // layer -> what its forward saved
   std::vector<std::vector<std::pair<int, int>>> consumers_;  // per layer: (consumer, input index)
 };
 

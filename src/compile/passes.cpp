@@ -46,13 +46,12 @@ void fuse_conv_bn_relu(LayerGraph& graph) {
   graph.layers = std::move(kept);
 }
 
-// Convolutions reading the data batch need no input gradient: their backward skips dgrad.
+// Layers reading the data batch need no input gradient (convolutions skip dgrad): the one place
+// that decides it; lowering asks LowerContext::input_is_data, which reads this mark.
 void mark_first_layer(LayerGraph& graph) {
-  for (Layer& layer : graph.layers) {
-    const bool reads_data = layer.inputs.size() == 1 && layer.inputs[0] == 0;
-    if (layer.kind == LayerKind::Conv || layer.kind == LayerKind::CBR || layer.kind == LayerKind::Linear)
-      layer.attrs.first_layer = reads_data;
-  }
+  for (Layer& layer : graph.layers)
+    layer.attrs.first_layer = layer.kind != LayerKind::Input &&
+                              std::find(layer.inputs.begin(), layer.inputs.end(), 0) != layer.inputs.end();
 }
 
 void check_target_limits(const LayerGraph& graph, const CompileOptions& options) {

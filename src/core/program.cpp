@@ -45,6 +45,7 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::Linear: return "fc";
     case LayerKind::Dropout: return "dropout";
     case LayerKind::Add: return "add";
+    case LayerKind::Activation: return "activation";
     case LayerKind::SoftmaxCrossEntropy: return "softmax_ce";
     case LayerKind::Sequence: return "seq";
     case LayerKind::Residual: return "residual";
@@ -62,6 +63,7 @@ const char* op_kind_name(OpKind kind) {
     KILN_OP(MAXPOOL_INF) KILN_OP(AVGPOOL_FWD) KILN_OP(AVGPOOL_BWD) KILN_OP(GAP_FWD) KILN_OP(GAP_BWD)
     KILN_OP(LINEAR_FWD) KILN_OP(LINEAR_BWD) KILN_OP(DROPOUT_FWD) KILN_OP(DROPOUT_BWD) KILN_OP(ADD_FWD)
     KILN_OP(GRAD_SUM) KILN_OP(SOFTMAX_CE) KILN_OP(CAST) KILN_OP(SGD_UPDATE) KILN_OP(ADAMW_UPDATE)
+    KILN_OP(ACTIVATION_FWD) KILN_OP(ACTIVATION_BWD) KILN_OP(ACTIVATION_INF) KILN_OP(COUNT_CORRECT)
 #undef KILN_OP
   }
   return "?";

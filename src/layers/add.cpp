@@ -1,5 +1,6 @@
 // Residual add. Its backward is free: both inputs receive the output gradient itself.
 #include "layers/layer_def.h"
+#include "ops/elementwise/elementwise_contract.h"
 
 namespace kiln {
 namespace {
@@ -16,10 +17,10 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const int y = ctx.activation(layer.name, layer.out_shape);
-  ctx.forward(ctx.op(OpKind::ADD_FWD, index, {ctx.in(index, 0), ctx.in(index, 1)}, {y}));
+  ctx.forward(make_op(Add<TensorId>{ctx.in(index, 0), ctx.in(index, 1), y}, index));
   ctx.set_out(index, y);
   const int yi = ctx.activation(layer.name + ":inf", layer.out_shape);
-  ctx.inference(ctx.op(OpKind::ADD_FWD, index, {ctx.infer_in(index, 0), ctx.infer_in(index, 1)}, {yi}));
+  ctx.inference(make_op(Add<TensorId>{ctx.infer_in(index, 0), ctx.infer_in(index, 1), yi}, index));
   ctx.set_infer_out(index, yi);
 }
 
@@ -31,6 +32,6 @@ void lower_backward(LowerContext& ctx, int index) {
 
 }  // namespace
 
-extern const LayerDef kAddLayer{infer, lower_forward, lower_backward};
+extern const LayerDef kAddLayer{LayerKind::Add, infer, lower_forward, lower_backward};
 
 }  // namespace kiln

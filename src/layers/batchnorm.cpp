@@ -1,4 +1,5 @@
 #include "layers/layer_def.h"
+#include "ops/batchnorm/batchnorm_contract.h"
 
 namespace kiln {
 namespace {
@@ -17,36 +18,44 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const Shape c = {layer.out_shape.back()};
-  const int gamma = ctx.param(layer.name + ".weight", c, Init::Ones);
-  const int beta = ctx.param(layer.name + ".bias", c, Init::Zeros);
-  const int rmean = ctx.buffer(layer.name + ".running_mean", c, Init::Zeros);
-  const int rvar = ctx.buffer(layer.name + ".running_var", c, Init::Ones);
-  const int y = ctx.activation(layer.name, layer.out_shape);
-  const int mean = ctx.activation(layer.name + ":saved_mean", c, ctx.param_dtype);
-  const int inv_std = ctx.activation(layer.name + ":saved_inv_std", c, ctx.param_dtype);
-  ctx.forward(ctx.op(OpKind::BN_FWD_TRAIN, index, {ctx.in(index, 0), gamma, beta},
-                     {y, mean, inv_std, rmean, rvar}));
-  ctx.set_out(index, y);
-  const int yi = ctx.activation(layer.name + ":inf", layer.out_shape);
-  ctx.inference(ctx.op(OpKind::BN_INF, index, {ctx.infer_in(index, 0), gamma, beta, rmean, rvar}, {yi}));
-  ctx.set_infer_out(index, yi);
+  BnForwardTrain<TensorId> f;
+  f.x = ctx.in(index, 0);
+  f.gamma = ctx.param(layer.name + ".weight", c, Init::Ones);
+  f.beta = ctx.param(layer.name + ".bias", c, Init::Zeros);
+  f.running_mean = ctx.buffer(layer.name + ".running_mean", c, Init::Zeros);
+  f.running_var = ctx.buffer(layer.name + ".running_var", c, Init::Ones);
+  f.y = ctx.activation(layer.name, layer.out_shape);
+  f.saved_mean = ctx.activation(layer.name + ":saved_mean", c, ctx.param_dtype);
+  f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", c, ctx.param_dtype);
+  f.eps = layer.attrs.eps, f.momentum = layer.attrs.momentum;
+  ctx.forward(make_op(f, index));
+  ctx.set_out(index, f.y);
+  ctx.save(index, f);
+
+  BnInference<TensorId> inf;
+  inf.x = ctx.infer_in(index, 0);
+  inf.gamma = f.gamma, inf.beta = f.beta, inf.running_mean = f.running_mean, inf.running_var = f.running_var;
+  inf.y = ctx.activation(layer.name + ":inf", layer.out_shape);
+  inf.eps = layer.attrs.eps;
+  ctx.inference(make_op(inf, index));
+  ctx.set_infer_out(index, inf.y);
 }
 
 void lower_backward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
-  const Program& p = ctx.program;
-  const int gamma = p.find(layer.name + ".weight"), beta = p.find(layer.name + ".bias");
-  int dx = ctx.grad_in(index, 0);
+  const auto& f = ctx.saved<BnForwardTrain<TensorId>>(index);
+  BnBackward<TensorId> b;
+  b.dx = ctx.grad_in(index, 0);
   // BN straight on the data batch still trains gamma/beta; its dX goes to a scratch tensor.
-  if (dx < 0) dx = ctx.activation(layer.name + ":unused_dx", layer.out_shape);
-  ctx.backward(ctx.op(OpKind::BN_BWD, index,
-                      {ctx.grad_out(index), ctx.in(index, 0), gamma, p.find(layer.name + ":saved_mean"),
-                       p.find(layer.name + ":saved_inv_std")},
-                      {dx, ctx.grad_of(gamma), ctx.grad_of(beta)}));
+  if (!b.dx.present()) b.dx = ctx.activation(layer.name + ":unused_dx", layer.out_shape);
+  b.dy = ctx.grad_out(index);
+  b.x = f.x, b.gamma = f.gamma, b.saved_mean = f.saved_mean, b.saved_inv_std = f.saved_inv_std;
+  b.dgamma = ctx.grad_of(f.gamma), b.dbeta = ctx.grad_of(f.beta);
+  ctx.backward(make_op(b, index));
 }
 
 }  // namespace
 
-extern const LayerDef kBatchNormLayer{infer, lower_forward, lower_backward};
+extern const LayerDef kBatchNormLayer{LayerKind::BatchNorm, infer, lower_forward, lower_backward};
 
 }  // namespace kiln

@@ -1,5 +1,9 @@
 #include "layers/layer_def.h"
 
+#include <utility>
+
+#include "ops/cbr/cbr_contract.h"
+
 namespace kiln {
 namespace {
 
@@ -8,16 +12,12 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
   return conv_output_shape(layer, inputs);
 }
 
-struct CbrTensors {
-  int w, w_compute, gamma, beta, rmean, rvar;
+// What the backward lowering takes from the forward's: its op and the master conv weight (the
+// forward reads the weight's compute copy; the gradient goes to the weight's own).
+struct CbrSaved {
+  CbrForward<TensorId> fwd;
+  TensorId weight;
 };
-
-CbrTensors named_params(const LowerContext& ctx, const Layer& layer) {
-  const Program& p = ctx.program;
-  const int w = p.find(layer.conv_name + ".weight");
-  return {w, ctx.compute_param(w), p.find(layer.bn_name + ".weight"), p.find(layer.bn_name + ".bias"),
-          p.find(layer.bn_name + ".running_mean"), p.find(layer.bn_name + ".running_var")};
-}
 
 // One fused operator with all its tensors fixed up front (CBR.md): the conv output and batch
 // statistics are kept for backward, the ReLU mask is packed 8 elements per byte.
@@ -27,46 +27,55 @@ void lower_forward(LowerContext& ctx, int index) {
   const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3];
   const int64_t k = a.out_channels, rs = int64_t(a.kernel) * a.kernel;
   const Shape kc = {k};
-  ctx.param(layer.conv_name + ".weight", {k, a.kernel, a.kernel, c}, Init::KaimingNormalFanOut, c * rs, k * rs,
-            /*compute_copy=*/true);
-  ctx.param(layer.bn_name + ".weight", kc, Init::Ones);
-  ctx.param(layer.bn_name + ".bias", kc, Init::Zeros);
-  ctx.buffer(layer.bn_name + ".running_mean", kc, Init::Zeros);
-  ctx.buffer(layer.bn_name + ".running_var", kc, Init::Ones);
-  const CbrTensors t = named_params(ctx, layer);
+  const int w = ctx.param(layer.conv_name + ".weight", {k, a.kernel, a.kernel, c}, Init::KaimingNormalFanOut, c * rs,
+                          k * rs, /*compute_copy=*/true);
+  CbrForward<TensorId> f;
+  f.x = ctx.in(index, 0);
+  f.w = ctx.compute_param(w);
+  f.gamma = ctx.param(layer.bn_name + ".weight", kc, Init::Ones);
+  f.beta = ctx.param(layer.bn_name + ".bias", kc, Init::Zeros);
+  f.running_mean = ctx.buffer(layer.bn_name + ".running_mean", kc, Init::Zeros);
+  f.running_var = ctx.buffer(layer.bn_name + ".running_var", kc, Init::Ones);
+  f.conv_out = ctx.activation(layer.name + ":conv_out", layer.out_shape);
+  f.y = ctx.activation(layer.name, layer.out_shape);
+  f.saved_mean = ctx.activation(layer.name + ":saved_mean", kc, ctx.param_dtype);
+  f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", kc, ctx.param_dtype);
+  f.bitmask = ctx.activation(layer.name + ":bitmask", {(numel(layer.out_shape) + 7) / 8}, DType::U8);
+  f.stride = a.stride, f.padding = a.padding, f.eps = a.eps, f.momentum = a.momentum;
+  ctx.forward(make_op(f, index));
+  ctx.set_out(index, f.y);
+  ctx.save(index, CbrSaved{f, w});
 
-  const int conv_out = ctx.activation(layer.name + ":conv_out", layer.out_shape);
-  const int y = ctx.activation(layer.name, layer.out_shape);
-  const int mean = ctx.activation(layer.name + ":saved_mean", kc, ctx.param_dtype);
-  const int inv_std = ctx.activation(layer.name + ":saved_inv_std", kc, ctx.param_dtype);
-  const int bitmask = ctx.activation(layer.name + ":bitmask", {(numel(layer.out_shape) + 7) / 8}, DType::U8);
-  ctx.forward(ctx.op(OpKind::CBR_FWD, index, {ctx.in(index, 0), t.w_compute, t.gamma, t.beta},
-                     {conv_out, y, mean, inv_std, bitmask, t.rmean, t.rvar}));
-  ctx.set_out(index, y);
-
-  const int yi = ctx.activation(layer.name + ":inf", layer.out_shape);
-  ctx.inference(ctx.op(OpKind::CBR_INF, index,
-                       {ctx.infer_in(index, 0), t.w_compute, t.gamma, t.beta, t.rmean, t.rvar}, {yi}));
-  ctx.set_infer_out(index, yi);
+  CbrInference<TensorId> inf;
+  inf.x = ctx.infer_in(index, 0);
+  inf.w = f.w, inf.gamma = f.gamma, inf.beta = f.beta, inf.running_mean = f.running_mean;
+  inf.running_var = f.running_var;
+  inf.y = ctx.activation(layer.name + ":inf", layer.out_shape);
+  inf.stride = a.stride, inf.padding = a.padding, inf.eps = a.eps;
+  ctx.inference(make_op(inf, index));
+  ctx.set_infer_out(index, inf.y);
 }
 
 void lower_backward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
-  const Program& p = ctx.program;
-  const CbrTensors t = named_params(ctx, layer);
-  const int dconv = ctx.activation(layer.name + ":dconv", layer.out_shape);
-  const int dx = ctx.grad_in(index, 0);
+  const CbrSaved& saved = ctx.saved<CbrSaved>(index);
+  const CbrForward<TensorId>& f = saved.fwd;
+  CbrBackward<TensorId> b;
+  b.dconv = ctx.activation(layer.name + ":dconv", layer.out_shape);
+  b.dx = ctx.grad_in(index, 0);
+  b.dy = ctx.grad_out(index);
+  b.bitmask = f.bitmask, b.conv_out = f.conv_out, b.x = f.x, b.w = f.w, b.gamma = f.gamma;
+  b.saved_mean = f.saved_mean, b.saved_inv_std = f.saved_inv_std;
+  b.dw = ctx.compute_grad(saved.weight), b.dgamma = ctx.grad_of(f.gamma), b.dbeta = ctx.grad_of(f.beta);
+  b.stride = f.stride, b.padding = f.padding;
+  Op op = make_op(b, index);
   // The network's first layer reads the data batch: no dX, so dgrad is skipped entirely.
-  const OpKind kind = dx < 0 ? OpKind::CBR_BWD_FIRST : OpKind::CBR_BWD;
-  ctx.backward(ctx.op(kind, index,
-                      {ctx.grad_out(index), p.find(layer.name + ":bitmask"), p.find(layer.name + ":conv_out"),
-                       ctx.in(index, 0), t.w_compute, t.gamma, p.find(layer.name + ":saved_mean"),
-                       p.find(layer.name + ":saved_inv_std")},
-                      {dx, ctx.compute_grad(t.w), ctx.grad_of(t.gamma), ctx.grad_of(t.beta), dconv}));
+  if (!b.dx.present()) op.kind = OpKind::CBR_BWD_FIRST;
+  ctx.backward(std::move(op));
 }
 
 }  // namespace
 
-extern const LayerDef kCbrLayer{infer, lower_forward, lower_backward};
+extern const LayerDef kCbrLayer{LayerKind::CBR, infer, lower_forward, lower_backward};
 
 }  // namespace kiln

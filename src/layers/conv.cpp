@@ -1,7 +1,16 @@
 #include "layers/layer_def.h"
+#include "ops/conv/conv_contract.h"
 
 namespace kiln {
 namespace {
+
+// What the backward lowering needs from forward: the training forward op and the weight
+// parameter itself (the op reads its compute copy in mixed precision; gradients go to the
+// parameter's).
+struct ConvSaved {
+  ConvForward<TensorId> fwd;
+  TensorId weight;
+};
 
 Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return conv_output_shape(layer, inputs); }
 
@@ -14,28 +23,42 @@ void lower_forward(LowerContext& ctx, int index) {
   const int w = ctx.param(layer.name + ".weight", {k, a.kernel, a.kernel, c}, Init::KaimingNormalFanOut,
                           c * rs, k * rs, /*compute_copy=*/true);
   const int b = a.bias ? ctx.param(layer.name + ".bias", {k}, Init::UniformFanIn, c * rs, k * rs) : -1;
-  const int y = ctx.activation(layer.name, layer.out_shape);
-  // In mixed precision the bias stays fp32, as cuDNN's bias input does.
-  ctx.forward(ctx.op(OpKind::CONV_FWD, index, {ctx.in(index, 0), ctx.compute_param(w), b}, {y}));
-  ctx.set_out(index, y);
-  const int yi = ctx.activation(layer.name + ":inf", layer.out_shape);
-  ctx.inference(ctx.op(OpKind::CONV_FWD, index, {ctx.infer_in(index, 0), ctx.compute_param(w), b}, {yi}));
-  ctx.set_infer_out(index, yi);
+  ConvForward<TensorId> fwd;
+  fwd.x = ctx.in(index, 0), fwd.w = ctx.compute_param(w);
+  fwd.bias = b;  // in mixed precision the bias stays fp32, as cuDNN's bias input does
+  fwd.y = ctx.activation(layer.name, layer.out_shape);
+  fwd.stride = a.stride, fwd.padding = a.padding;
+  ctx.forward(make_op(fwd, index));
+  ctx.set_out(index, fwd.y);
+  ctx.save(index, ConvSaved{fwd, w});
+
+  ConvForward<TensorId> inf = fwd;
+  inf.x = ctx.infer_in(index, 0);
+  inf.y = ctx.activation(layer.name + ":inf", layer.out_shape);
+  ctx.inference(make_op(inf, index));
+  ctx.set_infer_out(index, inf.y);
 }
 
 void lower_backward(LowerContext& ctx, int index) {
-  const Layer& layer = ctx.layer(index);
+  const ConvSaved& s = ctx.saved<ConvSaved>(index);
+  const ConvForward<TensorId>& f = s.fwd;
   const int dy = ctx.grad_out(index);
-  const int w = ctx.program.find(layer.name + ".weight");
-  const int b = ctx.program.find(layer.name + ".bias");
-  ctx.backward(ctx.op(OpKind::CONV_WGRAD, index, {dy, ctx.in(index, 0)},
-                      {ctx.compute_grad(w), b >= 0 ? ctx.grad_of(b) : -1}));
+  ConvWgrad<TensorId> wgrad;
+  wgrad.dy = dy, wgrad.x = f.x, wgrad.dw = ctx.compute_grad(s.weight);
+  wgrad.dbias = f.bias.present() ? TensorId(ctx.grad_of(f.bias)) : TensorId();
+  wgrad.stride = f.stride, wgrad.padding = f.padding;
+  ctx.backward(make_op(wgrad, index));
   const int dx = ctx.grad_in(index, 0);
-  if (dx >= 0) ctx.backward(ctx.op(OpKind::CONV_DGRAD, index, {dy, ctx.compute_param(w)}, {dx}));
+  if (dx >= 0) {
+    ConvDgrad<TensorId> dgrad;
+    dgrad.dy = dy, dgrad.w = f.w, dgrad.dx = dx;
+    dgrad.stride = f.stride, dgrad.padding = f.padding;
+    ctx.backward(make_op(dgrad, index));
+  }
 }
 
 }  // namespace
 
-extern const LayerDef kConvLayer{infer, lower_forward, lower_backward};
+extern const LayerDef kConvLayer{LayerKind::Conv, infer, lower_forward, lower_backward};
 
 }  // namespace kiln

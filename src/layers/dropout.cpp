@@ -1,4 +1,5 @@
 #include "layers/layer_def.h"
+#include "ops/elementwise/elementwise_contract.h"
 
 namespace kiln {
 namespace {
@@ -11,22 +12,28 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
 
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
-  const int y = ctx.activation(layer.name, layer.out_shape);
-  const int mask = ctx.activation(layer.name + ":mask", layer.out_shape, DType::U8);
-  ctx.forward(ctx.op(OpKind::DROPOUT_FWD, index, {ctx.in(index, 0)}, {y, mask}));
-  ctx.set_out(index, y);
+  DropoutForward<TensorId> fwd;
+  fwd.x = ctx.in(index, 0);
+  fwd.y = ctx.activation(layer.name, layer.out_shape);
+  fwd.mask = ctx.activation(layer.name + ":mask", layer.out_shape, DType::U8);
+  fwd.p = layer.attrs.p;
+  ctx.forward(make_op(fwd, index));
+  ctx.save(index, fwd);
+  ctx.set_out(index, fwd.y);
   ctx.set_infer_out(index, ctx.infer_in(index, 0));  // identity in eval mode
 }
 
 void lower_backward(LowerContext& ctx, int index) {
   const int dx = ctx.grad_in(index, 0);
   if (dx < 0) return;
-  const int mask = ctx.program.find(ctx.layer(index).name + ":mask");
-  ctx.backward(ctx.op(OpKind::DROPOUT_BWD, index, {ctx.grad_out(index), mask}, {dx}));
+  const auto& f = ctx.saved<DropoutForward<TensorId>>(index);
+  DropoutBackward<TensorId> bwd;
+  bwd.dy = ctx.grad_out(index), bwd.mask = f.mask, bwd.dx = dx, bwd.p = f.p;
+  ctx.backward(make_op(bwd, index));
 }
 
 }  // namespace
 
-extern const LayerDef kDropoutLayer{infer, lower_forward, lower_backward};
+extern const LayerDef kDropoutLayer{LayerKind::Dropout, infer, lower_forward, lower_backward};
 
 }  // namespace kiln

@@ -25,6 +25,6 @@ void lower_backward(LowerContext& ctx, int index) {
 
 }  // namespace
 
-extern const LayerDef kFlattenLayer{infer, lower_forward, lower_backward};
+extern const LayerDef kFlattenLayer{LayerKind::Flatten, infer, lower_forward, lower_backward};
 
 }  // namespace kiln

@@ -25,6 +25,6 @@ void lower_backward(LowerContext& ctx, int index) {
 
 }  // namespace
 
-extern const LayerDef kInputLayer{infer, lower_forward, lower_backward};
+extern const LayerDef kInputLayer{LayerKind::Input, infer, lower_forward, lower_backward};
 
 }  // namespace kiln

@@ -2,26 +2,9 @@
 
 namespace kiln {
 
-extern const LayerDef kInputLayer, kConvLayer, kBatchNormLayer, kReluLayer, kCbrLayer,
-    kMaxPoolLayer, kAvgPoolLayer, kGlobalAvgPoolLayer, kFlattenLayer, kLinearLayer,
-    kDropoutLayer, kAddLayer;
-
 const LayerDef& layer_def(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::Input: return kInputLayer;
-    case LayerKind::Conv: return kConvLayer;
-    case LayerKind::BatchNorm: return kBatchNormLayer;
-    case LayerKind::ReLU: return kReluLayer;
-    case LayerKind::CBR: return kCbrLayer;
-    case LayerKind::MaxPool: return kMaxPoolLayer;
-    case LayerKind::AvgPool: return kAvgPoolLayer;
-    case LayerKind::GlobalAvgPool: return kGlobalAvgPoolLayer;
-    case LayerKind::Flatten: return kFlattenLayer;
-    case LayerKind::Linear: return kLinearLayer;
-    case LayerKind::Dropout: return kDropoutLayer;
-    case LayerKind::Add: return kAddLayer;
-    default: break;
-  }
+  for (const LayerDef* def : all_layer_defs())
+    if (def->kind == kind) return *def;
   fail("internal: layer kind '{}' has no lowering", layer_kind_name(kind));
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Each layer kind is described in one file of src/layers/: how its output shape follows from
 // its inputs, which tensors it needs and which ops it emits for forward, backward and
-// inference. Nothing else in the compiler switches on the layer kind.
+// inference. The file defines `extern const LayerDef k<Name>Layer{LayerKind::<Name>, ...}`;
+// the build collects every such definition (cmake/layer_defs.cmake), so no list is kept by hand.
 #include <vector>
 
 #include "compile/lower_context.h"
@@ -11,6 +12,7 @@
 namespace kiln {
 
 struct LayerDef {
+  LayerKind kind;
   // Output shape from input shapes; throws kiln::Error naming the layer and the fix.
   Shape (*infer_shape)(const Layer& layer, const std::vector<Shape>& inputs);
   // Declares the layer's tensors and emits its training-forward and inference ops.
@@ -19,7 +21,8 @@ struct LayerDef {
   void (*lower_backward)(LowerContext& ctx, int layer);
 };
 
-const LayerDef& layer_def(LayerKind kind);
+const LayerDef& layer_def(LayerKind kind);  // throws an internal kiln::Error for a kind without one
+const std::vector<const LayerDef*>& all_layer_defs();  // generated
 
 // Shared checks for shape inference.
 const Shape& single_input(const Layer& layer, const std::vector<Shape>& inputs);

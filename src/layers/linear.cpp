@@ -1,4 +1,5 @@
 #include "layers/layer_def.h"
+#include "ops/linear/linear_contract.h"
 
 namespace kiln {
 namespace {
@@ -18,26 +19,34 @@ void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const int64_t f = ctx.program.tensors[ctx.in(index, 0)].shape[1];
   const int64_t o = layer.attrs.out_channels;
-  const int w = ctx.param(layer.name + ".weight", {o, f}, Init::UniformFanIn, f, o);
-  const int b = layer.attrs.bias ? ctx.param(layer.name + ".bias", {o}, Init::UniformFanIn, f, o) : -1;
-  const int y = ctx.activation(layer.name, layer.out_shape);
-  ctx.forward(ctx.op(OpKind::LINEAR_FWD, index, {ctx.in(index, 0), w, b}, {y}));
-  ctx.set_out(index, y);
-  const int yi = ctx.activation(layer.name + ":inf", layer.out_shape);
-  ctx.inference(ctx.op(OpKind::LINEAR_FWD, index, {ctx.infer_in(index, 0), w, b}, {yi}));
-  ctx.set_infer_out(index, yi);
+  LinearForward<TensorId> fwd;
+  fwd.x = ctx.in(index, 0);
+  fwd.w = ctx.param(layer.name + ".weight", {o, f}, Init::UniformFanIn, f, o);
+  fwd.bias = layer.attrs.bias ? ctx.param(layer.name + ".bias", {o}, Init::UniformFanIn, f, o) : -1;
+  fwd.y = ctx.activation(layer.name, layer.out_shape);
+  ctx.forward(make_op(fwd, index));
+  ctx.set_out(index, fwd.y);
+  ctx.save(index, fwd);
+
+  LinearForward<TensorId> inf = fwd;
+  inf.x = ctx.infer_in(index, 0);
+  inf.y = ctx.activation(layer.name + ":inf", layer.out_shape);
+  ctx.inference(make_op(inf, index));
+  ctx.set_infer_out(index, inf.y);
 }
 
 void lower_backward(LowerContext& ctx, int index) {
-  const Layer& layer = ctx.layer(index);
-  const int w = ctx.program.find(layer.name + ".weight");
-  const int b = ctx.program.find(layer.name + ".bias");
-  ctx.backward(ctx.op(OpKind::LINEAR_BWD, index, {ctx.grad_out(index), ctx.in(index, 0), w},
-                      {ctx.grad_in(index, 0), ctx.grad_of(w), b >= 0 ? ctx.grad_of(b) : -1}));
+  const auto& f = ctx.saved<LinearForward<TensorId>>(index);
+  LinearBackward<TensorId> bwd;
+  bwd.dy = ctx.grad_out(index), bwd.x = f.x, bwd.w = f.w;
+  bwd.dx = ctx.grad_in(index, 0);
+  bwd.dw = ctx.grad_of(f.w);
+  bwd.dbias = f.bias.present() ? TensorId(ctx.grad_of(f.bias)) : TensorId();
+  ctx.backward(make_op(bwd, index));
 }
 
 }  // namespace
 
-extern const LayerDef kLinearLayer{infer, lower_forward, lower_backward};
+extern const LayerDef kLinearLayer{LayerKind::Linear, infer, lower_forward, lower_backward};
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Max, average and global average pooling: no parameters, one op each way.
 #include "layers/layer_def.h"
+#include "ops/pool/pool_contract.h"
 
 namespace kiln {
 namespace {
@@ -16,48 +17,74 @@ Shape infer_global(const Layer& layer, const std::vector<Shape>& inputs) {
   return {x[0], x[3]};
 }
 
+PoolWindow window_of(const Layer& layer) { return {layer.attrs.kernel, layer.attrs.stride, layer.attrs.padding}; }
+
 void lower_forward_max(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
-  const int y = ctx.activation(layer.name, layer.out_shape);
-  const int argmax = ctx.activation(layer.name + ":argmax", layer.out_shape, DType::I32);
-  ctx.forward(ctx.op(OpKind::MAXPOOL_FWD, index, {ctx.in(index, 0)}, {y, argmax}));
-  ctx.set_out(index, y);
-  const int yi = ctx.activation(layer.name + ":inf", layer.out_shape);
-  ctx.inference(ctx.op(OpKind::MAXPOOL_INF, index, {ctx.infer_in(index, 0)}, {yi}));
-  ctx.set_infer_out(index, yi);
+  MaxPoolForward<TensorId> fwd;
+  fwd.x = ctx.in(index, 0);
+  fwd.y = ctx.activation(layer.name, layer.out_shape);
+  fwd.argmax = ctx.activation(layer.name + ":argmax", layer.out_shape, DType::I32);
+  fwd.window = window_of(layer);
+  ctx.forward(make_op(fwd, index));
+  ctx.save(index, fwd);
+  ctx.set_out(index, fwd.y);
+  MaxPoolInference<TensorId> inf;
+  inf.x = ctx.infer_in(index, 0);
+  inf.y = ctx.activation(layer.name + ":inf", layer.out_shape);
+  inf.window = fwd.window;
+  ctx.inference(make_op(inf, index));
+  ctx.set_infer_out(index, inf.y);
 }
 
 void lower_backward_max(LowerContext& ctx, int index) {
   const int dx = ctx.grad_in(index, 0);
   if (dx < 0) return;
-  const int argmax = ctx.program.find(ctx.layer(index).name + ":argmax");
-  ctx.backward(ctx.op(OpKind::MAXPOOL_BWD, index, {ctx.grad_out(index), argmax}, {dx}));
+  const auto& f = ctx.saved<MaxPoolForward<TensorId>>(index);
+  MaxPoolBackward<TensorId> bwd;
+  bwd.dy = ctx.grad_out(index), bwd.argmax = f.argmax, bwd.dx = dx, bwd.window = f.window;
+  ctx.backward(make_op(bwd, index));
 }
 
-// Average pools need nothing saved: the same op serves training and inference.
-template <OpKind Fwd>
+// Average pools need nothing saved: the same op serves training and inference. The sliding
+// one carries the layer's window, the global one none.
+template <class Contract>
+void set_window(Contract& c, const Layer& layer) {
+  if constexpr (requires { c.window; }) c.window = window_of(layer);
+}
+
+template <template <class> class Fwd>
 void lower_forward_avg(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
-  const int y = ctx.activation(layer.name, layer.out_shape);
-  ctx.forward(ctx.op(Fwd, index, {ctx.in(index, 0)}, {y}));
-  ctx.set_out(index, y);
-  const int yi = ctx.activation(layer.name + ":inf", layer.out_shape);
-  ctx.inference(ctx.op(Fwd, index, {ctx.infer_in(index, 0)}, {yi}));
-  ctx.set_infer_out(index, yi);
+  Fwd<TensorId> fwd;
+  fwd.x = ctx.in(index, 0);
+  fwd.y = ctx.activation(layer.name, layer.out_shape);
+  set_window(fwd, layer);
+  ctx.forward(make_op(fwd, index));
+  ctx.set_out(index, fwd.y);
+  Fwd<TensorId> inf = fwd;
+  inf.x = ctx.infer_in(index, 0);
+  inf.y = ctx.activation(layer.name + ":inf", layer.out_shape);
+  ctx.inference(make_op(inf, index));
+  ctx.set_infer_out(index, inf.y);
 }
 
-template <OpKind Bwd>
+template <template <class> class Bwd>
 void lower_backward_avg(LowerContext& ctx, int index) {
   const int dx = ctx.grad_in(index, 0);
-  if (dx >= 0) ctx.backward(ctx.op(Bwd, index, {ctx.grad_out(index)}, {dx}));
+  if (dx < 0) return;
+  Bwd<TensorId> bwd;
+  bwd.dy = ctx.grad_out(index), bwd.dx = dx;
+  set_window(bwd, ctx.layer(index));
+  ctx.backward(make_op(bwd, index));
 }
 
 }  // namespace
 
-extern const LayerDef kMaxPoolLayer{infer_window, lower_forward_max, lower_backward_max};
-extern const LayerDef kAvgPoolLayer{infer_window, lower_forward_avg<OpKind::AVGPOOL_FWD>,
-                                    lower_backward_avg<OpKind::AVGPOOL_BWD>};
-extern const LayerDef kGlobalAvgPoolLayer{infer_global, lower_forward_avg<OpKind::GAP_FWD>,
-                                          lower_backward_avg<OpKind::GAP_BWD>};
+extern const LayerDef kMaxPoolLayer{LayerKind::MaxPool, infer_window, lower_forward_max, lower_backward_max};
+extern const LayerDef kAvgPoolLayer{LayerKind::AvgPool, infer_window, lower_forward_avg<AvgPoolForward>,
+                                    lower_backward_avg<AvgPoolBackward>};
+extern const LayerDef kGlobalAvgPoolLayer{LayerKind::GlobalAvgPool, infer_global, lower_forward_avg<GlobalAvgPoolForward>,
+                                          lower_backward_avg<GlobalAvgPoolBackward>};
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "kiln/dtype.h"
+#include "kiln/options.h"
 
 namespace kiln {
 
@@ -28,8 +29,9 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
-// GPU `index` (cudaSetDevice ordinal); throws kiln::Error when built without CUDA or when that
-// GPU does not exist.
-std::unique_ptr<Backend> make_cuda_backend(int index);
+// GPU `index` (cudaSetDevice ordinal) with the CUDA settings of the program (CompileOptions::cuda;
+// the KILN_* environment variables override them); throws kiln::Error when built without CUDA,
+// when that GPU does not exist or when a setting is invalid.
+std::unique_ptr<Backend> make_cuda_backend(int index, const CudaOptions& options);
 
 }  // namespace kiln

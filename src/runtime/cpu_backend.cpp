@@ -31,7 +31,7 @@ std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend
 #ifndef KILN_WITH_CUDA
 void register_cuda_ops() {}
 
-std::unique_ptr<Backend> make_cuda_backend(int) {
+std::unique_ptr<Backend> make_cuda_backend(int, const CudaOptions&) {
   fail("this kiln build has no CUDA backend (nvcc, cuDNN or cudnn-frontend were not found when it was "
        "built); use --device cpu, or rebuild on a machine with them (scripts/setup.sh)");
 }

@@ -44,7 +44,7 @@ void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
 
 Executable::Executable(Program program, uint64_t seed) : program_(std::move(program)) {
   if (program_.options.device == Device::CUDA) {
-    backend_ = make_cuda_backend(program_.options.device_index);
+    backend_ = make_cuda_backend(program_.options.device_index, program_.options.cuda);
     register_cuda_ops();
   } else {
     backend_ = make_cpu_backend();

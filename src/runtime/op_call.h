@@ -7,6 +7,7 @@
 #include "kiln/executable.h"
 #include "kiln/program.h"
 #include "runtime/backend.h"
+#include "runtime/op_contract.h"
 
 namespace kiln {
 
@@ -37,14 +38,59 @@ using OpFn = void (*)(const OpCall& call);
 // tunes what the op needs (cuDNN plans) and requests its workspace from the backend.
 using PrepareFn = void (*)(const OpCall& call);
 
-// Each op family registers its kernels from one function (e.g. register_conv_cpu), called by
-// the backend's register function: explicit calls survive static linking, static
-// constructors would not.
-void register_op(Device device, OpKind kind, OpFn fn, PrepareFn prepare = nullptr);
+// An op's tensors and attributes as its contract names them (op_contract.h), bound to memory.
+template <template <class> class C>
+C<TensorArg> op_args(const OpCall& call) {
+  C<TensorArg> args{};
+  contract_detail::Decode<OpCall, TensorArg> d{call};
+  args.fields(d);
+  if (d.next_in != call.in.size() || d.next_out != call.out.size() || d.next_attr != call.op.attrs.size())
+    fail("{}: the program gives this op {} inputs, {} outputs and {} attributes, its contract {}, {} and {}; "
+         "it is malformed (recompile it)",
+         call.where(), call.in.size(), call.out.size(), call.op.attrs.size(), d.next_in, d.next_out, d.next_attr);
+  return args;
+}
+
+// One kernel of a family's table: the contract's kind (or `kind`, for a contract shared by two
+// kinds) run by Run with the op's named arguments, after Prepare when the program is built.
+struct OpKernel {
+  OpKind kind;
+  OpFn run;
+  PrepareFn prepare = nullptr;
+};
+
+template <template <class> class C>
+using KernelFn = void (*)(const OpCall& call, const C<TensorArg>& args);
+
+namespace contract_detail {
+template <template <class> class C, KernelFn<C> F>
+void call_with_args(const OpCall& call) {
+  F(call, op_args<C>(call));
+}
+}  // namespace contract_detail
+
+template <template <class> class C, KernelFn<C> Run, KernelFn<C> Prepare = nullptr>
+OpKernel kernel(OpKind kind = C<TensorArg>::kind) {
+  PrepareFn prepare = nullptr;
+  if constexpr (Prepare != nullptr) prepare = &contract_detail::call_with_args<C, Prepare>;
+  return {kind, &contract_detail::call_with_args<C, Run>, prepare};
+}
+
+// The kernels one op family has for one backend, defined in the family's folder as
+// `extern const OpTable <family>_<backend>_ops` (namespace kiln::ops) in <family>_ops_<backend>.cpp;
+// the build collects every such table (cmake/op_tables.cmake), so no list is kept by hand.
+struct OpTable {
+  Device device;
+  std::vector<OpKernel> kernels;
+};
+
 OpFn find_op(Device device, OpKind kind);  // throws kiln::Error if the backend lacks it
 PrepareFn find_prepare(Device device, OpKind kind);  // nullptr when the op needs none
-void register_cpu_ops();                    // idempotent; src/ops/register_cpu.cpp
-void register_cuda_ops();                   // idempotent; src/ops/register_cuda.cpp (CUDA builds)
+// Registers the tables the build collected for a backend; idempotent. find_op calls the CPU one;
+// the CUDA one is called by the CUDA backend (its tables exist only in CUDA builds).
+void register_cpu_ops();
+void register_cuda_ops();
+void register_table(const OpTable& table);
 
 // Kernels are written once as templates and run in float (FP32 programs) or double (FP64
 // programs, used by gradient checks). Dispatches on the dtype of the op's first float tensor.

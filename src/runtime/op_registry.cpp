@@ -1,9 +1,13 @@
-#include <array>
 #include <map>
+#include <mutex>
 
 #include "runtime/op_call.h"
 
 namespace kiln {
+
+// The tables the build collected (cmake/op_tables.cmake writes the function that lists them).
+const std::vector<const OpTable*>& cpu_op_tables();
+
 namespace {
 struct Entry {
   OpFn run;
@@ -14,6 +18,7 @@ std::map<std::pair<Device, OpKind>, Entry>& registry() {
   return table;
 }
 const Entry& entry(Device device, OpKind kind) {
+  if (device == Device::CPU) register_cpu_ops();
   auto it = registry().find({device, kind});
   if (it == registry().end())
     fail("op {} has no {} implementation yet; train this model with --device cpu", op_kind_name(kind),
@@ -22,8 +27,18 @@ const Entry& entry(Device device, OpKind kind) {
 }
 }  // namespace
 
-void register_op(Device device, OpKind kind, OpFn fn, PrepareFn prepare) {
-  registry()[{device, kind}] = {fn, prepare};
+void register_table(const OpTable& table) {
+  for (const OpKernel& k : table.kernels) {
+    auto [it, added] = registry().insert({{table.device, k.kind}, {k.run, k.prepare}});
+    if (!added) fail("internal: two {} kernels registered for op {}", device_name(table.device), op_kind_name(k.kind));
+  }
+}
+
+void register_cpu_ops() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const OpTable* t : cpu_op_tables()) register_table(*t);
+  });
 }
 
 OpFn find_op(Device device, OpKind kind) { return entry(device, kind).run; }

@@ -7,7 +7,6 @@
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
-#include "ops/loss/loss_cpu.h"
 
 namespace kiln {
 namespace {
@@ -17,7 +16,10 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 std::string join(const std::vector<float>& v) {
   std::string s;
-  for (float x : v) s += (s.empty() ? "" : ",") + fmt::format("{:.9g}", x);
+  for (float x : v) {
+    if (!s.empty()) s += ',';
+    s += fmt::format("{:.9g}", x);
+  }
   return s;
 }
 
@@ -60,11 +62,9 @@ void Trainer::copy_in(const Batch& batch) {
   exe_->write(p.label, batch.labels.data(), batch.labels.size() * sizeof(int32_t));
 }
 
-int64_t Trainer::correct_in(int logits_id, const Batch& batch) {
-  const TensorSpec& t = exe_->program().tensors[logits_id];
-  const int64_t classes = t.shape[1];
-  if (t.dtype == DType::F64) return cpu::count_correct(exe_->read<double>(logits_id).data(), batch.labels.data(), batch.size, classes);
-  return cpu::count_correct(exe_->read<float>(logits_id).data(), batch.labels.data(), batch.size, classes);
+int64_t Trainer::correct_in(int count_id) {
+  if (count_id < 0) fail("this program counts no correct predictions; compile it with a loss");
+  return exe_->read<int32_t>(count_id)[0];
 }
 
 double Trainer::step(const Batch& batch, float lr) {
@@ -87,9 +87,11 @@ double Trainer::evaluate(const Dataset& data) {
   Batch b;
   int64_t correct = 0;
   while (loader.next(b)) {
+    // The padding rows of a last partial batch are labelled -1, which COUNT_CORRECT never counts.
+    for (int64_t i = b.size; i < int64_t(b.labels.size()); ++i) b.labels[i] = -1;
     copy_in(b);
     exe_->run_inference({0.f, global_step_, opt_.seed});
-    correct += correct_in(p.inference_logits, b);
+    correct += correct_in(p.inference_correct);
   }
   return double(correct) / double(data.count);
 }
@@ -115,7 +117,7 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
     while (loader.next(b)) {
       const float lr = opt_.schedule.at(global_step_, steps, opt_.epochs);
       loss_sum += step(b, lr);
-      correct += correct_in(p.logits, b);
+      correct += correct_in(p.train_correct);
       seen += b.size;
       ++i;
       if (on_step) {

@@ -38,12 +38,13 @@ struct BlockRun {
 };
 
 // Runs one training step (forward, backward) and one inference pass; reads what it needs.
-// gamma/beta replace the initial 1/0 when given.
+// gamma/beta replace the initial 1/0 when given; `cuda` sets the CUDA backend's options.
 BlockRun run_block(const BlockShape& s, Device device, Precision precision, bool fuse, bool input_grad,
                    const std::vector<float>& x, const std::vector<float>& dy, const std::vector<float>& gamma = {},
-                   const std::vector<float>& beta = {}) {
+                   const std::vector<float>& beta = {}, const CudaOptions& cuda = {}) {
   BlockRun r;
-  r.exe = std::make_unique<Executable>(compile(conv_bn_relu_block(s), block_options(s, device, precision, fuse, input_grad)), 17);
+  r.exe = std::make_unique<Executable>(
+      compile(conv_bn_relu_block(s), block_options(s, device, precision, fuse, input_grad, cuda)), 17);
   Executable& e = *r.exe;
   if (!gamma.empty()) write_floats(e, e.id("bn.weight"), gamma);
   if (!beta.empty()) write_floats(e, e.id("bn.bias"), beta);
@@ -163,10 +164,25 @@ TEST_P(CbrGpu, BackwardMatchesFloat64WithItsOwnMask) {
   }
 }
 
-// Sets KILN_PIPELINE_CHUNKS for the executables made while it lives.
-struct PipelineChunks {
-  explicit PipelineChunks(const char* value) { setenv("KILN_PIPELINE_CHUNKS", value, 1); }
-  ~PipelineChunks() { unsetenv("KILN_PIPELINE_CHUNKS"); }
+// CUDA options that pipeline the CBR backward over `chunks` batch slices.
+CudaOptions pipeline_chunks(int chunks) {
+  CudaOptions o;
+  o.pipeline_chunks = chunks;
+  return o;
+}
+
+// Sets KILN_PIPELINE_CHUNKS for the backends made while it lives ("": as if unset), then restores
+// what was there.
+struct PipelineChunksEnv {
+  explicit PipelineChunksEnv(const char* value) {
+    if (const char* v = std::getenv("KILN_PIPELINE_CHUNKS")) saved = v;
+    setenv("KILN_PIPELINE_CHUNKS", value, 1);
+  }
+  ~PipelineChunksEnv() {
+    if (saved.empty()) unsetenv("KILN_PIPELINE_CHUNKS");
+    else setenv("KILN_PIPELINE_CHUNKS", saved.c_str(), 1);
+  }
+  std::string saved;
 };
 
 // Whether the process-wide graph cache holds a dgrad of `s` at batch `n` (a batch slice).
@@ -183,6 +199,7 @@ bool has_dgrad_at_batch(const BlockShape& s, int n) {
 // stream) gives the same gradients as the plain order and float64.
 TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const PipelineChunksEnv unset("");  // the variable would override the slice counts compared here
   const Precision precision = GetParam();
   const DType dtype = activation_dtype(precision);
   for (const BlockShape& s : {kShapes[0], kShapes[2], kShapes[3]}) {  // batches 8, 4, 4: four slices
@@ -192,15 +209,8 @@ TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
     Executable init(compile(conv_bn_relu_block(s), block_options(s, Device::CPU, Precision::FP32, true, true)), 17);
     const Float64Block ref(s, x, read_floats(init, "conv.weight"), {}, {}, precision);
     const std::vector<float> dy = ref.correlated_dy(rng);
-    BlockRun plain, sliced;
-    {
-      PipelineChunks off("1");
-      plain = run_block(s, Device::CUDA, precision, true, true, x, dy);
-    }
-    {
-      PipelineChunks four("4");
-      sliced = run_block(s, Device::CUDA, precision, true, true, x, dy);
-    }
+    BlockRun plain = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, pipeline_chunks(1));
+    BlockRun sliced = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, pipeline_chunks(4));
     EXPECT_TRUE(has_dgrad_at_batch(s, s.n / 4)) << "no dgrad graph was built for a quarter of the batch";
     // Slices may run other dgrad plans than the whole batch: equal to rounding, not bits.
     expect_close(sliced.bwd, plain.bwd, tolerance(precision), "sliced vs plain backward");
@@ -210,8 +220,18 @@ TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
 
 TEST(CbrGpuErrors, PipelineChunksFromTheEnvironmentAreChecked) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  PipelineChunks bad("two");
+  PipelineChunksEnv bad("two");
   kiln::testing::expect_error([] { cuda::CudaBackend backend(0); }, {"KILN_PIPELINE_CHUNKS"});
+}
+
+// The options themselves: out of range is an error naming the field; the environment overrides them.
+TEST(CbrGpuErrors, PipelineChunksOptionIsCheckedAndTheEnvironmentOverridesIt) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const PipelineChunksEnv unset("");
+  kiln::testing::expect_error([] { cuda::CudaBackend backend(0, pipeline_chunks(0)); }, {"cuda.pipeline_chunks"});
+  EXPECT_EQ(cuda::CudaBackend(0, pipeline_chunks(3)).pipeline_chunks(), 3);
+  PipelineChunksEnv two("2");
+  EXPECT_EQ(cuda::CudaBackend(0, pipeline_chunks(3)).pipeline_chunks(), 2);
 }
 
 // --device cuda:N: an ordinal past the visible GPUs is an error naming the range; the last

@@ -24,6 +24,7 @@
 #include "kiln/error.h"
 #include "ops/common/cpu_test_util.h"
 #include "runtime/cuda/cudnn_graphs.h"
+#include "runtime/cuda/env_settings.h"
 
 namespace kiln::cuda {
 namespace {
@@ -373,12 +374,19 @@ TEST_P(CudnnFusedGraphs, ScaleShiftReluMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(DTypes, CudnnFusedGraphs, ::testing::Values(DType::F16, DType::F32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// The autotuning path: every plan built and timed; the kept one must still be correct.
+// Tuning as a backend's graphs get it: CudaOptions' defaults with the KILN_* overrides (CudnnGraphs
+// reads no environment), so KILN_CUDNN_TUNE=0 skips these tests and KILN_CUDNN_TUNE_PLANS limits
+// the plans timed (scripts/gpu_check.sh). No plan cache file: every graph here is tuned.
+CudnnGraphsOptions tuned_as_in_a_backend() {
+  CudnnGraphsOptions o = cudnn_graphs_options(with_env_overrides(CudaOptions{}));
+  o.plan_cache.clear();
+  return o;
+}
+
+// The autotuning path: plans built and timed; the kept one must still be correct.
 TEST(CudnnGraphsGpu, TunedPlansMatchCpuAndAreRecorded) {
   SKIP_WITHOUT_GPU();
-  CudnnGraphsOptions o;
-  o.tune = true;
-  CudnnGraphs tuned(o);
+  CudnnGraphs tuned(tuned_as_in_a_backend());
   if (!tuned.options().tune) GTEST_SKIP() << "KILN_CUDNN_TUNE=0 in the environment";
   std::mt19937 rng(6);
   const Case c{4, 16, 16, 64, 64, 3, 3, 1, 1};
@@ -408,8 +416,8 @@ TEST(CudnnGraphsGpu, PlanCacheFileReplaysTunedPlans) {
   SKIP_WITHOUT_GPU();
   const kiln::testing::TempDir dir;
   const std::string path = dir.file("plans.json");
-  CudnnGraphsOptions o;
-  o.tune = true, o.max_plans_tuned = 4, o.plan_cache = path;
+  CudnnGraphsOptions o = tuned_as_in_a_backend();
+  o.max_plans_tuned = 4, o.plan_cache = path;
   const ConvProblem p = make_conv_problem(3, 13, 13, 24, 40, 3, 3, 1, 1, DType::F16);  // used nowhere else
   std::mt19937 rng(61);
   std::string tuned_plan;

@@ -28,11 +28,13 @@ inline Blueprint conv_bn_relu_block(const BlockShape& s) {
   return m;
 }
 
+// `cuda`: the CUDA backend's settings (on the GPU; the KILN_* variables still override them).
 inline CompileOptions block_options(const BlockShape& s, Device device, Precision precision, bool fuse,
-                                    bool input_grad) {
+                                    bool input_grad, const CudaOptions& cuda = {}) {
   CompileOptions o;
   o.device = device, o.precision = precision, o.batch = s.n, o.fuse_cbr = fuse;
   o.loss = false, o.input_grad = input_grad;
+  o.cuda = cuda;
   return o;
 }
 

@@ -7,12 +7,9 @@
 #include <random>
 #include <vector>
 
+#include "ops/batchnorm/batchnorm_contract.h"
 #include "ops/batchnorm/batchnorm_cpu.h"
 #include "runtime/op_call.h"
-
-namespace kiln {
-void register_batchnorm_cpu();
-}
 
 namespace {
 
@@ -236,14 +233,21 @@ struct OpFixture : kiln::testing::OpFixture {
   OpFixture() : kiln::testing::OpFixture(1, "features.bn1", DType::F64) {}
 };
 
+// BN_FWD_TRAIN of layer 1 from its contract; the tests bind its tensors in the OpCall themselves,
+// so the ids only number them.
+Op fwd_train_op(float eps = 1e-5f, float momentum = 0.1f) {
+  BnForwardTrain<TensorId> c;
+  c.x = 0, c.gamma = 1, c.beta = 2;
+  c.y = 3, c.saved_mean = 4, c.saved_inv_std = 5, c.running_mean = 6, c.running_var = 7;
+  c.eps = eps, c.momentum = momentum;
+  return make_op(c, 1);
+}
+
 TEST(BatchNormOp, ForwardTrainThroughRegistry) {
-  register_batchnorm_cpu();
   Problem p(2 * 3 * 4, 5, 13);
   OpFixture f;
   Vec y(p.M * p.C), mean(p.C), inv_std(p.C), rm = p.running_mean, rv = p.running_var;
-  Op op{OpKind::BN_FWD_TRAIN, 1, {}, {}, {}};
-  op.attrs.eps = 1e-3f;
-  op.attrs.momentum = 0.25f;
+  const Op op = fwd_train_op(1e-3f, 0.25f);
   Shape xs = {2, 3, 4, 5}, cs = {5};
   OpCall call{op,
               f.program,
@@ -259,10 +263,9 @@ TEST(BatchNormOp, ForwardTrainThroughRegistry) {
 }
 
 TEST(BatchNormOp, WrongGammaSizeNamesLayer) {
-  register_batchnorm_cpu();
   OpFixture f;
   Vec x(24), gamma(4), beta(5), y(24), s(5), rm(5), rv(5);
-  Op op{OpKind::BN_FWD_TRAIN, 1, {}, {}, {}};
+  const Op op = fwd_train_op();
   Shape cs = {5};
   OpCall call{op,
               f.program,
@@ -274,10 +277,9 @@ TEST(BatchNormOp, WrongGammaSizeNamesLayer) {
 }
 
 TEST(BatchNormOp, SingleValuePerChannelIsRejected) {
-  register_batchnorm_cpu();
   OpFixture f;
   Vec x(3), gamma(3), beta(3), y(3), s(3), rm(3), rv(3);
-  Op op{OpKind::BN_FWD_TRAIN, 1, {}, {}, {}};
+  const Op op = fwd_train_op();
   Shape cs = {3};
   OpCall call{op,
               f.program,

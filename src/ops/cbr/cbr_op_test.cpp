@@ -1,5 +1,5 @@
-// The registered CBR ops: tensor binding order (as kiln/program.h documents it) and the errors
-// they raise for badly bound tensors.
+// The registered CBR ops: ops made from their contracts (ops/cbr/cbr_contract.h) bind the tensors
+// they name, and the errors they raise for badly bound tensors.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,13 +7,12 @@
 #include <memory>
 #include <string>
 
+#include "ops/cbr/cbr_contract.h"
 #include "ops/cbr/cbr_cpu.h"
 #include "ops/cbr/cbr_test_reference.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
-void register_cbr_cpu();
-
 namespace cbr_test {
 namespace {
 
@@ -26,7 +25,6 @@ struct OpBench {
   StepScalars scalars;
 
   OpBench() {
-    register_cbr_cpu();
     Layer layer;
     layer.name = "features.3";
     layer.kind = LayerKind::CBR;
@@ -46,12 +44,6 @@ struct OpBench {
   template <class T>
   void fill(int id, const std::vector<double>& values) {
     for (size_t i = 0; i < values.size(); ++i) data<T>(id)[i] = static_cast<T>(values[i]);
-  }
-  Op op(OpKind kind, std::vector<int> in, std::vector<int> out, const Geometry& g) const {
-    Op o{kind, 0, std::move(in), std::move(out), {}};
-    o.attrs.out_channels = static_cast<int>(g.k), o.attrs.kernel = static_cast<int>(g.kernel);
-    o.attrs.stride = static_cast<int>(g.stride), o.attrs.padding = static_cast<int>(g.pad);
-    return o;
   }
   void run(const Op& op) {
     OpCall call{op, program, {}, {}, scalars};
@@ -85,11 +77,38 @@ struct CbrIds {
     dgamma = b.add("bn.weight.grad", kc, dt), dbeta = b.add("bn.bias.grad", kc, dt);
     dconv = b.add("features.3:dconv", out, dt), y_inf = b.add("features.3:inf", out, dt);
   }
-  std::vector<int> fwd_in() const { return {x, w, gamma, beta}; }
-  std::vector<int> fwd_out() const { return {conv_out, y, mean, inv_std, bits, rmean, rvar}; }
-  std::vector<int> bwd_in() const { return {dy, bits, conv_out, x, w, gamma, mean, inv_std}; }
-  std::vector<int> bwd_out(bool first) const { return {first ? -1 : dx, dw, dgamma, dbeta, dconv}; }
-  std::vector<int> inf_in() const { return {x, w, gamma, beta, rmean, rvar}; }
+  // The ops' contracts over these tensors, with the geometry's stride and padding.
+  CbrForward<TensorId> fwd(const Geometry& g) const {
+    CbrForward<TensorId> c;
+    c.x = x, c.w = w, c.gamma = gamma, c.beta = beta;
+    c.conv_out = conv_out, c.y = y, c.saved_mean = mean, c.saved_inv_std = inv_std, c.bitmask = bits;
+    c.running_mean = rmean, c.running_var = rvar;
+    c.stride = static_cast<int>(g.stride), c.padding = static_cast<int>(g.pad);
+    return c;
+  }
+  CbrBackward<TensorId> bwd(const Geometry& g) const {
+    CbrBackward<TensorId> c;
+    c.dy = dy, c.bitmask = bits, c.conv_out = conv_out, c.x = x, c.w = w, c.gamma = gamma;
+    c.saved_mean = mean, c.saved_inv_std = inv_std;
+    c.dx = dx, c.dw = dw, c.dgamma = dgamma, c.dbeta = dbeta, c.dconv = dconv;
+    c.stride = static_cast<int>(g.stride), c.padding = static_cast<int>(g.pad);
+    return c;
+  }
+  // CBR_BWD_FIRST, as the layer lowers it: the backward's contract without dx.
+  Op bwd_first_op(const Geometry& g) const {
+    CbrBackward<TensorId> c = bwd(g);
+    c.dx = TensorId();
+    Op op = make_op(c, 0);
+    op.kind = OpKind::CBR_BWD_FIRST;
+    return op;
+  }
+  CbrInference<TensorId> inf(const Geometry& g) const {
+    CbrInference<TensorId> c;
+    c.x = x, c.w = w, c.gamma = gamma, c.beta = beta, c.running_mean = rmean, c.running_var = rvar;
+    c.y = y_inf;
+    c.stride = static_cast<int>(g.stride), c.padding = static_cast<int>(g.pad);
+    return c;
+  }
 };
 
 const Geometry kGeom{2, 5, 5, 3, 4, 3, 2, 1};
@@ -101,12 +120,11 @@ std::vector<T> read(OpBench& b, int id) {
 }
 
 TEST(CbrOps, AllFourKindsAreRegistered) {
-  register_cbr_cpu();
   for (OpKind kind : {OpKind::CBR_FWD, OpKind::CBR_BWD, OpKind::CBR_BWD_FIRST, OpKind::CBR_INF})
     EXPECT_NO_THROW(find_op(Device::CPU, kind)) << op_kind_name(kind);
 }
 
-TEST(CbrOps, RegisteredOpsBindTensorsInProgramOrder) {
+TEST(CbrOps, RegisteredOpsBindTheTensorsTheirContractsName) {
   OpBench b;
   const CbrIds id(b, kGeom, DType::F32);
   std::mt19937 rng(5);
@@ -119,7 +137,7 @@ TEST(CbrOps, RegisteredOpsBindTensorsInProgramOrder) {
   b.fill<float>(id.beta, beta), b.fill<float>(id.dy, dy);
   b.fill<float>(id.rmean, std::vector<double>(kGeom.k, 0.0));
   b.fill<float>(id.rvar, std::vector<double>(kGeom.k, 1.0));
-  b.run(b.op(OpKind::CBR_FWD, id.fwd_in(), id.fwd_out(), kGeom));
+  b.run(make_op(id.fwd(kGeom), 0));
 
   const Forward ref = reference_forward(kGeom, x, w, gamma, beta, std::vector<double>(kGeom.k, 0.0),
                                         std::vector<double>(kGeom.k, 1.0), 1e-5, 0.1);
@@ -131,7 +149,7 @@ TEST(CbrOps, RegisteredOpsBindTensorsInProgramOrder) {
   EXPECT_EQ(mask, ref.mask);
 
   const Backward bref = reference_backward(kGeom, ref, dy, x, w, gamma);
-  b.run(b.op(OpKind::CBR_BWD, id.bwd_in(), id.bwd_out(false), kGeom));
+  b.run(make_op(id.bwd(kGeom), 0));
   EXPECT_LT(max_error(read<float>(b, id.dx), bref.dx), 1e-5);
   EXPECT_LT(max_error(read<float>(b, id.dw), bref.dw), 1e-5);
   EXPECT_LT(max_error(read<float>(b, id.dgamma), bref.dgamma), 1e-5);
@@ -139,13 +157,13 @@ TEST(CbrOps, RegisteredOpsBindTensorsInProgramOrder) {
 
   const std::vector<float> dw_full = read<float>(b, id.dw);
   std::memset(b.data<float>(id.dw), 0, dw_full.size() * sizeof(float));
-  b.run(b.op(OpKind::CBR_BWD_FIRST, id.bwd_in(), id.bwd_out(true), kGeom));
+  b.run(id.bwd_first_op(kGeom));
   EXPECT_EQ(read<float>(b, id.dw), dw_full);
 
   // With running stats equal to this batch's statistics, inference equals training output.
   b.fill<float>(id.rmean, ref.mean);
   b.fill<float>(id.rvar, ref.var);
-  b.run(b.op(OpKind::CBR_INF, id.inf_in(), {id.y_inf}, kGeom));
+  b.run(make_op(id.inf(kGeom), 0));
   EXPECT_LT(max_error(read<float>(b, id.y_inf), ref.y), 1e-5);
 }
 
@@ -158,28 +176,30 @@ TEST(CbrOps, BadBindingsNameTheLayerAndTensor) {
   const int half_x = b.add("input.f16", {kGeom.n, kGeom.h, kGeom.w, kGeom.c}, DType::F16);
   const int wrong_c = b.add("conv.weight.c5", {kGeom.k, kGeom.kernel, kGeom.kernel, 5}, DType::F32);
 
-  auto fwd_with = [&](size_t in_slot, int in_id, size_t out_slot, int out_id) {
-    std::vector<int> in = id.fwd_in(), out = id.fwd_out();
-    if (in_id >= 0) in[in_slot] = in_id;
-    if (out_id >= 0) out[out_slot] = out_id;
-    return [&b, in, out] { b.run(b.op(OpKind::CBR_FWD, in, out, kGeom)); };
+  // The forward with one of its tensors swapped for a bad one.
+  auto fwd_with = [&](const std::function<void(CbrForward<TensorId>&)>& change) {
+    CbrForward<TensorId> c = id.fwd(kGeom);
+    change(c);
+    return [&b, c] { b.run(make_op(c, 0)); };
   };
-  expect_error(fwd_with(2, short_gamma, 0, -1), {"features.3", "bn.weight.short", "[3]", "[4]"});
-  expect_error(fwd_with(3, double_beta, 0, -1), {"features.3", "bn.bias.f64", "F64"});
-  expect_error(fwd_with(0, -1, 4, small_mask), {"features.3", "mask.small"});
-  expect_error(fwd_with(0, half_x, 0, -1), {"features.3", "F16", "fp32"});
-  expect_error(fwd_with(1, wrong_c, 0, -1), {"features.3", "channels"});
+  expect_error(fwd_with([&](auto& c) { c.gamma = short_gamma; }),
+               {"features.3", "bn.weight.short", "[3]", "[4]"});
+  expect_error(fwd_with([&](auto& c) { c.beta = double_beta; }), {"features.3", "bn.bias.f64", "F64"});
+  expect_error(fwd_with([&](auto& c) { c.bitmask = small_mask; }), {"features.3", "mask.small"});
+  expect_error(fwd_with([&](auto& c) { c.x = half_x; }), {"features.3", "F16", "fp32"});
+  expect_error(fwd_with([&](auto& c) { c.w = wrong_c; }), {"features.3", "channels"});
 
-  std::vector<int> no_dx = id.bwd_out(true);
-  expect_error([&] { b.run(b.op(OpKind::CBR_BWD, id.bwd_in(), no_dx, kGeom)); },
-               {"features.3", "dx", "not bound"});
+  // CBR_BWD (not the first layer's) without dx.
+  CbrBackward<TensorId> no_dx = id.bwd(kGeom);
+  no_dx.dx = TensorId();
+  expect_error([&] { b.run(make_op(no_dx, 0)); }, {"features.3", "dx", "not bound"});
 }
 
 TEST(CbrOps, RejectsSingleValuePerChannel) {
   OpBench b;
   const Geometry one{1, 3, 3, 2, 4, 3, 1, 0};  // N * Ho * Wo = 1
   const CbrIds id(b, one, DType::F64);
-  expect_error([&] { b.run(b.op(OpKind::CBR_FWD, id.fwd_in(), id.fwd_out(), one)); },
+  expect_error([&] { b.run(make_op(id.fwd(one), 0)); },
                {"features.3", "more than one value per channel"});
 }
 

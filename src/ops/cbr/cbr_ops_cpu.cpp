@@ -2,6 +2,7 @@
 // (naming the layer and tensor at fault), then dispatch on dtype.
 #include <string>
 
+#include "ops/cbr/cbr_contract.h"
 #include "ops/cbr/cbr_cpu.h"
 #include "runtime/op_call.h"
 
@@ -20,20 +21,6 @@ struct Checker {
   const OpCall& call;
   const char* op;
   std::string layer = layer_name(call);
-
-  const TensorArg& get(const std::vector<TensorArg>& args, size_t i, const char* role,
-                       const char* side) const {
-    if (i >= args.size() || !args[i])
-      fail(
-          "{} layer '{}': {} tensor #{} ({}) is not bound; the program must give the op all "
-          "of its tensors (see OpKind::{} in kiln/program.h)",
-          op, layer, side, i, role, op);
-    return args[i];
-  }
-  const TensorArg& in(size_t i, const char* role) const { return get(call.in, i, role, "input"); }
-  const TensorArg& out(size_t i, const char* role) const {
-    return get(call.out, i, role, "output");
-  }
 
   void shape(const TensorArg& t, const Shape& want, const char* role) const {
     if (t.shape() != want)
@@ -62,24 +49,21 @@ struct Checker {
           op, layer, x.spec->name, dtype_name(x.dtype()));
     return x.dtype();
   }
-  ConvGeom geometry(const TensorArg& x, const TensorArg& w) const {
+  ConvGeom geometry(const TensorArg& x, const TensorArg& w, int stride, int padding) const {
     try {
-      return ConvGeom::make(x.shape(), w.shape(), call.op.attrs.stride, call.op.attrs.padding);
+      return ConvGeom::make(x.shape(), w.shape(), stride, padding);
     } catch (const Error& e) {
       fail("{} layer '{}': {}", op, layer, e.what());
     }
   }
 };
 
-void cbr_fwd(const OpCall& call) {
+void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   const Checker check{call, "CBR_FWD"};
-  const TensorArg &x = check.in(0, "x"), &w = check.in(1, "w"), &gamma = check.in(2, "gamma"),
-                  &beta = check.in(3, "beta");
-  const TensorArg &conv_out = check.out(0, "conv_out"), &y = check.out(1, "y"),
-                  &mean = check.out(2, "saved_mean"), &inv_std = check.out(3, "saved_inv_std"),
-                  &bits = check.out(4, "bitmask"), &rmean = check.out(5, "running_mean"),
-                  &rvar = check.out(6, "running_var");
-  const ConvGeom g = check.geometry(x, w);
+  const TensorArg &x = a.x, &w = a.w, &gamma = a.gamma, &beta = a.beta;
+  const TensorArg &conv_out = a.conv_out, &y = a.y, &mean = a.saved_mean, &inv_std = a.saved_inv_std,
+                  &bits = a.bitmask, &rmean = a.running_mean, &rvar = a.running_var;
+  const ConvGeom g = check.geometry(x, w, a.stride, a.padding);
   const DType dt = check.activation_dtype(x);
   const Shape out_shape{g.n, g.ho, g.wo, g.k};
   check.dtype(w, dt, "weight");
@@ -108,21 +92,26 @@ void cbr_fwd(const OpCall& call) {
     t.saved_mean = mean.as<T>(), t.saved_inv_std = inv_std.as<T>();
     t.bitmask = bits.as<uint8_t>();
     t.running_mean = rmean.as<T>(), t.running_var = rvar.as<T>();
-    cpu::cbr_forward<T>(g, t, call.op.attrs.eps, call.op.attrs.momentum);
+    cpu::cbr_forward<T>(g, t, a.eps, a.momentum);
   });
 }
 
-void cbr_bwd_impl(const OpCall& call, const char* op, bool first_layer) {
+// CBR_BWD and CBR_BWD_FIRST share the contract; only CBR_BWD computes (and needs) dx.
+void cbr_bwd_impl(const OpCall& call, const CbrBackward<TensorArg>& a, const char* op, bool first_layer) {
   const Checker check{call, op};
-  const TensorArg &dy = check.in(0, "dy"), &bits = check.in(1, "bitmask"),
-                  &conv_out = check.in(2, "conv_out"), &x = check.in(3, "x"), &w = check.in(4, "w"),
-                  &gamma = check.in(5, "gamma"), &mean = check.in(6, "saved_mean"),
-                  &inv_std = check.in(7, "saved_inv_std");
-  const TensorArg &dw = check.out(1, "dw"), &dgamma = check.out(2, "dgamma"),
-                  &dbeta = check.out(3, "dbeta"), &dconv = check.out(4, "dconv");
+  const TensorArg &dy = a.dy, &bits = a.bitmask, &conv_out = a.conv_out, &x = a.x, &w = a.w, &gamma = a.gamma,
+                  &mean = a.saved_mean, &inv_std = a.saved_inv_std;
+  const TensorArg &dw = a.dw, &dgamma = a.dgamma, &dbeta = a.dbeta, &dconv = a.dconv;
   const TensorArg* dx = nullptr;
-  if (!first_layer) dx = &check.out(0, "dx");
-  const ConvGeom g = check.geometry(x, w);
+  if (!first_layer) {
+    if (!a.dx)
+      fail(
+          "{} layer '{}': output 'dx' is not bound; the program must give {} its input gradient "
+          "(only CBR_BWD_FIRST, the first layer's backward, has none)",
+          op, check.layer, op);
+    dx = &a.dx;
+  }
+  const ConvGeom g = check.geometry(x, w, a.stride, a.padding);
   const DType dt = check.activation_dtype(x);
   const Shape out_shape{g.n, g.ho, g.wo, g.k};
   for (const auto* t : {&dy, &conv_out, &dconv}) {
@@ -156,16 +145,17 @@ void cbr_bwd_impl(const OpCall& call, const char* op, bool first_layer) {
   });
 }
 
-void cbr_bwd(const OpCall& call) { cbr_bwd_impl(call, "CBR_BWD", false); }
-void cbr_bwd_first(const OpCall& call) { cbr_bwd_impl(call, "CBR_BWD_FIRST", true); }
+void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) { cbr_bwd_impl(call, a, "CBR_BWD", false); }
+void cbr_bwd_first(const OpCall& call, const CbrBackward<TensorArg>& a) {
+  cbr_bwd_impl(call, a, "CBR_BWD_FIRST", true);
+}
 
-void cbr_inf(const OpCall& call) {
+void cbr_inf(const OpCall& call, const CbrInference<TensorArg>& a) {
   const Checker check{call, "CBR_INF"};
-  const TensorArg &x = check.in(0, "x"), &w = check.in(1, "w"), &gamma = check.in(2, "gamma"),
-                  &beta = check.in(3, "beta"), &rmean = check.in(4, "running_mean"),
-                  &rvar = check.in(5, "running_var");
-  const TensorArg& y = check.out(0, "y");
-  const ConvGeom g = check.geometry(x, w);
+  const TensorArg &x = a.x, &w = a.w, &gamma = a.gamma, &beta = a.beta, &rmean = a.running_mean,
+                  &rvar = a.running_var;
+  const TensorArg& y = a.y;
+  const ConvGeom g = check.geometry(x, w, a.stride, a.padding);
   const DType dt = check.activation_dtype(x);
   check.dtype(w, dt, "weight");
   check.shape(y, {g.n, g.ho, g.wo, g.k}, "y");
@@ -177,17 +167,17 @@ void cbr_inf(const OpCall& call) {
   dispatch_float(dt, "CBR_INF", [&](auto zero) {
     using T = decltype(zero);
     cpu::cbr_inference<T>(g, x.as<T>(), w.as<T>(), gamma.as<T>(), beta.as<T>(), rmean.as<T>(),
-                          rvar.as<T>(), call.op.attrs.eps, y.as<T>());
+                          rvar.as<T>(), a.eps, y.as<T>());
   });
 }
 
 }  // namespace
 
-void register_cbr_cpu() {
-  register_op(Device::CPU, OpKind::CBR_FWD, cbr_fwd);
-  register_op(Device::CPU, OpKind::CBR_BWD, cbr_bwd);
-  register_op(Device::CPU, OpKind::CBR_BWD_FIRST, cbr_bwd_first);
-  register_op(Device::CPU, OpKind::CBR_INF, cbr_inf);
-}
+namespace ops {
+extern const OpTable cbr_cpu_ops{Device::CPU,
+                                 {kernel<CbrForward, cbr_fwd>(), kernel<CbrBackward, cbr_bwd>(),
+                                  kernel<CbrBackward, cbr_bwd_first>(OpKind::CBR_BWD_FIRST),
+                                  kernel<CbrInference, cbr_inf>()}};
+}  // namespace ops
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "ops/batchnorm/batchnorm_cuda.h"
+#include "ops/cbr/cbr_contract.h"
 #include "ops/cbr/cbr_cuda_kernels.h"
 #include "ops/common/pipeline_slices.h"
 #include "ops/common/workspace_cuda.h"
@@ -21,10 +22,8 @@
 namespace kiln::cuda {
 namespace {
 
-// Input/output positions (program.h): CBR_FWD in x, w, gamma, beta; out conv_out, y, saved_mean,
-// saved_inv_std, bitmask, running_mean, running_var. CBR_BWD in dy, bitmask, conv_out, x, w,
-// gamma, saved_mean, saved_inv_std; out dx, dw, dgamma, dbeta, dconv. CBR_INF in x, w, gamma,
-// beta, running_mean, running_var; out y.
+// The ops' tensors and attributes: CbrForward, CbrBackward (also CBR_BWD_FIRST, without dx) and
+// CbrInference in ops/cbr/cbr_contract.h.
 struct Scratch {
   float *sum, *sqsum, *scale, *shift;
   void* reduce;
@@ -50,25 +49,25 @@ bool genstats_supported(CudaBackend& be, const ConvProblem& p) {
   return be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p);
 }
 
-void prepare_fwd(const OpCall& call) {
+void prepare_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
-  const ConvProblem p = conv_problem(call, call.in[0], call.in[1]);
+  const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   const GraphKind kind = genstats_supported(be, p) ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
   const size_t conv = be.graphs().prepare(kind, p);
-  be.request_workspace(scratch(nullptr, rows(call.out[0]), p.k, conv).used);
+  be.request_workspace(scratch(nullptr, rows(a.conv_out), p.k, conv).used);
 }
 
-void cbr_fwd(const OpCall& call) {
+void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const std::string where = call.where();
-  const TensorArg &x = call.in[0], &conv_out = call.out[0];
-  const ConvProblem p = conv_problem(call, x, call.in[1]);
+  const TensorArg &x = a.x, &conv_out = a.conv_out;
+  const ConvProblem p = conv_problem(call, x, a.w, conv_out, a.stride, a.padding);
   const int64_t m = rows(conv_out);
   if (m < 2) fail("{}: batch statistics need more than one value per channel, got {}", where, m);
   const bool genstats = genstats_supported(be, p);
   const Scratch s = scratch(be.workspace(0), m, p.k, 0);
   Pointers ptr;
-  ptr.x = x.data, ptr.w = call.in[1].data, ptr.y = conv_out.data;
+  ptr.x = x.data, ptr.w = a.w.data, ptr.y = conv_out.data;
   // Stage 1: the convolution, with the per-channel sums computed in the same pass.
   if (genstats) {
     ptr.sum = s.sum, ptr.sq_sum = s.sqsum;
@@ -78,12 +77,12 @@ void cbr_fwd(const OpCall& call) {
     channel_sums(conv_out.dtype(), conv_out.data, m, p.k, s.sum, s.sqsum, s.reduce, s.reduce_bytes, be.stream(0), where);
   }
   // Stage 2: finalize (saved statistics, scale/shift, running statistics as PyTorch).
-  bn_finalize(s.sum, s.sqsum, m, call.in[2].as<float>(), call.in[3].as<float>(), call.op.attrs.eps,
-              call.op.attrs.momentum, call.out[5].as<float>(), call.out[6].as<float>(), call.out[2].as<float>(),
-              call.out[3].as<float>(), s.scale, s.shift, p.k, be.stream(0), where);
+  bn_finalize(s.sum, s.sqsum, m, a.gamma.as<float>(), a.beta.as<float>(), a.eps, a.momentum,
+              a.running_mean.as<float>(), a.running_var.as<float>(), a.saved_mean.as<float>(),
+              a.saved_inv_std.as<float>(), s.scale, s.shift, p.k, be.stream(0), where);
   // Stage 3: y = relu(conv_out * scale + shift) and the 1-bit mask in one pass.
-  cbr_apply_relu_bitmask(conv_out.dtype(), conv_out.data, s.scale, s.shift, m, p.k, call.out[1].data,
-                         call.out[4].as<uint8_t>(), be.stream(0), where);
+  cbr_apply_relu_bitmask(conv_out.dtype(), conv_out.data, s.scale, s.shift, m, p.k, a.y.data,
+                         a.bitmask.as<uint8_t>(), be.stream(0), where);
 }
 
 bool overlaps(const TensorArg& a, const TensorArg& b) {
@@ -99,9 +98,9 @@ bool same_or_apart(const TensorArg& a, const TensorArg& b) { return a.data == b.
 // How many batch slices the backward pipelines dgrad over (1: the plain order). Slices interleave
 // dgrad's writes of dX with the reads of the later slices and of wgrad, so dX must share no bytes
 // with any input, and dconv (written slice by slice) must be apart from or equal to dY / conv_out.
-int backward_slices(CudaBackend& be, const OpCall& call, const ConvProblem& p) {
-  const TensorArg &dy = call.in[0], &bits = call.in[1], &conv_out = call.in[2], &x = call.in[3];
-  const TensorArg &dx = call.out[0], &dconv = call.out[4];
+int backward_slices(CudaBackend& be, const CbrBackward<TensorArg>& a, const ConvProblem& p) {
+  const TensorArg &dy = a.dy, &bits = a.bitmask, &conv_out = a.conv_out, &x = a.x;
+  const TensorArg &dx = a.dx, &dconv = a.dconv;
   if (!dx) return 1;  // first layer: no dgrad to overlap
   SliceQuery q;
   q.batch = p.n;
@@ -119,54 +118,54 @@ ConvProblem batch_slice(ConvProblem p, int slices) {
   return p;
 }
 
-void prepare_bwd(const OpCall& call) {
+void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
-  const ConvProblem p = conv_problem(call, call.in[3], call.in[4]);
+  const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   size_t conv = be.graphs().prepare(GraphKind::CONV_WGRAD, p);
-  if (call.out[0]) {
-    const int slices = backward_slices(be, call, p);
+  if (a.dx) {
+    const int slices = backward_slices(be, a, p);
     conv = std::max(conv, be.graphs().prepare(GraphKind::CONV_DGRAD, batch_slice(p, slices)));
   }
-  be.request_workspace(scratch(nullptr, rows(call.in[2]), p.k, conv).used);
+  be.request_workspace(scratch(nullptr, rows(a.conv_out), p.k, conv).used);
 }
 
 // The plain order: dconv in two passes, then wgrad on the side stream beside dgrad on the main.
-void backward_in_order(CudaBackend& be, const OpCall& call, const ConvProblem& p, const Scratch& s,
+void backward_in_order(CudaBackend& be, const CbrBackward<TensorArg>& a, const ConvProblem& p, const Scratch& s,
                        const std::string& where) {
-  const TensorArg &x = call.in[3], &dx = call.out[0], &dconv = call.out[4];
+  const TensorArg &x = a.x, &dx = a.dx, &dconv = a.dconv;
   be.order(0, 1);
-  const Scratch side = scratch(be.workspace(1), rows(call.in[2]), p.k, 0);
+  const Scratch side = scratch(be.workspace(1), rows(a.conv_out), p.k, 0);
   Pointers wg;
-  wg.dy = dconv.data, wg.x = x.data, wg.dw = call.out[1].data;
+  wg.dy = dconv.data, wg.x = x.data, wg.dw = a.dw.data;
   be.graphs().run(GraphKind::CONV_WGRAD, p, wg, side.conv, be.stream(1), where);
   if (dx) {
     // Write after read: if dX is placed over X, dgrad may only start once wgrad has read X.
     if (overlaps(dx, x)) be.order(1, 0);
     Pointers dg;
-    dg.dy = dconv.data, dg.w = call.in[4].data, dg.dx = dx.data;
+    dg.dy = dconv.data, dg.w = a.w.data, dg.dx = dx.data;
     be.graphs().run(GraphKind::CONV_DGRAD, p, dg, s.conv, be.stream(0), where);
   }
 }
 
-void cbr_bwd(const OpCall& call) {
+void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const std::string where = call.where();
-  const TensorArg &dy = call.in[0], &conv_out = call.in[2], &x = call.in[3], &w = call.in[4];
-  const TensorArg &dx = call.out[0], &dconv = call.out[4];
-  const ConvProblem p = conv_problem(call, x, w);
+  const TensorArg &dy = a.dy, &conv_out = a.conv_out, &x = a.x, &w = a.w;
+  const TensorArg &dx = a.dx, &dconv = a.dconv;
+  const ConvProblem p = conv_problem(call, x, w, conv_out, a.stride, a.padding);
   const int64_t m = rows(conv_out);
   const Scratch s = scratch(be.workspace(0), m, p.k, 0);
-  const auto* bits = call.in[1].as<uint8_t>();
-  const float *gamma = call.in[5].as<float>(), *mean = call.in[6].as<float>(), *inv_std = call.in[7].as<float>();
-  float *dgamma = call.out[2].as<float>(), *dbeta = call.out[3].as<float>();
+  const auto* bits = a.bitmask.as<uint8_t>();
+  const float *gamma = a.gamma.as<float>(), *mean = a.saved_mean.as<float>(), *inv_std = a.saved_inv_std.as<float>();
+  float *dgamma = a.dgamma.as<float>(), *dbeta = a.dbeta.as<float>();
   // ReLU mask and BN backward, pass 1: dbeta and dgamma over the whole batch.
   cbr_backward_reduce(dy.dtype(), dy.data, bits, conv_out.data, mean, inv_std, m, p.k, dgamma, dbeta, s.reduce,
                       s.reduce_bytes, be.stream(0), where);
-  const int slices = backward_slices(be, call, p);
+  const int slices = backward_slices(be, a, p);
   if (slices == 1) {
     cbr_backward_apply(dy.dtype(), dy.data, bits, conv_out.data, gamma, mean, inv_std, dgamma, dbeta, m, p.k, 0, m,
                        dconv.data, be.stream(0), where);
-    backward_in_order(be, call, p, s, where);
+    backward_in_order(be, a, p, s, where);
   } else {
     // Pipelined: pass 2 writes dconv one batch slice at a time on the main stream; as each slice
     // is done, its dgrad runs on the side stream while the main stream writes the next slice
@@ -188,7 +187,7 @@ void cbr_bwd(const OpCall& call) {
       be.graphs().run(GraphKind::CONV_DGRAD, slice, dg, side.conv, be.stream(1), where);
     }
     Pointers wg;
-    wg.dy = dconv.data, wg.x = x.data, wg.dw = call.out[1].data;
+    wg.dy = dconv.data, wg.x = x.data, wg.dw = a.dw.data;
     be.graphs().run(GraphKind::CONV_WGRAD, p, wg, s.conv, be.stream(0), where);
   }
   be.order(1, 0);  // the op ends when both streams are done
@@ -204,26 +203,26 @@ void log_inference_choice(const ConvProblem& p, bool fused) {
                  fused ? "one cuDNN graph (conv, scale, shift, ReLU)" : "conv graph + scale/shift/ReLU kernel");
 }
 
-void prepare_inf(const OpCall& call) {
+void prepare_inf(const OpCall& call, const CbrInference<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
-  const ConvProblem p = conv_problem(call, call.in[0], call.in[1]);
+  const ConvProblem p = conv_problem(call, a.x, a.w, a.y, a.stride, a.padding);
   const bool fused = be.graphs().supported(GraphKind::CONV_SCALE_SHIFT_RELU, p);
   log_inference_choice(p, fused);
   const size_t conv = be.graphs().prepare(fused ? GraphKind::CONV_SCALE_SHIFT_RELU : GraphKind::CONV_FPROP, p);
-  be.request_workspace(scratch(nullptr, rows(call.out[0]), p.k, conv).used);
+  be.request_workspace(scratch(nullptr, rows(a.y), p.k, conv).used);
 }
 
-void cbr_inf(const OpCall& call) {
+void cbr_inf(const OpCall& call, const CbrInference<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const std::string where = call.where();
-  const TensorArg &x = call.in[0], &y = call.out[0];
-  const ConvProblem p = conv_problem(call, x, call.in[1]);
+  const TensorArg &x = a.x, &y = a.y;
+  const ConvProblem p = conv_problem(call, x, a.w, y, a.stride, a.padding);
   const int64_t m = rows(y);
   const Scratch s = scratch(be.workspace(0), m, p.k, 0);
-  bn_inference_scale_shift(call.in[2].as<float>(), call.in[3].as<float>(), call.in[4].as<float>(),
-                           call.in[5].as<float>(), call.op.attrs.eps, p.k, s.scale, s.shift, be.stream(0), where);
+  bn_inference_scale_shift(a.gamma.as<float>(), a.beta.as<float>(), a.running_mean.as<float>(),
+                           a.running_var.as<float>(), a.eps, p.k, s.scale, s.shift, be.stream(0), where);
   Pointers ptr;
-  ptr.x = x.data, ptr.w = call.in[1].data, ptr.y = y.data, ptr.scale = s.scale, ptr.shift = s.shift;
+  ptr.x = x.data, ptr.w = a.w.data, ptr.y = y.data, ptr.scale = s.scale, ptr.shift = s.shift;
   if (be.graphs().supported(GraphKind::CONV_SCALE_SHIFT_RELU, p)) {
     be.graphs().run(GraphKind::CONV_SCALE_SHIFT_RELU, p, ptr, s.conv, be.stream(0), where);
   } else {
@@ -235,12 +234,10 @@ void cbr_inf(const OpCall& call) {
 }  // namespace
 }  // namespace kiln::cuda
 
-namespace kiln {
-void register_cbr_cuda() {
-  using namespace kiln::cuda;
-  register_op(Device::CUDA, OpKind::CBR_FWD, cbr_fwd, prepare_fwd);
-  register_op(Device::CUDA, OpKind::CBR_BWD, cbr_bwd, prepare_bwd);
-  register_op(Device::CUDA, OpKind::CBR_BWD_FIRST, cbr_bwd, prepare_bwd);
-  register_op(Device::CUDA, OpKind::CBR_INF, cbr_inf, prepare_inf);
-}
-}  // namespace kiln
+namespace kiln::ops {
+extern const OpTable cbr_cuda_ops{Device::CUDA,
+                                  {kernel<CbrForward, cuda::cbr_fwd, cuda::prepare_fwd>(),
+                                   kernel<CbrBackward, cuda::cbr_bwd, cuda::prepare_bwd>(),
+                                   kernel<CbrBackward, cuda::cbr_bwd, cuda::prepare_bwd>(OpKind::CBR_BWD_FIRST),
+                                   kernel<CbrInference, cuda::cbr_inf, cuda::prepare_inf>()}};
+}  // namespace kiln::ops

@@ -5,8 +5,12 @@
 
 namespace kiln::cuda {
 
-// x: (N,H,W,C) activation, w: (K,R,S,C) filter; stride/padding from the op's attributes.
-ConvProblem conv_problem(const OpCall& call, const TensorArg& x, const TensorArg& w);
+// x: (N,H,W,C) activation (or its gradient dx), w: (K,R,S,C) filter (or its gradient dw);
+// stride/padding: the contract's attributes. y: the convolution's (N,Ho,Wo,K) side (y, dy or
+// CBR's conv_out), whose shape is checked against the problem; an absent TensorArg{} skips that.
+// Errors name the op through call.where().
+ConvProblem conv_problem(const OpCall& call, const TensorArg& x, const TensorArg& w, const TensorArg& y, int stride,
+                         int padding);
 
 // Rounds up to 256 bytes, the alignment every carved workspace piece keeps.
 inline size_t workspace_align(size_t bytes) { return (bytes + 255) / 256 * 256; }

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "ops/common/cpu_test_util.h"
+#include "ops/conv/conv_contract.h"
 #include "ops/conv/conv_cpu.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
-void register_conv_cpu();
 namespace {
 
 // A one-layer program holding host tensors, enough to build OpCalls by hand.
@@ -20,6 +20,7 @@ struct Fixture {
   Program program;
   std::vector<std::vector<double>> storage;  // double-sized slots fit either precision
   StepScalars scalars;
+  int unbound = -1;  // a tensor the program does not give its op (malformed programs)
 
   explicit Fixture(LayerAttrs attrs) {
     Layer layer;
@@ -53,17 +54,24 @@ struct Fixture {
   T* as(size_t id) { return reinterpret_cast<T*>(storage[id].data()); }
 
   TensorArg arg(int id) {
-    if (id < 0) return {};
+    if (id < 0 || id == unbound) return {};
     return {&program.tensors[id], storage[id].data()};
   }
 
-  void run(OpKind kind, const std::vector<int>& in, const std::vector<int>& out) {
-    Op op{kind, 0, in, out, program.graph.layers[0].attrs};
+  // Runs the op of a contract, its stride and padding taken from the layer as lowering does.
+  template <template <class> class C>
+  void run(C<TensorId> c) {
+    const LayerAttrs& a = program.graph.layers[0].attrs;
+    c.stride = a.stride, c.padding = a.padding;
+    run(make_op(c, 0));
+  }
+
+  void run(const Op& op) {
     std::vector<TensorArg> in_args, out_args;
-    for (int id : in) in_args.push_back(arg(id));
-    for (int id : out) out_args.push_back(arg(id));
+    for (int id : op.in) in_args.push_back(arg(id));
+    for (int id : op.out) out_args.push_back(arg(id));
     OpCall call{op, program, in_args, out_args, scalars};
-    find_op(Device::CPU, kind)(call);
+    find_op(Device::CPU, op.kind)(call);
   }
 };
 
@@ -73,10 +81,7 @@ LayerAttrs conv_attrs(int kernel, int stride, int padding) {
   return a;
 }
 
-class ConvOpCpu : public ::testing::Test {
- protected:
-  void SetUp() override { register_conv_cpu(); }
-};
+class ConvOpCpu : public ::testing::Test {};
 
 template <class T>
 void check_ops_match_kernels(DType dtype) {
@@ -85,9 +90,9 @@ void check_ops_match_kernels(DType dtype) {
   const int x = f.add("x", xs, dtype, 1), w = f.add("w", ws, dtype, 2), b = f.add("b", {4}, dtype, 3);
   const int y = f.add("y", ys, dtype, 4), dy = f.add("dy", ys, dtype, 5);
   const int dx = f.add("dx", xs, dtype, 6), dw = f.add("dw", ws, dtype, 7), db = f.add("db", {4}, dtype, 8);
-  f.run(OpKind::CONV_FWD, {x, w, b}, {y});
-  f.run(OpKind::CONV_DGRAD, {dy, w}, {dx});
-  f.run(OpKind::CONV_WGRAD, {dy, x}, {dw, db});
+  f.run(ConvForward<TensorId>{x, w, b, y});
+  f.run(ConvDgrad<TensorId>{dy, w, dx});
+  f.run(ConvWgrad<TensorId>{dy, x, dw, db});
 
   const cpu::ConvGeom g = cpu::ConvGeom::make(xs, ws, 2, 1);
   std::vector<T> ey(numel(ys)), edx(numel(xs)), edw(numel(ws)), edb(4);
@@ -108,18 +113,17 @@ TEST_F(ConvOpCpu, BiasIsOptional) {
   const int x = f.add("x", {2, 3, 3, 2}, DType::F32, 1), w = f.add("w", {3, 1, 1, 2}, DType::F32, 2);
   const int y = f.add("y", {2, 3, 3, 3}, DType::F32, 3), dy = f.add("dy", {2, 3, 3, 3}, DType::F32, 4);
   const int dw = f.add("dw", {3, 1, 1, 2}, DType::F32, 5);
-  f.run(OpKind::CONV_FWD, {x, w, -1}, {y});
-  f.run(OpKind::CONV_WGRAD, {dy, x}, {dw, -1});
-  f.run(OpKind::CONV_WGRAD, {dy, x}, {dw});
+  f.run(ConvForward<TensorId>{x, w, -1, y});
+  f.run(ConvWgrad<TensorId>{dy, x, dw, -1});
   // y[0,0,0,0] = sum_c x[0,0,0,c] * w[0,0,0,c]
   const float* xp = f.as<float>(x);
   const float* wp = f.as<float>(w);
   EXPECT_NEAR(f.as<float>(y)[0], xp[0] * wp[0] + xp[1] * wp[1], 1e-6);
 }
 
-void expect_op_error(Fixture& f, OpKind kind, const std::vector<int>& in,
-                     const std::vector<int>& out, const std::string& needle) {
-  kiln::testing::expect_error([&] { f.run(kind, in, out); }, {"conv1", needle});
+template <class Contract>
+void expect_op_error(Fixture& f, const Contract& c, const std::string& needle) {
+  kiln::testing::expect_error([&] { f.run(c); }, {"conv1", needle});
 }
 
 TEST_F(ConvOpCpu, BadTensorsNameTheLayer) {
@@ -131,15 +135,17 @@ TEST_F(ConvOpCpu, BadTensorsNameTheLayer) {
   const int b_bad = f.add("b_bad", {5}, DType::F32, 6), y64 = f.add("y64", {2, 5, 5, 4}, DType::F64, 7);
   const int x16 = f.add("x16", {2, 5, 5, 3}, DType::F16, 8), w16 = f.add("w16", {4, 3, 3, 3}, DType::F16, 9);
   const int y16 = f.add("y16", {2, 5, 5, 4}, DType::F16, 10);
-  expect_op_error(f, OpKind::CONV_FWD, {x, w_bad_c}, {y}, "channels");
-  expect_op_error(f, OpKind::CONV_FWD, {x, w_bad_k}, {y}, "kernel size");
-  expect_op_error(f, OpKind::CONV_FWD, {x, w}, {y_bad}, "y_bad");
-  expect_op_error(f, OpKind::CONV_FWD, {x, w, b_bad}, {y}, "b_bad");
-  expect_op_error(f, OpKind::CONV_FWD, {x, w}, {y64}, "F64");
-  expect_op_error(f, OpKind::CONV_FWD, {x, -1}, {y}, "'w'");
-  expect_op_error(f, OpKind::CONV_DGRAD, {y_bad, w}, {x}, "y_bad");
-  expect_op_error(f, OpKind::CONV_WGRAD, {y, x}, {w_bad_c}, "channels");
-  expect_op_error(f, OpKind::CONV_FWD, {x16, w16}, {y16}, "F16");
+  expect_op_error(f, ConvForward<TensorId>{x, w_bad_c, -1, y}, "channels");
+  expect_op_error(f, ConvForward<TensorId>{x, w_bad_k, -1, y}, "kernel size");
+  expect_op_error(f, ConvForward<TensorId>{x, w, -1, y_bad}, "y_bad");
+  expect_op_error(f, ConvForward<TensorId>{x, w, b_bad, y}, "b_bad");
+  expect_op_error(f, ConvForward<TensorId>{x, w, -1, y64}, "F64");
+  f.unbound = w;  // a malformed program: its CONV_FWD has no filter
+  expect_op_error(f, ConvForward<TensorId>{x, w, -1, y}, "'w'");
+  f.unbound = -1;
+  expect_op_error(f, ConvDgrad<TensorId>{y_bad, w, x}, "y_bad");
+  expect_op_error(f, ConvWgrad<TensorId>{y, x, w_bad_c, -1}, "channels");
+  expect_op_error(f, ConvForward<TensorId>{x16, w16, -1, y16}, "F16");
 }
 
 }  // namespace

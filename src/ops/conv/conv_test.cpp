@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kiln/error.h"
 #include "ops/common/cpu_test_util.h"
 #include "ops/conv/conv_cpu.h"
@@ -26,10 +28,8 @@ struct Case {
 };
 
 std::string describe(const Case& t) {
-  return "n" + std::to_string(t.n) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) + "x" +
-         std::to_string(t.c) + " -> k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" +
-         std::to_string(t.s) + " stride " + std::to_string(t.stride) + " pad " +
-         std::to_string(t.pad) + (t.bias ? " bias" : "");
+  return fmt::format("n{} {}x{}x{} -> k{} {}x{} stride {} pad {}{}", t.n, t.h, t.w, t.c, t.k, t.r, t.s, t.stride,
+                     t.pad, t.bias ? " bias" : "");
 }
 
 // Kernel sizes 1/3/5 and rectangular, strides 1-3, padding 0-3 (including output pixels whose

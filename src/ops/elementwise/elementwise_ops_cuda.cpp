@@ -1,4 +1,8 @@
 // ReLU (byte mask), residual add, gradient sum and dtype casts on the GPU.
+#include <algorithm>
+#include <vector>
+
+#include "ops/elementwise/elementwise_contract.h"
 #include "ops/elementwise/elementwise_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/op_call.h"
@@ -8,48 +12,41 @@ namespace {
 
 cudaStream_t main_stream(const OpCall& call) { return cuda_backend(call.backend, call.where()).stream(0); }
 
-void relu_fwd(const OpCall& call) {
-  relu_forward(call.in[0].dtype(), call.in[0].data, call.in[0].numel(), call.out[0].data, call.out[1].as<uint8_t>(),
-               main_stream(call), call.where());
+void relu_fwd(const OpCall& call, const ReluForward<TensorArg>& a) {
+  relu_forward(a.x.dtype(), a.x.data, a.x.numel(), a.y.data, a.mask.as<uint8_t>(), main_stream(call), call.where());
 }
-void relu_inf(const OpCall& call) {
-  relu_forward(call.in[0].dtype(), call.in[0].data, call.in[0].numel(), call.out[0].data, nullptr, main_stream(call),
-               call.where());
+void relu_inf(const OpCall& call, const ReluInference<TensorArg>& a) {
+  relu_forward(a.x.dtype(), a.x.data, a.x.numel(), a.y.data, nullptr, main_stream(call), call.where());
 }
-void relu_bwd(const OpCall& call) {
-  relu_backward(call.in[0].dtype(), call.in[0].data, call.in[1].as<uint8_t>(), call.in[0].numel(), call.out[0].data,
-                main_stream(call), call.where());
+void relu_bwd(const OpCall& call, const ReluBackward<TensorArg>& a) {
+  relu_backward(a.dy.dtype(), a.dy.data, a.mask.as<uint8_t>(), a.dy.numel(), a.dx.data, main_stream(call),
+                call.where());
 }
-void add_fwd(const OpCall& call) {
-  if (call.in[0].shape() != call.in[1].shape())
-    fail("{}: shapes differ, {} and {}", call.where(), shape_str(call.in[0].shape()), shape_str(call.in[1].shape()));
-  add(call.in[0].dtype(), call.in[0].data, call.in[1].data, call.in[0].numel(), call.out[0].data, main_stream(call),
-      call.where());
+void add_fwd(const OpCall& call, const Add<TensorArg>& a) {
+  if (a.a.shape() != a.b.shape())
+    fail("{}: shapes differ, {} and {}", call.where(), shape_str(a.a.shape()), shape_str(a.b.shape()));
+  add(a.a.dtype(), a.a.data, a.b.data, a.a.numel(), a.y.data, main_stream(call), call.where());
 }
-void grad_sum_op(const OpCall& call) {
+void grad_sum_op(const OpCall& call, const GradSum<TensorArg>& a) {
   std::vector<const void*> inputs;
-  for (const TensorArg& g : call.in) inputs.push_back(g.data);
-  grad_sum(call.out[0].dtype(), inputs.data(), int(inputs.size()), call.out[0].numel(), call.out[0].data,
-           main_stream(call), call.where());
+  for (const TensorArg& g : a.terms) inputs.push_back(g.data);
+  grad_sum(a.sum.dtype(), inputs.data(), int(inputs.size()), a.sum.numel(), a.sum.data, main_stream(call),
+           call.where());
 }
 // Master weights into their fp16/bf16 copies, or compute gradients into the fp32 region: the
 // copied parameters are a prefix of the fp32 region, so one flat conversion does all of them.
-void cast_op(const OpCall& call) {
-  const int64_t n = std::min(call.in[0].numel(), call.out[0].numel());
-  cast(call.in[0].dtype(), call.in[0].data, call.out[0].dtype(), call.out[0].data, n, main_stream(call), call.where());
+void cast_op(const OpCall& call, const Cast<TensorArg>& a) {
+  const int64_t n = std::min(a.src.numel(), a.dst.numel());
+  cast(a.src.dtype(), a.src.data, a.dst.dtype(), a.dst.data, n, main_stream(call), call.where());
 }
 
 }  // namespace
 }  // namespace kiln::cuda
 
-namespace kiln {
-void register_elementwise_cuda() {
-  using namespace kiln::cuda;
-  register_op(Device::CUDA, OpKind::RELU_FWD, relu_fwd);
-  register_op(Device::CUDA, OpKind::RELU_INF, relu_inf);
-  register_op(Device::CUDA, OpKind::RELU_BWD, relu_bwd);
-  register_op(Device::CUDA, OpKind::ADD_FWD, add_fwd);
-  register_op(Device::CUDA, OpKind::GRAD_SUM, grad_sum_op);
-  register_op(Device::CUDA, OpKind::CAST, cast_op);
-}
-}  // namespace kiln
+namespace kiln::ops {
+extern const OpTable elementwise_cuda_ops{
+    Device::CUDA,
+    {kernel<ReluForward, cuda::relu_fwd>(), kernel<ReluInference, cuda::relu_inf>(),
+     kernel<ReluBackward, cuda::relu_bwd>(), kernel<Add, cuda::add_fwd>(), kernel<GradSum, cuda::grad_sum_op>(),
+     kernel<Cast, cuda::cast_op>()}};
+}  // namespace kiln::ops

@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "ops/elementwise/elementwise_contract.h"
 #include "ops/elementwise/elementwise_cpu.h"
 #include "runtime/op_call.h"
-
-namespace kiln {
-void register_elementwise_cpu();
-}
 
 namespace {
 
@@ -144,10 +141,9 @@ struct OpFixture : kiln::testing::OpFixture {
 };
 
 TEST(ElementwiseOp, AddShapeMismatchNamesLayerAndShapes) {
-  register_elementwise_cpu();
   OpFixture f;
   Vec a(2 * 4 * 4 * 8), b(2 * 2 * 2 * 32), y(a.size());
-  Op op{OpKind::ADD_FWD, 3, {}, {}, {}};
+  const Op op = make_op(Add<TensorId>{0, 1, 2}, 3);
   OpCall call{op,
               f.program,
               {f.arg({2, 4, 4, 8}, a.data()), f.arg({2, 2, 2, 32}, b.data())},
@@ -158,55 +154,64 @@ TEST(ElementwiseOp, AddShapeMismatchNamesLayerAndShapes) {
 }
 
 TEST(ElementwiseOp, DropoutUsesLayerAndStepStream) {
-  register_elementwise_cpu();
   OpFixture f;
   f.scalars.seed = 1234;
   f.scalars.step = 56;
   const int64_t n = 500;
   Vec x = uniform_vec(13, n), y(n), dx(n);
   Bytes mask(n);
-  Op op{OpKind::DROPOUT_FWD, 3, {}, {}, {}};
-  op.attrs.p = 0.25f;
+  DropoutForward<TensorId> fwd{0, 1, 2, 0.25f};
+  Op op = make_op(fwd, 3);
   OpCall call{op, f.program, {f.arg({5, 100}, x.data())},
               {f.arg({5, 100}, y.data()), f.arg({5, 100}, mask.data(), DType::U8)}, f.scalars};
   find_op(Device::CPU, OpKind::DROPOUT_FWD)(call);
   uint64_t stream = mix64(3ULL * 1000003ULL + 56ULL);
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(mask[i], random_uniform(1234, stream, i) >= 0.25f) << i;
-  Op bwd{OpKind::DROPOUT_BWD, 3, {}, {}, op.attrs};
+  const Op bwd = make_op(DropoutBackward<TensorId>{3, 2, 4, fwd.p}, 3);
   OpCall bcall{bwd, f.program,
                {f.arg({5, 100}, x.data()), f.arg({5, 100}, mask.data(), DType::U8)},
                {f.arg({5, 100}, dx.data())}, f.scalars};
   find_op(Device::CPU, OpKind::DROPOUT_BWD)(bcall);
   EXPECT_EQ(dx, y);  // dy = x gives dx = y: the same mask and scale
-  op.attrs.p = 1.5f;
+  fwd.p = 1.5f;
+  op = make_op(fwd, 3);
   EXPECT_THROW(find_op(Device::CPU, OpKind::DROPOUT_FWD)(call), Error);
 }
 
 TEST(ElementwiseOp, ReluAndGradSumThroughRegistry) {
-  register_elementwise_cpu();
   OpFixture f;
   std::vector<float> x = {-1.f, 2.f, 0.f, 3.5f}, y(4), dx(4), g0 = {1, 2, 3, 4}, g1 = {5, 6, 7, 8},
                      s(4);
   Bytes mask(4);
-  Op relu{OpKind::RELU_FWD, 3, {}, {}, {}};
+  const Op relu = make_op(ReluForward<TensorId>{0, 1, 2}, 3);
   OpCall rc{relu, f.program, {f.arg({4}, x.data(), DType::F32)},
             {f.arg({4}, y.data(), DType::F32), f.arg({4}, mask.data(), DType::U8)}, f.scalars};
   find_op(Device::CPU, OpKind::RELU_FWD)(rc);
   EXPECT_EQ(y, (std::vector<float>{0.f, 2.f, 0.f, 3.5f}));
   EXPECT_EQ(mask, (Bytes{0, 1, 0, 1}));
-  Op bwd{OpKind::RELU_BWD, 3, {}, {}, {}};
+  const Op bwd = make_op(ReluBackward<TensorId>{3, 2, 4}, 3);
   OpCall bc{bwd, f.program,
             {f.arg({4}, g0.data(), DType::F32), f.arg({4}, mask.data(), DType::U8)},
             {f.arg({4}, dx.data(), DType::F32)}, f.scalars};
   find_op(Device::CPU, OpKind::RELU_BWD)(bc);
   EXPECT_EQ(dx, (std::vector<float>{0.f, 2.f, 0.f, 4.f}));
-  Op sum{OpKind::GRAD_SUM, 3, {}, {}, {}};
+  const Op sum = make_op(GradSum<TensorId>{{5, 6}, 7}, 3);
   OpCall sc{sum, f.program,
             {f.arg({4}, g0.data(), DType::F32), f.arg({4}, g1.data(), DType::F32)},
             {f.arg({4}, s.data(), DType::F32)}, f.scalars};
   find_op(Device::CPU, OpKind::GRAD_SUM)(sc);
   EXPECT_EQ(s, (std::vector<float>{6, 8, 10, 12}));
+}
+
+TEST(ElementwiseOp, MissingTensorNamesOpLayerAndField) {
+  OpFixture f;
+  std::vector<float> dy(4), dx(4);
+  const Op bwd = make_op(ReluBackward<TensorId>{0, 1, 2}, 3);
+  OpCall call{bwd, f.program, {f.arg({4}, dy.data(), DType::F32), TensorArg{}},
+              {f.arg({4}, dx.data(), DType::F32)}, f.scalars};
+  kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::RELU_BWD)(call); },
+                              {"RELU_BWD", "layer1.0.add", "'mask'"});
 }
 
 }  // namespace

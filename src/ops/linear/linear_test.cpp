@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "ops/common/cpu_test_util.h"
+#include "ops/linear/linear_contract.h"
 #include "ops/linear/linear_cpu.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
-void register_linear_cpu();
 namespace {
 
 using kiln::testing::uniform_vec;
@@ -128,6 +128,7 @@ struct Fixture {
   Program program;
   std::vector<std::vector<double>> storage;  // double-sized slots fit either precision
   StepScalars scalars;
+  int unbound = -1;  // a tensor the program does not give its op (malformed programs)
 
   Fixture() {
     Layer layer;
@@ -149,23 +150,21 @@ struct Fixture {
   }
   template <class T>
   T* as(size_t id) { return reinterpret_cast<T*>(storage[id].data()); }
-  void run(OpKind kind, const std::vector<int>& in, const std::vector<int>& out) {
-    Op op{kind, 0, in, out, program.graph.layers[0].attrs};
+  template <template <class> class C>
+  void run(const C<TensorId>& c) {
+    const Op op = make_op(c, 0);
     std::vector<TensorArg> in_args, out_args;
     auto arg = [&](int id) {
-      return id < 0 ? TensorArg{} : TensorArg{&program.tensors[id], storage[id].data()};
+      return id < 0 || id == unbound ? TensorArg{} : TensorArg{&program.tensors[id], storage[id].data()};
     };
-    for (int id : in) in_args.push_back(arg(id));
-    for (int id : out) out_args.push_back(arg(id));
+    for (int id : op.in) in_args.push_back(arg(id));
+    for (int id : op.out) out_args.push_back(arg(id));
     OpCall call{op, program, in_args, out_args, scalars};
-    find_op(Device::CPU, kind)(call);
+    find_op(Device::CPU, op.kind)(call);
   }
 };
 
-class LinearOpCpu : public ::testing::Test {
- protected:
-  void SetUp() override { register_linear_cpu(); }
-};
+class LinearOpCpu : public ::testing::Test {};
 
 TEST_F(LinearOpCpu, OpsRunTheKernels) {
   Fixture f;
@@ -174,8 +173,8 @@ TEST_F(LinearOpCpu, OpsRunTheKernels) {
   const int b = f.add("b", {3}, DType::F32, 3), y = f.add("y", {6, 3}, DType::F32, 4);
   const int dy = f.add("dy", {6, 3}, DType::F32, 5), dx = f.add("dx", {6, 8}, DType::F32, 6);
   const int dw = f.add("dw", {3, 8}, DType::F32, 7), db = f.add("db", {3}, DType::F32, 8);
-  f.run(OpKind::LINEAR_FWD, {x, w, b}, {y});
-  f.run(OpKind::LINEAR_BWD, {dy, x, w}, {dx, dw, db});
+  f.run(LinearForward<TensorId>{x, w, b, y});
+  f.run(LinearBackward<TensorId>{dy, x, w, dx, dw, db});
   std::vector<float> ey(18), edx(48), edw(24), edb(3);
   cpu::linear_fwd<float>(d, f.as<float>(x), f.as<float>(w), f.as<float>(b), ey.data());
   cpu::linear_bwd<float>(d, f.as<float>(dy), f.as<float>(x), f.as<float>(w), edx.data(),
@@ -186,8 +185,8 @@ TEST_F(LinearOpCpu, OpsRunTheKernels) {
   EXPECT_EQ(std::memcmp(edb.data(), f.as<float>(db), sizeof(float) * edb.size()), 0);
 
   // Absent dx and db (first layer, no bias) are skipped; dw is unchanged by their absence.
-  f.run(OpKind::LINEAR_FWD, {x, w, -1}, {y});
-  f.run(OpKind::LINEAR_BWD, {dy, x, w}, {-1, dw, -1});
+  f.run(LinearForward<TensorId>{x, w, -1, y});
+  f.run(LinearBackward<TensorId>{dy, x, w, -1, dw, -1});
   EXPECT_EQ(std::memcmp(edw.data(), f.as<float>(dw), sizeof(float) * edw.size()), 0);
 }
 
@@ -195,15 +194,15 @@ TEST_F(LinearOpCpu, DoubleOpMatchesNaive) {
   Fixture f;
   const int x = f.add("x", {4, 5}, DType::F64, 1), w = f.add("w", {2, 5}, DType::F64, 2);
   const int b = f.add("b", {2}, DType::F64, 3), y = f.add("y", {4, 2}, DType::F64, 4);
-  f.run(OpKind::LINEAR_FWD, {x, w, b}, {y});
+  f.run(LinearForward<TensorId>{x, w, b, y});
   const auto ref = naive({4, 5, 2}, f.storage[x], f.storage[w], &f.storage[b],
                          std::vector<double>(8, 0.0));
   expect_near_all(f.storage[y], ref.y, 1e-12, "y");
 }
 
-void expect_op_error(Fixture& f, OpKind kind, const std::vector<int>& in,
-                     const std::vector<int>& out, const std::string& needle) {
-  kiln::testing::expect_error([&] { f.run(kind, in, out); }, {"fc1", needle});
+template <class Contract>
+void expect_op_error(Fixture& f, const Contract& c, const std::string& needle) {
+  kiln::testing::expect_error([&] { f.run(c); }, {"fc1", needle});
 }
 
 TEST_F(LinearOpCpu, BadTensorsNameTheLayer) {
@@ -214,14 +213,17 @@ TEST_F(LinearOpCpu, BadTensorsNameTheLayer) {
   const int b_bad = f.add("b_bad", {4}, DType::F32, 7), dw64 = f.add("dw64", {3, 8}, DType::F64, 8);
   const int x16 = f.add("x16", {6, 8}, DType::F16, 9), w16 = f.add("w16", {3, 8}, DType::F16, 9);
   const int y16 = f.add("y16", {6, 3}, DType::F16, 9);
-  expect_op_error(f, OpKind::LINEAR_FWD, {x4, w}, {y}, "flatten");
-  expect_op_error(f, OpKind::LINEAR_FWD, {x, w_bad}, {y}, "w_bad");
-  expect_op_error(f, OpKind::LINEAR_FWD, {x, w}, {y_bad}, "y_bad");
-  expect_op_error(f, OpKind::LINEAR_FWD, {x, w, b_bad}, {y}, "b_bad");
-  expect_op_error(f, OpKind::LINEAR_FWD, {x16, w16}, {y16}, "F16");
-  expect_op_error(f, OpKind::LINEAR_BWD, {y_bad, x, w}, {-1, w, -1}, "y_bad");
-  expect_op_error(f, OpKind::LINEAR_BWD, {y, x, w}, {-1, dw64, -1}, "F64");
-  expect_op_error(f, OpKind::LINEAR_BWD, {y, x, w}, {-1, -1, -1}, "'dw'");
+  expect_op_error(f, LinearForward<TensorId>{x4, w, -1, y}, "flatten");
+  expect_op_error(f, LinearForward<TensorId>{x, w_bad, -1, y}, "w_bad");
+  expect_op_error(f, LinearForward<TensorId>{x, w, -1, y_bad}, "y_bad");
+  expect_op_error(f, LinearForward<TensorId>{x, w, b_bad, y}, "b_bad");
+  expect_op_error(f, LinearForward<TensorId>{x16, w16, -1, y16}, "F16");
+  expect_op_error(f, LinearBackward<TensorId>{y_bad, x, w, -1, w, -1}, "y_bad");
+  expect_op_error(f, LinearBackward<TensorId>{y, x, w, -1, dw64, -1}, "F64");
+  const int dw = f.add("dw", {3, 8}, DType::F32, 10);
+  f.unbound = dw;  // a malformed program: its LINEAR_BWD has no weight gradient
+  expect_op_error(f, LinearBackward<TensorId>{y, x, w, -1, dw, -1}, "'dw'");
+  f.unbound = -1;
 }
 
 }  // namespace

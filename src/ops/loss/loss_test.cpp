@@ -8,12 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "ops/loss/loss_contract.h"
 #include "ops/loss/loss_cpu.h"
 #include "runtime/op_call.h"
-
-namespace kiln {
-void register_loss_cpu();
-}
 
 namespace {
 
@@ -149,13 +146,13 @@ struct OpFixture : kiln::testing::OpFixture {
   OpFixture() : kiln::testing::OpFixture(2, "head.loss", DType::F64) {}
 };
 
-TEST(LossOp, ThroughRegistryReadsSmoothingFromOptions) {
-  register_loss_cpu();
+TEST(LossOp, ThroughRegistryReadsSmoothingFromItsAttribute) {
   OpFixture f;
-  f.program.options.label_smoothing = 0.1f;
   Batch b(8, 4, 5);
   std::vector<float> logits(b.logits.begin(), b.logits.end()), loss(1), d(b.N * b.C);
-  Op op{OpKind::SOFTMAX_CE, 2, {}, {}, {}};
+  f.program.options.label_smoothing = 0.5f;  // not read: the op carries its own smoothing
+  SoftmaxCrossEntropy<TensorId> ce{0, 1, 2, 3, 0.1f};
+  Op op = make_op(ce, 2);
   OpCall call{op, f.program,
               {f.arg({8, 4}, logits.data(), DType::F32), f.arg({8}, b.labels.data(), DType::I32)},
               {f.arg({1}, loss.data(), DType::F32), f.arg({8, 4}, d.data(), DType::F32)},
@@ -165,14 +162,25 @@ TEST(LossOp, ThroughRegistryReadsSmoothingFromOptions) {
   double ref = ref_loss(b, double(0.1f), &ref_d);
   EXPECT_NEAR(loss[0], ref, 1e-6 * ref);
   EXPECT_LT(rel_err(Vec(d.begin(), d.end()), ref_d), 1e-5);
+  // Without dlogits (optional) only the loss is written.
+  const Op loss_only = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, -1, 0.1f}, 2);
+  OpCall lcall{loss_only, f.program,
+               {f.arg({8, 4}, logits.data(), DType::F32), f.arg({8}, b.labels.data(), DType::I32)},
+               {f.arg({1}, loss.data(), DType::F32), TensorArg{}}, f.scalars};
+  loss[0] = 0;
+  find_op(Device::CPU, OpKind::SOFTMAX_CE)(lcall);
+  EXPECT_NEAR(loss[0], ref, 1e-6 * ref);
+  ce.label_smoothing = 1.5f;
+  op = make_op(ce, 2);
+  kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::SOFTMAX_CE)(call); },
+                              {"head.loss", "label_smoothing 1.5"});
 }
 
 TEST(LossOp, BadLabelNamesValueIndexAndLayer) {
-  register_loss_cpu();
   OpFixture f;
   std::vector<float> logits(3 * 10, 0.f), loss(1), d(30);
   Labels labels = {0, 9, 10};
-  Op op{OpKind::SOFTMAX_CE, 2, {}, {}, {}};
+  const Op op = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, 3, 0.f}, 2);
   OpCall call{op, f.program,
               {f.arg({3, 10}, logits.data(), DType::F32), f.arg({3}, labels.data(), DType::I32)},
               {f.arg({1}, loss.data(), DType::F32), f.arg({3, 10}, d.data(), DType::F32)},
@@ -181,6 +189,57 @@ TEST(LossOp, BadLabelNamesValueIndexAndLayer) {
                               {"head.loss", "label 10", "index 2"});
   labels = {0, -3, 1};
   EXPECT_THROW(find_op(Device::CPU, OpKind::SOFTMAX_CE)(call), Error);
+}
+
+// COUNT_CORRECT through the registry: one I32 count of the rows whose first largest logit is the
+// label, in both dtypes; out-of-range labels (padding rows) never count.
+TEST(LossOp, CountCorrectThroughRegistry) {
+  OpFixture f;
+  std::vector<float> logits = {
+      1, 3, 3,   // tie between 1 and 2: class 1 wins
+      5, 0, 0,   // class 0
+      0, 0, 9,   // class 2
+      2, 2, 2};  // all tied: class 0
+  Labels labels = {1, 0, 1, 0};
+  std::vector<int32_t> correct = {-7};
+  const Op op = make_op(CountCorrect<TensorId>{0, 1, 2}, 2);
+  OpCall call{op, f.program,
+              {f.arg({4, 3}, logits.data(), DType::F32), f.arg({4}, labels.data(), DType::I32)},
+              {f.arg({1}, correct.data(), DType::I32)}, f.scalars};
+  auto count = [&] {
+    find_op(Device::CPU, OpKind::COUNT_CORRECT)(call);
+    return correct[0];
+  };
+  EXPECT_EQ(count(), 3);  // the tied rows count for their first largest; row 2 misses
+  labels = {2, 0, 1, 1};
+  EXPECT_EQ(count(), 1);  // tied rows count only for their first largest
+  labels = {1, 0, 2, 0};
+  EXPECT_EQ(count(), 4);  // every row right
+  labels = {0, 1, 0, 2};
+  EXPECT_EQ(count(), 0);  // every row wrong
+  labels = {1, -1, 2, 3};
+  EXPECT_EQ(count(), 2);  // -1 (padding) and 3 (out of range) never count
+
+  Vec wide(logits.begin(), logits.end());
+  labels = {1, 0, 2, 0};
+  OpCall wide_call{op, f.program,
+                   {f.arg({4, 3}, wide.data(), DType::F64), f.arg({4}, labels.data(), DType::I32)},
+                   {f.arg({1}, correct.data(), DType::I32)}, f.scalars};
+  find_op(Device::CPU, OpKind::COUNT_CORRECT)(wide_call);
+  EXPECT_EQ(correct[0], 4);
+
+  // The count is one I32; the labels one I32 per row; errors name the layer.
+  std::vector<float> not_int(1);
+  OpCall bad_count{op, f.program,
+                   {f.arg({4, 3}, logits.data(), DType::F32), f.arg({4}, labels.data(), DType::I32)},
+                   {f.arg({1}, not_int.data(), DType::F32)}, f.scalars};
+  kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::COUNT_CORRECT)(bad_count); },
+                              {"count_correct 'head.loss'", "correct tensor", "I32"});
+  OpCall bad_labels{op, f.program,
+                    {f.arg({4, 3}, logits.data(), DType::F32), f.arg({3}, labels.data(), DType::I32)},
+                    {f.arg({1}, correct.data(), DType::I32)}, f.scalars};
+  kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::COUNT_CORRECT)(bad_labels); },
+                              {"count_correct 'head.loss'", "labels", "4 I32 class indices"});
 }
 
 }  // namespace

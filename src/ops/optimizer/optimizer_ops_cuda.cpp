@@ -1,4 +1,8 @@
 // SGD_UPDATE / ADAMW_UPDATE on the GPU: one launch over the whole contiguous parameter region.
+// Hyper-parameters come from the op's contract, lr and step from the step scalars.
+#include <vector>
+
+#include "ops/optimizer/optimizer_contract.h"
 #include "ops/optimizer/optimizer_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/op_call.h"
@@ -6,38 +10,37 @@
 namespace kiln::cuda {
 namespace {
 
-void check_regions(const OpCall& call) {
-  for (const TensorArg& t : call.out)
-    if (t.dtype() != DType::F32 || t.numel() != call.in[0].numel())
+// Every bound region fp32 and as long as the gradients.
+void check_regions(const OpCall& call, const TensorArg& grads, const std::vector<const TensorArg*>& regions) {
+  for (const TensorArg* t : regions)
+    if (*t && (t->dtype() != DType::F32 || t->numel() != grads.numel()))
       fail("{}: optimizer regions must be fp32 and of equal size", call.where());
   if (!(call.scalars.lr >= 0)) fail("{}: learning rate must be >= 0, got {}", call.where(), call.scalars.lr);
 }
 
-void sgd(const OpCall& call) {
-  check_regions(call);
-  const OptimizerConfig& o = call.program.options.optimizer;
+void sgd(const OpCall& call, const SgdUpdate<TensorArg>& a) {
+  check_regions(call, a.grads, {&a.grads, &a.params, &a.momentum_buffer});
+  if (a.momentum != 0 && !a.momentum_buffer)
+    fail("{}: momentum {} needs a momentum buffer region; recompile the program", call.where(), a.momentum);
   CudaBackend& be = cuda_backend(call.backend, call.where());
-  sgd_update(call.in[0].numel(), call.in[0].as<float>(), call.out[0].as<float>(),
-             o.momentum != 0 ? call.out[1].as<float>() : nullptr,
-             sgd_scalars(call.scalars.lr, o.momentum, o.weight_decay, o.nesterov), be.stream(0), call.where());
+  sgd_update(a.grads.numel(), a.grads.as<float>(), a.params.as<float>(),
+             a.momentum != 0 ? a.momentum_buffer.as<float>() : nullptr,
+             sgd_scalars(call.scalars.lr, a.momentum, a.weight_decay, a.nesterov), be.stream(0), call.where());
 }
 
-void adamw(const OpCall& call) {
-  check_regions(call);
-  const OptimizerConfig& o = call.program.options.optimizer;
+void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
+  check_regions(call, a.grads, {&a.grads, &a.params, &a.exp_avg, &a.exp_avg_sq});
   CudaBackend& be = cuda_backend(call.backend, call.where());
-  adamw_update(call.in[0].numel(), call.in[0].as<float>(), call.out[0].as<float>(), call.out[1].as<float>(),
-               call.out[2].as<float>(),
-               adamw_scalars(call.scalars.lr, o.beta1, o.beta2, o.eps, o.weight_decay, call.scalars.step + 1),
+  adamw_update(a.grads.numel(), a.grads.as<float>(), a.params.as<float>(), a.exp_avg.as<float>(),
+               a.exp_avg_sq.as<float>(),
+               adamw_scalars(call.scalars.lr, a.beta1, a.beta2, a.eps, a.weight_decay, call.scalars.step + 1),
                be.stream(0), call.where());
 }
 
 }  // namespace
 }  // namespace kiln::cuda
 
-namespace kiln {
-void register_optimizer_cuda() {
-  register_op(Device::CUDA, OpKind::SGD_UPDATE, kiln::cuda::sgd);
-  register_op(Device::CUDA, OpKind::ADAMW_UPDATE, kiln::cuda::adamw);
-}
-}  // namespace kiln
+namespace kiln::ops {
+extern const OpTable optimizer_cuda_ops{Device::CUDA,
+                                        {kernel<SgdUpdate, cuda::sgd>(), kernel<AdamWUpdate, cuda::adamw>()}};
+}  // namespace kiln::ops

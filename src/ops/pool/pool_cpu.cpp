@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <vector>
 
-#include "ops/common/op_args.h"
-#include "runtime/op_call.h"
+#include "kiln/error.h"
 
 namespace kiln::cpu {
 namespace {
@@ -192,114 +190,3 @@ KILN_INSTANTIATE_POOL(double)
 #undef KILN_INSTANTIATE_POOL
 
 }  // namespace kiln::cpu
-
-namespace kiln {
-namespace {
-
-// Tensors must hold `shape`'s element count (the layout is implied) and have `dtype`.
-void check(const OpCall& call, const char* kind, const TensorArg& t, const char* role,
-           const Shape& shape, DType dtype) {
-  if (t.numel() != numel(shape))
-    fail("{} '{}': {} has shape {} but {} is expected; recompile the program", kind,
-         call.layer().name, role, shape_str(t.shape()), shape_str(shape));
-  if (t.dtype() != dtype)
-    fail("{} '{}': {} is {} but {} is expected", kind, call.layer().name, role,
-         dtype_name(t.dtype()), dtype_name(dtype));
-}
-
-cpu::PoolGeom geom(const OpCall& call, const char* kind, const Shape& x) {
-  const LayerAttrs& a = call.op.attrs;
-  return cpu::PoolGeom::make(x, a.kernel, a.stride, a.padding, kind, call.layer().name);
-}
-
-void maxpool_forward_op(const OpCall& call, bool training) {
-  const TensorArg& x = required(call, call.in, 0, "x");
-  cpu::PoolGeom g = geom(call, "maxpool", x.shape());
-  if (g.h * g.w > std::numeric_limits<int32_t>::max())
-    fail("maxpool '{}': a {}x{} image is too large for I32 argmax indices", call.layer().name,
-         g.h, g.w);
-  const TensorArg& y = required(call, call.out, 0, "y");
-  check(call, "maxpool", y, "y", g.out_shape(), x.dtype());
-  int32_t* argmax = nullptr;
-  if (training) {
-    const TensorArg& a = required(call, call.out, 1, "argmax");
-    check(call, "maxpool", a, "argmax", g.out_shape(), DType::I32);
-    argmax = a.as<int32_t>();
-  }
-  dispatch_float(x.dtype(), training ? "MAXPOOL_FWD" : "MAXPOOL_INF", [&](auto t) {
-    using T = decltype(t);
-    cpu::maxpool_forward<T>(g, x.as<T>(), y.as<T>(), argmax);
-  });
-}
-
-void maxpool_fwd_op(const OpCall& call) { maxpool_forward_op(call, true); }
-void maxpool_inf_op(const OpCall& call) { maxpool_forward_op(call, false); }
-
-void maxpool_bwd_op(const OpCall& call) {
-  const TensorArg& dx = required(call, call.out, 0, "dx");
-  cpu::PoolGeom g = geom(call, "maxpool", dx.shape());
-  const TensorArg& dy = required(call, call.in, 0, "dy");
-  check(call, "maxpool", dy, "dy", g.out_shape(), dx.dtype());
-  check(call, "maxpool", required(call, call.in, 1, "argmax"), "argmax", g.out_shape(), DType::I32);
-  dispatch_float(dx.dtype(), "MAXPOOL_BWD", [&](auto t) {
-    using T = decltype(t);
-    cpu::maxpool_backward<T>(g, dy.as<T>(), call.in[1].as<int32_t>(), dx.as<T>());
-  });
-}
-
-void avgpool_fwd_op(const OpCall& call) {
-  const TensorArg& x = required(call, call.in, 0, "x");
-  cpu::PoolGeom g = geom(call, "avgpool", x.shape());
-  const TensorArg& y = required(call, call.out, 0, "y");
-  check(call, "avgpool", y, "y", g.out_shape(), x.dtype());
-  dispatch_float(x.dtype(), "AVGPOOL_FWD", [&](auto t) {
-    using T = decltype(t);
-    cpu::avgpool_forward<T>(g, x.as<T>(), y.as<T>());
-  });
-}
-
-void avgpool_bwd_op(const OpCall& call) {
-  const TensorArg& dx = required(call, call.out, 0, "dx");
-  cpu::PoolGeom g = geom(call, "avgpool", dx.shape());
-  const TensorArg& dy = required(call, call.in, 0, "dy");
-  check(call, "avgpool", dy, "dy", g.out_shape(), dx.dtype());
-  dispatch_float(dx.dtype(), "AVGPOOL_BWD", [&](auto t) {
-    using T = decltype(t);
-    cpu::avgpool_backward<T>(g, dy.as<T>(), dx.as<T>());
-  });
-}
-
-// Global average pooling reads the feature map (N, H, W, C); the pooled side is (N, C).
-void gap_op(const OpCall& call, bool forward) {
-  const TensorArg& map = forward ? required(call, call.in, 0, "x") : required(call, call.out, 0, "dx");
-  const TensorArg& pooled = forward ? required(call, call.out, 0, "y") : required(call, call.in, 0, "dy");
-  const Shape& s = map.shape();
-  if (s.size() != 4)
-    fail("global_avgpool '{}': feature map shape {} is not 4-d NHWC", call.layer().name,
-         shape_str(s));
-  check(call, "global_avgpool", pooled, forward ? "y" : "dy", {s[0], s[3]}, map.dtype());
-  dispatch_float(map.dtype(), forward ? "GAP_FWD" : "GAP_BWD", [&](auto t) {
-    using T = decltype(t);
-    if (forward)
-      cpu::gap_forward<T>(map.as<T>(), s[0], s[1] * s[2], s[3], pooled.as<T>());
-    else
-      cpu::gap_backward<T>(pooled.as<T>(), s[0], s[1] * s[2], s[3], map.as<T>());
-  });
-}
-
-void gap_fwd_op(const OpCall& call) { gap_op(call, true); }
-void gap_bwd_op(const OpCall& call) { gap_op(call, false); }
-
-}  // namespace
-
-void register_pool_cpu() {
-  register_op(Device::CPU, OpKind::MAXPOOL_FWD, maxpool_fwd_op);
-  register_op(Device::CPU, OpKind::MAXPOOL_BWD, maxpool_bwd_op);
-  register_op(Device::CPU, OpKind::MAXPOOL_INF, maxpool_inf_op);
-  register_op(Device::CPU, OpKind::AVGPOOL_FWD, avgpool_fwd_op);
-  register_op(Device::CPU, OpKind::AVGPOOL_BWD, avgpool_bwd_op);
-  register_op(Device::CPU, OpKind::GAP_FWD, gap_fwd_op);
-  register_op(Device::CPU, OpKind::GAP_BWD, gap_bwd_op);
-}
-
-}  // namespace kiln

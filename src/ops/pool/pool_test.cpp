@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "ops/pool/pool_contract.h"
 #include "ops/pool/pool_cpu.h"
 #include "runtime/op_call.h"
-
-namespace kiln {
-void register_pool_cpu();
-}
 
 namespace {
 
@@ -225,14 +222,12 @@ struct OpFixture : kiln::testing::OpFixture {
 };
 
 TEST(PoolOp, MaxPoolThroughRegistry) {
-  register_pool_cpu();
   OpFixture f;
   std::vector<float> x(2 * 4 * 4 * 3), y(2 * 2 * 2 * 3), dx(x.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101);
   std::vector<int32_t> arg(y.size());
-  Op op{OpKind::MAXPOOL_FWD, 1, {}, {}, {}};
-  op.attrs.kernel = 2;
-  op.attrs.stride = 2;
+  const MaxPoolForward<TensorId> fwd{0, 1, 2, {.kernel = 2, .stride = 2}};
+  const Op op = make_op(fwd, 1);
   OpCall call{op, f.program, {f.arg({2, 4, 4, 3}, x.data())},
               {f.arg({2, 2, 2, 3}, y.data()), f.arg({2, 2, 2, 3}, arg.data(), DType::I32)},
               f.scalars};
@@ -241,7 +236,7 @@ TEST(PoolOp, MaxPoolThroughRegistry) {
   std::vector<float> ref(y.size());
   maxpool_forward<float>(g, x.data(), ref.data(), nullptr);
   EXPECT_EQ(y, ref);
-  Op bwd{OpKind::MAXPOOL_BWD, 1, {}, {}, op.attrs};
+  const Op bwd = make_op(MaxPoolBackward<TensorId>{1, 2, 3, fwd.window}, 1);
   OpCall bcall{bwd, f.program,
                {f.arg({2, 2, 2, 3}, y.data()), f.arg({2, 2, 2, 3}, arg.data(), DType::I32)},
                {f.arg({2, 4, 4, 3}, dx.data())}, f.scalars};
@@ -253,33 +248,32 @@ TEST(PoolOp, MaxPoolThroughRegistry) {
 }
 
 TEST(PoolOp, BadGeometryNamesLayer) {
-  register_pool_cpu();
   OpFixture f;
   std::vector<float> x(1 * 4 * 4 * 2), y(64);
-  Op op{OpKind::AVGPOOL_FWD, 1, {}, {}, {}};
-  op.attrs.kernel = 3;
-  op.attrs.stride = 1;
-  op.attrs.padding = 2;  // more than half the kernel
+  // Padding 2 is more than half the kernel.
+  AvgPoolForward<TensorId> avg{0, 1, {.kernel = 3, .stride = 1, .padding = 2}};
+  Op op = make_op(avg, 1);
   OpCall call{op, f.program, {f.arg({1, 4, 4, 2}, x.data())}, {f.arg({1, 6, 6, 2}, y.data())},
               f.scalars};
   kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::AVGPOOL_FWD)(call); }, {"stem.pool"});
-  op.attrs.padding = 0;
-  op.attrs.kernel = 5;  // larger than the 4x4 input
+  avg.window.padding = 0;
+  avg.window.kernel = 5;  // larger than the 4x4 input
+  op = make_op(avg, 1);
   EXPECT_THROW(find_op(Device::CPU, OpKind::AVGPOOL_FWD)(call), Error);
-  op.attrs.kernel = 2;  // fits, but y has the wrong shape
+  avg.window.kernel = 2;  // fits, but y has the wrong shape
+  op = make_op(avg, 1);
   EXPECT_THROW(find_op(Device::CPU, OpKind::AVGPOOL_FWD)(call), Error);
 }
 
 TEST(PoolOp, GlobalAvgPoolThroughRegistry) {
-  register_pool_cpu();
   OpFixture f;
   std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8}, y(2), dx(8);  // (1, 2, 2, 2)
-  Op op{OpKind::GAP_FWD, 1, {}, {}, {}};
+  const Op op = make_op(GlobalAvgPoolForward<TensorId>{0, 1}, 1);
   OpCall call{op, f.program, {f.arg({1, 2, 2, 2}, x.data())}, {f.arg({1, 2}, y.data())},
               f.scalars};
   find_op(Device::CPU, OpKind::GAP_FWD)(call);
   EXPECT_EQ(y, (std::vector<float>{4, 5}));
-  Op bwd{OpKind::GAP_BWD, 1, {}, {}, {}};
+  const Op bwd = make_op(GlobalAvgPoolBackward<TensorId>{1, 2}, 1);
   OpCall bcall{bwd, f.program, {f.arg({1, 2}, y.data())}, {f.arg({1, 2, 2, 2}, dx.data())},
                f.scalars};
   find_op(Device::CPU, OpKind::GAP_BWD)(bcall);

@@ -4,8 +4,9 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cudnn_graphs.h"
@@ -13,7 +14,7 @@
 
 namespace kiln::cuda {
 
-CudaBackend::CudaBackend(int index) {
+CudaBackend::CudaBackend(int index, const CudaOptions& options) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     cudaGetLastError();  // clear the sticky "no device" error
@@ -23,8 +24,8 @@ CudaBackend::CudaBackend(int index) {
     fail("CUDA device {} was asked for but {} GPU(s) are visible; use --device cuda:0 to cuda:{}", index, count,
          count - 1);
   device_ = index;
-  pipeline_chunks_ = env_int("KILN_PIPELINE_CHUNKS", 1, 99, 1, "the number of batch slices (1: off, the default)");
-  side_stream_ = env_int("KILN_SIDE_STREAM", 0, 1, 1, "1 to run wgrad beside dgrad (the default) or 0 to run it after") == 1;
+  check_cuda_options(options);
+  options_ = with_env_overrides(options);
   KILN_CUDA(cudaSetDevice(device_), "cuda backend");
   int least = 0, greatest = 0;
   KILN_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cuda backend");
@@ -36,16 +37,17 @@ CudaBackend::CudaBackend(int index) {
 }
 
 namespace {
-// KILN_TUNE_LOG=<file>: appends what engine choice found for every graph (one JSON object a line).
-void append_tune_log(const CudnnGraphs& graphs) {
-  const std::optional<std::string> path = env_text("KILN_TUNE_LOG");
-  if (!path) return;
+// CudaOptions::tune_log (KILN_TUNE_LOG=<file>): appends what engine choice found for every graph
+// (one JSON object a line) that no backend has logged yet.
+void append_tune_log(const CudnnGraphs& graphs, const std::string& path) {
+  if (path.empty()) return;
   static std::mutex mutex;
-  static size_t written = 0;  // records already logged (the cache outlives each backend)
+  static std::map<const CudnnGraphs*, size_t> logged;  // records already logged (caches outlive backends)
   std::lock_guard<std::mutex> lock(mutex);
+  size_t& written = logged[&graphs];
   const std::vector<TuneRecord> records = graphs.tune_records();
   if (records.size() <= written) return;
-  std::FILE* f = std::fopen(path->c_str(), "a");
+  std::FILE* f = std::fopen(path.c_str(), "a");
   if (!f) return;
   for (size_t i = written; i < records.size(); ++i) {
     const TuneRecord& r = records[i];
@@ -60,21 +62,22 @@ void append_tune_log(const CudnnGraphs& graphs) {
   std::fclose(f);
 }
 
-// One graph cache per device for the whole process: every executable on a device shares the
-// built and tuned plans, so a shape is tuned once however many programs use it.
-CudnnGraphs& shared_graphs(int device) {
+// One graph cache per device and graph options for the whole process: every executable on a
+// device shares the built and tuned plans, so a shape is tuned once however many programs use it
+// (programs asking for other tuning settings or another plan cache file get a cache of their own).
+CudnnGraphs& shared_graphs(int device, const CudaOptions& options) {
   static std::mutex mutex;
-  static std::map<int, std::unique_ptr<CudnnGraphs>> caches;
+  static std::map<std::tuple<int, bool, int, std::string>, std::unique_ptr<CudnnGraphs>> caches;
   std::lock_guard<std::mutex> lock(mutex);
-  auto& cache = caches[device];
-  if (!cache) cache = std::make_unique<CudnnGraphs>();
+  auto& cache = caches[{device, options.tune, options.tune_plans, options.plan_cache}];
+  if (!cache) cache = std::make_unique<CudnnGraphs>(cudnn_graphs_options(options));
   return *cache;
 }
 }  // namespace
 
 CudaBackend::~CudaBackend() {
   // Destructors must not throw: errors here only mean the device is already gone.
-  if (graphs_) append_tune_log(*graphs_);
+  if (graphs_) append_tune_log(*graphs_, options_.tune_log);
   for (int i = 0; i < kStreams; ++i) {
     if (workspace_[i]) cudaFree(workspace_[i]);
     if (events_[i]) cudaEventDestroy(events_[i]);
@@ -134,7 +137,7 @@ void CudaBackend::order(int from, int to) {
 }
 
 CudnnGraphs& CudaBackend::graphs() {
-  if (!graphs_) graphs_ = &shared_graphs(device_);
+  if (!graphs_) graphs_ = &shared_graphs(device_, options_);
   return *graphs_;
 }
 
@@ -147,5 +150,7 @@ CudaBackend& cuda_backend(Backend* backend, const std::string& where) {
 }  // namespace kiln
 
 namespace kiln {
-std::unique_ptr<Backend> make_cuda_backend(int index) { return std::make_unique<cuda::CudaBackend>(index); }
+std::unique_ptr<Backend> make_cuda_backend(int index, const CudaOptions& options) {
+  return std::make_unique<cuda::CudaBackend>(index, options);
+}
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "kiln/options.h"
 #include "runtime/backend.h"
 
 namespace kiln::cuda {
@@ -20,9 +21,10 @@ class CudaBackend final : public Backend {
  public:
   static constexpr int kStreams = 2;  // 0: main, 1: side (e.g. wgrad beside dgrad)
 
-  // Reads KILN_PIPELINE_CHUNKS (see pipeline_chunks()) and KILN_SIDE_STREAM (see stream()) from
-  // the environment.
-  explicit CudaBackend(int index);
+  // GPU `index` with `options` (CompileOptions::cuda), the KILN_* environment variables set in
+  // place of their fields (env_settings.h); kiln::Error for a field out of range, a malformed
+  // variable or a GPU that is not there.
+  explicit CudaBackend(int index, const CudaOptions& options = {});
   ~CudaBackend() override;
 
   Device device() const override { return Device::CUDA; }
@@ -35,12 +37,12 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   void activate() override;
 
-  // With the side stream off (KILN_SIDE_STREAM=0), stream(1) is the main stream: work meant to
-  // overlap runs in issue order instead.
-  cudaStream_t stream(int index = 0) const { return side_stream_ ? streams_[index] : streams_[0]; }
+  // With the side stream off (CudaOptions::side_stream, KILN_SIDE_STREAM=0), stream(1) is the main
+  // stream: work meant to overlap runs in issue order instead.
+  cudaStream_t stream(int index = 0) const { return options_.side_stream ? streams_[index] : streams_[0]; }
   // Makes stream `to` wait for all work issued so far on stream `from`.
   void order(int from, int to);
-  bool side_stream() const { return side_stream_; }
+  bool side_stream() const { return options_.side_stream; }
   // Scratch memory for work on stream `index`; ops never share one workspace across streams.
   void* workspace(int index = 0) const { return workspace_[index]; }
   size_t workspace_bytes() const { return workspace_bytes_; }
@@ -48,8 +50,11 @@ class CudaBackend final : public Backend {
   int device_ordinal() const { return device_; }
   // How many batch slices an op may cut a data-gradient convolution into, so that slice i runs on
   // the side stream while the main stream prepares slice i+1 (CBR backward). 1 (the default)
-  // turns pipelining off (ops/common/pipeline_slices.h says why). From KILN_PIPELINE_CHUNKS.
-  int pipeline_chunks() const { return pipeline_chunks_; }
+  // turns pipelining off (ops/common/pipeline_slices.h says why). CudaOptions::pipeline_chunks,
+  // KILN_PIPELINE_CHUNKS.
+  int pipeline_chunks() const { return options_.pipeline_chunks; }
+  // The options in effect (environment overrides applied).
+  const CudaOptions& options() const { return options_; }
 
  private:
   int device_ = 0;
@@ -57,9 +62,8 @@ class CudaBackend final : public Backend {
   cudaEvent_t events_[kStreams] = {};
   void* workspace_[kStreams] = {};
   size_t workspace_bytes_ = 0, requested_bytes_ = 0;
-  int pipeline_chunks_ = 1;
-  bool side_stream_ = true;
-  CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device
+  CudaOptions options_;
+  CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device and graph options
 };
 
 // The CUDA backend of an op call (a kiln::Error if the call runs on another backend).

@@ -6,8 +6,8 @@
 // statistics, scale and shift are fp32. Every pointer handed to run() must be 16-byte aligned
 // (cudnn-frontend assumes that alignment when it picks engines and rejects misaligned pointers).
 //
-// This header does not include cudnn_frontend.h (very slow to compile): only cudnn_graphs.cpp and
-// tools/cudnn_probe.cpp do.
+// This header does not include cudnn_frontend.h (very slow to compile): only the cudnn_*.cpp files
+// of this folder (through cudnn_graph_defs.h) and tools/cudnn_probe.cpp do.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "kiln/options.h"
 
 namespace cudnn_frontend::graph {
 class Graph;
@@ -66,9 +67,11 @@ struct Pointers {
   const float* shift = nullptr;
 };
 
+// Taken as given: the environment is not read here. The CUDA backend fills tune, max_plans_tuned
+// and plan_cache from its CudaOptions (cudnn_graphs_options below), after the KILN_* overrides.
 struct CudnnGraphsOptions {
-  // Time every plan the heuristics offer and keep the fastest. The environment variable
-  // KILN_CUDNN_TUNE=0 turns this off (then the heuristics' first usable plan is kept).
+  // Time every plan the heuristics offer and keep the fastest; false keeps the heuristics' first
+  // usable plan.
   bool tune = true;
   // fp32 graphs: false keeps only plans without the TENSOR_CORE / DOWN_CONVERT_INPUTS notes, i.e. no
   // TF32, so fp32 results match a true fp32 convolution to ~1e-6. true lets cuDNN use TF32 (~1e-3).
@@ -78,14 +81,15 @@ struct CudnnGraphsOptions {
   int64_t max_workspace_bytes = int64_t{1} << 30;  // plans needing more are skipped
   int timed_runs = 5;                              // per plan, after one warm-up; the median counts
   // 0: build and time every plan offered; N: only the first N that build, in heuristic order (building
-  // dominates tuning time: about 5 s per graph at batch 256 on an H200 with every plan). The
-  // environment variable KILN_CUDNN_TUNE_PLANS=N overrides it.
+  // dominates tuning time: about 5 s per graph at batch 256 on an H200 with every plan).
   int max_plans_tuned = 0;
   // File of tuned plan choices shared by processes (plan_cache.h): a graph found there rebuilds
-  // the recorded plan instead of tuning, and every tuned choice is added. Empty: no file. The
-  // environment variable KILN_PLAN_CACHE=<file> overrides it.
+  // the recorded plan instead of tuning, and every tuned choice is added. Empty: no file.
   std::string plan_cache;
 };
+
+// The graph options of a backend's CudaOptions (tune, tune_plans, plan_cache); the rest default.
+CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda);
 
 // What engine choice found for one graph.
 struct TuneRecord {
@@ -116,8 +120,7 @@ struct PlanChoice {
 
 class CudnnGraphs {
  public:
-  // Creates the cuDNN handle on the current device. Options are read once; KILN_CUDNN_TUNE=0 in the
-  // environment overrides options.tune.
+  // Creates the cuDNN handle on the current device, with these options for its whole life.
   explicit CudnnGraphs(CudnnGraphsOptions options = {});
   ~CudnnGraphs();
   CudnnGraphs(const CudnnGraphs&) = delete;

@@ -1,10 +1,26 @@
 #pragma once
-// Settings of the CUDA backend read from KILN_* environment variables. A malformed value is a
-// kiln::Error that names the variable and the values it takes, never silently ignored.
+// Settings of the CUDA backend: the checks of CompileOptions::cuda and the KILN_* environment
+// variables that override it. This file is the one place that reads those variables. A malformed
+// value is a kiln::Error that names the variable and the values it takes, never silently ignored.
 #include <optional>
 #include <string>
 
+#include "kiln/options.h"
+
 namespace kiln::cuda {
+
+// `options` with every KILN_* variable that is set (and not empty) in place of its field:
+//   KILN_CUDNN_TUNE=0|1         tune
+//   KILN_CUDNN_TUNE_PLANS=N     tune_plans (0 to 9999; 0: every plan)
+//   KILN_PLAN_CACHE=<file>      plan_cache
+//   KILN_TUNE_LOG=<file>        tune_log
+//   KILN_SIDE_STREAM=0|1        side_stream
+//   KILN_PIPELINE_CHUNKS=N      pipeline_chunks (1 to 99)
+CudaOptions with_env_overrides(CudaOptions options);
+
+// kiln::Error naming the field (CompileOptions::cuda.<field>) and its range unless every field is
+// in range: tune_plans 0 to 9999, pipeline_chunks 1 to 99.
+void check_cuda_options(const CudaOptions& options);
 
 // The variable's text, or nothing when it is unset or empty.
 std::optional<std::string> env_text(const char* name);

@@ -1,10 +1,13 @@
-// Environment settings of the CUDA backend (no GPU needed): defaults, values, and errors that name
-// the variable.
+// Settings of the CUDA backend (no GPU needed): the environment variables (defaults, values, and
+// errors that name the variable), their overrides of CompileOptions::cuda, and the option checks.
 #include "runtime/cuda/env_settings.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "ops/common/cpu_test_util.h"
 
@@ -42,6 +45,104 @@ TEST(EnvSettings, AnythingElseIsAnErrorNamingTheVariableAndTheRange) {
     kiln::testing::expect_error([] { env_int(kName, 1, 99, 1, "a slice count"); },
                                 {kName, "a slice count", "a whole number from 1 to 99"});
   }
+}
+
+// The six variables of CudaOptions: saved and unset for one test (so that a variable set where the
+// tests run, e.g. by scripts/gpu_check.sh, changes nothing here), restored afterwards.
+constexpr const char* kOverrides[] = {"KILN_CUDNN_TUNE", "KILN_CUDNN_TUNE_PLANS", "KILN_PLAN_CACHE",
+                                      "KILN_TUNE_LOG",   "KILN_SIDE_STREAM",      "KILN_PIPELINE_CHUNKS"};
+
+class CudaEnvOverrides : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : kOverrides) {
+      const char* v = std::getenv(name);
+      saved_.push_back(v ? std::optional<std::string>(v) : std::nullopt);
+      unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (size_t i = 0; i < saved_.size(); ++i) {
+      if (saved_[i]) setenv(kOverrides[i], saved_[i]->c_str(), 1);
+      else unsetenv(kOverrides[i]);
+    }
+  }
+
+ private:
+  std::vector<std::optional<std::string>> saved_;
+};
+
+CudaOptions non_default_options() {
+  CudaOptions o;
+  o.tune = false, o.tune_plans = 3, o.plan_cache = "plans.json", o.tune_log = "tune.jsonl";
+  o.side_stream = false, o.pipeline_chunks = 4;
+  return o;
+}
+
+void expect_same(const CudaOptions& a, const CudaOptions& b) {
+  EXPECT_EQ(a.tune, b.tune);
+  EXPECT_EQ(a.tune_plans, b.tune_plans);
+  EXPECT_EQ(a.plan_cache, b.plan_cache);
+  EXPECT_EQ(a.tune_log, b.tune_log);
+  EXPECT_EQ(a.side_stream, b.side_stream);
+  EXPECT_EQ(a.pipeline_chunks, b.pipeline_chunks);
+}
+
+TEST_F(CudaEnvOverrides, UnsetOrEmptyVariablesKeepTheOptions) {
+  expect_same(with_env_overrides(CudaOptions{}), CudaOptions{});
+  expect_same(with_env_overrides(non_default_options()), non_default_options());
+  for (const char* name : kOverrides) setenv(name, "", 1);
+  expect_same(with_env_overrides(non_default_options()), non_default_options());
+}
+
+TEST_F(CudaEnvOverrides, EachVariableReplacesItsField) {
+  setenv("KILN_CUDNN_TUNE", "0", 1);
+  setenv("KILN_CUDNN_TUNE_PLANS", "12", 1);
+  setenv("KILN_PLAN_CACHE", "/tmp/cache.json", 1);
+  setenv("KILN_TUNE_LOG", "/tmp/log.jsonl", 1);
+  setenv("KILN_SIDE_STREAM", "0", 1);
+  setenv("KILN_PIPELINE_CHUNKS", "2", 1);
+  CudaOptions want;
+  want.tune = false, want.tune_plans = 12, want.plan_cache = "/tmp/cache.json", want.tune_log = "/tmp/log.jsonl";
+  want.side_stream = false, want.pipeline_chunks = 2;
+  expect_same(with_env_overrides(CudaOptions{}), want);
+
+  // 1 turns on what the options turned off: the variables override both ways.
+  setenv("KILN_CUDNN_TUNE", "1", 1);
+  setenv("KILN_SIDE_STREAM", "1", 1);
+  const CudaOptions on = with_env_overrides(non_default_options());
+  EXPECT_TRUE(on.tune);
+  EXPECT_TRUE(on.side_stream);
+  EXPECT_EQ(on.tune_plans, 12);
+}
+
+TEST_F(CudaEnvOverrides, MalformedValuesAreErrorsNamingTheVariable) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"KILN_CUDNN_TUNE", "yes", "from 0 to 1"},        {"KILN_CUDNN_TUNE", "2", "from 0 to 1"},
+      {"KILN_CUDNN_TUNE_PLANS", "-1", "from 0 to 9999"}, {"KILN_CUDNN_TUNE_PLANS", "10000", "from 0 to 9999"},
+      {"KILN_SIDE_STREAM", "off", "from 0 to 1"},       {"KILN_PIPELINE_CHUNKS", "0", "from 1 to 99"},
+      {"KILN_PIPELINE_CHUNKS", "two", "from 1 to 99"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c[0] + "=" + c[1]);
+    setenv(c[0].c_str(), c[1].c_str(), 1);
+    kiln::testing::expect_error([] { with_env_overrides(CudaOptions{}); }, {c[0], "'" + c[1] + "'", c[2]});
+    unsetenv(c[0].c_str());
+  }
+}
+
+TEST(CudaOptionsCheck, FieldsOutOfRangeAreErrorsNamingTheField) {
+  check_cuda_options(CudaOptions{});
+  check_cuda_options(non_default_options());
+  CudaOptions o;
+  o.tune_plans = -1;
+  kiln::testing::expect_error([&] { check_cuda_options(o); }, {"cuda.tune_plans", "-1", "9999"});
+  o.tune_plans = 9999;
+  check_cuda_options(o);
+  o.pipeline_chunks = 0;
+  kiln::testing::expect_error([&] { check_cuda_options(o); }, {"cuda.pipeline_chunks", "0", "99"});
+  o.pipeline_chunks = 100;
+  kiln::testing::expect_error([&] { check_cuda_options(o); }, {"cuda.pipeline_chunks", "100", "99"});
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // choice kept (cuDNN's tag: engine id and knob values), so that later processes rebuild that one plan instead of building and timing every plan again
 // (about 5 s per graph at batch 256 on an H200), and pick the same plan every run.
 //
-// Host-only (no CUDA, no cuDNN types): cudnn_graphs.cpp turns entries into frontend calls.
+// Host-only (no CUDA, no cuDNN types): cudnn_plan_replay.cpp turns entries into frontend calls.
 // Format: JSON {"format": "kiln-plan-cache", "version": 1, "plans": {key: entry}}. Writes go to a
 // temporary file in the same folder that is renamed over the cache, merged with entries another
 // process may have added meanwhile, so the file is never half written.

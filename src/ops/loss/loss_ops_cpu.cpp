@@ -1,0 +1,79 @@
+// Op wrappers binding SOFTMAX_CE and COUNT_CORRECT to the CPU loss kernels (loss_cpu.h): they
+// validate the tensors an op was compiled with, then dispatch on dtype.
+#include <string>
+
+#include "ops/loss/loss_contract.h"
+#include "ops/loss/loss_cpu.h"
+#include "runtime/op_call.h"
+
+namespace kiln {
+namespace {
+
+struct Rows {
+  int64_t n, classes;
+};
+
+// Logits (N, classes) and one I32 label per row; `what` names the op in errors.
+Rows check_logits_and_labels(const std::string& name, const char* what, const TensorArg& logits,
+                             const TensorArg& labels) {
+  const Shape& s = logits.shape();
+  if (s.size() != 2 || s[0] < 1 || s[1] < 1)
+    fail("{} '{}': logits have shape {}, expected (N, classes); flatten and add a Linear layer "
+         "before the loss",
+         what, name, shape_str(s));
+  const int64_t N = s[0];
+  if (labels.dtype() != DType::I32 || labels.numel() != N)
+    fail("{} '{}': labels are {} {} but {} I32 class indices are needed (one per logits row)", what,
+         name, dtype_name(labels.dtype()), shape_str(labels.shape()), N);
+  return {N, s[1]};
+}
+
+void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
+  const std::string& name = call.layer().name;
+  const auto [N, C] = check_logits_and_labels(name, "softmax_cross_entropy", a.logits, a.labels);
+  if (a.loss.numel() != 1 || a.loss.dtype() != a.logits.dtype())
+    fail("softmax_cross_entropy '{}': loss tensor is {} {}, expected {} [1]", name,
+         dtype_name(a.loss.dtype()), shape_str(a.loss.shape()), dtype_name(a.logits.dtype()));
+  if (a.dlogits && (a.dlogits.numel() != N * C || a.dlogits.dtype() != a.logits.dtype()))
+    fail("softmax_cross_entropy '{}': dlogits is {} {}, expected {} {}", name,
+         dtype_name(a.dlogits.dtype()), shape_str(a.dlogits.shape()), dtype_name(a.logits.dtype()),
+         shape_str(a.logits.shape()));
+  const double smoothing = a.label_smoothing;
+  if (!(smoothing >= 0.0 && smoothing <= 1.0))
+    fail("softmax_cross_entropy '{}': label_smoothing {} is outside [0, 1]; use e.g. 0.1", name,
+         smoothing);
+  const int32_t* label_data = a.labels.as<int32_t>();
+  if (int64_t bad = cpu::find_bad_label(label_data, N, C); bad >= 0)
+    fail("softmax_cross_entropy '{}': label {} at batch index {} is outside [0, {}); the dataset "
+         "has more classes than the model's {} outputs, or the labels are corrupt",
+         name, label_data[bad], bad, C, C);
+  dispatch_float(a.logits.dtype(), "SOFTMAX_CE", [&](auto t) {
+    using T = decltype(t);
+    double value = cpu::softmax_cross_entropy<T>(a.logits.as<T>(), label_data, N, C, smoothing,
+                                                 a.dlogits ? a.dlogits.as<T>() : nullptr);
+    a.loss.as<T>()[0] = static_cast<T>(value);
+  });
+}
+
+// Labels outside [0, classes) never count (the trainer marks a padded batch's extra rows -1).
+void count_correct(const OpCall& call, const CountCorrect<TensorArg>& a) {
+  const std::string& name = call.layer().name;
+  const auto [N, C] = check_logits_and_labels(name, "count_correct", a.logits, a.labels);
+  if (a.correct.numel() != 1 || a.correct.dtype() != DType::I32)
+    fail("count_correct '{}': correct tensor is {} {}, expected I32 [1]", name,
+         dtype_name(a.correct.dtype()), shape_str(a.correct.shape()));
+  dispatch_float(a.logits.dtype(), "COUNT_CORRECT", [&](auto t) {
+    using T = decltype(t);
+    a.correct.as<int32_t>()[0] =
+        static_cast<int32_t>(cpu::count_correct<T>(a.logits.as<T>(), a.labels.as<int32_t>(), N, C));
+  });
+}
+
+}  // namespace
+
+namespace ops {
+extern const OpTable loss_cpu_ops{
+    Device::CPU, {kernel<SoftmaxCrossEntropy, softmax_ce>(), kernel<CountCorrect, count_correct>()}};
+}  // namespace ops
+
+}  // namespace kiln

@@ -1,0 +1,91 @@
+// Op wrappers binding SGD_UPDATE and ADAMW_UPDATE to the CPU optimizer kernels (optimizer_cpu.h):
+// hyper-parameters from the op's contract, lr and step from the step scalars.
+#include <cmath>
+#include <vector>
+
+#include "ops/optimizer/optimizer_contract.h"
+#include "ops/optimizer/optimizer_cpu.h"
+#include "runtime/op_call.h"
+
+namespace kiln {
+namespace {
+
+// The regions must all be bound, as long as the parameter region (regions[1]) and of its dtype.
+void check_regions(const char* op, const std::vector<const TensorArg*>& regions,
+                   const std::vector<const char*>& roles) {
+  for (size_t i = 0; i < regions.size(); ++i)
+    if (!*regions[i])
+      fail("{}: the {} region is not bound; the program's update op must name it", op, roles[i]);
+  const TensorArg& params = *regions[1];
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const TensorArg& r = *regions[i];
+    if (r.numel() != params.numel())
+      fail(
+          "{}: {} region '{}' has {} elements but the parameter region has {}; recompile the "
+          "program so all optimizer regions share the parameter layout",
+          op, roles[i], r.spec->name, r.numel(), params.numel());
+    if (r.dtype() != params.dtype())
+      fail("{}: {} region '{}' is {} but the parameters are {}", op, roles[i], r.spec->name,
+           dtype_name(r.dtype()), dtype_name(params.dtype()));
+  }
+}
+
+void check_lr(const char* op, double lr) {
+  if (!std::isfinite(lr) || lr < 0)
+    fail("{}: learning rate {} is invalid; it must be finite and >= 0 (check the schedule)", op,
+         lr);
+}
+
+void sgd(const OpCall& call, const SgdUpdate<TensorArg>& a) {
+  cpu::SgdHyper h;
+  h.lr = call.scalars.lr, h.momentum = a.momentum, h.weight_decay = a.weight_decay;
+  h.nesterov = a.nesterov;
+  check_lr("SGD_UPDATE", h.lr);
+  if (!(h.momentum >= 0) || !(h.weight_decay >= 0))
+    fail("SGD_UPDATE: momentum ({}) and weight_decay ({}) must be >= 0; fix the optimizer options",
+         h.momentum, h.weight_decay);
+  if (h.nesterov && h.momentum == 0)
+    fail(
+        "SGD_UPDATE: nesterov needs a momentum > 0 (as in PyTorch); set momentum or drop nesterov");
+  if (h.momentum != 0)
+    check_regions("SGD_UPDATE", {&a.grads, &a.params, &a.momentum_buffer}, {"gradient", "parameter", "momentum"});
+  else
+    check_regions("SGD_UPDATE", {&a.grads, &a.params}, {"gradient", "parameter"});
+  dispatch_float(a.params.dtype(), "SGD_UPDATE", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::sgd_update<T>(a.params.numel(), a.grads.as<T>(), a.params.as<T>(),
+                       h.momentum != 0 ? a.momentum_buffer.as<T>() : nullptr, h);
+  });
+}
+
+void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
+  cpu::AdamWHyper h;
+  h.lr = call.scalars.lr, h.beta1 = a.beta1, h.beta2 = a.beta2, h.eps = a.eps;
+  h.weight_decay = a.weight_decay;
+  check_lr("ADAMW_UPDATE", h.lr);
+  if (call.scalars.step < 0)
+    fail("ADAMW_UPDATE: step count {} is negative; pass the number of updates taken so far",
+         call.scalars.step);
+  h.step = call.scalars.step + 1;
+  if (!(h.beta1 >= 0 && h.beta1 < 1) || !(h.beta2 >= 0 && h.beta2 < 1))
+    fail("ADAMW_UPDATE: betas ({}, {}) must lie in [0, 1); fix the optimizer options", h.beta1,
+         h.beta2);
+  if (!(h.eps >= 0) || !(h.weight_decay >= 0))
+    fail("ADAMW_UPDATE: eps ({}) and weight_decay ({}) must be >= 0; fix the optimizer options",
+         h.eps, h.weight_decay);
+  check_regions("ADAMW_UPDATE", {&a.grads, &a.params, &a.exp_avg, &a.exp_avg_sq},
+                {"gradient", "parameter", "exp_avg", "exp_avg_sq"});
+  dispatch_float(a.params.dtype(), "ADAMW_UPDATE", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::adamw_update<T>(a.params.numel(), a.grads.as<T>(), a.params.as<T>(), a.exp_avg.as<T>(),
+                         a.exp_avg_sq.as<T>(), h);
+  });
+}
+
+}  // namespace
+
+namespace ops {
+extern const OpTable optimizer_cpu_ops{Device::CPU, {kernel<SgdUpdate, sgd>(), kernel<AdamWUpdate, adamw>()}};
+}  // namespace ops
+
+}  // namespace kiln
