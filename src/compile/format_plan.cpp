@@ -38,7 +38,7 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
     const Layer& l = p.graph.layers[i];
     std::string inputs;
     for (int in : l.inputs) inputs += (inputs.empty() ? "" : ", ") + p.graph.layers[in].name;
-    out += fmt::format("  {:4} {:<15} {:<34} {:<18} <- {}{}\n", i, layer_kind_name(l.kind), l.name,
+    out += fmt::format("  {:4} {:<15} {:<34} {:<18} <- {}{}\n", i, l.kind == LayerKind::Activation ? activation_name(l.attrs.activation) : layer_kind_name(l.kind), l.name,
                        shape_str(l.out_shape), inputs, l.attrs.first_layer ? "  [first layer: no dX]" : "");
   }
   out += fmt::format("  CBR layers: {}\n", p.graph.count(LayerKind::CBR));

@@ -30,6 +30,24 @@ Blueprint& Blueprint::bn(std::string name, float eps, float momentum) {
 
 Blueprint& Blueprint::relu(std::string name) { return add(LayerKind::ReLU, {}, std::move(name)); }
 
+Blueprint& Blueprint::activation(Activation a, float alpha, std::string name) {
+  LayerAttrs attrs;
+  attrs.activation = a, attrs.alpha = alpha;
+  return add(LayerKind::Activation, attrs, std::move(name));
+}
+Blueprint& Blueprint::relu6(std::string name) { return activation(Activation::ReLU6, 0.f, std::move(name)); }
+Blueprint& Blueprint::leaky_relu(float negative_slope, std::string name) {
+  return activation(Activation::LeakyReLU, negative_slope, std::move(name));
+}
+Blueprint& Blueprint::elu(float alpha, std::string name) { return activation(Activation::ELU, alpha, std::move(name)); }
+Blueprint& Blueprint::silu(std::string name) { return activation(Activation::SiLU, 0.f, std::move(name)); }
+Blueprint& Blueprint::hardswish(std::string name) { return activation(Activation::Hardswish, 0.f, std::move(name)); }
+Blueprint& Blueprint::gelu(bool tanh_approximation, std::string name) {
+  return activation(tanh_approximation ? Activation::GELUTanh : Activation::GELU, 0.f, std::move(name));
+}
+Blueprint& Blueprint::sigmoid(std::string name) { return activation(Activation::Sigmoid, 0.f, std::move(name)); }
+Blueprint& Blueprint::tanh(std::string name) { return activation(Activation::Tanh, 0.f, std::move(name)); }
+
 Blueprint& Blueprint::cbr(int out_channels, int kernel, int stride, int padding, std::string name) {
   LayerAttrs a;
   a.out_channels = out_channels, a.kernel = kernel, a.stride = stride, a.padding = padding;

@@ -100,6 +100,19 @@ TEST(GradCheck, UnfusedConvBnRelu) {
   check_gradients({"unfused", head(m), {6, 5, 3}, false});
 }
 
+TEST(GradCheck, EveryActivation) {
+  const std::pair<Activation, float> functions[] = {
+      {Activation::ReLU6, 0.f}, {Activation::LeakyReLU, 0.1f}, {Activation::ELU, 0.7f},
+      {Activation::SiLU, 0.f},  {Activation::Hardswish, 0.f}, {Activation::GELU, 0.f},
+      {Activation::GELUTanh, 0.f}, {Activation::Sigmoid, 0.f}, {Activation::Tanh, 0.f}};
+  for (auto [f, alpha] : functions) {
+    Blueprint m(activation_name(f));
+    // Twice, so the first one's dX is exercised through the second conv's weight gradient.
+    m.conv(4, 3, 1, 1, true, "c0").activation(f, alpha, "act0").conv(4, 3, 1, 1, true, "c1").activation(f, alpha, "act1");
+    check_gradients({activation_name(f), head(m), {5, 5, 2}});
+  }
+}
+
 TEST(GradCheck, MaxPool) {
   Blueprint m("maxpool");
   m.conv(4, 3, 1, 1, true, "c0").maxpool(3, 2, 1, "pool");

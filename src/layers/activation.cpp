@@ -1,0 +1,46 @@
+// An elementwise activation layer (kiln::Activation): any input shape; its backward needs the
+// forward's input.
+#include "layers/layer_def.h"
+#include "ops/activation/activation_contract.h"
+
+namespace kiln {
+namespace {
+
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
+  const LayerAttrs& a = layer.attrs;
+  if (a.activation == Activation::ELU && !(a.alpha > 0))
+    fail("elu '{}': alpha must be positive, got {}", layer.name, a.alpha);
+  if (a.activation == Activation::LeakyReLU && !(a.alpha >= 0))
+    fail("leaky_relu '{}': the negative slope must be >= 0, got {}", layer.name, a.alpha);
+  return single_input(layer, inputs);
+}
+
+void lower_forward(LowerContext& ctx, int index) {
+  const Layer& layer = ctx.layer(index);
+  ActivationForward<TensorId> f;
+  f.x = ctx.in(index, 0), f.y = ctx.activation(layer.name, layer.out_shape);
+  f.function = layer.attrs.activation, f.alpha = layer.attrs.alpha;
+  ctx.forward(make_op(f, index));
+  ctx.set_out(index, f.y);
+  ctx.save(index, f);
+  ActivationInference<TensorId> i;
+  i.x = ctx.infer_in(index, 0), i.y = ctx.activation(layer.name + ":inf", layer.out_shape);
+  i.function = f.function, i.alpha = f.alpha;
+  ctx.inference(make_op(i, index));
+  ctx.set_infer_out(index, i.y);
+}
+
+void lower_backward(LowerContext& ctx, int index) {
+  const int dx = ctx.grad_in(index, 0);
+  if (dx < 0) return;
+  const auto& f = ctx.saved<ActivationForward<TensorId>>(index);
+  ActivationBackward<TensorId> b;
+  b.dy = ctx.grad_out(index), b.x = f.x, b.dx = dx, b.function = f.function, b.alpha = f.alpha;
+  ctx.backward(make_op(b, index));
+}
+
+}  // namespace
+
+extern const LayerDef kActivationLayer{LayerKind::Activation, infer, lower_forward, lower_backward};
+
+}  // namespace kiln

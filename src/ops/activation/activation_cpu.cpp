@@ -1,0 +1,44 @@
+#include "ops/activation/activation_cpu.h"
+
+#include "ops/activation/activation_functions.h"
+
+namespace kiln {
+
+const char* activation_name(Activation a) {
+  switch (a) {
+#define KILN_ACTIVATION_NAME(E, S, N) \
+  case Activation::E: return N;
+    KILN_ACTIVATIONS(KILN_ACTIVATION_NAME)
+#undef KILN_ACTIVATION_NAME
+  }
+  return "?";
+}
+
+namespace cpu {
+
+// Elementwise and independent, so any split over threads gives the same bytes.
+template <class T>
+void activation_forward(Activation f, float alpha, const T* x, int64_t n, T* y) {
+  activation::visit(f, [&](auto fn) {
+    using F = decltype(fn);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = F::value(x[i], T(alpha));
+  });
+}
+
+template <class T>
+void activation_backward(Activation f, float alpha, const T* dy, const T* x, int64_t n, T* dx) {
+  activation::visit(f, [&](auto fn) {
+    using F = decltype(fn);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * F::derivative(x[i], T(alpha));
+  });
+}
+
+template void activation_forward<float>(Activation, float, const float*, int64_t, float*);
+template void activation_forward<double>(Activation, float, const double*, int64_t, double*);
+template void activation_backward<float>(Activation, float, const float*, const float*, int64_t, float*);
+template void activation_backward<double>(Activation, float, const double*, const double*, int64_t, double*);
+
+}  // namespace cpu
+}  // namespace kiln

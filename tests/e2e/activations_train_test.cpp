@@ -1,0 +1,45 @@
+// Every elementwise activation trains a small CNN on the real digits on the CPU: the same
+// model with ReLU replaced, two epochs, each far past chance.
+#include <gtest/gtest.h>
+
+#include "../support/program_fixture.h"
+#include "kiln/trainer.h"
+
+namespace kiln {
+namespace {
+
+TEST(TrainDigits, EveryActivationTrainsASmallCnn) {
+  const std::string dir = testing::shared_digits_dir();
+  const Dataset train = load_dataset(dir, "idx", true), test = load_dataset(dir, "idx", false);
+  const std::pair<Activation, float> functions[] = {
+      {Activation::ReLU6, 0.f}, {Activation::LeakyReLU, 0.01f}, {Activation::ELU, 1.f},
+      {Activation::SiLU, 0.f},  {Activation::Hardswish, 0.f}, {Activation::GELU, 0.f},
+      {Activation::GELUTanh, 0.f}, {Activation::Sigmoid, 0.f}, {Activation::Tanh, 0.f}};
+  for (auto [f, alpha] : functions) {
+    SCOPED_TRACE(activation_name(f));
+    Blueprint m("small");
+    m.input(20, 20, 1)
+        .conv(16, 3, 1, 1, false, "conv1").bn("bn1").activation(f, alpha, "act1").maxpool(2, 2)
+        .conv(32, 3, 1, 1, false, "conv2").bn("bn2").activation(f, alpha, "act2").maxpool(2, 2)
+        .flatten().fc(10);
+    CompileOptions c;
+    c.batch = 64;
+    c.optimizer.momentum = 0.9f;
+    TrainOptions t;
+    t.epochs = 2;
+    t.schedule.lr = 0.05f;
+    t.seed = 1;
+    Trainer trainer(m, c, t);
+    const auto reports = trainer.fit(train, test);
+    std::printf("%-10s loss %.4f -> %.4f, test accuracy %.4f\n", activation_name(f), reports.front().train_loss,
+                reports.back().train_loss, reports.back().test_accuracy);
+    EXPECT_LT(reports.back().train_loss, reports.front().train_loss);
+    // Chance is 0.1. Measured: 0.93-0.95 for eight of them; sigmoid, whose gradient is at most
+    // 1/4 and saturates, 0.86 after two epochs. An activation with a wrong derivative does not
+    // get past a few tenths.
+    EXPECT_GE(reports.back().test_accuracy, 0.8);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
