@@ -85,7 +85,7 @@ target_link_libraries(kiln_cudnn_probe PRIVATE kiln_cuda)
 
 add_executable(kiln_cbr_bench bench/cbr_bench.cpp)
 target_link_libraries(kiln_cbr_bench PRIVATE kiln_engine)
-# cudnn-frontend (in cudnn_graphs.cpp) calls NVRTC for its open-source engines: link it, or every
+# cudnn-frontend (in src/runtime/cuda/cudnn_*.cpp) calls NVRTC for its open-source engines: link it, or every
 # executable that links kiln_cuda fails with undefined nvrtc* symbols.
 target_link_libraries(kiln_cuda PUBLIC CUDA::nvrtc)
 

@@ -31,11 +31,11 @@ std::map<std::string, CachedPlan> read_plans(const std::string& path) {
   std::map<std::string, CachedPlan> plans;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return plans;
-  const std::vector<uint8_t> bytes = read_file_bytes(path, "the plan cache (KILN_PLAN_CACHE)");
+  const std::vector<uint8_t> bytes = read_file_bytes(path, "the plan cache (--plan-cache / KILN_PLAN_CACHE)");
   try {
     const json doc = json::parse(bytes.begin(), bytes.end());
     if (doc.at("format").get<std::string>() != kFormat)
-      fail("plan cache '{}': not a kiln plan cache (format '{}'); delete it or set KILN_PLAN_CACHE to another file",
+      fail("plan cache '{}': not a kiln plan cache (format '{}'); delete it or choose another file (--plan-cache, KILN_PLAN_CACHE)",
            path, doc.at("format").get<std::string>());
     if (doc.at("version").get<int>() != kVersion)
       fail("plan cache '{}' has version {}, this kiln reads version {}; delete it to tune again", path,
@@ -44,7 +44,7 @@ std::map<std::string, CachedPlan> read_plans(const std::string& path) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    fail("plan cache '{}' is not readable ({}); delete it or set KILN_PLAN_CACHE to another file", path, e.what());
+    fail("plan cache '{}' is not readable ({}); delete it or choose another file (--plan-cache, KILN_PLAN_CACHE)", path, e.what());
   }
   return plans;
 }
