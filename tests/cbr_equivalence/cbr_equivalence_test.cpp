@@ -2,7 +2,7 @@
 // blueprint (fusion on / off) with identical initial parameters and inputs, in fp32.
 #include <gtest/gtest.h>
 
-#include "../support/program_fixture.h"
+#include "support/program_fixture.h"
 
 namespace kiln {
 namespace {

@@ -3,10 +3,10 @@
 #include <cstring>
 #include <random>
 
-#include "../support/temp_dir.h"
+#include "support/temp_dir.h"
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 
 namespace kiln {
 namespace {

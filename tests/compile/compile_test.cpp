@@ -4,7 +4,7 @@
 #include "kiln/compile.h"
 #include "kiln/error.h"
 #include "kiln/zoo.h"
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 
 namespace kiln {
 namespace {

@@ -4,10 +4,10 @@
 #include <random>
 #include <set>
 
-#include "../support/temp_dir.h"
+#include "support/temp_dir.h"
 #include "kiln/data.h"
 #include "kiln/error.h"
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 // model with ReLU replaced, two epochs, each far past chance.
 #include <gtest/gtest.h>
 
-#include "../support/program_fixture.h"
+#include "support/program_fixture.h"
 #include "kiln/trainer.h"
 
 namespace kiln {

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "../support/program_fixture.h"
+#include "support/program_fixture.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "../support/cbr_block.h"
-#include "ops/cbr/cbr_test_reference.h"
+#include "support/cbr_block.h"
+#include "support/cbr_test_reference.h"
 
 namespace kiln::testing {
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "../support/cbr_block.h"
+#include "support/cbr_block.h"
 #include "cbr_float64_check.h"
 #include "kiln/error.h"
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cudnn_graphs.h"
 

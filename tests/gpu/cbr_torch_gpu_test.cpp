@@ -17,7 +17,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "../support/cbr_block.h"
+#include "support/cbr_block.h"
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "../support/temp_dir.h"
+#include "support/temp_dir.h"
 #include "kiln/error.h"
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 #include "runtime/cuda/cudnn_graphs.h"
 #include "runtime/cuda/env_settings.h"
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "../support/program_fixture.h"
+#include "support/program_fixture.h"
 #include "kiln/blueprint.h"
 
 namespace kiln {

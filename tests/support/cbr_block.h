@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "half_host.h"
 #include "kiln/compile.h"
 #include "kiln/executable.h"
+#include "support/cpu_test_util.h"
+#include "support/half_host.h"
 
 namespace kiln::testing {
 
@@ -50,24 +51,6 @@ inline std::vector<float> read_floats(Executable& exe, const std::string& name) 
 inline void write_floats(Executable& exe, int id, const std::vector<float>& values) {
   const std::vector<std::byte> bytes = encode(exe.program().tensors[id].dtype, values);
   exe.write(id, bytes.data(), bytes.size());
-}
-
-// Normal values already rounded to `dtype`, so every program sees exactly the same numbers.
-inline std::vector<float> random_values(size_t n, DType dtype, std::mt19937& rng, float scale = 1.f) {
-  std::normal_distribution<float> dist(0.f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = round_to(dtype, dist(rng));
-  return v;
-}
-
-inline double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < ref.size(); ++i) {
-    const double d = double(a[i]) - double(ref[i]);
-    num += d * d, den += double(ref[i]) * ref[i];
-  }
-  if (a.size() != ref.size() || std::isnan(num)) return INFINITY;
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
 }
 
 inline DType activation_dtype(Precision p) {

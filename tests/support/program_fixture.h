@@ -7,6 +7,7 @@
 
 #include "kiln/compile.h"
 #include "kiln/executable.h"
+#include "support/cpu_test_util.h"
 
 namespace kiln::testing {
 
@@ -32,15 +33,14 @@ inline double value(const HostTensor& t, int64_t i) {
 
 inline double loss_of(Executable& exe) { return value(exe.tensor(exe.program().loss), 0); }
 
-// Relative L2 error ||a - b|| / max(||b||, tiny) over two tensors of the same size.
-inline double rel_l2(const HostTensor& a, const HostTensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const double d = value(a, i) - value(b, i);
-    num += d * d;
-    den += value(b, i) * value(b, i);
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+// Every element of a float tensor (F32 or F64) as a double.
+inline std::vector<double> host_values(const HostTensor& t) {
+  std::vector<double> v(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = value(t, i);
+  return v;
 }
+
+// rel_l2 (support/cpu_test_util.h) of two tensors.
+inline double rel_l2(const HostTensor& a, const HostTensor& b) { return rel_l2(host_values(a), host_values(b)); }
 
 }  // namespace kiln::testing

@@ -7,7 +7,7 @@
 
 #include "ops/activation/activation_contract.h"
 #include "ops/activation/activation_cpu.h"
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 
 namespace kiln {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "kiln/error.h"
 #include "ops/batchnorm/batchnorm_cuda.h"
-#include "ops/common/gpu_test_util.h"
+#include "support/gpu_test_util.h"
 
 namespace kiln {
 namespace {

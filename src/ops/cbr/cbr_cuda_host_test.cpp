@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "ops/cbr/cbr_cuda_kernels.h"
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/cbr/cbr_cpu.h"
-#include "ops/cbr/cbr_test_reference.h"
+#include "support/cbr_test_reference.h"
 
 namespace kiln::cbr_test {
 namespace {

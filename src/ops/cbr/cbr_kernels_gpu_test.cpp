@@ -11,8 +11,8 @@
 #include "kiln/error.h"
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/cbr/cbr_cuda_kernels.h"
-#include "ops/common/cpu_test_util.h"
-#include "ops/common/gpu_test_util.h"
+#include "support/cpu_test_util.h"
+#include "support/gpu_test_util.h"
 
 namespace kiln {
 namespace {

@@ -9,8 +9,9 @@
 
 #include "ops/cbr/cbr_contract.h"
 #include "ops/cbr/cbr_cpu.h"
-#include "ops/cbr/cbr_test_reference.h"
 #include "runtime/op_call.h"
+#include "support/cbr_test_reference.h"
+#include "support/op_bench.h"
 
 namespace kiln {
 namespace cbr_test {
@@ -18,45 +19,10 @@ namespace {
 
 using kiln::testing::expect_error;
 
-// A hand-built program holding one CBR layer's tensors, each in its own host buffer.
-struct OpBench {
-  Program program;
-  std::vector<std::unique_ptr<std::byte[]>> memory;
-  StepScalars scalars;
+using kiln::testing::OpBench;
 
-  OpBench() {
-    Layer layer;
-    layer.name = "features.3";
-    layer.kind = LayerKind::CBR;
-    program.graph.layers.push_back(layer);
-  }
-  int add(const std::string& name, const Shape& shape, DType dtype) {
-    TensorSpec t;
-    t.name = name, t.shape = shape, t.dtype = dtype;
-    program.tensors.push_back(t);
-    memory.push_back(std::make_unique<std::byte[]>(numel(shape) * dtype_size(dtype)));
-    return static_cast<int>(program.tensors.size()) - 1;
-  }
-  template <class T>
-  T* data(int id) {
-    return reinterpret_cast<T*>(memory[id].get());
-  }
-  template <class T>
-  void fill(int id, const std::vector<double>& values) {
-    for (size_t i = 0; i < values.size(); ++i) data<T>(id)[i] = static_cast<T>(values[i]);
-  }
-  void run(const Op& op) {
-    OpCall call{op, program, {}, {}, scalars};
-    auto arg = [&](int id) {
-      TensorArg a;
-      if (id >= 0) a.spec = &program.tensors[id], a.data = memory[id].get();
-      return a;
-    };
-    for (int id : op.in) call.in.push_back(arg(id));
-    for (int id : op.out) call.out.push_back(arg(id));
-    find_op(Device::CPU, op.kind)(call);
-  }
-};
+// The op tests' bench around one CBR layer, "features.3".
+OpBench features3() { return OpBench(0, "features.3", LayerKind::CBR); }
 
 // Tensor ids of one CBR layer in an OpBench.
 struct CbrIds {
@@ -113,19 +79,13 @@ struct CbrIds {
 
 const Geometry kGeom{2, 5, 5, 3, 4, 3, 2, 1};
 
-template <class T>
-std::vector<T> read(OpBench& b, int id) {
-  const T* p = b.data<T>(id);
-  return std::vector<T>(p, p + numel(b.program.tensors[id].shape));
-}
-
 TEST(CbrOps, AllFourKindsAreRegistered) {
   for (OpKind kind : {OpKind::CBR_FWD, OpKind::CBR_BWD, OpKind::CBR_BWD_FIRST, OpKind::CBR_INF})
     EXPECT_NO_THROW(find_op(Device::CPU, kind)) << op_kind_name(kind);
 }
 
 TEST(CbrOps, RegisteredOpsBindTheTensorsTheirContractsName) {
-  OpBench b;
+  OpBench b = features3();
   const CbrIds id(b, kGeom, DType::F32);
   std::mt19937 rng(5);
   const auto x = uniform_vec(rng, kGeom.x_numel(), -1, 1),
@@ -133,42 +93,42 @@ TEST(CbrOps, RegisteredOpsBindTheTensorsTheirContractsName) {
              gamma = uniform_vec(rng, kGeom.k, 0.5, 1.5),
              beta = uniform_vec(rng, kGeom.k, -0.5, 0.5),
              dy = uniform_vec(rng, kGeom.y_numel(), -1, 1);
-  b.fill<float>(id.x, x), b.fill<float>(id.w, w), b.fill<float>(id.gamma, gamma);
-  b.fill<float>(id.beta, beta), b.fill<float>(id.dy, dy);
-  b.fill<float>(id.rmean, std::vector<double>(kGeom.k, 0.0));
-  b.fill<float>(id.rvar, std::vector<double>(kGeom.k, 1.0));
+  b.fill(id.x, x), b.fill(id.w, w), b.fill(id.gamma, gamma);
+  b.fill(id.beta, beta), b.fill(id.dy, dy);
+  b.fill(id.rmean, std::vector<double>(kGeom.k, 0.0));
+  b.fill(id.rvar, std::vector<double>(kGeom.k, 1.0));
   b.run(make_op(id.fwd(kGeom), 0));
 
   const Forward ref = reference_forward(kGeom, x, w, gamma, beta, std::vector<double>(kGeom.k, 0.0),
                                         std::vector<double>(kGeom.k, 1.0), 1e-5, 0.1);
-  EXPECT_LT(max_error(read<float>(b, id.y), ref.y), 1e-5);
-  EXPECT_LT(max_error(read<float>(b, id.mean), ref.mean), 1e-5);
-  EXPECT_LT(max_error(read<float>(b, id.rvar), ref.running_var), 1e-5);
+  EXPECT_LT(mixed_err(b.values<float>(id.y), ref.y), 1e-5);
+  EXPECT_LT(mixed_err(b.values<float>(id.mean), ref.mean), 1e-5);
+  EXPECT_LT(mixed_err(b.values<float>(id.rvar), ref.running_var), 1e-5);
   std::vector<uint8_t> mask(kGeom.y_numel());
   cpu::cbr_mask_to_bytes(b.data<uint8_t>(id.bits), kGeom.y_numel(), mask.data());
   EXPECT_EQ(mask, ref.mask);
 
   const Backward bref = reference_backward(kGeom, ref, dy, x, w, gamma);
   b.run(make_op(id.bwd(kGeom), 0));
-  EXPECT_LT(max_error(read<float>(b, id.dx), bref.dx), 1e-5);
-  EXPECT_LT(max_error(read<float>(b, id.dw), bref.dw), 1e-5);
-  EXPECT_LT(max_error(read<float>(b, id.dgamma), bref.dgamma), 1e-5);
-  EXPECT_LT(max_error(read<float>(b, id.dbeta), bref.dbeta), 1e-5);
+  EXPECT_LT(mixed_err(b.values<float>(id.dx), bref.dx), 1e-5);
+  EXPECT_LT(mixed_err(b.values<float>(id.dw), bref.dw), 1e-5);
+  EXPECT_LT(mixed_err(b.values<float>(id.dgamma), bref.dgamma), 1e-5);
+  EXPECT_LT(mixed_err(b.values<float>(id.dbeta), bref.dbeta), 1e-5);
 
-  const std::vector<float> dw_full = read<float>(b, id.dw);
+  const std::vector<float> dw_full = b.values<float>(id.dw);
   std::memset(b.data<float>(id.dw), 0, dw_full.size() * sizeof(float));
   b.run(id.bwd_first_op(kGeom));
-  EXPECT_EQ(read<float>(b, id.dw), dw_full);
+  EXPECT_EQ(b.values<float>(id.dw), dw_full);
 
   // With running stats equal to this batch's statistics, inference equals training output.
-  b.fill<float>(id.rmean, ref.mean);
-  b.fill<float>(id.rvar, ref.var);
+  b.fill(id.rmean, ref.mean);
+  b.fill(id.rvar, ref.var);
   b.run(make_op(id.inf(kGeom), 0));
-  EXPECT_LT(max_error(read<float>(b, id.y_inf), ref.y), 1e-5);
+  EXPECT_LT(mixed_err(b.values<float>(id.y_inf), ref.y), 1e-5);
 }
 
 TEST(CbrOps, BadBindingsNameTheLayerAndTensor) {
-  OpBench b;
+  OpBench b = features3();
   const CbrIds id(b, kGeom, DType::F32);
   const int short_gamma = b.add("bn.weight.short", {kGeom.k - 1}, DType::F32);
   const int small_mask = b.add("mask.small", {cpu::cbr_mask_bytes(kGeom.y_numel()) - 1}, DType::U8);
@@ -196,7 +156,7 @@ TEST(CbrOps, BadBindingsNameTheLayerAndTensor) {
 }
 
 TEST(CbrOps, RejectsSingleValuePerChannel) {
-  OpBench b;
+  OpBench b = features3();
   const Geometry one{1, 3, 3, 2, 4, 3, 1, 0};  // N * Ho * Wo = 1
   const CbrIds id(b, one, DType::F64);
   expect_error([&] { b.run(make_op(id.fwd(one), 0)); },

@@ -3,7 +3,7 @@
 #include <omp.h>
 
 #include "ops/cbr/cbr_cpu.h"
-#include "ops/cbr/cbr_test_reference.h"
+#include "support/cbr_test_reference.h"
 
 namespace kiln::cbr_test {
 namespace {
@@ -86,12 +86,12 @@ void check_against_reference(const Geometry& g, double tol) {
   run.forward();
   const Forward ref = reference_forward(g, in.x, in.w, in.gamma, in.beta, in.running_mean,
                                         in.running_var, kEps, kMomentum);
-  EXPECT_LT(max_error(run.conv_out, ref.z), tol);
-  EXPECT_LT(max_error(run.y, ref.y), tol);
-  EXPECT_LT(max_error(run.mean, ref.mean), tol);
-  EXPECT_LT(max_error(run.inv_std, ref.inv_std), tol);
-  EXPECT_LT(max_error(run.running_mean, ref.running_mean), tol);
-  EXPECT_LT(max_error(run.running_var, ref.running_var), tol);
+  EXPECT_LT(mixed_err(run.conv_out, ref.z), tol);
+  EXPECT_LT(mixed_err(run.y, ref.y), tol);
+  EXPECT_LT(mixed_err(run.mean, ref.mean), tol);
+  EXPECT_LT(mixed_err(run.inv_std, ref.inv_std), tol);
+  EXPECT_LT(mixed_err(run.running_mean, ref.running_mean), tol);
+  EXPECT_LT(mixed_err(run.running_var, ref.running_var), tol);
 
   // The bit mask, transcoded, equals the unfused ReLU's byte mask (up to ties at rounding level).
   const std::vector<uint8_t> mask = run.byte_mask();
@@ -109,11 +109,11 @@ void check_against_reference(const Geometry& g, double tol) {
 
   run.backward(false);
   const Backward bref = reference_backward(g, ref, in.dy, in.x, in.w, in.gamma);
-  EXPECT_LT(max_error(run.dbeta, bref.dbeta), tol);
-  EXPECT_LT(max_error(run.dgamma, bref.dgamma), tol);
-  EXPECT_LT(max_error(run.dconv, bref.dz), tol);
-  EXPECT_LT(max_error(run.dw, bref.dw), tol);
-  EXPECT_LT(max_error(run.dx, bref.dx), tol);
+  EXPECT_LT(mixed_err(run.dbeta, bref.dbeta), tol);
+  EXPECT_LT(mixed_err(run.dgamma, bref.dgamma), tol);
+  EXPECT_LT(mixed_err(run.dconv, bref.dz), tol);
+  EXPECT_LT(mixed_err(run.dw, bref.dw), tol);
+  EXPECT_LT(mixed_err(run.dx, bref.dx), tol);
 }
 
 TEST_P(CbrVsReference, DoubleMatchesReference) {
@@ -154,7 +154,7 @@ void check_inference(const Geometry& g, double tol) {
         in.beta[k];
     ref[i] = std::max(bn, 0.0);
   }
-  EXPECT_LT(max_error(y, ref), tol);
+  EXPECT_LT(mixed_err(y, ref), tol);
   // Inference leaves the running statistics alone.
   EXPECT_EQ(run.running_mean, cast<T>(in.running_mean));
   EXPECT_EQ(run.running_var, cast<T>(in.running_var));

@@ -7,127 +7,80 @@
 #include <string>
 #include <vector>
 
-#include "ops/common/cpu_test_util.h"
 #include "ops/conv/conv_contract.h"
 #include "ops/conv/conv_cpu.h"
 #include "runtime/op_call.h"
+#include "support/cpu_test_util.h"
+#include "support/op_bench.h"
 
 namespace kiln {
 namespace {
 
-// A one-layer program holding host tensors, enough to build OpCalls by hand.
-struct Fixture {
-  Program program;
-  std::vector<std::vector<double>> storage;  // double-sized slots fit either precision
-  StepScalars scalars;
-  int unbound = -1;  // a tensor the program does not give its op (malformed programs)
+using testing::OpBench;
 
-  explicit Fixture(LayerAttrs attrs) {
-    Layer layer;
-    layer.name = "conv1";
-    layer.kind = LayerKind::Conv;
-    layer.attrs = attrs;
-    program.graph.layers.push_back(layer);
-    program.tensors.reserve(16);  // TensorArgs point into it
-    storage.reserve(16);
-  }
+// Runs the op of a contract on the bench's tensors, its stride and padding taken from the layer
+// as lowering does.
+template <template <class> class C>
+void run(OpBench& f, C<TensorId> c) {
+  const LayerAttrs& a = f.layer_spec().attrs;
+  c.stride = a.stride, c.padding = a.padding;
+  f.run(c);
+}
 
-  int add(const std::string& name, Shape shape, DType dtype, unsigned seed) {
-    TensorSpec spec;
-    spec.name = name;
-    spec.shape = shape;
-    spec.dtype = dtype;
-    program.tensors.push_back(spec);
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<double> dist(-1, 1);
-    std::vector<double> values(numel(shape));
-    for (double& v : values) v = dist(rng);
-    storage.emplace_back(numel(shape));
-    if (dtype == DType::F32)
-      for (size_t i = 0; i < values.size(); ++i) as<float>(storage.size() - 1)[i] = float(values[i]);
-    else
-      storage.back() = values;
-    return static_cast<int>(program.tensors.size()) - 1;
-  }
-
-  template <class T>
-  T* as(size_t id) { return reinterpret_cast<T*>(storage[id].data()); }
-
-  TensorArg arg(int id) {
-    if (id < 0 || id == unbound) return {};
-    return {&program.tensors[id], storage[id].data()};
-  }
-
-  // Runs the op of a contract, its stride and padding taken from the layer as lowering does.
-  template <template <class> class C>
-  void run(C<TensorId> c) {
-    const LayerAttrs& a = program.graph.layers[0].attrs;
-    c.stride = a.stride, c.padding = a.padding;
-    run(make_op(c, 0));
-  }
-
-  void run(const Op& op) {
-    std::vector<TensorArg> in_args, out_args;
-    for (int id : op.in) in_args.push_back(arg(id));
-    for (int id : op.out) out_args.push_back(arg(id));
-    OpCall call{op, program, in_args, out_args, scalars};
-    find_op(Device::CPU, op.kind)(call);
-  }
-};
-
-LayerAttrs conv_attrs(int kernel, int stride, int padding) {
+// The op tests' bench around one Conv layer, "conv1".
+OpBench conv1(int kernel, int stride, int padding) {
   LayerAttrs a;
   a.kernel = kernel, a.stride = stride, a.padding = padding;
-  return a;
+  return OpBench(0, "conv1", LayerKind::Conv, a);
 }
 
 class ConvOpCpu : public ::testing::Test {};
 
 template <class T>
 void check_ops_match_kernels(DType dtype) {
-  Fixture f(conv_attrs(3, 2, 1));
+  OpBench f = conv1(3, 2, 1);
   const Shape xs{2, 7, 6, 3}, ws{4, 3, 3, 3}, ys{2, 4, 3, 4};
   const int x = f.add("x", xs, dtype, 1), w = f.add("w", ws, dtype, 2), b = f.add("b", {4}, dtype, 3);
   const int y = f.add("y", ys, dtype, 4), dy = f.add("dy", ys, dtype, 5);
   const int dx = f.add("dx", xs, dtype, 6), dw = f.add("dw", ws, dtype, 7), db = f.add("db", {4}, dtype, 8);
-  f.run(ConvForward<TensorId>{x, w, b, y});
-  f.run(ConvDgrad<TensorId>{dy, w, dx});
-  f.run(ConvWgrad<TensorId>{dy, x, dw, db});
+  run(f, ConvForward<TensorId>{x, w, b, y});
+  run(f, ConvDgrad<TensorId>{dy, w, dx});
+  run(f, ConvWgrad<TensorId>{dy, x, dw, db});
 
   const cpu::ConvGeom g = cpu::ConvGeom::make(xs, ws, 2, 1);
   std::vector<T> ey(numel(ys)), edx(numel(xs)), edw(numel(ws)), edb(4);
-  cpu::conv_fwd<T>(g, f.as<T>(x), f.as<T>(w), f.as<T>(b), ey.data());
-  cpu::conv_dgrad<T>(g, f.as<T>(dy), f.as<T>(w), edx.data());
-  cpu::conv_wgrad<T>(g, f.as<T>(dy), f.as<T>(x), edw.data(), edb.data());
-  EXPECT_EQ(std::memcmp(ey.data(), f.as<T>(y), ey.size() * sizeof(T)), 0);
-  EXPECT_EQ(std::memcmp(edx.data(), f.as<T>(dx), edx.size() * sizeof(T)), 0);
-  EXPECT_EQ(std::memcmp(edw.data(), f.as<T>(dw), edw.size() * sizeof(T)), 0);
-  EXPECT_EQ(std::memcmp(edb.data(), f.as<T>(db), edb.size() * sizeof(T)), 0);
+  cpu::conv_fwd<T>(g, f.data<T>(x), f.data<T>(w), f.data<T>(b), ey.data());
+  cpu::conv_dgrad<T>(g, f.data<T>(dy), f.data<T>(w), edx.data());
+  cpu::conv_wgrad<T>(g, f.data<T>(dy), f.data<T>(x), edw.data(), edb.data());
+  EXPECT_EQ(std::memcmp(ey.data(), f.data<T>(y), ey.size() * sizeof(T)), 0);
+  EXPECT_EQ(std::memcmp(edx.data(), f.data<T>(dx), edx.size() * sizeof(T)), 0);
+  EXPECT_EQ(std::memcmp(edw.data(), f.data<T>(dw), edw.size() * sizeof(T)), 0);
+  EXPECT_EQ(std::memcmp(edb.data(), f.data<T>(db), edb.size() * sizeof(T)), 0);
 }
 
 TEST_F(ConvOpCpu, FloatOpsRunTheKernels) { check_ops_match_kernels<float>(DType::F32); }
 TEST_F(ConvOpCpu, DoubleOpsRunTheKernels) { check_ops_match_kernels<double>(DType::F64); }
 
 TEST_F(ConvOpCpu, BiasIsOptional) {
-  Fixture f(conv_attrs(1, 1, 0));
+  OpBench f = conv1(1, 1, 0);
   const int x = f.add("x", {2, 3, 3, 2}, DType::F32, 1), w = f.add("w", {3, 1, 1, 2}, DType::F32, 2);
   const int y = f.add("y", {2, 3, 3, 3}, DType::F32, 3), dy = f.add("dy", {2, 3, 3, 3}, DType::F32, 4);
   const int dw = f.add("dw", {3, 1, 1, 2}, DType::F32, 5);
-  f.run(ConvForward<TensorId>{x, w, -1, y});
-  f.run(ConvWgrad<TensorId>{dy, x, dw, -1});
+  run(f, ConvForward<TensorId>{x, w, -1, y});
+  run(f, ConvWgrad<TensorId>{dy, x, dw, -1});
   // y[0,0,0,0] = sum_c x[0,0,0,c] * w[0,0,0,c]
-  const float* xp = f.as<float>(x);
-  const float* wp = f.as<float>(w);
-  EXPECT_NEAR(f.as<float>(y)[0], xp[0] * wp[0] + xp[1] * wp[1], 1e-6);
+  const float* xp = f.data<float>(x);
+  const float* wp = f.data<float>(w);
+  EXPECT_NEAR(f.data<float>(y)[0], xp[0] * wp[0] + xp[1] * wp[1], 1e-6);
 }
 
 template <class Contract>
-void expect_op_error(Fixture& f, const Contract& c, const std::string& needle) {
-  kiln::testing::expect_error([&] { f.run(c); }, {"conv1", needle});
+void expect_op_error(OpBench& f, const Contract& c, const std::string& needle) {
+  kiln::testing::expect_error([&] { run(f, c); }, {"conv1", needle});
 }
 
 TEST_F(ConvOpCpu, BadTensorsNameTheLayer) {
-  Fixture f(conv_attrs(3, 1, 1));
+  OpBench f = conv1(3, 1, 1);
   const int x = f.add("x", {2, 5, 5, 3}, DType::F32, 1), w = f.add("w", {4, 3, 3, 3}, DType::F32, 2);
   const int w_bad_c = f.add("w_bad_c", {4, 3, 3, 2}, DType::F32, 3);
   const int w_bad_k = f.add("w_bad_kernel", {4, 5, 5, 3}, DType::F32, 3);

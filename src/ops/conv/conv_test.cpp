@@ -12,15 +12,20 @@
 #include <fmt/format.h>
 
 #include "kiln/error.h"
-#include "ops/common/cpu_test_util.h"
 #include "ops/conv/conv_cpu.h"
+#include "support/cpu_test_util.h"
+#include "support/gradcheck.h"
 
 namespace kiln::cpu {
 namespace {
 
-using kiln::testing::uniform_vec;
 using kiln::testing::cast;
+using kiln::testing::expect_gradient_matches;
 using kiln::testing::expect_near_all;
+using kiln::testing::GradError;
+using kiln::testing::numeric_gradient;
+using kiln::testing::uniform_vec;
+using kiln::testing::weighted_sum;
 
 struct Case {
   int64_t n, h, w, c, k, r, s, stride, pad;
@@ -161,39 +166,27 @@ TEST(ConvCpu, GradientsMatchFiniteDifferences) {
   for (const Case& t : cases) {
     const ConvGeom g = geom(t);
     std::mt19937 rng(seed++);
-    auto x = uniform_vec(rng, g.n * g.h * g.w * g.c);
-    auto w = uniform_vec(rng, g.k * g.r * g.s * g.c);
-    auto b = uniform_vec(rng, g.k);
+    const auto x = uniform_vec(rng, g.n * g.h * g.w * g.c);
+    const auto w = uniform_vec(rng, g.k * g.r * g.s * g.c);
+    const auto b = uniform_vec(rng, g.k);
     const auto R = uniform_vec(rng, g.n * g.ho * g.wo * g.k);
-    std::vector<double> y(R.size());
-    auto loss = [&] {
-      conv_fwd<double>(g, x.data(), w.data(), b.data(), y.data());
-      double sum = 0;
-      for (size_t i = 0; i < y.size(); ++i) sum += y[i] * R[i];
-      return sum;
+    auto loss = [&](const std::vector<double>& xv, const std::vector<double>& wv, const std::vector<double>& bv) {
+      std::vector<double> y(R.size());
+      conv_fwd<double>(g, xv.data(), wv.data(), bv.data(), y.data());
+      return weighted_sum(y, R);
     };
     std::vector<double> dx(x.size()), dw(w.size()), db(b.size());
     conv_dgrad<double>(g, R.data(), w.data(), dx.data());
     conv_wgrad<double>(g, R.data(), x.data(), dw.data(), db.data());
 
-    const double eps = 1e-6;
-    auto check = [&](std::vector<double>& param, const std::vector<double>& grad,
-                     const char* name) {
-      for (size_t i = 0; i < param.size(); ++i) {
-        const double saved = param[i];
-        param[i] = saved + eps;
-        const double up = loss();
-        param[i] = saved - eps;
-        const double down = loss();
-        param[i] = saved;
-        const double fd = (up - down) / (2 * eps);
-        ASSERT_LT(std::abs(fd - grad[i]) / std::max(1.0, std::abs(fd)), 1e-6)
-            << name << "[" << i << "] " << describe(t) << ": analytic " << grad[i] << " fd " << fd;
-      }
-    };
-    check(x, dx, "dx");
-    check(w, dw, "dw");
-    check(b, db, "db");
+    const double h = 1e-6, tol = 1e-6;
+    const std::string what = describe(t);
+    expect_gradient_matches(dx, numeric_gradient([&](const auto& v) { return loss(v, w, b); }, x, h), tol,
+                            GradError::PerElement, "dx " + what);
+    expect_gradient_matches(dw, numeric_gradient([&](const auto& v) { return loss(x, v, b); }, w, h), tol,
+                            GradError::PerElement, "dw " + what);
+    expect_gradient_matches(db, numeric_gradient([&](const auto& v) { return loss(x, w, v); }, b, h), tol,
+                            GradError::PerElement, "db " + what);
   }
 }
 

@@ -10,7 +10,7 @@
 
 #include "core/random.h"
 #include "kiln/error.h"
-#include "ops/common/gpu_test_util.h"
+#include "support/gpu_test_util.h"
 #include "ops/elementwise/elementwise_cpu.h"
 #include "ops/elementwise/elementwise_cuda.h"
 

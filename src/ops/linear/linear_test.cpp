@@ -9,17 +9,24 @@
 #include <string>
 #include <vector>
 
-#include "ops/common/cpu_test_util.h"
 #include "ops/linear/linear_contract.h"
 #include "ops/linear/linear_cpu.h"
 #include "runtime/op_call.h"
+#include "support/cpu_test_util.h"
+#include "support/gradcheck.h"
+#include "support/op_bench.h"
 
 namespace kiln {
 namespace {
 
-using kiln::testing::uniform_vec;
 using kiln::testing::cast;
+using kiln::testing::expect_gradient_matches;
 using kiln::testing::expect_near_all;
+using kiln::testing::GradError;
+using kiln::testing::numeric_gradient;
+using kiln::testing::OpBench;
+using kiln::testing::uniform_vec;
+using kiln::testing::weighted_sum;
 
 using cpu::LinearDims;
 
@@ -92,82 +99,34 @@ TEST(LinearCpu, InputGradientIsOptional) {
 TEST(LinearCpu, GradientsMatchFiniteDifferences) {
   const LinearDims d{4, 6, 5};
   std::mt19937 rng(123);
-  auto x = uniform_vec(rng, d.n * d.in), w = uniform_vec(rng, d.out * d.in);
-  auto b = uniform_vec(rng, d.out);
+  const auto x = uniform_vec(rng, d.n * d.in), w = uniform_vec(rng, d.out * d.in);
+  const auto b = uniform_vec(rng, d.out);
   const auto R = uniform_vec(rng, d.n * d.out);
-  std::vector<double> y(R.size()), dx(x.size()), dw(w.size()), db(b.size());
+  std::vector<double> dx(x.size()), dw(w.size()), db(b.size());
   cpu::linear_bwd<double>(d, R.data(), x.data(), w.data(), dx.data(), dw.data(), db.data());
-  auto loss = [&] {
-    cpu::linear_fwd<double>(d, x.data(), w.data(), b.data(), y.data());
-    double sum = 0;
-    for (size_t i = 0; i < y.size(); ++i) sum += y[i] * R[i];
-    return sum;
+  auto loss = [&](const std::vector<double>& xv, const std::vector<double>& wv, const std::vector<double>& bv) {
+    std::vector<double> y(R.size());
+    cpu::linear_fwd<double>(d, xv.data(), wv.data(), bv.data(), y.data());
+    return weighted_sum(y, R);
   };
-  const double eps = 1e-6;
-  auto check = [&](std::vector<double>& param, const std::vector<double>& grad, const char* name) {
-    for (size_t i = 0; i < param.size(); ++i) {
-      const double saved = param[i];
-      param[i] = saved + eps;
-      const double up = loss();
-      param[i] = saved - eps;
-      const double down = loss();
-      param[i] = saved;
-      const double fd = (up - down) / (2 * eps);
-      ASSERT_LT(std::abs(fd - grad[i]) / std::max(1.0, std::abs(fd)), 1e-6)
-          << name << "[" << i << "]: analytic " << grad[i] << " fd " << fd;
-    }
-  };
-  check(x, dx, "dx");
-  check(w, dw, "dw");
-  check(b, db, "db");
+  const double h = 1e-6, tol = 1e-6;
+  expect_gradient_matches(dx, numeric_gradient([&](const auto& v) { return loss(v, w, b); }, x, h), tol,
+                          GradError::PerElement, "dx");
+  expect_gradient_matches(dw, numeric_gradient([&](const auto& v) { return loss(x, v, b); }, w, h), tol,
+                          GradError::PerElement, "dw");
+  expect_gradient_matches(db, numeric_gradient([&](const auto& v) { return loss(x, w, v); }, b, h), tol,
+                          GradError::PerElement, "db");
 }
 
 // --- op wrappers ---------------------------------------------------------------------------
 
-struct Fixture {
-  Program program;
-  std::vector<std::vector<double>> storage;  // double-sized slots fit either precision
-  StepScalars scalars;
-  int unbound = -1;  // a tensor the program does not give its op (malformed programs)
-
-  Fixture() {
-    Layer layer;
-    layer.name = "fc1";
-    layer.kind = LayerKind::Linear;
-    program.graph.layers.push_back(layer);
-    program.tensors.reserve(16);  // TensorArgs point into it
-  }
-  int add(const std::string& name, Shape shape, DType dtype, unsigned seed) {
-    TensorSpec spec;
-    spec.name = name, spec.shape = shape, spec.dtype = dtype;
-    program.tensors.push_back(spec);
-    std::mt19937 rng(seed);
-    const auto values = uniform_vec(rng, numel(shape));
-    storage.emplace_back(values);
-    if (dtype == DType::F32)
-      for (size_t i = 0; i < values.size(); ++i) as<float>(storage.size() - 1)[i] = float(values[i]);
-    return static_cast<int>(program.tensors.size()) - 1;
-  }
-  template <class T>
-  T* as(size_t id) { return reinterpret_cast<T*>(storage[id].data()); }
-  template <template <class> class C>
-  void run(const C<TensorId>& c) {
-    const Op op = make_op(c, 0);
-    std::vector<TensorArg> in_args, out_args;
-    auto arg = [&](int id) {
-      return id < 0 || id == unbound ? TensorArg{} : TensorArg{&program.tensors[id], storage[id].data()};
-    };
-    for (int id : op.in) in_args.push_back(arg(id));
-    for (int id : op.out) out_args.push_back(arg(id));
-    OpCall call{op, program, in_args, out_args, scalars};
-    find_op(Device::CPU, op.kind)(call);
-  }
-};
+// The op tests' bench around one Linear layer, "fc1".
+OpBench fc1() { return OpBench(0, "fc1", LayerKind::Linear); }
 
 class LinearOpCpu : public ::testing::Test {};
 
 TEST_F(LinearOpCpu, OpsRunTheKernels) {
-  Fixture f;
+  OpBench f = fc1();
   const LinearDims d{6, 8, 3};
   const int x = f.add("x", {6, 8}, DType::F32, 1), w = f.add("w", {3, 8}, DType::F32, 2);
   const int b = f.add("b", {3}, DType::F32, 3), y = f.add("y", {6, 3}, DType::F32, 4);
@@ -176,37 +135,37 @@ TEST_F(LinearOpCpu, OpsRunTheKernels) {
   f.run(LinearForward<TensorId>{x, w, b, y});
   f.run(LinearBackward<TensorId>{dy, x, w, dx, dw, db});
   std::vector<float> ey(18), edx(48), edw(24), edb(3);
-  cpu::linear_fwd<float>(d, f.as<float>(x), f.as<float>(w), f.as<float>(b), ey.data());
-  cpu::linear_bwd<float>(d, f.as<float>(dy), f.as<float>(x), f.as<float>(w), edx.data(),
+  cpu::linear_fwd<float>(d, f.data<float>(x), f.data<float>(w), f.data<float>(b), ey.data());
+  cpu::linear_bwd<float>(d, f.data<float>(dy), f.data<float>(x), f.data<float>(w), edx.data(),
                          edw.data(), edb.data());
-  EXPECT_EQ(std::memcmp(ey.data(), f.as<float>(y), sizeof(float) * ey.size()), 0);
-  EXPECT_EQ(std::memcmp(edx.data(), f.as<float>(dx), sizeof(float) * edx.size()), 0);
-  EXPECT_EQ(std::memcmp(edw.data(), f.as<float>(dw), sizeof(float) * edw.size()), 0);
-  EXPECT_EQ(std::memcmp(edb.data(), f.as<float>(db), sizeof(float) * edb.size()), 0);
+  EXPECT_EQ(std::memcmp(ey.data(), f.data<float>(y), sizeof(float) * ey.size()), 0);
+  EXPECT_EQ(std::memcmp(edx.data(), f.data<float>(dx), sizeof(float) * edx.size()), 0);
+  EXPECT_EQ(std::memcmp(edw.data(), f.data<float>(dw), sizeof(float) * edw.size()), 0);
+  EXPECT_EQ(std::memcmp(edb.data(), f.data<float>(db), sizeof(float) * edb.size()), 0);
 
   // Absent dx and db (first layer, no bias) are skipped; dw is unchanged by their absence.
   f.run(LinearForward<TensorId>{x, w, -1, y});
   f.run(LinearBackward<TensorId>{dy, x, w, -1, dw, -1});
-  EXPECT_EQ(std::memcmp(edw.data(), f.as<float>(dw), sizeof(float) * edw.size()), 0);
+  EXPECT_EQ(std::memcmp(edw.data(), f.data<float>(dw), sizeof(float) * edw.size()), 0);
 }
 
 TEST_F(LinearOpCpu, DoubleOpMatchesNaive) {
-  Fixture f;
+  OpBench f = fc1();
   const int x = f.add("x", {4, 5}, DType::F64, 1), w = f.add("w", {2, 5}, DType::F64, 2);
   const int b = f.add("b", {2}, DType::F64, 3), y = f.add("y", {4, 2}, DType::F64, 4);
   f.run(LinearForward<TensorId>{x, w, b, y});
-  const auto ref = naive({4, 5, 2}, f.storage[x], f.storage[w], &f.storage[b],
-                         std::vector<double>(8, 0.0));
-  expect_near_all(f.storage[y], ref.y, 1e-12, "y");
+  const std::vector<double> bv = f.values(b);
+  const auto ref = naive({4, 5, 2}, f.values(x), f.values(w), &bv, std::vector<double>(8, 0.0));
+  expect_near_all(f.values(y), ref.y, 1e-12, "y");
 }
 
 template <class Contract>
-void expect_op_error(Fixture& f, const Contract& c, const std::string& needle) {
+void expect_op_error(OpBench& f, const Contract& c, const std::string& needle) {
   kiln::testing::expect_error([&] { f.run(c); }, {"fc1", needle});
 }
 
 TEST_F(LinearOpCpu, BadTensorsNameTheLayer) {
-  Fixture f;
+  OpBench f = fc1();
   const int x = f.add("x", {6, 8}, DType::F32, 1), w = f.add("w", {3, 8}, DType::F32, 2);
   const int x4 = f.add("x4", {6, 2, 2, 2}, DType::F32, 3), w_bad = f.add("w_bad", {3, 7}, DType::F32, 4);
   const int y = f.add("y", {6, 3}, DType::F32, 5), y_bad = f.add("y_bad", {6, 4}, DType::F32, 6);

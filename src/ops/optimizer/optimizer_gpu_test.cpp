@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kiln/error.h"
-#include "ops/common/gpu_test_util.h"
+#include "support/gpu_test_util.h"
 #include "ops/optimizer/optimizer_cuda.h"
 
 namespace kiln {

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 #include "ops/optimizer/optimizer_contract.h"
 #include "ops/optimizer/optimizer_cpu.h"
 #include "runtime/op_call.h"

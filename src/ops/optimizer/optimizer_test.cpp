@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 #include "ops/optimizer/optimizer_cpu.h"
 
 namespace kiln::cpu {

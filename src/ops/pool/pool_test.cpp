@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 
 #include <cmath>
 #include <deque>

@@ -92,7 +92,11 @@ std::byte* CudaBackend::allocate(size_t bytes) {
   if (status != cudaSuccess)
     fail("cannot allocate the {:.1f} MiB device arena of this program ({}); use a smaller batch",
          double(bytes) / 1048576.0, cudaGetErrorString(status));
-  KILN_CUDA(cudaMemset(p, 0, bytes), "device arena");
+  // On the main stream, and waited for: kiln's streams are non-blocking, so a memset on the legacy
+  // default stream is not ordered before their work and could zero the first inputs copied in
+  // (seen on the H200: small programs with nothing to prepare read zeros).
+  KILN_CUDA(cudaMemsetAsync(p, 0, bytes, streams_[0]), "device arena");
+  KILN_CUDA(cudaStreamSynchronize(streams_[0]), "device arena");
   return static_cast<std::byte*>(p);
 }
 

@@ -81,6 +81,9 @@ void fill_random(void* dst, size_t bytes, fe::DataType_t dtype, std::mt19937& rn
     KILN_CUDA(cudaMemcpy(d + filled, d, n, cudaMemcpyDeviceToDevice), where);
     filled += n;
   }
+  // Device-to-device copies return before they finish, on the legacy stream, which the
+  // non-blocking tuning stream does not wait for: finish them before plans are timed on it.
+  KILN_CUDA(cudaDeviceSynchronize(), where);
 }
 
 // ---- plan choice ---------------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 
 namespace kiln::cuda {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "kiln/error.h"
-#include "ops/common/cpu_test_util.h"
+#include "support/cpu_test_util.h"
 #include "support/temp_dir.h"
 
 namespace kiln::cuda {

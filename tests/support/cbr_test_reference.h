@@ -1,14 +1,15 @@
 #pragma once
 // Naive double reference of conv -> batchnorm(train) -> relu, written from the definitions
-// (loops over every index, nothing shared with the kernels under test), plus test helpers.
+// (loops over every index, nothing shared with the kernels under test): the CBR op tests
+// (src/ops/cbr/) and the GPU block's float64 check (tests/gpu/cbr_float64_check.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "ops/common/cpu_test_util.h"
 #include "ops/conv/conv_cpu.h"
+#include "support/cpu_test_util.h"
 
 namespace kiln::cbr_test {
 
@@ -26,12 +27,9 @@ struct Geometry {
   }
 };
 
+using testing::cast;
+using testing::mixed_err;
 using testing::uniform_vec;
-
-template <class T>
-std::vector<T> cast(const std::vector<double>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
 
 // Direct convolution by definition: NHWC input, KRSC filters, zero padding.
 struct Conv {
@@ -125,15 +123,6 @@ inline Backward reference_backward(const Geometry& g, const Forward& f,
     b.dw[wi] += b.dz[yi] * x[xi];
   });
   return b;
-}
-
-// Largest |a - b| / (1 + |b|) over two arrays: relative for big values, absolute near zero.
-template <class T>
-double max_error(const std::vector<T>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < b.size(); ++i)
-    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / (1 + std::abs(b[i])));
-  return worst;
 }
 
 }  // namespace kiln::cbr_test

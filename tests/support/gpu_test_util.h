@@ -1,14 +1,15 @@
 #pragma once
-// Helpers shared by the GPU tests (src/ops/*/*_gpu_test.cpp): device buffers, host-side rounding
-// to the activation dtypes, poisoning, and comparisons that say where and by how much results
-// differ. CUDA failures throw std::runtime_error, which gtest reports with the message.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// Helpers shared by the GPU tests (src/ops/*/*_gpu_test.cpp, tests/gpu/*.cpp): skipping without a
+// GPU (or without PyTorch), device buffers and tensors with host-side encoding through the one
+// converter (support/half_host.h), poisoning, and per-channel references of the BN/CBR kernels.
+// Host-side values and comparisons (random_values, expect_close, ...) are support/cpu_test_util.h's.
+// CUDA failures throw std::runtime_error, which gtest reports with the message.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -18,8 +19,15 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "support/cpu_test_util.h"
+#include "support/half_host.h"
 
 namespace kiln::gpu_test {
+
+using testing::expect_close;
+using testing::random_values;
+using testing::round_to;
+using testing::rounded;
 
 inline bool cuda_available() {
   int n = 0;
@@ -31,6 +39,21 @@ inline bool cuda_available() {
   do {                                                                         \
     if (!::kiln::gpu_test::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
+
+// A GPU, and python3 with torch (CUDA) and safetensors: what the comparisons with PyTorch need.
+inline bool torch_available() {
+  return cuda_available() &&
+         std::system("python3 -c 'import torch, safetensors; assert torch.cuda.is_available()' >/dev/null 2>&1") == 0;
+}
+
+#ifdef KILN_SOURCE_DIR
+// The repository root: KILN_SOURCE_DIR in the environment (binaries built on another machine),
+// else where the tests were compiled.
+inline std::string source_dir() {
+  const char* env = std::getenv("KILN_SOURCE_DIR");
+  return env && *env ? env : KILN_SOURCE_DIR;
+}
+#endif
 
 inline void cuda_check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
@@ -89,65 +112,6 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// --- Host values in activation dtypes ---
-
-inline double round_to(DType dtype, double v) {
-  switch (dtype) {
-    case DType::F32: return static_cast<float>(v);
-    case DType::F16: return __half2float(__float2half_rn(static_cast<float>(v)));
-    case DType::BF16: return __bfloat162float(__float2bfloat16_rn(static_cast<float>(v)));
-    default: throw std::runtime_error("round_to: unsupported dtype");
-  }
-}
-
-inline std::vector<uint8_t> encode(DType dtype, const std::vector<double>& values) {
-  const size_t es = dtype_size(dtype);
-  std::vector<uint8_t> bytes(values.size() * es);
-  for (size_t i = 0; i < values.size(); ++i) {
-    const float f = static_cast<float>(values[i]);
-    if (dtype == DType::F32) {
-      std::memcpy(&bytes[i * es], &f, es);
-    } else if (dtype == DType::F16) {
-      const __half h = __float2half_rn(f);
-      std::memcpy(&bytes[i * es], &h, es);
-    } else {
-      const __nv_bfloat16 b = __float2bfloat16_rn(f);
-      std::memcpy(&bytes[i * es], &b, es);
-    }
-  }
-  return bytes;
-}
-
-inline std::vector<double> decode(DType dtype, const std::vector<uint8_t>& bytes) {
-  const size_t es = dtype_size(dtype);
-  std::vector<double> values(bytes.size() / es);
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::F32) {
-      float f;
-      std::memcpy(&f, &bytes[i * es], es);
-      values[i] = f;
-    } else if (dtype == DType::F16) {
-      __half h;
-      std::memcpy(&h, &bytes[i * es], es);
-      values[i] = __half2float(h);
-    } else {
-      __nv_bfloat16 b;
-      std::memcpy(&b, &bytes[i * es], es);
-      values[i] = __bfloat162float(b);
-    }
-  }
-  return values;
-}
-
-// Normal(mean, stddev) values already rounded to dtype: exactly what the device will hold.
-inline std::vector<double> random_values(DType dtype, size_t n, std::mt19937& rng,
-                                         double mean = 0.0, double stddev = 1.0) {
-  std::normal_distribution<double> dist(mean, stddev);
-  std::vector<double> v(n);
-  for (double& x : v) x = round_to(dtype, dist(rng));
-  return v;
-}
-
 // A device tensor of `values` (rounded to dtype) starting `offset_elems` elements into its
 // buffer: offsets of 1 defeat 16-byte alignment and exercise the narrow paths.
 struct DeviceTensor {
@@ -161,14 +125,22 @@ struct DeviceTensor {
       : DeviceTensor(d, values.size(), offset_elems) {
     set(values);
   }
+  // An output: every byte 0xFF (NaN in every float format), so an element a kernel never
+  // writes shows up as NaN.
+  static DeviceTensor poisoned(DType d, size_t count, size_t offset_elems = 0) {
+    DeviceTensor t(d, count, offset_elems);
+    t.poison();
+    return t;
+  }
   void* ptr() const { return static_cast<char*>(buf.get()) + offset * dtype_size(dtype); }
   float* f32() const { return static_cast<float*>(ptr()); }
   void set(const std::vector<double>& values) {
-    const std::vector<uint8_t> bytes = encode(dtype, values);
+    const std::vector<std::byte> bytes = testing::encode(dtype, values);
     buf.upload(bytes.data(), bytes.size(), offset * dtype_size(dtype));
   }
   std::vector<double> get() const {
-    return decode(dtype, buf.download(n * dtype_size(dtype), offset * dtype_size(dtype)));
+    const std::vector<uint8_t> bytes = buf.download(n * dtype_size(dtype), offset * dtype_size(dtype));
+    return testing::decode<double>(dtype, bytes.data(), bytes.size());
   }
   void poison(uint8_t byte = 0xFF) { buf.poison(byte); }
 };
@@ -199,33 +171,6 @@ inline double tolerance(DType dtype) {
     case DType::BF16: return 1e-2;
     default: return 1e-5;
   }
-}
-
-// Fails (non-fatally) unless every element of `got` is finite (NaN = a poisoned element the
-// kernel never wrote) and ||got - want|| / ||want|| < tol; the message shows the worst elements.
-inline void expect_close(const std::string& what, const std::vector<double>& got,
-                         const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size()) << what << ": size mismatch";
-  size_t nonfinite = 0, first_nonfinite = 0;
-  double diff2 = 0, want2 = 0, worst = -1;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i]) && std::isfinite(want[i])) {
-      if (nonfinite++ == 0) first_nonfinite = i;
-      continue;
-    }
-    const double d = got[i] - want[i];
-    diff2 += d * d;
-    want2 += want[i] * want[i];
-    if (std::abs(d) > worst) worst = std::abs(d), worst_i = i;
-  }
-  EXPECT_EQ(nonfinite, 0u) << what << ": " << nonfinite << " of " << got.size()
-                           << " elements are not finite (never written?), first at index "
-                           << first_nonfinite;
-  const double rel = std::sqrt(diff2) / std::max(std::sqrt(want2), 1e-30);
-  EXPECT_LT(rel, tol) << what << ": relative L2 error " << rel << " (tolerance " << tol
-                      << "); largest difference at index " << worst_i << ": got " << got[worst_i]
-                      << ", want " << want[worst_i];
 }
 
 // Expected ReLU bits: a mismatch is allowed only where the pre-activation is within
@@ -292,12 +237,6 @@ inline std::string label(DType dt, const TileCase& k) {
   return std::string(name(dt)) + " " + shape_name(k.m, k.c) + " offset=" + std::to_string(k.offset);
 }
 
-// Each value rounded to fp32: what BN parameters, statistics and sums are on the device.
-inline std::vector<double> round_to_f32(std::vector<double> v) {
-  for (double& x : v) x = static_cast<float>(x);
-  return v;
-}
-
 // Float64 reference of the per-channel apply (bn_apply, cbr_apply_relu_bitmask): pre = x * scale
 // + shift, want = relu ? max(pre, 0) : pre, and slack = how close to 0 a pre-activation may be
 // for its mask bit to go either way under fp32 rounding.
@@ -353,7 +292,8 @@ inline BnBackwardReference bn_backward_reference(const std::vector<double>& dy, 
     r.sum_dy[i % c] += g[i];
     r.sum_dy_xhat[i % c] += g[i] * xhat[i];
   }
-  const std::vector<double> sdy32 = round_to_f32(r.sum_dy), sdyx32 = round_to_f32(r.sum_dy_xhat);
+  const std::vector<double> sdy32 = rounded(DType::F32, r.sum_dy),
+                             sdyx32 = rounded(DType::F32, r.sum_dy_xhat);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t ch = i % c;
     r.dx[i] = gamma[ch] * inv_std[ch] * (g[i] - sdy32[ch] / m - xhat[i] * sdyx32[ch] / m);
