@@ -2,15 +2,57 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "kiln/compile.h"
 #include "kiln/error.h"
+#include "kiln/options.h"
+#include "kiln/schedule.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
 
 namespace {
+
+// ---- option checks, made where CLI11 reads each option ----
+// A bad value stops the run before any work, with a message that CLI11 opens with the flag
+// ("--momentum: ...") and that gives the valid range and a value to use instead.
+
+// A number within `ok`; anything that is not a number is left to CLI11's own conversion error.
+CLI::Validator number(std::function<bool(double)> ok, std::string range, std::string fix) {
+  return CLI::Validator(
+      [ok = std::move(ok), range = std::move(range), fix = std::move(fix)](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return {};
+        if (ok(v)) return {};
+        return fmt::format("{} is out of range: it must be {}; {}", text, range, fix);
+      },
+      "", "");
+}
+bool finite_float(double v) { return std::isfinite(v) && std::abs(v) <= std::numeric_limits<float>::max(); }
+CLI::Validator at_least(int lo, std::string fix) {
+  return number([lo](double v) { return v >= lo; }, fmt::format(">= {}", lo), std::move(fix));
+}
+
+// A name that a kiln parse function accepts; its kiln::Error (which lists the accepted names) is the message.
+CLI::Validator parsed_by(std::function<void(const std::string&)> parse) {
+  return CLI::Validator(
+      [parse = std::move(parse)](std::string& text) -> std::string {
+        try {
+          parse(text);
+        } catch (const kiln::Error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "", "");
+}
 
 struct CommonOptions {
   std::string model = "digits_cnn";
@@ -21,12 +63,19 @@ struct CommonOptions {
 };
 
 void add_common(CLI::App* app, CommonOptions& o) {
-  app->add_option("--model,-m", o.model, "model zoo name (" + fmt::format("{}", fmt::join(kiln::zoo::names(), ", ")) + ")");
-  app->add_option("--batch,-b", o.batch, "batch size");
-  app->add_option("--device", o.device, "cpu, cuda or cuda:N");
-  app->add_option("--precision", o.precision, "fp32 (cpu, cuda), fp16 or bf16 (cuda)");
-  app->add_flag("--no-fuse", o.no_fuse, "keep Conv, BN and ReLU as separate layers");
-  app->add_option("--classes", o.classes, "number of classes (default: the model's, or the dataset's)");
+  app->add_option("--model,-m", o.model, fmt::format("model zoo name ({})", fmt::join(kiln::zoo::names(), ", ")))
+      ->check(parsed_by([](const std::string& name) { kiln::zoo::by_name(name); }));
+  app->add_option("--batch,-b", o.batch, "batch size, >= 1")->check(at_least(1, "use e.g. --batch 64"));
+  app->add_option("--device", o.device, "cpu, cuda or cuda:N")
+      ->check(parsed_by([](const std::string& d) { kiln::parse_device_spec(d); }));
+  app->add_option("--precision", o.precision, "fp32 (cpu, cuda), fp16 or bf16 (cuda)")
+      ->check(parsed_by([](const std::string& p) { kiln::parse_precision(p); }));
+  app->add_flag("--no-fuse", o.no_fuse,
+                "run Conv, BN and ReLU as separate layers, cbr() ones included (same tensor names, so "
+                "checkpoints move between the two)");
+  app->add_option("--classes", o.classes, "number of classes, >= 1; -1: the model's, or the dataset's")
+      ->check(number([](double v) { return v == -1 || v >= 1; }, "-1 or >= 1",
+                     "use e.g. --classes 10, or -1 for the model's (plan) or the dataset's (train) count"));
 }
 
 kiln::CompileOptions compile_options(const CommonOptions& o) {
@@ -144,11 +193,90 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   return 0;
 }
 
+// Edit distance with adjacent transpositions counted as one edit ("trian" is 1 from "train").
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The candidate nearest to `word`, if it is close enough to be a likely typo.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d < best_distance) best = c, best_distance = d;
+  }
+  return best;
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
+
+// `kiln trian ...`: CLI11 alone would say only that a subcommand is required.
+void check_subcommand(const CLI::App& app, int argc, char** argv) {
+  const std::vector<std::string> names = subcommand_names(app);
+  const std::string list = fmt::format("{}", fmt::join(names, ", "));
+  if (argc < 2)
+    throw CLI::RequiredError(fmt::format("a subcommand is required: {} (kiln <subcommand> --help)", list),
+                             CLI::ExitCodes::RequiredError);
+  const std::string word = argv[1];
+  if (word.empty() || word[0] == '-' || std::find(names.begin(), names.end(), word) != names.end()) return;
+  const std::string guess = nearest(word, names);
+  throw CLI::ExtrasError(fmt::format("unknown subcommand '{}'{}; the subcommands are {}", word,
+                                     guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess), list),
+                         CLI::ExitCodes::ExtrasError);
+}
+
+// `kiln train --epoch 2`: each unknown option with the subcommand's option nearest to it. Empty when
+// the stray words hold no option (CLI11's own message lists them).
+std::string unknown_options_message(const CLI::App& sub, const std::vector<std::string>& extras) {
+  std::vector<std::string> known;
+  for (const CLI::Option* opt : sub.get_options())
+    for (const std::string& name : opt->get_lnames()) known.push_back("--" + name);
+  std::string out;
+  for (const std::string& word : extras) {
+    if (word.rfind("--", 0) != 0) continue;
+    const std::string flag = word.substr(0, word.find('='));
+    const std::string guess = nearest(flag, known);
+    out += fmt::format("{}unknown option '{}'{}", out.empty() ? "" : "; ", flag,
+                       guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess));
+  }
+  if (out.empty()) return {};
+  return fmt::format("{}; kiln {} --help lists the options", out, sub.get_name());
+}
+
+// Checks between options, after parsing: still errors naming the flags, before any work.
+void check_train_options(const TrainArgs& t) {
+  if (t.resume && t.checkpoint.empty())
+    throw CLI::RequiresError("--resume needs --checkpoint FILE, the checkpoint to continue from; add "
+                             "--checkpoint runs/run.safetensors or drop --resume",
+                             CLI::ExitCodes::RequiresError);
+  if (t.nesterov && t.momentum == 0 && t.optimizer == "sgd")
+    throw CLI::ValidationError("--nesterov", "needs --momentum > 0 (as in PyTorch); use e.g. --momentum 0.9, or "
+                                             "--no-nesterov for plain SGD");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: a static-graph CNN training engine with a fused Conv+BN+ReLU operator"};
   app.require_subcommand(1);
+  // For every option (subcommands copy these when made): --help shows the default, and a later
+  // value overrides an earlier one, so `scripts/demo.sh --epochs 2` overrides the script's own.
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CommonOptions common;
   TrainArgs t;
 
@@ -158,28 +286,59 @@ int main(int argc, char** argv) {
   CLI::App* train = app.add_subcommand("train", "train a model on a dataset and report test accuracy");
   add_common(train, common);
   train->add_option("--data,-d", t.data, "dataset directory");
-  train->add_option("--format", t.format, "idx (MNIST-style) or cifar10 (binary batches)");
-  train->add_option("--epochs,-e", t.epochs, "epochs");
-  train->add_option("--optimizer", t.optimizer, "sgd or adamw");
-  train->add_option("--lr", t.lr, "peak learning rate");
-  train->add_option("--momentum", t.momentum, "SGD momentum");
-  train->add_flag("--nesterov", t.nesterov, "Nesterov momentum");
-  train->add_option("--weight-decay,--wd", t.weight_decay, "weight decay (SGD: L2, AdamW: decoupled)");
-  train->add_option("--schedule", t.schedule, "constant, cosine or step");
-  train->add_option("--warmup", t.warmup, "warm-up epochs (linear)");
-  train->add_option("--step-epochs", t.step_epochs, "step schedule: epochs between decays");
-  train->add_option("--gamma", t.gamma, "step schedule: decay factor");
-  train->add_option("--label-smoothing", t.label_smoothing, "label smoothing for cross-entropy");
-  train->add_option("--seed", t.seed, "random seed (init, shuffling, augmentation, dropout)");
-  train->add_option("--workers", t.workers, "data loader threads");
-  train->add_option("--crop-pad", t.crop_pad, "random crop after zero padding by this many pixels");
+  train->add_option("--format", t.format, "idx (MNIST-style) or cifar10 (binary batches)")
+      ->check(parsed_by([](const std::string& f) {
+        if (f != "idx" && f != "cifar10")
+          kiln::fail("unknown dataset format '{}': use 'idx' (MNIST-style, e.g. digits) or 'cifar10'", f);
+      }));
+  train->add_option("--epochs,-e", t.epochs, "epochs, >= 1")->check(at_least(1, "use e.g. --epochs 10"));
+  train->add_option("--optimizer", t.optimizer, "sgd or adamw")
+      ->check(parsed_by([](const std::string& name) { kiln::parse_optimizer(name); }));
+  train->add_option("--lr", t.lr, "peak learning rate, > 0")
+      ->check(number([](double v) { return v > 0 && finite_float(v); }, "a finite number > 0",
+                     "use e.g. --lr 0.05 (SGD) or --lr 0.001 (AdamW)"));
+  train->add_option("--momentum", t.momentum, "SGD momentum, in [0, 1)")
+      ->check(number([](double v) { return v >= 0 && v < 1; }, "in [0, 1)",
+                     "use e.g. --momentum 0.9, or 0 for plain SGD"));
+  train->add_flag("--nesterov,!--no-nesterov", t.nesterov, "Nesterov momentum (SGD, needs --momentum > 0)");
+  train->add_option("--weight-decay,--wd", t.weight_decay, "weight decay (SGD: L2, AdamW: decoupled), >= 0")
+      ->check(number([](double v) { return v >= 0 && finite_float(v); }, "a finite number >= 0",
+                     "use e.g. --weight-decay 5e-4, or 0 for none"));
+  train->add_option("--schedule", t.schedule, "constant, cosine or step")
+      ->check(parsed_by([](const std::string& name) { kiln::parse_schedule(name); }));
+  train->add_option("--warmup", t.warmup, "warm-up epochs (linear), >= 0")
+      ->check(at_least(0, "use e.g. --warmup 2, or 0 for no warm-up"));
+  train->add_option("--step-epochs", t.step_epochs, "step schedule: epochs between decays, >= 1")
+      ->check(at_least(1, "use e.g. --step-epochs 30"));
+  train->add_option("--gamma", t.gamma, "step schedule: decay factor, in (0, 1]")
+      ->check(number([](double v) { return v > 0 && v <= 1; }, "in (0, 1]", "use e.g. --gamma 0.1"));
+  train->add_option("--label-smoothing", t.label_smoothing, "label smoothing for cross-entropy, in [0, 1)")
+      ->check(number([](double v) { return v >= 0 && v < 1; }, "in [0, 1)",
+                     "use e.g. --label-smoothing 0.1, or 0 for none"));
+  train->add_option("--seed", t.seed, "random seed (init, shuffling, augmentation, dropout), >= 0")
+      ->check(number([](double v) { return v >= 0; }, "a whole number from 0 to 18446744073709551615",
+                     "use e.g. --seed 1"));
+  train->add_option("--workers", t.workers, "data loader threads, >= 0 (0: load on the training thread)")
+      ->check(at_least(0, "use e.g. --workers 2, or 0 to load batches on the training thread"));
+  train->add_option("--crop-pad", t.crop_pad, "random crop after zero padding by this many pixels, >= 0")
+      ->check(at_least(0, "use e.g. --crop-pad 4, or 0 for no random crop"));
   train->add_flag("--hflip", t.hflip, "random horizontal flips");
-  train->add_option("--checkpoint", t.checkpoint, "safetensors checkpoint written after every epoch");
-  train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists");
+  train->add_option("--checkpoint", t.checkpoint, "safetensors checkpoint written after every epoch")
+      ->type_name("FILE");
+  train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists (needs --checkpoint)");
   add_cuda(train, t);
 
   try {
-    app.parse(argc, argv);
+    check_subcommand(app, argc, argv);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ExtrasError& e) {
+      CLI::App* sub = plan->parsed() ? plan : train->parsed() ? train : nullptr;
+      const std::string message = sub ? unknown_options_message(*sub, sub->remaining()) : std::string();
+      if (message.empty()) throw;
+      throw CLI::ExtrasError(message, CLI::ExitCodes::ExtrasError);
+    }
+    if (train->parsed()) check_train_options(t);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

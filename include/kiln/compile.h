@@ -8,8 +8,10 @@
 namespace kiln {
 
 // Stages of the compiler, exposed for tests and `kiln plan`; compile() runs them all.
-LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options);  // + shape inference
-void fuse_conv_bn_relu(LayerGraph& graph);
+// Flattens the blueprint and infers shapes; with options.fuse_cbr off, each cbr() becomes Conv,
+// BatchNorm and ReLU layers whose tensors keep the fused layer's names.
+LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options);
+void fuse_conv_bn_relu(LayerGraph& graph);  // run by compile() when options.fuse_cbr is on
 void mark_first_layer(LayerGraph& graph);
 void check_target_limits(const LayerGraph& graph, const CompileOptions& options);
 Program lower(LayerGraph graph, const CompileOptions& options);

@@ -1,5 +1,6 @@
 // Blueprint -> LayerGraph: flattens sequences and residual blocks into layers with resolved
-// inputs and full names, and infers every output shape (NHWC) on the way.
+// inputs and full names, and infers every output shape (NHWC) on the way. With CBR fusion off
+// (CompileOptions::fuse_cbr = false) an explicit cbr() becomes the Conv, BN and ReLU it stands for.
 #include <set>
 
 #include "kiln/compile.h"
@@ -10,7 +11,7 @@ namespace {
 
 class Expander {
  public:
-  explicit Expander(LayerGraph& graph) : graph_(graph) {}
+  Expander(LayerGraph& graph, bool fuse_cbr) : graph_(graph), fuse_cbr_(fuse_cbr) {}
 
   // Appends the nodes of `bp` after layer `from`; returns the index of the last layer.
   int sequence(const Blueprint& bp, int from, const std::string& prefix) {
@@ -32,12 +33,32 @@ class Expander {
       case LayerKind::SoftmaxCrossEntropy:
         fail("layer '{}': {} layers are added by the compiler, not written in a blueprint", name,
              layer_kind_name(node.kind));
+      case LayerKind::CBR:
+        if (!fuse_cbr_) return unfused_cbr(node, from, name);
+        break;
       default: break;
     }
     Layer layer;
     layer.name = name, layer.kind = node.kind, layer.attrs = node.attrs, layer.inputs = {from};
     if (node.kind == LayerKind::CBR) layer.conv_name = name + ".conv", layer.bn_name = name + ".bn";
     return add(std::move(layer));
+  }
+
+  // cbr() with fusion off: Conv (no bias) -> BatchNorm -> ReLU, named so that every tensor keeps
+  // the fused layer's name ("<name>.conv.weight", "<name>.bn.running_var", the output "<name>"):
+  // checkpoints move between fused and unfused programs, and `kiln plan --no-fuse` shows what runs.
+  int unfused_cbr(const BlueprintNode& node, int from, const std::string& name) {
+    Layer conv;
+    conv.name = name + ".conv", conv.kind = LayerKind::Conv, conv.attrs = node.attrs, conv.inputs = {from};
+    conv.attrs.bias = false;
+    const int c = add(std::move(conv));
+    Layer bn;
+    bn.name = name + ".bn", bn.kind = LayerKind::BatchNorm, bn.inputs = {c};
+    bn.attrs.eps = node.attrs.eps, bn.attrs.momentum = node.attrs.momentum;
+    const int b = add(std::move(bn));
+    Layer relu;
+    relu.name = name, relu.kind = LayerKind::ReLU, relu.inputs = {b};
+    return add(std::move(relu));
   }
 
   int residual(const BlueprintNode& node, int from, const std::string& name) {
@@ -68,6 +89,7 @@ class Expander {
   }
 
   LayerGraph& graph_;
+  bool fuse_cbr_;
   std::set<std::string> names_{"input"};
 };
 
@@ -88,7 +110,7 @@ LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options) {
   input.name = "input", input.kind = LayerKind::Input;
   input.out_shape = {options.batch, hwc[0], hwc[1], hwc[2]};
   graph.layers.push_back(input);
-  Expander(graph).sequence(blueprint, 0, "");
+  Expander(graph, options.fuse_cbr).sequence(blueprint, 0, "");
   const Shape& out = graph.layers.back().out_shape;
   if (options.loss && out.size() != 2)
     fail("model '{}': last layer '{}' gives {}, but a classifier must end in (N, classes); end with fc()",

@@ -1,0 +1,159 @@
+// The `kiln` command line, run as a user runs it (the built binary, stdout and stderr together):
+// bad options stop before any work with a message naming the flag, the valid range and a fix;
+// --help shows defaults; a mistyped subcommand gets a suggestion; later options override earlier
+// ones (scripts/demo.sh relies on it); `kiln plan --no-fuse` lists no CBR layer.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string output;
+};
+
+const std::string kBinary = KILN_BINARY_DIR "/kiln";
+// A dataset directory that does not exist: a run that gets past option checking stops at once
+// on it instead of training.
+const std::string kNoData = "/nonexistent/kiln_cli_test_data";
+
+Result kiln(const std::string& args) {
+  Result r;
+  if (!std::filesystem::exists(kBinary)) {
+    ADD_FAILURE() << kBinary << " is missing: build the kiln_cli target first";
+    return r;
+  }
+  const std::string command = "'" + kBinary + "' " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "cannot run " << command;
+    return r;
+  }
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void expect_contains(const Result& r, const std::vector<std::string>& parts, const std::string& args) {
+  for (const std::string& part : parts)
+    EXPECT_NE(r.output.find(part), std::string::npos) << "kiln " << args << "\nexpected '" << part << "' in:\n"
+                                                      << r.output;
+}
+
+// A rejected command: non-zero exit, every part in the message, and nothing started.
+void expect_rejected(const std::string& args, const std::vector<std::string>& parts) {
+  const Result r = kiln(args);
+  EXPECT_NE(r.rc, 0) << "kiln " << args << " was accepted:\n" << r.output;
+  expect_contains(r, parts, args);
+  EXPECT_EQ(r.output.find("kiln: training"), std::string::npos) << "kiln " << args << " started training";
+  EXPECT_EQ(r.output.find("dataset directory"), std::string::npos)
+      << "kiln " << args << " got past option checking:\n" << r.output;
+}
+
+TEST(Cli, OutOfRangeNumbersNameTheFlagTheRangeAndAFix) {
+  const std::string train = "train --data " + kNoData + " ";
+  struct Case {
+    std::string args;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {"--warmup -2", {"--warmup", ">= 0", "for no warm-up"}},
+      {"--step-epochs 0", {"--step-epochs", ">= 1", "--step-epochs 30"}},
+      {"--seed -1", {"--seed", "-1", "from 0", "--seed 1"}},
+      {"--momentum -1", {"--momentum", "[0, 1)", "--momentum 0.9"}},
+      {"--momentum 1", {"--momentum", "[0, 1)"}},
+      {"--lr 0", {"--lr", "> 0", "--lr 0.05"}},
+      {"--lr -0.1", {"--lr", "> 0"}},
+      {"--lr nan", {"--lr", "finite"}},
+      {"--lr inf", {"--lr", "finite"}},
+      {"--lr 1e39", {"--lr", "finite"}},
+      {"--epochs 0", {"--epochs", ">= 1", "--epochs 10"}},
+      {"--batch 0", {"--batch", ">= 1", "--batch 64"}},
+      {"--label-smoothing 1", {"--label-smoothing", "[0, 1)", "--label-smoothing 0.1"}},
+      {"--label-smoothing -0.1", {"--label-smoothing", "[0, 1)"}},
+      {"--crop-pad -1", {"--crop-pad", ">= 0", "--crop-pad 4"}},
+      {"--workers -1", {"--workers", ">= 0", "--workers 2"}},
+      {"--weight-decay -1", {"--weight-decay", ">= 0"}},
+      {"--gamma 0", {"--gamma", "(0, 1]"}},
+      {"--classes 0", {"--classes", ">= 1"}},
+  };
+  for (const Case& c : cases) expect_rejected(train + c.args, c.parts);
+  expect_rejected("plan --batch -4", {"--batch", ">= 1"});
+}
+
+TEST(Cli, UnknownNamesAreRejectedWhereTheyAreParsed) {
+  const std::string train = "train --data " + kNoData + " ";
+  expect_rejected(train + "--model resnet1000", {"--model", "resnet1000", "digits_cnn", "vgg16_bn"});
+  expect_rejected(train + "--optimizer lamb", {"--optimizer", "lamb", "adamw"});
+  expect_rejected(train + "--schedule linear", {"--schedule", "linear", "cosine"});
+  expect_rejected(train + "--format png", {"--format", "png", "cifar10"});
+  expect_rejected(train + "--precision fp8", {"--precision", "fp8", "fp32"});
+  expect_rejected(train + "--device tpu", {"--device", "tpu", "cuda"});
+  expect_rejected("plan --model resnet1000", {"--model", "resnet1000"});
+}
+
+TEST(Cli, OptionsThatNeedEachOther) {
+  const std::string train = "train --data " + kNoData + " ";
+  expect_rejected(train + "--resume", {"--resume", "--checkpoint"});
+  expect_rejected(train + "--nesterov --momentum 0", {"--nesterov", "--momentum", "--no-nesterov"});
+}
+
+TEST(Cli, MistypedSubcommandOrOptionGetsTheNearestName) {
+  Result r = kiln("trian --epochs 1");
+  EXPECT_NE(r.rc, 0);
+  expect_contains(r, {"unknown subcommand 'trian'", "did you mean 'train'", "plan, train"}, "trian");
+  r = kiln("pln");
+  EXPECT_NE(r.rc, 0);
+  expect_contains(r, {"'pln'", "did you mean 'plan'"}, "pln");
+  r = kiln("");
+  EXPECT_NE(r.rc, 0);
+  expect_contains(r, {"subcommand", "plan, train"}, "");
+  expect_rejected("train --data " + kNoData + " --epoch 2", {"--epoch", "did you mean '--epochs'"});
+}
+
+TEST(Cli, HelpShowsDefaults) {
+  const Result r = kiln("train --help");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  expect_contains(r,
+                  {"--model TEXT=digits_cnn", "--batch INT=64", "--epochs INT=10", "--lr FLOAT=0.05",
+                   "--momentum FLOAT=0.9", "--schedule TEXT=cosine", "--optimizer TEXT=sgd", "TEXT=data/digits",
+                   "--workers INT=2"},
+                  "train --help");
+}
+
+TEST(Cli, LaterOptionsOverrideEarlierOnes) {
+  // What scripts/demo.sh does: its own options first, then the user's.
+  Result r = kiln("plan --batch 8 --batch 4");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  expect_contains(r, {"batch 4,"}, "plan --batch 8 --batch 4");
+  r = kiln("train --data /nonexistent/first --data " + kNoData);
+  EXPECT_NE(r.rc, 0);
+  expect_contains(r, {kNoData}, "train --data ... --data ...");
+  EXPECT_EQ(r.output.find("/nonexistent/first"), std::string::npos) << r.output;
+  // The demo passes --nesterov; --no-nesterov takes it back (else momentum 0 would be refused).
+  r = kiln("train --nesterov --momentum 0.9 --momentum 0 --no-nesterov --data " + kNoData);
+  expect_contains(r, {"dataset directory", kNoData}, "train ... --no-nesterov");
+}
+
+TEST(Cli, PlanWithoutFusionListsNoCbrLayer) {
+  const Result fused = kiln("plan --model digits_cnn --batch 2");
+  ASSERT_EQ(fused.rc, 0) << fused.output;
+  expect_contains(fused, {"cbr fusion on", "CBR layers: 4"}, "plan");
+  const Result unfused = kiln("plan --model digits_cnn --batch 2 --no-fuse");
+  ASSERT_EQ(unfused.rc, 0) << unfused.output;
+  expect_contains(unfused, {"cbr fusion off", "CBR layers: 0", "conv1.conv.weight", "conv1.bn.running_var"},
+                  "plan --no-fuse");
+  EXPECT_EQ(unfused.output.find(" cbr   "), std::string::npos) << unfused.output;  // a layer of kind cbr
+  EXPECT_NE(fused.output.find(" cbr   "), std::string::npos) << fused.output;
+}
+
+}  // namespace
