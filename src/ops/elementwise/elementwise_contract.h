@@ -1,6 +1,7 @@
 #pragma once
 // Elementwise ops: ReLU with a byte mask (the unfused path; CBR packs its mask in bits), dropout,
 // the residual add, the sum of a fanned-out layer's gradients, and dtype casts.
+#include <cstdint>
 #include <vector>
 
 #include "runtime/op_contract.h"
@@ -31,14 +32,19 @@ struct ReluInference {
   void fields(V& v) { v.in("x", x), v.out("y", y); }
 };
 
-// Inverted dropout: kept elements scaled by 1/(1-p); the mask is drawn from (seed, layer, step).
+// Inverted dropout: kept elements scaled by 1/(1-p); the mask is drawn from (seed, layer key,
+// step). The layer key is a hash of the layer's name, so a layer draws the same masks whatever
+// its position (fused and unfused programs alike).
 template <class T>
 struct DropoutForward {
   static constexpr OpKind kind = OpKind::DROPOUT_FWD;
   T x, y, mask;
   float p = 0.f;
+  uint32_t layer_key = 0;
   template <class V>
-  void fields(V& v) { v.in("x", x), v.out("y", y), v.out("mask", mask), v.attr("p", p); }
+  void fields(V& v) {
+    v.in("x", x), v.out("y", y), v.out("mask", mask), v.attr("p", p), v.attr("layer_key", layer_key);
+  }
 };
 
 template <class T>

@@ -67,7 +67,7 @@ void dropout_fwd(const OpCall& call, const DropoutForward<TensorArg>& a) {
   const float p = dropout_p(call, a.p);
   check_like(call, a.y, "y", a.x, a.x.dtype());
   check_like(call, a.mask, "mask", a.x, DType::U8);
-  const uint64_t stream = cpu::dropout_stream(call.op.layer, call.scalars.step);
+  const uint64_t stream = cpu::dropout_stream(a.layer_key, call.scalars.step);
   dispatch_float(a.x.dtype(), "DROPOUT_FWD", [&](auto t) {
     using T = decltype(t);
     cpu::dropout_forward<T>(a.x.as<T>(), a.x.numel(), p, call.scalars.seed, stream, a.y.as<T>(),
