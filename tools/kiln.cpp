@@ -323,9 +323,9 @@ int main(int argc, char** argv) {
   train->add_option("--crop-pad", t.crop_pad, "random crop after zero padding by this many pixels, >= 0")
       ->check(at_least(0, "use e.g. --crop-pad 4, or 0 for no random crop"));
   train->add_flag("--hflip", t.hflip, "random horizontal flips");
-  train->add_option("--checkpoint", t.checkpoint, "safetensors checkpoint written after every epoch")
+  train->add_option("--checkpoint", t.checkpoint, "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock guards it while training")
       ->type_name("FILE");
-  train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists (needs --checkpoint)");
+  train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists (needs --checkpoint); the run's settings must match the checkpoint's, only --epochs may change");
   add_cuda(train, t);
 
   try {

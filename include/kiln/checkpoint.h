@@ -5,6 +5,7 @@
 //   {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative to the data start);
 //   an optional "__metadata__" holds string -> string pairs.
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,5 +37,46 @@ struct SafetensorsFile {
 // JSON, unknown dtype, offsets out of range / overlapping / leaving holes, size not matching
 // shape x dtype) throws kiln::Error naming the file and the tensor.
 SafetensorsFile load_safetensors(const std::string& path);
+
+// kiln's version, recorded in the checkpoints the trainer writes ("kiln_version").
+inline constexpr const char* kVersion = "0.1.0";
+
+// The NaNs and infinities in a floating-point tensor (F32, F64, F16, BF16; integer tensors
+// have none): how many, and the first one's index and value.
+struct NonFinite {
+  int64_t count = 0;
+  int64_t first = -1;
+  double first_value = 0;
+};
+NonFinite find_non_finite(const NamedTensor& tensor);
+
+// Checks, before anything is trained, that a checkpoint can be written at `path`: its folder
+// exists and is writable, and `path` itself is not a folder. Throws kiln::Error naming the
+// path and the fix otherwise.
+void check_checkpoint_path(const std::string& path);
+
+// Makes a second writer of the same checkpoint fail at once. Holds "<checkpoint>.lock", created
+// with O_CREAT|O_EXCL and holding the writer's pid, plus an flock(2) on it for as long as the
+// lock lives; the destructor removes the file. A lock file nobody holds any more (its writer was
+// killed or crashed, so its pid no longer runs) is taken over. On file systems without flock the
+// pid alone decides: a lock whose pid still runs is held. Checks the path first
+// (check_checkpoint_path). Throws kiln::Error naming the checkpoint, the lock file and the pid
+// of the writer holding it.
+class CheckpointLock {
+ public:
+  explicit CheckpointLock(const std::string& checkpoint);
+  ~CheckpointLock();
+  CheckpointLock(const CheckpointLock&) = delete;
+  CheckpointLock& operator=(const CheckpointLock&) = delete;
+
+  const std::string& path() const { return path_; }  // "<checkpoint>.lock"
+  bool took_over() const { return took_over_; }      // a stale lock file was taken over
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t device_ = 0, inode_ = 0;
+  bool took_over_ = false;
+};
 
 }  // namespace kiln

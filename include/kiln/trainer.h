@@ -3,11 +3,14 @@
 // optimizer update, with a learning-rate schedule, evaluation and checkpoints.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/blueprint.h"
+#include "kiln/checkpoint.h"
 #include "kiln/data.h"
 #include "kiln/executable.h"
 #include "kiln/options.h"
@@ -21,8 +24,13 @@ struct TrainOptions {
   uint64_t seed = 1;
   Augment augment;
   int workers = 2;
-  std::string checkpoint;  // written atomically after every epoch when non-empty
-  bool resume = false;     // continue from `checkpoint` if it exists
+  // Written atomically after every epoch when non-empty. The Trainer's constructor checks that
+  // its folder exists and is writable and locks it ("<checkpoint>.lock", CheckpointLock) for the
+  // Trainer's lifetime, so a second writer of the same checkpoint fails at once.
+  std::string checkpoint;
+  // Continue from `checkpoint` if it exists (needs `checkpoint`). The checkpoint must have been
+  // written with the same recipe (Trainer::recipe); only `epochs` may differ.
+  bool resume = false;
 };
 
 struct StepReport {
@@ -45,31 +53,56 @@ class Trainer {
   Executable& executable() { return *exe_; }
 
   // Trains for the configured epochs (from the resumed epoch, if any), evaluating on `test`
-  // after each epoch. Callbacks may be empty.
+  // after each epoch. Callbacks may be empty. A step whose loss is not finite (NaN, inf), or an
+  // epoch that leaves a non-finite value in the parameters, buffers or optimizer state, stops
+  // training with a kiln::Error naming the epoch and step and the last good checkpoint (which is
+  // left as it was): no checkpoint holding a non-finite value is ever written.
   std::vector<EpochReport> fit(const Dataset& train, const Dataset& test,
                                const std::function<void(const StepReport&)>& on_step = {},
                                const std::function<void(const EpochReport&)>& on_epoch = {});
   // Top-1 accuracy in eval mode (running BN statistics, no dropout).
   double evaluate(const Dataset& data);
-  // One training step on an already normalized NHWC batch; returns the loss.
+  // One training step on an already normalized NHWC batch; returns the loss. A non-finite loss
+  // is a kiln::Error (the step's update has been applied by then).
   double step(const Batch& batch, float lr);
 
-  // Checkpoint: parameters and buffers by layer-graph tensor name, optimizer state, progress.
+  // Checkpoint: parameters and buffers by layer-graph tensor name, optimizer state, progress,
+  // and the recipe (metadata "recipe.<key>") with "kiln_version" and the planned "epochs".
+  // Saving refuses state holding a non-finite value (kiln::Error naming the tensor; an existing
+  // file is left as it was). Loading restores everything or nothing: it refuses a checkpoint of
+  // another recipe (listing each difference; the epoch count is not part of the recipe), of
+  // another optimizer, or holding a non-finite value (naming the tensor).
   void save_checkpoint(const std::string& path, int epochs_done);
   int load_checkpoint(const std::string& path);  // returns the number of epochs done
+
+  // What a checkpoint must share to be resumed by this trainer, in a fixed order: model, input,
+  // classes, batch, precision, optimizer and its hyper-parameters, schedule and its settings,
+  // label_smoothing, seed, crop_pad, hflip. Values as the checkpoint's metadata holds them.
+  std::vector<std::pair<std::string, std::string>> recipe() const;
 
   const ChannelStats& normalization() const { return norm_; }
 
  private:
   void check_dataset(const Dataset& data, const char* which) const;
   void copy_in(const Batch& batch);
+  double train_step(const Batch& batch, float lr);  // step() without the finiteness check
   // The top-1 hits a COUNT_CORRECT op wrote (Program::train_correct / inference_correct).
   int64_t correct_in(int count_id);
+  // Parameters, buffers and optimizer state as they are checkpointed.
+  std::vector<NamedTensor> state();
+  void save_state(const std::string& path, int epochs_done, const std::vector<NamedTensor>& tensors);
+  // Throws listing each difference between recipe() and the one a checkpoint's metadata records.
+  void check_recipe(const std::string& path, const std::map<std::string, std::string>& metadata) const;
+  // Where the last good state is, for the messages of a diverged run.
+  std::string last_good_checkpoint() const;
+  TrainOptions opt_;  // checked, and its checkpoint locked, before anything is compiled
+  std::unique_ptr<CheckpointLock> lock_;
+  std::string model_name_;
   std::unique_ptr<Executable> exe_;
-  TrainOptions opt_;
   ChannelStats norm_;
   int64_t global_step_ = 0;
   int epochs_done_ = 0;
+  int saved_epochs_ = 0;  // epochs in the file at opt_.checkpoint written or resumed by this trainer
 };
 
 }  // namespace kiln

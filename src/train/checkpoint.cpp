@@ -1,7 +1,15 @@
 // safetensors reader/writer. Layout: u64 LE header length, JSON header, raw data.
 #include "kiln/checkpoint.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -203,6 +211,181 @@ SafetensorsFile load_safetensors(const std::string& path) {
     file.tensors.push_back(std::move(t));
   }
   return file;
+}
+
+namespace {
+
+template <class Bits>
+Bits load_bits(const std::byte* p) {
+  Bits b;
+  std::memcpy(&b, p, sizeof(Bits));
+  return b;
+}
+
+// The value of an element that is not finite (exponent all ones), for the message.
+double non_finite_value(bool nan, bool negative) {
+  if (nan) return std::nan("");
+  return negative ? -INFINITY : INFINITY;
+}
+
+}  // namespace
+
+NonFinite find_non_finite(const NamedTensor& tensor) {
+  NonFinite out;
+  const size_t size = tensor.dtype == DType::F32 || tensor.dtype == DType::F64 || tensor.dtype == DType::F16 ||
+                              tensor.dtype == DType::BF16
+                          ? dtype_size(tensor.dtype)
+                          : 0;
+  if (size == 0) return out;
+  const size_t n = tensor.data.size() / size;
+  for (size_t i = 0; i < n; ++i) {
+    const std::byte* p = tensor.data.data() + i * size;
+    bool bad = false, nan = false, negative = false;
+    switch (tensor.dtype) {
+      case DType::F32: {
+        const uint32_t b = load_bits<uint32_t>(p);
+        bad = (b & 0x7F800000u) == 0x7F800000u, nan = (b & 0x007FFFFFu) != 0, negative = b >> 31;
+        break;
+      }
+      case DType::F64: {
+        const uint64_t b = load_bits<uint64_t>(p);
+        bad = (b & 0x7FF0000000000000ull) == 0x7FF0000000000000ull, nan = (b & 0x000FFFFFFFFFFFFFull) != 0,
+        negative = b >> 63;
+        break;
+      }
+      case DType::F16: {
+        const uint16_t b = load_bits<uint16_t>(p);
+        bad = (b & 0x7C00u) == 0x7C00u, nan = (b & 0x03FFu) != 0, negative = b >> 15;
+        break;
+      }
+      case DType::BF16: {
+        const uint16_t b = load_bits<uint16_t>(p);
+        bad = (b & 0x7F80u) == 0x7F80u, nan = (b & 0x007Fu) != 0, negative = b >> 15;
+        break;
+      }
+      default: break;
+    }
+    if (!bad) continue;
+    if (out.count++ == 0) out.first = int64_t(i), out.first_value = non_finite_value(nan, negative);
+  }
+  return out;
+}
+
+void check_checkpoint_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) fail("the checkpoint path is empty; name a file, e.g. runs/run.safetensors");
+  const fs::path file(path);
+  std::error_code ec;
+  if (fs::is_directory(file, ec))
+    fail("checkpoint '{}' is a folder; name a file inside it, e.g. '{}'", path, (file / "run.safetensors").string());
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  const fs::file_status status = fs::status(dir, ec);
+  if (!fs::exists(status))
+    fail("the folder '{}' of checkpoint '{}' does not exist; create it (mkdir -p '{}') or choose another "
+         "checkpoint path", dir.string(), path, dir.string());
+  if (!fs::is_directory(status))
+    fail("'{}' in checkpoint path '{}' is not a folder; choose another checkpoint path", dir.string(), path);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    fail("the folder '{}' of checkpoint '{}' is not writable ({}); choose a writable folder or change its "
+         "permissions", dir.string(), path, std::strerror(errno));
+  if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
+    fail("checkpoint '{}' exists and is not a regular file; choose another checkpoint path", path);
+}
+
+namespace {
+
+// The pid written in a lock file ("" when it holds none yet).
+std::string lock_holder(int fd) {
+  char text[32] = {};
+  const ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
+  if (n <= 0) return "";
+  std::string s(text, size_t(n));
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool pid_runs(const std::string& pid_text) {
+  long pid = 0;
+  try {
+    size_t used = 0;
+    pid = std::stol(pid_text, &used);
+    if (used != pid_text.size()) return false;
+  } catch (const std::logic_error&) {
+    return false;
+  }
+  return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM);
+}
+
+[[noreturn]] void fail_held(const std::string& checkpoint, const std::string& lock, const std::string& pid) {
+  const std::string who = pid.empty() ? "another process"
+                          : pid == std::to_string(::getpid()) ? fmt::format("this process (pid {})", pid)
+                                                               : fmt::format("process {}", pid);
+  fail("checkpoint '{}' is being written by another run: its lock file '{}' is held by {}. Wait for that run to "
+       "finish, or give this run another checkpoint path", checkpoint, lock, who);
+}
+
+}  // namespace
+
+CheckpointLock::CheckpointLock(const std::string& checkpoint) : path_(checkpoint + ".lock") {
+  check_checkpoint_path(checkpoint);
+  // A holder that ends unlinks the file before releasing it, so a lock won on a file that is no
+  // longer at path_ is worthless: try again (a few times; each retry means another run moved).
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    const bool created = fd >= 0;
+    if (!created) {
+      if (errno != EEXIST)
+        fail("cannot create the lock file '{}' of checkpoint '{}': {}; the checkpoint's folder must be writable",
+             path_, checkpoint, std::strerror(errno));
+      fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) {
+        if (errno == ENOENT) continue;  // its holder just removed it
+        fail("cannot open the lock file '{}' of checkpoint '{}': {}", path_, checkpoint, std::strerror(errno));
+      }
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      if (err == EWOULDBLOCK) {
+        const std::string pid = lock_holder(fd);
+        ::close(fd);
+        fail_held(checkpoint, path_, pid);
+      }
+      // No flock here (some network file systems): the pid alone says whether the lock is held.
+      if (!created) {
+        const std::string pid = lock_holder(fd);
+        if (pid.empty() || pid_runs(pid)) {
+          ::close(fd);
+          fail_held(checkpoint, path_, pid);
+        }
+      }
+    }
+    struct stat held, now;
+    if (::fstat(fd, &held) != 0 || ::stat(path_.c_str(), &now) != 0 || held.st_dev != now.st_dev ||
+        held.st_ino != now.st_ino) {
+      ::close(fd);
+      continue;
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+      const int err = errno;
+      ::unlink(path_.c_str());
+      ::close(fd);
+      fail("cannot write the lock file '{}' of checkpoint '{}': {}", path_, checkpoint, std::strerror(err));
+    }
+    fd_ = fd, device_ = uint64_t(held.st_dev), inode_ = uint64_t(held.st_ino), took_over_ = !created;
+    return;
+  }
+  fail("could not take the lock file '{}' of checkpoint '{}': other runs keep creating and removing it; give this "
+       "run another checkpoint path", path_, checkpoint);
+}
+
+CheckpointLock::~CheckpointLock() {
+  if (fd_ < 0) return;
+  // Remove the file only while it is still ours (it may have been deleted by hand and re-made).
+  struct stat now;
+  if (::stat(path_.c_str(), &now) == 0 && uint64_t(now.st_dev) == device_ && uint64_t(now.st_ino) == inode_)
+    ::unlink(path_.c_str());
+  ::close(fd_);
 }
 
 }  // namespace kiln
