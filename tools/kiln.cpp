@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <unistd.h>
 #include <functional>
 #include <limits>
 #include <string>
@@ -173,7 +174,11 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
              o.model, a.data, train.count, test.count, train.height, train.width, train.channels,
              o.device, o.precision, a.optimizer, o.batch, a.epochs);
   auto last_print = std::chrono::steady_clock::now();
+  // The live line rewrites itself with carriage returns: only on a terminal. Into a file or a
+  // pipe (a log, CI) each epoch is one plain line and nothing else.
+  const bool live = isatty(fileno(stdout)) != 0;
   auto on_step = [&](const kiln::StepReport& s) {
+    if (!live) return;
     const auto now = std::chrono::steady_clock::now();
     if (s.step_in_epoch != s.steps_per_epoch && now - last_print < std::chrono::milliseconds(500)) return;
     last_print = now;
@@ -182,8 +187,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     std::fflush(stdout);
   };
   auto on_epoch = [&](const kiln::EpochReport& r) {
-    fmt::print("\repoch {}/{}  loss {:.4f}  train acc {:.4f}  test acc {:.4f}  {:.1f}s  {:.0f} img/s\n",
-               r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.seconds,
+    fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}  test acc {:.4f}  {:.1f}s  {:.0f} img/s\n",
+               live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.seconds,
                r.images_per_second);
   };
   const auto reports = trainer.fit(train, test, on_step, on_epoch);

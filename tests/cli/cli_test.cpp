@@ -157,3 +157,20 @@ TEST(Cli, PlanWithoutFusionListsNoCbrLayer) {
 }
 
 }  // namespace
+
+namespace {
+
+// Into a pipe (a log, CI) the live progress line stays off: one plain line per epoch and no
+// carriage returns (a terminal gets the live line).
+TEST(KilnCli, OutputIntoAPipeIsOnePlainLinePerEpoch) {
+  const std::string dir = KILN_SOURCE_DIR "/../shared/data/digits";
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no shared digits at " << dir;
+  const std::string args = "train --model digits_cnn --data " + dir + " --epochs 2 --batch 256 --workers 1";
+  const Result r = kiln(args);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << "carriage returns in a log:\n" << r.output;
+  expect_contains(r, {"\nepoch 1/2  loss", "\nepoch 2/2  loss", "test accuracy:"}, args);
+  EXPECT_EQ(r.output.find("step "), std::string::npos) << "live step lines in a log:\n" << r.output;
+}
+
+}  // namespace
