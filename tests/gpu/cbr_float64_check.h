@@ -78,8 +78,8 @@ class Float64Block {
     // The tolerance catches a BN backward that drops a correction term: dX without the mean of
     // dY*mask, or without x_hat * dgamma, is many tolerances away.
     const std::vector<double> dz_xhat_only = without_term(b, f, true), dz_mean_only = without_term(b, f, false);
-    EXPECT_GT(rel_l2_d(dx_of(dz_xhat_only), b.dx), 10 * tol) << "dY too weakly correlated: a missing mean term would pass";
-    EXPECT_GT(rel_l2_d(dx_of(dz_mean_only), b.dx), 10 * tol) << "dY too weakly correlated: a missing x_hat term would pass";
+    EXPECT_GT(rel_l2(dx_of(dz_xhat_only), b.dx), 10 * tol) << "dY too weakly correlated: a missing mean term would pass";
+    EXPECT_GT(rel_l2(dx_of(dz_mean_only), b.dx), 10 * tol) << "dY too weakly correlated: a missing x_hat term would pass";
   }
 
  private:
@@ -133,23 +133,11 @@ class Float64Block {
     EXPECT_GT(count_flips(shifted).far, mask.size() / 10) << "a mask shifted by one channel would pass";
   }
 
-  static double rel_l2_d(const std::vector<double>& a, const std::vector<double>& ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < ref.size(); ++i) num += (a[i] - ref[i]) * (a[i] - ref[i]), den += ref[i] * ref[i];
-    return std::sqrt(num / den);
-  }
-
   static void expect_below(const std::map<std::string, std::vector<float>>& grads, const std::string& name,
                            const std::vector<double>& ref, double tol) {
     ASSERT_TRUE(grads.count(name)) << name;
-    const std::vector<float>& got = grads.at(name);
-    ASSERT_EQ(got.size(), ref.size()) << name;
-    double den = 0;
-    for (double v : ref) den += v * v;
-    ASSERT_GT(den, 0) << name << ": the float64 reference is all zeros, nothing would be compared";
     const std::vector<float> ref_f(ref.begin(), ref.end());
-    const double err = rel_l2(got, ref_f);
-    EXPECT_LT(err, tol) << name << " relative L2 error " << err << " against float64";
+    expect_close_to_reference(name + " against float64", grads.at(name), ref_f, tol);
   }
 
   // dconv with one of the BN backward's two correction terms dropped (keep_xhat: drop the mean

@@ -5,27 +5,23 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "support/cbr_block.h"
 #include "cbr_float64_check.h"
 #include "kiln/error.h"
-#include "support/cpu_test_util.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cudnn_graphs.h"
+#include "support/cbr_block.h"
+#include "support/cpu_test_util.h"
+#include "support/gpu_test_util.h"
+#include "support/scoped_env.h"
 
 namespace kiln {
 namespace {
 
 using namespace kiln::testing;
-
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
 
 const BlockShape kShapes[] = {
     {8, 64, 15, 64, 3, 1}, {8, 64, 15, 128, 3, 2}, {4, 128, 9, 256, 1, 1},
@@ -79,13 +75,13 @@ BlockRun run_block(const BlockShape& s, Device device, Precision precision, bool
   return r;
 }
 
+// expect_close on every tensor of `ref` (but the mask and the weights).
 void expect_close(const std::map<std::string, std::vector<float>>& got,
                   const std::map<std::string, std::vector<float>>& ref, double tol, const std::string& what) {
   for (const auto& [name, values] : ref) {
     if (name == "mask" || name == "w") continue;
     ASSERT_TRUE(got.count(name)) << what << ": " << name;
-    const double err = rel_l2(got.at(name), values);
-    EXPECT_LT(err, tol) << what << ": " << name << " relative L2 error " << err;
+    testing::expect_close(what + ": " + name, got.at(name), values, tol);
   }
 }
 
@@ -102,15 +98,15 @@ void expect_masks_agree(const std::vector<float>& a, const std::vector<float>& b
 class CbrGpu : public ::testing::TestWithParam<Precision> {};
 
 TEST_P(CbrGpu, FusedEqualsUnfusedAndCpuReference) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  KILN_REQUIRE_GPU();
   const Precision precision = GetParam();
   const DType dtype = activation_dtype(precision);
   for (const BlockShape& s : kShapes) {
     SCOPED_TRACE(s.str());
     std::mt19937 rng(1000 + s.c + s.k + s.hw);
     const int64_t ho = (s.hw + 2 * s.pad() - s.kernel) / s.stride + 1;
-    const auto x = random_values(size_t(s.n) * s.hw * s.hw * s.c, dtype, rng);
-    const auto dy = random_values(size_t(s.n) * ho * ho * s.k, dtype, rng);
+    const auto x = random_values<float>(dtype, size_t(s.n) * s.hw * s.hw * s.c, rng);
+    const auto dy = random_values<float>(dtype, size_t(s.n) * ho * ho * s.k, rng);
     BlockRun fused = run_block(s, Device::CUDA, precision, true, true, x, dy);
     BlockRun unfused = run_block(s, Device::CUDA, precision, false, true, x, dy);
     BlockRun first = run_block(s, Device::CUDA, precision, true, false, x, dy);
@@ -143,14 +139,14 @@ INSTANTIATE_TEST_SUITE_P(Precisions, CbrGpu, ::testing::Values(Precision::FP16, 
 // gamma/beta, every gradient within tolerance() of float64 through the run's own mask, and mask
 // bits differing from float64's only within rounding of zero.
 TEST_P(CbrGpu, BackwardMatchesFloat64WithItsOwnMask) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  KILN_REQUIRE_GPU();
   const Precision precision = GetParam();
   const DType dtype = activation_dtype(precision);
   for (const BlockShape& s : kShapes) {
     SCOPED_TRACE(s.str());
     std::mt19937 rng(3000 + s.c + s.k + s.hw);
-    const auto x = random_values(size_t(s.n) * s.hw * s.hw * s.c, dtype, rng);
-    std::vector<float> gamma = random_values(size_t(s.k), DType::F32, rng, 0.3f), beta = gamma;
+    const auto x = random_values<float>(dtype, size_t(s.n) * s.hw * s.hw * s.c, rng);
+    std::vector<float> gamma = random_values(DType::F32, size_t(s.k), rng, 0.f, 0.3f), beta = gamma;
     for (float& v : gamma) v += 1.f;
     for (float& v : beta) v *= 0.5f;
     // The initial weights depend on the seed alone (run_block checks that each run has them).
@@ -171,19 +167,8 @@ CudaOptions pipeline_chunks(int chunks) {
   return o;
 }
 
-// Sets KILN_PIPELINE_CHUNKS for the backends made while it lives ("": as if unset), then restores
-// what was there.
-struct PipelineChunksEnv {
-  explicit PipelineChunksEnv(const char* value) {
-    if (const char* v = std::getenv("KILN_PIPELINE_CHUNKS")) saved = v;
-    setenv("KILN_PIPELINE_CHUNKS", value, 1);
-  }
-  ~PipelineChunksEnv() {
-    if (saved.empty()) unsetenv("KILN_PIPELINE_CHUNKS");
-    else setenv("KILN_PIPELINE_CHUNKS", saved.c_str(), 1);
-  }
-  std::string saved;
-};
+// Set (ScopedEnv) for the backends made while the setting lives; "" is as if unset.
+constexpr const char* kPipelineChunksVar = "KILN_PIPELINE_CHUNKS";
 
 // Whether the process-wide graph cache holds a dgrad of `s` at batch `n` (a batch slice).
 bool has_dgrad_at_batch(const BlockShape& s, int n) {
@@ -198,14 +183,14 @@ bool has_dgrad_at_batch(const BlockShape& s, int n) {
 // The backward pipelined over batch slices (dconv slice by slice, each slice's dgrad on the side
 // stream) gives the same gradients as the plain order and float64.
 TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  const PipelineChunksEnv unset("");  // the variable would override the slice counts compared here
+  KILN_REQUIRE_GPU();
+  const ScopedEnv unset(kPipelineChunksVar, "");  // the variable would override the slice counts compared here
   const Precision precision = GetParam();
   const DType dtype = activation_dtype(precision);
   for (const BlockShape& s : {kShapes[0], kShapes[2], kShapes[3]}) {  // batches 8, 4, 4: four slices
     SCOPED_TRACE(s.str());
     std::mt19937 rng(2000 + s.c + s.k + s.hw);
-    const auto x = random_values(size_t(s.n) * s.hw * s.hw * s.c, dtype, rng);
+    const auto x = random_values<float>(dtype, size_t(s.n) * s.hw * s.hw * s.c, rng);
     Executable init(compile(conv_bn_relu_block(s), block_options(s, Device::CPU, Precision::FP32, true, true)), 17);
     const Float64Block ref(s, x, read_floats(init, "conv.weight"), {}, {}, precision);
     const std::vector<float> dy = ref.correlated_dy(rng);
@@ -219,25 +204,25 @@ TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
 }
 
 TEST(CbrGpuErrors, PipelineChunksFromTheEnvironmentAreChecked) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  PipelineChunksEnv bad("two");
+  KILN_REQUIRE_GPU();
+  const ScopedEnv bad(kPipelineChunksVar, "two");
   kiln::testing::expect_error([] { cuda::CudaBackend backend(0); }, {"KILN_PIPELINE_CHUNKS"});
 }
 
 // The options themselves: out of range is an error naming the field; the environment overrides them.
 TEST(CbrGpuErrors, PipelineChunksOptionIsCheckedAndTheEnvironmentOverridesIt) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  const PipelineChunksEnv unset("");
+  KILN_REQUIRE_GPU();
+  const ScopedEnv unset(kPipelineChunksVar, "");
   kiln::testing::expect_error([] { cuda::CudaBackend backend(0, pipeline_chunks(0)); }, {"cuda.pipeline_chunks"});
   EXPECT_EQ(cuda::CudaBackend(0, pipeline_chunks(3)).pipeline_chunks(), 3);
-  PipelineChunksEnv two("2");
+  const ScopedEnv two(kPipelineChunksVar, "2");
   EXPECT_EQ(cuda::CudaBackend(0, pipeline_chunks(3)).pipeline_chunks(), 2);
 }
 
 // --device cuda:N: an ordinal past the visible GPUs is an error naming the range; the last
 // visible one runs a step.
 TEST(CbrGpuErrors, DeviceOrdinalIsCheckedAndTheLastVisibleGpuRuns) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  KILN_REQUIRE_GPU();
   int count = 0;
   ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
   const BlockShape s{2, 16, 8, 16, 3, 1};

@@ -7,24 +7,27 @@
 // 3-channel inputs of a digits CNN and of ImageNet networks (ResNet's 7x7 stride-2 stem).
 // bench/torch_cbr_reference.py computes PyTorch's side from a safetensors file this test writes
 // (its docstring gives the tensor names and metadata).
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 
-#include "support/cbr_block.h"
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
+#include "support/cbr_block.h"
+#include "support/gpu_test_util.h"
 
 namespace kiln {
 namespace {
 
 using namespace kiln::testing;
+using gpu_test::f32_tensor;
+using gpu_test::f32_values;
+using gpu_test::source_dir;
+using gpu_test::torch_available;
 
 constexpr int kSteps = 3;
 
@@ -52,19 +55,6 @@ const Case kCases[] = {
     {{4, 3, 56, 64, 7, 2}, false},   // ResNet's stem: 7x7 stride 2, pad 3
 };
 
-bool torch_available() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return false;
-  return std::system("python3 -c 'import torch, safetensors; assert torch.cuda.is_available()' >/dev/null 2>&1") == 0;
-}
-
-// The repository root: KILN_SOURCE_DIR in the environment (binaries built on another machine),
-// else where this test was compiled.
-std::string source_dir() {
-  const char* env = std::getenv("KILN_SOURCE_DIR");
-  return env && *env ? env : KILN_SOURCE_DIR;
-}
-
 // Names of per-step tensors: "y0", "dw2", ...
 std::string key(const char* name, int step) {
   std::string k = name;
@@ -72,37 +62,6 @@ std::string key(const char* name, int step) {
 }
 
 int64_t out_hw(const BlockShape& s) { return (s.hw + 2 * s.pad() - s.kernel) / s.stride + 1; }
-
-NamedTensor named(const std::string& name, const Shape& shape, const std::vector<float>& v) {
-  NamedTensor t{name, DType::F32, shape, std::vector<std::byte>(v.size() * 4)};
-  std::memcpy(t.data.data(), v.data(), t.data.size());
-  return t;
-}
-
-// A PyTorch result; empty (and a failure) when the file lacks it.
-std::vector<float> floats(const SafetensorsFile& f, const std::string& name) {
-  const NamedTensor* t = f.find(name);
-  if (!t || t->dtype != DType::F32) {
-    ADD_FAILURE() << "PyTorch output lacks fp32 tensor " << name;
-    return {};
-  }
-  std::vector<float> v(t->data.size() / 4);
-  std::memcpy(v.data(), t->data.data(), t->data.size());
-  return v;
-}
-
-// rel_l2 below `tol`, on vectors that make the comparison meaningful: equal sizes, a finite
-// reference that is not all zeros.
-void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double tol, const std::string& what) {
-  SCOPED_TRACE(what);
-  ASSERT_FALSE(ref.empty());
-  ASSERT_EQ(got.size(), ref.size());
-  double norm = 0;
-  for (float v : ref) norm += double(v) * v;
-  ASSERT_TRUE(std::isfinite(norm) && norm > 0) << "reference norm " << norm;
-  const double err = rel_l2(got, ref);
-  EXPECT_LT(err, tol) << what << ": relative L2 error " << err;
-}
 
 // Everything both sides read: per-step x and dy, the inference input, the parameters.
 struct CaseInputs {
@@ -116,12 +75,12 @@ CaseInputs make_inputs(Executable& exe, const BlockShape& s, DType dtype, std::m
   CaseInputs in;
   const size_t x_size = size_t(s.n) * s.hw * s.hw * s.c, y_size = size_t(s.n) * out_hw(s) * out_hw(s) * s.k;
   for (int i = 0; i < kSteps; ++i) {
-    in.x.push_back(random_values(x_size, dtype, rng));
-    in.dy.push_back(random_values(y_size, dtype, rng));
+    in.x.push_back(random_values<float>(dtype, x_size, rng));
+    in.dy.push_back(random_values<float>(dtype, y_size, rng));
   }
-  in.x_inf = random_values(x_size, dtype, rng);
+  in.x_inf = random_values<float>(dtype, x_size, rng);
   in.w = read_floats(exe, "conv.weight");
-  in.gamma = random_values(size_t(s.k), DType::F32, rng, 0.3f), in.beta = in.gamma;
+  in.gamma = random_values(DType::F32, size_t(s.k), rng, 0.f, 0.3f), in.beta = in.gamma;
   for (float& g : in.gamma) g += 1.f;
   for (float& b : in.beta) b *= 0.5f;
   write_floats(exe, exe.id("bn.weight"), in.gamma);
@@ -134,13 +93,13 @@ void write_case(const std::string& path, const Case& c, Precision precision, con
   const int64_t ho = out_hw(s);
   std::vector<NamedTensor> tensors;
   for (int i = 0; i < kSteps; ++i) {
-    tensors.push_back(named(key("x", i), {s.n, s.hw, s.hw, s.c}, in.x[i]));
-    tensors.push_back(named(key("dy", i), {s.n, ho, ho, s.k}, in.dy[i]));
+    tensors.push_back(f32_tensor(key("x", i), in.x[i], {s.n, s.hw, s.hw, s.c}));
+    tensors.push_back(f32_tensor(key("dy", i), in.dy[i], {s.n, ho, ho, s.k}));
   }
-  tensors.push_back(named("x_inf", {s.n, s.hw, s.hw, s.c}, in.x_inf));
-  tensors.push_back(named("w", {s.k, s.kernel, s.kernel, s.c}, in.w));
-  tensors.push_back(named("gamma", {s.k}, in.gamma));
-  tensors.push_back(named("beta", {s.k}, in.beta));
+  tensors.push_back(f32_tensor("x_inf", in.x_inf, {s.n, s.hw, s.hw, s.c}));
+  tensors.push_back(f32_tensor("w", in.w, {s.k, s.kernel, s.kernel, s.c}));
+  tensors.push_back(f32_tensor("gamma", in.gamma, {s.k}));
+  tensors.push_back(f32_tensor("beta", in.beta, {s.k}));
   save_safetensors(path, tensors,
                    {{"stride", std::to_string(s.stride)}, {"padding", std::to_string(s.pad())}, {"eps", "1e-5"},
                     {"momentum", "0.1"}, {"precision", precision_name(precision)},
@@ -176,22 +135,25 @@ void check_step(Executable& exe, const SafetensorsFile& torch, const CaseInputs&
   write_floats(exe, exe.program().output_grad, in.dy[i]);
   const std::vector<float> kiln_var_before = read_floats(exe, "bn.running_var");
   exe.run_forward({0.f, i, 1});
-  expect_close(read_floats(exe, "conv"), floats(torch, key("y", i)), tol, "y");
-  expect_close(read_floats(exe, "bn.running_mean"), floats(torch, key("running_mean", i)), tol, "running_mean");
-  const std::vector<float> kiln_var = read_floats(exe, "bn.running_var"), torch_var = floats(torch, key("running_var", i));
-  expect_close(kiln_var, torch_var, tol, "running_var");
+  expect_close_to_reference("y", read_floats(exe, "conv"), f32_values(torch, key("y", i)), tol);
+  expect_close_to_reference("running_mean", read_floats(exe, "bn.running_mean"),
+                            f32_values(torch, key("running_mean", i)), tol);
+  const std::vector<float> kiln_var = read_floats(exe, "bn.running_var"),
+                           torch_var = f32_values(torch, key("running_var", i));
+  expect_close_to_reference("running_var", kiln_var, torch_var, tol);
   // running_var is mostly 0.9 times the last one; this step's part, momentum * the batch's
   // unbiased variance, compared alone.
   const std::vector<float> torch_var_before =
-      i == 0 ? std::vector<float>(torch_var.size(), 1.f) : floats(torch, key("running_var", i - 1));
-  expect_close(step_part(kiln_var, kiln_var_before), step_part(torch_var, torch_var_before), tol, "running_var update");
+      i == 0 ? std::vector<float>(torch_var.size(), 1.f) : f32_values(torch, key("running_var", i - 1));
+  expect_close_to_reference("running_var update", step_part(kiln_var, kiln_var_before),
+                            step_part(torch_var, torch_var_before), tol);
   exe.run_backward({0.f, i, 1});
   if (input_grad)
-    expect_close(read_floats(exe, exe.program().tensors[exe.program().input_grad].name), floats(torch, key("dx", i)),
-                 tol, "dx");
-  expect_close(read_floats(exe, "conv.weight.grad"), floats(torch, key("dw", i)), tol, "dw");
-  expect_close(read_floats(exe, "bn.weight.grad"), floats(torch, key("dgamma", i)), tol, "dgamma");
-  expect_close(read_floats(exe, "bn.bias.grad"), floats(torch, key("dbeta", i)), tol, "dbeta");
+    expect_close_to_reference("dx", read_floats(exe, exe.program().tensors[exe.program().input_grad].name),
+                              f32_values(torch, key("dx", i)), tol);
+  expect_close_to_reference("dw", read_floats(exe, "conv.weight.grad"), f32_values(torch, key("dw", i)), tol);
+  expect_close_to_reference("dgamma", read_floats(exe, "bn.weight.grad"), f32_values(torch, key("dgamma", i)), tol);
+  expect_close_to_reference("dbeta", read_floats(exe, "bn.bias.grad"), f32_values(torch, key("dbeta", i)), tol);
 }
 
 class CbrTorch : public ::testing::TestWithParam<Precision> {};
@@ -224,7 +186,7 @@ TEST_P(CbrTorch, MatchesPyTorchConvBnReluUnderAutocast) {
     // Inference with the running statistics of the last step, on a fresh input.
     write_floats(exe, exe.program().input, in.x_inf);
     exe.run_inference({0.f, kSteps, 1});
-    expect_close(read_floats(exe, "conv:inf"), floats(torch, "y_inf"), tol, "inference y");
+    expect_close_to_reference("inference y", read_floats(exe, "conv:inf"), f32_values(torch, "y_inf"), tol);
   }
 }
 

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/checkpoint.h"
 #include "kiln/dtype.h"
 #include "support/cpu_test_util.h"
 #include "support/half_host.h"
@@ -54,6 +55,26 @@ inline std::string source_dir() {
   return env && *env ? env : KILN_SOURCE_DIR;
 }
 #endif
+
+// Exchanging tensors with the PyTorch reference scripts (bench/torch_*_reference.py) through
+// safetensors files: an F32 tensor of `v` (one dimension of v.size() unless `shape` is given), and
+// back the F32 tensor `name` of a file they wrote (empty, and a failure, when it lacks one).
+inline NamedTensor f32_tensor(const std::string& name, const std::vector<float>& v, Shape shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+  NamedTensor t{name, DType::F32, std::move(shape), std::vector<std::byte>(v.size() * 4)};
+  std::memcpy(t.data.data(), v.data(), t.data.size());
+  return t;
+}
+inline std::vector<float> f32_values(const SafetensorsFile& f, const std::string& name) {
+  const NamedTensor* t = f.find(name);
+  if (!t || t->dtype != DType::F32) {
+    ADD_FAILURE() << "PyTorch output lacks fp32 tensor " << name;
+    return {};
+  }
+  std::vector<float> v(t->data.size() / 4);
+  std::memcpy(v.data(), t->data.data(), t->data.size());
+  return v;
+}
 
 inline void cuda_check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)

@@ -1,42 +1,30 @@
 // Every activation on the GPU in fp32, fp16 and bf16, through a compiled program (forward,
 // backward with dX, inference), against the CPU's fp32 program and against PyTorch's functional
 // of the same name (bench/torch_activation_reference.py) on the same values.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
 
 #include "kiln/checkpoint.h"
 #include "support/cbr_block.h"
+#include "support/gpu_test_util.h"
 
 namespace kiln {
 namespace {
 
 using namespace kiln::testing;
+using gpu_test::f32_tensor;
+using gpu_test::f32_values;
+using gpu_test::source_dir;
+using gpu_test::torch_available;
 
 const std::pair<Activation, float> kFunctions[] = {
     {Activation::ReLU6, 0.f}, {Activation::LeakyReLU, 0.1f}, {Activation::ELU, 0.7f},
     {Activation::SiLU, 0.f},  {Activation::Hardswish, 0.f}, {Activation::GELU, 0.f},
     {Activation::GELUTanh, 0.f}, {Activation::Sigmoid, 0.f}, {Activation::Tanh, 0.f}};
-
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-bool torch_available() {
-  return have_gpu() &&
-         std::system("python3 -c 'import torch, safetensors; assert torch.cuda.is_available()' >/dev/null 2>&1") == 0;
-}
-
-std::string source_dir() {
-  const char* env = std::getenv("KILN_SOURCE_DIR");
-  return env && *env ? env : KILN_SOURCE_DIR;
-}
 
 struct Result {
   std::vector<float> y, dx, inference;
@@ -59,25 +47,16 @@ Result run(Activation f, float alpha, Device device, Precision precision, const 
           read_floats(exe, "act:inf")};
 }
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  double norm = 0;
-  for (float v : ref) norm += double(v) * v;
-  ASSERT_GT(norm, 0) << what << ": the reference is all zeros";
-  const double err = rel_l2(got, ref);
-  EXPECT_LT(err, tol) << what << ": relative L2 error " << err;
-}
-
 class ActivationGpu : public ::testing::TestWithParam<Precision> {};
 
 TEST_P(ActivationGpu, MatchesCpuAndPyTorch) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  KILN_REQUIRE_GPU();
   const Precision precision = GetParam();
   const DType dtype = activation_dtype(precision);
   std::mt19937 rng(7);
   // Spread over [-8, 8]: every branch of the piecewise functions (ReLU6 clips at 6).
   const size_t n = 4 * 9 * 9 * 16;
-  std::vector<float> x = random_values(n, dtype, rng, 3.f), dy = random_values(n, dtype, rng);
+  std::vector<float> x = random_values(dtype, n, rng, 0.f, 3.f), dy = random_values<float>(dtype, n, rng);
   const double tol = tolerance(precision);
 
   std::string functions;
@@ -86,11 +65,12 @@ TEST_P(ActivationGpu, MatchesCpuAndPyTorch) {
     SCOPED_TRACE(activation_name(f));
     const Result cpu = run(f, alpha, Device::CPU, Precision::FP32, x, dy);
     const Result got = run(f, alpha, Device::CUDA, precision, x, dy);
-    expect_close(got.y, cpu.y, tol, "y vs cpu");
-    expect_close(got.dx, cpu.dx, tol, "dx vs cpu");
-    expect_close(got.inference, cpu.y, tol, "inference y vs cpu");
+    expect_close_to_reference("y vs cpu", got.y, cpu.y, tol);
+    expect_close_to_reference("dx vs cpu", got.dx, cpu.dx, tol);
+    expect_close_to_reference("inference y vs cpu", got.inference, cpu.y, tol);
     gpu[activation_name(f)] = got;
-    functions += (functions.empty() ? "" : ",") + std::string(activation_name(f)) + ":" + std::to_string(alpha);
+    if (!functions.empty()) functions += ",";
+    functions += std::string(activation_name(f)) + ":" + std::to_string(alpha);
   }
 
   if (!torch_available()) GTEST_SKIP() << "compared with the CPU; PyTorch (python3 with torch, safetensors) missing";
@@ -98,27 +78,16 @@ TEST_P(ActivationGpu, MatchesCpuAndPyTorch) {
   std::filesystem::create_directories(dir);
   const std::string stem = (dir / precision_name(precision)).string(), in = stem + ".in.safetensors",
                     out = stem + ".out.safetensors";
-  auto named = [](const std::string& name, const std::vector<float>& v) {
-    NamedTensor t{name, DType::F32, {int64_t(v.size())}, std::vector<std::byte>(v.size() * 4)};
-    std::memcpy(t.data.data(), v.data(), t.data.size());
-    return t;
-  };
-  save_safetensors(in, {named("x", x), named("dy", dy)},
+  save_safetensors(in, {f32_tensor("x", x), f32_tensor("dy", dy)},
                    {{"precision", precision_name(precision)}, {"functions", functions}});
   std::filesystem::remove(out);
   const std::string cmd = "python3 " + source_dir() + "/bench/torch_activation_reference.py " + in + " " + out;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const SafetensorsFile torch = load_safetensors(out);
-  auto floats = [&](const std::string& name) {
-    const NamedTensor* t = torch.find(name);
-    std::vector<float> v(t ? t->data.size() / 4 : 0);
-    if (t) std::memcpy(v.data(), t->data.data(), t->data.size());
-    return v;
-  };
   for (const auto& [name, got] : gpu) {
     SCOPED_TRACE(name);
-    expect_close(got.y, floats("y_" + name), tol, "y vs torch");
-    expect_close(got.dx, floats("dx_" + name), tol, "dx vs torch");
+    expect_close_to_reference("y vs torch", got.y, f32_values(torch, "y_" + name), tol);
+    expect_close_to_reference("dx vs torch", got.dx, f32_values(torch, "dx_" + name), tol);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "ops/activation/activation_contract.h"
 #include "ops/activation/activation_cpu.h"
 #include "support/cpu_test_util.h"
+#include "support/gradcheck.h"
 
 namespace kiln {
 namespace {
@@ -68,13 +69,16 @@ TEST(ActivationCpu, DerivativesMatchCentralDifferencesInDouble) {
   for (Activation f : kAll) {
     SCOPED_TRACE(activation_name(f));
     const float a = alpha_of(f);
-    std::vector<double> ones(x.size(), 1.0), dx(x.size()), up(x.size()), down(x.size()), xu = x, xd = x;
-    for (size_t i = 0; i < x.size(); ++i) xu[i] += h, xd[i] -= h;
+    std::vector<double> ones(x.size(), 1.0), dx(x.size()), numeric(x.size());
     cpu::activation_backward<double>(f, a, ones.data(), x.data(), n, dx.data());
-    cpu::activation_forward<double>(f, a, xu.data(), n, up.data());
-    cpu::activation_forward<double>(f, a, xd.data(), n, down.data());
-    for (size_t i = 0; i < x.size(); ++i)
-      EXPECT_NEAR(dx[i], (up[i] - down[i]) / (2 * h), 1e-7) << "x = " << x[i];
+    // f'(x_i): central differences of f at each point on its own.
+    auto value = [&](const std::vector<double>& v) {
+      double y = 0;
+      cpu::activation_forward<double>(f, a, v.data(), 1, &y);
+      return y;
+    };
+    for (size_t i = 0; i < x.size(); ++i) numeric[i] = testing::numeric_gradient(value, {x[i]}, h)[0];
+    testing::expect_gradient_matches(dx, numeric, 1e-7, testing::GradError::Absolute, "f'(x) over [-7.95, 8)");
   }
 }
 

@@ -124,9 +124,9 @@ TEST(BatchNormGpu, InferenceScaleShift) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(13);
   const int64_t c = 100;
-  const std::vector<double> gamma = round_to_f32(random_values(DType::F32, c, rng, 1.0, 0.3)),
-                            beta = round_to_f32(random_values(DType::F32, c, rng)),
-                            rm = round_to_f32(random_values(DType::F32, c, rng));
+  const std::vector<double> gamma = random_values(DType::F32, c, rng, 1.0, 0.3),
+                            beta = random_values(DType::F32, c, rng),
+                            rm = random_values(DType::F32, c, rng);
   std::vector<double> rv = random_values(DType::F32, c, rng);
   for (double& v : rv) v = static_cast<float>(0.2 + v * v);
   DeviceTensor dg(DType::F32, gamma), db(DType::F32, beta), drm(DType::F32, rm),
@@ -166,8 +166,8 @@ TEST(BatchNormGpu, ApplyWithReluAndMasks) {
         if (n > 1'000'000 && !(mode.bits && mode.bytes)) continue;
         SCOPED_TRACE(label(dt, k) + " " + mode.name);
         const std::vector<double> xv = random_values(dt, n, rng, 0.2, 1.5);
-        const std::vector<double> sc = round_to_f32(random_values(DType::F32, k.c, rng, 0.8, 0.5)),
-                                  sh = round_to_f32(random_values(DType::F32, k.c, rng, 0.0, 0.5));
+        const std::vector<double> sc = random_values(DType::F32, k.c, rng, 0.8, 0.5),
+                                  sh = random_values(DType::F32, k.c, rng, 0.0, 0.5);
         const auto [pre, slack, want] = apply_reference(xv, sc, sh, k.c, mode.relu);
         DeviceTensor x(dt, xv, k.offset), y(dt, n, k.offset), dsc(DType::F32, sc),
             dsh(DType::F32, sh);
@@ -203,7 +203,7 @@ TEST(BatchNormGpu, BackwardReduceAndApplyMatchDoubleReference) {
         const int64_t m = k.m, c = k.c, n = m * c;
         const std::vector<double> dyv = random_values(dt, n, rng, 0.1, 1.0),
                                   xv = random_values(dt, n, rng, 0.7, 1.3),
-                                  gamma = round_to_f32(random_values(DType::F32, c, rng, 1.0, 0.3));
+                                  gamma = random_values(DType::F32, c, rng, 1.0, 0.3);
         const std::vector<uint8_t> maskv = random_bytes(cuda::bitmask_bytes(n), rng);
         std::vector<double> mean, inv;
         reference_stats(xv, m, c, mean, inv);
@@ -211,7 +211,7 @@ TEST(BatchNormGpu, BackwardReduceAndApplyMatchDoubleReference) {
         const BnBackwardReference ref =
             bn_backward_reference(dyv, masked ? &maskv : nullptr, xv, gamma, mean, inv, m, c);
         const std::vector<double>&r_sdy = ref.sum_dy, &r_sdyx = ref.sum_dy_xhat, &r_dx = ref.dx;
-        const std::vector<double> sdy32 = round_to_f32(r_sdy), sdyx32 = round_to_f32(r_sdyx);
+        const std::vector<double> sdy32 = rounded(DType::F32, r_sdy), sdyx32 = rounded(DType::F32, r_sdyx);
 
         DeviceTensor dy(dt, dyv, k.offset), x(dt, xv, k.offset), dx(dt, n, k.offset),
             dgamma(DType::F32, gamma), dmean(DType::F32, mean), dinv(DType::F32, inv),

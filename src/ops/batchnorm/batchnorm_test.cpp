@@ -1,24 +1,29 @@
 #include <gtest/gtest.h>
 
-#include "support/cpu_test_util.h"
-
 #include <cmath>
-#include <deque>
 #include <random>
 #include <vector>
 
 #include "ops/batchnorm/batchnorm_contract.h"
 #include "ops/batchnorm/batchnorm_cpu.h"
 #include "runtime/op_call.h"
+#include "support/cpu_test_util.h"
+#include "support/gradcheck.h"
+#include "support/op_bench.h"
 
 namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
-using kiln::testing::uniform_vec;
 using kiln::testing::cast;
+using kiln::testing::expect_gradient_matches;
+using kiln::testing::GradError;
+using kiln::testing::numeric_gradient;
 using kiln::testing::rel_err;
+using kiln::testing::uniform_vec;
 using kiln::testing::Vec;
+using kiln::testing::weighted_sum;
+
 struct RefForward {
   Vec y, mean, var, inv_std, running_mean, running_var;
 };
@@ -129,23 +134,7 @@ TEST(BatchNormCpu, BackwardMatchesFiniteDifferences) {
     Vec y(p.M * p.C), mean(p.C), inv_std(p.C), rm(p.C), rv(p.C, 1.0);
     bn_forward_train<double>(x.data(), gamma.data(), beta.data(), p.M, p.C, 1e-5, 0.1, y.data(),
                              mean.data(), inv_std.data(), rm.data(), rv.data());
-    double l = 0;
-    for (size_t i = 0; i < y.size(); ++i) l += y[i] * R[i];
-    return l;
-  };
-  auto numeric = [&](Vec& v) {
-    const double h = 1e-6;
-    Vec g(v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-      double keep = v[i];
-      v[i] = keep + h;
-      double up = loss(p.x, p.gamma, p.beta);
-      v[i] = keep - h;
-      double down = loss(p.x, p.gamma, p.beta);
-      v[i] = keep;
-      g[i] = (up - down) / (2 * h);
-    }
-    return g;
+    return weighted_sum(y, R);
   };
   Vec y(p.M * p.C), mean(p.C), inv_std(p.C), rm(p.C), rv(p.C, 1.0);
   bn_forward_train<double>(p.x.data(), p.gamma.data(), p.beta.data(), p.M, p.C, 1e-5, 0.1,
@@ -153,9 +142,13 @@ TEST(BatchNormCpu, BackwardMatchesFiniteDifferences) {
   Vec dx(p.M * p.C), dgamma(p.C), dbeta(p.C);
   bn_backward<double>(R.data(), p.x.data(), p.gamma.data(), mean.data(), inv_std.data(), p.M, p.C,
                       dx.data(), dgamma.data(), dbeta.data());
-  EXPECT_LT(rel_err(dx, numeric(p.x)), 1e-6);
-  EXPECT_LT(rel_err(dgamma, numeric(p.gamma)), 1e-6);
-  EXPECT_LT(rel_err(dbeta, numeric(p.beta)), 1e-6);
+  const double h = 1e-6, tol = 1e-6;
+  expect_gradient_matches(dx, numeric_gradient([&](const Vec& v) { return loss(v, p.gamma, p.beta); }, p.x, h),
+                          tol, GradError::Relative, "dx");
+  expect_gradient_matches(dgamma, numeric_gradient([&](const Vec& v) { return loss(p.x, v, p.beta); }, p.gamma, h),
+                          tol, GradError::Relative, "dgamma");
+  expect_gradient_matches(dbeta, numeric_gradient([&](const Vec& v) { return loss(p.x, p.gamma, v); }, p.beta, h),
+                          tol, GradError::Relative, "dbeta");
 }
 
 TEST(BatchNormCpu, BackwardFloatMatchesDouble) {
@@ -229,9 +222,8 @@ TEST(BatchNormCpu, ReluBitmaskPiecesMatchExplicitMask) {
 
 // --- Op wrappers through the registry ---
 
-struct OpFixture : kiln::testing::OpFixture {
-  OpFixture() : kiln::testing::OpFixture(1, "features.bn1", DType::F64) {}
-};
+// The op tests' bench around layer 1, "features.bn1".
+kiln::testing::OpBench bench() { return kiln::testing::OpBench(1, "features.bn1"); }
 
 // BN_FWD_TRAIN of layer 1 from its contract; the tests bind its tensors in the OpCall themselves,
 // so the ids only number them.
@@ -245,7 +237,7 @@ Op fwd_train_op(float eps = 1e-5f, float momentum = 0.1f) {
 
 TEST(BatchNormOp, ForwardTrainThroughRegistry) {
   Problem p(2 * 3 * 4, 5, 13);
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   Vec y(p.M * p.C), mean(p.C), inv_std(p.C), rm = p.running_mean, rv = p.running_var;
   const Op op = fwd_train_op(1e-3f, 0.25f);
   Shape xs = {2, 3, 4, 5}, cs = {5};
@@ -263,7 +255,7 @@ TEST(BatchNormOp, ForwardTrainThroughRegistry) {
 }
 
 TEST(BatchNormOp, WrongGammaSizeNamesLayer) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   Vec x(24), gamma(4), beta(5), y(24), s(5), rm(5), rv(5);
   const Op op = fwd_train_op();
   Shape cs = {5};
@@ -277,7 +269,7 @@ TEST(BatchNormOp, WrongGammaSizeNamesLayer) {
 }
 
 TEST(BatchNormOp, SingleValuePerChannelIsRejected) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   Vec x(3), gamma(3), beta(3), y(3), s(3), rm(3), rv(3);
   const Op op = fwd_train_op();
   Shape cs = {3};

@@ -3,9 +3,13 @@
 
 #include "ops/cbr/cbr_cpu.h"
 #include "support/cbr_test_reference.h"
+#include "support/gradcheck.h"
 
 namespace kiln::cbr_test {
 namespace {
+
+using testing::expect_gradient_matches;
+using testing::GradError;
 
 constexpr double kBnEps = 1e-5, kMomentum = 0.1, kStep = 1e-6;
 
@@ -24,36 +28,19 @@ double loss(const Geometry& g, const Params& p, const std::vector<double>& r) {
   t.saved_inv_std = inv_std.data(), t.bitmask = bits.data();
   t.running_mean = running_mean.data(), t.running_var = running_var.data();
   cpu::cbr_forward<double>(g.conv(), t, kBnEps, kMomentum);
-  double sum = 0;
-  for (int64_t i = 0; i < g.y_numel(); ++i) sum += y[i] * r[i];
-  return sum;
+  return testing::weighted_sum(y, r);
 }
 
 // Central differences of the loss w.r.t. every element of one parameter tensor.
-std::vector<double> numeric_grad(const Geometry& g, Params p, std::vector<double> Params::*which,
-                                 const std::vector<double>& r) {
-  std::vector<double>& v = p.*which;
-  std::vector<double> grad(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double saved = v[i];
-    v[i] = saved + kStep;
-    const double up = loss(g, p, r);
-    v[i] = saved - kStep;
-    const double down = loss(g, p, r);
-    v[i] = saved;
-    grad[i] = (up - down) / (2 * kStep);
-  }
-  return grad;
-}
-
-// Max |analytic - numeric| relative to the tensor's largest gradient.
-double relative_error(const std::vector<double>& analytic, const std::vector<double>& numeric) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < numeric.size(); ++i) {
-    diff = std::max(diff, std::abs(analytic[i] - numeric[i]));
-    scale = std::max(scale, std::abs(numeric[i]));
-  }
-  return diff / scale;
+std::vector<double> numeric_param_gradient(const Geometry& g, const Params& p, std::vector<double> Params::*which,
+                                           const std::vector<double>& r) {
+  return testing::numeric_gradient(
+      [&](const std::vector<double>& v) {
+        Params moved = p;
+        moved.*which = v;
+        return loss(g, moved, r);
+      },
+      p.*which, kStep);
 }
 
 class CbrGradCheck : public ::testing::TestWithParam<Geometry> {};
@@ -85,10 +72,10 @@ TEST_P(CbrGradCheck, BackwardMatchesFiniteDifferences) {
   b.dconv = dconv.data();
   cpu::cbr_backward<double>(g.conv(), b);
 
-  EXPECT_LT(relative_error(dx, numeric_grad(g, p, &Params::x, r)), 1e-6);
-  EXPECT_LT(relative_error(dw, numeric_grad(g, p, &Params::w, r)), 1e-6);
-  EXPECT_LT(relative_error(dgamma, numeric_grad(g, p, &Params::gamma, r)), 1e-6);
-  EXPECT_LT(relative_error(dbeta, numeric_grad(g, p, &Params::beta, r)), 1e-6);
+  expect_gradient_matches(dx, numeric_param_gradient(g, p, &Params::x, r), 1e-6, GradError::Relative, "dx");
+  expect_gradient_matches(dw, numeric_param_gradient(g, p, &Params::w, r), 1e-6, GradError::Relative, "dw");
+  expect_gradient_matches(dgamma, numeric_param_gradient(g, p, &Params::gamma, r), 1e-6, GradError::Relative, "dgamma");
+  expect_gradient_matches(dbeta, numeric_param_gradient(g, p, &Params::beta, r), 1e-6, GradError::Relative, "dbeta");
 }
 
 // Small shapes: every element is perturbed twice, each a full forward.

@@ -33,8 +33,8 @@ TEST(CbrKernelsGpu, ApplyReluBitmaskMatchesReference) {
       SCOPED_TRACE(label(dt, k));
       const int64_t n = k.m * k.c;
       const std::vector<double> xv = random_values(dt, n, rng, 0.3, 1.2);
-      const std::vector<double> sc = round_to_f32(random_values(DType::F32, k.c, rng, 0.8, 0.5)),
-                                sh = round_to_f32(random_values(DType::F32, k.c, rng, 0.0, 0.5));
+      const std::vector<double> sc = random_values(DType::F32, k.c, rng, 0.8, 0.5),
+                                sh = random_values(DType::F32, k.c, rng, 0.0, 0.5);
       const auto [pre, slack, want] = apply_reference(xv, sc, sh, k.c, /*relu=*/true);
       DeviceTensor x(dt, xv, k.offset), y(dt, n, k.offset), dsc(DType::F32, sc),
           dsh(DType::F32, sh);
@@ -65,7 +65,7 @@ TEST(CbrKernelsGpu, BackwardMatchesReference) {
       const int64_t m = k.m, c = k.c, n = m * c;
       const std::vector<double> dyv = random_values(dt, n, rng, 0.05, 1.0),
                                 xv = random_values(dt, n, rng, -0.4, 2.0),
-                                gamma = round_to_f32(random_values(DType::F32, c, rng, 1.0, 0.3));
+                                gamma = random_values(DType::F32, c, rng, 1.0, 0.3);
       const std::vector<uint8_t> maskv = random_bytes(cuda::bitmask_bytes(n), rng);
       std::vector<double> mean, inv;
       reference_stats(xv, m, c, mean, inv);

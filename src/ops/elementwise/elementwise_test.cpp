@@ -1,10 +1,7 @@
 #include <gtest/gtest.h>
-
-#include "support/cpu_test_util.h"
 #include <omp.h>
 
 #include <cmath>
-#include <deque>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,15 +9,20 @@
 #include "ops/elementwise/elementwise_contract.h"
 #include "ops/elementwise/elementwise_cpu.h"
 #include "runtime/op_call.h"
+#include "support/cpu_test_util.h"
+#include "support/gradcheck.h"
+#include "support/op_bench.h"
 
 namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
+using kiln::testing::expect_gradient_matches;
+using kiln::testing::GradError;
+using kiln::testing::numeric_gradient;
 using kiln::testing::uniform_vec;
-using kiln::testing::numeric_grad;
-using kiln::testing::rel_err;
 using kiln::testing::Vec;
+using kiln::testing::weighted_sum;
 using Bytes = std::vector<uint8_t>;
 
 TEST(ElementwiseCpu, ReluForwardAndMask) {
@@ -51,7 +53,8 @@ TEST(ElementwiseCpu, ReluBackwardMatchesFiniteDifferences) {
     relu_forward<double>(v.data(), v.size(), out.data(), nullptr);
     return out;
   };
-  EXPECT_LT(rel_err(dx, numeric_grad(f, x, R)), 1e-6);
+  const Vec numeric = numeric_gradient([&](const Vec& v) { return weighted_sum(f(v), R); }, x, 1e-6);
+  expect_gradient_matches(dx, numeric, 1e-6, GradError::Relative, "dx");
 }
 
 TEST(ElementwiseCpu, AddAndGradSum) {
@@ -128,7 +131,8 @@ TEST(ElementwiseCpu, DropoutBackwardMatchesFiniteDifferences) {
     dropout_forward<double>(v.data(), n, p, 3, 4, out.data(), m.data());
     return out;
   };
-  EXPECT_LT(rel_err(dx, numeric_grad(f, x, R)), 1e-6);
+  const Vec numeric = numeric_gradient([&](const Vec& v) { return weighted_sum(f(v), R); }, x, 1e-6);
+  expect_gradient_matches(dx, numeric, 1e-6, GradError::Relative, "dx");
   std::vector<float> Rf(R.begin(), R.end()), dxf(n);
   dropout_backward<float>(Rf.data(), mask.data(), n, p, dxf.data());
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(dxf[i], dx[i], 1e-6 * (1 + std::abs(dx[i])));
@@ -136,12 +140,11 @@ TEST(ElementwiseCpu, DropoutBackwardMatchesFiniteDifferences) {
 
 // --- Op wrappers through the registry ---
 
-struct OpFixture : kiln::testing::OpFixture {
-  OpFixture() : kiln::testing::OpFixture(3, "layer1.0.add", DType::F64) {}
-};
+// The op tests' bench around layer 3, "layer1.0.add".
+kiln::testing::OpBench bench() { return kiln::testing::OpBench(3, "layer1.0.add"); }
 
 TEST(ElementwiseOp, AddShapeMismatchNamesLayerAndShapes) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   Vec a(2 * 4 * 4 * 8), b(2 * 2 * 2 * 32), y(a.size());
   const Op op = make_op(Add<TensorId>{0, 1, 2}, 3);
   OpCall call{op,
@@ -153,19 +156,20 @@ TEST(ElementwiseOp, AddShapeMismatchNamesLayerAndShapes) {
                               {"layer1.0.add", "[2,4,4,8]", "[2,2,2,32]"});
 }
 
-TEST(ElementwiseOp, DropoutUsesLayerAndStepStream) {
-  OpFixture f;
+// The mask stream is the op's layer key (a hash of the layer's name, set by lowering) and the step.
+TEST(ElementwiseOp, DropoutUsesLayerKeyAndStepStream) {
+  kiln::testing::OpBench f = bench();
   f.scalars.seed = 1234;
   f.scalars.step = 56;
   const int64_t n = 500;
   Vec x = uniform_vec(13, n), y(n), dx(n);
   Bytes mask(n);
-  DropoutForward<TensorId> fwd{0, 1, 2, 0.25f};
+  DropoutForward<TensorId> fwd{0, 1, 2, 0.25f, 0xC0FFEEu};
   Op op = make_op(fwd, 3);
   OpCall call{op, f.program, {f.arg({5, 100}, x.data())},
               {f.arg({5, 100}, y.data()), f.arg({5, 100}, mask.data(), DType::U8)}, f.scalars};
   find_op(Device::CPU, OpKind::DROPOUT_FWD)(call);
-  uint64_t stream = mix64(3ULL * 1000003ULL + 56ULL);
+  uint64_t stream = mix64(0xC0FFEEULL * 1000003ULL + 56ULL);
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(mask[i], random_uniform(1234, stream, i) >= 0.25f) << i;
   const Op bwd = make_op(DropoutBackward<TensorId>{3, 2, 4, fwd.p}, 3);
@@ -180,7 +184,7 @@ TEST(ElementwiseOp, DropoutUsesLayerAndStepStream) {
 }
 
 TEST(ElementwiseOp, ReluAndGradSumThroughRegistry) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   std::vector<float> x = {-1.f, 2.f, 0.f, 3.5f}, y(4), dx(4), g0 = {1, 2, 3, 4}, g1 = {5, 6, 7, 8},
                      s(4);
   Bytes mask(4);
@@ -205,7 +209,7 @@ TEST(ElementwiseOp, ReluAndGradSumThroughRegistry) {
 }
 
 TEST(ElementwiseOp, MissingTensorNamesOpLayerAndField) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   std::vector<float> dy(4), dx(4);
   const Op bwd = make_op(ReluBackward<TensorId>{0, 1, 2}, 3);
   OpCall call{bwd, f.program, {f.arg({4}, dy.data(), DType::F32), TensorArg{}},

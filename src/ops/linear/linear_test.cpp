@@ -68,8 +68,8 @@ void check_dims(const LinearDims& d, bool bias, bool with_dx, double tol, unsign
   cpu::linear_fwd<T>(d, xt.data(), wt.data(), bias ? bt.data() : nullptr, y.data());
   cpu::linear_bwd<T>(d, dyt.data(), xt.data(), wt.data(), with_dx ? dx.data() : nullptr,
                      dw.data(), bias ? db.data() : nullptr);
-  const std::string what = "n" + std::to_string(d.n) + " in" + std::to_string(d.in) + " out" +
-                           std::to_string(d.out) + (bias ? " bias" : "");
+  std::string what = "n";  // not "literal" + std::string&&, which GCC 12's -Wrestrict misreports once inlined
+  what += std::to_string(d.n) + " in" + std::to_string(d.in) + " out" + std::to_string(d.out) + (bias ? " bias" : "");
   expect_near_all(y, ref.y, tol, "y " + what);
   if (with_dx) expect_near_all(dx, ref.dx, tol, "dx " + what);
   expect_near_all(dw, ref.dw, tol, "dw " + what);

@@ -1,9 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "support/cpu_test_util.h"
-
 #include <cmath>
-#include <deque>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,12 +8,17 @@
 #include "ops/loss/loss_contract.h"
 #include "ops/loss/loss_cpu.h"
 #include "runtime/op_call.h"
+#include "support/cpu_test_util.h"
+#include "support/gradcheck.h"
+#include "support/op_bench.h"
 
 namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
-using kiln::testing::numeric_grad;
+using kiln::testing::expect_gradient_matches;
+using kiln::testing::GradError;
+using kiln::testing::numeric_gradient;
 using kiln::testing::rel_err;
 using kiln::testing::Vec;
 using Labels = std::vector<int32_t>;
@@ -83,19 +85,14 @@ TEST(LossCpu, SmoothingKnownValue) {
 TEST(LossCpu, GradientMatchesFiniteDifferences) {
   for (double ls : {0.0, 0.2}) {
     Batch b(6, 5, 2);
-    Vec d(b.N * b.C), fd(b.N * b.C);
+    Vec d(b.N * b.C);
     softmax_cross_entropy<double>(b.logits.data(), b.labels.data(), b.N, b.C, ls, d.data());
-    const double h = 1e-6;
-    for (size_t i = 0; i < b.logits.size(); ++i) {
-      Vec z = b.logits;
-      z[i] += h;
-      double up = softmax_cross_entropy<double>(z.data(), b.labels.data(), b.N, b.C, ls, nullptr);
-      z[i] -= 2 * h;
-      double down =
-          softmax_cross_entropy<double>(z.data(), b.labels.data(), b.N, b.C, ls, nullptr);
-      fd[i] = (up - down) / (2 * h);
-    }
-    EXPECT_LT(rel_err(d, fd), 1e-6) << "smoothing " << ls;
+    const Vec fd = numeric_gradient(
+        [&](const Vec& z) {
+          return softmax_cross_entropy<double>(z.data(), b.labels.data(), b.N, b.C, ls, nullptr);
+        },
+        b.logits, 1e-6);
+    expect_gradient_matches(d, fd, 1e-6, GradError::Relative, "smoothing " + std::to_string(ls));
   }
 }
 
@@ -142,12 +139,11 @@ TEST(LossCpu, CountCorrectFirstMaxWins) {
 
 // --- Op wrapper ---
 
-struct OpFixture : kiln::testing::OpFixture {
-  OpFixture() : kiln::testing::OpFixture(2, "head.loss", DType::F64) {}
-};
+// The op tests' bench around layer 2, "head.loss".
+kiln::testing::OpBench bench() { return kiln::testing::OpBench(2, "head.loss"); }
 
 TEST(LossOp, ThroughRegistryReadsSmoothingFromItsAttribute) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   Batch b(8, 4, 5);
   std::vector<float> logits(b.logits.begin(), b.logits.end()), loss(1), d(b.N * b.C);
   f.program.options.label_smoothing = 0.5f;  // not read: the op carries its own smoothing
@@ -177,7 +173,7 @@ TEST(LossOp, ThroughRegistryReadsSmoothingFromItsAttribute) {
 }
 
 TEST(LossOp, BadLabelNamesValueIndexAndLayer) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   std::vector<float> logits(3 * 10, 0.f), loss(1), d(30);
   Labels labels = {0, 9, 10};
   const Op op = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, 3, 0.f}, 2);
@@ -194,7 +190,7 @@ TEST(LossOp, BadLabelNamesValueIndexAndLayer) {
 // COUNT_CORRECT through the registry: one I32 count of the rows whose first largest logit is the
 // label, in both dtypes; out-of-range labels (padding rows) never count.
 TEST(LossOp, CountCorrectThroughRegistry) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   std::vector<float> logits = {
       1, 3, 3,   // tie between 1 and 2: class 1 wins
       5, 0, 0,   // class 0

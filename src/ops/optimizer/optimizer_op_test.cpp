@@ -5,44 +5,19 @@
 #include <functional>
 #include <string>
 
-#include "support/cpu_test_util.h"
 #include "ops/optimizer/optimizer_contract.h"
 #include "ops/optimizer/optimizer_cpu.h"
 #include "runtime/op_call.h"
+#include "support/cpu_test_util.h"
+#include "support/op_bench.h"
 
 namespace kiln {
 namespace {
 
 using kiln::testing::expect_error;
 
-// A program holding only flat update regions, each in its own host vector.
-struct UpdateBench {
-  Program program;
-  std::vector<std::vector<double>> memory;
-  StepScalars scalars;
-
-  int add(const std::string& name, std::vector<double> values) {
-    TensorSpec t;
-    t.name = name, t.shape = {static_cast<int64_t>(values.size())}, t.dtype = DType::F64;
-    program.tensors.push_back(t);
-    memory.push_back(std::move(values));
-    return static_cast<int>(program.tensors.size()) - 1;
-  }
-  // Binds the op's tensors as the executable does and runs it.
-  template <template <class> class C>
-  void run(const C<TensorId>& contract) {
-    const Op op = make_op(contract, -1);
-    OpCall call{op, program, {}, {}, scalars};
-    auto arg = [&](int id) {
-      TensorArg a;
-      if (id >= 0) a.spec = &program.tensors[id], a.data = memory[id].data();
-      return a;
-    };
-    for (int id : op.in) call.in.push_back(arg(id));
-    for (int id : op.out) call.out.push_back(arg(id));
-    find_op(Device::CPU, op.kind)(call);
-  }
-};
+// The benches here hold only flat F64 update regions; update ops belong to no layer.
+using kiln::testing::OpBench;
 
 TEST(UpdateOps, BothKindsAreRegistered) {
   for (OpKind kind : {OpKind::SGD_UPDATE, OpKind::ADAMW_UPDATE})
@@ -52,7 +27,7 @@ TEST(UpdateOps, BothKindsAreRegistered) {
 const std::vector<double> kGrad{0.5, -1.5, 0.25}, kParam{1.0, -2.0, 0.5};
 
 TEST(UpdateOps, SgdTakesAttributesAndLearningRate) {
-  UpdateBench b;
+  OpBench b;
   OptimizerConfig& opt = b.program.options.optimizer;
   opt.momentum = 0.3f, opt.nesterov = false, opt.weight_decay = 0.5f;  // not read: the op carries its own
   const int g = b.add("grads", kGrad), p = b.add("params", kParam),
@@ -65,20 +40,20 @@ TEST(UpdateOps, SgdTakesAttributesAndLearningRate) {
     b.run(sgd);
     cpu::sgd_update<double>(3, kGrad.data(), want.data(), want_buf.data(), h);
   }
-  EXPECT_EQ(b.memory[p], want);
-  EXPECT_EQ(b.memory[buf], want_buf);
+  EXPECT_EQ(b.values(p), want);
+  EXPECT_EQ(b.values(buf), want_buf);
 }
 
 TEST(UpdateOps, SgdWithoutMomentumNeedsNoBuffer) {
-  UpdateBench b;
+  OpBench b;
   const int g = b.add("grads", kGrad), p = b.add("params", kParam);
   b.scalars.lr = 0.5f;
   b.run(SgdUpdate<TensorId>{g, p, -1, 0.f, 0.f, false});
-  EXPECT_EQ(b.memory[p], (std::vector<double>{0.75, -1.25, 0.375}));
+  EXPECT_EQ(b.values(p), (std::vector<double>{0.75, -1.25, 0.375}));
 }
 
 TEST(UpdateOps, AdamWBiasCorrectsWithStepPlusOne) {
-  UpdateBench b;
+  OpBench b;
   const std::vector<double> m0{0.1, 0.2, -0.3}, v0{0.01, 0.02, 0.03};
   const int g = b.add("grads", kGrad), p = b.add("params", kParam), m = b.add("exp_avg", m0),
             v = b.add("exp_avg_sq", v0);
@@ -89,13 +64,13 @@ TEST(UpdateOps, AdamWBiasCorrectsWithStepPlusOne) {
   std::vector<double> want = kParam, want_m = m0, want_v = v0;
   cpu::adamw_update<double>(3, kGrad.data(), want.data(), want_m.data(), want_v.data(),
                             {double(0.01f), adamw.beta1, adamw.beta2, adamw.eps, 0.0625, 5});
-  EXPECT_EQ(b.memory[p], want);
-  EXPECT_EQ(b.memory[m], want_m);
-  EXPECT_EQ(b.memory[v], want_v);
+  EXPECT_EQ(b.values(p), want);
+  EXPECT_EQ(b.values(m), want_m);
+  EXPECT_EQ(b.values(v), want_v);
 }
 
 TEST(UpdateOps, RejectBadRegionsAndHyperParameters) {
-  UpdateBench b;
+  OpBench b;
   const int g = b.add("grads", kGrad), p = b.add("params", kParam), buf = b.add("momentum", {0, 0});
   b.scalars.lr = 0.1f;
   const SgdUpdate<TensorId> with_momentum{g, p, buf, 0.9f, 0.f, false};

@@ -11,6 +11,7 @@
 namespace kiln::cpu {
 namespace {
 
+using kiln::testing::mixed_err;
 using kiln::testing::uniform_vec;
 
 // torch.optim.SGD (dampening 0) for one parameter tensor, as its for-loop reads.
@@ -60,14 +61,6 @@ struct TorchAdamW {
   }
 };
 
-template <class T>
-double max_rel_error(const std::vector<T>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < b.size(); ++i)
-    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / (1 + std::abs(b[i])));
-  return worst;
-}
-
 constexpr int64_t kSize = 1000;
 constexpr int kSteps = 6;
 
@@ -82,7 +75,7 @@ void check_sgd(const SgdHyper& h, double tol) {
     const std::vector<T> gt(g.begin(), g.end());
     torch.step(ref, g);
     sgd_update<T>(kSize, gt.data(), p.data(), h.momentum != 0 ? buf.data() : nullptr, h);
-    ASSERT_LT(max_rel_error(p, ref), tol) << "step " << s;
+    ASSERT_LT(mixed_err(p, ref), tol) << "step " << s;
   }
 }
 
@@ -133,7 +126,7 @@ void check_adamw(const AdamWHyper& base, double tol) {
     AdamWHyper h = base;
     h.step = s + 1;
     adamw_update<T>(kSize, gt.data(), p.data(), m.data(), v.data(), h);
-    ASSERT_LT(max_rel_error(p, ref), tol) << "step " << s;
+    ASSERT_LT(mixed_err(p, ref), tol) << "step " << s;
   }
 }
 

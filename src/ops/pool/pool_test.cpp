@@ -1,9 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "support/cpu_test_util.h"
-
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <random>
 #include <string>
@@ -12,15 +9,21 @@
 #include "ops/pool/pool_contract.h"
 #include "ops/pool/pool_cpu.h"
 #include "runtime/op_call.h"
+#include "support/cpu_test_util.h"
+#include "support/gradcheck.h"
+#include "support/op_bench.h"
 
 namespace {
 
 using namespace kiln;
 using namespace kiln::cpu;
-using kiln::testing::uniform_vec;
-using kiln::testing::numeric_grad;
+using kiln::testing::expect_gradient_matches;
+using kiln::testing::GradError;
+using kiln::testing::numeric_gradient;
 using kiln::testing::rel_err;
+using kiln::testing::uniform_vec;
 using kiln::testing::Vec;
+using kiln::testing::weighted_sum;
 
 struct Config {
   int64_t n, h, w, c;
@@ -138,7 +141,8 @@ TEST(PoolCpu, MaxPoolBackwardMatchesFiniteDifferences) {
       maxpool_forward<double>(g, v.data(), out.data(), nullptr);
       return out;
     };
-    EXPECT_LT(rel_err(dx, numeric_grad(f, x, R)), 1e-6) << "kernel " << cfg.kernel;
+    const Vec numeric = numeric_gradient([&](const Vec& v) { return weighted_sum(f(v), R); }, x, 1e-6);
+    expect_gradient_matches(dx, numeric, 1e-6, GradError::Relative, "kernel " + std::to_string(cfg.kernel));
   }
 }
 
@@ -174,7 +178,8 @@ TEST(PoolCpu, AvgPoolBackwardMatchesReferenceAndFiniteDifferences) {
       avgpool_forward<double>(g, v.data(), out.data());
       return out;
     };
-    EXPECT_LT(rel_err(dx, numeric_grad(f, x, R)), 1e-6) << "kernel " << cfg.kernel;
+    const Vec numeric = numeric_gradient([&](const Vec& v) { return weighted_sum(f(v), R); }, x, 1e-6);
+    expect_gradient_matches(dx, numeric, 1e-6, GradError::Relative, "kernel " + std::to_string(cfg.kernel));
   }
 }
 
@@ -193,7 +198,8 @@ TEST(PoolCpu, GlobalAvgPoolForwardAndBackward) {
     gap_forward<double>(v.data(), n, hw, c, out.data());
     return out;
   };
-  EXPECT_LT(rel_err(dx, numeric_grad(f, x, R)), 1e-6);
+  const Vec numeric = numeric_gradient([&](const Vec& v) { return weighted_sum(f(v), R); }, x, 1e-6);
+  expect_gradient_matches(dx, numeric, 1e-6, GradError::Relative, "dx");
 }
 
 TEST(PoolCpu, LargeInputsMatchReference) {  // takes the multi-threaded paths
@@ -217,12 +223,15 @@ TEST(PoolCpu, LargeInputsMatchReference) {  // takes the multi-threaded paths
 
 // --- Op wrappers ---
 
-struct OpFixture : kiln::testing::OpFixture {
-  OpFixture() : kiln::testing::OpFixture(1, "stem.pool", DType::F32) {}
-};
+// The op tests' bench around layer 1, "stem.pool"; buffers default to F32.
+kiln::testing::OpBench bench() {
+  kiln::testing::OpBench b(1, "stem.pool");
+  b.arg_dtype = DType::F32;
+  return b;
+}
 
 TEST(PoolOp, MaxPoolThroughRegistry) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   std::vector<float> x(2 * 4 * 4 * 3), y(2 * 2 * 2 * 3), dx(x.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101);
   std::vector<int32_t> arg(y.size());
@@ -248,7 +257,7 @@ TEST(PoolOp, MaxPoolThroughRegistry) {
 }
 
 TEST(PoolOp, BadGeometryNamesLayer) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   std::vector<float> x(1 * 4 * 4 * 2), y(64);
   // Padding 2 is more than half the kernel.
   AvgPoolForward<TensorId> avg{0, 1, {.kernel = 3, .stride = 1, .padding = 2}};
@@ -266,7 +275,7 @@ TEST(PoolOp, BadGeometryNamesLayer) {
 }
 
 TEST(PoolOp, GlobalAvgPoolThroughRegistry) {
-  OpFixture f;
+  kiln::testing::OpBench f = bench();
   std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8}, y(2), dx(8);  // (1, 2, 2, 2)
   const Op op = make_op(GlobalAvgPoolForward<TensorId>{0, 1}, 1);
   OpCall call{op, f.program, {f.arg({1, 2, 2, 2}, x.data())}, {f.arg({1, 2}, y.data())},

@@ -5,34 +5,31 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <optional>
+#include <deque>
 #include <string>
 #include <vector>
 
 #include "support/cpu_test_util.h"
+#include "support/scoped_env.h"
 
 namespace kiln::cuda {
 namespace {
 
 constexpr const char* kName = "KILN_TEST_ENV_SETTING";
 
-// Sets the variable for one test; unset again afterwards.
-struct ScopedEnv {
-  explicit ScopedEnv(const char* value) { setenv(kName, value, 1); }
-  ~ScopedEnv() { unsetenv(kName); }
-};
+using testing::ScopedEnv;
 
 TEST(EnvSettings, UnsetOrEmptyGivesTheFallback) {
   unsetenv(kName);
   EXPECT_FALSE(env_text(kName).has_value());
   EXPECT_EQ(env_int(kName, 1, 99, 7, "a count"), 7);
-  ScopedEnv empty("");
+  ScopedEnv empty(kName, "");
   EXPECT_FALSE(env_text(kName).has_value());
   EXPECT_EQ(env_int(kName, 1, 99, 7, "a count"), 7);
 }
 
 TEST(EnvSettings, NumbersInRangeAreRead) {
-  ScopedEnv four("4");
+  ScopedEnv four(kName, "4");
   EXPECT_EQ(env_text(kName), "4");
   EXPECT_EQ(env_int(kName, 1, 99, 1, "a count"), 4);
   EXPECT_EQ(env_int(kName, 4, 4, 1, "a count"), 4);
@@ -40,7 +37,7 @@ TEST(EnvSettings, NumbersInRangeAreRead) {
 
 TEST(EnvSettings, AnythingElseIsAnErrorNamingTheVariableAndTheRange) {
   for (const char* bad : {"two", "-1", "0", "100", "4x", " 4", "1e3", "9999999999999"}) {
-    ScopedEnv env(bad);
+    ScopedEnv env(kName, bad);
     SCOPED_TRACE(bad);
     kiln::testing::expect_error([] { env_int(kName, 1, 99, 1, "a slice count"); },
                                 {kName, "a slice count", "a whole number from 1 to 99"});
@@ -55,21 +52,12 @@ constexpr const char* kOverrides[] = {"KILN_CUDNN_TUNE", "KILN_CUDNN_TUNE_PLANS"
 class CudaEnvOverrides : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : kOverrides) {
-      const char* v = std::getenv(name);
-      saved_.push_back(v ? std::optional<std::string>(v) : std::nullopt);
-      unsetenv(name);
-    }
+    for (const char* name : kOverrides) unset_.emplace_back(name, nullptr);
   }
-  void TearDown() override {
-    for (size_t i = 0; i < saved_.size(); ++i) {
-      if (saved_[i]) setenv(kOverrides[i], saved_[i]->c_str(), 1);
-      else unsetenv(kOverrides[i]);
-    }
-  }
+  void TearDown() override { unset_.clear(); }
 
  private:
-  std::vector<std::optional<std::string>> saved_;
+  std::deque<ScopedEnv> unset_;
 };
 
 CudaOptions non_default_options() {
