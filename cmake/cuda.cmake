@@ -42,8 +42,10 @@ file(GLOB_RECURSE KILN_CUDA_SRC CONFIGURE_DEPENDS src/ops/*_cuda.cu src/ops/*_cu
 list(FILTER KILN_CUDA_SRC EXCLUDE REGEX "_test\\.cpp$")
 kiln_op_tables(cuda cuda_op_tables ${CMAKE_BINARY_DIR}/generated/op_tables_cuda.cpp KILN_CUDA_OP_TABLE_SRC)
 add_library(kiln_cuda STATIC ${KILN_CUDA_SRC} ${CMAKE_BINARY_DIR}/generated/op_tables_cuda.cpp)
-target_include_directories(kiln_cuda PUBLIC ${KILN_CUDNN_INCLUDE} PRIVATE ${KILN_CUDNN_FRONTEND_INCLUDE})
-target_link_libraries(kiln_cuda PUBLIC kiln_ops kiln_data CUDA::cudart CUDA::cublasLt ${KILN_CUDNN_LIBRARY}
+target_include_directories(kiln_cuda SYSTEM PUBLIC $<BUILD_INTERFACE:${KILN_CUDNN_INCLUDE}>
+                           PRIVATE ${KILN_CUDNN_FRONTEND_INCLUDE})  # SYSTEM: no warnings from their headers
+target_link_libraries(kiln_cuda PUBLIC kiln_ops kiln_data CUDA::cudart CUDA::cublasLt
+                      $<BUILD_INTERFACE:${KILN_CUDNN_LIBRARY}> $<INSTALL_INTERFACE:kiln::cudnn>  # cmake/kiln-config.cmake.in
                       PRIVATE nlohmann_json::nlohmann_json)
 target_compile_options(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
 # fmt 9's consteval format strings do not compile under nvcc; constexpr checking does.
@@ -80,7 +82,7 @@ endif()
 
 # Probe of fused cuDNN graph support and speed on this GPU (the table behind docs/cudnn-support.md).
 add_executable(kiln_cudnn_probe tools/cudnn_probe.cpp)
-target_include_directories(kiln_cudnn_probe PRIVATE ${KILN_CUDNN_FRONTEND_INCLUDE})
+target_include_directories(kiln_cudnn_probe SYSTEM PRIVATE ${KILN_CUDNN_FRONTEND_INCLUDE})
 target_link_libraries(kiln_cudnn_probe PRIVATE kiln_cuda)
 
 add_executable(kiln_cbr_bench bench/cbr_bench.cpp)

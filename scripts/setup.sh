@@ -35,7 +35,8 @@ PY
 fi
 
 jobs=$(nproc)
-cmake --preset release >/dev/null
+# KILN_WERROR=ON|OFF (scripts/test.sh sets ON) is kept in the build's cache until set again.
+cmake --preset release ${KILN_WERROR:+-DKILN_WERROR=$KILN_WERROR} >/dev/null
 cmake --build --preset release -j "$jobs"
 
 # The digits data set: OpenCV's digits.png (Debian package opencv-doc) cut into IDX files.
