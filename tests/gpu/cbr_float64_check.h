@@ -44,6 +44,8 @@ class Float64Block {
     beta_.assign(beta.begin(), beta.end());
     fwd_ = cbr_test::reference_forward(g_, x_, w_, gamma_, beta_, std::vector<double>(size_t(s.k), 0.0),
                                        std::vector<double>(size_t(s.k), 1.0), 1e-5, 0.1);
+    mean_abs_.assign(size_t(s.k), 0.0);
+    for (size_t i = 0; i < fwd_.z.size(); ++i) mean_abs_[i % size_t(s.k)] += std::abs(fwd_.z[i]) / double(g_.rows());
   }
 
   // dY = 0.25 + 0.5 * pre-activation + 0.5 * noise, rounded to the activation dtype: the masked
@@ -103,8 +105,6 @@ class Float64Block {
   Flips count_flips(const std::vector<float>& mask) const {
     const double u = unit_roundoff(precision_);
     const size_t channels = size_t(g_.k);
-    std::vector<double> mean_abs(channels, 0.0);
-    for (size_t i = 0; i < fwd_.z.size(); ++i) mean_abs[i % channels] += std::abs(fwd_.z[i]) / double(g_.rows());
     Flips f;
     for (size_t i = 0; i < mask.size(); ++i) {
       if ((mask[i] != 0) == (fwd_.pre[i] > 0)) continue;
@@ -113,7 +113,7 @@ class Float64Block {
       const double z = fwd_.z[i], mean = fwd_.mean[k], inv_std = fwd_.inv_std[k];
       const double moments = 1 + mean * mean * inv_std * inv_std;  // E[z^2] / var
       const double bound =
-          4 * u * std::abs(gamma_[k]) * inv_std * (std::abs(z) + mean_abs[k] + std::abs(z - mean) * moments) + 1e-6;
+          4 * u * std::abs(gamma_[k]) * inv_std * (std::abs(z) + mean_abs_[k] + std::abs(z - mean) * moments) + 1e-6;
       if (std::abs(fwd_.pre[i]) > bound && f.far++ == 0)
         f.first_far = i, f.first_far_pre = fwd_.pre[i], f.first_far_bound = bound;
     }
@@ -165,6 +165,7 @@ class Float64Block {
   std::vector<float> w_master_;
   std::vector<double> x_, w_, gamma_, beta_;
   cbr_test::Forward fwd_;
+  std::vector<double> mean_abs_;  // per channel: mean |conv_out|, what rounding moves the mean by
 };
 
 }  // namespace kiln::testing

@@ -1,16 +1,11 @@
 // ACTIVATION_FWD / _BWD / _INF on the CPU: checks the tensors, dispatches on dtype.
 #include "ops/activation/activation_contract.h"
 #include "ops/activation/activation_cpu.h"
+#include "ops/common/op_args.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
 namespace {
-
-void expect_like(const OpCall& call, const TensorArg& t, const char* role, const TensorArg& like) {
-  if (t.shape() != like.shape() || t.dtype() != like.dtype())
-    fail("{}: {} '{}' is {} {} but must match '{}' ({} {})", call.where(), role, t.spec->name, dtype_name(t.dtype()),
-         shape_str(t.shape()), like.spec->name, dtype_name(like.dtype()), shape_str(like.shape()));
-}
 
 template <template <class> class C>
 void forward(const OpCall& call, const C<TensorArg>& a) {

@@ -9,6 +9,7 @@
 #include "ops/activation/activation_cpu.h"
 #include "support/cpu_test_util.h"
 #include "support/gradcheck.h"
+#include "support/op_bench.h"
 
 namespace kiln {
 namespace {
@@ -117,6 +118,28 @@ TEST(ActivationCpu, FloatMatchesDouble) {
       EXPECT_NEAR(dxf[i], dx[i], 1e-6 * (1 + std::abs(dx[i])));
     }
   }
+}
+
+// Through the registry: the op computes the function its attributes name, and a tensor that does
+// not match the op's input is an error naming the op, its layer and the tensor's role.
+TEST(ActivationOp, RunsThroughTheRegistryAndRejectsMismatchedTensors) {
+  kiln::testing::OpBench f(2, "features.act", LayerKind::Activation);
+  std::vector<double> x = {-2.0, 0.5, 3.0, 7.0}, y(4), dy = {1, 1, 1, 1}, dx(4), wide(8);
+  const Op fwd = make_op(ActivationForward<TensorId>{0, 1, Activation::ReLU6, 0.f}, 2);
+  const OpCall call{fwd, f.program, {f.arg({4}, x.data())}, {f.arg({4}, y.data())}, f.scalars};
+  find_op(Device::CPU, OpKind::ACTIVATION_FWD)(call);
+  EXPECT_EQ(y, (std::vector<double>{0.0, 0.5, 3.0, 6.0}));
+  const Op bwd = make_op(ActivationBackward<TensorId>{0, 1, 2, Activation::ReLU6, 0.f}, 2);
+  const OpCall bcall{bwd, f.program, {f.arg({4}, dy.data()), f.arg({4}, x.data())}, {f.arg({4}, dx.data())}, f.scalars};
+  find_op(Device::CPU, OpKind::ACTIVATION_BWD)(bcall);
+  EXPECT_EQ(dx, (std::vector<double>{0.0, 1.0, 1.0, 0.0}));
+  const OpCall bad{fwd, f.program, {f.arg({4}, x.data())}, {f.arg({8}, wide.data())}, f.scalars};
+  kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::ACTIVATION_FWD)(bad); },
+                              {"ACTIVATION_FWD", "features.act", "output", "[8]", "must match"});
+  const OpCall bad_grad{bwd, f.program, {f.arg({4}, dy.data()), f.arg({4}, x.data(), DType::F32)},
+                        {f.arg({4}, dx.data())}, f.scalars};
+  kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::ACTIVATION_BWD)(bad_grad); },
+                              {"ACTIVATION_BWD", "features.act", "input", "F32", "must match"});
 }
 
 TEST(ActivationCpu, NamesAreThoseOfPyTorchsFunctionals) {

@@ -1,8 +1,7 @@
 #pragma once
-// Checked access to an op's tensors, shared by the CPU op wrappers: a missing tensor means the
-// program is malformed, and the error names the layer and the op.
+// Checks and names shared by the op wrappers (the contracts' adapter, runtime/op_call.h, already
+// rejects missing tensors): errors name the layer and the op.
 #include <string>
-#include <vector>
 
 #include "runtime/op_call.h"
 
@@ -15,16 +14,12 @@ inline std::string layer_name(const OpCall& call) {
 // Prefix for errors raised outside the wrapper (dtype dispatch).
 inline std::string layer_label(const OpCall& call) { return "layer '" + layer_name(call) + "'"; }
 
-inline const TensorArg& required(const OpCall& call, const std::vector<TensorArg>& args, size_t i,
-                                 const char* role) {
-  if (i >= args.size() || !args[i])
-    fail("layer '{}': {} has no '{}' tensor; the program is malformed (recompile it)", layer_name(call),
-         op_kind_name(call.op.kind), role);
-  return args[i];
-}
-
-inline TensorArg optional_arg(const std::vector<TensorArg>& args, size_t i) {
-  return i < args.size() ? args[i] : TensorArg{};
+// `t` must have the shape and dtype of `like` (elementwise ops: outputs and gradients match their
+// input); the error names the op, its layer and both tensors.
+inline void expect_like(const OpCall& call, const TensorArg& t, const char* role, const TensorArg& like) {
+  if (t.shape() != like.shape() || t.dtype() != like.dtype())
+    fail("{}: {} '{}' is {} {} but must match '{}' ({} {})", call.where(), role, t.spec->name, dtype_name(t.dtype()),
+         shape_str(t.shape()), like.spec->name, dtype_name(like.dtype()), shape_str(like.shape()));
 }
 
 }  // namespace kiln
