@@ -1,0 +1,453 @@
+#include <math_constants.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
+
+#include "ops/common/pack_cuda.cuh"
+#include "ops/pool/pool_cuda.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/dtype_cuda.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// The sliding-window kernels give each thread one (pixel, channel group) item and loop when
+// there are more items than threads; 2^16 blocks (16M threads) is far past what a GPU holds at
+// once, and keeps a 32-bit item index from wrapping on its last step.
+constexpr int64_t kMaxBlocks = int64_t{1} << 16;
+
+// The geometry in the ints the kernels index with (window_of checks that every extent fits).
+struct Window {
+  int h, w, c, ho, wo, k, s, p;
+};
+
+// The widest channel group one thread moves: 16 bytes.
+template <class T>
+constexpr int kWide = static_cast<int>(16 / sizeof(T));
+
+// V consecutive channels <-> fp32 (V = 1 is a plain scalar access).
+template <int V, class T>
+__device__ __forceinline__ void load_channels(const T* p, float (&out)[V]) {
+  const Pack<T, V> pk = load_pack<T, V>(p);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = to_float(pk.v[j]);
+}
+
+template <int V, class T>
+__device__ __forceinline__ void store_channels(T* p, const float (&v)[V]) {
+  Pack<T, V> pk;
+#pragma unroll
+  for (int j = 0; j < V; ++j) pk.v[j] = from_float<T>(v[j]);
+  store_pack<T, V>(p, pk);
+}
+
+template <int V>
+__device__ __forceinline__ void load_indices(const int32_t* p, int32_t (&out)[V]) {
+  const Pack<int32_t, V> pk = load_pack<int32_t, V>(p);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = pk.v[j];
+}
+
+template <int V>
+__device__ __forceinline__ void store_indices(int32_t* p, const int32_t (&v)[V]) {
+  Pack<int32_t, V> pk;
+#pragma unroll
+  for (int j = 0; j < V; ++j) pk.v[j] = v[j];
+  store_pack<int32_t, V>(p, pk);
+}
+
+// Item i of a sliding-window kernel: one pixel (n, row, col) of a rows x cols map and its
+// channel group [c0, c0 + V). Items run channel group fastest, so a warp reads along C and the
+// item's element offset is i * V.
+struct Item {
+  int n, row, col, c0;
+};
+
+template <int V, class I>
+__device__ __forceinline__ Item item_at(I i, int groups, int rows, int cols) {
+  I pixel = i / I(groups);
+  Item t;
+  t.c0 = static_cast<int>(i - pixel * I(groups)) * V;
+  t.col = static_cast<int>(pixel % I(cols));
+  pixel /= I(cols);
+  t.row = static_cast<int>(pixel % I(rows));
+  t.n = static_cast<int>(pixel / I(rows));
+  return t;
+}
+
+// Element offset of channel 0 of pixel (n, row, col) in an (N, rows, cols, c) tensor.
+template <class I>
+__device__ __forceinline__ I pixel_offset(int n, int row, int col, int rows, int cols, int c) {
+  return ((I(n) * I(rows) + I(row)) * I(cols) + I(col)) * I(c);
+}
+
+// The outputs [lo, hi) along one axis whose windows [o*s - p, o*s - p + k) hold input i: the
+// gathers' replacement for a scatter (pool_cpu.cpp's avgpool_backward uses the same range).
+__device__ __forceinline__ void covering(int i, const Window& g, int outs, int& lo, int& hi) {
+  const int a = i + g.p - g.k + 1;
+  lo = a <= 0 ? 0 : (a + g.s - 1) / g.s;
+  hi = min(outs, (i + g.p) / g.s + 1);
+}
+
+// The CPU's comparison (pool_cpu.cpp): a larger value wins, and a NaN wins over a number (then
+// stays), so a NaN is not silently hidden. `v != v` is the NaN test (no fast-math here).
+__device__ __forceinline__ bool takes_max(float v, float best) { return v > best || (v != v && best == best); }
+
+template <class I>
+__device__ __forceinline__ I first_item() {
+  return I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x);
+}
+template <class I>
+__device__ __forceinline__ I item_stride() {
+  return I(gridDim.x) * I(blockDim.x);
+}
+
+template <class T, int V, class I, bool kArgmax>
+__global__ void __launch_bounds__(kThreads)
+    maxpool_forward_kernel(const T* x, T* y, int32_t* argmax, Window g, I items) {
+  const int groups = g.c / V;
+  for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
+    const Item o = item_at<V>(i, groups, g.ho, g.wo);
+    const int h0 = o.row * g.s - g.p, w0 = o.col * g.s - g.p;
+    const int ih_lo = max(h0, 0), ih_hi = min(h0 + g.k, g.h);
+    const int iw_lo = max(w0, 0), iw_hi = min(w0 + g.k, g.w);
+    // -inf with the first real element's index is the CPU's "the first element starts the max":
+    // that element replaces -inf unless it is -inf itself, and then the index is already its.
+    float best[V];
+    int32_t arg[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) best[j] = -CUDART_INF_F, arg[j] = ih_lo * g.w + iw_lo;
+    for (int ih = ih_lo; ih < ih_hi; ++ih)
+      for (int iw = iw_lo; iw < iw_hi; ++iw) {
+        float v[V];
+        load_channels<V>(x + pixel_offset<I>(o.n, ih, iw, g.h, g.w, g.c) + o.c0, v);
+        const int32_t idx = ih * g.w + iw;  // < H * W <= INT32_MAX (checked on the host)
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (takes_max(v[j], best[j])) best[j] = v[j], arg[j] = idx;  // strict: ties keep the first
+      }
+    store_channels<V>(y + i * V, best);  // exact: best is one of the inputs
+    if constexpr (kArgmax) store_indices<V>(argmax + i * V, arg);
+  }
+}
+
+// One thread per input element group: sums, in output raster order, dy of the covering outputs
+// whose argmax is this element, so each dx is written once and in a fixed order (fp32, the
+// CPU's order: bitwise its fp32 result before the one rounding to T).
+template <class T, int V, class I>
+__global__ void __launch_bounds__(kThreads)
+    maxpool_backward_kernel(const T* dy, const int32_t* argmax, T* dx, Window g, I items) {
+  const int groups = g.c / V;
+  for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
+    const Item in = item_at<V>(i, groups, g.h, g.w);
+    int oh_lo, oh_hi, ow_lo, ow_hi;
+    covering(in.row, g, g.ho, oh_lo, oh_hi);
+    covering(in.col, g, g.wo, ow_lo, ow_hi);
+    const int32_t idx = in.row * g.w + in.col;
+    float acc[V] = {};
+    for (int oh = oh_lo; oh < oh_hi; ++oh)
+      for (int ow = ow_lo; ow < ow_hi; ++ow) {
+        const I o = pixel_offset<I>(in.n, oh, ow, g.ho, g.wo, g.c) + I(in.c0);
+        float d[V];
+        int32_t a[V];
+        load_channels<V>(dy + o, d);
+        load_indices<V>(argmax + o, a);
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (a[j] == idx) acc[j] += d[j];
+      }
+    store_channels<V>(dx + i * V, acc);
+  }
+}
+
+template <class T, int V, class I>
+__global__ void __launch_bounds__(kThreads) avgpool_forward_kernel(const T* x, T* y, Window g, I items) {
+  const int groups = g.c / V;
+  const float divisor = static_cast<float>(g.k * g.k);  // padding counts: always k*k in floor mode
+  for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
+    const Item o = item_at<V>(i, groups, g.ho, g.wo);
+    const int h0 = o.row * g.s - g.p, w0 = o.col * g.s - g.p;
+    const int ih_lo = max(h0, 0), ih_hi = min(h0 + g.k, g.h);
+    const int iw_lo = max(w0, 0), iw_hi = min(w0 + g.k, g.w);
+    float acc[V] = {};
+    for (int ih = ih_lo; ih < ih_hi; ++ih)
+      for (int iw = iw_lo; iw < iw_hi; ++iw) {
+        float v[V];
+        load_channels<V>(x + pixel_offset<I>(o.n, ih, iw, g.h, g.w, g.c) + o.c0, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += v[j];
+      }
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] /= divisor;
+    store_channels<V>(y + i * V, acc);
+  }
+}
+
+// The gather of avgpool_forward_kernel's transpose: every covering output adds dy / (k*k).
+template <class T, int V, class I>
+__global__ void __launch_bounds__(kThreads) avgpool_backward_kernel(const T* dy, T* dx, Window g, I items) {
+  const int groups = g.c / V;
+  const float divisor = static_cast<float>(g.k * g.k);
+  for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
+    const Item in = item_at<V>(i, groups, g.h, g.w);
+    int oh_lo, oh_hi, ow_lo, ow_hi;
+    covering(in.row, g, g.ho, oh_lo, oh_hi);
+    covering(in.col, g, g.wo, ow_lo, ow_hi);
+    float acc[V] = {};
+    for (int oh = oh_lo; oh < oh_hi; ++oh)
+      for (int ow = ow_lo; ow < ow_hi; ++ow) {
+        float d[V];
+        load_channels<V>(dy + pixel_offset<I>(in.n, oh, ow, g.ho, g.wo, g.c) + in.c0, d);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += d[j];
+      }
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] /= divisor;
+    store_channels<V>(dx + i * V, acc);
+  }
+}
+
+// Block (blockDim.x channel groups) x (blockDim.y row strands) per image: strand t sums rows t,
+// t + blockDim.y, ... of its channels, then strand 0 adds the strands' partials in strand order.
+// The order depends only on the launch shape, so the result is the same on every run; splitting
+// H*W over strands gives a 7x7 map enough threads to hide load latency.
+template <class T, int V>
+__global__ void __launch_bounds__(kThreads) gap_forward_kernel(const T* x, T* y, int64_t n, int hw, int c) {
+  extern __shared__ float partial[];  // [blockDim.y][blockDim.x][V]
+  const int groups = c / V;
+  const int cg = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const bool active = cg < groups;
+  float* mine = partial + (threadIdx.y * blockDim.x + threadIdx.x) * V;
+  for (int64_t img = blockIdx.y; img < n; img += gridDim.y) {
+    float acc[V] = {};
+    if (active)
+      for (int r = static_cast<int>(threadIdx.y); r < hw; r += static_cast<int>(blockDim.y)) {
+        float v[V];
+        load_channels<V>(x + (img * hw + r) * c + int64_t{cg} * V, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += v[j];
+      }
+#pragma unroll
+    for (int j = 0; j < V; ++j) mine[j] = acc[j];
+    __syncthreads();
+    if (threadIdx.y == 0 && active) {
+      for (unsigned t = 1; t < blockDim.y; ++t) {
+        const float* other = partial + (t * blockDim.x + threadIdx.x) * V;
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += other[j];
+      }
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] /= static_cast<float>(hw);
+      store_channels<V>(y + img * c + int64_t{cg} * V, acc);
+    }
+    __syncthreads();  // the partials are rewritten for the next image
+  }
+}
+
+// dx[n, r, c] = dy[n, c] / hw. A division, not a multiplication by 1/hw: correctly rounded, as
+// the CPU's, so fp32 results equal the CPU's bit for bit.
+template <class T, int V, class I>
+__global__ void __launch_bounds__(kThreads) gap_backward_kernel(const T* dy, T* dx, int hw, int c, I items) {
+  const int groups = c / V;
+  for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
+    const I row = i / I(groups);
+    const int c0 = static_cast<int>(i - row * I(groups)) * V;
+    float d[V];
+    load_channels<V>(dy + (row / I(hw)) * I(c) + I(c0), d);
+#pragma unroll
+    for (int j = 0; j < V; ++j) d[j] /= static_cast<float>(hw);
+    store_channels<V>(dx + i * V, d);
+  }
+}
+
+// --- Host side ---
+
+void need(const char* fn, const std::string& where,
+          std::initializer_list<std::pair<const void*, const char*>> pointers) {
+  for (const auto& [p, name] : pointers)
+    if (!p) fail("{}: {} needs the device pointer '{}', got nullptr", where, fn, name);
+}
+
+Window window_of(const cpu::PoolGeom& g, const char* fn, const std::string& where) {
+  for (int64_t extent : {g.n, g.h, g.w, g.c, g.ho, g.wo, g.kernel})
+    if (extent < 0 || extent > INT_MAX)
+      fail("{}: {} got extent {} of the pooled map; the GPU kernels index each dimension with 32 bits", where,
+           fn, extent);
+  return {int(g.h), int(g.w), int(g.c), int(g.ho), int(g.wo), int(g.kernel), int(g.stride), int(g.pad)};
+}
+
+// Max pooling's argmax is an I32 spatial index.
+void check_argmax_range(const cpu::PoolGeom& g, const char* fn, const std::string& where) {
+  if (g.h * g.w > INT32_MAX)
+    fail("{}: {} got a {}x{} image, too large for I32 argmax indices; pool a smaller map", where, fn, g.h, g.w);
+}
+
+int blocks_for(int64_t items) { return static_cast<int>(std::min(ceil_div(items, kThreads), kMaxBlocks)); }
+
+// Calls f(std::integral_constant<int, V>) with the channel group the tensors allow: 16 bytes
+// when C is a multiple of it and every pointer is 16-byte aligned, else one element.
+template <class T, class F>
+void with_width(int64_t c, std::initializer_list<const void*> pointers, F&& f) {
+  if (c % kWide<T> == 0 && all_aligned(pointers, 16))
+    f(std::integral_constant<int, kWide<T>>{});
+  else
+    f(std::integral_constant<int, 1>{});
+}
+
+// Calls f(I{}) with the item index type: 32 bits when every element offset of the op's tensors
+// (`largest` elements) fits, since 32-bit division costs a fraction of 64-bit's; else 64 bits.
+template <class F>
+void with_index(int64_t largest, F&& f) {
+  if (largest <= INT32_MAX)
+    f(uint32_t{});
+  else
+    f(int64_t{});
+}
+
+void check_sizes(const char* fn, int64_t n, int64_t hw, int64_t c, const std::string& where) {
+  if (n < 0 || hw < 1 || c < 0 || hw > INT_MAX || c > INT_MAX)
+    fail("{}: {} got n = {}, hw = {}, c = {}; need n >= 0, 1 <= hw and c < 2^31", where, fn, n, hw, c);
+}
+
+}  // namespace
+
+void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, int32_t* argmax,
+                     cudaStream_t stream, const std::string& where) {
+  const Window w = window_of(g, "maxpool_forward", where);
+  check_argmax_range(g, "maxpool_forward", where);
+  const int64_t outs = g.n * g.ho * g.wo * g.c;
+  if (outs == 0) return;
+  need("maxpool_forward", where, {{x, "x"}, {y, "y"}});
+  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    with_width<T>(g.c, {x, y, argmax}, [&](auto width) {
+      constexpr int V = decltype(width)::value;
+      with_index(std::max(outs, g.n * g.h * g.w * g.c), [&](auto index) {
+        using I = decltype(index);
+        const I items = static_cast<I>(outs / V);
+        if (argmax)
+          maxpool_forward_kernel<T, V, I, true><<<blocks_for(items), kThreads, 0, stream>>>(
+              static_cast<const T*>(x), static_cast<T*>(y), argmax, w, items);
+        else
+          maxpool_forward_kernel<T, V, I, false><<<blocks_for(items), kThreads, 0, stream>>>(
+              static_cast<const T*>(x), static_cast<T*>(y), nullptr, w, items);
+        check_launch(where);
+      });
+    });
+  });
+}
+
+void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const int32_t* argmax, void* dx,
+                      cudaStream_t stream, const std::string& where) {
+  const Window w = window_of(g, "maxpool_backward", where);
+  check_argmax_range(g, "maxpool_backward", where);
+  const int64_t ins = g.n * g.h * g.w * g.c;
+  if (ins == 0) return;
+  need("maxpool_backward", where, {{dy, "dy"}, {argmax, "argmax"}, {dx, "dx"}});
+  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    with_width<T>(g.c, {dy, argmax, dx}, [&](auto width) {
+      constexpr int V = decltype(width)::value;
+      with_index(std::max(ins, g.n * g.ho * g.wo * g.c), [&](auto index) {
+        using I = decltype(index);
+        const I items = static_cast<I>(ins / V);
+        maxpool_backward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
+            static_cast<const T*>(dy), argmax, static_cast<T*>(dx), w, items);
+        check_launch(where);
+      });
+    });
+  });
+}
+
+void avgpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, cudaStream_t stream,
+                     const std::string& where) {
+  const Window w = window_of(g, "avgpool_forward", where);
+  const int64_t outs = g.n * g.ho * g.wo * g.c;
+  if (outs == 0) return;
+  need("avgpool_forward", where, {{x, "x"}, {y, "y"}});
+  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    with_width<T>(g.c, {x, y}, [&](auto width) {
+      constexpr int V = decltype(width)::value;
+      with_index(std::max(outs, g.n * g.h * g.w * g.c), [&](auto index) {
+        using I = decltype(index);
+        const I items = static_cast<I>(outs / V);
+        avgpool_forward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<T*>(y), w, items);
+        check_launch(where);
+      });
+    });
+  });
+}
+
+void avgpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, void* dx, cudaStream_t stream,
+                      const std::string& where) {
+  const Window w = window_of(g, "avgpool_backward", where);
+  const int64_t ins = g.n * g.h * g.w * g.c;
+  if (ins == 0) return;
+  need("avgpool_backward", where, {{dy, "dy"}, {dx, "dx"}});
+  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    with_width<T>(g.c, {dy, dx}, [&](auto width) {
+      constexpr int V = decltype(width)::value;
+      with_index(std::max(ins, g.n * g.ho * g.wo * g.c), [&](auto index) {
+        using I = decltype(index);
+        const I items = static_cast<I>(ins / V);
+        avgpool_backward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
+            static_cast<const T*>(dy), static_cast<T*>(dx), w, items);
+        check_launch(where);
+      });
+    });
+  });
+}
+
+void gap_forward(DType dtype, const void* x, int64_t n, int64_t hw, int64_t c, void* y, cudaStream_t stream,
+                 const std::string& where) {
+  check_sizes("gap_forward", n, hw, c, where);
+  if (n * c == 0) return;
+  need("gap_forward", where, {{x, "x"}, {y, "y"}});
+  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    with_width<T>(c, {x, y}, [&](auto width) {
+      constexpr int V = decltype(width)::value;
+      const int64_t groups = c / V;
+      // As many channel groups as fill a warp (fewer when C is small), the rest of the block
+      // strands over H*W (never more strands than rows).
+      const int bx = static_cast<int>(std::min<int64_t>(groups, 32));
+      const int by = static_cast<int>(std::min<int64_t>(kThreads / bx, hw));
+      const dim3 grid(static_cast<unsigned>(ceil_div(groups, bx)), static_cast<unsigned>(std::min<int64_t>(n, 65535)));
+      const size_t shared = size_t(bx) * by * V * sizeof(float);
+      gap_forward_kernel<T, V><<<grid, dim3(bx, by), shared, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                                        n, static_cast<int>(hw), static_cast<int>(c));
+      check_launch(where);
+    });
+  });
+}
+
+void gap_backward(DType dtype, const void* dy, int64_t n, int64_t hw, int64_t c, void* dx, cudaStream_t stream,
+                  const std::string& where) {
+  check_sizes("gap_backward", n, hw, c, where);
+  const int64_t ins = n * hw * c;
+  if (ins == 0) return;
+  need("gap_backward", where, {{dy, "dy"}, {dx, "dx"}});
+  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    with_width<T>(c, {dy, dx}, [&](auto width) {
+      constexpr int V = decltype(width)::value;
+      with_index(ins, [&](auto index) {
+        using I = decltype(index);
+        const I items = static_cast<I>(ins / V);
+        gap_backward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
+            static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<int>(hw), static_cast<int>(c), items);
+        check_launch(where);
+      });
+    });
+  });
+}
+
+}  // namespace kiln::cuda

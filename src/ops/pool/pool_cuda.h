@@ -1,0 +1,44 @@
+#pragma once
+// Pooling kernels on the GPU, NHWC, F32, F16 or BF16 activations: the CPU kernels' definitions
+// (pool_cpu.h) exactly, with fp32 arithmetic rounded once on store.
+//  - Max pooling: padding is -inf, ties keep the first element in raster order, NaN wins; argmax
+//    (I32) is the winner's spatial index ih * W + iw inside its image and channel.
+//  - Max-pool backward gathers: each dx element sums, in output raster order, the dy of the
+//    outputs whose window covers it and whose argmax points at it. Average-pool backward gathers
+//    the same way. No atomics, so results are bitwise repeatable.
+//  - Average pooling divides by kernel * kernel (padding counted, as PyTorch's default).
+//  - Global average pooling: (N, H*W, C) -> (N, C) mean, and dx = dy / (H*W) broadcast.
+// Geometry is cpu::PoolGeom, built and checked by the op wrapper (pool_ops_cuda.cpp). Threads run
+// along channels; 16-byte accesses (8 halves or 4 floats) when C allows and pointers are 16-byte
+// aligned, else one element at a time. Every function only enqueues work on `stream` and throws
+// kiln::Error naming `where` on bad arguments or CUDA errors.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/dtype.h"
+#include "ops/pool/pool_cpu.h"
+
+namespace kiln::cuda {
+
+// argmax may be nullptr (inference).
+void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, int32_t* argmax,
+                     cudaStream_t stream, const std::string& where);
+// argmax must come from maxpool_forward on the same geometry.
+void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const int32_t* argmax, void* dx,
+                      cudaStream_t stream, const std::string& where);
+
+void avgpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, cudaStream_t stream,
+                     const std::string& where);
+void avgpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, void* dx, cudaStream_t stream,
+                      const std::string& where);
+
+// x (n, hw, c) -> y (n, c).
+void gap_forward(DType dtype, const void* x, int64_t n, int64_t hw, int64_t c, void* y, cudaStream_t stream,
+                 const std::string& where);
+// dy (n, c) -> dx (n, hw, c).
+void gap_backward(DType dtype, const void* dy, int64_t n, int64_t hw, int64_t c, void* dx, cudaStream_t stream,
+                  const std::string& where);
+
+}  // namespace kiln::cuda
