@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -19,7 +19,7 @@ if [ -z "${KILN_PREBUILT:-}" ]; then
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DKILN_NATIVE_ARCH=OFF \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
   grep "kiln: CUDA" "$out/configure.log"
-  cmake --build build/gpu -j "$(nproc)" --target kiln_test_gpu kiln_cbr_bench kiln_bn_variants_bench > "$out/build.log" 2>&1 \
+  cmake --build build/gpu -j "$(nproc)" --target kiln_test_gpu kiln_cbr_bench kiln_bn_variants_bench kiln_cli > "$out/build.log" 2>&1 \
     || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 fi
 venv=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
@@ -92,6 +92,26 @@ if [ "$what" = variants ]; then
   # Loop-structure variants of the BN+ReLU kernels against the copy ceilings (bench/bn_kernel_variants.cu).
   "$bin/kiln_bn_variants_bench" > "$out/bn_variants.jsonl" 2> "$out/bn_variants.err" || { tail -5 "$out/bn_variants.err"; status=1; }
   tail -3 "$out/bn_variants.jsonl"
+  exit $status
+fi
+if [ "$what" = models ]; then
+  # Whole networks, kiln against PyTorch (bench/torch_models.py) on synthetic data already on the
+  # GPU: kiln, then PyTorch's modes, then kiln again. One model per call suits the 10-minute
+  # limit: KILN_MODEL (default vgg16_bn), KILN_BATCH (256), KILN_PRECISION (fp16),
+  # KILN_TORCH_MODES (eager,compile).
+  model=${KILN_MODEL:-vgg16_bn} batch=${KILN_BATCH:-256} precision=${KILN_PRECISION:-fp16}
+  for round in 1 2; do
+    KILN_CUDNN_TUNE_PLANS=${KILN_CUDNN_TUNE_PLANS:-6} "$bin/kiln" bench --device cuda --model "$model" --batch "$batch" \
+      --precision "$precision" --plan-cache "$out/plans.json" --json "$out/kiln_models.jsonl" 2> "$out/kiln_models.err" \
+      || { tail -5 "$out/kiln_models.err"; status=1; }
+    if [ $round = 1 ]; then
+      python3 bench/torch_models.py --model "$model" --batch "$batch" --precision "$precision" \
+        --modes "${KILN_TORCH_MODES:-eager,compile}" > "$out/torch_models.jsonl" 2> "$out/torch_models.err" \
+        || { tail -5 "$out/torch_models.err"; status=1; }
+    fi
+  done
+  python3 bench/report_models.py "$out/kiln_models.jsonl" "$out/torch_models.jsonl" \
+    "$out/models_${model}_${precision}.json" "$out/env.json" || status=1
   exit $status
 fi
 if [ "$what" = stages ]; then

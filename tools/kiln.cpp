@@ -7,17 +7,22 @@
 #include <cmath>
 #include <cstdio>
 #include <unistd.h>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "kiln/bench.h"
 #include "kiln/compile.h"
+#include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/options.h"
 #include "kiln/schedule.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -58,7 +63,7 @@ CLI::Validator parsed_by(std::function<void(const std::string&)> parse) {
 struct CommonOptions {
   std::string model = "digits_cnn";
   int batch = 64;
-  std::string device = "cpu", precision = "fp32";
+  std::string device = "auto", precision = "fp32";
   bool no_fuse = false;
   int classes = -1;
 };
@@ -67,8 +72,10 @@ void add_common(CLI::App* app, CommonOptions& o) {
   app->add_option("--model,-m", o.model, fmt::format("model zoo name ({})", fmt::join(kiln::zoo::names(), ", ")))
       ->check(parsed_by([](const std::string& name) { kiln::zoo::by_name(name); }));
   app->add_option("--batch,-b", o.batch, "batch size, >= 1")->check(at_least(1, "use e.g. --batch 64"));
-  app->add_option("--device", o.device, "cpu, cuda or cuda:N")
-      ->check(parsed_by([](const std::string& d) { kiln::parse_device_spec(d); }));
+  app->add_option("--device", o.device, "auto (the first GPU when there is one, else the CPU), cpu, cuda or cuda:N")
+      ->check(parsed_by([](const std::string& d) {
+        if (d != "auto") kiln::parse_device_spec(d);
+      }));
   app->add_option("--precision", o.precision, "fp32 (cpu, cuda), fp16 or bf16 (cuda)")
       ->check(parsed_by([](const std::string& p) { kiln::parse_precision(p); }));
   app->add_flag("--no-fuse", o.no_fuse,
@@ -82,11 +89,17 @@ void add_common(CLI::App* app, CommonOptions& o) {
 kiln::CompileOptions compile_options(const CommonOptions& o) {
   kiln::CompileOptions c;
   c.batch = o.batch;
-  const kiln::DeviceSpec spec = kiln::parse_device_spec(o.device);
+  const kiln::DeviceSpec spec = kiln::resolve_device(o.device);
   c.device = spec.device, c.device_index = spec.index;
   c.precision = kiln::parse_precision(o.precision);
   c.fuse_cbr = !o.no_fuse;
   return c;
+}
+
+// What --device resolved to ("auto" picks the GPU when there is one).
+std::string device_label(const kiln::CompileOptions& c) {
+  if (c.device == kiln::Device::CPU) return "cpu";
+  return fmt::format("cuda:{}", c.device_index);
 }
 
 std::string clock_text(double seconds) {
@@ -172,7 +185,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   kiln::Trainer trainer(kiln::zoo::by_name(o.model, classes), c, t);
   fmt::print("kiln: training {} on {} ({} train / {} test images, {}x{}x{}), {} {} {}, batch {}, {} epochs\n",
              o.model, a.data, train.count, test.count, train.height, train.width, train.channels,
-             o.device, o.precision, a.optimizer, o.batch, a.epochs);
+             device_label(c), o.precision, a.optimizer, o.batch, a.epochs);
   auto last_print = std::chrono::steady_clock::now();
   // The live line rewrites itself with carriage returns: only on a terminal. Into a file or a
   // pipe (a log, CI) each epoch is one plain line and nothing else.
@@ -195,6 +208,53 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const double accuracy = reports.empty() ? trainer.evaluate(test) : reports.back().test_accuracy;
   if (!reports.empty()) fmt::print("final loss: {:.6f}\n", reports.back().train_loss);
   fmt::print("test accuracy: {:.4f}\n", accuracy);
+  return 0;
+}
+
+struct BenchArgs {
+  kiln::BenchOptions bench;
+  std::string json;  // --json FILE
+};
+
+std::string gib(size_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ull << 30)); }
+
+// Throughput on synthetic data already on the device (kiln/bench.h), printed and optionally
+// written as one JSON object for bench/report_models.py.
+int run_bench(const CommonOptions& o, const TrainArgs& t, const BenchArgs& b) {
+  kiln::CompileOptions c = compile_options(o);
+  c.optimizer.kind = kiln::OptimizerKind::SGD;  // PyTorch's recipe in bench/torch_models.py
+  c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 1e-4f;
+  c.cuda = t.cuda;
+  c.cuda.side_stream = t.side_stream == 1;
+  const kiln::BenchResult r = kiln::bench_training(kiln::zoo::by_name(o.model, o.classes), c, b.bench);
+  const auto [lo, hi] = std::minmax_element(r.step_ms.begin(), r.step_ms.end());
+  fmt::print("kiln bench: {} on {} {}, batch {}: {:.0f} img/s (median step {:.2f} ms of {}, {:.2f}-{:.2f})\n",
+             o.model, device_label(c), o.precision, o.batch, r.images_per_second, r.median_step_ms,
+             r.step_ms.size(), *lo, *hi);
+  fmt::print("first step after {:.1f} s; memory: planned {} + workspace {}, device {}; loss {:.4f} -> {:.4f}\n",
+             r.first_step_seconds, gib(r.planned_bytes), gib(r.workspace_bytes),
+             c.device == kiln::Device::CUDA ? gib(r.device_bytes) : std::string("n/a"), r.first_loss, r.last_loss);
+  if (!b.json.empty()) {
+    const nlohmann::json j = {{"framework", "kiln"},
+                              {"model", o.model},
+                              {"device", device_label(c)},
+                              {"precision", o.precision},
+                              {"batch", o.batch},
+                              {"fuse_cbr", c.fuse_cbr},
+                              {"warmup", b.bench.warmup},
+                              {"images_per_second", r.images_per_second},
+                              {"median_step_ms", r.median_step_ms},
+                              {"step_ms", r.step_ms},
+                              {"first_step_seconds", r.first_step_seconds},
+                              {"planned_bytes", r.planned_bytes},
+                              {"workspace_bytes", r.workspace_bytes},
+                              {"device_bytes", r.device_bytes},
+                              {"first_loss", r.first_loss},
+                              {"last_loss", r.last_loss}};
+    std::ofstream out(b.json, std::ios::app);
+    if (!out) kiln::fail("cannot open --json file '{}' for appending; check that its folder exists", b.json);
+    out << j.dump() << "\n";
+  }
   return 0;
 }
 
@@ -333,12 +393,23 @@ int main(int argc, char** argv) {
   train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists (needs --checkpoint); the run's settings must match the checkpoint's, only --epochs may change");
   add_cuda(train, t);
 
+  BenchArgs b;
+  CLI::App* bench = app.add_subcommand(
+      "bench", "train on synthetic data already on the device and print images/s, memory and time to the first step");
+  add_common(bench, common);
+  bench->add_option("--steps", b.bench.steps, "timed steps, >= 1")->check(at_least(1, "use e.g. --steps 20"));
+  bench->add_option("--warmup", b.bench.warmup, "untimed steps before them, >= 0")
+      ->check(at_least(0, "use e.g. --warmup 5"));
+  bench->add_option("--seed", b.bench.seed, "random seed (initialization, synthetic data)");
+  bench->add_option("--json", b.json, "append the result as one JSON line to this file")->type_name("FILE");
+  add_cuda(bench, t);
+
   try {
     check_subcommand(app, argc, argv);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ExtrasError& e) {
-      CLI::App* sub = plan->parsed() ? plan : train->parsed() ? train : nullptr;
+      CLI::App* sub = plan->parsed() ? plan : train->parsed() ? train : bench->parsed() ? bench : nullptr;
       const std::string message = sub ? unknown_options_message(*sub, sub->remaining()) : std::string();
       if (message.empty()) throw;
       throw CLI::ExtrasError(message, CLI::ExitCodes::ExtrasError);
@@ -349,6 +420,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (plan->parsed()) return run_plan(common);
+    if (bench->parsed()) return run_bench(common, t, b);
     return run_train(common, t);
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "\nkiln: error: {}\n", e.what());

@@ -55,6 +55,8 @@ class Executable {
     return out;
   }
   void synchronize();  // waits for all issued work (a no-op on CPU)
+  // Scratch memory the ops asked for while being prepared (all streams), beside the arena.
+  size_t workspace_bytes() const;
 
   void run_forward(const StepScalars& scalars);  // training forward, loss included
   void run_backward(const StepScalars& scalars);

@@ -22,6 +22,8 @@ class Backend {
   // Ops ask for scratch memory while being prepared; it is allocated once afterwards.
   virtual void request_workspace(size_t bytes) { (void)bytes; }
   virtual void finish_prepare() {}
+  // What the ops' scratch memory takes in all, beside the arena.
+  virtual size_t workspace_total_bytes() const { return 0; }
   // Waits until all work issued so far has finished.
   virtual void synchronize() {}
   // Makes this backend's device current for the calling thread before its ops run.

@@ -139,6 +139,8 @@ void Executable::read(int id, void* host, size_t bytes) {
 
 void Executable::synchronize() { backend_->synchronize(); }
 
+size_t Executable::workspace_bytes() const { return backend_->workspace_total_bytes(); }
+
 void Executable::run(const std::vector<Op>& ops, const StepScalars& scalars) {
   const Device device = program_.options.device;
   backend_->activate();

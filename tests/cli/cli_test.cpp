@@ -5,11 +5,19 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/device.h"
+#include "support/temp_dir.h"
 
 namespace {
 
@@ -170,7 +178,46 @@ TEST(KilnCli, OutputIntoAPipeIsOnePlainLinePerEpoch) {
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(r.output.find('\r'), std::string::npos) << "carriage returns in a log:\n" << r.output;
   expect_contains(r, {"\nepoch 1/2  loss", "\nepoch 2/2  loss", "test accuracy:"}, args);
+  // No --device: the GPU when there is one, else the CPU, and the first line says which.
+  expect_contains(r, {kiln::cuda_device_count() > 0 ? "), cuda:0 fp32 sgd" : "), cpu fp32 sgd"}, args);
   EXPECT_EQ(r.output.find("step "), std::string::npos) << "live step lines in a log:\n" << r.output;
+}
+
+}  // namespace
+
+namespace {
+
+// `kiln bench` on the CPU (the GPU run is the same code with another device): the requested
+// number of timed steps, a median that is one of them, finite losses, the planned arena as
+// `kiln plan` would place it, and one JSON line appended per run.
+TEST(KilnCli, BenchTimesTheRequestedStepsAndAppendsJson) {
+  kiln::testing::TempDir tmp;
+  const std::string json = tmp.file("bench.jsonl");
+  const std::string args = "bench --device cpu --model digits_cnn --batch 16 --steps 3 --warmup 1 --json " + json;
+  for (int run = 0; run < 2; ++run) {
+    const Result r = kiln(args);
+    ASSERT_EQ(r.rc, 0) << r.output;
+    expect_contains(r, {"kiln bench: digits_cnn on cpu fp32, batch 16:", "img/s (median step", "of 3",
+                        "first step after", "memory: planned"},
+                    args);
+  }
+  std::ifstream in(json);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  for (const nlohmann::json& j : lines) {
+    const std::vector<double> steps = j["step_ms"];
+    ASSERT_EQ(steps.size(), 3u);
+    std::vector<double> sorted = steps;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_DOUBLE_EQ(j["median_step_ms"].get<double>(), sorted[1]);
+    EXPECT_NEAR(j["images_per_second"].get<double>(), 16 / (sorted[1] * 1e-3), 1e-6 * j["images_per_second"].get<double>());
+    EXPECT_TRUE(std::isfinite(j["first_loss"].get<double>()));
+    EXPECT_TRUE(std::isfinite(j["last_loss"].get<double>()));
+    EXPECT_GT(j["planned_bytes"].get<double>(), 0);
+    EXPECT_EQ(j["device_bytes"].get<double>(), 0);  // no device memory on the CPU
+  }
+  expect_rejected("bench --steps 0", {"--steps", "use e.g. --steps 20"});
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // Expansion, shape inference, the fusion and first-layer passes, and errors on bad models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kiln/compile.h"
+#include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/zoo.h"
 #include "support/cpu_test_util.h"
@@ -33,6 +36,40 @@ TEST(Compile, ZooModelsHaveExpectedCbrCountsAndShapes) {
   int64_t params = 0;
   for (int id : r50.params) params += numel(r50.tensors[id].shape);
   EXPECT_EQ(params, 25557032);
+}
+
+// A training program is fed fp32 batches by the data loader: in mixed precision the first op of
+// forward and of inference casts them on the device into the copy the first layer reads. A
+// block without a loss reads its input in the compute dtype, as a layer inside a network does.
+TEST(Compile, MixedPrecisionTrainingCastsTheFp32BatchOnTheDevice) {
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    CompileOptions o = options(4);
+    o.device = Device::CUDA, o.precision = p;
+    const Program net = compile(zoo::digits_cnn(), o);
+    const TensorSpec& input = net.tensors[net.input];
+    EXPECT_EQ(input.dtype, DType::F32);
+    const int copy = net.find("input:compute");
+    ASSERT_GE(copy, 0);
+    EXPECT_EQ(net.tensors[copy].dtype, p == Precision::FP16 ? DType::F16 : DType::BF16);
+    for (const auto* list : {&net.forward, &net.inference}) {
+      const auto cast = std::find_if(list->begin(), list->end(),
+                                     [](const Op& op) { return op.kind == OpKind::CAST && op.layer == 0; });
+      ASSERT_NE(cast, list->end());
+      EXPECT_EQ(cast->in, std::vector<int>{net.input});
+      EXPECT_EQ(cast->out, std::vector<int>{copy});
+      // Every op that reads the batch reads the copy, except the cast itself.
+      for (const Op& op : *list) {
+        if (&op == &*cast) continue;
+        EXPECT_EQ(std::count(op.in.begin(), op.in.end(), net.input), 0) << op_kind_name(op.kind);
+      }
+    }
+    o.loss = false;
+    const Program block = compile(zoo::digits_cnn(), o);
+    EXPECT_EQ(block.tensors[block.input].dtype, p == Precision::FP16 ? DType::F16 : DType::BF16);
+    EXPECT_LT(block.find("input:compute"), 0);
+  }
+  const Program fp32 = compile(zoo::digits_cnn(), options(4));
+  EXPECT_LT(fp32.find("input:compute"), 0);
 }
 
 TEST(Compile, FusionPassTurnsConvBnReluIntoCbrAndKeepsTensorNames) {
@@ -179,6 +216,12 @@ TEST(Options, DeviceSpecsAndPrecisionNamesParseOrNameTheFix) {
       EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
     }
   }
+  // "auto" is the first GPU exactly when one is visible; other names parse as above.
+  const DeviceSpec automatic = resolve_device("auto");
+  EXPECT_EQ(automatic.device, cuda_device_count() > 0 ? Device::CUDA : Device::CPU);
+  EXPECT_EQ(automatic.index, 0);
+  EXPECT_EQ(resolve_device("cuda:1").index, 1);
+  EXPECT_THROW(resolve_device("automatic"), Error);
   EXPECT_EQ(parse_precision("bf16"), Precision::BF16);
   EXPECT_THROW(parse_precision("fp8"), Error);
   EXPECT_EQ(parse_optimizer("adamw"), OptimizerKind::AdamW);

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kiln/device.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cudnn_graphs.h"
 #include "runtime/cuda/env_settings.h"
@@ -154,6 +155,26 @@ CudaBackend& cuda_backend(Backend* backend, const std::string& where) {
 }  // namespace kiln
 
 namespace kiln {
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: clear the sticky error, report none
+    return 0;
+  }
+  return count;
+}
+
+size_t cuda_memory_in_use(int index) {
+  if (index < 0 || index >= cuda_device_count()) return 0;
+  int current = 0;
+  KILN_CUDA(cudaGetDevice(&current), "device memory");
+  KILN_CUDA(cudaSetDevice(index), "device memory");
+  size_t free = 0, total = 0;
+  KILN_CUDA(cudaMemGetInfo(&free, &total), "device memory");
+  KILN_CUDA(cudaSetDevice(current), "device memory");
+  return total - free;
+}
+
 std::unique_ptr<Backend> make_cuda_backend(int index, const CudaOptions& options) {
   return std::make_unique<cuda::CudaBackend>(index, options);
 }

@@ -46,6 +46,7 @@ class CudaBackend final : public Backend {
   // Scratch memory for work on stream `index`; ops never share one workspace across streams.
   void* workspace(int index = 0) const { return workspace_[index]; }
   size_t workspace_bytes() const { return workspace_bytes_; }
+  size_t workspace_total_bytes() const override { return workspace_bytes_ * kStreams; }
   CudnnGraphs& graphs();
   int device_ordinal() const { return device_; }
   // How many batch slices an op may cut a data-gradient convolution into, so that slice i runs on

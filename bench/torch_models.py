@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""PyTorch side of the whole-network benchmark (`kiln bench`), written as an expert PyTorch user
+trains (bench/README.md states the rules): the torchvision model, channels_last, synthetic inputs
+already on the GPU (fp32, as a data loader delivers them; autocast casts them in the first
+layer), autocast fp16 with GradScaler (bf16: autocast, no scaler; fp32: neither, TF32 off as
+kiln's fp32 is), SGD momentum 0.9 Nesterov weight decay 1e-4 with the fused (else foreach)
+implementation, gradients set to None every step, cudnn.benchmark on. Modes: eager,
+torch.compile (default), max-autotune (max-autotune-no-cudagraphs), each a fresh model compiled
+for this shape. A step is forward + loss + backward + optimizer; timed as `kiln bench` times
+(host clock from the first launch to a full device synchronize, per step), median of the timed
+steps after warm-up (compilation happens in the warm-up). Prints one JSON object per mode."""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torchvision
+
+MODELS = {"vgg16_bn": torchvision.models.vgg16_bn, "resnet50": torchvision.models.resnet50,
+          "resnet18": torchvision.models.resnet18}
+COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def make_step(model, optimizer, scaler, x, y, dtype):
+    loss_fn = torch.nn.CrossEntropyLoss()
+    autocast = dtype != torch.float32
+
+    def step():
+        with torch.autocast("cuda", dtype=dtype, enabled=autocast):
+            loss = loss_fn(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    return step
+
+
+def run(name, mode, batch, precision, warmup, steps, size):
+    torch.manual_seed(1)
+    dtype = DTYPES[precision]
+    start = time.perf_counter()
+    free_before = torch.cuda.mem_get_info()[0]
+    torch.cuda.reset_peak_memory_stats()
+    model = MODELS[name]().cuda().to(memory_format=torch.channels_last).train()
+    try:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4,
+                                    fused=True)
+        implementation = "fused"
+    except (RuntimeError, TypeError):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4,
+                                    foreach=True)
+        implementation = "foreach"
+    scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
+    x = torch.randn(batch, 3, size, size, device="cuda").to(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (batch,), device="cuda")
+    if mode != "eager":
+        torch._dynamo.reset()
+        model = torch.compile(model, mode=COMPILE_MODES[mode])
+    step = make_step(model, optimizer, scaler, x, y, dtype)
+    first_loss = float(step())
+    torch.cuda.synchronize()
+    first_step_seconds = time.perf_counter() - start
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        loss = step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    median = statistics.median(times)
+    return {"framework": "pytorch", "mode": mode, "model": name, "precision": precision, "batch": batch,
+            "optimizer": implementation, "images_per_second": batch / (median * 1e-3), "median_step_ms": median,
+            "step_ms": times, "first_step_seconds": first_step_seconds,
+            "max_memory_allocated": torch.cuda.max_memory_allocated(),
+            "device_bytes": free_before - torch.cuda.mem_get_info()[0],
+            "first_loss": first_loss, "last_loss": float(loss),
+            "torch": torch.__version__, "cudnn": torch.backends.cudnn.version()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=sorted(MODELS), required=True)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--precision", choices=sorted(DTYPES), default="fp16")
+    parser.add_argument("--modes", default="eager,compile", help="eager, compile, max-autotune (comma-separated)")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--size", type=int, default=224)
+    args = parser.parse_args()
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    for mode in args.modes.split(","):
+        if mode != "eager" and mode not in COMPILE_MODES:
+            parser.error(f"unknown mode {mode!r}: use eager, compile or max-autotune")
+        result = run(args.model, mode, args.batch, args.precision, args.warmup, args.steps, args.size)
+        print(json.dumps(result), flush=True)
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+#pragma once
+// Training throughput on synthetic data already in device memory: what `kiln bench` prints and
+// what bench/report_models.py sets beside PyTorch's numbers for the same model and batch.
+#include <cstdint>
+#include <vector>
+
+#include "kiln/blueprint.h"
+#include "kiln/options.h"
+
+namespace kiln {
+
+struct BenchOptions {
+  int warmup = 5;   // steps run before timing (cuDNN plans are tuned before the first)
+  int steps = 20;   // timed steps, >= 1
+  uint64_t seed = 1;
+  float lr = 0.01f;  // constant: the benchmark measures speed, the values only need to stay finite
+};
+
+struct BenchResult {
+  double first_step_seconds = 0;  // compile, memory plan, plan tuning and the first step
+  std::vector<double> step_ms;    // every timed step: host clock to a full device synchronize
+  double median_step_ms = 0, images_per_second = 0;  // from the median step
+  double first_loss = 0, last_loss = 0;
+  size_t planned_bytes = 0;    // the memory plan's arena (kiln plan prints the same)
+  size_t workspace_bytes = 0;  // op scratch memory (per stream, all streams)
+  // Device memory the program took once ready, beyond the CUDA context (cudaMemGetInfo before
+  // compiling and after the timed steps: arena, workspaces, cuDNN and cuBLAS state); 0 on the CPU.
+  size_t device_bytes = 0;
+};
+
+// Compiles `blueprint` with `options` (its loss included), fills the input with normal values
+// and the labels with random classes once, then trains warmup + steps steps with SGD at a
+// constant learning rate. A non-finite loss is a kiln::Error naming the step.
+BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& options, const BenchOptions& bench);
+
+}  // namespace kiln

@@ -1,0 +1,98 @@
+#include "kiln/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/random.h"
+#include "kiln/compile.h"
+#include "kiln/device.h"
+#include "kiln/error.h"
+#include "kiln/executable.h"
+#include "kiln/memory_plan.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Normal values in the input's dtype (fp32 in every training program: the device casts them)
+// and labels spread over the classes, made once on the host and copied in.
+void fill_synthetic_batch(Executable& exe, uint64_t seed) {
+  const Program& p = exe.program();
+  const TensorSpec& input = p.tensors[p.input];
+  const int64_t n = numel(input.shape);
+  if (input.dtype == DType::F32) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(random_normal(seed, 1, uint64_t(i)));
+    exe.write(p.input, x.data(), x.size() * sizeof(float));
+  } else if (input.dtype == DType::F64) {
+    std::vector<double> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = random_normal(seed, 1, uint64_t(i));
+    exe.write(p.input, x.data(), x.size() * sizeof(double));
+  } else {
+    fail("bench: a training program's input is fp32 or fp64, not {}", dtype_name(input.dtype));
+  }
+  const int64_t classes = p.tensors[p.logits].shape[1];
+  std::vector<int32_t> labels(static_cast<size_t>(p.tensors[p.label].shape[0]));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(random_bits(seed, 2, i) % uint64_t(classes));
+  exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
+}
+
+}  // namespace
+
+BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& options, const BenchOptions& bench) {
+  if (bench.steps < 1) fail("bench: --steps must be >= 1 (got {}); use e.g. --steps 20", bench.steps);
+  if (bench.warmup < 0) fail("bench: --warmup must be >= 0 (got {}); use e.g. --warmup 5", bench.warmup);
+  if (!options.loss) fail("bench: the benchmark trains with a loss; compile with CompileOptions::loss = true");
+  const bool cuda = options.device == Device::CUDA;
+  const size_t used_before = cuda ? cuda_memory_in_use(options.device_index) : 0;
+  BenchResult r;
+  const auto start = Clock::now();
+  Executable exe(compile(blueprint, options), bench.seed);
+  fill_synthetic_batch(exe, bench.seed);
+  const int loss = exe.program().loss;
+  auto step = [&](int64_t i) {
+    const StepScalars s{bench.lr, i, bench.seed};
+    exe.run_forward(s);
+    exe.run_backward(s);
+    exe.run_update(s);
+    exe.synchronize();
+  };
+  auto loss_at = [&](int64_t i) {
+    const double value = exe.program().tensors[loss].dtype == DType::F64 ? exe.read<double>(loss)[0]
+                                                                          : exe.read<float>(loss)[0];
+    if (!std::isfinite(value))
+      fail("bench: step {} gave a non-finite loss ({}); the model diverged on synthetic data", i, value);
+    return value;
+  };
+  step(0);
+  r.first_step_seconds = seconds_since(start);
+  r.first_loss = loss_at(0);
+  int64_t i = 1;
+  for (; i <= bench.warmup; ++i) step(i);
+  for (int k = 0; k < bench.steps; ++k, ++i) {
+    const auto t0 = Clock::now();
+    step(i);
+    r.step_ms.push_back(1e3 * seconds_since(t0));
+  }
+  r.last_loss = loss_at(i - 1);
+  std::vector<double> sorted = r.step_ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t m = sorted.size();
+  r.median_step_ms = m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
+  r.images_per_second = double(options.batch) / (r.median_step_ms * 1e-3);
+  r.planned_bytes = exe.plan().arena_bytes;
+  r.workspace_bytes = exe.workspace_bytes();
+  if (cuda) {
+    const size_t used_after = cuda_memory_in_use(options.device_index);
+    r.device_bytes = used_after > used_before ? used_after - used_before : 0;
+  }
+  return r;
+}
+
+}  // namespace kiln
