@@ -2,6 +2,8 @@
 
 #include "ops/activation/activation_functions.h"
 
+#include "core/parallel.h"
+
 namespace kiln {
 
 const char* activation_name(Activation a) {
@@ -16,13 +18,19 @@ const char* activation_name(Activation a) {
 
 namespace cpu {
 
+namespace {
+// Elements per task (the functions cost a few to a few tens of flops each).
+constexpr int64_t kTaskElems = 1 << 14;
+}  // namespace
+
 // Elementwise and independent, so any split over threads gives the same bytes.
 template <class T>
 void activation_forward(Activation f, float alpha, const T* x, int64_t n, T* y) {
   activation::visit(f, [&](auto fn) {
     using F = decltype(fn);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) y[i] = F::value(x[i], T(alpha));
+    parallel_blocks(n, kTaskElems, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] = F::value(x[i], T(alpha));
+    });
   });
 }
 
@@ -30,8 +38,9 @@ template <class T>
 void activation_backward(Activation f, float alpha, const T* dy, const T* x, int64_t n, T* dx) {
   activation::visit(f, [&](auto fn) {
     using F = decltype(fn);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * F::derivative(x[i], T(alpha));
+    parallel_blocks(n, kTaskElems, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) dx[i] = dy[i] * F::derivative(x[i], T(alpha));
+    });
   });
 }
 

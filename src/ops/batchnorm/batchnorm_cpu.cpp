@@ -6,11 +6,17 @@
 #include <cstring>
 #include <vector>
 
+#include "core/parallel.h"
+
 namespace kiln::cpu {
 namespace {
 
-// Below this many elements threads cost more than they save.
+// Below this many elements threads cost more than they save; elementwise passes give each
+// task about this many.
 constexpr int64_t kParallelElems = 1 << 15;
+
+// Rows per task of an elementwise pass over an M x C matrix (a multiple of 8, see bn_apply_relu).
+int64_t rows_per_task(int64_t C) { return std::max<int64_t>(1, kParallelElems / std::max<int64_t>(C, 1) / 8) * 8; }
 
 // Rows are split into a number of chunks that depends on M and C only (never on the thread
 // count); each chunk sums into its own partial row and partials are added in chunk order, so
@@ -29,13 +35,12 @@ template <size_t K, class AddRow>
 void reduce_rows(int64_t M, int64_t C, AddRow add_row, std::array<double*, K> out) {
   RowChunks chunks(M, C);
   std::vector<double> partial(chunks.count * K * C, 0.0);
-#pragma omp parallel for if (chunks.count > 1)
-  for (int64_t b = 0; b < chunks.count; ++b) {
+  parallel_for(chunks.count, [&](int64_t b) {
     std::array<double*, K> acc;
     for (size_t k = 0; k < K; ++k) acc[k] = partial.data() + (b * K + k) * C;
     int64_t end = std::min(M, (b + 1) * chunks.rows);
     for (int64_t m = b * chunks.rows; m < end; ++m) add_row(m, acc);
-  }
+  });
   for (size_t k = 0; k < K; ++k)
     for (int64_t c = 0; c < C; ++c) {
       double s = 0.0;
@@ -124,23 +129,21 @@ void bn_finalize(const double* sum, const double* sqsum, int64_t count, const T*
 
 template <class T>
 void bn_apply(const T* x, const double* scale, const double* shift, int64_t M, int64_t C, T* y) {
-#pragma omp parallel for if (M * C > kParallelElems)
-  for (int64_t m = 0; m < M; ++m) {
-    const T* xr = x + m * C;
-    T* yr = y + m * C;
-    for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(xr[c] * scale[c] + shift[c]);
-  }
+  parallel_blocks(M, rows_per_task(C), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const T* xr = x + m * C;
+      T* yr = y + m * C;
+      for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(xr[c] * scale[c] + shift[c]);
+    }
+  });
 }
 
 template <class T>
 void bn_apply_relu(const T* x, const double* scale, const double* shift, int64_t M, int64_t C,
                    T* y, uint8_t* bitmask) {
-  // Groups of 8 rows cover exactly C whole mask bytes, so threads never share a byte.
-  int64_t groups = (M + 7) / 8;
-#pragma omp parallel for if (M * C > kParallelElems)
-  for (int64_t g = 0; g < groups; ++g) {
-    int64_t m0 = g * 8, m1 = std::min(M, m0 + 8);
-    if (bitmask) std::memset(bitmask + g * C, 0, bitmask_bytes(m1 * C) - g * C);
+  // Runs of 8k rows cover exactly kC whole mask bytes, so tasks never share a byte.
+  parallel_blocks(M, rows_per_task(C), [&](int64_t m0, int64_t m1) {
+    if (bitmask) std::memset(bitmask + m0 * C / 8, 0, bitmask_bytes(m1 * C) - m0 * C / 8);
     for (int64_t m = m0; m < m1; ++m)
       for (int64_t c = 0; c < C; ++c) {
         int64_t i = m * C + c;
@@ -149,7 +152,7 @@ void bn_apply_relu(const T* x, const double* scale, const double* shift, int64_t
         y[i] = pass ? static_cast<T>(v) : T(0);
         if (bitmask && pass) bitmask[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
       }
-  }
+  });
 }
 
 template <class T>
@@ -182,14 +185,15 @@ void bn_backward_apply(const T* dy, const uint8_t* relu_bitmask, const T* x, con
     a[c] = sum_dy[c] / static_cast<double>(M);
     b[c] = sum_dy_xhat[c] / static_cast<double>(M);
   }
-#pragma omp parallel for if (M * C > kParallelElems)
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t c = 0; c < C; ++c) {
-      int64_t i = m * C + c;
-      double g = (relu_bitmask && !bitmask_get(relu_bitmask, i)) ? 0.0 : dy[i];
-      double xhat = (x[i] - mean[c]) * inv[c];
-      dx[i] = static_cast<T>(k[c] * (g - a[c] - xhat * b[c]));
-    }
+  parallel_blocks(M, rows_per_task(C), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
+      for (int64_t c = 0; c < C; ++c) {
+        int64_t i = m * C + c;
+        double g = (relu_bitmask && !bitmask_get(relu_bitmask, i)) ? 0.0 : dy[i];
+        double xhat = (x[i] - mean[c]) * inv[c];
+        dx[i] = static_cast<T>(k[c] * (g - a[c] - xhat * b[c]));
+      }
+  });
 }
 
 template <class T>

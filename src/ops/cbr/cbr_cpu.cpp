@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parallel.h"
+
 namespace kiln::cpu {
 namespace {
 
@@ -33,11 +35,10 @@ template <class AddRow>
 void reduce_channels(int64_t rows, int64_t channels, double* a, double* b, AddRow add_row) {
   const Chunks chunks(rows, channels);
   std::vector<double> partial(chunks.count * 2 * channels, 0.0);
-#pragma omp parallel for schedule(static) if (chunks.count > 1)
-  for (int64_t k = 0; k < chunks.count; ++k) {
+  parallel_for(chunks.count, [&](int64_t k) {
     double* pa = partial.data() + k * 2 * channels;
     for (int64_t m = chunks.begin(k); m < chunks.end(k); ++m) add_row(m, pa, pa + channels);
-  }
+  });
   std::fill(a, a + channels, 0.0);
   std::fill(b, b + channels, 0.0);
   for (int64_t k = 0; k < chunks.count; ++k) {
@@ -74,8 +75,7 @@ template <class T>
 void scale_shift_relu(const T* z, int64_t rows, int64_t channels, const T* scale, const T* shift,
                       T* y, uint8_t* bits) {
   const Chunks chunks(rows, channels);
-#pragma omp parallel for schedule(static) if (chunks.count > 1)
-  for (int64_t k = 0; k < chunks.count; ++k) {
+  parallel_for(chunks.count, [&](int64_t k) {
     for (int64_t m = chunks.begin(k); m < chunks.end(k); ++m) {
       const T* zr = z + m * channels;
       T* yr = y + m * channels;
@@ -89,7 +89,7 @@ void scale_shift_relu(const T* z, int64_t rows, int64_t channels, const T* scale
       const int64_t first = chunks.begin(k) * channels;  // a multiple of 8
       pack_positive(y + first, chunks.end(k) * channels - first, bits + first / 8);
     }
-  }
+  });
 }
 
 }  // namespace
@@ -173,8 +173,7 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
   }
   const Chunks chunks(rows, channels);
   T* dconv = t.dconv;
-#pragma omp parallel for schedule(static) if (chunks.count > 1)
-  for (int64_t k = 0; k < chunks.count; ++k) {
+  parallel_for(chunks.count, [&](int64_t k) {
     for (int64_t m = chunks.begin(k); m < chunks.end(k); ++m) {
       const int64_t base = m * channels;
       for (int64_t c = 0; c < channels; ++c) {
@@ -183,7 +182,7 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
         dconv[base + c] = k_gy[c] * gy - k_mean[c] - k_xhat[c] * xhat;
       }
     }
-  }
+  });
 
   // wgrad reads x before dgrad may overwrite it (dx can share x's storage).
   conv_wgrad<T>(g, dconv, t.x, t.dw, nullptr);

@@ -1,9 +1,9 @@
 // CBR kernels against the naive double reference (conv -> batchnorm(train) -> relu).
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "ops/cbr/cbr_cpu.h"
 #include "support/cbr_test_reference.h"
+#include "support/scoped_threads.h"
 
 namespace kiln::cbr_test {
 namespace {
@@ -182,15 +182,17 @@ TEST(CbrMask, TranscodesBitsLeastSignificantFirst) {
 // must not change a single bit of what CBR itself computes.
 TEST(CbrDeterminism, BitwiseSameAtAnyThreadCount) {
   const Inputs in(kGeometries[6], 7);
-  const int threads = omp_get_max_threads();
   KernelRun<float> one{in}, many{in};
-  omp_set_num_threads(1);
-  one.forward();
-  one.backward(false);
-  omp_set_num_threads(std::max(threads, 3));
-  many.forward();
-  many.backward(false);
-  omp_set_num_threads(threads);
+  {
+    testing::ScopedThreads single(1);
+    one.forward();
+    one.backward(false);
+  }
+  {
+    testing::ScopedThreads several(3);
+    many.forward();
+    many.backward(false);
+  }
   ASSERT_EQ(one.conv_out, many.conv_out) << "the convolution itself depends on the thread count";
   EXPECT_EQ(one.y, many.y);
   EXPECT_EQ(one.bits, many.bits);

@@ -7,9 +7,8 @@ namespace kiln::cpu {
 // Row-major BLAS-style GEMM: C (m x n) = alpha * op(A) * op(B) + beta * C, where op(A) is
 // m x k and op(B) is k x n. With trans_a, A is stored k x m (leading dimension lda >= m);
 // otherwise m x k (lda >= k); likewise B. When beta == 0, C is not read (it may hold garbage).
-// Outside an OpenMP parallel region, large products are split into one band of C per thread
-// (inside one, it runs serially); each element is computed by one thread, so results are
-// bitwise reproducible for a fixed thread count.
+// Large products are cut into pieces that run on kiln's pool (core/parallel.h); the cut depends
+// on m, n and k only, so the result's bits do not depend on the thread count.
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);

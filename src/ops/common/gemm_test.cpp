@@ -1,5 +1,6 @@
 // gemm against a naive triple loop: every transpose combination, alpha/beta, padded leading
-// dimensions, and sizes large enough to be split across threads.
+// dimensions, and sizes large enough to be cut into pieces (bands and depth parts); the same
+// bytes at any thread count.
 #include "ops/common/gemm_cpu.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "support/scoped_threads.h"
 
 namespace kiln::cpu {
 namespace {
@@ -93,6 +95,36 @@ TEST(GemmCpu, RepeatedRunsAreBitwiseIdentical) {
   gemm<float>(false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, c1.data(), n);
   gemm<float>(false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, c2.data(), n);
   EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)), 0);
+}
+
+// The product is cut by its shape alone, so 1, 2 and 3 threads give the same bits. Shapes for
+// each cut: whole, bands of rows (a conv's forward), bands of columns, parts of the depth (a
+// conv's weight gradient: k = pixels of the batch).
+TEST(GemmCpu, SameBytesAtAnyThreadCount) {
+  struct Shape {
+    bool ta, tb;
+    int64_t m, n, k;
+  };
+  const std::vector<Shape> shapes = {{false, false, 7, 5, 3},      {false, true, 3000, 64, 288},
+                                     {false, false, 64, 3000, 288}, {true, false, 32, 288, 25600},
+                                     {false, true, 64, 128, 1600}};
+  for (const Shape& s : shapes) {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    std::vector<float> a(s.m * s.k), b(s.k * s.n);
+    for (float& v : a) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+    std::vector<std::vector<float>> c;
+    for (int threads : {1, 2, 3}) {
+      kiln::testing::ScopedThreads scope(threads);
+      c.emplace_back(s.m * s.n, 0.5f);
+      gemm<float>(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 1.f, c.back().data(), s.n);
+    }
+    const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+    EXPECT_EQ(std::memcmp(c[0].data(), c[1].data(), c[0].size() * sizeof(float)), 0) << what << ": 1 vs 2 threads";
+    EXPECT_EQ(std::memcmp(c[0].data(), c[2].data(), c[0].size() * sizeof(float)), 0) << what << ": 1 vs 3 threads";
+  }
 }
 
 TEST(GemmCpu, BadLeadingDimensionThrows) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/parallel.h"
 #include "kiln/error.h"
 #include "ops/common/gemm_cpu.h"
 
@@ -49,7 +50,7 @@ ConvGeom ConvGeom::make(const Shape& x, const Shape& w, int stride, int pad) {
 namespace {
 
 std::atomic<size_t> col_budget_bytes{size_t{64} << 20};
-// Below this many column elements per chunk, threads cost more than they save.
+// Column elements per task of im2col / col2im: fewer cost more in waking a thread than they save.
 constexpr int64_t kParallelMinElems = int64_t{1} << 16;
 
 int64_t out_pixels(const ConvGeom& g) { return g.ho * g.wo; }
@@ -133,19 +134,25 @@ void col2im_image(const ConvGeom& g, const T* col, T* dx) {
   }
 }
 
-// Images are independent, so threads split them without sharing any output.
+int64_t images_per_task(const ConvGeom& g) {
+  return std::max<int64_t>(1, kParallelMinElems / (out_pixels(g) * patch_len(g)));
+}
+
+// Images are independent, so tasks split them without sharing any output.
 template <class T>
 void im2col_chunk(const ConvGeom& g, const T* x, int64_t images, T* col) {
   const int64_t in_image = g.h * g.w * g.c, col_image = out_pixels(g) * patch_len(g);
-#pragma omp parallel for schedule(static) if (images * col_image >= kParallelMinElems)
-  for (int64_t i = 0; i < images; ++i) im2col_image(g, x + i * in_image, col + i * col_image);
+  parallel_blocks(images, images_per_task(g), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) im2col_image(g, x + i * in_image, col + i * col_image);
+  });
 }
 
 template <class T>
 void col2im_chunk(const ConvGeom& g, const T* col, int64_t images, T* dx) {
   const int64_t in_image = g.h * g.w * g.c, col_image = out_pixels(g) * patch_len(g);
-#pragma omp parallel for schedule(static) if (images * col_image >= kParallelMinElems)
-  for (int64_t i = 0; i < images; ++i) col2im_image(g, col + i * col_image, dx + i * in_image);
+  parallel_blocks(images, images_per_task(g), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) col2im_image(g, col + i * col_image, dx + i * in_image);
+  });
 }
 
 }  // namespace

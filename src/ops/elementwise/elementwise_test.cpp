@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -12,6 +11,7 @@
 #include "support/cpu_test_util.h"
 #include "support/gradcheck.h"
 #include "support/op_bench.h"
+#include "support/scoped_threads.h"
 
 namespace {
 
@@ -93,13 +93,15 @@ TEST(ElementwiseCpu, DropoutIsIndependentOfThreadCountAndVariesByStep) {
   const int64_t n = 200000;
   Vec x = uniform_vec(8, n), y1(n), y2(n), y3(n);
   Bytes m1(n), m2(n), m3(n);
-  int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  dropout_forward<double>(x.data(), n, 0.5f, 9, dropout_stream(2, 0), y1.data(), m1.data());
-  omp_set_num_threads(std::max(2, threads));
-  dropout_forward<double>(x.data(), n, 0.5f, 9, dropout_stream(2, 0), y2.data(), m2.data());
-  dropout_forward<double>(x.data(), n, 0.5f, 9, dropout_stream(2, 1), y3.data(), m3.data());
-  omp_set_num_threads(threads);
+  {
+    kiln::testing::ScopedThreads single(1);
+    dropout_forward<double>(x.data(), n, 0.5f, 9, dropout_stream(2, 0), y1.data(), m1.data());
+  }
+  {
+    kiln::testing::ScopedThreads several(3);
+    dropout_forward<double>(x.data(), n, 0.5f, 9, dropout_stream(2, 0), y2.data(), m2.data());
+    dropout_forward<double>(x.data(), n, 0.5f, 9, dropout_stream(2, 1), y3.data(), m3.data());
+  }
   EXPECT_EQ(m1, m2);
   EXPECT_EQ(y1, y2);
   EXPECT_NE(m1, m3);

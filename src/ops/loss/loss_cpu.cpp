@@ -4,9 +4,11 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parallel.h"
+
 namespace kiln::cpu {
 namespace {
-// Below this many logits a thread team costs more than it saves (exp dominates).
+// Logits per task: below this many a thread costs more than it saves (exp dominates).
 constexpr int64_t kParallelElems = 1 << 13;
 }  // namespace
 
@@ -17,31 +19,34 @@ double softmax_cross_entropy(const T* logits, const int32_t* labels, int64_t N, 
   const double off_target = label_smoothing / static_cast<double>(C);
   const double on_target = 1.0 - label_smoothing + off_target;
   const double inv_n = 1.0 / static_cast<double>(N);
-#pragma omp parallel for if (N * C > kParallelElems)
-  for (int64_t n = 0; n < N; ++n) {
-    const T* z = logits + n * C;
-    double max = z[0];
-    for (int64_t c = 1; c < C; ++c) max = std::max(max, static_cast<double>(z[c]));
-    double sum_exp = 0.0, sum_shifted = 0.0;
-    for (int64_t c = 0; c < C; ++c) {
-      double shifted = z[c] - max;
-      sum_exp += std::exp(shifted);
-      sum_shifted += shifted;
-    }
-    double log_sum = std::log(sum_exp);
-    int64_t label = labels[n];
-    // -sum_c target_c * (shifted_c - log_sum), with sum_c target_c = 1.
-    double target_dot_shifted = (1.0 - label_smoothing) * (z[label] - max) + off_target * sum_shifted;
-    row_loss[n] = log_sum - target_dot_shifted;
-    if (dlogits) {
-      T* d = dlogits + n * C;
+  // Rows are independent; their losses are added in row order below.
+  const int64_t rows_per_task = std::max<int64_t>(1, kParallelElems / std::max<int64_t>(C, 1));
+  parallel_blocks(N, rows_per_task, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      const T* z = logits + n * C;
+      double max = z[0];
+      for (int64_t c = 1; c < C; ++c) max = std::max(max, static_cast<double>(z[c]));
+      double sum_exp = 0.0, sum_shifted = 0.0;
       for (int64_t c = 0; c < C; ++c) {
-        double p = std::exp(z[c] - max - log_sum);
-        double target = c == label ? on_target : off_target;
-        d[c] = static_cast<T>((p - target) * inv_n);
+        double shifted = z[c] - max;
+        sum_exp += std::exp(shifted);
+        sum_shifted += shifted;
+      }
+      double log_sum = std::log(sum_exp);
+      int64_t label = labels[n];
+      // -sum_c target_c * (shifted_c - log_sum), with sum_c target_c = 1.
+      double target_dot_shifted = (1.0 - label_smoothing) * (z[label] - max) + off_target * sum_shifted;
+      row_loss[n] = log_sum - target_dot_shifted;
+      if (dlogits) {
+        T* d = dlogits + n * C;
+        for (int64_t c = 0; c < C; ++c) {
+          double p = std::exp(z[c] - max - log_sum);
+          double target = c == label ? on_target : off_target;
+          d[c] = static_cast<T>((p - target) * inv_n);
+        }
       }
     }
-  }
+  });
   double total = 0.0;
   for (double l : row_loss) total += l;
   return total * inv_n;

@@ -2,12 +2,14 @@
 
 #include <cmath>
 
+#include "core/parallel.h"
+
 namespace kiln {
 namespace cpu {
 
 namespace {
-// Below this many elements one thread finishes before a team would start.
-constexpr int64_t kParallelMin = 1 << 15;
+// Elements per task: below this many one thread finishes before another would wake.
+constexpr int64_t kTaskElems = 1 << 15;
 }  // namespace
 
 template <class T>
@@ -15,16 +17,17 @@ void sgd_update(int64_t n, const T* grad, T* param, T* momentum_buf, const SgdHy
   const T lr = static_cast<T>(h.lr), mom = static_cast<T>(h.momentum),
           wd = static_cast<T>(h.weight_decay);
   const bool use_buf = h.momentum != 0, decay = h.weight_decay != 0, nesterov = h.nesterov;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    T g = decay ? grad[i] + wd * param[i] : grad[i];
-    if (use_buf) {
-      const T buf = mom * momentum_buf[i] + g;
-      momentum_buf[i] = buf;
-      g = nesterov ? g + mom * buf : buf;
+  parallel_blocks(n, kTaskElems, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      T g = decay ? grad[i] + wd * param[i] : grad[i];
+      if (use_buf) {
+        const T buf = mom * momentum_buf[i] + g;
+        momentum_buf[i] = buf;
+        g = nesterov ? g + mom * buf : buf;
+      }
+      param[i] -= lr * g;
     }
-    param[i] -= lr * g;
-  }
+  });
 }
 
 template <class T>
@@ -36,16 +39,17 @@ void adamw_update(int64_t n, const T* grad, T* param, T* m, T* v, const AdamWHyp
   const T step_size = static_cast<T>(h.lr / (1 - std::pow(h.beta1, t)));
   const T bc2_sqrt = static_cast<T>(std::sqrt(1 - std::pow(h.beta2, t)));
   const T eps = static_cast<T>(h.eps);
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const T g = grad[i];
-    const T mi = b1 * m[i] + one_minus_b1 * g;
-    const T vi = b2 * v[i] + one_minus_b2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const T denom = std::sqrt(vi) / bc2_sqrt + eps;
-    param[i] = param[i] * keep - step_size * (mi / denom);
-  }
+  parallel_blocks(n, kTaskElems, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const T g = grad[i];
+      const T mi = b1 * m[i] + one_minus_b1 * g;
+      const T vi = b2 * v[i] + one_minus_b2 * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      const T denom = std::sqrt(vi) / bc2_sqrt + eps;
+      param[i] = param[i] * keep - step_size * (mi / denom);
+    }
+  });
 }
 
 template void sgd_update<float>(int64_t, const float*, float*, float*, const SgdHyper&);

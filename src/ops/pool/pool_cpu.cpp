@@ -4,15 +4,22 @@
 #include <cstring>
 #include <vector>
 
+#include "core/parallel.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
 namespace {
-// Below this many multiply-adds a thread team costs more than it saves.
+// Below this many multiply-adds a thread costs more than it saves: each task gets about this
+// much work.
 constexpr int64_t kParallelWork = 1 << 15;
 // Channel block of one maxpool-backward task: tasks own disjoint channels, so the scatter
 // needs no atomics and keeps its order.
 constexpr int64_t kChannelBlock = 16;
+
+// Items per task when each item costs `work_per_item` multiply-adds.
+int64_t items_per_task(int64_t work_per_item) {
+  return std::max<int64_t>(1, kParallelWork / std::max<int64_t>(work_per_item, 1));
+}
 }  // namespace
 
 PoolGeom PoolGeom::make(const Shape& x, int kernel, int stride, int pad, const char* kind,
@@ -40,9 +47,10 @@ PoolGeom PoolGeom::make(const Shape& x, int kernel, int stride, int pad, const c
 template <class T>
 void maxpool_forward(const PoolGeom& g, const T* x, T* y, int32_t* argmax) {
   const int64_t C = g.c;
-#pragma omp parallel for collapse(2) if (g.n * g.ho * g.wo * C * g.kernel * g.kernel > kParallelWork)
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t oh = 0; oh < g.ho; ++oh) {
+  // A task takes a run of output rows; row r is row r % ho of image r / ho.
+  parallel_blocks(g.n * g.ho, items_per_task(g.wo * C * g.kernel * g.kernel), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.ho, oh = r % g.ho;
       // padding <= kernel/2 guarantees every window holds at least one real element.
       int64_t h0 = oh * g.stride - g.pad;
       int64_t ih_lo = std::max<int64_t>(h0, 0), ih_hi = std::min(h0 + g.kernel, g.h);
@@ -68,55 +76,57 @@ void maxpool_forward(const PoolGeom& g, const T* x, T* y, int32_t* argmax) {
           }
       }
     }
+  });
 }
 
 template <class T>
 void maxpool_backward(const PoolGeom& g, const T* dy, const int32_t* argmax, T* dx) {
-  const int64_t C = g.c, image = g.h * g.w * C;
+  const int64_t C = g.c, image = g.h * g.w * C, pixels = g.ho * g.wo;
   const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
-  const bool parallel = g.n * g.ho * g.wo * C > kParallelWork;
   std::memset(dx, 0, sizeof(T) * g.n * image);
-#pragma omp parallel for collapse(2) if (parallel)
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t b = 0; b < blocks; ++b) {
+  // A task takes a run of (image, channel block) pairs; pair p is block p % blocks of image
+  // p / blocks.
+  parallel_blocks(g.n * blocks, items_per_task(pixels * kChannelBlock), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n = p / blocks, b = p % blocks;
       int64_t c0 = b * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
       T* dxn = dx + n * image;
-      for (int64_t o = n * g.ho * g.wo; o < (n + 1) * g.ho * g.wo; ++o)
+      for (int64_t o = n * pixels; o < (n + 1) * pixels; ++o)
         for (int64_t c = c0; c < c1; ++c)
           dxn[static_cast<int64_t>(argmax[o * C + c]) * C + c] += dy[o * C + c];
     }
+  });
 }
 
 template <class T>
 void avgpool_forward(const PoolGeom& g, const T* x, T* y) {
   const int64_t C = g.c;
   const double divisor = static_cast<double>(g.kernel * g.kernel);
-#pragma omp parallel if (g.n * g.ho * g.wo * C * g.kernel * g.kernel > kParallelWork)
-  {
+  // A task takes a run of output rows; row r is row r % ho of image r / ho.
+  parallel_blocks(g.n * g.ho, items_per_task(g.wo * C * g.kernel * g.kernel), [&](int64_t r0, int64_t r1) {
     std::vector<double> acc(C);
-#pragma omp for collapse(2)
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t oh = 0; oh < g.ho; ++oh) {
-        int64_t h0 = oh * g.stride - g.pad;
-        int64_t ih_lo = std::max<int64_t>(h0, 0), ih_hi = std::min(h0 + g.kernel, g.h);
-        for (int64_t ow = 0; ow < g.wo; ++ow) {
-          int64_t w0 = ow * g.stride - g.pad;
-          int64_t iw_lo = std::max<int64_t>(w0, 0), iw_hi = std::min(w0 + g.kernel, g.w);
-          std::fill(acc.begin(), acc.end(), 0.0);
-          for (int64_t ih = ih_lo; ih < ih_hi; ++ih)
-            for (int64_t iw = iw_lo; iw < iw_hi; ++iw) {
-              const T* xr = x + ((n * g.h + ih) * g.w + iw) * C;
-              for (int64_t c = 0; c < C; ++c) acc[c] += xr[c];
-            }
-          T* yr = y + ((n * g.ho + oh) * g.wo + ow) * C;
-          for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(acc[c] / divisor);
-        }
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.ho, oh = r % g.ho;
+      int64_t h0 = oh * g.stride - g.pad;
+      int64_t ih_lo = std::max<int64_t>(h0, 0), ih_hi = std::min(h0 + g.kernel, g.h);
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        int64_t w0 = ow * g.stride - g.pad;
+        int64_t iw_lo = std::max<int64_t>(w0, 0), iw_hi = std::min(w0 + g.kernel, g.w);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t ih = ih_lo; ih < ih_hi; ++ih)
+          for (int64_t iw = iw_lo; iw < iw_hi; ++iw) {
+            const T* xr = x + ((n * g.h + ih) * g.w + iw) * C;
+            for (int64_t c = 0; c < C; ++c) acc[c] += xr[c];
+          }
+        T* yr = y + ((n * g.ho + oh) * g.wo + ow) * C;
+        for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(acc[c] / divisor);
       }
-  }
+    }
+  });
 }
 
 // Gathers, for every input element, the outputs whose windows cover it: no scatter, so each
-// dx element is written by one thread in a fixed order.
+// dx element is written by one task in a fixed order.
 template <class T>
 void avgpool_backward(const PoolGeom& g, const T* dy, T* dx) {
   const int64_t C = g.c, k = g.kernel, s = g.stride, p = g.pad;
@@ -127,37 +137,34 @@ void avgpool_backward(const PoolGeom& g, const T* dy, T* dx) {
     lo = a <= 0 ? 0 : (a + s - 1) / s;
     hi = std::min(out_size, (i + p) / s + 1);
   };
-#pragma omp parallel if (g.n * g.h * g.w * C * k * k > kParallelWork)
-  {
+  // A task takes a run of input rows; row r is row r % h of image r / h.
+  parallel_blocks(g.n * g.h, items_per_task(g.w * C * k * k), [&](int64_t r0, int64_t r1) {
     std::vector<double> acc(C);
-#pragma omp for collapse(2)
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t ih = 0; ih < g.h; ++ih) {
-        int64_t oh_lo, oh_hi;
-        covering(ih, g.ho, oh_lo, oh_hi);
-        for (int64_t iw = 0; iw < g.w; ++iw) {
-          int64_t ow_lo, ow_hi;
-          covering(iw, g.wo, ow_lo, ow_hi);
-          std::fill(acc.begin(), acc.end(), 0.0);
-          for (int64_t oh = oh_lo; oh < oh_hi; ++oh)
-            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-              const T* dyr = dy + ((n * g.ho + oh) * g.wo + ow) * C;
-              for (int64_t c = 0; c < C; ++c) acc[c] += dyr[c];
-            }
-          T* dxr = dx + ((n * g.h + ih) * g.w + iw) * C;
-          for (int64_t c = 0; c < C; ++c) dxr[c] = static_cast<T>(acc[c] / divisor);
-        }
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.h, ih = r % g.h;
+      int64_t oh_lo, oh_hi;
+      covering(ih, g.ho, oh_lo, oh_hi);
+      for (int64_t iw = 0; iw < g.w; ++iw) {
+        int64_t ow_lo, ow_hi;
+        covering(iw, g.wo, ow_lo, ow_hi);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh)
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+            const T* dyr = dy + ((n * g.ho + oh) * g.wo + ow) * C;
+            for (int64_t c = 0; c < C; ++c) acc[c] += dyr[c];
+          }
+        T* dxr = dx + ((n * g.h + ih) * g.w + iw) * C;
+        for (int64_t c = 0; c < C; ++c) dxr[c] = static_cast<T>(acc[c] / divisor);
       }
-  }
+    }
+  });
 }
 
 template <class T>
 void gap_forward(const T* x, int64_t n, int64_t hw, int64_t c, T* y) {
-#pragma omp parallel if (n * hw * c > kParallelWork)
-  {
+  parallel_blocks(n, items_per_task(hw * c), [&](int64_t i0, int64_t i1) {
     std::vector<double> acc(c);
-#pragma omp for
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = i0; i < i1; ++i) {
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = 0; j < hw; ++j) {
         const T* xr = x + (i * hw + j) * c;
@@ -165,17 +172,18 @@ void gap_forward(const T* x, int64_t n, int64_t hw, int64_t c, T* y) {
       }
       for (int64_t k = 0; k < c; ++k) y[i * c + k] = static_cast<T>(acc[k] / hw);
     }
-  }
+  });
 }
 
 template <class T>
 void gap_backward(const T* dy, int64_t n, int64_t hw, int64_t c, T* dx) {
-#pragma omp parallel for if (n * hw * c > kParallelWork)
-  for (int64_t r = 0; r < n * hw; ++r) {
-    const T* dyr = dy + (r / hw) * c;
-    T* dxr = dx + r * c;
-    for (int64_t k = 0; k < c; ++k) dxr[k] = static_cast<T>(static_cast<double>(dyr[k]) / hw);
-  }
+  parallel_blocks(n * hw, items_per_task(c), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* dyr = dy + (r / hw) * c;
+      T* dxr = dx + r * c;
+      for (int64_t k = 0; k < c; ++k) dxr[k] = static_cast<T>(static_cast<double>(dyr[k]) / hw);
+    }
+  });
 }
 
 #define KILN_INSTANTIATE_POOL(T)                                                           \
