@@ -19,6 +19,7 @@
 #include "kiln/error.h"
 #include "kiln/options.h"
 #include "kiln/schedule.h"
+#include "kiln/threads.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
 
@@ -124,7 +125,20 @@ struct TrainArgs {
   uint64_t seed = 1;
   kiln::CudaOptions cuda;  // --no-cudnn-tune ... --pipeline-chunks (add_cuda)
   int side_stream = 1;     // --side-stream 0|1, into cuda.side_stream
+  int threads = 1;         // --threads; main sets the default, kiln::threads()
 };
+
+// The CPU kernels' thread pool (kiln/threads.h), one per process. Data loader workers are not
+// counted: they sleep while the prefetch queue is full and build a batch in a small fraction of
+// a step, and while one runs, the pool's other threads take the pieces of the thread it delays
+// (a kernel's pieces go to whichever thread is free).
+void add_threads(CLI::App* app, TrainArgs& a) {
+  app->add_option("--threads", a.threads,
+                  "threads for the CPU kernels, >= 1; default: the cores this process may use, or KILN_THREADS")
+      ->check(at_least(1, fmt::format("use e.g. --threads {} (the cores this process may use), or 1 for a "
+                                      "single thread",
+                                      kiln::available_cores())));
+}
 
 // The CUDA backend's settings (CompileOptions::cuda); the KILN_* environment variables override
 // them (README.md, GPU). Ranges are checked here, so a bad value is an error naming the flag.
@@ -162,6 +176,7 @@ void add_cuda(CLI::App* app, TrainArgs& a) {
 }
 
 int run_train(const CommonOptions& o, const TrainArgs& a) {
+  kiln::set_threads(a.threads);
   const kiln::Dataset train = kiln::load_dataset(a.data, a.format, true);
   const kiln::Dataset test = kiln::load_dataset(a.data, a.format, false);
   kiln::CompileOptions c = compile_options(o);
@@ -221,6 +236,7 @@ std::string gib(size_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) /
 // Throughput on synthetic data already on the device (kiln/bench.h), printed and optionally
 // written as one JSON object for bench/report_models.py.
 int run_bench(const CommonOptions& o, const TrainArgs& t, const BenchArgs& b) {
+  kiln::set_threads(t.threads);
   kiln::CompileOptions c = compile_options(o);
   c.optimizer.kind = kiln::OptimizerKind::SGD;  // PyTorch's recipe in bench/torch_models.py
   c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 1e-4f;
@@ -344,6 +360,12 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CommonOptions common;
   TrainArgs t;
+  try {
+    t.threads = kiln::threads();  // KILN_THREADS or the cores available, shown by --help
+  } catch (const kiln::Error& e) {
+    fmt::print(stderr, "kiln: error: {}\n", e.what());
+    return 2;
+  }
 
   CLI::App* plan = app.add_subcommand("plan", "compile a model and print its layers, tensors and memory plan");
   add_common(plan, common);
@@ -391,6 +413,7 @@ int main(int argc, char** argv) {
   train->add_option("--checkpoint", t.checkpoint, "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock guards it while training")
       ->type_name("FILE");
   train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists (needs --checkpoint); the run's settings must match the checkpoint's, only --epochs may change");
+  add_threads(train, t);
   add_cuda(train, t);
 
   BenchArgs b;
@@ -402,6 +425,7 @@ int main(int argc, char** argv) {
       ->check(at_least(0, "use e.g. --warmup 5"));
   bench->add_option("--seed", b.bench.seed, "random seed (initialization, synthetic data)");
   bench->add_option("--json", b.json, "append the result as one JSON line to this file")->type_name("FILE");
+  add_threads(bench, t);
   add_cuda(bench, t);
 
   try {

@@ -1,7 +1,8 @@
 // The `kiln` command line, run as a user runs it (the built binary, stdout and stderr together):
 // bad options stop before any work with a message naming the flag, the valid range and a fix;
 // --help shows defaults; a mistyped subcommand gets a suggestion; later options override earlier
-// ones (scripts/demo.sh relies on it); `kiln plan --no-fuse` lists no CBR layer.
+// ones (scripts/demo.sh relies on it); `kiln plan --no-fuse` lists no CBR layer; --threads and
+// KILN_THREADS are checked.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -17,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/device.h"
+#include "kiln/threads.h"
+#include "support/scoped_env.h"
 #include "support/temp_dir.h"
 
 namespace {
@@ -218,6 +221,37 @@ TEST(KilnCli, BenchTimesTheRequestedStepsAndAppendsJson) {
     EXPECT_EQ(j["device_bytes"].get<double>(), 0);  // no device memory on the CPU
   }
   expect_rejected("bench --steps 0", {"--steps", "use e.g. --steps 20"});
+}
+
+}  // namespace
+
+namespace {
+
+// --threads sizes the CPU kernels' pool (kiln/threads.h): below 1 it is refused where it is
+// parsed, with a fix; --help shows the default (KILN_THREADS, as ctest sets it, or the cores
+// available), and a malformed KILN_THREADS is an error naming the variable.
+TEST(Cli, ThreadsBelowOneAreRejectedWithAFix) {
+  for (const std::string bad : {"0", "-1"}) {
+    expect_rejected("train --data " + kNoData + " --threads " + bad,
+                    {"--threads", bad + " is out of range", ">= 1", "use e.g. --threads"});
+    expect_rejected("bench --threads " + bad, {"--threads", ">= 1", "use e.g. --threads"});
+  }
+}
+
+TEST(Cli, HelpShowsTheThreadsDefault) {
+  const Result r = kiln("train --help");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  expect_contains(r, {"--threads INT=" + std::to_string(kiln::threads()), "KILN_THREADS"}, "train --help");
+}
+
+TEST(Cli, MalformedThreadsVariableIsNamed) {
+  for (const char* bad : {"0", "two"}) {
+    kiln::testing::ScopedEnv env("KILN_THREADS", bad);
+    const Result r = kiln("train --data " + kNoData);
+    EXPECT_NE(r.rc, 0) << r.output;
+    expect_contains(r, {"KILN_THREADS='" + std::string(bad) + "'", "from 1"}, "KILN_THREADS=" + std::string(bad));
+    EXPECT_EQ(r.output.find("kiln: training"), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace
