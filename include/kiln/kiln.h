@@ -1,5 +1,5 @@
 #pragma once
-// Everything a kiln user needs: the model DSL and zoo, the compiler, data, training.
+// Everything a kiln user needs: the model DSL and zoo, the compiler, data, training, threads.
 #include "kiln/blueprint.h"
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
@@ -8,5 +8,6 @@
 #include "kiln/error.h"
 #include "kiln/executable.h"
 #include "kiln/schedule.h"
+#include "kiln/threads.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
