@@ -24,7 +24,7 @@ enum class TensorRole : uint8_t {
   Activation,    // everything with a lifetime inside one step
 };
 
-enum class Init : uint8_t { None, Zeros, Ones, KaimingNormalFanOut, UniformFanIn };
+enum class Init : uint8_t { None, Zeros, Ones, KaimingNormalFanOut, UniformFanIn, Constant };
 
 struct TensorSpec {
   std::string name;
@@ -33,6 +33,7 @@ struct TensorSpec {
   TensorRole role = TensorRole::Activation;
   Init init = Init::None;
   int64_t fan_in = 0, fan_out = 0;  // for initializers
+  double init_value = 0;            // Init::Constant's value
   // A view of another tensor's storage (e.g. a parameter inside the parameter region, a
   // flatten's output). -1 when the tensor owns its storage.
   int alias_of = -1;
@@ -77,6 +78,9 @@ enum class OpKind : uint8_t {
   ACTIVATION_BWD,
   ACTIVATION_INF,
   COUNT_CORRECT,
+  SCALE_LOSS_GRAD,
+  FIND_NONFINITE,
+  UPDATE_LOSS_SCALE,
 };
 
 const char* op_kind_name(OpKind kind);
@@ -113,7 +117,11 @@ struct Program {
   std::vector<int> opt_state_regions;  // SGD: [momentum]; AdamW: [m, v]
   std::vector<int> params;             // trainable parameter tensors (views into param_region)
   std::vector<int> grads;              // gradient of params[i] (views into grad_region)
-  std::vector<int> buffers;            // BN running statistics
+  std::vector<int> buffers;            // BN running statistics, the loss scaler's scale and count
+  // Dynamic loss scaling (CompileOptions::loss_scaling), else all -1: the scale (F32 [1]), the
+  // clean steps since it last changed (I32 [1]) and whether this step's gradients hold inf/NaN
+  // (I32 [1], written by FIND_NONFINITE).
+  int loss_scale = -1, loss_scale_clean_steps = -1, found_nonfinite = -1;
 
   int find(const std::string& tensor_name) const;  // -1 if absent
   const Layer& layer_of(const Op& op) const { return graph.layers.at(op.layer); }

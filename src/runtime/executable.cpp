@@ -26,6 +26,7 @@ void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
     case Init::None: return;
     case Init::Zeros: std::fill(data, data + n, T(0)); return;
     case Init::Ones: std::fill(data, data + n, T(1)); return;
+    case Init::Constant: std::fill(data, data + n, T(t.init_value)); return;
     case Init::KaimingNormalFanOut: {  // gain sqrt(2) for ReLU, as torchvision initializes convs
       const double std = std::sqrt(2.0 / double(t.fan_out));
       for (int64_t i = 0; i < n; ++i) data[i] = T(std * random_normal(seed, stream, uint64_t(i)));
@@ -100,11 +101,15 @@ void Executable::init_state(uint64_t seed) {
     for (size_t i = 0; i < program_.tensors.size(); ++i) {
       const TensorSpec& t = program_.tensors[i];
       if (t.role == TensorRole::Activation || (t.alias_of >= 0) != views) continue;
-      if (t.init == Init::None || (t.dtype != DType::F32 && t.dtype != DType::F64)) continue;
+      // I32 state (the loss scaler's counters) takes constant initializers only.
+      const bool constant = t.init == Init::Zeros || t.init == Init::Ones || t.init == Init::Constant;
+      const bool filled = t.dtype == DType::F32 || t.dtype == DType::F64 || (t.dtype == DType::I32 && constant);
+      if (t.init == Init::None || !filled) continue;
       // Values are made on the host and copied in, so every device starts from the same numbers.
       std::vector<std::byte> host(t.bytes());
       if (t.dtype == DType::F32) fill_init(t, reinterpret_cast<float*>(host.data()), seed);
       if (t.dtype == DType::F64) fill_init(t, reinterpret_cast<double*>(host.data()), seed);
+      if (t.dtype == DType::I32) fill_init(t, reinterpret_cast<int32_t*>(host.data()), seed);
       backend_->copy_in(arena_ + plan_.offset[i], host.data(), host.size());
     }
   }

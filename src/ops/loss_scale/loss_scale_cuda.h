@@ -1,0 +1,29 @@
+#pragma once
+// Loss-scaling kernels on the GPU; semantics match the CPU kernels (loss_scale_cpu.h) and the
+// shared update rule (loss_scale_rule.h). Every value that decides anything (the scale, the flag,
+// the count) stays in device memory and is read by the kernels there, so the calls can be
+// captured into a CUDA Graph and replayed. Every function only enqueues work on `stream` and
+// throws kiln::Error naming `where`.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/dtype.h"
+#include "ops/loss_scale/loss_scale_rule.h"
+
+namespace kiln::cuda {
+
+// x[i] *= *scale (one float in device memory), in fp32, rounded once to dtype (F32, F16, BF16).
+void scale_in_place(DType dtype, void* x, int64_t n, const float* scale, cudaStream_t stream,
+                    const std::string& where);
+
+// *found = 1 when any of the fp32 x[0, n) is inf or NaN, else 0. Deterministic: blocks that find
+// one all store the same 1 into the zeroed flag; nothing is summed.
+void find_nonfinite(const float* x, int64_t n, int32_t* found, cudaStream_t stream, const std::string& where);
+
+// loss_scale::update on the device state (one thread).
+void update_loss_scale(const int32_t* found, float* scale, int32_t* clean_steps, const loss_scale::Rule& rule,
+                       cudaStream_t stream, const std::string& where);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,43 @@
+// Op wrappers binding SCALE_LOSS_GRAD, FIND_NONFINITE and UPDATE_LOSS_SCALE to the CPU kernels
+// (loss_scale_cpu.h, loss_scale_rule.h).
+#include "ops/loss_scale/loss_scale_checks.h"
+#include "ops/loss_scale/loss_scale_contract.h"
+#include "ops/loss_scale/loss_scale_cpu.h"
+#include "ops/loss_scale/loss_scale_rule.h"
+#include "runtime/op_call.h"
+
+namespace kiln {
+namespace {
+
+void scale_loss_grad(const OpCall& call, const ScaleLossGrad<TensorArg>& a) {
+  loss_scale::expect_scalar(call, a.scale, "scale", DType::F32);
+  const float scale = *a.scale.as<float>();
+  dispatch_float(a.grad.dtype(), "SCALE_LOSS_GRAD", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::scale_in_place<T>(a.grad.numel(), a.grad.as<T>(), static_cast<T>(scale));
+  });
+}
+
+void find_nonfinite(const OpCall& call, const FindNonFinite<TensorArg>& a) {
+  loss_scale::expect_scalar(call, a.found, "flag", DType::I32);
+  dispatch_float(a.grads.dtype(), "FIND_NONFINITE", [&](auto zero) {
+    using T = decltype(zero);
+    *a.found.as<int32_t>() = cpu::any_nonfinite<T>(a.grads.numel(), a.grads.as<T>()) ? 1 : 0;
+  });
+}
+
+void update_loss_scale(const OpCall& call, const UpdateLossScale<TensorArg>& a) {
+  const loss_scale::Rule rule = loss_scale::checked_rule(call, a);
+  loss_scale::update(*a.found.as<int32_t>() != 0, *a.scale.as<float>(), *a.clean_steps.as<int32_t>(), rule);
+}
+
+}  // namespace
+
+namespace ops {
+extern const OpTable loss_scale_cpu_ops{
+    Device::CPU,
+    {kernel<ScaleLossGrad, scale_loss_grad>(), kernel<FindNonFinite, find_nonfinite>(),
+     kernel<UpdateLossScale, update_loss_scale>()}};
+}  // namespace ops
+
+}  // namespace kiln

@@ -1,0 +1,41 @@
+// SCALE_LOSS_GRAD, FIND_NONFINITE and UPDATE_LOSS_SCALE on the GPU, on the main stream; the
+// device state is never read back (loss_scale_cuda.h).
+#include "ops/loss_scale/loss_scale_checks.h"
+#include "ops/loss_scale/loss_scale_contract.h"
+#include "ops/loss_scale/loss_scale_cuda.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/op_call.h"
+
+namespace kiln::cuda {
+namespace {
+
+cudaStream_t main_stream(const OpCall& call) { return cuda_backend(call.backend, call.where()).stream(0); }
+
+void scale_loss_grad(const OpCall& call, const ScaleLossGrad<TensorArg>& a) {
+  loss_scale::expect_scalar(call, a.scale, "scale", DType::F32);
+  scale_in_place(a.grad.dtype(), a.grad.data, a.grad.numel(), a.scale.as<float>(), main_stream(call), call.where());
+}
+
+void find_nonfinite_op(const OpCall& call, const FindNonFinite<TensorArg>& a) {
+  loss_scale::expect_scalar(call, a.found, "flag", DType::I32);
+  if (a.grads.dtype() != DType::F32)
+    fail("{}: gradient region '{}' is {}; the GPU checks the fp32 gradients", call.where(), a.grads.spec->name,
+         dtype_name(a.grads.dtype()));
+  find_nonfinite(a.grads.as<float>(), a.grads.numel(), a.found.as<int32_t>(), main_stream(call), call.where());
+}
+
+void update_loss_scale_op(const OpCall& call, const UpdateLossScale<TensorArg>& a) {
+  const loss_scale::Rule rule = loss_scale::checked_rule(call, a);
+  update_loss_scale(a.found.as<int32_t>(), a.scale.as<float>(), a.clean_steps.as<int32_t>(), rule, main_stream(call),
+                    call.where());
+}
+
+}  // namespace
+}  // namespace kiln::cuda
+
+namespace kiln::ops {
+extern const OpTable loss_scale_cuda_ops{
+    Device::CUDA,
+    {kernel<ScaleLossGrad, cuda::scale_loss_grad>(), kernel<FindNonFinite, cuda::find_nonfinite_op>(),
+     kernel<UpdateLossScale, cuda::update_loss_scale_op>()}};
+}  // namespace kiln::ops

@@ -1,0 +1,161 @@
+// The loss-scaling ops on the CPU: the loss gradient scaled in place, the inf/NaN check over the
+// gradient region, and the scale's backoff and growth (PyTorch's GradScaler rule), with the errors
+// for badly bound state or attributes.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/loss_scale/loss_scale_contract.h"
+#include "ops/loss_scale/loss_scale_rule.h"
+#include "runtime/op_call.h"
+#include "support/cpu_test_util.h"
+#include "support/op_bench.h"
+
+namespace kiln {
+namespace {
+
+using kiln::testing::expect_error;
+using kiln::testing::OpBench;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+TEST(LossScaleOps, AreRegistered) {
+  for (OpKind kind : {OpKind::SCALE_LOSS_GRAD, OpKind::FIND_NONFINITE, OpKind::UPDATE_LOSS_SCALE})
+    EXPECT_NO_THROW(find_op(Device::CPU, kind)) << op_kind_name(kind);
+}
+
+TEST(ScaleLossGrad, MultipliesInPlaceExactlyByAPowerOfTwo) {
+  for (DType dtype : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    OpBench b(0, "fc");
+    const int scale = b.add("loss_scale", {1}, DType::F32), grad = b.add("d:fc", {4, 3}, dtype, 7);
+    b.fill(scale, {65536});
+    auto values = [&] { return dtype == DType::F32 ? testing::cast<double>(b.values<float>(grad)) : b.values(grad); };
+    const std::vector<double> before = values();
+    b.run(ScaleLossGrad<TensorId>{scale, grad});
+    const std::vector<double> after = values();
+    for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i] * 65536) << i;
+  }
+}
+
+// The flag of FIND_NONFINITE over `values` (F32), starting from `stale`.
+int32_t found_in(const std::vector<double>& values, int32_t stale = 0) {
+  OpBench b;
+  const int grads = b.add("grads", {int64_t(values.size())}, DType::F32), found = b.add("found", {1}, DType::I32);
+  b.fill(grads, values);
+  b.fill(found, {double(stale)});
+  b.run(FindNonFinite<TensorId>{grads, found});
+  return b.values<int32_t>(found)[0];
+}
+
+TEST(FindNonFinite, FlagsInfAndNaNAnywhere) {
+  std::vector<double> clean(1000);
+  for (size_t i = 0; i < clean.size(); ++i) clean[i] = (i % 7 == 0 ? -1.0 : 1.0) * double(FLT_MAX) / double(i + 1);
+  EXPECT_EQ(found_in(clean), 0);
+  EXPECT_EQ(found_in(clean, 1), 0) << "a clean step clears the last step's flag";
+  for (double bad : {kInf, -kInf, kNaN})
+    for (size_t at : {size_t(0), size_t(500), size_t(999)}) {
+      std::vector<double> g = clean;
+      g[at] = bad;
+      EXPECT_EQ(found_in(g), 1) << bad << " at " << at;
+    }
+}
+
+TEST(FindNonFinite, ChecksFloat64Regions) {
+  OpBench b;
+  const int grads = b.add("grads", {1.0, kNaN, 2.0}), found = b.add("found", {1}, DType::I32);
+  b.run(FindNonFinite<TensorId>{grads, found});
+  EXPECT_EQ(b.values<int32_t>(found)[0], 1);
+}
+
+struct Scaler {
+  OpBench b;
+  int found = b.add("found", {1}, DType::I32), scale = b.add("loss_scale", {1}, DType::F32),
+      clean = b.add("clean_steps", {1}, DType::I32);
+  UpdateLossScale<TensorId> op{found, scale, clean};
+  explicit Scaler(float init, int32_t interval = 3) {
+    b.fill(scale, {init});
+    op.growth_interval = interval;
+  }
+  // One step's update after a step with (true) or without inf/NaN gradients.
+  void step(bool nonfinite) {
+    b.fill(found, {nonfinite ? 1.0 : 0.0});
+    b.run(op);
+  }
+  float value() { return b.values<float>(scale)[0]; }
+  int32_t count() { return b.values<int32_t>(clean)[0]; }
+};
+
+TEST(UpdateLossScale, BacksOffOnNonFiniteAndGrowsAfterTheInterval) {
+  Scaler s(65536.f);
+  s.step(false);
+  s.step(false);
+  EXPECT_EQ(s.value(), 65536.f);
+  EXPECT_EQ(s.count(), 2);
+  s.step(false);  // the third clean step in a row
+  EXPECT_EQ(s.value(), 131072.f);
+  EXPECT_EQ(s.count(), 0);
+  s.step(false);
+  s.step(true);
+  EXPECT_EQ(s.value(), 65536.f);
+  EXPECT_EQ(s.count(), 0) << "a non-finite step restarts the count";
+  s.step(true);
+  EXPECT_EQ(s.value(), 32768.f);
+  for (int i = 0; i < 3; ++i) s.step(false);
+  EXPECT_EQ(s.value(), 65536.f);
+}
+
+TEST(UpdateLossScale, GrowthThatOverflowsKeepsTheScale) {
+  Scaler s(FLT_MAX / 1.5f, 1);
+  s.step(false);
+  EXPECT_EQ(s.value(), FLT_MAX / 1.5f);
+  EXPECT_EQ(s.count(), 0);
+}
+
+TEST(UpdateLossScale, OtherFactorsAsGiven) {
+  Scaler s(1000.f, 2);
+  s.op.growth_factor = 3.f, s.op.backoff_factor = 0.25f;
+  s.step(true);
+  EXPECT_EQ(s.value(), 250.f);
+  s.step(false);
+  s.step(false);
+  EXPECT_EQ(s.value(), 750.f);
+}
+
+TEST(UpdateLossScale, RuleMatchesTheOpStepByStep) {
+  // The shared rule is what the CUDA kernel runs; the op must be that rule.
+  Scaler s(4.f, 2);
+  float scale = 4.f;
+  int32_t clean = 0;
+  const loss_scale::Rule rule{2.f, 0.5f, 2};
+  for (bool nonfinite : {false, false, false, true, false, true, true, false, false}) {
+    s.step(nonfinite);
+    loss_scale::update(nonfinite, scale, clean, rule);
+    EXPECT_EQ(s.value(), scale);
+    EXPECT_EQ(s.count(), clean);
+  }
+}
+
+TEST(LossScaleOps, RejectBadStateAndAttributes) {
+  Scaler s(8.f);
+  s.op.growth_factor = 1.f;
+  expect_error([&] { s.step(false); }, {"UPDATE_LOSS_SCALE", "growth factor", "> 1"});
+  s.op.growth_factor = 2.f, s.op.backoff_factor = 1.f;
+  expect_error([&] { s.step(false); }, {"backoff factor", "(0, 1)"});
+  s.op.backoff_factor = 0.5f, s.op.growth_interval = 0;
+  expect_error([&] { s.step(false); }, {"growth interval", ">= 1"});
+
+  OpBench b(0, "fc");
+  const int wide_scale = b.add("loss_scale", {1}, DType::F64), grad = b.add("d:fc", {2}, DType::F32, 3),
+            grads = b.add("grads", {4}, DType::F32), found = b.add("found", {2}, DType::I32);
+  expect_error([&] { b.run(ScaleLossGrad<TensorId>{wide_scale, grad}); },
+               {"SCALE_LOSS_GRAD 'fc'", "'loss_scale'", "F32"});
+  expect_error([&] { b.run(FindNonFinite<TensorId>{grads, found}); }, {"FIND_NONFINITE", "'found'", "one I32"});
+}
+
+}  // namespace
+}  // namespace kiln
