@@ -44,6 +44,29 @@ struct CudaOptions {
   int pipeline_chunks = 1;
 };
 
+// Dynamic loss scaling, as PyTorch's torch.amp.GradScaler: the loss gradient is multiplied by a
+// scale kept in the program, so small fp16 gradients do not flush to zero; the optimizer divides
+// it out and skips a step whose gradients hold inf/NaN, which also multiplies the scale by
+// `backoff_factor`; `growth_interval` clean steps in a row multiply it by `growth_factor`. All of
+// it runs on the device (the host reads nothing). Needs a loss (CompileOptions::loss).
+enum class LossScaleMode : uint8_t {
+  Auto,     // dynamic for fp16; off for bf16 (its range is fp32's), fp32 and fp64
+  Off,
+  Dynamic,  // in any precision (fp32 programs run it on the CPU, for the tests)
+};
+
+struct LossScaling {
+  LossScaleMode mode = LossScaleMode::Auto;
+  float init_scale = 65536.f;   // 2^16, PyTorch's default
+  float growth_factor = 2.f;    // > 1
+  float backoff_factor = 0.5f;  // in (0, 1)
+  int growth_interval = 2000;   // clean steps in a row before the scale grows; >= 1
+
+  bool enabled(Precision precision) const {
+    return mode == LossScaleMode::Dynamic || (mode == LossScaleMode::Auto && precision == Precision::FP16);
+  }
+};
+
 struct CompileOptions {
   Device device = Device::CPU;
   int device_index = 0;  // which GPU (cudaSetDevice ordinal) when device is CUDA
@@ -60,6 +83,7 @@ struct CompileOptions {
   bool input_grad = false;
   float label_smoothing = 0.f;
   OptimizerConfig optimizer;
+  LossScaling loss_scaling;
   CudaOptions cuda;  // when device is CUDA
 };
 

@@ -1,5 +1,6 @@
 #include "kiln/compile.h"
 
+#include "compile/loss_scaling.h"
 #include "compile/lower_context.h"
 #include "layers/layer_def.h"
 #include "ops/loss/loss_contract.h"
@@ -7,6 +8,7 @@
 namespace kiln {
 
 Program lower(LayerGraph graph, const CompileOptions& options) {
+  const bool scale_loss = loss_scaling_on(options);
   Program program;
   program.options = options;
   program.graph = std::move(graph);
@@ -36,6 +38,8 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
     ce.label_smoothing = options.label_smoothing;
     ctx.forward(make_op(ce, last));
     ctx.set_loss_grad(last, ce.dlogits);
+    // The backward runs on the scaled gradient; the loss the trainer reads stays unscaled.
+    if (scale_loss) lower_loss_scaling(ctx, ce.dlogits);
     // Top-1 hits of the training step and of an inference batch, counted where the logits are:
     // the trainer reads one int32 instead of the logits.
     auto count_tensor = [&](const char* name) {

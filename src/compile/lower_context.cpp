@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "compile/loss_scaling.h"
 #include "kiln/error.h"
 #include "kiln/memory_plan.h"
 #include "ops/elementwise/elementwise_contract.h"
@@ -195,6 +196,7 @@ void LowerContext::finish() {
     sgd.grads = program.grad_region, sgd.params = program.param_region;
     sgd.momentum_buffer = region("optimizer.momentum_buffer", TensorRole::OptState, param_dtype, count);
     sgd.momentum = opt.momentum, sgd.weight_decay = opt.weight_decay, sgd.nesterov = opt.nesterov;
+    sgd.loss_scale = program.loss_scale, sgd.found_nonfinite = program.found_nonfinite;  // -1 without scaling
     program.opt_state_regions = {sgd.momentum_buffer};
     program.update.push_back(make_op(sgd, -1));
   } else {
@@ -203,9 +205,11 @@ void LowerContext::finish() {
     adamw.exp_avg = region("optimizer.exp_avg", TensorRole::OptState, param_dtype, count);
     adamw.exp_avg_sq = region("optimizer.exp_avg_sq", TensorRole::OptState, param_dtype, count);
     adamw.beta1 = opt.beta1, adamw.beta2 = opt.beta2, adamw.eps = opt.eps, adamw.weight_decay = opt.weight_decay;
+    adamw.loss_scale = program.loss_scale, adamw.found_nonfinite = program.found_nonfinite;
     program.opt_state_regions = {adamw.exp_avg, adamw.exp_avg_sq};
     program.update.push_back(make_op(adamw, -1));
   }
+  wrap_update_in_loss_scaling(program);
 }
 
 }  // namespace kiln

@@ -4,7 +4,9 @@
 // arrays updates every parameter of the model at once.
 //
 // Semantics are PyTorch's (torch.optim.SGD with dampening 0, torch.optim.AdamW), computed per
-// element in T with the step's scalar factors formed in double.
+// element in T with the step's scalar factors formed in double. With loss scaling each gradient is
+// first multiplied by `unscale` (1 / the loss scale, exact for PyTorch's power-of-two scales), as
+// GradScaler.unscale_ does; skipping a step is the op's decision (optimizer_ops_cpu.cpp).
 #include <cstdint>
 
 namespace kiln::cpu {
@@ -12,9 +14,10 @@ namespace kiln::cpu {
 struct SgdHyper {
   double lr = 0, momentum = 0, weight_decay = 0;
   bool nesterov = false;
+  double unscale = 1;  // gradients are multiplied by this as they are read
 };
 
-// g = grad + weight_decay * p; buf = momentum * buf + g; g = nesterov ? g + momentum * buf : buf;
+// g = grad * unscale + weight_decay * p; buf = momentum * buf + g; g = nesterov ? g + momentum * buf : buf;
 // p -= lr * g. Buffers start at zero, which reproduces PyTorch's first step (buf = g). With
 // momentum == 0 there is no buffer (momentum_buf may be nullptr) and p -= lr * g.
 template <class T>
@@ -23,9 +26,10 @@ void sgd_update(int64_t n, const T* grad, T* param, T* momentum_buf, const SgdHy
 struct AdamWHyper {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   int64_t step = 1;  // 1-based number of this update, for bias correction
+  double unscale = 1;  // gradients are multiplied by this as they are read
 };
 
-// p *= 1 - lr * wd; m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2;
+// g = grad * unscale; p *= 1 - lr * wd; m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2;
 // p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
 template <class T>
 void adamw_update(int64_t n, const T* grad, T* param, T* m, T* v, const AdamWHyper& h);

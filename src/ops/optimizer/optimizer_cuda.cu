@@ -18,6 +18,13 @@ __device__ __forceinline__ void store_copy(C* copy, int64_t i0, int64_t n, bool 
   if constexpr (!std::is_void_v<C>) store8(copy, i0, n, vec, p);
 }
 
+// Loss scaling: false when the step is skipped; else `inv` is what gradients are multiplied by.
+__device__ __forceinline__ bool take_step(const LossScaleInputs& scaling, float& inv) {
+  if (scaling.found_nonfinite && *scaling.found_nonfinite != 0) return false;
+  inv = scaling.scale ? 1.f / *scaling.scale : 1.f;
+  return true;
+}
+
 template <class C>
 struct Sgd {
   const float* grad;
@@ -26,11 +33,16 @@ struct Sgd {
   SgdScalars host;
   const SgdScalars* dev;
   C* copy;
+  LossScaleInputs scaling;
   __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
+    float inv;
+    if (!take_step(scaling, inv)) return;
     const SgdScalars s = dev ? *dev : host;
     float g[8], p[8], b[8];
     load8(grad, i0, n, vec, g);
     load8(param, i0, n, vec, p);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) g[j] *= inv;
     if (s.weight_decay != 0.f) {
 #pragma unroll
       for (int j = 0; j < 8; ++j) g[j] += s.weight_decay * p[j];
@@ -60,10 +72,15 @@ struct AdamW {
   AdamWScalars host;
   const AdamWScalars* dev;
   C* copy;
+  LossScaleInputs scaling;
   __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
+    float inv;
+    if (!take_step(scaling, inv)) return;
     const AdamWScalars s = dev ? *dev : host;
     float g[8], p[8], mi[8], vi[8];
     load8(grad, i0, n, vec, g);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) g[j] *= inv;
     load8(param, i0, n, vec, p);
     load8(m, i0, n, vec, mi);
     load8(v, i0, n, vec, vi);
@@ -125,7 +142,7 @@ AdamWScalars adamw_scalars(double lr, double beta1, double beta2, double eps, do
 
 void sgd_update(int64_t n, const float* grad, float* param, float* momentum_buf,
                 const SgdScalars& s, cudaStream_t stream, const std::string& where,
-                const SgdScalars* device_scalars, ParamCopy copy) {
+                const SgdScalars* device_scalars, ParamCopy copy, LossScaleInputs scaling) {
   check_regions("sgd_update", n, {grad, param}, where);
   if ((s.momentum != 0.f) != (momentum_buf != nullptr))
     fail(
@@ -134,18 +151,18 @@ void sgd_update(int64_t n, const float* grad, float* param, float* momentum_buf,
         where, s.momentum, momentum_buf ? "with" : "without");
   dispatch_copy(copy, "sgd_update (parameter copy)", [&](auto* out) {
     using C = std::remove_pointer_t<decltype(out)>;
-    Sgd<C> op{grad, param, momentum_buf, s, device_scalars, out};
+    Sgd<C> op{grad, param, momentum_buf, s, device_scalars, out, scaling};
     launch_flat(op, n, flat_vectorizable({grad, param, momentum_buf, out}), stream, where);
   });
 }
 
 void adamw_update(int64_t n, const float* grad, float* param, float* exp_avg, float* exp_avg_sq,
                   const AdamWScalars& s, cudaStream_t stream, const std::string& where,
-                  const AdamWScalars* device_scalars, ParamCopy copy) {
+                  const AdamWScalars* device_scalars, ParamCopy copy, LossScaleInputs scaling) {
   check_regions("adamw_update", n, {grad, param, exp_avg, exp_avg_sq}, where);
   dispatch_copy(copy, "adamw_update (parameter copy)", [&](auto* out) {
     using C = std::remove_pointer_t<decltype(out)>;
-    AdamW<C> op{grad, param, exp_avg, exp_avg_sq, s, device_scalars, out};
+    AdamW<C> op{grad, param, exp_avg, exp_avg_sq, s, device_scalars, out, scaling};
     launch_flat(op, n, flat_vectorizable({grad, param, exp_avg, exp_avg_sq, out}), stream, where);
   });
 }

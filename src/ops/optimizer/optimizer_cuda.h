@@ -12,6 +12,10 @@
 // Optionally the update also writes the new parameters to `copy` (an F16/BF16/F32 copy, e.g.
 // the half-precision weights the convolutions read), saving a separate cast pass.
 //
+// With dynamic loss scaling (ops/loss_scale/) the update reads the scale and the found-inf/NaN
+// flag from device memory (`LossScaleInputs`): a set flag skips the step (parameters, state and
+// copy untouched), else each gradient is multiplied by 1 / scale as it is read.
+//
 // Any alignment works; 16-byte aligned regions take the vectorized path. All calls are
 // asynchronous on `stream` and throw kiln::Error naming `where`.
 #include <cuda_runtime.h>
@@ -28,6 +32,11 @@ struct ParamCopy {
   DType dtype = DType::F16;
 };
 
+struct LossScaleInputs {
+  const float* scale = nullptr;              // nullptr: gradients are not scaled
+  const int32_t* found_nonfinite = nullptr;  // nullptr: never skip
+};
+
 struct SgdScalars {
   float lr = 0, momentum = 0, weight_decay = 0;
   int nesterov = 0;  // 0 or 1 (an int keeps the struct trivially copyable to the device)
@@ -39,7 +48,7 @@ SgdScalars sgd_scalars(double lr, double momentum, double weight_decay, bool nes
 // exactly when s.momentum == 0. Buffers start at zero, which reproduces PyTorch's first step.
 void sgd_update(int64_t n, const float* grad, float* param, float* momentum_buf,
                 const SgdScalars& s, cudaStream_t stream, const std::string& where,
-                const SgdScalars* device_scalars = nullptr, ParamCopy copy = {});
+                const SgdScalars* device_scalars = nullptr, ParamCopy copy = {}, LossScaleInputs scaling = {});
 
 struct AdamWScalars {
   float keep = 1;  // 1 - lr * weight_decay
@@ -56,7 +65,8 @@ AdamWScalars adamw_scalars(double lr, double beta1, double beta2, double eps, do
 // p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
 void adamw_update(int64_t n, const float* grad, float* param, float* exp_avg, float* exp_avg_sq,
                   const AdamWScalars& s, cudaStream_t stream, const std::string& where,
-                  const AdamWScalars* device_scalars = nullptr, ParamCopy copy = {});
+                  const AdamWScalars* device_scalars = nullptr, ParamCopy copy = {},
+                  LossScaleInputs scaling = {});
 
 // copy = master rounded to dtype (F16 / BF16, or F32 for a plain copy): refreshes the
 // low-precision weights from the fp32 master parameters (e.g. after loading a checkpoint).

@@ -1,5 +1,6 @@
 // Op wrappers binding SGD_UPDATE and ADAMW_UPDATE to the CPU optimizer kernels (optimizer_cpu.h):
-// hyper-parameters from the op's contract, lr and step from the step scalars.
+// hyper-parameters from the op's contract, lr and step from the step scalars, and with loss
+// scaling the skip of a step whose gradients hold inf/NaN and the scale to divide out.
 #include <cmath>
 #include <vector>
 
@@ -36,6 +37,21 @@ void check_lr(const char* op, double lr) {
          lr);
 }
 
+// Loss scaling (optimizer_contract.h): true when FIND_NONFINITE flagged this step, which the
+// update then skips; else `unscale` becomes 1 / the loss scale (1 without scaling).
+bool skip_step(const char* op, const TensorArg& loss_scale, const TensorArg& found_nonfinite, double& unscale) {
+  auto expect_scalar = [&](const TensorArg& t, DType dtype) {
+    if (t && (t.numel() != 1 || t.dtype() != dtype))
+      fail("{}: loss-scaling tensor '{}' is {} {} but must be one {}; recompile the program", op, t.spec->name,
+           dtype_name(t.dtype()), shape_str(t.shape()), dtype_name(dtype));
+  };
+  expect_scalar(loss_scale, DType::F32);
+  expect_scalar(found_nonfinite, DType::I32);
+  if (found_nonfinite && *found_nonfinite.as<int32_t>() != 0) return true;
+  unscale = loss_scale ? 1.0 / double(*loss_scale.as<float>()) : 1.0;
+  return false;
+}
+
 void sgd(const OpCall& call, const SgdUpdate<TensorArg>& a) {
   cpu::SgdHyper h;
   h.lr = call.scalars.lr, h.momentum = a.momentum, h.weight_decay = a.weight_decay;
@@ -51,6 +67,7 @@ void sgd(const OpCall& call, const SgdUpdate<TensorArg>& a) {
     check_regions("SGD_UPDATE", {&a.grads, &a.params, &a.momentum_buffer}, {"gradient", "parameter", "momentum"});
   else
     check_regions("SGD_UPDATE", {&a.grads, &a.params}, {"gradient", "parameter"});
+  if (skip_step("SGD_UPDATE", a.loss_scale, a.found_nonfinite, h.unscale)) return;
   dispatch_float(a.params.dtype(), "SGD_UPDATE", [&](auto zero) {
     using T = decltype(zero);
     cpu::sgd_update<T>(a.params.numel(), a.grads.as<T>(), a.params.as<T>(),
@@ -75,6 +92,7 @@ void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
          h.eps, h.weight_decay);
   check_regions("ADAMW_UPDATE", {&a.grads, &a.params, &a.exp_avg, &a.exp_avg_sq},
                 {"gradient", "parameter", "exp_avg", "exp_avg_sq"});
+  if (skip_step("ADAMW_UPDATE", a.loss_scale, a.found_nonfinite, h.unscale)) return;
   dispatch_float(a.params.dtype(), "ADAMW_UPDATE", [&](auto zero) {
     using T = decltype(zero);
     cpu::adamw_update<T>(a.params.numel(), a.grads.as<T>(), a.params.as<T>(), a.exp_avg.as<T>(),

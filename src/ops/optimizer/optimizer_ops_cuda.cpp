@@ -1,5 +1,7 @@
 // SGD_UPDATE / ADAMW_UPDATE on the GPU: one launch over the whole contiguous parameter region.
-// Hyper-parameters come from the op's contract, lr and step from the step scalars.
+// Hyper-parameters come from the op's contract, lr and step from the step scalars; with loss
+// scaling the kernel reads the scale and the skip flag from device memory.
+#include <utility>
 #include <vector>
 
 #include "ops/optimizer/optimizer_contract.h"
@@ -18,6 +20,15 @@ void check_regions(const OpCall& call, const TensorArg& grads, const std::vector
   if (!(call.scalars.lr >= 0)) fail("{}: learning rate must be >= 0, got {}", call.where(), call.scalars.lr);
 }
 
+// The loss-scaling state the update reads on the device (absent tensors: no scaling, no skip).
+LossScaleInputs scaling_of(const OpCall& call, const TensorArg& loss_scale, const TensorArg& found_nonfinite) {
+  for (auto [t, dtype] : {std::pair{&loss_scale, DType::F32}, std::pair{&found_nonfinite, DType::I32}})
+    if (*t && (t->numel() != 1 || t->dtype() != dtype))
+      fail("{}: loss-scaling tensor '{}' is {} {} but must be one {}; recompile the program", call.where(),
+           t->spec->name, dtype_name(t->dtype()), shape_str(t->shape()), dtype_name(dtype));
+  return LossScaleInputs{loss_scale.as<float>(), found_nonfinite.as<int32_t>()};
+}
+
 void sgd(const OpCall& call, const SgdUpdate<TensorArg>& a) {
   check_regions(call, a.grads, {&a.grads, &a.params, &a.momentum_buffer});
   if (a.momentum != 0 && !a.momentum_buffer)
@@ -25,7 +36,8 @@ void sgd(const OpCall& call, const SgdUpdate<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   sgd_update(a.grads.numel(), a.grads.as<float>(), a.params.as<float>(),
              a.momentum != 0 ? a.momentum_buffer.as<float>() : nullptr,
-             sgd_scalars(call.scalars.lr, a.momentum, a.weight_decay, a.nesterov), be.stream(0), call.where());
+             sgd_scalars(call.scalars.lr, a.momentum, a.weight_decay, a.nesterov), be.stream(0), call.where(), nullptr,
+             {}, scaling_of(call, a.loss_scale, a.found_nonfinite));
 }
 
 void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
@@ -34,7 +46,7 @@ void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
   adamw_update(a.grads.numel(), a.grads.as<float>(), a.params.as<float>(), a.exp_avg.as<float>(),
                a.exp_avg_sq.as<float>(),
                adamw_scalars(call.scalars.lr, a.beta1, a.beta2, a.eps, a.weight_decay, call.scalars.step + 1),
-               be.stream(0), call.where());
+               be.stream(0), call.where(), nullptr, {}, scaling_of(call, a.loss_scale, a.found_nonfinite));
 }
 
 }  // namespace

@@ -1,0 +1,58 @@
+#include "compile/loss_scaling.h"
+
+#include <cmath>
+
+#include "compile/lower_context.h"
+#include "kiln/error.h"
+#include "ops/loss_scale/loss_scale_contract.h"
+
+namespace kiln {
+
+bool loss_scaling_on(const CompileOptions& options) {
+  const LossScaling& s = options.loss_scaling;
+  if (!(s.init_scale > 0.f) || !std::isfinite(s.init_scale))
+    fail("loss scaling: init_scale {} must be finite and > 0 (PyTorch's default is 65536)", s.init_scale);
+  if (!(s.growth_factor > 1.f) || !std::isfinite(s.growth_factor))
+    fail("loss scaling: growth_factor {} must be finite and > 1 (default 2)", s.growth_factor);
+  if (!(s.backoff_factor > 0.f && s.backoff_factor < 1.f))
+    fail("loss scaling: backoff_factor {} must lie in (0, 1) (default 0.5)", s.backoff_factor);
+  if (s.growth_interval < 1) fail("loss scaling: growth_interval {} must be >= 1 (default 2000)", s.growth_interval);
+  if (!options.loss) {
+    // Without a loss the caller writes the output gradient; it would arrive unscaled.
+    if (s.mode == LossScaleMode::Dynamic)
+      fail("loss scaling needs a loss to scale: this program has none (CompileOptions::loss is false); turn "
+           "loss scaling off or compile with the loss");
+    return false;
+  }
+  return s.enabled(options.precision);
+}
+
+void lower_loss_scaling(LowerContext& ctx, int loss_grad) {
+  Program& p = ctx.program;
+  if (!p.backward.empty()) fail("internal: the loss gradient must be scaled before any backward op runs");
+  auto state = [&](const char* name, DType dtype, Init init, double value) {
+    TensorSpec t;
+    t.name = name, t.shape = {1}, t.dtype = dtype, t.role = TensorRole::Buffer;
+    t.init = init, t.init_value = value;
+    return ctx.add_tensor(std::move(t));
+  };
+  p.loss_scale = state("loss_scale", DType::F32, Init::Constant, p.options.loss_scaling.init_scale);
+  p.loss_scale_clean_steps = state("loss_scale.clean_steps", DType::I32, Init::Zeros, 0);
+  p.found_nonfinite = state("loss_scale.found_nonfinite", DType::I32, Init::Zeros, 0);
+  // The scale and its count continue a resumed run; the flag is rewritten every step.
+  p.buffers.push_back(p.loss_scale);
+  p.buffers.push_back(p.loss_scale_clean_steps);
+  ctx.backward(make_op(ScaleLossGrad<TensorId>{p.loss_scale, loss_grad}, int(p.graph.layers.size()) - 1));
+}
+
+void wrap_update_in_loss_scaling(Program& p) {
+  if (p.loss_scale < 0) return;
+  p.update.insert(p.update.begin(), make_op(FindNonFinite<TensorId>{p.grad_region, p.found_nonfinite}, -1));
+  UpdateLossScale<TensorId> rule{p.found_nonfinite, p.loss_scale, p.loss_scale_clean_steps};
+  const LossScaling& s = p.options.loss_scaling;
+  rule.growth_factor = s.growth_factor, rule.backoff_factor = s.backoff_factor;
+  rule.growth_interval = s.growth_interval;
+  p.update.push_back(make_op(rule, -1));
+}
+
+}  // namespace kiln
