@@ -1,21 +1,35 @@
 #include "ops/loss_scale/loss_scale_cpu.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "core/parallel.h"
 
 namespace kiln::cpu {
 
+namespace {
+// Elements per task of the check over the gradient region.
+constexpr int64_t kTaskElems = 1 << 16;
+}  // namespace
+
 template <class T>
 void scale_in_place(int64_t n, T* x, T scale) {
+  // The loss gradient (batch x classes): too small to be worth the pool.
   for (int64_t i = 0; i < n; ++i) x[i] *= scale;
 }
 
 template <class T>
 bool any_nonfinite(int64_t n, const T* x) {
-  // No early exit: the usual answer is "none", found only at the end, and the branch-free loop
-  // vectorizes.
-  bool found = false;
-  for (int64_t i = 0; i < n; ++i) found |= !std::isfinite(x[i]);
-  return found;
+  // One flag per piece, OR-ed after: the answer does not depend on which thread ran what. No early
+  // exit inside a piece: the usual answer is "none", and the branch-free loop vectorizes.
+  std::vector<uint8_t> found(size_t(block_count(n, kTaskElems)), 0);
+  parallel_blocks(n, kTaskElems, [&](int64_t i0, int64_t i1) {
+    bool bad = false;
+    for (int64_t i = i0; i < i1; ++i) bad |= !std::isfinite(x[i]);
+    found[size_t(i0 / kTaskElems)] = bad;
+  });
+  return std::any_of(found.begin(), found.end(), [](uint8_t f) { return f != 0; });
 }
 
 template void scale_in_place<float>(int64_t, float*, float);

@@ -65,6 +65,17 @@ TEST(FindNonFinite, FlagsInfAndNaNAnywhere) {
     }
 }
 
+TEST(FindNonFinite, LooksInEveryPieceOfALargeRegion) {
+  // The CPU check runs in pieces on the thread pool; the answer must cover all of them.
+  const size_t n = 300001;
+  EXPECT_EQ(found_in(std::vector<double>(n, 1.0)), 0);
+  for (size_t at : {size_t(0), size_t(65535), size_t(65536), size_t(200000), n - 1}) {
+    std::vector<double> g(n, 1.0);
+    g[at] = kInf;
+    EXPECT_EQ(found_in(g), 1) << "inf at " << at;
+  }
+}
+
 TEST(FindNonFinite, ChecksFloat64Regions) {
   OpBench b;
   const int grads = b.add("grads", {1.0, kNaN, 2.0}), found = b.add("found", {1}, DType::I32);

@@ -15,11 +15,12 @@ constexpr int64_t kTaskElems = 1 << 15;
 template <class T>
 void sgd_update(int64_t n, const T* grad, T* param, T* momentum_buf, const SgdHyper& h) {
   const T lr = static_cast<T>(h.lr), mom = static_cast<T>(h.momentum),
-          wd = static_cast<T>(h.weight_decay);
+          wd = static_cast<T>(h.weight_decay), unscale = static_cast<T>(h.unscale);
   const bool use_buf = h.momentum != 0, decay = h.weight_decay != 0, nesterov = h.nesterov;
   parallel_blocks(n, kTaskElems, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      T g = decay ? grad[i] + wd * param[i] : grad[i];
+      T g = grad[i] * unscale;
+      if (decay) g += wd * param[i];
       if (use_buf) {
         const T buf = mom * momentum_buf[i] + g;
         momentum_buf[i] = buf;
@@ -38,10 +39,10 @@ void adamw_update(int64_t n, const T* grad, T* param, T* m, T* v, const AdamWHyp
   const T one_minus_b1 = static_cast<T>(1 - h.beta1), one_minus_b2 = static_cast<T>(1 - h.beta2);
   const T step_size = static_cast<T>(h.lr / (1 - std::pow(h.beta1, t)));
   const T bc2_sqrt = static_cast<T>(std::sqrt(1 - std::pow(h.beta2, t)));
-  const T eps = static_cast<T>(h.eps);
+  const T eps = static_cast<T>(h.eps), unscale = static_cast<T>(h.unscale);
   parallel_blocks(n, kTaskElems, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const T g = grad[i];
+      const T g = grad[i] * unscale;
       const T mi = b1 * m[i] + one_minus_b1 * g;
       const T vi = b2 * v[i] + one_minus_b2 * g * g;
       m[i] = mi;
