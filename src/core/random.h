@@ -1,24 +1,34 @@
 #pragma once
 // Counter-based randomness: a value is a pure function of (seed, stream, index), so results
-// do not depend on thread count or on the order in which workers run.
+// do not depend on thread count or on the order in which workers run. The uniform draws
+// (mix64, random_bits, random_uniform) are also callable from CUDA kernels: the GPU and the CPU
+// draw the same bits, so a kernel reproduces the CPU's dropout masks exactly.
 #include <cmath>
 #include <cstdint>
 
+#ifndef KILN_HOST_DEVICE
+#ifdef __CUDACC__
+#define KILN_HOST_DEVICE __host__ __device__
+#else
+#define KILN_HOST_DEVICE
+#endif
+#endif
+
 namespace kiln {
 
-inline uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
+KILN_HOST_DEVICE inline uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
 
-inline uint64_t random_bits(uint64_t seed, uint64_t stream, uint64_t index) {
+KILN_HOST_DEVICE inline uint64_t random_bits(uint64_t seed, uint64_t stream, uint64_t index) {
   return mix64(mix64(mix64(seed) ^ stream) ^ index);
 }
 
 // Uniform in [0, 1) with 24 random bits.
-inline float random_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+KILN_HOST_DEVICE inline float random_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
   return static_cast<float>(random_bits(seed, stream, index) >> 40) * (1.0f / 16777216.0f);
 }
 

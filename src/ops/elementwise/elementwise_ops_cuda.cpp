@@ -1,8 +1,10 @@
-// ReLU (byte mask), residual add, gradient sum and dtype casts on the GPU.
+// ReLU (byte mask), dropout, residual add, gradient sum and dtype casts on the GPU.
 #include <algorithm>
 #include <vector>
 
+#include "ops/common/op_args.h"
 #include "ops/elementwise/elementwise_contract.h"
+#include "ops/elementwise/elementwise_cpu.h"  // dropout_stream: the GPU draws the CPU's masks
 #include "ops/elementwise/elementwise_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/op_call.h"
@@ -21,6 +23,28 @@ void relu_inf(const OpCall& call, const ReluInference<TensorArg>& a) {
 void relu_bwd(const OpCall& call, const ReluBackward<TensorArg>& a) {
   relu_backward(a.dy.dtype(), a.dy.data, a.mask.as<uint8_t>(), a.dy.numel(), a.dx.data, main_stream(call),
                 call.where());
+}
+// A byte mask: one U8 per element of `like`.
+void expect_byte_mask(const OpCall& call, const TensorArg& mask, const TensorArg& like) {
+  if (mask.numel() != like.numel() || mask.dtype() != DType::U8)
+    fail("{}: mask '{}' is {} {} but must hold one U8 per element of '{}' ({}); recompile the program",
+         call.where(), mask.spec->name, dtype_name(mask.dtype()), shape_str(mask.shape()), like.spec->name,
+         shape_str(like.shape()));
+}
+// The mask of step `call.scalars.step` is drawn from the layer's own stream, as on the CPU
+// (elementwise_ops_cpu.cpp), so CPU and GPU programs drop the same elements.
+void dropout_fwd(const OpCall& call, const DropoutForward<TensorArg>& a) {
+  expect_like(call, a.y, "output", a.x);
+  expect_byte_mask(call, a.mask, a.x);
+  dropout_forward(a.x.dtype(), a.x.data, a.x.numel(), a.p, call.scalars.seed,
+                  cpu::dropout_stream(a.layer_key, call.scalars.step), a.y.data, a.mask.as<uint8_t>(),
+                  main_stream(call), call.where());
+}
+void dropout_bwd(const OpCall& call, const DropoutBackward<TensorArg>& a) {
+  expect_like(call, a.dx, "input gradient", a.dy);
+  expect_byte_mask(call, a.mask, a.dy);
+  dropout_backward(a.dy.dtype(), a.dy.data, a.mask.as<uint8_t>(), a.dy.numel(), a.p, a.dx.data, main_stream(call),
+                   call.where());
 }
 void add_fwd(const OpCall& call, const Add<TensorArg>& a) {
   if (a.a.shape() != a.b.shape())
@@ -48,5 +72,6 @@ extern const OpTable elementwise_cuda_ops{
     Device::CUDA,
     {kernel<ReluForward, cuda::relu_fwd>(), kernel<ReluInference, cuda::relu_inf>(),
      kernel<ReluBackward, cuda::relu_bwd>(), kernel<Add, cuda::add_fwd>(), kernel<GradSum, cuda::grad_sum_op>(),
-     kernel<Cast, cuda::cast_op>()}};
+     kernel<Cast, cuda::cast_op>(), kernel<DropoutForward, cuda::dropout_fwd>(),
+     kernel<DropoutBackward, cuda::dropout_bwd>()}};
 }  // namespace kiln::ops

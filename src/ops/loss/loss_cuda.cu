@@ -1,0 +1,189 @@
+#include <climits>
+#include <cmath>
+
+#include "ops/common/pack_cuda.cuh"
+#include "ops/loss/loss_cuda.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/dtype_cuda.h"
+
+namespace kiln::cuda {
+namespace {
+
+// One warp per row: rows are short (10 to a few thousand classes), so a warp covers one with a
+// few loads per lane and reduces it with shuffles, without shared memory or block barriers.
+constexpr int kWarp = 32;
+constexpr int kRowsPerBlock = 8;
+constexpr int kRowThreads = kWarp * kRowsPerBlock;
+constexpr unsigned kAllLanes = 0xffffffffu;
+// The final sum of the per-row losses: one block.
+constexpr int kSumThreads = 256;
+
+__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
+
+// Butterfly reductions: every lane ends with the same value, whatever the timing (a + b and
+// b + a round alike).
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(kAllLanes, v, offset));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kAllLanes, v, offset);
+  return v;
+}
+
+// The row's warp and lane; row >= n for the idle warps of the last block.
+struct RowLane {
+  int64_t row;
+  int lane;
+};
+__device__ __forceinline__ RowLane row_lane() {
+  return {int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / kWarp, static_cast<int>(threadIdx.x % kWarp)};
+}
+
+// Label smoothing as the kernels use it, computed once on the host in double.
+struct Targets {
+  float on, off, label_weight, inv_n;  // on = 1 - s + s/C, off = s/C, label_weight = 1 - s
+};
+
+// The CPU's formulation (loss_cpu.cpp), in fp32: with shifted = z - max and
+// log_sum = log(sum exp(shifted)), loss = log_sum - ((1 - s) * shifted[label] + s/C * sum(shifted))
+// and dlogits = (exp(shifted - log_sum) - target) / n. Each lane writes its row's loss, then
+// reads the row twice more (hot in L1).
+template <class T>
+__global__ void __launch_bounds__(kRowThreads)
+    softmax_ce_rows(const T* logits, const int32_t* labels, int64_t n, int64_t classes, Targets t, float* row_loss,
+                    T* dlogits) {
+  const auto [row, lane] = row_lane();
+  if (row >= n) return;  // whole warps leave: the shuffles below see all 32 lanes
+  const T* z = logits + row * classes;
+  float max = -INFINITY;
+  for (int64_t c = lane; c < classes; c += kWarp) max = fmaxf(max, to_float(z[c]));
+  max = warp_max(max);
+  float sum_exp = 0.f, sum_shifted = 0.f;
+  for (int64_t c = lane; c < classes; c += kWarp) {
+    const float shifted = to_float(z[c]) - max;
+    sum_exp += expf(shifted);
+    sum_shifted += shifted;
+  }
+  sum_exp = warp_sum(sum_exp);
+  sum_shifted = warp_sum(sum_shifted);
+  const float log_sum = logf(sum_exp);
+  const int32_t label = labels[row];
+  const bool valid = label >= 0 && label < classes;
+  if (lane == 0)
+    row_loss[row] = valid ? log_sum - (t.label_weight * (to_float(z[label]) - max) + t.off * sum_shifted)
+                          : quiet_nan();
+  if (!dlogits) return;
+  T* d = dlogits + row * classes;
+  for (int64_t c = lane; c < classes; c += kWarp) {
+    const float p = expf(to_float(z[c]) - max - log_sum);
+    const float target = c == label ? t.on : t.off;
+    d[c] = from_float<T>(valid ? (p - target) * t.inv_n : quiet_nan());
+  }
+}
+
+// loss = (sum of the n row losses) / n: each thread adds a fixed stride of rows in order, then
+// a fixed tree adds the threads' sums. No atomics, so the loss is the same bits on every run.
+__global__ void __launch_bounds__(kSumThreads) mean_of_rows(const float* row_loss, int64_t n, float* loss) {
+  __shared__ float partial[kSumThreads];
+  float sum = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += kSumThreads) sum += row_loss[i];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int width = kSumThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *loss = partial[0] / static_cast<float>(n);
+}
+
+// A lane's or a warp's best candidate so far: the largest non-NaN logit, the first on ties
+// (at < 0: none yet).
+struct Best {
+  float value;
+  int at;
+};
+__device__ __forceinline__ bool better(float value, int at, const Best& b) {
+  return at >= 0 && (b.at < 0 || value > b.value || (value == b.value && at < b.at));
+}
+
+// The CPU's scan (best = 0, then every later class strictly larger than z[best] replaces it)
+// finds the first largest non-NaN logit, except that a NaN at class 0 is never replaced. Each
+// lane scans its classes in increasing order, then the warp keeps the best by (value, first
+// class): an order, so the lanes agree whatever the shuffle order. Hits are counted per block
+// in shared memory, then added to the count with one integer atomic per block (exact).
+template <class T>
+__global__ void __launch_bounds__(kRowThreads)
+    count_correct_rows(const T* logits, const int32_t* labels, int64_t n, int classes, int32_t* correct) {
+  __shared__ int block_hits;
+  if (threadIdx.x == 0) block_hits = 0;
+  __syncthreads();
+  const auto [row, lane] = row_lane();
+  if (row < n) {
+    const T* z = logits + row * classes;
+    Best best{0.f, -1};
+    for (int c = lane; c < classes; c += kWarp) {
+      const float v = to_float(z[c]);
+      if (!isnan(v) && better(v, c, best)) best = {v, c};
+    }
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      const float value = __shfl_xor_sync(kAllLanes, best.value, offset);
+      const int at = __shfl_xor_sync(kAllLanes, best.at, offset);
+      if (better(value, at, best)) best = {value, at};
+    }
+    const int predicted = best.at < 0 || isnan(to_float(z[0])) ? 0 : best.at;
+    if (lane == 0 && labels[row] == predicted) atomicAdd(&block_hits, 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && block_hits > 0) atomicAdd(correct, block_hits);
+}
+
+void check_rows(const char* fn, const void* logits, const int32_t* labels, int64_t n, int64_t classes,
+                const void* out, const std::string& where) {
+  if (n < 1 || classes < 1)
+    fail("{}: {} got logits of {} rows x {} classes; both must be at least 1", where, fn, n, classes);
+  if (classes > INT_MAX)
+    fail("{}: {} got {} classes; int32 labels address at most {}", where, fn, classes, INT_MAX);
+  if (!logits || !labels || !out) fail("{}: {} got a null logits, labels or output pointer", where, fn);
+}
+
+int row_blocks(int64_t n) { return static_cast<int>(ceil_div(n, kRowsPerBlock)); }
+
+}  // namespace
+
+void softmax_cross_entropy(DType dtype, const void* logits, const int32_t* labels, int64_t n, int64_t classes,
+                           float label_smoothing, float* loss, void* dlogits, float* row_loss, cudaStream_t stream,
+                           const std::string& where) {
+  check_rows("softmax_cross_entropy", logits, labels, n, classes, loss, where);
+  if (!row_loss) fail("{}: softmax_cross_entropy got no scratch for the row losses", where);
+  if (!(label_smoothing >= 0.f && label_smoothing <= 1.f))
+    fail("{}: label_smoothing {} is outside [0, 1]; use e.g. 0.1", where, label_smoothing);
+  const double s = label_smoothing, off = s / static_cast<double>(classes);
+  const Targets t{static_cast<float>(1.0 - s + off), static_cast<float>(off), static_cast<float>(1.0 - s),
+                  static_cast<float>(1.0 / static_cast<double>(n))};
+  dispatch_activation(dtype, "softmax_cross_entropy", [&](auto zero) {
+    using T = decltype(zero);
+    softmax_ce_rows<T><<<row_blocks(n), kRowThreads, 0, stream>>>(
+        static_cast<const T*>(logits), labels, n, classes, t, row_loss, static_cast<T*>(dlogits));
+    check_launch(where);
+  });
+  mean_of_rows<<<1, kSumThreads, 0, stream>>>(row_loss, n, loss);
+  check_launch(where);
+}
+
+void count_correct(DType dtype, const void* logits, const int32_t* labels, int64_t n, int64_t classes,
+                   int32_t* correct, cudaStream_t stream, const std::string& where) {
+  check_rows("count_correct", logits, labels, n, classes, correct, where);
+  KILN_CUDA(cudaMemsetAsync(correct, 0, sizeof(int32_t), stream), where);
+  dispatch_activation(dtype, "count_correct", [&](auto zero) {
+    using T = decltype(zero);
+    count_correct_rows<T><<<row_blocks(n), kRowThreads, 0, stream>>>(static_cast<const T*>(logits), labels, n,
+                                                                     static_cast<int>(classes), correct);
+    check_launch(where);
+  });
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,352 @@
+// SOFTMAX_CE and COUNT_CORRECT on the GPU, run through the CUDA registry as an executable runs
+// them (prepared, then on the backend's main stream), against the CPU kernels (loss_cpu.h) on
+// the same logits: fp32, fp16 and bf16, 10 and 1000 classes, batches of 64 and 256, label
+// smoothing 0 and 0.1.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/loss/loss_contract.h"
+#include "ops/loss/loss_cpu.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/op_call.h"
+#include "support/gpu_test_util.h"
+#include "support/op_bench.h"
+
+namespace kiln {
+namespace {
+
+using namespace gpu_test;
+using Labels = std::vector<int32_t>;
+
+const DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
+const int64_t kClasses[] = {10, 1000};
+const int64_t kBatches[] = {64, 256};
+
+// The loss ops of layer 2, "head.loss", on the GPU: each run prepares the op (SOFTMAX_CE asks
+// for its row scratch), runs it and waits, so kernel faults surface at the call.
+struct GpuLossOps {
+  cuda::CudaBackend backend{0};
+  testing::OpBench bench{2, "head.loss"};
+  GpuLossOps() { register_cuda_ops(); }
+
+  void run(const Op& op, std::vector<TensorArg> in, std::vector<TensorArg> out) {
+    const OpCall call{op, bench.program, std::move(in), std::move(out), bench.scalars, &backend};
+    if (PrepareFn prepare = find_prepare(Device::CUDA, op.kind)) prepare(call);
+    backend.finish_prepare();
+    find_op(Device::CUDA, op.kind)(call);
+    sync();
+  }
+};
+
+struct DeviceLabels {
+  size_t n;
+  DeviceBuffer buf;
+  explicit DeviceLabels(const Labels& labels) : n(labels.size()), buf(labels.size() * sizeof(int32_t)) {
+    buf.upload(labels.data(), buf.bytes());
+  }
+  int32_t* ptr() const { return buf.as<int32_t>(); }
+};
+
+// Logits rounded to `dtype`, so the CPU reference sees exactly what the GPU reads: N(0, 3) per
+// class around a per-row offset in [-5, 5]; row 1 sits near +100, where exp overflows fp32
+// unless the row maximum is subtracted first.
+std::vector<double> random_logits(DType dtype, int64_t n, int64_t classes, std::mt19937& rng) {
+  std::uniform_real_distribution<double> offset(-5.0, 5.0);
+  std::normal_distribution<double> spread(0.0, 3.0);
+  std::vector<double> z(size_t(n * classes));
+  for (int64_t row = 0; row < n; ++row) {
+    const double base = row == 1 ? 100.0 : offset(rng);
+    for (int64_t c = 0; c < classes; ++c)
+      z[size_t(row * classes + c)] = testing::round_to(dtype, float(base + spread(rng)));
+  }
+  return z;
+}
+
+Labels random_labels(int64_t n, int64_t classes, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> cls(0, int32_t(classes - 1));
+  Labels labels(static_cast<size_t>(n));
+  for (int32_t& l : labels) l = cls(rng);
+  return labels;
+}
+
+// The class the CPU's COUNT_CORRECT predicts (loss_cpu.cpp's scan); `ties_to_last` is the wrong
+// rule a mutation check compares with.
+int64_t first_largest(const double* z, int64_t classes, bool ties_to_last = false) {
+  int64_t best = 0;
+  for (int64_t c = 1; c < classes; ++c)
+    if (z[c] > z[best] || (ties_to_last && z[c] == z[best])) best = c;
+  return best;
+}
+
+// --- Comparisons (each reports one failure, so the mutation checks can expect exactly one) ---
+
+// The loss is fp32 in every dtype and the reference runs in float64 on the same rounded logits,
+// so only the GPU's fp32 arithmetic separates them: row sums of up to 1000 exp terms (a few ulp,
+// ~1e-6 relative) and the mean of 256 row losses. 1e-5 relative leaves a factor of ~10.
+void expect_loss_matches(const std::string& what, float got, double want) {
+  EXPECT_LE(std::abs(double(got) - want), 1e-5 * std::abs(want))
+      << what << ": loss " << got << " vs the CPU's " << want;
+}
+
+// How far n * dlogits (softmax - target, within [-1, 1]) may be from the CPU's float64 value:
+// the fp32 arithmetic costs up to a few 1e-6 of the softmax value (exp of an argument carrying
+// log_sum's rounding), allowed as 1e-5 absolutely; storing in the dtype costs half an ulp,
+// 2^-24 (fp32), 2^-11 (fp16) or 2^-8 (bf16) of the value; and fp16 stores values below 2^-14 as
+// subnormals, spaced 2^-24 apart, so there rounding costs up to 2^-25 absolutely, n * 2^-25 in
+// these units (7.6e-6 at n = 256).
+struct Bound {
+  double rel, abs;
+};
+Bound dlogits_bound(DType dtype, int64_t n) {
+  switch (dtype) {
+    case DType::F16: return {std::ldexp(1.0, -11), 1e-5 + double(n) * std::ldexp(1.0, -25)};
+    case DType::BF16: return {std::ldexp(1.0, -8), 1e-5};
+    default: return {std::ldexp(1.0, -24), 1e-5};
+  }
+}
+
+void expect_dlogits_match(const std::string& what, DType dtype, const std::vector<double>& got,
+                          const std::vector<double>& want, int64_t n, int64_t classes) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const Bound b = dlogits_bound(dtype, n);
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = got[i] * double(n), w = want[i] * double(n);
+    if (!(std::abs(g - w) <= b.rel * std::abs(w) + b.abs) && bad++ == 0) first = i;  // NaN fails
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << want.size() << " dlogits are off, first at row "
+                     << first / size_t(classes) << " class " << first % size_t(classes) << ": got " << got[first]
+                     << ", the CPU's " << want[first] << " (allowed: " << b.rel << " relative + " << b.abs
+                     << " absolute, times 1/" << n << ")";
+}
+
+uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// One SOFTMAX_CE run on the GPU: the loss and the dlogits (empty when not asked for).
+struct CeResult {
+  float loss = 0.f;
+  std::vector<double> dlogits;
+};
+
+CeResult run_softmax_ce(GpuLossOps& gpu, DType dtype, const DeviceTensor& logits, const DeviceLabels& labels,
+                        int64_t n, int64_t classes, float smoothing, bool with_dlogits = true) {
+  DeviceTensor loss = DeviceTensor::poisoned(DType::F32, 1);
+  DeviceTensor dlogits = DeviceTensor::poisoned(dtype, size_t(n * classes));
+  const Op op = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, with_dlogits ? 3 : -1, smoothing}, 2);
+  gpu.run(op,
+          {gpu.bench.arg({n, classes}, logits.ptr(), dtype), gpu.bench.arg({n}, labels.ptr(), DType::I32)},
+          {gpu.bench.arg({1}, loss.ptr(), DType::F32),
+           with_dlogits ? gpu.bench.arg({n, classes}, dlogits.ptr(), dtype) : TensorArg{}});
+  CeResult r{float(loss.get()[0]), {}};
+  if (with_dlogits) r.dlogits = dlogits.get();
+  return r;
+}
+
+int32_t run_count_correct(GpuLossOps& gpu, DType dtype, const DeviceTensor& logits, const DeviceLabels& labels,
+                          int64_t n, int64_t classes) {
+  DeviceBuffer correct(sizeof(int32_t));
+  correct.poison(0x5A);  // a stale count the op must overwrite
+  const Op op = make_op(CountCorrect<TensorId>{0, 1, 2}, 2);
+  gpu.run(op, {gpu.bench.arg({n, classes}, logits.ptr(), dtype), gpu.bench.arg({n}, labels.ptr(), DType::I32)},
+          {gpu.bench.arg({1}, correct.get(), DType::I32)});
+  int32_t count = 0;
+  std::memcpy(&count, correct.download(sizeof(int32_t)).data(), sizeof(int32_t));
+  return count;
+}
+
+std::string case_name(DType dtype, int64_t n, int64_t classes, float smoothing = 0.f) {
+  return std::string(name(dtype)) + " n=" + std::to_string(n) + " classes=" + std::to_string(classes) +
+         " smoothing=" + std::to_string(smoothing);
+}
+
+TEST(LossGpu, SoftmaxCrossEntropyMatchesCpuAndIsDeterministic) {
+  KILN_REQUIRE_GPU();
+  GpuLossOps gpu;
+  std::mt19937 rng(41);
+  for (DType dtype : kDtypes)
+    for (int64_t classes : kClasses)
+      for (int64_t n : kBatches)
+        for (float smoothing : {0.f, 0.1f}) {
+          SCOPED_TRACE(case_name(dtype, n, classes, smoothing));
+          const std::vector<double> z = random_logits(dtype, n, classes, rng);
+          const Labels y = random_labels(n, classes, rng);
+          const DeviceTensor logits(dtype, z);
+          const DeviceLabels labels(y);
+          std::vector<double> want_d(z.size());
+          // The op's smoothing is a float attribute: the reference gets the same value.
+          const double want = cpu::softmax_cross_entropy<double>(z.data(), y.data(), n, classes, double(smoothing),
+                                                                 want_d.data());
+          const CeResult got = run_softmax_ce(gpu, dtype, logits, labels, n, classes, smoothing);
+          expect_loss_matches("loss", got.loss, want);
+          expect_dlogits_match("dlogits", dtype, got.dlogits, want_d, n, classes);
+
+          // Determinism: the loss is summed in a fixed order, so a second run gives the same bits.
+          const CeResult again = run_softmax_ce(gpu, dtype, logits, labels, n, classes, smoothing);
+          EXPECT_EQ(bits_of(again.loss), bits_of(got.loss)) << "the loss differs between two runs";
+          EXPECT_EQ(again.dlogits, got.dlogits) << "dlogits differ between two runs";
+          // dlogits is optional; without it the loss is the same.
+          const CeResult loss_only = run_softmax_ce(gpu, dtype, logits, labels, n, classes, smoothing, false);
+          EXPECT_EQ(bits_of(loss_only.loss), bits_of(got.loss)) << "the loss changes when dlogits is not written";
+        }
+}
+
+// Mutation check: the comparisons above must catch the subtlest plausible bug, label smoothing
+// ignored, even at their loosest (bf16): n * dlogits then moves by 0.1 / 1000 = 1e-4 per class,
+// above the 1.4e-5 that bf16 allows at a softmax value of about 1e-3, and the loss by 0.1 times
+// the label's logit less the row's mean, about 0.1 * 9 with labels at the largest logits (as a
+// trained model's; with random labels that term averages out over the batch).
+TEST(LossGpu, ComparisonCatchesIgnoredSmoothing) {
+  KILN_REQUIRE_GPU();
+  GpuLossOps gpu;
+  std::mt19937 rng(42);
+  const DType dtype = DType::BF16;
+  const int64_t n = 64, classes = 1000;
+  const std::vector<double> z = random_logits(dtype, n, classes, rng);
+  Labels y(size_t(n), 0);
+  for (int64_t row = 0; row < n; ++row) y[size_t(row)] = int32_t(first_largest(z.data() + row * classes, classes));
+  const DeviceTensor logits(dtype, z);
+  const DeviceLabels labels(y);
+  const CeResult got = run_softmax_ce(gpu, dtype, logits, labels, n, classes, 0.1f);
+  std::vector<double> unsmoothed_d(z.size());
+  const double unsmoothed =
+      cpu::softmax_cross_entropy<double>(z.data(), y.data(), n, classes, 0.0, unsmoothed_d.data());
+  EXPECT_NONFATAL_FAILURE(expect_loss_matches("loss", got.loss, unsmoothed), "loss");
+  EXPECT_NONFATAL_FAILURE(expect_dlogits_match("dlogits", dtype, got.dlogits, unsmoothed_d, n, classes), "dlogits");
+}
+
+// The GPU cannot raise an error for a label outside [0, classes) without reading the labels
+// back every step; the loss and that row's gradient turn NaN instead, and the trainer stops on
+// a non-finite loss.
+TEST(LossGpu, LabelOutOfRangeMakesTheLossNaN) {
+  KILN_REQUIRE_GPU();
+  GpuLossOps gpu;
+  std::mt19937 rng(43);
+  const int64_t n = 64, classes = 10;
+  for (DType dtype : kDtypes)
+    for (int32_t bad : {int32_t(classes), -1}) {
+      SCOPED_TRACE(std::string(name(dtype)) + " label " + std::to_string(bad));
+      const std::vector<double> z = random_logits(dtype, n, classes, rng);
+      Labels y = random_labels(n, classes, rng);
+      y[5] = bad;
+      const CeResult got = run_softmax_ce(gpu, dtype, DeviceTensor(dtype, z), DeviceLabels(y), n, classes, 0.1f);
+      EXPECT_TRUE(std::isnan(got.loss)) << got.loss;
+      for (int64_t c = 0; c < classes; ++c) EXPECT_TRUE(std::isnan(got.dlogits[size_t(5 * classes + c)])) << c;
+      EXPECT_FALSE(std::isnan(got.dlogits[size_t(4 * classes)]));  // other rows are untouched
+    }
+}
+
+TEST(LossGpu, SoftmaxCrossEntropyErrorsNameTheOpAndTheFix) {
+  KILN_REQUIRE_GPU();
+  GpuLossOps gpu;
+  const int64_t n = 4, classes = 3;
+  std::mt19937 rng(44);
+  const DeviceTensor logits(DType::F16, random_logits(DType::F16, n, classes, rng));
+  const DeviceLabels labels(Labels{0, 1, 2, 0});
+  DeviceTensor loss(DType::F32, 1), dlogits(DType::F16, size_t(n * classes));
+  auto call = [&](float smoothing, DType loss_dtype, DType labels_dtype) {
+    const Op op = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, 3, smoothing}, 2);
+    gpu.run(op, {gpu.bench.arg({n, classes}, logits.ptr(), DType::F16), gpu.bench.arg({n}, labels.ptr(), labels_dtype)},
+            {gpu.bench.arg({1}, loss.ptr(), loss_dtype), gpu.bench.arg({n, classes}, dlogits.ptr(), DType::F16)});
+  };
+  testing::expect_error([&] { call(1.5f, DType::F32, DType::I32); }, {"SOFTMAX_CE 'head.loss'", "label_smoothing 1.5"});
+  testing::expect_error([&] { call(0.f, DType::F16, DType::I32); },
+                        {"SOFTMAX_CE 'head.loss'", "loss tensor", "F32 [1]"});
+  testing::expect_error([&] { call(0.f, DType::F32, DType::F32); }, {"SOFTMAX_CE 'head.loss'", "I32 class indices"});
+}
+
+// --- COUNT_CORRECT ---
+
+// Rows of every kind the rule has to get right, cycling by row: padding (-1) and out-of-range
+// labels, ties for the largest logit labelled with the first (twice as often as with a later
+// one, so a last-largest rule changes the count), rows of one repeated value, NaN logits
+// (never the largest, except at class 0, as the CPU's scan leaves it), plain hits and random labels.
+Labels shape_rows(DType dtype, std::vector<double>& z, int64_t n, int64_t classes, std::mt19937& rng) {
+  std::uniform_int_distribution<int64_t> cls(0, classes - 1);
+  Labels labels = random_labels(n, classes, rng);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t row = 0; row < n; ++row) {
+    double* r = z.data() + row * classes;
+    const double top = testing::round_to(dtype, float(r[first_largest(r, classes)] + 1.0));
+    int64_t a = cls(rng), b = cls(rng);
+    while (b == a) b = cls(rng);
+    if (a > b) std::swap(a, b);
+    int32_t& l = labels[size_t(row)];
+    switch (row % 11) {
+      case 0: l = -1; break;
+      case 1: l = int32_t(classes); break;
+      case 2: case 3: r[a] = r[b] = top, l = int32_t(a); break;
+      case 4: r[a] = r[b] = top, l = int32_t(b); break;
+      case 5: std::fill(r, r + classes, 0.75), l = 0; break;
+      case 6: std::fill(r, r + classes, 0.75), l = 1; break;
+      case 7: r[classes / 2] = nan, l = int32_t(first_largest(r, classes)); break;
+      case 8: r[0] = nan, l = 0; break;
+      case 9: l = int32_t(first_largest(r, classes)); break;
+      default: break;  // a random label
+    }
+  }
+  return labels;
+}
+
+TEST(LossGpu, CountCorrectMatchesCpuWithTiesPaddingAndNaN) {
+  KILN_REQUIRE_GPU();
+  GpuLossOps gpu;
+  std::mt19937 rng(45);
+  for (DType dtype : kDtypes)
+    for (int64_t classes : kClasses)
+      for (int64_t n : kBatches) {
+        SCOPED_TRACE(case_name(dtype, n, classes));
+        std::vector<double> z = random_logits(dtype, n, classes, rng);
+        const Labels y = shape_rows(dtype, z, n, classes, rng);
+        const std::vector<float> zf(z.begin(), z.end());  // exact: every value is a dtype value
+        const int64_t want = cpu::count_correct<float>(zf.data(), y.data(), n, classes);
+        ASSERT_GT(want, n / 3) << "the rows should mostly hit";
+        ASSERT_LT(want, n) << "and some miss";
+        const int32_t got = run_count_correct(gpu, dtype, DeviceTensor(dtype, z), DeviceLabels(y), n, classes);
+        EXPECT_EQ(got, want);
+
+        // Mutation check: the same rows counted with ties going to the last largest give another
+        // count, so the comparison above would catch that rule.
+        int64_t last_rule = 0;
+        for (int64_t row = 0; row < n; ++row)
+          last_rule += y[size_t(row)] == first_largest(z.data() + row * classes, classes, true);
+        EXPECT_NE(got, last_rule) << "the tie rows do not tell the first largest from the last";
+      }
+}
+
+TEST(LossGpu, CountCorrectErrorsNameTheOp) {
+  KILN_REQUIRE_GPU();
+  GpuLossOps gpu;
+  const DeviceTensor logits(DType::F32, std::vector<double>{1, 3, 3, 5, 0, 0});
+  const DeviceLabels labels(Labels{1, 0});
+  DeviceBuffer out(sizeof(int32_t));
+  const Op op = make_op(CountCorrect<TensorId>{0, 1, 2}, 2);
+  testing::expect_error(
+      [&] {
+        gpu.run(op, {gpu.bench.arg({2, 3}, logits.ptr(), DType::F32), gpu.bench.arg({2}, labels.ptr(), DType::I32)},
+                {gpu.bench.arg({1}, out.get(), DType::F32)});
+      },
+      {"COUNT_CORRECT 'head.loss'", "correct tensor", "I32 [1]"});
+  testing::expect_error(
+      [&] {
+        gpu.run(op, {gpu.bench.arg({6}, logits.ptr(), DType::F32), gpu.bench.arg({2}, labels.ptr(), DType::I32)},
+                {gpu.bench.arg({1}, out.get(), DType::I32)});
+      },
+      {"COUNT_CORRECT 'head.loss'", "(N, classes)"});
+}
+
+}  // namespace
+}  // namespace kiln
