@@ -126,7 +126,26 @@ struct TrainArgs {
   kiln::CudaOptions cuda;  // --no-cudnn-tune ... --pipeline-chunks (add_cuda)
   int side_stream = 1;     // --side-stream 0|1, into cuda.side_stream
   int threads = 1;         // --threads; main sets the default, kiln::threads()
+  std::string loss_scale = "auto";  // --loss-scale, into loss_scaling.mode
+  kiln::LossScaling loss_scaling;   // --loss-scale-init, --loss-scale-interval (add_loss_scale)
 };
+
+// Dynamic loss scaling (CompileOptions::loss_scaling, PyTorch's GradScaler); the growth and
+// backoff factors keep PyTorch's 2 and 0.5.
+void add_loss_scale(CLI::App* app, TrainArgs& a) {
+  const std::string group = "Loss scaling";
+  app->add_option("--loss-scale", a.loss_scale, "auto (dynamic for fp16, off otherwise), dynamic or off")
+      ->check(parsed_by([](const std::string& name) { kiln::parse_loss_scale_mode(name); }))
+      ->group(group);
+  app->add_option("--loss-scale-init", a.loss_scaling.init_scale, "initial loss scale, > 0")
+      ->check(number([](double v) { return v > 0 && finite_float(v); }, "finite and > 0",
+                     "use e.g. --loss-scale-init 65536"))
+      ->group(group);
+  app->add_option("--loss-scale-interval", a.loss_scaling.growth_interval,
+                  "steps without inf/NaN gradients before the scale doubles, >= 1")
+      ->check(at_least(1, "use e.g. --loss-scale-interval 2000"))
+      ->group(group);
+}
 
 // The CPU kernels' thread pool (kiln/threads.h), one per process. Data loader workers are not
 // counted: they sleep while the prefetch queue is full and build a batch in a small fraction of
@@ -188,6 +207,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.optimizer.weight_decay = a.weight_decay;
   c.cuda = a.cuda;
   c.cuda.side_stream = a.side_stream == 1;
+  c.loss_scaling = a.loss_scaling;
+  c.loss_scaling.mode = kiln::parse_loss_scale_mode(a.loss_scale);
   kiln::TrainOptions t;
   t.epochs = a.epochs;
   t.schedule.kind = kiln::parse_schedule(a.schedule);
@@ -415,6 +436,7 @@ int main(int argc, char** argv) {
   train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists (needs --checkpoint); the run's settings must match the checkpoint's, only --epochs may change");
   add_threads(train, t);
   add_cuda(train, t);
+  add_loss_scale(train, t);
 
   BenchArgs b;
   CLI::App* bench = app.add_subcommand(

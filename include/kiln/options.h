@@ -55,6 +55,8 @@ enum class LossScaleMode : uint8_t {
   Dynamic,  // in any precision (fp32 programs run it on the CPU, for the tests)
 };
 
+LossScaleMode parse_loss_scale_mode(const std::string& text);  // "auto", "dynamic", "off"; throws kiln::Error
+
 struct LossScaling {
   LossScaleMode mode = LossScaleMode::Auto;
   float init_scale = 65536.f;   // 2^16, PyTorch's default

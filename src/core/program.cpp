@@ -31,6 +31,13 @@ OptimizerKind parse_optimizer(const std::string& text) {
   fail("unknown optimizer '{}': use 'sgd' or 'adamw'", text);
 }
 
+LossScaleMode parse_loss_scale_mode(const std::string& text) {
+  if (text == "auto") return LossScaleMode::Auto;
+  if (text == "dynamic") return LossScaleMode::Dynamic;
+  if (text == "off") return LossScaleMode::Off;
+  fail("unknown loss scaling '{}': use 'auto' (dynamic for fp16, off otherwise), 'dynamic' or 'off'", text);
+}
+
 const char* layer_kind_name(LayerKind kind) {
   switch (kind) {
     case LayerKind::Input: return "input";

@@ -112,6 +112,15 @@ TEST(Cli, UnknownNamesAreRejectedWhereTheyAreParsed) {
   expect_rejected("plan --model resnet1000", {"--model", "resnet1000"});
 }
 
+TEST(Cli, LossScaleFlagsAreChecked) {
+  const std::string train = "train --data " + kNoData + " ";
+  expect_rejected(train + "--loss-scale always", {"--loss-scale", "always", "dynamic", "off"});
+  expect_rejected(train + "--loss-scale-init 0", {"--loss-scale-init", "> 0", "--loss-scale-init 65536"});
+  expect_rejected(train + "--loss-scale-interval 0", {"--loss-scale-interval", ">= 1"});
+  const Result r = kiln("train --help");
+  expect_contains(r, {"--loss-scale", "auto", "65536", "2000"}, "train --help");
+}
+
 TEST(Cli, OptionsThatNeedEachOther) {
   const std::string train = "train --data " + kNoData + " ";
   expect_rejected(train + "--resume", {"--resume", "--checkpoint"});
