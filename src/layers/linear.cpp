@@ -14,19 +14,37 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
   return {x[0], layer.attrs.out_channels};
 }
 
+// What the backward lowering needs from forward: the training forward op (which reads the
+// parameters' compute copies in mixed precision) and the parameters themselves (their gradients
+// are written into the compute copies' gradients, which a CAST turns into the fp32 ones).
+struct LinearSaved {
+  LinearForward<TensorId> fwd;
+  TensorId weight, bias;
+};
+
 // Weight (out, in) and PyTorch's default nn.Linear init: U(-1/sqrt(in), 1/sqrt(in)).
+//
+// Mixed precision: fp32 masters, and fp16/bf16 copies of both the weight and the bias, which the
+// ops read (as convolution weights do). The bias gets a copy too, unlike conv's (which stays fp32
+// because cuDNN's bias input is fp32): cuBLASLt's bias epilogue, and the bias-gradient epilogue of
+// the weight-gradient GEMM, take and write the bias in the GEMM output's dtype
+// (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE documents no fp32 bias for an fp16/bf16 output). fp32
+// and fp64 programs make no copies: nothing changes there.
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const int64_t f = ctx.program.tensors[ctx.in(index, 0)].shape[1];
   const int64_t o = layer.attrs.out_channels;
+  const int w = ctx.param(layer.name + ".weight", {o, f}, Init::UniformFanIn, f, o, /*compute_copy=*/true);
+  const int b =
+      layer.attrs.bias ? ctx.param(layer.name + ".bias", {o}, Init::UniformFanIn, f, o, /*compute_copy=*/true) : -1;
   LinearForward<TensorId> fwd;
   fwd.x = ctx.in(index, 0);
-  fwd.w = ctx.param(layer.name + ".weight", {o, f}, Init::UniformFanIn, f, o);
-  fwd.bias = layer.attrs.bias ? ctx.param(layer.name + ".bias", {o}, Init::UniformFanIn, f, o) : -1;
+  fwd.w = ctx.compute_param(w);
+  fwd.bias = b >= 0 ? TensorId(ctx.compute_param(b)) : TensorId();
   fwd.y = ctx.activation(layer.name, layer.out_shape);
   ctx.forward(make_op(fwd, index));
   ctx.set_out(index, fwd.y);
-  ctx.save(index, fwd);
+  ctx.save(index, LinearSaved{fwd, w, b});
 
   LinearForward<TensorId> inf = fwd;
   inf.x = ctx.infer_in(index, 0);
@@ -36,12 +54,12 @@ void lower_forward(LowerContext& ctx, int index) {
 }
 
 void lower_backward(LowerContext& ctx, int index) {
-  const auto& f = ctx.saved<LinearForward<TensorId>>(index);
+  const LinearSaved& s = ctx.saved<LinearSaved>(index);
   LinearBackward<TensorId> bwd;
-  bwd.dy = ctx.grad_out(index), bwd.x = f.x, bwd.w = f.w;
+  bwd.dy = ctx.grad_out(index), bwd.x = s.fwd.x, bwd.w = s.fwd.w;
   bwd.dx = ctx.grad_in(index, 0);
-  bwd.dw = ctx.grad_of(f.w);
-  bwd.dbias = f.bias.present() ? TensorId(ctx.grad_of(f.bias)) : TensorId();
+  bwd.dw = ctx.compute_grad(s.weight);
+  bwd.dbias = s.bias.present() ? TensorId(ctx.compute_grad(s.bias)) : TensorId();
   ctx.backward(make_op(bwd, index));
 }
 
