@@ -125,6 +125,7 @@ struct TrainArgs {
   uint64_t seed = 1;
   kiln::CudaOptions cuda;  // --no-cudnn-tune ... --pipeline-chunks (add_cuda)
   int side_stream = 1;     // --side-stream 0|1, into cuda.side_stream
+  int cuda_graphs = 1;     // --cuda-graphs 0|1, into cuda.graphs
   int threads = 1;         // --threads; main sets the default, kiln::threads()
   std::string loss_scale = "auto";  // --loss-scale, into loss_scaling.mode
   kiln::LossScaling loss_scaling;   // --loss-scale-init, --loss-scale-interval (add_loss_scale)
@@ -186,6 +187,11 @@ void add_cuda(CLI::App* app, TrainArgs& a) {
       ->check(CLI::Range(0, 1))
       ->type_name("0|1")
       ->group(group);
+  app->add_option("--cuda-graphs", a.cuda_graphs,
+                  "1: replay each step as one captured CUDA Graph (default); 0: launch every op [KILN_CUDA_GRAPHS]")
+      ->check(CLI::Range(0, 1))
+      ->type_name("0|1")
+      ->group(group);
   app->add_option("--pipeline-chunks", a.cuda.pipeline_chunks,
                   "batch slices the CBR backward pipelines its data gradient over; 1: off (default) "
                   "[KILN_PIPELINE_CHUNKS]")
@@ -207,6 +213,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.optimizer.weight_decay = a.weight_decay;
   c.cuda = a.cuda;
   c.cuda.side_stream = a.side_stream == 1;
+  c.cuda.graphs = a.cuda_graphs == 1;
   c.loss_scaling = a.loss_scaling;
   c.loss_scaling.mode = kiln::parse_loss_scale_mode(a.loss_scale);
   kiln::TrainOptions t;
@@ -263,6 +270,7 @@ int run_bench(const CommonOptions& o, const TrainArgs& t, const BenchArgs& b) {
   c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 1e-4f;
   c.cuda = t.cuda;
   c.cuda.side_stream = t.side_stream == 1;
+  c.cuda.graphs = t.cuda_graphs == 1;
   const kiln::BenchResult r = kiln::bench_training(kiln::zoo::by_name(o.model, o.classes), c, b.bench);
   const auto [lo, hi] = std::minmax_element(r.step_ms.begin(), r.step_ms.end());
   fmt::print("kiln bench: {} on {} {}, batch {}: {:.0f} img/s (median step {:.2f} ms of {}, {:.2f}-{:.2f})\n",

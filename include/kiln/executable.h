@@ -1,6 +1,7 @@
 #pragma once
 // A Program bound to a memory plan and a backend. Owns the arena; runs the op lists.
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,19 +59,29 @@ class Executable {
   // Scratch memory the ops asked for while being prepared (all streams), beside the arena.
   size_t workspace_bytes() const;
 
+  // One training step: forward (loss included), backward and update. On the GPU with
+  // CompileOptions::cuda.graphs the second step is captured as a CUDA Graph and every later
+  // step replays it (one launch); the first runs op by op (libraries initialize lazily).
+  void run_step(const StepScalars& scalars);
+  // The parts of a step, always op by op (tests, and programs without an update).
   void run_forward(const StepScalars& scalars);  // training forward, loss included
   void run_backward(const StepScalars& scalars);
   void run_update(const StepScalars& scalars);
+  // The inference list, captured and replayed as run_step is.
   void run_inference(const StepScalars& scalars);
 
  private:
   void run(const std::vector<Op>& ops, const StepScalars& scalars);
+  // Runs `lists` op by op, or as graph `graph` of the backend once captured (see run_step).
+  void run_graph(int graph, std::initializer_list<const std::vector<Op>*> lists, const StepScalars& scalars);
   struct OpCall bind(const Op& op, const StepScalars& scalars);
   void prepare_ops();
   Program program_;
   MemoryPlan plan_;
   std::unique_ptr<Backend> backend_;
   std::byte* arena_ = nullptr;
+  enum Graph { kTrainStep, kInference, kGraphs };
+  int graph_runs_[kGraphs] = {};  // runs of each graph so far (captured on the second)
 };
 
 }  // namespace kiln

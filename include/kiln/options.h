@@ -42,6 +42,11 @@ struct CudaOptions {
   // side stream while the main stream prepares slice i+1); 1 turns it off, the default
   // (src/ops/common/pipeline_slices.h says why). 1 to 99. KILN_PIPELINE_CHUNKS=N.
   int pipeline_chunks = 1;
+  // Capture each training step (forward, loss, backward, update, loss-scale bookkeeping) and each
+  // inference pass as a CUDA Graph after a first run of it, and replay that graph from then on:
+  // one launch per step instead of one per kernel. false runs every op from the host each time.
+  // KILN_CUDA_GRAPHS=0|1.
+  bool graphs = true;
 };
 
 // Dynamic loss scaling, as PyTorch's torch.amp.GradScaler: the loss gradient is multiplied by a

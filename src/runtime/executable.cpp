@@ -87,7 +87,7 @@ OpCall Executable::bind(const Op& op, const StepScalars& scalars) {
     if (id >= 0) a.spec = &program_.tensors[id], a.data = arena_ + plan_.offset[id];
     return a;
   };
-  OpCall call{op, program_, {}, {}, scalars, backend_.get()};
+  OpCall call{op, program_, {}, {}, scalars, backend_.get(), backend_->device_scalars()};
   call.in.reserve(op.in.size());
   call.out.reserve(op.out.size());
   for (int id : op.in) call.in.push_back(arg(id));
@@ -149,12 +149,37 @@ size_t Executable::workspace_bytes() const { return backend_->workspace_total_by
 void Executable::run(const std::vector<Op>& ops, const StepScalars& scalars) {
   const Device device = program_.options.device;
   backend_->activate();
+  backend_->stage_scalars(scalars);
   for (const Op& op : ops) find_op(device, op.kind)(bind(op, scalars));
 }
 
+void Executable::run_graph(int graph, std::initializer_list<const std::vector<Op>*> lists,
+                           const StepScalars& scalars) {
+  const int runs = graph_runs_[graph]++;
+  if (!backend_->can_capture() || runs == 0) {
+    for (const auto* ops : lists) run(*ops, scalars);
+    return;
+  }
+  if (runs == 1) {
+    backend_->begin_capture();
+    try {
+      for (const auto* ops : lists) run(*ops, scalars);
+      backend_->end_capture(graph);
+    } catch (...) {
+      backend_->abort_capture();
+      graph_runs_[graph] = 0;
+      throw;
+    }
+  }
+  backend_->replay(graph, scalars);
+}
+
+void Executable::run_step(const StepScalars& s) {
+  run_graph(kTrainStep, {&program_.forward, &program_.backward, &program_.update}, s);
+}
 void Executable::run_forward(const StepScalars& s) { run(program_.forward, s); }
 void Executable::run_backward(const StepScalars& s) { run(program_.backward, s); }
 void Executable::run_update(const StepScalars& s) { run(program_.update, s); }
-void Executable::run_inference(const StepScalars& s) { run(program_.inference, s); }
+void Executable::run_inference(const StepScalars& s) { run_graph(kInference, {&program_.inference}, s); }
 
 }  // namespace kiln

@@ -28,6 +28,10 @@ struct OpCall {
   std::vector<TensorArg> in, out;
   const StepScalars& scalars;
   Backend* backend = nullptr;  // the executable's backend (CUDA ops reach streams and handles here)
+  // The same scalars in device memory, rewritten before every step (nullptr on the CPU). Kernels
+  // that a CUDA Graph replays read lr, step and seed here: values passed as kernel arguments
+  // would stay those of the captured step.
+  const StepScalars* device_scalars = nullptr;
   const Layer& layer() const { return program.layer_of(op); }
   // "CBR_FWD 'features.0'": how errors name the op and its layer.
   std::string where() const;

@@ -58,9 +58,7 @@ BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& opt
   const int loss = exe.program().loss;
   auto step = [&](int64_t i) {
     const StepScalars s{bench.lr, i, bench.seed};
-    exe.run_forward(s);
-    exe.run_backward(s);
-    exe.run_update(s);
+    exe.run_step(s);
     exe.synchronize();
   };
   auto loss_at = [&](int64_t i) {

@@ -129,9 +129,7 @@ double Trainer::step(const Batch& batch, float lr) {
 double Trainer::train_step(const Batch& batch, float lr) {
   copy_in(batch);
   StepScalars s{lr, global_step_, opt_.seed};
-  exe_->run_forward(s);
-  exe_->run_backward(s);
-  exe_->run_update(s);
+  exe_->run_step(s);
   ++global_step_;
   const int loss = exe_->program().loss;
   return exe_->program().tensors[loss].dtype == DType::F64 ? exe_->read<double>(loss)[0] : exe_->read<float>(loss)[0];

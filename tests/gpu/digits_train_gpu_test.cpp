@@ -22,7 +22,7 @@ namespace {
 std::string digits_dir() {
   if (const char* env = std::getenv("KILN_DIGITS_DIR"); env && *env) return env;
   const std::string root = gpu_test::source_dir();
-  for (const std::string dir : {root + "/../shared/data/digits", root + "/data/digits"})
+  for (const std::string& dir : {root + "/../shared/data/digits", root + "/data/digits"})
     if (std::filesystem::exists(dir + "/t10k-labels-idx1-ubyte")) return dir;
   return root + "/data/digits";
 }
@@ -40,11 +40,11 @@ CompileOptions recipe(Device device, Precision precision) {
   return c;
 }
 
-struct Run {
+struct TrainingRun {
   double first_loss = 0, final_loss = 0, accuracy = 0;
 };
 
-Run train(Device device, Precision precision, const Dataset& train_set, const Dataset& test_set) {
+TrainingRun train(Device device, Precision precision, const Dataset& train_set, const Dataset& test_set) {
   TrainOptions t;
   t.epochs = kEpochs;
   t.schedule.kind = ScheduleKind::Cosine;
@@ -54,7 +54,7 @@ Run train(Device device, Precision precision, const Dataset& train_set, const Da
   CompileOptions c = recipe(device, precision);
   c.input_hwc = {train_set.height, train_set.width, train_set.channels};
   Trainer trainer(zoo::digits_cnn(), c, t);
-  Run run;
+  TrainingRun run;
   bool first = true;
   const auto reports = trainer.fit(train_set, test_set, [&](const StepReport& s) {
     if (first) run.first_loss = s.loss, first = false;
@@ -70,13 +70,13 @@ TEST(DigitsGpu, TrainsInEveryPrecisionAndTracksTheCpu) {
   KILN_REQUIRE_GPU();
   const std::string dir = digits_dir();
   const Dataset train_set = load_dataset(dir, "idx", true), test_set = load_dataset(dir, "idx", false);
-  const Run cpu = train(Device::CPU, Precision::FP32, train_set, test_set);
+  const TrainingRun cpu = train(Device::CPU, Precision::FP32, train_set, test_set);
   std::printf("digits cpu fp32: first loss %.5f, final loss %.5f, test accuracy %.4f\n", cpu.first_loss,
               cpu.final_loss, cpu.accuracy);
   ASSERT_GT(cpu.accuracy, 0.95);  // the reference itself learned
   for (Precision p : {Precision::FP32, Precision::FP16, Precision::BF16}) {
     SCOPED_TRACE(precision_name(p));
-    const Run gpu = train(Device::CUDA, p, train_set, test_set);
+    const TrainingRun gpu = train(Device::CUDA, p, train_set, test_set);
     std::printf("digits cuda %s: first loss %.5f, final loss %.5f, test accuracy %.4f (cpu %.4f)\n",
                 precision_name(p), gpu.first_loss, gpu.final_loss, gpu.accuracy, cpu.accuracy);
     // The first step sees the same weights, batch and masks: only rounding differs — the

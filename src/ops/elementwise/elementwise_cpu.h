@@ -27,7 +27,7 @@ void grad_sum(const T* const* g, int k, int64_t n, T* sum);
 // Random stream of one dropout layer at one optimizer step: masks differ between layers and
 // steps and are a pure function of (seed, layer key, step, element index); the layer key is a
 // hash of the layer's name (DropoutForward::layer_key).
-inline uint64_t dropout_stream(uint64_t layer_key, int64_t step) {
+KILN_HOST_DEVICE inline uint64_t dropout_stream(uint64_t layer_key, int64_t step) {
   return mix64(layer_key * 1000003ULL + static_cast<uint64_t>(step));
 }
 

@@ -3,6 +3,7 @@
 
 #include "core/random.h"
 #include "ops/common/flat_cuda.cuh"
+#include "ops/elementwise/elementwise_cpu.h"  // dropout_stream: the CPU's mask streams
 #include "ops/elementwise/elementwise_cuda.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/dtype_cuda.h"
@@ -105,13 +106,6 @@ struct Fill {
 };
 
 // core/random.h's mix64, for the device; the GPU test checks masks bit for bit against the CPU.
-__device__ __forceinline__ uint64_t mix64_device(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 template <class T>
 struct DropoutForward {
   const T* x;
@@ -119,13 +113,20 @@ struct DropoutForward {
   uint8_t* mask;
   uint64_t key;  // mix64(mix64(seed) ^ stream): random_bits(seed, stream, i) = mix64(key ^ i)
   float p, scale;
+  // When set, the seed and step are read here instead (a replayed CUDA Graph) and the stream
+  // is the layer's: cpu::dropout_stream(layer_key, *step).
+  const uint64_t* seed_on_device = nullptr;
+  const int64_t* step_on_device = nullptr;
+  uint64_t layer_key = 0;
   __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
     float v[8];
     uint8_t m[8];
     load8(x, i0, n, vec, v);
+    const uint64_t k =
+        seed_on_device ? mix64(mix64(*seed_on_device) ^ cpu::dropout_stream(layer_key, *step_on_device)) : key;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const uint64_t bits = mix64_device(key ^ static_cast<uint64_t>(i0 + j));
+      const uint64_t bits = mix64(k ^ static_cast<uint64_t>(i0 + j));
       const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // random_uniform
       m[j] = u >= p;
       v[j] = m[j] ? v[j] * scale : 0.f;
@@ -262,6 +263,20 @@ void dropout_forward(DType dtype, const void* x, int64_t n, float p, uint64_t se
     DropoutForward<T> op{
         static_cast<const T*>(x), static_cast<T*>(y), mask, mix64(mix64(seed) ^ random_stream), p,
         dropout_scale(p)};
+    launch_flat(op, n, flat_vectorizable({x, y}, {mask}), stream, where);
+  });
+}
+
+void dropout_forward(DType dtype, const void* x, int64_t n, float p, const uint64_t* seed, const int64_t* step,
+                     uint64_t layer_key, void* y, uint8_t* mask, cudaStream_t stream, const std::string& where) {
+  check_n("dropout_forward", n, where);
+  check_p("dropout_forward", p, where);
+  if (n == 0) return;
+  need("dropout_forward", where, {{x, "x"}, {y, "y"}, {mask, "mask"}, {seed, "seed"}, {step, "step"}});
+  dispatch_activation(dtype, "dropout_forward", [&](auto zero) {
+    using T = decltype(zero);
+    DropoutForward<T> op{static_cast<const T*>(x), static_cast<T*>(y), mask, 0, p, dropout_scale(p), seed, step,
+                         layer_key};
     launch_flat(op, n, flat_vectorizable({x, y}, {mask}), stream, where);
   });
 }

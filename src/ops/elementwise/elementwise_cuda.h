@@ -54,6 +54,11 @@ void dropout_forward(DType dtype, const void* x, int64_t n, float p, uint64_t se
                      uint64_t random_stream, void* y, uint8_t* mask, cudaStream_t stream,
                      const std::string& where);
 
+// The same with the seed and step read in device memory when the kernel runs (what a replayed
+// CUDA Graph needs), the stream being the layer's cpu::dropout_stream(layer_key, *step).
+void dropout_forward(DType dtype, const void* x, int64_t n, float p, const uint64_t* seed, const int64_t* step,
+                     uint64_t layer_key, void* y, uint8_t* mask, cudaStream_t stream, const std::string& where);
+
 // dx = mask ? dy * (1 / (1 - p)) : 0 (0 everywhere when p = 1).
 void dropout_backward(DType dtype, const void* dy, const uint8_t* mask, int64_t n, float p,
                       void* dx, cudaStream_t stream, const std::string& where);

@@ -36,6 +36,11 @@ void expect_byte_mask(const OpCall& call, const TensorArg& mask, const TensorArg
 void dropout_fwd(const OpCall& call, const DropoutForward<TensorArg>& a) {
   expect_like(call, a.y, "output", a.x);
   expect_byte_mask(call, a.mask, a.x);
+  if (call.device_scalars) {  // the step's seed and count as the device holds them (CUDA Graph replay)
+    dropout_forward(a.x.dtype(), a.x.data, a.x.numel(), a.p, &call.device_scalars->seed, &call.device_scalars->step,
+                    a.layer_key, a.y.data, a.mask.as<uint8_t>(), main_stream(call), call.where());
+    return;
+  }
   dropout_forward(a.x.dtype(), a.x.data, a.x.numel(), a.p, call.scalars.seed,
                   cpu::dropout_stream(a.layer_key, call.scalars.step), a.y.data, a.mask.as<uint8_t>(),
                   main_stream(call), call.where());

@@ -109,6 +109,25 @@ void check_regions(const char* fn, int64_t n, std::initializer_list<const void*>
           where, fn);
 }
 
+// The host's sgd_scalars / adamw_scalars, on one thread, from device-resident lr and step
+// (the same fp64 formulas, so a replayed step updates as an uncaptured one does).
+__global__ void derive_sgd_kernel(const float* lr, float momentum, float weight_decay, int nesterov, SgdScalars* out) {
+  *out = SgdScalars{*lr, momentum, weight_decay, nesterov};
+}
+
+__global__ void derive_adamw_kernel(const float* lr, const int64_t* step, double beta1, double beta2, double eps,
+                                    double weight_decay, AdamWScalars* out) {
+  const double rate = *lr, t = static_cast<double>(*step + 1);
+  AdamWScalars s;
+  s.keep = static_cast<float>(1 - rate * weight_decay);
+  s.beta1 = static_cast<float>(beta1), s.one_minus_beta1 = static_cast<float>(1 - beta1);
+  s.beta2 = static_cast<float>(beta2), s.one_minus_beta2 = static_cast<float>(1 - beta2);
+  s.step_size = static_cast<float>(rate / (1 - pow(beta1, t)));
+  s.bias2_sqrt = static_cast<float>(sqrt(1 - pow(beta2, t)));
+  s.eps = static_cast<float>(eps);
+  *out = s;
+}
+
 // Calls f(C*) with the copy's element type, or f((void*)nullptr) without a copy.
 template <class F>
 void dispatch_copy(const ParamCopy& copy, const char* fn, F&& f) {
@@ -138,6 +157,20 @@ AdamWScalars adamw_scalars(double lr, double beta1, double beta2, double eps, do
   s.bias2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(beta2, t)));
   s.eps = static_cast<float>(eps);
   return s;
+}
+
+void derive_sgd_scalars(const float* lr, double momentum, double weight_decay, bool nesterov, SgdScalars* out,
+                        cudaStream_t stream, const std::string& where) {
+  // Rounded to float as sgd_scalars rounds them.
+  derive_sgd_kernel<<<1, 1, 0, stream>>>(lr, static_cast<float>(momentum), static_cast<float>(weight_decay),
+                                         nesterov ? 1 : 0, out);
+  KILN_CUDA(cudaGetLastError(), where);
+}
+
+void derive_adamw_scalars(const float* lr, const int64_t* step, double beta1, double beta2, double eps,
+                          double weight_decay, AdamWScalars* out, cudaStream_t stream, const std::string& where) {
+  derive_adamw_kernel<<<1, 1, 0, stream>>>(lr, step, beta1, beta2, eps, weight_decay, out);
+  KILN_CUDA(cudaGetLastError(), where);
 }
 
 void sgd_update(int64_t n, const float* grad, float* param, float* momentum_buf,

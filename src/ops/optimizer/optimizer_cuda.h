@@ -61,12 +61,21 @@ struct AdamWScalars {
 AdamWScalars adamw_scalars(double lr, double beta1, double beta2, double eps, double weight_decay,
                            int64_t step);
 
+// The same scalars formed on the device, from the learning rate and step count that the step's
+// scalars hold in device memory (`lr`, `step`: this update is step + 1), into `out`: what a
+// replayed CUDA Graph uses, since the arguments of a captured launch stay those of the capture.
+void derive_sgd_scalars(const float* lr, double momentum, double weight_decay, bool nesterov, SgdScalars* out,
+                        cudaStream_t stream, const std::string& where);
+
 // p *= 1 - lr * wd; m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2;
 // p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
 void adamw_update(int64_t n, const float* grad, float* param, float* exp_avg, float* exp_avg_sq,
                   const AdamWScalars& s, cudaStream_t stream, const std::string& where,
                   const AdamWScalars* device_scalars = nullptr, ParamCopy copy = {},
                   LossScaleInputs scaling = {});
+
+void derive_adamw_scalars(const float* lr, const int64_t* step, double beta1, double beta2, double eps,
+                          double weight_decay, AdamWScalars* out, cudaStream_t stream, const std::string& where);
 
 // copy = master rounded to dtype (F16 / BF16, or F32 for a plain copy): refreshes the
 // low-precision weights from the fp32 master parameters (e.g. after loading a checkpoint).

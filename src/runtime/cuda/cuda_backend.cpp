@@ -35,6 +35,12 @@ CudaBackend::CudaBackend(int index, const CudaOptions& options) {
     KILN_CUDA(cudaStreamCreateWithPriority(&streams_[i], cudaStreamNonBlocking, priority), "cuda backend");
     KILN_CUDA(cudaEventCreateWithFlags(&events_[i], cudaEventDisableTiming), "cuda backend");
   }
+  KILN_CUDA(cudaMallocHost(&host_scalars_, sizeof(StepScalars)), "step scalars");
+  *host_scalars_ = StepScalars{};
+  KILN_CUDA(cudaMalloc(&device_scalars_, sizeof(StepScalars)), "step scalars");
+  KILN_CUDA(cudaMemset(device_scalars_, 0, sizeof(StepScalars)), "step scalars");
+  KILN_CUDA(cudaEventCreateWithFlags(&scalars_read_, cudaEventDisableTiming), "step scalars");
+  KILN_CUDA(cudaDeviceSynchronize(), "step scalars");
 }
 
 namespace {
@@ -79,6 +85,11 @@ CudnnGraphs& shared_graphs(int device, const CudaOptions& options) {
 CudaBackend::~CudaBackend() {
   // Destructors must not throw: errors here only mean the device is already gone.
   if (graphs_) append_tune_log(*graphs_, options_.tune_log);
+  for (cudaGraphExec_t g : captured_)
+    if (g) cudaGraphExecDestroy(g);
+  if (scalars_read_) cudaEventDestroy(scalars_read_);
+  if (device_scalars_) cudaFree(device_scalars_);
+  if (host_scalars_) cudaFreeHost(host_scalars_);
   for (int i = 0; i < kStreams; ++i) {
     if (workspace_[i]) cudaFree(workspace_[i]);
     if (events_[i]) cudaEventDestroy(events_[i]);
@@ -134,6 +145,55 @@ void CudaBackend::synchronize() {
 }
 
 void CudaBackend::activate() { KILN_CUDA(cudaSetDevice(device_), "cuda backend"); }
+
+void CudaBackend::stage_scalars(const StepScalars& s) {
+  activate();
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  KILN_CUDA(cudaStreamIsCapturing(streams_[0], &capturing), "step scalars");
+  // The slot may still be read by a copy issued for an earlier step: wait for it (it is long
+  // done when the host has read that step's loss). Under capture nothing runs yet.
+  if (capturing == cudaStreamCaptureStatusNone) KILN_CUDA(cudaEventSynchronize(scalars_read_), "step scalars");
+  *host_scalars_ = s;
+  KILN_CUDA(cudaMemcpyAsync(device_scalars_, host_scalars_, sizeof(StepScalars), cudaMemcpyHostToDevice, streams_[0]),
+            "step scalars");
+  KILN_CUDA(cudaEventRecord(scalars_read_, streams_[0]), "step scalars");
+}
+
+void CudaBackend::begin_capture() {
+  activate();
+  // Thread-local: the data loader's threads may call the CUDA runtime meanwhile (pinned memory).
+  KILN_CUDA(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal), "CUDA Graph capture");
+}
+
+void CudaBackend::end_capture(int graph) {
+  cudaGraph_t captured = nullptr;
+  KILN_CUDA(cudaStreamEndCapture(streams_[0], &captured), "CUDA Graph capture");
+  if (graph >= int(captured_.size())) captured_.resize(size_t(graph) + 1, nullptr);
+  if (captured_[size_t(graph)]) KILN_CUDA(cudaGraphExecDestroy(captured_[size_t(graph)]), "CUDA Graph capture");
+  const cudaError_t status = cudaGraphInstantiate(&captured_[size_t(graph)], captured, 0);
+  cudaGraphDestroy(captured);
+  if (status != cudaSuccess) {
+    captured_[size_t(graph)] = nullptr;
+    fail("cannot instantiate the captured CUDA Graph ({}); use --cuda-graphs 0", cudaGetErrorString(status));
+  }
+}
+
+void CudaBackend::abort_capture() {
+  cudaGraph_t partial = nullptr;
+  if (cudaStreamEndCapture(streams_[0], &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
+  cudaGetLastError();  // the capture's own error was reported by whoever failed
+}
+
+void CudaBackend::replay(int graph, const StepScalars& s) {
+  activate();
+  if (graph >= int(captured_.size()) || !captured_[size_t(graph)]) fail("internal: CUDA Graph {} was never captured", graph);
+  // The graph's first node copies the scalars out of the host slot, so the slot is written
+  // here, once the copy of the step before has read it.
+  KILN_CUDA(cudaEventSynchronize(scalars_read_), "step scalars");
+  *host_scalars_ = s;
+  KILN_CUDA(cudaGraphLaunch(captured_[size_t(graph)], streams_[0]), "CUDA Graph replay");
+  KILN_CUDA(cudaEventRecord(scalars_read_, streams_[0]), "CUDA Graph replay");
+}
 
 void CudaBackend::order(int from, int to) {
   if (stream(from) == stream(to)) return;

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/options.h"
 #include "runtime/backend.h"
@@ -36,6 +37,15 @@ class CudaBackend final : public Backend {
   void finish_prepare() override;
   void synchronize() override;
   void activate() override;
+  const StepScalars* device_scalars() const override { return device_scalars_; }
+  void stage_scalars(const StepScalars& s) override;
+  bool can_capture() const override { return options_.graphs; }
+  // Captures the work issued on the main stream (and the streams it waits on) until end_capture,
+  // which instantiates it as graph `graph`; replay(graph) launches it on the main stream.
+  void begin_capture() override;
+  void end_capture(int graph) override;
+  void abort_capture() override;
+  void replay(int graph, const StepScalars& s) override;
 
   // With the side stream off (CudaOptions::side_stream, KILN_SIDE_STREAM=0), stream(1) is the main
   // stream: work meant to overlap runs in issue order instead.
@@ -65,6 +75,11 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0, requested_bytes_ = 0;
   CudaOptions options_;
   CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device and graph options
+  // The step's scalars: staged in pinned host memory, copied to the device in stream order.
+  StepScalars* host_scalars_ = nullptr;
+  StepScalars* device_scalars_ = nullptr;
+  cudaEvent_t scalars_read_ = nullptr;  // the last copy out of host_scalars_ has happened
+  std::vector<cudaGraphExec_t> captured_;
 };
 
 // The CUDA backend of an op call (a kiln::Error if the call runs on another backend).

@@ -23,6 +23,8 @@ CudaOptions with_env_overrides(CudaOptions o) {
                           "1 to run wgrad beside dgrad (the default) or 0 to run it after") == 1;
   o.pipeline_chunks = env_int("KILN_PIPELINE_CHUNKS", 1, kMaxPipelineChunks, o.pipeline_chunks,
                               "the number of batch slices (1: off, the default)");
+  o.graphs = env_int("KILN_CUDA_GRAPHS", 0, 1, o.graphs ? 1 : 0,
+                     "1 to replay each step as a captured CUDA Graph (the default) or 0 to launch every op") == 1;
   return o;
 }
 
