@@ -124,8 +124,11 @@ class DeviceBuffer {
     return out;
   }
   // 0xFF makes every float element NaN, so an element a kernel forgot to write shows up.
+  // Waited for: cudaMemset runs on the legacy default stream, which kiln's non-blocking streams
+  // do not wait for, so an unfinished fill could land after the kernel under test.
   void poison(uint8_t byte = 0xFF) {
     cuda_check(cudaMemset(ptr_, byte, bytes_), "cudaMemset (poison)");
+    cuda_check(cudaDeviceSynchronize(), "cudaMemset (poison)");
   }
 
  private:

@@ -152,11 +152,14 @@ void CudaBackend::stage_scalars(const StepScalars& s) {
   KILN_CUDA(cudaStreamIsCapturing(streams_[0], &capturing), "step scalars");
   // The slot may still be read by a copy issued for an earlier step: wait for it (it is long
   // done when the host has read that step's loss). Under capture nothing runs yet.
-  if (capturing == cudaStreamCaptureStatusNone) KILN_CUDA(cudaEventSynchronize(scalars_read_), "step scalars");
+  const bool captured = capturing != cudaStreamCaptureStatusNone;
+  if (!captured) KILN_CUDA(cudaEventSynchronize(scalars_read_), "step scalars");
   *host_scalars_ = s;
   KILN_CUDA(cudaMemcpyAsync(device_scalars_, host_scalars_, sizeof(StepScalars), cudaMemcpyHostToDevice, streams_[0]),
             "step scalars");
-  KILN_CUDA(cudaEventRecord(scalars_read_, streams_[0]), "step scalars");
+  // Not under capture: an event recorded there belongs to the graph, and waiting on it from the
+  // host afterwards is an error; replay() records it after each launch instead.
+  if (!captured) KILN_CUDA(cudaEventRecord(scalars_read_, streams_[0]), "step scalars");
 }
 
 void CudaBackend::begin_capture() {
