@@ -8,8 +8,9 @@
 #
 #   bench/concurrent_training.sh [--kiln BIN] [--data DIR] [--limit R] [-- extra kiln train args]
 #
-# Exits 1 when the ratio is above the limit. Run it on an otherwise idle machine: the load
-# average before the runs is recorded next to the times.
+# Exits 1 when the ratio is above the limit. Run it on an otherwise idle machine: the 1-minute
+# load average before the runs is recorded next to the times (after them it would count the
+# runs themselves).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,7 +64,6 @@ printf 'two at once:         %.2f s (both finished)\n' "$two"
 
 ratio=$(echo "$two / $one" | bc -l)
 printf 'ratio two / one:     %.2f (limit %s)\n' "$ratio" "$limit"
-load_after=$(cut -d' ' -f1 /proc/loadavg)
 
 # The same seed trains the same model alone and side by side: the final losses must agree.
 loss() { grep '^final loss' "$logs/$1.log" | awk '{print $3}'; }
@@ -85,7 +85,6 @@ cat > "$out" <<EOF
   "machine": {"nproc": $(nproc), "cpu": "$cpu", "threads_per_run": "default (kiln --threads)"},
   "command": "kiln ${args[*]}",
   "load_average_before": $load_before,
-  "load_average_after": $load_after,
   "one_seconds": $(printf '%.3f' "$one"),
   "two_at_once_seconds": $(printf '%.3f' "$two"),
   "ratio": $(printf '%.3f' "$ratio"),
