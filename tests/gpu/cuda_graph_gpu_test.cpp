@@ -76,10 +76,12 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // fp32: every kernel of the step reduces in a fixed order, so the replayed run must give the same
-// bits as the op-by-op run. fp16 adds cuDNN's fused statistics graphs, whose reductions need not
-// repeat bit for bit: there a second op-by-op run measures how far two runs of the same program
-// drift, and the replayed run may not drift further (with a margin: the drift is a sum of rounding
-// flips); the loss scaler's state, discrete, must agree exactly.
+// bits as the op-by-op run (measured: identical). fp16 adds cuDNN's fused convolution-statistics
+// graphs, whose reductions do not repeat bit for bit (measured on the H200: two op-by-op runs of
+// the same program differ from the first step's loss on, by 0.026-0.040 in the parameters after
+// six steps): there a second op-by-op run measures that drift and the replayed run may not drift
+// further (with a margin: the drift is a sum of rounding flips), and the loss scaler's state,
+// discrete, must agree exactly. The learning-rate mutation is checked where runs are exact.
 TEST(CudaGraphs, ReplayedStepsMatchOpByOpSteps) {
   KILN_REQUIRE_GPU();
   for (Precision precision : {Precision::FP32, Precision::FP16}) {
@@ -96,11 +98,14 @@ TEST(CudaGraphs, ReplayedStepsMatchOpByOpSteps) {
                   "params max diff %.3g\n",
                   name.c_str(), a.losses == b.losses ? "identical" : "differ", replay_drift,
                   max_abs_diff(a.logits, b.logits), run_drift);
-      EXPECT_EQ(a.losses[0], b.losses[0]);  // the first step runs op by op in both
       if (precision == Precision::FP32) {
         EXPECT_EQ(a.losses, b.losses);
         EXPECT_EQ(replay_drift, 0.0);
         EXPECT_EQ(max_abs_diff(a.logits, b.logits), 0.0);
+        // The comparison catches a replay that kept the captured learning rate: a plain run
+        // whose last step used the first step's rate ends elsewhere.
+        auto stale = digits(precision, optimizer, false);
+        EXPECT_GT(max_abs_diff(run(*stale, 0.02f).params, b.params), 1e-5);
       } else {
         EXPECT_LE(replay_drift, 10 * run_drift + 1e-6);
         for (const char* state : {"loss_scale", "loss_scale.clean_steps"}) {
@@ -110,10 +115,6 @@ TEST(CudaGraphs, ReplayedStepsMatchOpByOpSteps) {
           EXPECT_EQ(x, y) << state;
         }
       }
-      // The comparison catches a replay that kept the captured learning rate: a plain run whose
-      // last step used the first step's rate ends elsewhere.
-      auto stale = digits(precision, optimizer, false);
-      EXPECT_GT(max_abs_diff(run(*stale, 0.02f).params, b.params), 10 * replay_drift + 1e-5);
     }
   }
 }
