@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | digits
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -112,6 +112,21 @@ if [ "$what" = models ]; then
   done
   python3 bench/report_models.py "$out/kiln_models.jsonl" "$out/torch_models.jsonl" \
     "$out/models_${model}_${precision}.json" "$out/env.json" || status=1
+  exit $status
+fi
+if [ "$what" = digits ]; then
+  # The digits recipe (scripts/demo.sh) on the GPU, kiln against bench/torch_digits.py, data
+  # loading and per-epoch evaluation included on both sides: KILN_DIGITS_DIR (default
+  # data/digits), KILN_PRECISION (fp32), KILN_TORCH_MODES (eager,compile).
+  data=${KILN_DIGITS_DIR:-data/digits} precision=${KILN_PRECISION:-fp32}
+  "$bin/kiln" train --device cuda --model digits_cnn --data "$data" --epochs 30 --batch 64 --optimizer sgd --lr 0.05 \
+    --momentum 0.9 --nesterov --weight-decay 5e-4 --schedule cosine --label-smoothing 0.1 --crop-pad 1 --seed 1 \
+    --precision "$precision" --json "$out/kiln_digits.jsonl" > "$out/kiln_digits.log" 2>&1 \
+    || { tail -5 "$out/kiln_digits.log"; status=1; }
+  python3 bench/torch_digits.py --data "$data" --precision "$precision" --modes "${KILN_TORCH_MODES:-eager,compile}" \
+    > "$out/torch_digits.jsonl" 2> "$out/torch_digits.err" || { tail -5 "$out/torch_digits.err"; status=1; }
+  python3 bench/report_digits.py "$out/kiln_digits.jsonl" "$out/torch_digits.jsonl" "$out/digits_${precision}.json" \
+    "$out/env.json" || status=1
   exit $status
 fi
 if [ "$what" = stages ]; then

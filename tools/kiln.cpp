@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,7 @@ int run_plan(const CommonOptions& o) {
 struct TrainArgs {
   std::string data = "data/digits", format = "idx", optimizer = "sgd", schedule = "cosine";
   std::string checkpoint;
+  std::string json;  // --json FILE: one line per epoch
   int epochs = 10, warmup = 0, step_epochs = 30, workers = 2, crop_pad = 0;
   float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, label_smoothing = 0.f, gamma = 0.1f;
   bool nesterov = false, resume = false, hflip = false;
@@ -242,7 +244,27 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                s.step_in_epoch, s.steps_per_epoch, s.loss, s.images_per_second, clock_text(s.eta_seconds));
     std::fflush(stdout);
   };
+  std::ofstream json;
+  if (!a.json.empty()) {
+    json.open(a.json, std::ios::app);
+    if (!json) kiln::fail("cannot open --json file '{}' for appending; check that its folder exists", a.json);
+  }
+  // Wall time per epoch as a user waits for it: training, the state check, evaluation and the
+  // checkpoint (EpochReport::seconds counts the training steps alone).
+  auto epoch_start = std::chrono::steady_clock::now();
   auto on_epoch = [&](const kiln::EpochReport& r) {
+    const auto now = std::chrono::steady_clock::now();
+    const double wall = std::chrono::duration<double>(now - epoch_start).count();
+    epoch_start = now;
+    if (json.is_open()) {
+      json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"device", device_label(c)},
+                             {"precision", o.precision}, {"batch", o.batch}, {"epoch", r.epoch + 1},
+                             {"epochs", a.epochs}, {"wall_seconds", wall}, {"train_seconds", r.seconds},
+                             {"train_loss", r.train_loss}, {"train_accuracy", r.train_accuracy},
+                             {"test_accuracy", r.test_accuracy}, {"images_per_second", r.images_per_second}}
+                  .dump()
+           << std::endl;
+    }
     fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}  test acc {:.4f}  {:.1f}s  {:.0f} img/s\n",
                live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.seconds,
                r.images_per_second);
@@ -260,6 +282,29 @@ struct BenchArgs {
 };
 
 std::string gib(size_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ull << 30)); }
+
+// The profiled step: time against floor by op kind, then the ops furthest above their floors.
+void print_profile(const kiln::BenchResult& r) {
+  std::map<std::string, std::array<double, 3>> by_kind;  // ms, floor ms, count
+  double total = 0, floor = 0;
+  for (const kiln::OpProfile& op : r.profile) {
+    auto& k = by_kind[op.kind];
+    k[0] += op.ms, k[1] += op.floor_ms, k[2] += 1;
+    total += op.ms, floor += op.floor_ms;
+  }
+  fmt::print("profiled step, op by op with a wait after each: {:.2f} ms (floor {:.2f} ms); by op kind:\n", total, floor);
+  std::vector<std::pair<std::string, std::array<double, 3>>> kinds(by_kind.begin(), by_kind.end());
+  std::sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) { return a.second[0] > b.second[0]; });
+  for (const auto& [kind, k] : kinds)
+    fmt::print("  {:<18} {:4.0f} ops {:8.2f} ms  floor {:8.2f} ms  gap {:7.2f} ms\n", kind, k[2], k[0], k[1], k[0] - k[1]);
+  std::vector<const kiln::OpProfile*> ops;
+  for (const kiln::OpProfile& op : r.profile) ops.push_back(&op);
+  std::sort(ops.begin(), ops.end(), [](auto* a, auto* b) { return a->ms - a->floor_ms > b->ms - b->floor_ms; });
+  fmt::print("largest gaps to the floor:\n");
+  for (size_t i = 0; i < std::min<size_t>(12, ops.size()); ++i)
+    fmt::print("  {:<8} {:<14} {:<28} {:7.3f} ms  floor {:7.3f} ms ({:.1f} GFLOP, {:.1f} MB)\n", ops[i]->list,
+               ops[i]->kind, ops[i]->layer, ops[i]->ms, ops[i]->floor_ms, ops[i]->flops * 1e-9, ops[i]->bytes * 1e-6);
+}
 
 // Throughput on synthetic data already on the device (kiln/bench.h), printed and optionally
 // written as one JSON object for bench/report_models.py.
@@ -279,8 +324,14 @@ int run_bench(const CommonOptions& o, const TrainArgs& t, const BenchArgs& b) {
   fmt::print("first step after {:.1f} s; memory: planned {} + workspace {}, device {}; loss {:.4f} -> {:.4f}\n",
              r.first_step_seconds, gib(r.planned_bytes), gib(r.workspace_bytes),
              c.device == kiln::Device::CUDA ? gib(r.device_bytes) : std::string("n/a"), r.first_loss, r.last_loss);
+  if (b.bench.profile) print_profile(r);
   if (!b.json.empty()) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const kiln::OpProfile& op : r.profile)
+      ops.push_back({{"list", op.list}, {"kind", op.kind}, {"layer", op.layer}, {"ms", op.ms}, {"flops", op.flops},
+                     {"bytes", op.bytes}, {"floor_ms", op.floor_ms}});
     const nlohmann::json j = {{"framework", "kiln"},
+                              {"profile", ops},
                               {"model", o.model},
                               {"device", device_label(c)},
                               {"precision", o.precision},
@@ -441,6 +492,8 @@ int main(int argc, char** argv) {
   train->add_flag("--hflip", t.hflip, "random horizontal flips");
   train->add_option("--checkpoint", t.checkpoint, "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock guards it while training")
       ->type_name("FILE");
+  train->add_option("--json", t.json, "append one JSON line per epoch (times, loss, accuracies) to this file")
+      ->type_name("FILE");
   train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists (needs --checkpoint); the run's settings must match the checkpoint's, only --epochs may change");
   add_threads(train, t);
   add_cuda(train, t);
@@ -454,6 +507,13 @@ int main(int argc, char** argv) {
   bench->add_option("--warmup", b.bench.warmup, "untimed steps before them, >= 0")
       ->check(at_least(0, "use e.g. --warmup 5"));
   bench->add_option("--seed", b.bench.seed, "random seed (initialization, synthetic data)");
+  bench->add_flag("--profile", b.bench.profile,
+                  "then one step op by op, each op timed and set against its floor (FLOPs at --peak-tflops, bytes at "
+                  "--peak-tbps)");
+  bench->add_option("--peak-tflops", b.bench.peak_tflops, "tensor-core rate for the floors (default: an H200's fp16)")
+      ->check(number([](double v) { return v > 0; }, "> 0", "use e.g. --peak-tflops 737"));
+  bench->add_option("--peak-tbps", b.bench.peak_tbps, "memory bandwidth in TB/s for the floors (default: an H200's)")
+      ->check(number([](double v) { return v > 0; }, "> 0", "use e.g. --peak-tbps 4.18"));
   bench->add_option("--json", b.json, "append the result as one JSON line to this file")->type_name("FILE");
   add_threads(bench, t);
   add_cuda(bench, t);

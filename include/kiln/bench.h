@@ -2,6 +2,7 @@
 // Training throughput on synthetic data already in device memory: what `kiln bench` prints and
 // what bench/report_models.py sets beside PyTorch's numbers for the same model and batch.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kiln/blueprint.h"
@@ -14,6 +15,20 @@ struct BenchOptions {
   int steps = 20;   // timed steps, >= 1
   uint64_t seed = 1;
   float lr = 0.01f;  // constant: the benchmark measures speed, the values only need to stay finite
+  // After the timed steps, one more step op by op with each op waited for (Executable::
+  // profile_step), every op set against its floor: its multiply-adds at `peak_tflops` and the
+  // bytes of its tensors at `peak_tbps`, whichever is longer. The defaults are what an H200
+  // measured (an fp16 8192^3 matmul and a device-to-device copy, ../shared/baselines).
+  bool profile = false;
+  double peak_tflops = 737, peak_tbps = 4.18;
+};
+
+// One op of the profiled step.
+struct OpProfile {
+  std::string list, kind, layer;  // "forward"/"backward"/"update", op kind, layer name ("" for update ops)
+  double ms = 0;
+  double flops = 0, bytes = 0;  // convolution and GEMM work (0 for other ops); bytes of its tensors
+  double floor_ms = 0;          // max(flops / peak, bytes / bandwidth)
 };
 
 struct BenchResult {
@@ -26,6 +41,7 @@ struct BenchResult {
   // Device memory the program took once ready, beyond the CUDA context (cudaMemGetInfo before
   // compiling and after the timed steps: arena, workspaces, cuDNN and cuBLAS state); 0 on the CPU.
   size_t device_bytes = 0;
+  std::vector<OpProfile> profile;  // with BenchOptions::profile, in program order
 };
 
 // Compiles `blueprint` with `options` (its loss included), fills the input with normal values

@@ -28,6 +28,13 @@ struct HostTensor {
 
 class Backend;
 
+// One op of a profiled step (Executable::profile_step).
+struct OpTime {
+  const Op* op = nullptr;
+  const char* list = "";  // "forward", "backward" or "update"
+  double ms = 0;
+};
+
 class Executable {
  public:
   Executable(Program program, uint64_t seed);
@@ -67,6 +74,10 @@ class Executable {
   void run_forward(const StepScalars& scalars);  // training forward, loss included
   void run_backward(const StepScalars& scalars);
   void run_update(const StepScalars& scalars);
+  // One training step op by op, each op waited for and timed by the host clock (launch included):
+  // where a step's time goes. Slower than run_step by the waits; the step's effects are those of
+  // an ordinary step.
+  std::vector<OpTime> profile_step(const StepScalars& scalars);
   // The inference list, captured and replayed as run_step is.
   void run_inference(const StepScalars& scalars);
 

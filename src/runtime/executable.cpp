@@ -1,5 +1,6 @@
 #include "kiln/executable.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -177,6 +178,27 @@ void Executable::run_graph(int graph, std::initializer_list<const std::vector<Op
 void Executable::run_step(const StepScalars& s) {
   run_graph(kTrainStep, {&program_.forward, &program_.backward, &program_.update}, s);
 }
+std::vector<OpTime> Executable::profile_step(const StepScalars& scalars) {
+  using Clock = std::chrono::steady_clock;
+  const Device device = program_.options.device;
+  std::vector<OpTime> times;
+  backend_->activate();
+  backend_->synchronize();
+  const std::pair<const char*, const std::vector<Op>*> lists[] = {
+      {"forward", &program_.forward}, {"backward", &program_.backward}, {"update", &program_.update}};
+  for (const auto& [name, ops] : lists) {
+    backend_->stage_scalars(scalars);
+    backend_->synchronize();
+    for (const Op& op : *ops) {
+      const auto start = Clock::now();
+      find_op(device, op.kind)(bind(op, scalars));
+      backend_->synchronize();
+      times.push_back({&op, name, std::chrono::duration<double, std::milli>(Clock::now() - start).count()});
+    }
+  }
+  return times;
+}
+
 void Executable::run_forward(const StepScalars& s) { run(program_.forward, s); }
 void Executable::run_backward(const StepScalars& s) { run(program_.backward, s); }
 void Executable::run_update(const StepScalars& s) { run(program_.update, s); }

@@ -43,6 +43,45 @@ void fill_synthetic_batch(Executable& exe, uint64_t seed) {
   exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
 }
 
+// Multiply-adds x 2 of the convolutions and GEMMs an op runs, from its weight's shape: a
+// convolution weight (K, R, S, C) costs R*S*C per output element, a linear weight (O, F) costs F
+// per output; CBR and linear backward run two GEMMs (data and weight gradient) unless the op
+// computes no data gradient.
+bool weight_like(const TensorSpec& t) {
+  const bool role = t.role == TensorRole::Param || t.role == TensorRole::ComputeParam || t.role == TensorRole::Grad ||
+                    t.role == TensorRole::ComputeGrad;
+  return role && (t.shape.size() == 4 || t.shape.size() == 2);
+}
+
+double op_flops(const Program& p, const Op& op) {
+  const TensorSpec* weight = nullptr;  // the weight read (forward, data gradient) or its gradient written
+  for (const auto* ids : {&op.in, &op.out})
+    for (int id : *ids)
+      if (id >= 0 && !weight && weight_like(p.tensors[id])) weight = &p.tensors[id];
+  if (!weight || op.kind == OpKind::CAST || op.kind == OpKind::SGD_UPDATE || op.kind == OpKind::ADAMW_UPDATE) return 0;
+  const Shape& w = weight->shape;
+  const int64_t per_output = w.size() == 4 ? w[1] * w[2] * w[3] : w[1];
+  int64_t outputs = 0;  // the largest activation whose last dimension is the weight's K (or O)
+  for (const auto* ids : {&op.in, &op.out})
+    for (int id : *ids)
+      if (id >= 0 && !weight_like(p.tensors[id]) && p.tensors[id].role != TensorRole::Param &&
+          p.tensors[id].role != TensorRole::Grad && !p.tensors[id].shape.empty() &&
+          p.tensors[id].shape.back() == w[0])
+        outputs = std::max(outputs, numel(p.tensors[id].shape));
+  int passes = 1;
+  if (op.kind == OpKind::CBR_BWD) passes = 2;
+  if (op.kind == OpKind::LINEAR_BWD) passes = op.out.size() > 0 && op.out[0] >= 0 ? 2 : 1;  // dx first
+  return 2.0 * double(outputs) * double(per_output) * passes;
+}
+
+double op_bytes(const Program& p, const Op& op) {
+  double bytes = 0;
+  for (const auto* ids : {&op.in, &op.out})
+    for (int id : *ids)
+      if (id >= 0) bytes += double(p.tensors[id].bytes());
+  return bytes;
+}
+
 }  // namespace
 
 BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& options, const BenchOptions& bench) {
@@ -79,6 +118,17 @@ BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& opt
     r.step_ms.push_back(1e3 * seconds_since(t0));
   }
   r.last_loss = loss_at(i - 1);
+  if (bench.profile) {
+    const Program& p = exe.program();
+    for (const OpTime& t : exe.profile_step({bench.lr, i, bench.seed})) {
+      OpProfile o;
+      o.list = t.list, o.kind = op_kind_name(t.op->kind), o.ms = t.ms;
+      o.layer = t.op->layer >= 0 ? p.layer_of(*t.op).name : "";
+      o.flops = op_flops(p, *t.op), o.bytes = op_bytes(p, *t.op);
+      o.floor_ms = std::max(o.flops / (bench.peak_tflops * 1e12), o.bytes / (bench.peak_tbps * 1e12)) * 1e3;
+      r.profile.push_back(std::move(o));
+    }
+  }
   std::vector<double> sorted = r.step_ms;
   std::sort(sorted.begin(), sorted.end());
   const size_t m = sorted.size();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "kiln/device.h"
@@ -261,6 +262,38 @@ TEST(Cli, MalformedThreadsVariableIsNamed) {
     expect_contains(r, {"KILN_THREADS='" + std::string(bad) + "'", "from 1"}, "KILN_THREADS=" + std::string(bad));
     EXPECT_EQ(r.output.find("kiln: training"), std::string::npos) << r.output;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// `kiln train --json FILE`: one line per epoch with its wall time (training, evaluation), its
+// training time, loss and accuracies, as the digits benchmark reads them.
+TEST(KilnCli, TrainJsonHasOneLinePerEpoch) {
+  const std::string dir = KILN_SOURCE_DIR "/../shared/data/digits";
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no shared digits at " << dir;
+  kiln::testing::TempDir tmp;
+  const std::string json = tmp.file("epochs.jsonl");
+  const std::string args =
+      "train --device cpu --model digits_cnn --data " + dir + " --epochs 2 --batch 256 --workers 1 --json " + json;
+  const Result r = kiln(args);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  std::ifstream in(json);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const nlohmann::json& e = lines[i];
+    EXPECT_EQ(e["epoch"].get<int>(), int(i) + 1);
+    EXPECT_EQ(e["device"].get<std::string>(), "cpu");
+    EXPECT_GE(e["wall_seconds"].get<double>(), e["train_seconds"].get<double>());  // evaluation on top
+    EXPECT_GT(e["train_seconds"].get<double>(), 0);
+    EXPECT_TRUE(std::isfinite(e["train_loss"].get<double>()));
+    EXPECT_GT(e["test_accuracy"].get<double>(), 0.1);  // better than chance after an epoch
+  }
+  // The printed accuracy is the last line's.
+  expect_contains(r, {fmt::format("test accuracy: {:.4f}", lines.back()["test_accuracy"].get<double>())}, args);
 }
 
 }  // namespace
