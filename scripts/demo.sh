@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: set up, then train the digits CNN on real handwritten digits (CPU unless
-# --device cuda is given) and print the test accuracy. Extra arguments go to `kiln train` after
+# The main job: set up, then train the digits CNN on real handwritten digits (on the GPU when
+# there is one, else on the CPU; --device cpu|cuda chooses) and print the test accuracy. Extra arguments go to `kiln train` after
 # the script's own, and a later option overrides an earlier one: `scripts/demo.sh --epochs 2`,
 # `scripts/demo.sh --momentum 0 --no-nesterov`.
 set -euo pipefail
