@@ -6,7 +6,9 @@
 # twice as long as one, not more: the limit is 2.3 (issue 11). The result is printed and written
 # as JSON to bench/results/concurrent_training_<date>_<commit>.json.
 #
-#   bench/concurrent_training.sh [--kiln BIN] [--data DIR] [--limit R] [-- extra kiln train args]
+#   bench/concurrent_training.sh [--kiln BIN] [--commit C] [--data DIR] [--limit R] [-- kiln train args]
+#
+# --commit names the commit BIN was built from (default: this checkout's HEAD), for the JSON.
 #
 # Exits 1 when the ratio is above the limit. Run it on an otherwise idle machine: the 1-minute
 # load average before the runs is recorded next to the times (after them it would count the
@@ -17,14 +19,16 @@ cd "$(dirname "$0")/.."
 kiln=build/release/kiln
 data=data/digits
 limit=2.3
+commit=
 extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --kiln) kiln="$2"; shift 2 ;;
+    --commit) commit="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
     --limit) limit="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    *) echo "concurrent_training.sh: unknown argument '$1' (--kiln BIN, --data DIR, --limit R, -- kiln args)" >&2
+    *) echo "concurrent_training.sh: unknown argument '$1' (--kiln BIN, --commit C, --data DIR, --limit R, -- kiln args)" >&2
        exit 2 ;;
   esac
 done
@@ -72,7 +76,7 @@ if [[ "$(loss one)" != "$(loss first)" || "$(loss one)" != "$(loss second)" ]]; 
   exit 1
 fi
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[[ -n "$commit" ]] || commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 day=$(date +%Y-%m-%d)
 cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 mkdir -p bench/results
