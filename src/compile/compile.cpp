@@ -36,10 +36,10 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
     ce.logits = program.logits, ce.labels = program.label, ce.loss = program.loss;
     ce.dlogits = ctx.activation("d:" + out_layer.name, out_layer.out_shape);
     ce.label_smoothing = options.label_smoothing;
+    // The backward runs on the scaled gradient; the loss the trainer reads stays unscaled.
+    if (scale_loss) ce.loss_scale = lower_loss_scaling(ctx);
     ctx.forward(make_op(ce, last));
     ctx.set_loss_grad(last, ce.dlogits);
-    // The backward runs on the scaled gradient; the loss the trainer reads stays unscaled.
-    if (scale_loss) lower_loss_scaling(ctx, ce.dlogits);
     // Top-1 hits of the training step and of an inference batch, counted where the logits are:
     // the trainer reads one int32 instead of the logits.
     auto count_tensor = [&](const char* name) {

@@ -27,9 +27,8 @@ bool loss_scaling_on(const CompileOptions& options) {
   return s.enabled(options.precision);
 }
 
-void lower_loss_scaling(LowerContext& ctx, int loss_grad) {
+int lower_loss_scaling(LowerContext& ctx) {
   Program& p = ctx.program;
-  if (!p.backward.empty()) fail("internal: the loss gradient must be scaled before any backward op runs");
   auto state = [&](const char* name, DType dtype, Init init, double value) {
     TensorSpec t;
     t.name = name, t.shape = {1}, t.dtype = dtype, t.role = TensorRole::Buffer;
@@ -42,7 +41,7 @@ void lower_loss_scaling(LowerContext& ctx, int loss_grad) {
   // The scale and its count continue a resumed run; the flag is rewritten every step.
   p.buffers.push_back(p.loss_scale);
   p.buffers.push_back(p.loss_scale_clean_steps);
-  ctx.backward(make_op(ScaleLossGrad<TensorId>{p.loss_scale, loss_grad}, int(p.graph.layers.size()) - 1));
+  return p.loss_scale;
 }
 
 void wrap_update_in_loss_scaling(Program& p) {

@@ -1,7 +1,7 @@
 #pragma once
 // Dynamic loss scaling in a compiled program (CompileOptions::loss_scaling; the ops are in
-// src/ops/loss_scale/): the state tensors, the scaling of the loss gradient at the start of
-// backward, and the check and scale update around the optimizer op.
+// src/ops/loss_scale/): the state tensors, the scale SOFTMAX_CE multiplies its gradient by, and
+// the check and scale update around the optimizer op.
 #include "kiln/options.h"
 #include "kiln/program.h"
 
@@ -15,9 +15,10 @@ class LowerContext;
 bool loss_scaling_on(const CompileOptions& options);
 
 // Declares the scaler's state (Program::loss_scale, loss_scale_clean_steps, found_nonfinite; the
-// scale and the count are checkpointed with the buffers) and emits SCALE_LOSS_GRAD over
-// `loss_grad`. Call before any backward op is emitted: it must be the first.
-void lower_loss_scaling(LowerContext& ctx, int loss_grad);
+// scale and the count are checkpointed with the buffers) and returns the scale, which the loss op
+// reads (SoftmaxCrossEntropy::loss_scale): it scales the loss gradient in fp32, before rounding it
+// to the activations' dtype, so the whole backward runs on scaled gradients.
+int lower_loss_scaling(LowerContext& ctx);
 
 // With the state declared: FIND_NONFINITE over the fp32 gradient region first in the update
 // list, UPDATE_LOSS_SCALE last. Call after the optimizer op, which reads the scale and the flag,

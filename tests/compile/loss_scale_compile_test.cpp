@@ -37,14 +37,12 @@ bool has(const std::vector<Op>& ops, OpKind kind) {
 TEST(LossScalingCompile, Fp16ScalesAroundTheWholeStepInOrder) {
   const Program p = compile(zoo::digits_cnn(), options(Precision::FP16));
   ASSERT_GE(p.loss_scale, 0);
-  // First backward op: the loss gradient SOFTMAX_CE wrote, times the scale, in place.
+  // SOFTMAX_CE reads the scale (its inputs: logits, labels, loss_scale; loss_contract.h) and
+  // writes the scaled gradient; the loss itself stays unscaled.
   const Op& ce =
       *std::find_if(p.forward.begin(), p.forward.end(), [](const Op& op) { return op.kind == OpKind::SOFTMAX_CE; });
-  const Op& first = p.backward.front();
-  EXPECT_EQ(first.kind, OpKind::SCALE_LOSS_GRAD);
-  EXPECT_EQ(first.in, (std::vector<int>{p.loss_scale}));
-  EXPECT_EQ(first.out, (std::vector<int>{ce.out.at(1)})) << "SOFTMAX_CE's dlogits";
-  EXPECT_NE(ce.out.at(0), first.out.at(0)) << "the loss itself stays unscaled";
+  EXPECT_EQ(ce.in, (std::vector<int>{p.logits, p.label, p.loss_scale}));
+  EXPECT_EQ(ce.out.at(0), p.loss);
   // Backward ends casting the fp16 gradients into the fp32 region; the update checks that region
   // first, the optimizer reads the scale and the flag, and the scale moves last.
   EXPECT_EQ(p.backward.back().kind, OpKind::CAST);
@@ -59,7 +57,7 @@ TEST(LossScalingCompile, Fp16ScalesAroundTheWholeStepInOrder) {
   EXPECT_EQ(p.update[2].attrs, (std::vector<double>{2.0, 0.5, 2000.0}));
   // Nowhere else: forward and inference never see the scale.
   for (const auto* list : {&p.forward, &p.inference})
-    for (OpKind k : {OpKind::SCALE_LOSS_GRAD, OpKind::FIND_NONFINITE, OpKind::UPDATE_LOSS_SCALE})
+    for (OpKind k : {OpKind::FIND_NONFINITE, OpKind::UPDATE_LOSS_SCALE})
       EXPECT_FALSE(has(*list, k)) << op_kind_name(k);
 }
 
@@ -102,7 +100,9 @@ TEST(LossScalingCompile, Bf16AndFp32DoNotScaleByDefault) {
     EXPECT_EQ(p.found_nonfinite, -1);
     EXPECT_EQ(kinds(p.update), (std::vector<OpKind>{OpKind::SGD_UPDATE}));
     EXPECT_EQ(p.update[0].in, (std::vector<int>{p.grad_region, -1, -1}));
-    EXPECT_FALSE(has(p.backward, OpKind::SCALE_LOSS_GRAD));
+    const Op& ce = *std::find_if(p.forward.begin(), p.forward.end(),
+                                 [](const Op& op) { return op.kind == OpKind::SOFTMAX_CE; });
+    EXPECT_EQ(ce.in.at(2), -1) << "no scale read by the loss";
     EXPECT_EQ(p.find("loss_scale"), -1);
   }
 }

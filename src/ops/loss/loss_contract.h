@@ -9,11 +9,16 @@ template <class T>
 struct SoftmaxCrossEntropy {
   static constexpr OpKind kind = OpKind::SOFTMAX_CE;
   T logits, labels;  // labels: i32 class indices, one per row
-  T loss, dlogits;   // loss: [1]; dlogits: optional
+  T loss, dlogits;   // loss: [1], never scaled; dlogits: optional
   float label_smoothing = 0.f;
+  // Optional, F32 [1] in the program's memory: dynamic loss scaling's scale, by which dlogits are
+  // multiplied before they are rounded to their dtype (as PyTorch scales the fp32 loss before
+  // autograd casts the gradient to fp16: small gradients then survive the rounding).
+  T loss_scale;
   template <class V>
   void fields(V& v) {
-    v.in("logits", logits), v.in("labels", labels), v.out("loss", loss), v.out("dlogits", dlogits, kOptional);
+    v.in("logits", logits), v.in("labels", labels), v.in("loss_scale", loss_scale, kOptional);
+    v.out("loss", loss), v.out("dlogits", dlogits, kOptional);
     v.attr("label_smoothing", label_smoothing);
   }
 };

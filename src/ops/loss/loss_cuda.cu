@@ -54,7 +54,7 @@ struct Targets {
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
     softmax_ce_rows(const T* logits, const int32_t* labels, int64_t n, int64_t classes, Targets t, float* row_loss,
-                    T* dlogits) {
+                    T* dlogits, const float* loss_scale) {
   const auto [row, lane] = row_lane();
   if (row >= n) return;  // whole warps leave: the shuffles below see all 32 lanes
   const T* z = logits + row * classes;
@@ -77,10 +77,11 @@ __global__ void __launch_bounds__(kRowThreads)
                           : quiet_nan();
   if (!dlogits) return;
   T* d = dlogits + row * classes;
+  const float scale = loss_scale ? *loss_scale : 1.f;  // applied in fp32, before the rounding to T
   for (int64_t c = lane; c < classes; c += kWarp) {
     const float p = expf(to_float(z[c]) - max - log_sum);
     const float target = c == label ? t.on : t.off;
-    d[c] = from_float<T>(valid ? (p - target) * t.inv_n : quiet_nan());
+    d[c] = from_float<T>(valid ? (p - target) * t.inv_n * scale : quiet_nan());
   }
 }
 
@@ -156,7 +157,7 @@ int row_blocks(int64_t n) { return static_cast<int>(ceil_div(n, kRowsPerBlock));
 
 void softmax_cross_entropy(DType dtype, const void* logits, const int32_t* labels, int64_t n, int64_t classes,
                            float label_smoothing, float* loss, void* dlogits, float* row_loss, cudaStream_t stream,
-                           const std::string& where) {
+                           const std::string& where, const float* loss_scale) {
   check_rows("softmax_cross_entropy", logits, labels, n, classes, loss, where);
   if (!row_loss) fail("{}: softmax_cross_entropy got no scratch for the row losses", where);
   if (!(label_smoothing >= 0.f && label_smoothing <= 1.f))
@@ -167,7 +168,7 @@ void softmax_cross_entropy(DType dtype, const void* logits, const int32_t* label
   dispatch_activation(dtype, "softmax_cross_entropy", [&](auto zero) {
     using T = decltype(zero);
     softmax_ce_rows<T><<<row_blocks(n), kRowThreads, 0, stream>>>(
-        static_cast<const T*>(logits), labels, n, classes, t, row_loss, static_cast<T*>(dlogits));
+        static_cast<const T*>(logits), labels, n, classes, t, row_loss, static_cast<T*>(dlogits), loss_scale);
     check_launch(where);
   });
   mean_of_rows<<<1, kSumThreads, 0, stream>>>(row_loss, n, loss);

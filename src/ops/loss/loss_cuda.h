@@ -14,13 +14,14 @@ namespace kiln::cuda {
 
 // loss[0] (fp32) = the mean over rows of the label-smoothed cross-entropy (PyTorch's
 // definition: target = (1 - s) * onehot(label) + s / classes); dlogits (nullable, the logits'
-// dtype) = (softmax(row) - target) / n. `row_loss` is scratch for n floats: each row's loss is
+// dtype) = (softmax(row) - target) / n, times *loss_scale (device memory; nullptr: 1) before the
+// rounding to the dtype. `row_loss` is scratch for n floats: each row's loss is
 // written there and a single block then adds them in a fixed order, so the loss is bitwise
 // reproducible. A label outside [0, classes) cannot raise an error without stopping the stream
 // to read it back: its row's loss, hence the loss, and its row of dlogits become NaN instead.
 void softmax_cross_entropy(DType dtype, const void* logits, const int32_t* labels, int64_t n, int64_t classes,
                            float label_smoothing, float* loss, void* dlogits, float* row_loss, cudaStream_t stream,
-                           const std::string& where);
+                           const std::string& where, const float* loss_scale = nullptr);
 
 // correct[0] = the number of rows whose first largest logit is at class labels[row] (a NaN logit
 // is never the largest, except at class 0, as the CPU's scan leaves it); labels outside

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -143,12 +144,16 @@ struct CeResult {
 };
 
 CeResult run_softmax_ce(GpuLossOps& gpu, DType dtype, const DeviceTensor& logits, const DeviceLabels& labels,
-                        int64_t n, int64_t classes, float smoothing, bool with_dlogits = true) {
+                        int64_t n, int64_t classes, float smoothing, bool with_dlogits = true,
+                        const DeviceTensor* scale = nullptr) {
   DeviceTensor loss = DeviceTensor::poisoned(DType::F32, 1);
   DeviceTensor dlogits = DeviceTensor::poisoned(dtype, size_t(n * classes));
-  const Op op = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, with_dlogits ? 3 : -1, smoothing}, 2);
+  SoftmaxCrossEntropy<TensorId> ce{0, 1, 2, with_dlogits ? 3 : -1, smoothing, -1};
+  ce.loss_scale = scale ? 4 : -1;
+  const Op op = make_op(ce, 2);
   gpu.run(op,
-          {gpu.bench.arg({n, classes}, logits.ptr(), dtype), gpu.bench.arg({n}, labels.ptr(), DType::I32)},
+          {gpu.bench.arg({n, classes}, logits.ptr(), dtype), gpu.bench.arg({n}, labels.ptr(), DType::I32),
+           scale ? gpu.bench.arg({1}, scale->ptr(), DType::F32) : TensorArg{}},
           {gpu.bench.arg({1}, loss.ptr(), DType::F32),
            with_dlogits ? gpu.bench.arg({n, classes}, dlogits.ptr(), dtype) : TensorArg{}});
   CeResult r{float(loss.get()[0]), {}};
@@ -202,6 +207,43 @@ TEST(LossGpu, SoftmaxCrossEntropyMatchesCpuAndIsDeterministic) {
           const CeResult loss_only = run_softmax_ce(gpu, dtype, logits, labels, n, classes, smoothing, false);
           EXPECT_EQ(bits_of(loss_only.loss), bits_of(got.loss)) << "the loss changes when dlogits is not written";
         }
+}
+
+// Loss scaling: with the scale in device memory the op writes dlogits * scale, scaled in fp32
+// before the rounding to fp16, and the loss unscaled. Batch 256 and 1000 classes, PyTorch's scale
+// 2^16: the bound is the unscaled one times the scale (a power of two, exact), and the small
+// gradients that fp16 flushes to zero without the scale (below 2^-25) survive with it.
+TEST(LossGpu, LossScaleMultipliesTheGradientBeforeItsRounding) {
+  KILN_REQUIRE_GPU();
+  GpuLossOps gpu;
+  std::mt19937 rng(45);
+  const DType dtype = DType::F16;
+  const int64_t n = 256, classes = 1000;
+  const double scale = 65536.0;
+  const std::vector<double> z = random_logits(dtype, n, classes, rng);
+  const Labels y = random_labels(n, classes, rng);
+  const DeviceTensor logits(dtype, z), scale_tensor(DType::F32, std::vector<double>{scale});
+  const DeviceLabels labels(y);
+  std::vector<double> want_d(z.size());
+  // No label smoothing: with it every off-label target (0.1 / 1000) keeps dlogits away from zero.
+  const double want = cpu::softmax_cross_entropy<double>(z.data(), y.data(), n, classes, 0.0, want_d.data());
+  const CeResult plain = run_softmax_ce(gpu, dtype, logits, labels, n, classes, 0.f);
+  const CeResult scaled = run_softmax_ce(gpu, dtype, logits, labels, n, classes, 0.f, true, &scale_tensor);
+  expect_loss_matches("loss", scaled.loss, want);
+  std::vector<double> unscaled(scaled.dlogits.size());
+  for (size_t i = 0; i < unscaled.size(); ++i) unscaled[i] = scaled.dlogits[i] / scale;
+  // Scaled before rounding, the values lie 2^16 higher in fp16's range: the subnormal allowance
+  // of the unscaled bound shrinks by the scale, the relative one stays.
+  size_t bad = 0, rescued = 0;
+  for (size_t i = 0; i < want_d.size(); ++i) {
+    const double g = unscaled[i] * double(n), w = want_d[i] * double(n);
+    if (!(std::abs(g - w) <= std::ldexp(1.0, -11) * std::abs(w) + 1e-5)) ++bad;
+    if (plain.dlogits[i] == 0 && scaled.dlogits[i] != 0) ++rescued;
+  }
+  EXPECT_EQ(bad, 0u) << "scaled dlogits / scale differ from the CPU's";
+  EXPECT_GT(rescued, 0u) << "no gradient that fp16 flushes to zero unscaled survived the scaling";
+  std::printf("[loss scale] %zu of %zu fp16 dlogits are zero unscaled and nonzero scaled\n", rescued,
+              want_d.size());
 }
 
 // Mutation check: the comparisons above must catch the subtlest plausible bug, label smoothing
@@ -258,8 +300,10 @@ TEST(LossGpu, SoftmaxCrossEntropyErrorsNameTheOpAndTheFix) {
   const DeviceLabels labels(Labels{0, 1, 2, 0});
   DeviceTensor loss(DType::F32, 1), dlogits(DType::F16, size_t(n * classes));
   auto call = [&](float smoothing, DType loss_dtype, DType labels_dtype) {
-    const Op op = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, 3, smoothing}, 2);
-    gpu.run(op, {gpu.bench.arg({n, classes}, logits.ptr(), DType::F16), gpu.bench.arg({n}, labels.ptr(), labels_dtype)},
+    const Op op = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, 3, smoothing, -1}, 2);
+    gpu.run(op,
+            {gpu.bench.arg({n, classes}, logits.ptr(), DType::F16), gpu.bench.arg({n}, labels.ptr(), labels_dtype),
+             TensorArg{}},
             {gpu.bench.arg({1}, loss.ptr(), loss_dtype), gpu.bench.arg({n, classes}, dlogits.ptr(), DType::F16)});
   };
   testing::expect_error([&] { call(1.5f, DType::F32, DType::I32); }, {"SOFTMAX_CE 'head.loss'", "label_smoothing 1.5"});

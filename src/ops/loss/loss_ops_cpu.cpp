@@ -31,6 +31,9 @@ Rows check_logits_and_labels(const std::string& name, const char* what, const Te
 void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
   const std::string& name = call.layer().name;
   const auto [N, C] = check_logits_and_labels(name, "softmax_cross_entropy", a.logits, a.labels);
+  if (a.loss_scale && (a.loss_scale.numel() != 1 || a.loss_scale.dtype() != DType::F32))
+    fail("softmax_cross_entropy '{}': loss scale '{}' is {} {}, expected F32 [1]; recompile the program", name,
+         a.loss_scale.spec->name, dtype_name(a.loss_scale.dtype()), shape_str(a.loss_scale.shape()));
   if (a.loss.numel() != 1 || a.loss.dtype() != a.logits.dtype())
     fail("softmax_cross_entropy '{}': loss tensor is {} {}, expected {} [1]", name,
          dtype_name(a.loss.dtype()), shape_str(a.loss.shape()), dtype_name(a.logits.dtype()));
@@ -52,6 +55,13 @@ void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
     double value = cpu::softmax_cross_entropy<T>(a.logits.as<T>(), label_data, N, C, smoothing,
                                                  a.dlogits ? a.dlogits.as<T>() : nullptr);
     a.loss.as<T>()[0] = static_cast<T>(value);
+    // CPU dlogits are fp32/fp64, where scaling after the rounding is exact for the power-of-two
+    // scales the scaler keeps.
+    if (a.loss_scale && a.dlogits) {
+      const T scale = static_cast<T>(a.loss_scale.as<float>()[0]);
+      T* d = a.dlogits.as<T>();
+      for (int64_t i = 0; i < N * C; ++i) d[i] *= scale;
+    }
   });
 }
 

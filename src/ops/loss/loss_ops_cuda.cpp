@@ -47,6 +47,9 @@ void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
     fail("{}: loss tensor '{}' is {} {}, expected F32 [1]; recompile the program", call.where(), a.loss.spec->name,
          dtype_name(a.loss.dtype()), shape_str(a.loss.shape()));
   if (a.dlogits) expect_like(call, a.dlogits, "logits gradient", a.logits);
+  if (a.loss_scale && (a.loss_scale.numel() != 1 || a.loss_scale.dtype() != DType::F32))
+    fail("{}: loss scale '{}' is {} {}, expected F32 [1]; recompile the program", call.where(),
+         a.loss_scale.spec->name, dtype_name(a.loss_scale.dtype()), shape_str(a.loss_scale.shape()));
   CudaBackend& be = cuda_backend(call.backend, call.where());
   size_t bytes = 0;
   float* row_loss = row_loss_scratch(be.workspace(0), n, &bytes);
@@ -55,7 +58,8 @@ void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
          "Executable from the program, or run its prepare function before it)",
          call.where(), be.workspace_bytes(), bytes);
   softmax_cross_entropy(a.logits.dtype(), a.logits.data, a.labels.as<int32_t>(), n, classes, a.label_smoothing,
-                        a.loss.as<float>(), a.dlogits.data, row_loss, be.stream(0), call.where());
+                        a.loss.as<float>(), a.dlogits.data, row_loss, be.stream(0), call.where(),
+                        a.loss_scale ? a.loss_scale.as<float>() : nullptr);
 }
 
 void count_correct_op(const OpCall& call, const CountCorrect<TensorArg>& a) {

@@ -147,10 +147,10 @@ TEST(LossOp, ThroughRegistryReadsSmoothingFromItsAttribute) {
   Batch b(8, 4, 5);
   std::vector<float> logits(b.logits.begin(), b.logits.end()), loss(1), d(b.N * b.C);
   f.program.options.label_smoothing = 0.5f;  // not read: the op carries its own smoothing
-  SoftmaxCrossEntropy<TensorId> ce{0, 1, 2, 3, 0.1f};
+  SoftmaxCrossEntropy<TensorId> ce{0, 1, 2, 3, 0.1f, -1};
   Op op = make_op(ce, 2);
   OpCall call{op, f.program,
-              {f.arg({8, 4}, logits.data(), DType::F32), f.arg({8}, b.labels.data(), DType::I32)},
+              {f.arg({8, 4}, logits.data(), DType::F32), f.arg({8}, b.labels.data(), DType::I32), TensorArg{}},
               {f.arg({1}, loss.data(), DType::F32), f.arg({8, 4}, d.data(), DType::F32)},
               f.scalars};
   find_op(Device::CPU, OpKind::SOFTMAX_CE)(call);
@@ -159,9 +159,9 @@ TEST(LossOp, ThroughRegistryReadsSmoothingFromItsAttribute) {
   EXPECT_NEAR(loss[0], ref, 1e-6 * ref);
   EXPECT_LT(rel_err(Vec(d.begin(), d.end()), ref_d), 1e-5);
   // Without dlogits (optional) only the loss is written.
-  const Op loss_only = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, -1, 0.1f}, 2);
+  const Op loss_only = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, -1, 0.1f, -1}, 2);
   OpCall lcall{loss_only, f.program,
-               {f.arg({8, 4}, logits.data(), DType::F32), f.arg({8}, b.labels.data(), DType::I32)},
+               {f.arg({8, 4}, logits.data(), DType::F32), f.arg({8}, b.labels.data(), DType::I32), TensorArg{}},
                {f.arg({1}, loss.data(), DType::F32), TensorArg{}}, f.scalars};
   loss[0] = 0;
   find_op(Device::CPU, OpKind::SOFTMAX_CE)(lcall);
@@ -172,13 +172,43 @@ TEST(LossOp, ThroughRegistryReadsSmoothingFromItsAttribute) {
                               {"head.loss", "label_smoothing 1.5"});
 }
 
+// With loss scaling the op writes dlogits times the scale (device memory, here the CPU's) and
+// leaves the loss unscaled; a scale of the wrong dtype is an error naming it.
+TEST(LossOp, LossScaleMultipliesTheGradientNotTheLoss) {
+  kiln::testing::OpBench f = bench();
+  Batch b(8, 4, 9);
+  std::vector<float> logits(b.logits.begin(), b.logits.end()), loss(1), d(b.N * b.C), scale = {1024.f};
+  SoftmaxCrossEntropy<TensorId> ce{0, 1, 2, 3, 0.1f, -1};
+  ce.loss_scale = 4;
+  const Op op = make_op(ce, 2);
+  OpCall call{op, f.program,
+              {f.arg({8, 4}, logits.data(), DType::F32), f.arg({8}, b.labels.data(), DType::I32),
+               f.arg({1}, scale.data(), DType::F32)},
+              {f.arg({1}, loss.data(), DType::F32), f.arg({8, 4}, d.data(), DType::F32)},
+              f.scalars};
+  find_op(Device::CPU, OpKind::SOFTMAX_CE)(call);
+  Vec ref_d;
+  const double ref = ref_loss(b, double(0.1f), &ref_d);
+  EXPECT_NEAR(loss[0], ref, 1e-6 * ref);
+  for (double& v : ref_d) v *= 1024;
+  EXPECT_LT(rel_err(Vec(d.begin(), d.end()), ref_d), 1e-5);
+  std::vector<double> wide = {1024};
+  OpCall bad{op, f.program,
+             {f.arg({8, 4}, logits.data(), DType::F32), f.arg({8}, b.labels.data(), DType::I32),
+              f.arg({1}, wide.data(), DType::F64)},
+             {f.arg({1}, loss.data(), DType::F32), f.arg({8, 4}, d.data(), DType::F32)},
+             f.scalars};
+  kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::SOFTMAX_CE)(bad); },
+                              {"head.loss", "loss scale", "F32 [1]"});
+}
+
 TEST(LossOp, BadLabelNamesValueIndexAndLayer) {
   kiln::testing::OpBench f = bench();
   std::vector<float> logits(3 * 10, 0.f), loss(1), d(30);
   Labels labels = {0, 9, 10};
-  const Op op = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, 3, 0.f}, 2);
+  const Op op = make_op(SoftmaxCrossEntropy<TensorId>{0, 1, 2, 3, 0.f, -1}, 2);
   OpCall call{op, f.program,
-              {f.arg({3, 10}, logits.data(), DType::F32), f.arg({3}, labels.data(), DType::I32)},
+              {f.arg({3, 10}, logits.data(), DType::F32), f.arg({3}, labels.data(), DType::I32), TensorArg{}},
               {f.arg({1}, loss.data(), DType::F32), f.arg({3, 10}, d.data(), DType::F32)},
               f.scalars};
   kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::SOFTMAX_CE)(call); },

@@ -1,9 +1,9 @@
 #pragma once
-// Dynamic loss scaling (CompileOptions::loss_scaling; PyTorch's torch.amp.GradScaler) as three
-// ops around the fused optimizer update, which divides the scale out of the gradients and skips
-// the step when FIND_NONFINITE found inf/NaN (optimizer_contract.h):
-//   SCALE_LOSS_GRAD    first op of backward: the loss gradient times the scale, so the backward
-//                      runs on scaled gradients
+// Dynamic loss scaling (CompileOptions::loss_scaling; PyTorch's torch.amp.GradScaler): the loss
+// op multiplies its gradient by the scale before rounding it (SoftmaxCrossEntropy::loss_scale),
+// so the backward runs on scaled gradients; two ops around the fused optimizer update, which
+// divides the scale out of the gradients and skips the step when FIND_NONFINITE found inf/NaN
+// (optimizer_contract.h), keep the scale:
 //   FIND_NONFINITE     first op of update: does any fp32 gradient hold inf or NaN?
 //   UPDATE_LOSS_SCALE  last op of update: back off after a non-finite step, grow after
 //                      growth_interval clean ones (loss_scale_rule.h)
@@ -15,15 +15,6 @@
 #include "runtime/op_contract.h"
 
 namespace kiln {
-
-template <class T>
-struct ScaleLossGrad {
-  static constexpr OpKind kind = OpKind::SCALE_LOSS_GRAD;
-  T scale;  // F32 [1]
-  T grad;   // the loss gradient, multiplied in place
-  template <class V>
-  void fields(V& v) { v.in("scale", scale), v.out("grad", grad); }
-};
 
 template <class T>
 struct FindNonFinite {

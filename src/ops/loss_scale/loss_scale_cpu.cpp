@@ -14,12 +14,6 @@ constexpr int64_t kTaskElems = 1 << 16;
 }  // namespace
 
 template <class T>
-void scale_in_place(int64_t n, T* x, T scale) {
-  // The loss gradient (batch x classes): too small to be worth the pool.
-  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
-}
-
-template <class T>
 bool any_nonfinite(int64_t n, const T* x) {
   // One flag per piece, OR-ed after: the answer does not depend on which thread ran what. No early
   // exit inside a piece: the usual answer is "none", and the branch-free loop vectorizes.
@@ -32,8 +26,6 @@ bool any_nonfinite(int64_t n, const T* x) {
   return std::any_of(found.begin(), found.end(), [](uint8_t f) { return f != 0; });
 }
 
-template void scale_in_place<float>(int64_t, float*, float);
-template void scale_in_place<double>(int64_t, double*, double);
 template bool any_nonfinite<float>(int64_t, const float*);
 template bool any_nonfinite<double>(int64_t, const double*);
 

@@ -5,11 +5,6 @@
 
 namespace kiln::cpu {
 
-// x[i] *= scale. A power-of-two scale is exact (no rounding) unless it overflows to inf, which is
-// what FIND_NONFINITE is there to catch.
-template <class T>
-void scale_in_place(int64_t n, T* x, T scale);
-
 // Whether any of x[0, n) is inf or NaN.
 template <class T>
 bool any_nonfinite(int64_t n, const T* x);

@@ -1,26 +1,11 @@
 #include "ops/common/flat_cuda.cuh"
 #include "ops/loss_scale/loss_scale_cuda.h"
 #include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/dtype_cuda.h"
 
 namespace kiln::cuda {
 namespace {
 
 // Each functor handles the 8 elements [i0, i0 + 8) clipped to n (see flat_cuda.cuh).
-
-template <class T>
-struct ScaleInPlace {
-  T* x;
-  const float* scale;
-  __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
-    const float s = __ldg(scale);
-    float v[8];
-    load8(x, i0, n, vec, v);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] *= s;
-    store8(x, i0, n, vec, v);
-  }
-};
 
 // inf and NaN are the floats whose exponent bits are all ones (a bit test, whatever math flags
 // the build uses).
@@ -45,15 +30,6 @@ __global__ void update_loss_scale_kernel(const int32_t* found, float* scale, int
 }
 
 }  // namespace
-
-void scale_in_place(DType dtype, void* x, int64_t n, const float* scale, cudaStream_t stream,
-                    const std::string& where) {
-  if (n > 0 && (!x || !scale)) fail("{}: scale_in_place got a null tensor or scale", where);
-  dispatch_activation(dtype, "scale_in_place", [&](auto zero) {
-    using T = decltype(zero);
-    launch_flat(ScaleInPlace<T>{static_cast<T*>(x), scale}, n, flat_vectorizable({x}), stream, where);
-  });
-}
 
 void find_nonfinite(const float* x, int64_t n, int32_t* found, cudaStream_t stream, const std::string& where) {
   if (!found || (n > 0 && !x)) fail("{}: find_nonfinite got a null gradient region or flag", where);

@@ -14,10 +14,6 @@
 
 namespace kiln::cuda {
 
-// x[i] *= *scale (one float in device memory), in fp32, rounded once to dtype (F32, F16, BF16).
-void scale_in_place(DType dtype, void* x, int64_t n, const float* scale, cudaStream_t stream,
-                    const std::string& where);
-
 // *found = 1 when any of the fp32 x[0, n) is inf or NaN, else 0. Deterministic: blocks that find
 // one all store the same 1 into the zeroed flag; nothing is summed.
 void find_nonfinite(const float* x, int64_t n, int32_t* found, cudaStream_t stream, const std::string& where);

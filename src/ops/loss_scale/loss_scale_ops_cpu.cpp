@@ -1,4 +1,4 @@
-// Op wrappers binding SCALE_LOSS_GRAD, FIND_NONFINITE and UPDATE_LOSS_SCALE to the CPU kernels
+// Op wrappers binding FIND_NONFINITE and UPDATE_LOSS_SCALE to the CPU kernels
 // (loss_scale_cpu.h, loss_scale_rule.h).
 #include "ops/loss_scale/loss_scale_checks.h"
 #include "ops/loss_scale/loss_scale_contract.h"
@@ -8,15 +8,6 @@
 
 namespace kiln {
 namespace {
-
-void scale_loss_grad(const OpCall& call, const ScaleLossGrad<TensorArg>& a) {
-  loss_scale::expect_scalar(call, a.scale, "scale", DType::F32);
-  const float scale = *a.scale.as<float>();
-  dispatch_float(a.grad.dtype(), "SCALE_LOSS_GRAD", [&](auto zero) {
-    using T = decltype(zero);
-    cpu::scale_in_place<T>(a.grad.numel(), a.grad.as<T>(), static_cast<T>(scale));
-  });
-}
 
 void find_nonfinite(const OpCall& call, const FindNonFinite<TensorArg>& a) {
   loss_scale::expect_scalar(call, a.found, "flag", DType::I32);
@@ -36,7 +27,7 @@ void update_loss_scale(const OpCall& call, const UpdateLossScale<TensorArg>& a) 
 namespace ops {
 extern const OpTable loss_scale_cpu_ops{
     Device::CPU,
-    {kernel<ScaleLossGrad, scale_loss_grad>(), kernel<FindNonFinite, find_nonfinite>(),
+    {kernel<FindNonFinite, find_nonfinite>(),
      kernel<UpdateLossScale, update_loss_scale>()}};
 }  // namespace ops
 

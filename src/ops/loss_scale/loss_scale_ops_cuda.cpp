@@ -1,4 +1,4 @@
-// SCALE_LOSS_GRAD, FIND_NONFINITE and UPDATE_LOSS_SCALE on the GPU, on the main stream; the
+// FIND_NONFINITE and UPDATE_LOSS_SCALE on the GPU, on the main stream; the
 // device state is never read back (loss_scale_cuda.h).
 #include "ops/loss_scale/loss_scale_checks.h"
 #include "ops/loss_scale/loss_scale_contract.h"
@@ -10,11 +10,6 @@ namespace kiln::cuda {
 namespace {
 
 cudaStream_t main_stream(const OpCall& call) { return cuda_backend(call.backend, call.where()).stream(0); }
-
-void scale_loss_grad(const OpCall& call, const ScaleLossGrad<TensorArg>& a) {
-  loss_scale::expect_scalar(call, a.scale, "scale", DType::F32);
-  scale_in_place(a.grad.dtype(), a.grad.data, a.grad.numel(), a.scale.as<float>(), main_stream(call), call.where());
-}
 
 void find_nonfinite_op(const OpCall& call, const FindNonFinite<TensorArg>& a) {
   loss_scale::expect_scalar(call, a.found, "flag", DType::I32);
@@ -36,6 +31,6 @@ void update_loss_scale_op(const OpCall& call, const UpdateLossScale<TensorArg>& 
 namespace kiln::ops {
 extern const OpTable loss_scale_cuda_ops{
     Device::CUDA,
-    {kernel<ScaleLossGrad, cuda::scale_loss_grad>(), kernel<FindNonFinite, cuda::find_nonfinite_op>(),
+    {kernel<FindNonFinite, cuda::find_nonfinite_op>(),
      kernel<UpdateLossScale, cuda::update_loss_scale_op>()}};
 }  // namespace kiln::ops

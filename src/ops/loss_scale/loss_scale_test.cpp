@@ -24,22 +24,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 TEST(LossScaleOps, AreRegistered) {
-  for (OpKind kind : {OpKind::SCALE_LOSS_GRAD, OpKind::FIND_NONFINITE, OpKind::UPDATE_LOSS_SCALE})
+  for (OpKind kind : {OpKind::FIND_NONFINITE, OpKind::UPDATE_LOSS_SCALE})
     EXPECT_NO_THROW(find_op(Device::CPU, kind)) << op_kind_name(kind);
-}
-
-TEST(ScaleLossGrad, MultipliesInPlaceExactlyByAPowerOfTwo) {
-  for (DType dtype : {DType::F32, DType::F64}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    OpBench b(0, "fc");
-    const int scale = b.add("loss_scale", {1}, DType::F32), grad = b.add("d:fc", {4, 3}, dtype, 7);
-    b.fill(scale, {65536});
-    auto values = [&] { return dtype == DType::F32 ? testing::cast<double>(b.values<float>(grad)) : b.values(grad); };
-    const std::vector<double> before = values();
-    b.run(ScaleLossGrad<TensorId>{scale, grad});
-    const std::vector<double> after = values();
-    for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i] * 65536) << i;
-  }
 }
 
 // The flag of FIND_NONFINITE over `values` (F32), starting from `stale`.
@@ -161,10 +147,7 @@ TEST(LossScaleOps, RejectBadStateAndAttributes) {
   expect_error([&] { s.step(false); }, {"growth interval", ">= 1"});
 
   OpBench b(0, "fc");
-  const int wide_scale = b.add("loss_scale", {1}, DType::F64), grad = b.add("d:fc", {2}, DType::F32, 3),
-            grads = b.add("grads", {4}, DType::F32), found = b.add("found", {2}, DType::I32);
-  expect_error([&] { b.run(ScaleLossGrad<TensorId>{wide_scale, grad}); },
-               {"SCALE_LOSS_GRAD 'fc'", "'loss_scale'", "F32"});
+  const int grads = b.add("grads", {4}, DType::F32), found = b.add("found", {2}, DType::I32);
   expect_error([&] { b.run(FindNonFinite<TensorId>{grads, found}); }, {"FIND_NONFINITE", "'found'", "one I32"});
 }
 
