@@ -7,13 +7,7 @@
 #include <cfloat>
 #include <cstdint>
 
-#ifndef KILN_HOST_DEVICE
-#ifdef __CUDACC__
-#define KILN_HOST_DEVICE __host__ __device__
-#else
-#define KILN_HOST_DEVICE
-#endif
-#endif
+#include "core/host_device.h"
 
 namespace kiln::loss_scale {
 
