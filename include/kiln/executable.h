@@ -56,6 +56,10 @@ class Executable {
   // Copies between host memory and a tensor on any device; sizes must match the tensor.
   void write(int id, const void* host, size_t bytes);
   void read(int id, void* host, size_t bytes);
+  // write() without waiting for the copy: the bytes are staged (pinned memory on the GPU) and
+  // reach the tensor before the next op list runs; `host` may be reused at once. For the batch
+  // copied in before every step.
+  void write_ordered(int id, const void* host, size_t bytes);
   template <class T>
   std::vector<T> read(int id) {
     std::vector<T> out(program_.tensors.at(id).bytes() / sizeof(T));

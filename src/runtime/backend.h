@@ -20,6 +20,9 @@ class Backend {
   virtual void release(std::byte* memory) = 0;
   virtual void copy_in(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_out(void* host_dst, const void* src, size_t bytes) = 0;
+  // copy_in in stream order without waiting for it: `host_src` may be reused at once (the bytes
+  // are staged), and the next op list sees them. The default waits, as copy_in does.
+  virtual void copy_in_ordered(void* dst, const void* host_src, size_t bytes) { copy_in(dst, host_src, bytes); }
   // Ops ask for scratch memory while being prepared; it is allocated once afterwards.
   virtual void request_workspace(size_t bytes) { (void)bytes; }
   virtual void finish_prepare() {}

@@ -137,6 +137,12 @@ void Executable::write(int id, const void* host, size_t bytes) {
   backend_->copy_in(arena_ + plan_.offset[id], host, bytes);
 }
 
+void Executable::write_ordered(int id, const void* host, size_t bytes) {
+  const TensorSpec& t = program_.tensors.at(id);
+  if (bytes != t.bytes()) fail("writing {} bytes into tensor '{}' of {} bytes", bytes, t.name, t.bytes());
+  backend_->copy_in_ordered(arena_ + plan_.offset[id], host, bytes);
+}
+
 void Executable::read(int id, void* host, size_t bytes) {
   const TensorSpec& t = program_.tensors.at(id);
   if (bytes != t.bytes()) fail("reading {} bytes from tensor '{}' of {} bytes", bytes, t.name, t.bytes());

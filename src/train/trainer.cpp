@@ -104,13 +104,13 @@ void Trainer::copy_in(const Batch& batch) {
     fail("batch holds {} values but the program's input needs {}", batch.images.size(), numel(input.shape));
   if (input.dtype == DType::F64) {
     std::vector<double> wide(batch.images.begin(), batch.images.end());
-    exe_->write(p.input, wide.data(), wide.size() * sizeof(double));
+    exe_->write_ordered(p.input, wide.data(), wide.size() * sizeof(double));
   } else if (input.dtype == DType::F32) {
-    exe_->write(p.input, batch.images.data(), batch.images.size() * sizeof(float));
+    exe_->write_ordered(p.input, batch.images.data(), batch.images.size() * sizeof(float));
   } else {
     fail("the trainer feeds fp32 batches; input dtype {} needs a cast op (not built yet)", dtype_name(input.dtype));
   }
-  exe_->write(p.label, batch.labels.data(), batch.labels.size() * sizeof(int32_t));
+  exe_->write_ordered(p.label, batch.labels.data(), batch.labels.size() * sizeof(int32_t));
 }
 
 int64_t Trainer::correct_in(int count_id) {

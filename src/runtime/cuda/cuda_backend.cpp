@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -88,6 +89,10 @@ CudaBackend::~CudaBackend() {
   for (cudaGraphExec_t g : captured_)
     if (g) cudaGraphExecDestroy(g);
   if (scalars_read_) cudaEventDestroy(scalars_read_);
+  for (Staging& s : staging_) {
+    if (s.copied) cudaEventDestroy(s.copied);
+    if (s.host) cudaFreeHost(s.host);
+  }
   if (device_scalars_) cudaFree(device_scalars_);
   if (host_scalars_) cudaFreeHost(host_scalars_);
   for (int i = 0; i < kStreams; ++i) {
@@ -118,6 +123,23 @@ void CudaBackend::copy_in(void* dst, const void* src, size_t bytes) {
   activate();
   KILN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, streams_[0]), "copy to device");
   KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy to device");
+}
+
+void CudaBackend::copy_in_ordered(void* dst, const void* src, size_t bytes) {
+  activate();
+  Staging& s = staging_[next_staging_];
+  next_staging_ = (next_staging_ + 1) % kStaging;
+  if (s.copied) KILN_CUDA(cudaEventSynchronize(s.copied), "staged copy to device");
+  if (s.bytes < bytes) {
+    if (s.host) KILN_CUDA(cudaFreeHost(s.host), "staged copy to device");
+    s.host = nullptr, s.bytes = 0;
+    KILN_CUDA(cudaMallocHost(&s.host, bytes), "staged copy to device");
+    s.bytes = bytes;
+  }
+  if (!s.copied) KILN_CUDA(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming), "staged copy to device");
+  std::memcpy(s.host, src, bytes);
+  KILN_CUDA(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, streams_[0]), "staged copy to device");
+  KILN_CUDA(cudaEventRecord(s.copied, streams_[0]), "staged copy to device");
 }
 
 void CudaBackend::copy_out(void* dst, const void* src, size_t bytes) {

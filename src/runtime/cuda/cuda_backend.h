@@ -33,6 +33,10 @@ class CudaBackend final : public Backend {
   void release(std::byte* memory) override;
   void copy_in(void* dst, const void* host_src, size_t bytes) override;
   void copy_out(void* host_dst, const void* src, size_t bytes) override;
+  // Through pinned staging buffers used in turn (kStaging of them): the host copies the batch
+  // into one, the DMA engine copies it to the device on the main stream, and the host goes on;
+  // a buffer is refilled only once its last copy has left it.
+  void copy_in_ordered(void* dst, const void* host_src, size_t bytes) override;
   void request_workspace(size_t bytes) override;
   void finish_prepare() override;
   void synchronize() override;
@@ -80,6 +84,14 @@ class CudaBackend final : public Backend {
   StepScalars* device_scalars_ = nullptr;
   cudaEvent_t scalars_read_ = nullptr;  // the last copy out of host_scalars_ has happened
   std::vector<cudaGraphExec_t> captured_;
+  static constexpr int kStaging = 4;  // a step's batch and labels, and the next step's
+  struct Staging {
+    void* host = nullptr;  // pinned
+    size_t bytes = 0;
+    cudaEvent_t copied = nullptr;  // its last copy to the device has finished
+  };
+  Staging staging_[kStaging];
+  int next_staging_ = 0;
 };
 
 // The CUDA backend of an op call (a kiln::Error if the call runs on another backend).
