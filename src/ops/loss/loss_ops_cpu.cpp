@@ -2,38 +2,20 @@
 // validate the tensors an op was compiled with, then dispatch on dtype.
 #include <string>
 
+#include "ops/loss/loss_checks.h"
 #include "ops/loss/loss_contract.h"
 #include "ops/loss/loss_cpu.h"
+#include "ops/loss_scale/loss_scale_checks.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
 namespace {
 
-struct Rows {
-  int64_t n, classes;
-};
-
-// Logits (N, classes) and one I32 label per row; `what` names the op in errors.
-Rows check_logits_and_labels(const std::string& name, const char* what, const TensorArg& logits,
-                             const TensorArg& labels) {
-  const Shape& s = logits.shape();
-  if (s.size() != 2 || s[0] < 1 || s[1] < 1)
-    fail("{} '{}': logits have shape {}, expected (N, classes); flatten and add a Linear layer "
-         "before the loss",
-         what, name, shape_str(s));
-  const int64_t N = s[0];
-  if (labels.dtype() != DType::I32 || labels.numel() != N)
-    fail("{} '{}': labels are {} {} but {} I32 class indices are needed (one per logits row)", what,
-         name, dtype_name(labels.dtype()), shape_str(labels.shape()), N);
-  return {N, s[1]};
-}
-
 void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
   const std::string& name = call.layer().name;
-  const auto [N, C] = check_logits_and_labels(name, "softmax_cross_entropy", a.logits, a.labels);
-  if (a.loss_scale && (a.loss_scale.numel() != 1 || a.loss_scale.dtype() != DType::F32))
-    fail("softmax_cross_entropy '{}': loss scale '{}' is {} {}, expected F32 [1]; recompile the program", name,
-         a.loss_scale.spec->name, dtype_name(a.loss_scale.dtype()), shape_str(a.loss_scale.shape()));
+  const std::string who = fmt::format("softmax_cross_entropy '{}'", name);
+  const auto [N, C] = loss::logits_and_labels(who, a.logits, a.labels);
+  loss_scale::expect_optional_scalar(who, a.loss_scale, "loss scale", DType::F32);
   if (a.loss.numel() != 1 || a.loss.dtype() != a.logits.dtype())
     fail("softmax_cross_entropy '{}': loss tensor is {} {}, expected {} [1]", name,
          dtype_name(a.loss.dtype()), shape_str(a.loss.shape()), dtype_name(a.logits.dtype()));
@@ -68,7 +50,7 @@ void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
 // Labels outside [0, classes) never count (the trainer marks a padded batch's extra rows -1).
 void count_correct(const OpCall& call, const CountCorrect<TensorArg>& a) {
   const std::string& name = call.layer().name;
-  const auto [N, C] = check_logits_and_labels(name, "count_correct", a.logits, a.labels);
+  const auto [N, C] = loss::logits_and_labels(fmt::format("count_correct '{}'", name), a.logits, a.labels);
   if (a.correct.numel() != 1 || a.correct.dtype() != DType::I32)
     fail("count_correct '{}': correct tensor is {} {}, expected I32 [1]", name,
          dtype_name(a.correct.dtype()), shape_str(a.correct.shape()));

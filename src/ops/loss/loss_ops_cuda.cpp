@@ -3,29 +3,16 @@
 // logits' dtype.
 #include "ops/common/op_args.h"
 #include "ops/common/workspace_cuda.h"
+#include "ops/loss/loss_checks.h"
 #include "ops/loss/loss_contract.h"
 #include "ops/loss/loss_cuda.h"
+#include "ops/loss_scale/loss_scale_checks.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/op_call.h"
 
 namespace kiln::cuda {
 namespace {
 
-struct Rows {
-  int64_t n, classes;
-};
-
-// Logits (N, classes) and one I32 label per row.
-Rows check_logits_and_labels(const OpCall& call, const TensorArg& logits, const TensorArg& labels) {
-  const Shape& s = logits.shape();
-  if (s.size() != 2 || s[0] < 1 || s[1] < 1)
-    fail("{}: logits have shape {}, expected (N, classes); flatten and add a Linear layer before the loss",
-         call.where(), shape_str(s));
-  if (labels.dtype() != DType::I32 || labels.numel() != s[0])
-    fail("{}: labels are {} {} but {} I32 class indices are needed (one per logits row)", call.where(),
-         dtype_name(labels.dtype()), shape_str(labels.shape()), s[0]);
-  return {s[0], s[1]};
-}
 
 // The per-row losses: the only scratch SOFTMAX_CE needs.
 float* row_loss_scratch(void* workspace, int64_t n, size_t* bytes = nullptr) {
@@ -37,19 +24,17 @@ float* row_loss_scratch(void* workspace, int64_t n, size_t* bytes = nullptr) {
 
 void prepare_softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
   size_t bytes = 0;
-  row_loss_scratch(nullptr, check_logits_and_labels(call, a.logits, a.labels).n, &bytes);
+  row_loss_scratch(nullptr, loss::logits_and_labels(call.where(), a.logits, a.labels).n, &bytes);
   cuda_backend(call.backend, call.where()).request_workspace(bytes);
 }
 
 void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
-  const auto [n, classes] = check_logits_and_labels(call, a.logits, a.labels);
+  const auto [n, classes] = loss::logits_and_labels(call.where(), a.logits, a.labels);
   if (a.loss.numel() != 1 || a.loss.dtype() != DType::F32)
     fail("{}: loss tensor '{}' is {} {}, expected F32 [1]; recompile the program", call.where(), a.loss.spec->name,
          dtype_name(a.loss.dtype()), shape_str(a.loss.shape()));
   if (a.dlogits) expect_like(call, a.dlogits, "logits gradient", a.logits);
-  if (a.loss_scale && (a.loss_scale.numel() != 1 || a.loss_scale.dtype() != DType::F32))
-    fail("{}: loss scale '{}' is {} {}, expected F32 [1]; recompile the program", call.where(),
-         a.loss_scale.spec->name, dtype_name(a.loss_scale.dtype()), shape_str(a.loss_scale.shape()));
+  loss_scale::expect_optional_scalar(call.where(), a.loss_scale, "loss scale", DType::F32);
   CudaBackend& be = cuda_backend(call.backend, call.where());
   size_t bytes = 0;
   float* row_loss = row_loss_scratch(be.workspace(0), n, &bytes);
@@ -63,7 +48,7 @@ void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
 }
 
 void count_correct_op(const OpCall& call, const CountCorrect<TensorArg>& a) {
-  const auto [n, classes] = check_logits_and_labels(call, a.logits, a.labels);
+  const auto [n, classes] = loss::logits_and_labels(call.where(), a.logits, a.labels);
   if (a.correct.numel() != 1 || a.correct.dtype() != DType::I32)
     fail("{}: correct tensor '{}' is {} {}, expected I32 [1]; recompile the program", call.where(),
          a.correct.spec->name, dtype_name(a.correct.dtype()), shape_str(a.correct.shape()));

@@ -199,7 +199,7 @@ TEST(LossOp, LossScaleMultipliesTheGradientNotTheLoss) {
              {f.arg({1}, loss.data(), DType::F32), f.arg({8, 4}, d.data(), DType::F32)},
              f.scalars};
   kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::SOFTMAX_CE)(bad); },
-                              {"head.loss", "loss scale", "F32 [1]"});
+                              {"head.loss", "loss scale", "F64 [1] but must be one F32"});
 }
 
 TEST(LossOp, BadLabelNamesValueIndexAndLayer) {

@@ -1,8 +1,9 @@
 #pragma once
-// The checks the CPU and CUDA loss-scaling ops share (loss_scale_ops_cpu.cpp,
-// loss_scale_ops_cuda.cpp): the state tensors' dtypes and sizes and the update rule's attributes.
-// The optimizers check the same state where they read it (optimizer_contract.h).
+// The checks of the loss scaler's state, shared by every op that reads it: the loss-scaling ops
+// (loss_scale_ops_cpu.cpp, loss_scale_ops_cuda.cpp), the optimizers that unscale and skip, and
+// the loss that scales its gradient; and the update rule's attributes.
 #include <cmath>
+#include <string>
 
 #include "ops/loss_scale/loss_scale_contract.h"
 #include "ops/loss_scale/loss_scale_rule.h"
@@ -10,11 +11,18 @@
 
 namespace kiln::loss_scale {
 
-// One element of `dtype`: the scale (F32) or a counter or flag (I32).
-inline void expect_scalar(const OpCall& call, const TensorArg& t, const char* role, DType dtype) {
+// One element of `dtype`: the scale (F32) or a counter or flag (I32). `who` names the op.
+inline void expect_scalar(const std::string& who, const TensorArg& t, const char* role, DType dtype) {
   if (t.numel() != 1 || t.dtype() != dtype)
-    fail("{}: {} '{}' is {} {} but must be one {}; recompile the program", call.where(), role, t.spec->name,
+    fail("{}: {} '{}' is {} {} but must be one {}; recompile the program", who, role, t.spec->name,
          dtype_name(t.dtype()), shape_str(t.shape()), dtype_name(dtype));
+}
+inline void expect_scalar(const OpCall& call, const TensorArg& t, const char* role, DType dtype) {
+  expect_scalar(call.where(), t, role, dtype);
+}
+// The same for state an op reads only with loss scaling on: absent, or one element of `dtype`.
+inline void expect_optional_scalar(const std::string& who, const TensorArg& t, const char* role, DType dtype) {
+  if (t) expect_scalar(who, t, role, dtype);
 }
 
 // The rule of an UPDATE_LOSS_SCALE op, its attributes checked (CompileOptions::loss_scaling says

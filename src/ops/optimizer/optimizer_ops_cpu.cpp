@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/loss_scale/loss_scale_checks.h"
 #include "ops/optimizer/optimizer_contract.h"
 #include "ops/optimizer/optimizer_cpu.h"
 #include "runtime/op_call.h"
@@ -40,13 +41,8 @@ void check_lr(const char* op, double lr) {
 // Loss scaling (optimizer_contract.h): true when FIND_NONFINITE flagged this step, which the
 // update then skips; else `unscale` becomes 1 / the loss scale (1 without scaling).
 bool skip_step(const char* op, const TensorArg& loss_scale, const TensorArg& found_nonfinite, double& unscale) {
-  auto expect_scalar = [&](const TensorArg& t, DType dtype) {
-    if (t && (t.numel() != 1 || t.dtype() != dtype))
-      fail("{}: loss-scaling tensor '{}' is {} {} but must be one {}; recompile the program", op, t.spec->name,
-           dtype_name(t.dtype()), shape_str(t.shape()), dtype_name(dtype));
-  };
-  expect_scalar(loss_scale, DType::F32);
-  expect_scalar(found_nonfinite, DType::I32);
+  loss_scale::expect_optional_scalar(op, loss_scale, "loss scale", DType::F32);
+  loss_scale::expect_optional_scalar(op, found_nonfinite, "non-finite flag", DType::I32);
   if (found_nonfinite && *found_nonfinite.as<int32_t>() != 0) return true;
   unscale = loss_scale ? 1.0 / double(*loss_scale.as<float>()) : 1.0;
   return false;

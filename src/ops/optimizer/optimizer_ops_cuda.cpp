@@ -1,9 +1,9 @@
 // SGD_UPDATE / ADAMW_UPDATE on the GPU: one launch over the whole contiguous parameter region.
 // Hyper-parameters come from the op's contract, lr and step from the step scalars; with loss
 // scaling the kernel reads the scale and the skip flag from device memory.
-#include <utility>
 #include <vector>
 
+#include "ops/loss_scale/loss_scale_checks.h"
 #include "ops/optimizer/optimizer_contract.h"
 #include "ops/optimizer/optimizer_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -22,10 +22,8 @@ void check_regions(const OpCall& call, const TensorArg& grads, const std::vector
 
 // The loss-scaling state the update reads on the device (absent tensors: no scaling, no skip).
 LossScaleInputs scaling_of(const OpCall& call, const TensorArg& loss_scale, const TensorArg& found_nonfinite) {
-  for (auto [t, dtype] : {std::pair{&loss_scale, DType::F32}, std::pair{&found_nonfinite, DType::I32}})
-    if (*t && (t->numel() != 1 || t->dtype() != dtype))
-      fail("{}: loss-scaling tensor '{}' is {} {} but must be one {}; recompile the program", call.where(),
-           t->spec->name, dtype_name(t->dtype()), shape_str(t->shape()), dtype_name(dtype));
+  loss_scale::expect_optional_scalar(call.where(), loss_scale, "loss scale", DType::F32);
+  loss_scale::expect_optional_scalar(call.where(), found_nonfinite, "non-finite flag", DType::I32);
   return LossScaleInputs{loss_scale.as<float>(), found_nonfinite.as<int32_t>()};
 }
 
