@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from torch_training import backward_and_update, nesterov_sgd
+
 COMPILE_MODES = {"compile": "default", "reduce-overhead": "reduce-overhead",
                  "max-autotune": "max-autotune-no-cudagraphs"}
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -128,14 +130,7 @@ def run(data, mode, precision, epochs, seed, device):
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     model = digits_cnn(data.channels, data.height, data.width).to(device).to(memory_format=torch.channels_last)
-    try:
-        optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, nesterov=True,
-                                    weight_decay=WEIGHT_DECAY, fused=True)
-        implementation = "fused"
-    except (RuntimeError, TypeError):
-        optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, nesterov=True,
-                                    weight_decay=WEIGHT_DECAY, foreach=True)
-        implementation = "foreach"
+    optimizer, implementation = nesterov_sgd(model.parameters(), LR, WEIGHT_DECAY, MOMENTUM)
     scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
     loss_fn = nn.CrossEntropyLoss(label_smoothing=LABEL_SMOOTHING)
     autocast = dtype != torch.float32
@@ -163,14 +158,7 @@ def run(data, mode, precision, epochs, seed, device):
                 torch.compiler.cudagraph_mark_step_begin()
             with torch.autocast(device.type, dtype=dtype, enabled=autocast):
                 loss = loss_fn(model(x), y)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            backward_and_update(loss, optimizer, scaler)
             loss_sum += loss.detach()
         sync()
         t1 = time.perf_counter()

@@ -17,6 +17,8 @@ import time
 import torch
 import torchvision
 
+from torch_training import backward_and_update, nesterov_sgd
+
 MODELS = {"vgg16_bn": torchvision.models.vgg16_bn, "resnet50": torchvision.models.resnet50,
           "resnet18": torchvision.models.resnet18}
 COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune-no-cudagraphs"}
@@ -30,14 +32,7 @@ def make_step(model, optimizer, scaler, x, y, dtype):
     def step():
         with torch.autocast("cuda", dtype=dtype, enabled=autocast):
             loss = loss_fn(model(x), y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        backward_and_update(loss, optimizer, scaler)
         return loss
 
     return step
@@ -50,14 +45,7 @@ def run(name, mode, batch, precision, warmup, steps, size):
     free_before = torch.cuda.mem_get_info()[0]
     torch.cuda.reset_peak_memory_stats()
     model = MODELS[name]().cuda().to(memory_format=torch.channels_last).train()
-    try:
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4,
-                                    fused=True)
-        implementation = "fused"
-    except (RuntimeError, TypeError):
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4,
-                                    foreach=True)
-        implementation = "foreach"
+    optimizer, implementation = nesterov_sgd(model.parameters(), lr=0.01, weight_decay=1e-4)
     scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
     x = torch.randn(batch, 3, size, size, device="cuda").to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (batch,), device="cuda")
