@@ -90,6 +90,7 @@ class Executable {
   // Runs `lists` op by op, or as graph `graph` of the backend once captured (see run_step).
   void run_graph(int graph, std::initializer_list<const std::vector<Op>*> lists, const StepScalars& scalars);
   struct OpCall bind(const Op& op, const StepScalars& scalars);
+  std::byte* memory_for_copy(int id, size_t bytes, const char* copy) const;
   void prepare_ops();
   Program program_;
   MemoryPlan plan_;

@@ -131,22 +131,23 @@ int Executable::id(const std::string& name) const {
   return id;
 }
 
-void Executable::write(int id, const void* host, size_t bytes) {
+// The memory of tensor `id` for a copy of `bytes` bytes, which must be the tensor's size.
+std::byte* Executable::memory_for_copy(int id, size_t bytes, const char* copy) const {
   const TensorSpec& t = program_.tensors.at(id);
-  if (bytes != t.bytes()) fail("writing {} bytes into tensor '{}' of {} bytes", bytes, t.name, t.bytes());
-  backend_->copy_in(arena_ + plan_.offset[id], host, bytes);
+  if (bytes != t.bytes()) fail("{} {} bytes: tensor '{}' holds {} bytes", copy, bytes, t.name, t.bytes());
+  return arena_ + plan_.offset[id];
+}
+
+void Executable::write(int id, const void* host, size_t bytes) {
+  backend_->copy_in(memory_for_copy(id, bytes, "writing"), host, bytes);
 }
 
 void Executable::write_ordered(int id, const void* host, size_t bytes) {
-  const TensorSpec& t = program_.tensors.at(id);
-  if (bytes != t.bytes()) fail("writing {} bytes into tensor '{}' of {} bytes", bytes, t.name, t.bytes());
-  backend_->copy_in_ordered(arena_ + plan_.offset[id], host, bytes);
+  backend_->copy_in_ordered(memory_for_copy(id, bytes, "writing"), host, bytes);
 }
 
 void Executable::read(int id, void* host, size_t bytes) {
-  const TensorSpec& t = program_.tensors.at(id);
-  if (bytes != t.bytes()) fail("reading {} bytes from tensor '{}' of {} bytes", bytes, t.name, t.bytes());
-  backend_->copy_out(host, arena_ + plan_.offset[id], bytes);
+  backend_->copy_out(host, memory_for_copy(id, bytes, "reading"), bytes);
 }
 
 void Executable::synchronize() { backend_->synchronize(); }
@@ -184,6 +185,7 @@ void Executable::run_graph(int graph, std::initializer_list<const std::vector<Op
 void Executable::run_step(const StepScalars& s) {
   run_graph(kTrainStep, {&program_.forward, &program_.backward, &program_.update}, s);
 }
+
 std::vector<OpTime> Executable::profile_step(const StepScalars& scalars) {
   using Clock = std::chrono::steady_clock;
   const Device device = program_.options.device;
