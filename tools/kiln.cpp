@@ -104,6 +104,16 @@ std::string device_label(const kiln::CompileOptions& c) {
   return fmt::format("cuda:{}", c.device_index);
 }
 
+// --json FILE: opened for appending before any work, so a bad path fails at once; no stream
+// (not open) when no file was asked for.
+std::ofstream json_appender(const std::string& path) {
+  std::ofstream out;
+  if (path.empty()) return out;
+  out.open(path, std::ios::app);
+  if (!out) kiln::fail("cannot open --json file '{}' for appending; check that its folder exists", path);
+  return out;
+}
+
 std::string clock_text(double seconds) {
   const int s = int(seconds + 0.5);
   return fmt::format("{}:{:02d}", s / 60, s % 60);
@@ -203,6 +213,7 @@ void add_cuda(CLI::App* app, TrainArgs& a) {
 }
 
 int run_train(const CommonOptions& o, const TrainArgs& a) {
+  std::ofstream json = json_appender(a.json);  // a bad path fails before anything is loaded
   kiln::set_threads(a.threads);
   const kiln::Dataset train = kiln::load_dataset(a.data, a.format, true);
   const kiln::Dataset test = kiln::load_dataset(a.data, a.format, false);
@@ -244,11 +255,6 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                s.step_in_epoch, s.steps_per_epoch, s.loss, s.images_per_second, clock_text(s.eta_seconds));
     std::fflush(stdout);
   };
-  std::ofstream json;
-  if (!a.json.empty()) {
-    json.open(a.json, std::ios::app);
-    if (!json) kiln::fail("cannot open --json file '{}' for appending; check that its folder exists", a.json);
-  }
   // Wall time per epoch as a user waits for it: training, the state check, evaluation and the
   // checkpoint (EpochReport::seconds counts the training steps alone).
   auto epoch_start = std::chrono::steady_clock::now();
@@ -316,6 +322,7 @@ int run_bench(const CommonOptions& o, const TrainArgs& t, const BenchArgs& b) {
   c.cuda = t.cuda;
   c.cuda.side_stream = t.side_stream == 1;
   c.cuda.graphs = t.cuda_graphs == 1;
+  std::ofstream json = json_appender(b.json);  // a bad path fails before the benchmark runs
   const kiln::BenchResult r = kiln::bench_training(kiln::zoo::by_name(o.model, o.classes), c, b.bench);
   const auto [lo, hi] = std::minmax_element(r.step_ms.begin(), r.step_ms.end());
   fmt::print("kiln bench: {} on {} {}, batch {}: {:.0f} img/s (median step {:.2f} ms of {}, {:.2f}-{:.2f})\n",
@@ -347,9 +354,7 @@ int run_bench(const CommonOptions& o, const TrainArgs& t, const BenchArgs& b) {
                               {"device_bytes", r.device_bytes},
                               {"first_loss", r.first_loss},
                               {"last_loss", r.last_loss}};
-    std::ofstream out(b.json, std::ios::app);
-    if (!out) kiln::fail("cannot open --json file '{}' for appending; check that its folder exists", b.json);
-    out << j.dump() << "\n";
+    json << j.dump() << std::endl;
   }
   return 0;
 }

@@ -231,6 +231,13 @@ TEST(KilnCli, BenchTimesTheRequestedStepsAndAppendsJson) {
     EXPECT_EQ(j["device_bytes"].get<double>(), 0);  // no device memory on the CPU
   }
   expect_rejected("bench --steps 0", {"--steps", "use e.g. --steps 20"});
+  // A --json file that cannot be written stops both commands before any work.
+  for (const std::string& command : {std::string("bench --device cpu"), "train --device cpu --data " + kNoData}) {
+    const Result bad = kiln(command + " --json /nonexistent/kiln/out.jsonl");
+    EXPECT_NE(bad.rc, 0) << bad.output;
+    expect_contains(bad, {"--json file '/nonexistent/kiln/out.jsonl'", "folder exists"}, command);
+    EXPECT_EQ(bad.output.find("kiln bench:"), std::string::npos) << bad.output;
+  }
 }
 
 }  // namespace
