@@ -17,11 +17,8 @@
 namespace kiln::cuda {
 
 CudaBackend::CudaBackend(int index, const CudaOptions& options) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    fail("no CUDA device is visible; use --device cpu");
-  }
+  const int count = cuda_device_count();
+  if (count == 0) fail("no CUDA device is visible; use --device cpu");
   if (index < 0 || index >= count)
     fail("CUDA device {} was asked for but {} GPU(s) are visible; use --device cuda:0 to cuda:{}", index, count,
          count - 1);
@@ -168,15 +165,24 @@ void CudaBackend::synchronize() {
 
 void CudaBackend::activate() { KILN_CUDA(cudaSetDevice(device_), "cuda backend"); }
 
+void CudaBackend::write_scalar_slot(const StepScalars& s) {
+  // The slot may still be read by a copy issued for an earlier step: wait for it (it is long
+  // done when the host has read that step's loss).
+  KILN_CUDA(cudaEventSynchronize(scalars_read_), "step scalars");
+  *host_scalars_ = s;
+}
+
 void CudaBackend::stage_scalars(const StepScalars& s) {
   activate();
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   KILN_CUDA(cudaStreamIsCapturing(streams_[0], &capturing), "step scalars");
-  // The slot may still be read by a copy issued for an earlier step: wait for it (it is long
-  // done when the host has read that step's loss). Under capture nothing runs yet.
+  // Under capture nothing runs yet: nothing can be reading the slot.
   const bool captured = capturing != cudaStreamCaptureStatusNone;
-  if (!captured) KILN_CUDA(cudaEventSynchronize(scalars_read_), "step scalars");
-  *host_scalars_ = s;
+  if (captured) {
+    *host_scalars_ = s;
+  } else {
+    write_scalar_slot(s);
+  }
   KILN_CUDA(cudaMemcpyAsync(device_scalars_, host_scalars_, sizeof(StepScalars), cudaMemcpyHostToDevice, streams_[0]),
             "step scalars");
   // Not under capture: an event recorded there belongs to the graph, and waiting on it from the
@@ -212,10 +218,8 @@ void CudaBackend::abort_capture() {
 void CudaBackend::replay(int graph, const StepScalars& s) {
   activate();
   if (graph >= int(captured_.size()) || !captured_[size_t(graph)]) fail("internal: CUDA Graph {} was never captured", graph);
-  // The graph's first node copies the scalars out of the host slot, so the slot is written
-  // here, once the copy of the step before has read it.
-  KILN_CUDA(cudaEventSynchronize(scalars_read_), "step scalars");
-  *host_scalars_ = s;
+  // The graph's first node copies the scalars out of the host slot, so the slot is written here.
+  write_scalar_slot(s);
   KILN_CUDA(cudaGraphLaunch(captured_[size_t(graph)], streams_[0]), "CUDA Graph replay");
   KILN_CUDA(cudaEventRecord(scalars_read_, streams_[0]), "CUDA Graph replay");
 }

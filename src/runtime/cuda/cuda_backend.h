@@ -84,6 +84,8 @@ class CudaBackend final : public Backend {
   StepScalars* device_scalars_ = nullptr;
   cudaEvent_t scalars_read_ = nullptr;  // the last copy out of host_scalars_ has happened
   std::vector<cudaGraphExec_t> captured_;
+  // Writes the host slot of the step's scalars once its last copy to the device has read it.
+  void write_scalar_slot(const StepScalars& s);
   static constexpr int kStaging = 4;  // a step's batch and labels, and the next step's
   struct Staging {
     void* host = nullptr;  // pinned
