@@ -16,6 +16,11 @@ enum class LayerKind : uint8_t {
   BatchNorm,
   ReLU,
   CBR,  // fused Conv -> BatchNorm -> ReLU
+  // A ResNet block end, fused by the compiler (src/ops/resblock/): ConvBN is Conv -> BatchNorm
+  // whose output is the convolution's and whose normalization its one consumer, a BnAddRelu,
+  // applies; BnAddRelu is relu(BN(conv) + shortcut), the shortcut a ConvBN too or any layer.
+  ConvBN,
+  BnAddRelu,
   MaxPool,
   AvgPool,
   GlobalAvgPool,

@@ -12,6 +12,8 @@ namespace kiln {
 // BatchNorm and ReLU layers whose tensors keep the fused layer's names.
 LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options);
 void fuse_conv_bn_relu(LayerGraph& graph);  // run by compile() when options.fuse_cbr is on
+// Then ResNet block ends: Add(BN(Conv), shortcut) -> ReLU becomes conv_bn + bn_add_relu layers.
+void fuse_residual_tails(LayerGraph& graph);
 void mark_first_layer(LayerGraph& graph);
 void check_target_limits(const LayerGraph& graph, const CompileOptions& options);
 Program lower(LayerGraph graph, const CompileOptions& options);

@@ -68,7 +68,10 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
 
 Program compile(const Blueprint& blueprint, const CompileOptions& options) {
   LayerGraph graph = expand(blueprint, options);
-  if (options.fuse_cbr) fuse_conv_bn_relu(graph);
+  if (options.fuse_cbr) {
+    fuse_conv_bn_relu(graph);
+    fuse_residual_tails(graph);
+  }
   if (!options.input_grad) mark_first_layer(graph);
   check_target_limits(graph, options);
   return lower(std::move(graph), options);

@@ -41,7 +41,8 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
     out += fmt::format("  {:4} {:<15} {:<34} {:<18} <- {}{}\n", i, l.kind == LayerKind::Activation ? activation_name(l.attrs.activation) : layer_kind_name(l.kind), l.name,
                        shape_str(l.out_shape), inputs, l.attrs.first_layer ? "  [first layer: no dX]" : "");
   }
-  out += fmt::format("  CBR layers: {}\n", p.graph.count(LayerKind::CBR));
+  out += fmt::format("  CBR layers: {}, fused block ends: {}\n", p.graph.count(LayerKind::CBR),
+                     p.graph.count(LayerKind::BnAddRelu));
   out += "\ntensors:\n";
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorSpec& t = p.tensors[i];

@@ -3,8 +3,28 @@
 #include "kiln/error.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace kiln {
+
+namespace {
+
+// Layers marked for removal are dropped and the remaining inputs renumbered.
+void compact(LayerGraph& graph, const std::vector<bool>& removed) {
+  std::vector<int> new_index(graph.layers.size(), -1);
+  std::vector<Layer> kept;
+  for (size_t i = 0; i < graph.layers.size(); ++i) {
+    if (removed[i]) continue;
+    new_index[i] = int(kept.size());
+    kept.push_back(std::move(graph.layers[i]));
+  }
+  for (Layer& layer : kept)
+    for (int& in : layer.inputs) in = new_index.at(in);
+  graph.layers = std::move(kept);
+}
+
+}  // namespace
 
 // Conv (no bias) -> BatchNorm -> ReLU, each the only consumer of the one before, becomes one
 // CBR layer. A conv bias in front of BN is cancelled by the mean subtraction, but fusing would
@@ -33,17 +53,61 @@ void fuse_conv_bn_relu(LayerGraph& graph) {
     relu = std::move(cbr);  // stored at the ReLU's index, so its consumers need no renumbering
     removed[c] = removed[b] = true;
   }
-  // Compact the layer list and renumber inputs.
-  std::vector<int> new_index(graph.layers.size(), -1);
-  std::vector<Layer> kept;
-  for (size_t i = 0; i < graph.layers.size(); ++i) {
-    if (removed[i]) continue;
-    new_index[i] = int(kept.size());
-    kept.push_back(std::move(graph.layers[i]));
+  compact(graph, removed);
+}
+
+// Add(BN(Conv(x)), shortcut) -> ReLU, each the only consumer of the one before, becomes a
+// conv_bn layer (stored at the BN's index) and a bn_add_relu layer (at the ReLU's). A shortcut
+// that is itself BN(Conv(.)) with one consumer becomes a conv_bn too, normalized in the same
+// pass. The body may be either input of the add; the fused layer takes it first.
+void fuse_residual_tails(LayerGraph& graph) {
+  const auto consumers = graph.consumers();
+  std::vector<bool> removed(graph.layers.size(), false);
+  // The conv index of BN(Conv(.)) at `bn` when both can fuse, else -1.
+  auto conv_bn_at = [&](int bn) {
+    const Layer& norm = graph.layers[bn];
+    if (norm.kind != LayerKind::BatchNorm || consumers[bn].size() != 1 || norm.out_shape.size() != 4) return -1;
+    const int c = norm.inputs[0];
+    const Layer& conv = graph.layers[c];
+    if (conv.kind != LayerKind::Conv || conv.attrs.bias || consumers[c].size() != 1) return -1;
+    return c;
+  };
+  auto make_conv_bn = [&](int conv_index, int bn_index) {
+    const Layer& conv = graph.layers[conv_index];
+    Layer& bn = graph.layers[bn_index];
+    Layer fused;
+    fused.kind = LayerKind::ConvBN;
+    fused.name = conv.name;
+    fused.conv_name = conv.name, fused.bn_name = bn.name;
+    fused.attrs = conv.attrs;
+    fused.attrs.eps = bn.attrs.eps, fused.attrs.momentum = bn.attrs.momentum;
+    fused.inputs = conv.inputs;
+    fused.out_shape = bn.out_shape;
+    bn = std::move(fused);
+    removed[conv_index] = true;
+  };
+  for (size_t r = 0; r < graph.layers.size(); ++r) {
+    if (graph.layers[r].kind != LayerKind::ReLU) continue;
+    const int add = graph.layers[r].inputs[0];
+    const Layer& sum = graph.layers[add];
+    if (sum.kind != LayerKind::Add || consumers[add].size() != 1 || sum.inputs[0] == sum.inputs[1]) continue;
+    int body = sum.inputs[0], shortcut = sum.inputs[1];
+    if (conv_bn_at(body) < 0) std::swap(body, shortcut);
+    const int body_conv = conv_bn_at(body);
+    if (body_conv < 0) continue;
+    const int shortcut_conv = conv_bn_at(shortcut);
+    make_conv_bn(body_conv, body);
+    if (shortcut_conv >= 0) make_conv_bn(shortcut_conv, shortcut);
+    Layer& relu = graph.layers[r];
+    Layer tail;
+    tail.kind = LayerKind::BnAddRelu;
+    tail.name = relu.name;
+    tail.inputs = {body, shortcut};
+    tail.out_shape = relu.out_shape;
+    relu = std::move(tail);
+    removed[add] = true;
   }
-  for (Layer& layer : kept)
-    for (int& in : layer.inputs) in = new_index.at(in);
-  graph.layers = std::move(kept);
+  compact(graph, removed);
 }
 
 // Layers reading the data batch need no input gradient (convolutions skip dgrad): the one place
@@ -65,9 +129,11 @@ void check_target_limits(const LayerGraph& graph, const CompileOptions& options)
   if (options.device != Device::CUDA || !mixed) return;
   for (const Layer& layer : graph.layers) {
     const int k = layer.attrs.out_channels;
-    if (layer.kind == LayerKind::CBR && k % 8 != 0)
-      fail("cbr '{}': {} output channels; CBR on GPU in {} needs a multiple of 8 — use {} or pad the channels to {}",
-           layer.name, k, precision_name(options.precision), std::max(8, k / 8 * 8), (k + 7) / 8 * 8);
+    if ((layer.kind == LayerKind::CBR || layer.kind == LayerKind::ConvBN) && k % 8 != 0)
+      fail("{} '{}': {} output channels; the fused op on GPU in {} needs a multiple of 8 — use {} or pad the channels "
+           "to {}",
+           layer_kind_name(layer.kind), layer.name, k, precision_name(options.precision), std::max(8, k / 8 * 8),
+           (k + 7) / 8 * 8);
   }
 }
 

@@ -45,6 +45,8 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::BatchNorm: return "bn";
     case LayerKind::ReLU: return "relu";
     case LayerKind::CBR: return "cbr";
+    case LayerKind::ConvBN: return "conv_bn";
+    case LayerKind::BnAddRelu: return "bn_add_relu";
     case LayerKind::MaxPool: return "maxpool";
     case LayerKind::AvgPool: return "avgpool";
     case LayerKind::GlobalAvgPool: return "global_avgpool";
@@ -66,7 +68,8 @@ const char* op_kind_name(OpKind kind) {
   case OpKind::name: return #name;
     KILN_OP(CONV_FWD) KILN_OP(CONV_DGRAD) KILN_OP(CONV_WGRAD) KILN_OP(BN_FWD_TRAIN) KILN_OP(BN_BWD)
     KILN_OP(BN_INF) KILN_OP(RELU_FWD) KILN_OP(RELU_BWD) KILN_OP(RELU_INF) KILN_OP(CBR_FWD)
-    KILN_OP(CBR_BWD) KILN_OP(CBR_BWD_FIRST) KILN_OP(CBR_INF) KILN_OP(MAXPOOL_FWD) KILN_OP(MAXPOOL_BWD)
+    KILN_OP(CBR_BWD) KILN_OP(CBR_BWD_FIRST) KILN_OP(CBR_INF) KILN_OP(CONV_BN_FWD) KILN_OP(CONV_BN_BWD) KILN_OP(CONV_BN_INF)
+    KILN_OP(BN_ADD_RELU_FWD) KILN_OP(BN_ADD_RELU_BWD) KILN_OP(BN_ADD_RELU_INF) KILN_OP(MAXPOOL_FWD) KILN_OP(MAXPOOL_BWD)
     KILN_OP(MAXPOOL_INF) KILN_OP(AVGPOOL_FWD) KILN_OP(AVGPOOL_BWD) KILN_OP(GAP_FWD) KILN_OP(GAP_BWD)
     KILN_OP(LINEAR_FWD) KILN_OP(LINEAR_BWD) KILN_OP(DROPOUT_FWD) KILN_OP(DROPOUT_BWD) KILN_OP(ADD_FWD)
     KILN_OP(GRAD_SUM) KILN_OP(SOFTMAX_CE) KILN_OP(CAST) KILN_OP(SGD_UPDATE) KILN_OP(ADAMW_UPDATE)

@@ -27,7 +27,8 @@ int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, 
   if (kernel <= 0) fail("{} '{}': kernel size must be positive, got {}", kind, layer.name, kernel);
   if (stride <= 0) fail("{} '{}': stride must be positive, got {}", kind, layer.name, stride);
   if (padding < 0) fail("{} '{}': padding must be >= 0, got {}", kind, layer.name, padding);
-  if (layer.kind != LayerKind::Conv && layer.kind != LayerKind::CBR && 2 * padding > kernel)
+  if (layer.kind != LayerKind::Conv && layer.kind != LayerKind::CBR && layer.kind != LayerKind::ConvBN &&
+      2 * padding > kernel)
     fail("{} '{}': padding {} exceeds half the kernel {}; use padding <= {}", kind, layer.name,
          padding, kernel, kernel / 2);
   if (size + 2 * padding < kernel)

@@ -26,7 +26,12 @@ TEST(Compile, ZooModelsHaveExpectedCbrCountsAndShapes) {
   // ResNet-50: the stem plus conv1 and conv2 of each of the 16 bottlenecks.
   const Program r50 = compile(zoo::resnet50(), options(2));
   EXPECT_EQ(r50.graph.count(LayerKind::CBR), 33);
-  EXPECT_EQ(r50.graph.count(LayerKind::Add), 16);
+  // Every bottleneck ends in one fused block end: conv3 + bn3 (and the 4 downsamples) become
+  // conv_bn layers, the add and ReLU one bn_add_relu; no unfused Conv, BN, Add or ReLU is left.
+  EXPECT_EQ(r50.graph.count(LayerKind::BnAddRelu), 16);
+  EXPECT_EQ(r50.graph.count(LayerKind::ConvBN), 16 + 4);
+  for (LayerKind k : {LayerKind::Conv, LayerKind::BatchNorm, LayerKind::Add, LayerKind::ReLU})
+    EXPECT_EQ(r50.graph.count(k), 0) << layer_kind_name(k);
   EXPECT_EQ(r50.tensors[r50.logits].shape, (Shape{2, 1000}));
   const Program r18 = compile(zoo::resnet18_cifar(), options(2));
   EXPECT_EQ(r18.graph.count(LayerKind::CBR), 9);

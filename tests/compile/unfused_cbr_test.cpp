@@ -44,11 +44,14 @@ void expect_unfused_like_fused(const Blueprint& model) {
   const Program fused = compile(model, options(true));
   const Program unfused = compile(model, options(false));
   const int cbr = fused.graph.count(LayerKind::CBR);
+  const int conv_bn = fused.graph.count(LayerKind::ConvBN), tails = fused.graph.count(LayerKind::BnAddRelu);
   EXPECT_GT(cbr, 0);
-  EXPECT_EQ(unfused.graph.count(LayerKind::CBR), 0);
-  EXPECT_EQ(unfused.graph.count(LayerKind::Conv), fused.graph.count(LayerKind::Conv) + cbr);
-  EXPECT_EQ(unfused.graph.count(LayerKind::BatchNorm), fused.graph.count(LayerKind::BatchNorm) + cbr);
-  EXPECT_EQ(unfused.graph.count(LayerKind::ReLU), fused.graph.count(LayerKind::ReLU) + cbr);
+  for (LayerKind k : {LayerKind::CBR, LayerKind::ConvBN, LayerKind::BnAddRelu}) EXPECT_EQ(unfused.graph.count(k), 0);
+  // Each block end was Conv + BN (one or two) + Add + ReLU.
+  EXPECT_EQ(unfused.graph.count(LayerKind::Conv), fused.graph.count(LayerKind::Conv) + cbr + conv_bn);
+  EXPECT_EQ(unfused.graph.count(LayerKind::BatchNorm), fused.graph.count(LayerKind::BatchNorm) + cbr + conv_bn);
+  EXPECT_EQ(unfused.graph.count(LayerKind::ReLU), fused.graph.count(LayerKind::ReLU) + cbr + tails);
+  EXPECT_EQ(unfused.graph.count(LayerKind::Add), fused.graph.count(LayerKind::Add) + tails);
   // The same parameters and buffers, by name and shape, in the same order.
   EXPECT_EQ(listed(unfused, unfused.params), listed(fused, fused.params));
   EXPECT_EQ(listed(unfused, unfused.buffers), listed(fused, fused.buffers));

@@ -137,7 +137,12 @@ TEST(GradCheck, Dropout) {
   check_gradients({"dropout", head(m), {5, 5, 2}});
 }
 
-TEST(GradCheck, ResidualIdentityAndProjection) {
+// ResNet blocks: identity and projection shortcuts, and a block on the data batch itself (its
+// convolution computes no dX and its shortcut needs no gradient). Fused, the block ends run as
+// conv_bn + bn_add_relu ops; unfused, as Conv, BN, Add and ReLU.
+Blueprint residual_blocks() {
+  Blueprint body0("body");
+  body0.conv(2, 3, 1, 1, false, "conv1").bn("bn1");
   Blueprint body("body");
   body.cbr(4, 3, 1, 1, "conv1").conv(4, 3, 1, 1, false, "conv2").bn("bn2");
   Blueprint body2("body");
@@ -145,8 +150,22 @@ TEST(GradCheck, ResidualIdentityAndProjection) {
   Blueprint proj("downsample");
   proj.conv(6, 1, 2, 0, false, "0").bn("1");
   Blueprint m("res");
-  m.cbr(4, 3, 1, 1, "stem").residual(body, std::nullopt, true, "block1").residual(body2, proj, true, "block2");
-  check_gradients({"residual", head(m), {6, 6, 2}});
+  m.residual(body0, std::nullopt, true, "block0").cbr(4, 3, 1, 1, "stem");
+  m.residual(body, std::nullopt, true, "block1").residual(body2, proj, true, "block2");
+  return head(m);
+}
+
+TEST(GradCheck, FusedResidualBlockEnds) {
+  CompileOptions o;
+  o.precision = Precision::FP64, o.batch = 3, o.input_hwc = {6, 6, 2};
+  const Program p = compile(residual_blocks(), o);
+  ASSERT_EQ(p.graph.count(LayerKind::BnAddRelu), 3);  // the fused ops are what is checked
+  ASSERT_EQ(p.graph.count(LayerKind::ConvBN), 4);
+  check_gradients({"residual fused", residual_blocks(), {6, 6, 2}});
+}
+
+TEST(GradCheck, UnfusedResidualBlocks) {
+  check_gradients({"residual unfused", residual_blocks(), {6, 6, 2}, /*fuse=*/false});
 }
 
 }  // namespace

@@ -4,59 +4,14 @@
 
 #include "ops/cbr/cbr_contract.h"
 #include "ops/cbr/cbr_cpu.h"
+#include "ops/common/cpu_op_checker.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
 namespace {
 
 using cpu::ConvGeom;
-
-std::string layer_name(const OpCall& call) {
-  if (call.op.layer >= 0 && call.op.layer < static_cast<int>(call.program.graph.layers.size()))
-    return call.layer().name;
-  return "<unnamed>";
-}
-
-struct Checker {
-  const OpCall& call;
-  const char* op;
-  std::string layer = layer_name(call);
-
-  void shape(const TensorArg& t, const Shape& want, const char* role) const {
-    if (t.shape() != want)
-      fail(
-          "{} layer '{}': {} '{}' has shape {} but the layer needs {}; rebuild the program so "
-          "the tensor matches the layer's geometry",
-          op, layer, role, t.spec->name, shape_str(t.shape()), shape_str(want));
-  }
-  void dtype(const TensorArg& t, DType want, const char* role) const {
-    if (t.dtype() != want)
-      fail(
-          "{} layer '{}': {} '{}' is {} but must be {} (all float tensors of the op share the "
-          "activation dtype; masks are U8)",
-          op, layer, role, t.spec->name, dtype_name(t.dtype()), dtype_name(want));
-  }
-  void per_channel(const TensorArg& t, int64_t k, DType want, const char* role) const {
-    shape(t, {k}, role);
-    dtype(t, want, role);
-  }
-  // The activation dtype, checked before the other tensors are compared with it.
-  DType activation_dtype(const TensorArg& x) const {
-    if (x.dtype() != DType::F32 && x.dtype() != DType::F64)
-      fail(
-          "{} layer '{}': input '{}' is {}, which the CPU backend does not support; compile "
-          "with precision fp32 (or fp64)",
-          op, layer, x.spec->name, dtype_name(x.dtype()));
-    return x.dtype();
-  }
-  ConvGeom geometry(const TensorArg& x, const TensorArg& w, int stride, int padding) const {
-    try {
-      return ConvGeom::make(x.shape(), w.shape(), stride, padding);
-    } catch (const Error& e) {
-      fail("{} layer '{}': {}", op, layer, e.what());
-    }
-  }
-};
+using Checker = CpuOpChecker;
 
 void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   const Checker check{call, "CBR_FWD"};
@@ -79,11 +34,7 @@ void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   check.per_channel(rvar, g.k, dt, "running_var");
   check.shape(bits, {cpu::cbr_mask_bytes(numel(out_shape))}, "bitmask");
   check.dtype(bits, DType::U8, "bitmask");
-  if (g.n * g.ho * g.wo < 2)
-    fail(
-        "CBR_FWD layer '{}': batch statistics need more than one value per channel, but "
-        "N*H_out*W_out = 1; use a batch larger than 1 or a larger input",
-        check.layer);
+  check.batch_statistics(g.n * g.ho * g.wo);
   dispatch_float(dt, "CBR_FWD", [&](auto zero) {
     using T = decltype(zero);
     cpu::CbrForwardTensors<T> t;

@@ -1,0 +1,73 @@
+// Conv -> BatchNorm at a ResNet block end (src/ops/resblock/): the convolution with its batch
+// statistics; the normalization itself is applied by the one consumer, a bn_add_relu layer, in
+// its pass. So this layer's output tensor is the convolution's output, and the gradient it
+// receives is that of the convolution's output (BN's backward runs in the consumer's op).
+#include "layers/conv_bn.h"
+
+#include "ops/resblock/resblock_contract.h"
+
+namespace kiln {
+namespace {
+
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
+  if (layer.attrs.eps <= 0) fail("conv_bn '{}': eps must be positive, got {}", layer.name, layer.attrs.eps);
+  return conv_output_shape(layer, inputs);
+}
+
+// Tensor names are those of the layers it came from (<conv>.weight, <bn>.running_mean), so
+// checkpoints move between fused and unfused programs.
+void lower_forward(LowerContext& ctx, int index) {
+  const Layer& layer = ctx.layer(index);
+  const LayerAttrs& a = layer.attrs;
+  const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3];
+  const int64_t k = a.out_channels, rs = int64_t(a.kernel) * a.kernel;
+  const Shape kc = {k};
+  const int w = ctx.param(layer.conv_name + ".weight", {k, a.kernel, a.kernel, c}, Init::KaimingNormalFanOut, c * rs,
+                          k * rs, /*compute_copy=*/true);
+  ConvBnSaved s;
+  s.weight = w;
+  ConvBnForward<TensorId>& f = s.fwd;
+  f.x = ctx.in(index, 0);
+  f.w = ctx.compute_param(w);
+  f.gamma = ctx.param(layer.bn_name + ".weight", kc, Init::Ones);
+  f.beta = ctx.param(layer.bn_name + ".bias", kc, Init::Zeros);
+  f.running_mean = ctx.buffer(layer.bn_name + ".running_mean", kc, Init::Zeros);
+  f.running_var = ctx.buffer(layer.bn_name + ".running_var", kc, Init::Ones);
+  f.conv_out = ctx.activation(layer.name + ":conv_out", layer.out_shape);
+  f.saved_mean = ctx.activation(layer.name + ":saved_mean", kc, ctx.param_dtype);
+  f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", kc, ctx.param_dtype);
+  f.scale = ctx.activation(layer.name + ":scale", kc, ctx.param_dtype);
+  f.shift = ctx.activation(layer.name + ":shift", kc, ctx.param_dtype);
+  f.stride = a.stride, f.padding = a.padding, f.eps = a.eps, f.momentum = a.momentum;
+  ctx.forward(make_op(f, index));
+  ctx.set_out(index, f.conv_out);
+
+  ConvBnInference<TensorId>& inf = s.inf;
+  inf.x = ctx.infer_in(index, 0);
+  inf.w = f.w, inf.gamma = f.gamma, inf.beta = f.beta, inf.running_mean = f.running_mean;
+  inf.running_var = f.running_var;
+  inf.conv_out = ctx.activation(layer.name + ":conv_out:inf", layer.out_shape);
+  inf.scale = ctx.activation(layer.name + ":scale:inf", kc, ctx.param_dtype);
+  inf.shift = ctx.activation(layer.name + ":shift:inf", kc, ctx.param_dtype);
+  inf.stride = a.stride, inf.padding = a.padding, inf.eps = a.eps;
+  ctx.inference(make_op(inf, index));
+  ctx.set_infer_out(index, inf.conv_out);
+  ctx.save(index, s);
+}
+
+void lower_backward(LowerContext& ctx, int index) {
+  const ConvBnSaved& s = ctx.saved<ConvBnSaved>(index);
+  ConvBnBackward<TensorId> b;
+  b.dconv = ctx.grad_out(index);
+  b.x = s.fwd.x, b.w = s.fwd.w;
+  b.dw = ctx.compute_grad(s.weight);
+  b.dx = ctx.grad_in(index, 0);  // absent for a convolution of the data batch
+  b.stride = s.fwd.stride, b.padding = s.fwd.padding;
+  ctx.backward(make_op(b, index));
+}
+
+}  // namespace
+
+extern const LayerDef kConvBnLayer{LayerKind::ConvBN, infer, lower_forward, lower_backward};
+
+}  // namespace kiln
