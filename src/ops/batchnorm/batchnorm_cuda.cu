@@ -232,6 +232,112 @@ __global__ void bn_apply_relu_flat_kernel(const T* x, const float* scale, const 
   }
 }
 
+// The per-channel constants of the residual add: v = a * scale_a + (b * scale_b + shift), with
+// shift = shift_a + shift_b folded into one register, and scale_b = 1, shift_b = 0 for an
+// identity shortcut (b * 1 + shift rounds exactly as b + shift). The tiled and flat kernels
+// share it, so both paths give the same bits.
+struct AddReluChannel {
+  float scale_a, scale_b, shift;
+  __device__ __forceinline__ static AddReluChannel load(const float* scale_a, const float* shift_a,
+                                                        const float* scale_b, const float* shift_b,
+                                                        int64_t ch) {
+    return {scale_a[ch], scale_b ? scale_b[ch] : 1.f, shift_a[ch] + (shift_b ? shift_b[ch] : 0.f)};
+  }
+  __device__ __forceinline__ float pre(float a, float b) const {
+    return fmaf(a, scale_a, fmaf(b, scale_b, shift));
+  }
+};
+
+// y = relu(a * scale_a + shift_a + b'), b' = b * scale_b + shift_b or b; the bit mask only with
+// VEC == 8 (one whole byte per thread). Two tensors are loaded per row, hence kPairUnroll.
+template <class T, int VEC>
+__global__ void __launch_bounds__(kTileThreads)
+    bn_add_relu_kernel(const T* a, const float* scale_a, const float* shift_a, const T* b,
+                       const float* scale_b, const float* shift_b, TileGrid g, T* y,
+                       uint8_t* bitmask) {
+  constexpr int U = kPairUnroll<T, VEC>;
+  const TileThread p = tile_thread<kApplySplit>(g, U);
+  if (!p.active) return;
+  AddReluChannel k[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) k[j] = AddReluChannel::load(scale_a, shift_a, scale_b, shift_b, p.c0 + j);
+  for (int64_t row = p.row; row < p.end; row += p.stride) {
+    // Every load before the first store: y may alias a or b.
+    Pack<T, VEC> as[U], bs[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r >= p.end) continue;
+      as[u] = load_pack<T, VEC>(a + r * g.c + p.c0);
+      bs[u] = load_pack<T, VEC>(b + r * g.c + p.c0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r >= p.end) break;
+      const int64_t f = r * g.c + p.c0;
+      Pack<T, VEC> out;
+      unsigned bits = 0;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float v = k[j].pre(to_float(as[u].v[j]), to_float(bs[u].v[j]));
+        const bool on = v > 0.f;  // NaN fails: y = 0, bit 0
+        out.v[j] = from_float<T>(on ? v : 0.f);
+        bits |= unsigned{on} << j;
+      }
+      store_pack<T, VEC>(y + f, out);
+      if constexpr (VEC == 8) {
+        if (bitmask) bitmask[f >> 3] = static_cast<uint8_t>(bits);
+      }
+    }
+  }
+}
+
+// Fallback for a bit mask when c is not a multiple of 8 (or pointers are misaligned): one mask
+// byte, i.e. 8 consecutive flat elements whatever their channels, per launch_flat step.
+template <class T>
+struct AddReluFlat {
+  const T *a, *b;
+  const float *scale_a, *shift_a, *scale_b, *shift_b;
+  int64_t c;
+  T* y;
+  uint8_t* bitmask;
+  __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
+    float av[8], bv[8], out[8];
+    load8(a, i0, n, vec, av);  // both loads before the store: y may alias a or b
+    load8(b, i0, n, vec, bv);
+    int64_t ch = i0 % c;
+    unsigned bits = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float v = AddReluChannel::load(scale_a, shift_a, scale_b, shift_b, ch).pre(av[j], bv[j]);
+      const bool on = v > 0.f && i0 + j < n;  // bits past n stay 0
+      out[j] = on ? v : 0.f;
+      bits |= unsigned{on} << j;
+      if (++ch == c) ch = 0;
+    }
+    store8(y, i0, n, vec, out);
+    if (bitmask) bitmask[i0 >> 3] = static_cast<uint8_t>(bits);
+  }
+};
+
+// dx = bit ? dy : 0, 8 elements (one mask byte) per launch_flat step. fp16/bf16 -> fp32 -> back
+// is exact, so a passed value keeps its bits (NaN stays NaN).
+template <class T>
+struct SelectByBits {
+  const T* dy;
+  const uint8_t* bitmask;
+  T* dx;
+  __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
+    float v[8];
+    load8(dy, i0, n, vec, v);
+    const unsigned bits = bitmask[i0 >> 3];  // i0 is a multiple of 8: one whole mask byte
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = (bits >> j) & 1u ? v[j] : 0.f;
+    store8(dx, i0, n, vec, v);
+  }
+};
+
 __global__ void bn_finalize_kernel(const float* sum, const float* sqsum, double count,
                                    double unbias, const float* gamma, const float* beta, double eps,
                                    double momentum, float* running_mean, float* running_var,
@@ -419,6 +525,52 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
           static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), bitmask, bytemask);
     });
     check_launch(where);
+  });
+}
+
+void bn_add_relu_apply(DType dtype, const void* a, const float* scale_a, const float* shift_a,
+                       const void* b, const float* scale_b, const float* shift_b, int64_t m,
+                       int64_t c, void* y, uint8_t* bitmask, cudaStream_t stream,
+                       const std::string& where) {
+  const char* fn = "bn_add_relu_apply";
+  check_shape(fn, m, c, where);
+  if ((scale_b == nullptr) != (shift_b == nullptr))
+    fail("{}: {} got only one of scale_b / shift_b; pass both (a shortcut to normalize) or neither "
+         "(an identity shortcut)",
+         where, fn);
+  if (m == 0) return;
+  need(fn, where, {{a, "a"}, {scale_a, "scale_a"}, {shift_a, "shift_a"}, {b, "b"}, {y, "y"}});
+  dispatch_activation(dtype, fn, [&](auto zero) {
+    using T = decltype(zero);
+    const T *at = static_cast<const T*>(a), *bt = static_cast<const T*>(b);
+    T* yt = static_cast<T*>(y);
+    // A bit mask needs 8 channels per thread (one whole mask byte), even in fp32.
+    const int vec = choose_vec(c, sizeof(T), {a, b, y}, {}, bitmask ? 8 : 0);
+    if (bitmask && vec != 8) {
+      const AddReluFlat<T> op{at, bt, scale_a, shift_a, scale_b, shift_b, c, yt, bitmask};
+      return launch_flat(op, m * c, flat_vectorizable({a, b, y}), stream, where);
+    }
+    dispatch_vec(vec, [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      auto* kernel = bn_add_relu_kernel<T, V>;
+      const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kApplySplit, where);
+      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
+          at, scale_a, shift_a, bt, scale_b, shift_b, g, yt, bitmask);
+    });
+    check_launch(where);
+  });
+}
+
+void relu_bitmask_select(DType dtype, const void* dy, const uint8_t* bitmask, int64_t n, void* dx,
+                         cudaStream_t stream, const std::string& where) {
+  const char* fn = "relu_bitmask_select";
+  if (n < 0) fail("{}: {} got n = {} elements; it must be >= 0", where, fn, n);
+  if (n == 0) return;
+  need(fn, where, {{dy, "dy"}, {bitmask, "bitmask"}, {dx, "dx"}});
+  dispatch_activation(dtype, fn, [&](auto zero) {
+    using T = decltype(zero);
+    const SelectByBits<T> op{static_cast<const T*>(dy), bitmask, static_cast<T*>(dx)};
+    launch_flat(op, n, flat_vectorizable({dy, dx}), stream, where);
   });
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Batch normalization kernels on the GPU, the pieces CBR.md describes (statistics, finalize,
-// apply, backward reduce/apply) exposed separately so that BN layers and the fused CBR op can
-// run them in their own order. Semantics match the CPU kernels (batchnorm_cpu.h) and PyTorch:
+// apply, backward reduce/apply) exposed separately so that BN layers, the fused CBR op and
+// ResNet's fused block ends (ops/resblock/) can run them in their own order. Semantics match the CPU kernels (batchnorm_cpu.h) and PyTorch:
 // normalization uses the biased batch variance, running_var takes the unbiased one
 // (count / (count - 1) * var), running = (1 - momentum) * running + momentum * batch.
 //
@@ -65,6 +65,23 @@ void bn_inference_scale_shift(const float* gamma, const float* beta, const float
 void bn_apply(DType dtype, const void* x, const float* scale, const float* shift, int64_t m,
               int64_t c, bool relu, void* y, uint8_t* bitmask, uint8_t* bytemask,
               cudaStream_t stream, const std::string& where);
+
+// --- Residual add + ReLU (ResNet's block end, ops/resblock/resblock_contract.h) ---
+// v = a * scale_a + shift_a + b', with b' = b * scale_b + shift_b when scale_b is given (the
+// shortcut is a conv output still to normalize) and b' = b when it is nullptr (identity
+// shortcut); y = v > 0 ? v : 0, and bitmask (nullable: inference) gets "v > 0" (a NaN v gives
+// y = 0 and a 0 bit, as bn_apply). a, b and y have the same dtype and (m, c) shape; y may alias
+// a or b. scale_b and shift_b are given together or not at all.
+void bn_add_relu_apply(DType dtype, const void* a, const float* scale_a, const float* shift_a,
+                       const void* b, const float* scale_b, const float* shift_b, int64_t m,
+                       int64_t c, void* y, uint8_t* bitmask, cudaStream_t stream,
+                       const std::string& where);
+
+// dx = bit i of bitmask ? dy : 0 over n elements: the ReLU's backward for an identity shortcut,
+// whose gradient is the masked dy itself. A select, not a multiply: a blocked NaN or Inf in dy
+// gives 0. dx may alias dy.
+void relu_bitmask_select(DType dtype, const void* dy, const uint8_t* bitmask, int64_t n, void* dx,
+                         cudaStream_t stream, const std::string& where);
 
 // --- Backward ---
 // With g = dy (zero where relu_bitmask, if given, has a 0 bit: dy * mask is never stored) and

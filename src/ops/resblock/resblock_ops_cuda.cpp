@@ -1,0 +1,371 @@
+// ResNet's fused block ends on the GPU (resblock_contract.h says what each op computes):
+//   CONV_BN_FWD      conv + genstats (one cuDNN graph; where genstats is unsupported, the conv
+//                    graph then a sum kernel, as CBR) -> finalize straight into the op's saved and
+//                    running statistics and its scale / shift outputs; no apply pass (the tail's
+//                    BN_ADD_RELU_FWD applies scale / shift);
+//   CONV_BN_INF      scale / shift of the running statistics, and the conv graph;
+//   CONV_BN_BWD      wgrad on the side stream beside dgrad on the main stream (CBR's plain order);
+//   BN_ADD_RELU_FWD  one pass: y = relu(a * scale_a + shift_a + b') and the 1-bit mask
+//                    (BN_ADD_RELU_INF: the same pass without the mask);
+//   BN_ADD_RELU_BWD  the masked BN backward of each branch, reduce then apply (dy * mask never
+//                    stored), or db = masked dy for an identity shortcut.
+// Everything runs on the main stream except wgrad; every op ends with the side stream joined
+// into the main one.
+#include <algorithm>
+#include <cstddef>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "ops/batchnorm/batchnorm_cuda.h"
+#include "ops/common/op_args.h"
+#include "ops/common/workspace_cuda.h"
+#include "ops/conv/conv_cuda.h"
+#include "ops/resblock/resblock_contract.h"
+#include "runtime/cuda/cuda_backend.h"
+
+namespace kiln::cuda {
+namespace {
+
+// --- Checks of the bound tensors (kernels take raw pointers and cannot check sizes) ---
+
+int64_t rows(const TensorArg& t) { return t.numel() / t.shape().back(); }
+
+// BN parameters, statistics, scale / shift and their gradients are fp32 on the GPU, whatever
+// the activations' dtype.
+void expect_per_channel(const OpCall& call, const TensorArg& t, int64_t c, const char* role) {
+  if (t.dtype() != DType::F32 || t.shape() != Shape{c})
+    fail("{}: {} '{}' is {} {} but must be F32 [{}] (per-channel tensors stay fp32 on the GPU); recompile "
+         "the program",
+         call.where(), role, t.spec->name, dtype_name(t.dtype()), shape_str(t.shape()), c);
+}
+
+using Role = std::pair<const TensorArg*, const char*>;  // a tensor and its contract name
+
+void expect_per_channel(const OpCall& call, std::initializer_list<Role> tensors, int64_t c) {
+  for (const auto& [t, role] : tensors) expect_per_channel(call, *t, c, role);
+}
+
+// The convolution's output side (conv_out, dconv) in the input's dtype (conv_problem checks
+// its shape).
+void expect_conv_dtype(const OpCall& call, const TensorArg& t, const TensorArg& x) {
+  if (t.dtype() != x.dtype())
+    fail("{}: '{}' is {} but the convolution's input '{}' is {}; they share the activation dtype, recompile the "
+         "program",
+         call.where(), t.spec->name, dtype_name(t.dtype()), x.spec->name, dtype_name(x.dtype()));
+}
+
+void expect_bitmask(const OpCall& call, const TensorArg& t, int64_t elements) {
+  const Shape want{bitmask_bytes(elements)};
+  if (t.dtype() != DType::U8 || t.shape() != want)
+    fail("{}: bitmask '{}' is {} {} but must be U8 {} (one bit per element of the block's output); recompile "
+         "the program",
+         call.where(), t.spec->name, dtype_name(t.dtype()), shape_str(t.shape()), shape_str(want));
+}
+
+// The (m rows, c channels) view of a block end's activation `t`.
+struct Rows {
+  int64_t m, c;
+};
+Rows rows_of(const OpCall& call, const TensorArg& t) {
+  if (t.shape().empty() || t.shape().back() < 1)
+    fail("{}: '{}' has shape {}, but a block end works on (N, H, W, C) feature maps; recompile the program",
+         call.where(), t.spec->name, shape_str(t.shape()));
+  return {rows(t), t.shape().back()};
+}
+
+bool overlaps(const TensorArg& a, const TensorArg& b) {
+  if (!a || !b) return false;
+  const auto* pa = static_cast<const std::byte*>(a.data);
+  const auto* pb = static_cast<const std::byte*>(b.data);
+  return pa < pb + b.spec->bytes() && pb < pa + a.spec->bytes();
+}
+
+// --- CONV_BN_FWD ---
+
+// The forward's scratch: the per-channel sums, the sum kernel's partials (used only without
+// genstats) and the cuDNN workspace, carved the same way when prepared and when run.
+struct FwdScratch {
+  float *sum, *sqsum;
+  void* reduce;
+  size_t reduce_bytes;
+  void* conv;
+  size_t used;
+};
+
+FwdScratch fwd_scratch(void* base, int64_t m, int64_t c, size_t conv_bytes) {
+  WorkspaceLayout layout(base);
+  FwdScratch s;
+  s.sum = layout.floats(c), s.sqsum = layout.floats(c);
+  s.reduce_bytes = channel_sums_workspace_bytes(m, c);
+  s.reduce = layout.take(s.reduce_bytes);
+  s.conv = layout.take(conv_bytes);
+  s.used = layout.used();
+  return s;
+}
+
+bool genstats_supported(CudaBackend& be, const ConvProblem& p) {
+  return be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p);
+}
+
+// The forward's tensors against its convolution problem; returns the rows of conv_out.
+int64_t check_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a, const ConvProblem& p) {
+  expect_conv_dtype(call, a.conv_out, a.x);
+  expect_per_channel(call,
+                     {{&a.gamma, "gamma"},
+                      {&a.beta, "beta"},
+                      {&a.saved_mean, "saved_mean"},
+                      {&a.saved_inv_std, "saved_inv_std"},
+                      {&a.scale, "scale"},
+                      {&a.shift, "shift"},
+                      {&a.running_mean, "running_mean"},
+                      {&a.running_var, "running_var"}},
+                     p.k);
+  const int64_t m = rows(a.conv_out);
+  // The running variance's unbiased update divides by m - 1.
+  if (m < 2)
+    fail("{}: batch statistics need more than one value per channel, got {} (N * H_out * W_out); use a batch "
+         "larger than 1 or a larger input",
+         call.where(), m);
+  return m;
+}
+
+void prepare_conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
+  const int64_t m = check_fwd(call, a, p);
+  const GraphKind kind = genstats_supported(be, p) ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
+  const size_t conv = be.graphs().prepare(kind, p);
+  be.request_workspace(fwd_scratch(nullptr, m, p.k, conv).used);
+}
+
+void conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const TensorArg& conv_out = a.conv_out;
+  const ConvProblem p = conv_problem(call, a.x, a.w, conv_out, a.stride, a.padding);
+  const int64_t m = check_fwd(call, a, p);
+  const FwdScratch s = fwd_scratch(be.workspace(0), m, p.k, 0);
+  Pointers ptr;
+  ptr.x = a.x.data, ptr.w = a.w.data, ptr.y = conv_out.data;
+  // The convolution, with the per-channel sums computed in the same pass where cuDNN can.
+  if (genstats_supported(be, p)) {
+    ptr.sum = s.sum, ptr.sq_sum = s.sqsum;
+    be.graphs().run(GraphKind::CONV_FPROP_GENSTATS, p, ptr, s.conv, be.stream(0), where);
+  } else {
+    be.graphs().run(GraphKind::CONV_FPROP, p, ptr, s.conv, be.stream(0), where);
+    channel_sums(conv_out.dtype(), conv_out.data, m, p.k, s.sum, s.sqsum, s.reduce, s.reduce_bytes, be.stream(0),
+                 where);
+  }
+  // Finalize: saved and running statistics, and scale / shift for the block end's apply.
+  bn_finalize(s.sum, s.sqsum, m, a.gamma.as<float>(), a.beta.as<float>(), a.eps, a.momentum,
+              a.running_mean.as<float>(), a.running_var.as<float>(), a.saved_mean.as<float>(),
+              a.saved_inv_std.as<float>(), a.scale.as<float>(), a.shift.as<float>(), p.k, be.stream(0), where);
+}
+
+// --- CONV_BN_INF ---
+
+void check_inf(const OpCall& call, const ConvBnInference<TensorArg>& a, int64_t k) {
+  expect_conv_dtype(call, a.conv_out, a.x);
+  expect_per_channel(call,
+                     {{&a.gamma, "gamma"},
+                      {&a.beta, "beta"},
+                      {&a.running_mean, "running_mean"},
+                      {&a.running_var, "running_var"},
+                      {&a.scale, "scale"},
+                      {&a.shift, "shift"}},
+                     k);
+}
+
+void prepare_conv_bn_inf(const OpCall& call, const ConvBnInference<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
+  check_inf(call, a, p.k);
+  be.request_workspace(be.graphs().prepare(GraphKind::CONV_FPROP, p));
+}
+
+void conv_bn_inf(const OpCall& call, const ConvBnInference<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
+  check_inf(call, a, p.k);
+  bn_inference_scale_shift(a.gamma.as<float>(), a.beta.as<float>(), a.running_mean.as<float>(),
+                           a.running_var.as<float>(), a.eps, p.k, a.scale.as<float>(), a.shift.as<float>(),
+                           be.stream(0), where);
+  Pointers ptr;
+  ptr.x = a.x.data, ptr.w = a.w.data, ptr.y = a.conv_out.data;
+  be.graphs().run(GraphKind::CONV_FPROP, p, ptr, be.workspace(0), be.stream(0), where);
+}
+
+// --- CONV_BN_BWD ---
+
+void check_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
+  expect_conv_dtype(call, a.dconv, a.x);
+  expect_like(call, a.dw, "weight gradient", a.w);
+  if (!a.dx) return;
+  expect_like(call, a.dx, "input gradient", a.x);
+  // dgrad reads dconv and w while it writes dx: no stream order can make an overlap correct.
+  if (overlaps(a.dx, a.dconv) || overlaps(a.dx, a.w))
+    fail("{}: dx '{}' shares memory with dconv or w, which the data-gradient convolution reads while writing "
+         "dx; recompile the program (the memory plan keeps them apart)",
+         call.where(), a.dx.spec->name);
+}
+
+void prepare_conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const ConvProblem p = conv_problem(call, a.x, a.w, a.dconv, a.stride, a.padding);
+  check_bwd(call, a);
+  // One size for both streams' workspaces: wgrad uses the side one, dgrad the main one.
+  size_t conv = be.graphs().prepare(GraphKind::CONV_WGRAD, p);
+  if (a.dx) conv = std::max(conv, be.graphs().prepare(GraphKind::CONV_DGRAD, p));
+  be.request_workspace(conv);
+}
+
+void conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const ConvProblem p = conv_problem(call, a.x, a.w, a.dconv, a.stride, a.padding);
+  check_bwd(call, a);
+  be.order(0, 1);  // dconv was written on the main stream
+  Pointers wg;
+  wg.dy = a.dconv.data, wg.x = a.x.data, wg.dw = a.dw.data;
+  be.graphs().run(GraphKind::CONV_WGRAD, p, wg, be.workspace(1), be.stream(1), where);
+  if (a.dx) {  // absent when the convolution reads the data batch
+    // Write after read: if dx is placed over x, dgrad may only start once wgrad has read x.
+    if (overlaps(a.dx, a.x)) be.order(1, 0);
+    Pointers dg;
+    dg.dy = a.dconv.data, dg.w = a.w.data, dg.dx = a.dx.data;
+    be.graphs().run(GraphKind::CONV_DGRAD, p, dg, be.workspace(0), be.stream(0), where);
+  }
+  be.order(1, 0);  // the op ends when both streams are done
+}
+
+// --- BN_ADD_RELU_FWD / BN_ADD_RELU_INF ---
+
+Rows check_tail(const OpCall& call, const BnAddRelu<TensorArg>& a) {
+  const Rows r = rows_of(call, a.a);
+  expect_like(call, a.b, "shortcut", a.a);
+  expect_like(call, a.y, "output", a.a);
+  expect_per_channel(call, {{&a.scale_a, "scale_a"}, {&a.shift_a, "shift_a"}}, r.c);
+  if (bool(a.scale_b) != bool(a.shift_b))
+    fail("{}: scale_b and shift_b come together (a shortcut to normalize) or not at all (an identity shortcut), "
+         "got only {}; recompile the program",
+         call.where(), a.scale_b ? "scale_b" : "shift_b");
+  if (a.scale_b) expect_per_channel(call, {{&a.scale_b, "scale_b"}, {&a.shift_b, "shift_b"}}, r.c);
+  if (call.op.kind == OpKind::BN_ADD_RELU_FWD && !a.bitmask)
+    fail("{}: the training forward needs its 'bitmask' output (the backward reads the ReLU's bits); recompile "
+         "the program",
+         call.where());
+  if (a.bitmask) expect_bitmask(call, a.bitmask, r.m * r.c);
+  return r;
+}
+
+// BN_ADD_RELU_FWD, and BN_ADD_RELU_INF (no mask: bitmask is absent, a nullptr).
+void bn_add_relu(const OpCall& call, const BnAddRelu<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const Rows r = check_tail(call, a);
+  bn_add_relu_apply(a.a.dtype(), a.a.data, a.scale_a.as<float>(), a.shift_a.as<float>(), a.b.data,
+                    a.scale_b.as<float>(), a.shift_b.as<float>(), r.m, r.c, a.y.data, a.bitmask.as<uint8_t>(),
+                    be.stream(0), call.where());
+}
+
+// --- BN_ADD_RELU_BWD ---
+
+// Whether the shortcut is a normalized conv output (its BN backward runs) or the identity.
+bool normalized_shortcut(const OpCall& call, const BnAddReluBackward<TensorArg>& a) {
+  const TensorArg* branch_b[] = {&a.b, &a.gamma_b, &a.saved_mean_b, &a.saved_inv_std_b, &a.dgamma_b, &a.dbeta_b};
+  int present = 0;
+  for (const TensorArg* t : branch_b) present += bool(*t);
+  if (present != 0 && present != 6)
+    fail("{}: the normalized shortcut's tensors (b, gamma_b, saved_mean_b, saved_inv_std_b, dgamma_b, dbeta_b) "
+         "come together or not at all, got {} of 6; recompile the program",
+         call.where(), present);
+  if (present && !a.db)
+    fail("{}: a normalized shortcut needs its gradient 'db' (its convolution's backward reads it); recompile the "
+         "program",
+         call.where());
+  return present == 6;
+}
+
+Rows check_tail_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a, bool normalized) {
+  const Rows r = rows_of(call, a.a);
+  expect_like(call, a.dy, "output gradient", a.a);
+  expect_like(call, a.da, "gradient of a", a.a);
+  expect_bitmask(call, a.bitmask, r.m * r.c);
+  expect_per_channel(call,
+                     {{&a.gamma_a, "gamma_a"},
+                      {&a.saved_mean_a, "saved_mean_a"},
+                      {&a.saved_inv_std_a, "saved_inv_std_a"},
+                      {&a.dgamma_a, "dgamma_a"},
+                      {&a.dbeta_a, "dbeta_a"}},
+                     r.c);
+  if (normalized) {
+    expect_like(call, a.b, "shortcut", a.a);
+    expect_per_channel(call,
+                       {{&a.gamma_b, "gamma_b"},
+                        {&a.saved_mean_b, "saved_mean_b"},
+                        {&a.saved_inv_std_b, "saved_inv_std_b"},
+                        {&a.dgamma_b, "dgamma_b"},
+                        {&a.dbeta_b, "dbeta_b"}},
+                       r.c);
+  }
+  if (a.db) {
+    expect_like(call, a.db, "gradient of the shortcut", a.a);
+    // da is written before the shortcut's pass reads dy, the mask and b.
+    if (overlaps(a.da, a.dy) || overlaps(a.da, a.bitmask) || overlaps(a.da, a.b))
+      fail("{}: da '{}' shares memory with dy, the bit mask or b, which the shortcut's gradient pass reads after "
+           "da is written; recompile the program (the memory plan keeps them apart)",
+           call.where(), a.da.spec->name);
+  }
+  return r;
+}
+
+void prepare_bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) {
+  const Rows r = check_tail_bwd(call, a, normalized_shortcut(call, a));
+  WorkspaceLayout layout;
+  layout.take(bn_backward_reduce_workspace_bytes(r.m, r.c));
+  cuda_backend(call.backend, call.where()).request_workspace(layout.used());
+}
+
+void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const bool normalized = normalized_shortcut(call, a);
+  const Rows r = check_tail_bwd(call, a, normalized);
+  const DType dt = a.a.dtype();
+  const auto* bits = a.bitmask.as<uint8_t>();
+  void* ws = be.workspace(0);
+  const size_t ws_bytes = bn_backward_reduce_workspace_bytes(r.m, r.c);
+  cudaStream_t stream = be.stream(0);
+  // Pass 1, every branch's sums (dbeta = sum of g, dgamma = sum of g * xhat), before any output
+  // is written. The reductions run one after the other on one stream, so they share the partials.
+  bn_backward_reduce(dt, a.dy.data, bits, a.a.data, a.saved_mean_a.as<float>(), a.saved_inv_std_a.as<float>(), r.m,
+                     r.c, a.dbeta_a.as<float>(), a.dgamma_a.as<float>(), ws, ws_bytes, stream, where);
+  if (normalized)
+    bn_backward_reduce(dt, a.dy.data, bits, a.b.data, a.saved_mean_b.as<float>(), a.saved_inv_std_b.as<float>(),
+                       r.m, r.c, a.dbeta_b.as<float>(), a.dgamma_b.as<float>(), ws, ws_bytes, stream, where);
+  // Pass 2: da, then the shortcut's gradient.
+  bn_backward_apply(dt, a.dy.data, bits, a.a.data, a.gamma_a.as<float>(), a.saved_mean_a.as<float>(),
+                    a.saved_inv_std_a.as<float>(), a.dbeta_a.as<float>(), a.dgamma_a.as<float>(), r.m, r.c, r.m,
+                    a.da.data, stream, where);
+  if (normalized)
+    bn_backward_apply(dt, a.dy.data, bits, a.b.data, a.gamma_b.as<float>(), a.saved_mean_b.as<float>(),
+                      a.saved_inv_std_b.as<float>(), a.dbeta_b.as<float>(), a.dgamma_b.as<float>(), r.m, r.c, r.m,
+                      a.db.data, stream, where);
+  else if (a.db)  // identity shortcut: its gradient is the masked dy itself
+    relu_bitmask_select(dt, a.dy.data, bits, r.m * r.c, a.db.data, stream, where);
+}
+
+}  // namespace
+}  // namespace kiln::cuda
+
+namespace kiln::ops {
+extern const OpTable resblock_cuda_ops{
+    Device::CUDA,
+    {kernel<ConvBnForward, cuda::conv_bn_fwd, cuda::prepare_conv_bn_fwd>(),
+     kernel<ConvBnInference, cuda::conv_bn_inf, cuda::prepare_conv_bn_inf>(),
+     kernel<ConvBnBackward, cuda::conv_bn_bwd, cuda::prepare_conv_bn_bwd>(),
+     kernel<BnAddRelu, cuda::bn_add_relu>(),
+     kernel<BnAddRelu, cuda::bn_add_relu>(OpKind::BN_ADD_RELU_INF),
+     kernel<BnAddReluBackward, cuda::bn_add_relu_bwd, cuda::prepare_bn_add_relu_bwd>()}};
+}  // namespace kiln::ops
