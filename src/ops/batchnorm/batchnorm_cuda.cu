@@ -155,6 +155,70 @@ __global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM<T>)
   }
 }
 
+// One BN branch's per-channel inputs to its backward apply (fp32 device arrays of length c).
+struct BnBranchCoefficients {
+  const float *gamma, *mean, *inv_std, *sum_dy, *sum_dy_xhat;
+  // dx = k * g - ka - kb * (x - mean), as bn_backward_apply_kernel folds it.
+  __device__ __forceinline__ void load(int64_t ch, float inv_m, float& mu, float& k, float& ka, float& kb) const {
+    const float is = inv_std[ch];
+    mu = mean[ch];
+    k = gamma[ch] * is;
+    ka = k * (sum_dy[ch] * inv_m);
+    kb = k * (sum_dy_xhat[ch] * inv_m) * is;
+  }
+};
+
+// A block end's backward apply (resblock's BN_ADD_RELU_BWD): from one read of dy, the mask and
+// a (and b), both branches' gradients. da is BN's input gradient of g = dy * mask; db is too when
+// NORMALIZED, else g itself (an identity shortcut). Coefficients as bn_backward_apply_kernel's.
+template <class T, int VEC, bool NORMALIZED>
+__global__ void __launch_bounds__(kTileThreads, NORMALIZED ? 2 : kBackwardApplyBlocksPerSM<T>)
+    bn_add_relu_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* a, const T* b,
+                                      BnBranchCoefficients ca, BnBranchCoefficients cb, float inv_m,
+                                      TileGrid g, T* da, T* db) {
+  constexpr int U = kPairUnroll<T, VEC>;
+  const TileThread p = tile_thread<kBackwardApplySplit>(g, U);
+  if (!p.active) return;
+  float mu_a[VEC], k_a[VEC], ka_a[VEC], kb_a[VEC];
+  float mu_b[NORMALIZED ? VEC : 1], k_b[NORMALIZED ? VEC : 1], ka_b[NORMALIZED ? VEC : 1], kb_b[NORMALIZED ? VEC : 1];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const int64_t ch = p.c0 + j;
+    ca.load(ch, inv_m, mu_a[j], k_a[j], ka_a[j], kb_a[j]);
+    if constexpr (NORMALIZED) cb.load(ch, inv_m, mu_b[j], k_b[j], ka_b[j], kb_b[j]);
+  }
+  for (int64_t row = p.row; row < p.end; row += p.stride) {
+    MaskedRows<T, VEC, U, /*STREAMING=*/false> in;
+    in.load(dy, bitmask, a, g, p, row);
+    Pack<T, VEC> bs[NORMALIZED ? U : 1];
+    if constexpr (NORMALIZED) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t r = row + int64_t{u} * g.rows;
+        if (r < p.end) bs[u] = load_pack<T, VEC>(b + r * g.c + p.c0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r >= p.end) break;
+      Pack<T, VEC> out_a, out_b;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float gj = in.masked_dy(u, j);
+        out_a.v[j] = from_float<T>(fmaf(k_a[j], gj, -ka_a[j]) - kb_a[j] * (to_float(in.x[u].v[j]) - mu_a[j]));
+        if constexpr (NORMALIZED) {
+          out_b.v[j] = from_float<T>(fmaf(k_b[j], gj, -ka_b[j]) - kb_b[j] * (to_float(bs[u].v[j]) - mu_b[j]));
+        } else {
+          out_b.v[j] = from_float<T>(gj);
+        }
+      }
+      store_pack<T, VEC>(da + r * g.c + p.c0, out_a);
+      store_pack<T, VEC>(db + r * g.c + p.c0, out_b);
+    }
+  }
+}
+
 // y = x * scale + shift (then ReLU); bit mask only with VEC == 8 (one whole byte per thread).
 template <class T, int VEC, bool RELU>
 __global__ void __launch_bounds__(kTileThreads)
@@ -318,23 +382,6 @@ struct AddReluFlat {
     }
     store8(y, i0, n, vec, out);
     if (bitmask) bitmask[i0 >> 3] = static_cast<uint8_t>(bits);
-  }
-};
-
-// dx = bit ? dy : 0, 8 elements (one mask byte) per launch_flat step. fp16/bf16 -> fp32 -> back
-// is exact, so a passed value keeps its bits (NaN stays NaN).
-template <class T>
-struct SelectByBits {
-  const T* dy;
-  const uint8_t* bitmask;
-  T* dx;
-  __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
-    float v[8];
-    load8(dy, i0, n, vec, v);
-    const unsigned bits = bitmask[i0 >> 3];  // i0 is a multiple of 8: one whole mask byte
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = (bits >> j) & 1u ? v[j] : 0.f;
-    store8(dx, i0, n, vec, v);
   }
 };
 
@@ -561,19 +608,6 @@ void bn_add_relu_apply(DType dtype, const void* a, const float* scale_a, const f
   });
 }
 
-void relu_bitmask_select(DType dtype, const void* dy, const uint8_t* bitmask, int64_t n, void* dx,
-                         cudaStream_t stream, const std::string& where) {
-  const char* fn = "relu_bitmask_select";
-  if (n < 0) fail("{}: {} got n = {} elements; it must be >= 0", where, fn, n);
-  if (n == 0) return;
-  need(fn, where, {{dy, "dy"}, {bitmask, "bitmask"}, {dx, "dx"}});
-  dispatch_activation(dtype, fn, [&](auto zero) {
-    using T = decltype(zero);
-    const SelectByBits<T> op{static_cast<const T*>(dy), bitmask, static_cast<T*>(dx)};
-    launch_flat(op, n, flat_vectorizable({dy, dx}), stream, where);
-  });
-}
-
 void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
                         const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
                         float* sum_dy, float* sum_dy_xhat, void* workspace, size_t workspace_bytes,
@@ -631,6 +665,43 @@ void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask,
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
           static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), gamma, saved_mean,
           saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));
+    });
+    check_launch(where);
+  });
+}
+
+void bn_add_relu_backward_apply(DType dtype, const void* dy, const uint8_t* bitmask, const void* a,
+                                const BnBranch& branch_a, const void* b, const BnBranch* branch_b, int64_t m,
+                                int64_t c, void* da, void* db, cudaStream_t stream, const std::string& where) {
+  const char* fn = "bn_add_relu_backward_apply";
+  check_shape(fn, m, c, where);
+  if (m == 0) return;
+  need(fn, where, {{dy, "dy"}, {bitmask, "bitmask"}, {a, "a"}, {da, "da"}, {db, "db"}});
+  auto need_branch = [&](const BnBranch& br, const char* which) {
+    if (!br.gamma || !br.saved_mean || !br.saved_inv_std || !br.sum_dy || !br.sum_dy_xhat)
+      fail("{}: {} needs every per-channel pointer of branch {} (gamma, saved statistics, sums)", where, fn, which);
+  };
+  need_branch(branch_a, "a");
+  if (branch_b) {
+    need_branch(*branch_b, "b");
+    need(fn, where, {{b, "b"}});
+  }
+  auto coefficients = [](const BnBranch& br) {
+    return BnBranchCoefficients{br.gamma, br.saved_mean, br.saved_inv_std, br.sum_dy, br.sum_dy_xhat};
+  };
+  const BnBranchCoefficients ca = coefficients(branch_a);
+  const BnBranchCoefficients cb = branch_b ? coefficients(*branch_b) : ca;
+  dispatch_activation(dtype, fn, [&](auto zero) {
+    using T = decltype(zero);
+    const float inv_m = static_cast<float>(1.0 / double(m));
+    dispatch_vec(choose_vec(c, sizeof(T), {dy, a, b, da, db}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      auto* kernel = branch_b ? bn_add_relu_backward_apply_kernel<T, V, true>
+                              : bn_add_relu_backward_apply_kernel<T, V, false>;
+      const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kBackwardApplySplit, where);
+      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
+          static_cast<const T*>(dy), bitmask, static_cast<const T*>(a), static_cast<const T*>(b), ca, cb, inv_m, g,
+          static_cast<T*>(da), static_cast<T*>(db));
     });
     check_launch(where);
   });

@@ -77,12 +77,6 @@ void bn_add_relu_apply(DType dtype, const void* a, const float* scale_a, const f
                        int64_t c, void* y, uint8_t* bitmask, cudaStream_t stream,
                        const std::string& where);
 
-// dx = bit i of bitmask ? dy : 0 over n elements: the ReLU's backward for an identity shortcut,
-// whose gradient is the masked dy itself. A select, not a multiply: a blocked NaN or Inf in dy
-// gives 0. dx may alias dy.
-void relu_bitmask_select(DType dtype, const void* dy, const uint8_t* bitmask, int64_t n, void* dx,
-                         cudaStream_t stream, const std::string& where);
-
 // --- Backward ---
 // With g = dy (zero where relu_bitmask, if given, has a 0 bit: dy * mask is never stored) and
 // xhat = (x - saved_mean) * saved_inv_std recomputed from x:
@@ -101,5 +95,18 @@ void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask,
                        const float* gamma, const float* saved_mean, const float* saved_inv_std,
                        const float* sum_dy, const float* sum_dy_xhat, int64_t m, int64_t c,
                        int64_t count, void* dx, cudaStream_t stream, const std::string& where);
+
+// A residual block end's backward apply in one pass (resblock's BN_ADD_RELU_BWD): with
+// g = dy * bitmask (never stored), da = BN's input gradient of g for branch a (as
+// bn_backward_apply over all m rows) and db the same for branch b when branch_b is given (a
+// normalized downsample shortcut), else db = g (an identity shortcut). Each branch's sums come
+// from bn_backward_reduce over the same g. Reads dy, the mask, a (and b) once; da and db must
+// not overlap each other, nor any input at another element.
+struct BnBranch {
+  const float *gamma, *saved_mean, *saved_inv_std, *sum_dy, *sum_dy_xhat;
+};
+void bn_add_relu_backward_apply(DType dtype, const void* dy, const uint8_t* bitmask, const void* a,
+                                const BnBranch& branch_a, const void* b, const BnBranch* branch_b, int64_t m,
+                                int64_t c, void* da, void* db, cudaStream_t stream, const std::string& where);
 
 }  // namespace kiln::cuda

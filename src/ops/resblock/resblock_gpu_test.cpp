@@ -2,7 +2,7 @@
 // (dtype-rounded) inputs, in fp32, fp16 and bf16:
 //   - the kernels: bn_add_relu_apply (identity and normalized shortcut, with and without the bit
 //     mask, c = 64 on the packed path, c = 12 and misaligned pointers on the narrow and flat
-//     paths, y over a or b) and relu_bitmask_select;
+//     paths, y over a or b);
 //   - the six ops through the CUDA op table, prepared and run as an executable runs them.
 //
 // Tolerances. The apply computes v = a * scale_a + (b * scale_b + (shift_a + shift_b)) in fp32
@@ -11,8 +11,8 @@
 // (at most half an ulp). Each y is checked elementwise within one ulp of the output dtype of
 // the float64 value, plus slack = 8 u32 T, plus half the spacing of fp16's subnormals. Mask bits
 // are compared exactly wherever |pre| > slack (only there can fp32 not flip the sign), and
-// everywhere a bit must agree with y (0 bit: y exactly 0). relu_bitmask_select is a select, so
-// it is compared exactly. The backward's sums and gradients and the convolutions use the
+// everywhere a bit must agree with y (0 bit: y exactly 0). An identity shortcut's gradient is a
+// select of dy, so it is compared exactly. The backward's sums and gradients and the convolutions use the
 // relative L2 bounds of the BN / CBR GPU tests (gpu_test_util.h's tolerance(): the output
 // dtype's rounding dominates), the statistics of fp32 sums 1e-5.
 #include <gtest/gtest.h>
@@ -211,47 +211,6 @@ TEST(ResblockKernelsGpu, AddReluNaNGivesZeroAndAClearBit) {
     }
 }
 
-TEST(ResblockKernelsGpu, BitmaskSelectIsExact) {
-  KILN_REQUIRE_GPU();
-  std::mt19937 rng(33);
-  for (DType dt : kDtypes)
-    for (int64_t n : {1, 7, 8, 9, 1000, 100003})
-      for (size_t offset : {0, 1}) {
-        SCOPED_TRACE(std::string(name(dt)) + " n=" + std::to_string(n) + " offset=" + std::to_string(offset));
-        std::vector<double> dyv = random_values(dt, n, rng);
-        std::vector<uint8_t> maskv = random_bytes(cuda::bitmask_bytes(n), rng);
-        // Blocked NaN / Inf must give 0 (a select, not a multiply); a passed Inf stays Inf.
-        if (n >= 8) {
-          const double inf = std::numeric_limits<double>::infinity();
-          dyv[1] = std::numeric_limits<double>::quiet_NaN(), dyv[2] = inf, dyv[3] = -inf, dyv[4] = inf;
-          maskv[0] = static_cast<uint8_t>((maskv[0] & ~0x1eu) | 0x10u);  // bits 1-3 clear, bit 4 set
-        }
-        std::vector<double> want(size_t(n), 0.0);
-        for (int64_t i = 0; i < n; ++i)
-          if (bit(maskv, size_t(i))) want[i] = dyv[i];
-        const DeviceTensor dy(dt, dyv, offset);
-        const DeviceBytes mask(maskv);
-        DeviceTensor dx(dt, size_t(n) + 8, offset);  // 8 guard elements past the end
-        dx.poison();
-        cuda::relu_bitmask_select(dt, dy.ptr(), mask.ptr(), n, dx.ptr(), nullptr, "test");
-        // dx over dy.
-        DeviceTensor inplace(dt, dyv, offset);
-        cuda::relu_bitmask_select(dt, inplace.ptr(), mask.ptr(), n, inplace.ptr(), nullptr, "test");
-        sync();
-        const std::vector<double> got = dx.get();
-        const std::vector<double> got_inplace = inplace.get();
-        size_t bad = 0, bad_inplace = 0, guard_written = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          bad += got[i] != want[i];  // exact: every want is finite or Inf, never NaN
-          bad_inplace += got_inplace[i] != want[i];
-        }
-        for (size_t i = size_t(n); i < got.size(); ++i) guard_written += !std::isnan(got[i]);
-        EXPECT_EQ(bad, 0u) << "elements differing from bit ? dy : 0";
-        EXPECT_EQ(bad_inplace, 0u) << "elements differing from bit ? dy : 0, dx over dy";
-        EXPECT_EQ(guard_written, 0u) << "wrote past the n elements";
-      }
-}
-
 TEST(ResblockKernelsGpu, RejectBadArguments) {
   KILN_REQUIRE_GPU();
   const int64_t m = 16, c = 8;
@@ -269,9 +228,6 @@ TEST(ResblockKernelsGpu, RejectBadArguments) {
                                 nullptr, nullptr, "layer 'tail'");
       },
       {"F64"});
-  testing::expect_error(
-      [&] { cuda::relu_bitmask_select(DType::F16, x.ptr(), nullptr, m * c, y.ptr(), nullptr, "layer 'tail'"); },
-      {"layer 'tail'", "bitmask"});
 }
 
 // --- The ops, through the CUDA op table ---

@@ -7,8 +7,9 @@
 //   CONV_BN_BWD      wgrad on the side stream beside dgrad on the main stream (CBR's plain order);
 //   BN_ADD_RELU_FWD  one pass: y = relu(a * scale_a + shift_a + b') and the 1-bit mask
 //                    (BN_ADD_RELU_INF: the same pass without the mask);
-//   BN_ADD_RELU_BWD  the masked BN backward of each branch, reduce then apply (dy * mask never
-//                    stored), or db = masked dy for an identity shortcut.
+//   BN_ADD_RELU_BWD  the masked BN backward of each branch: a reduce per normalized branch, then
+//                    one apply pass writing da and db (db = masked dy for an identity shortcut);
+//                    dy * mask is never stored.
 // Everything runs on the main stream except wgrad; every op ends with the side stream joined
 // into the main one.
 #include <algorithm>
@@ -311,11 +312,13 @@ Rows check_tail_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a, b
   }
   if (a.db) {
     expect_like(call, a.db, "gradient of the shortcut", a.a);
-    // da is written before the shortcut's pass reads dy, the mask and b.
-    if (overlaps(a.da, a.dy) || overlaps(a.da, a.bitmask) || overlaps(a.da, a.b))
-      fail("{}: da '{}' shares memory with dy, the bit mask or b, which the shortcut's gradient pass reads after "
-           "da is written; recompile the program (the memory plan keeps them apart)",
-           call.where(), a.da.spec->name);
+    // One pass writes da and db while other threads still read dy, the mask, a and b.
+    for (const TensorArg* out : {&a.da, &a.db})
+      if (overlaps(*out, a.dy) || overlaps(*out, a.bitmask) || overlaps(*out, a.a) || overlaps(*out, a.b) ||
+          (out == &a.da && overlaps(a.da, a.db)))
+        fail("{}: '{}' shares memory with another tensor of the block end's backward pass; recompile the program "
+             "(the memory plan keeps them apart)",
+             call.where(), out->spec->name);
   }
   return r;
 }
@@ -344,16 +347,19 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
   if (normalized)
     bn_backward_reduce(dt, a.dy.data, bits, a.b.data, a.saved_mean_b.as<float>(), a.saved_inv_std_b.as<float>(),
                        r.m, r.c, a.dbeta_b.as<float>(), a.dgamma_b.as<float>(), ws, ws_bytes, stream, where);
-  // Pass 2: da, then the shortcut's gradient.
-  bn_backward_apply(dt, a.dy.data, bits, a.a.data, a.gamma_a.as<float>(), a.saved_mean_a.as<float>(),
-                    a.saved_inv_std_a.as<float>(), a.dbeta_a.as<float>(), a.dgamma_a.as<float>(), r.m, r.c, r.m,
-                    a.da.data, stream, where);
-  if (normalized)
-    bn_backward_apply(dt, a.dy.data, bits, a.b.data, a.gamma_b.as<float>(), a.saved_mean_b.as<float>(),
-                      a.saved_inv_std_b.as<float>(), a.dbeta_b.as<float>(), a.dgamma_b.as<float>(), r.m, r.c, r.m,
-                      a.db.data, stream, where);
-  else if (a.db)  // identity shortcut: its gradient is the masked dy itself
-    relu_bitmask_select(dt, a.dy.data, bits, r.m * r.c, a.db.data, stream, where);
+  // Pass 2: da and the shortcut's gradient in one pass over dy and the mask; without a shortcut
+  // gradient (the shortcut is the data batch), BN's backward apply alone.
+  const BnBranch branch_a{a.gamma_a.as<float>(), a.saved_mean_a.as<float>(), a.saved_inv_std_a.as<float>(),
+                          a.dbeta_a.as<float>(), a.dgamma_a.as<float>()};
+  if (!a.db) {
+    bn_backward_apply(dt, a.dy.data, bits, a.a.data, branch_a.gamma, branch_a.saved_mean, branch_a.saved_inv_std,
+                      branch_a.sum_dy, branch_a.sum_dy_xhat, r.m, r.c, r.m, a.da.data, stream, where);
+    return;
+  }
+  const BnBranch branch_b{a.gamma_b.as<float>(), a.saved_mean_b.as<float>(), a.saved_inv_std_b.as<float>(),
+                          a.dbeta_b.as<float>(), a.dgamma_b.as<float>()};
+  bn_add_relu_backward_apply(dt, a.dy.data, bits, a.a.data, branch_a, a.b.data, normalized ? &branch_b : nullptr, r.m,
+                             r.c, a.da.data, a.db.data, stream, where);
 }
 
 }  // namespace
