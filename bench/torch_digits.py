@@ -130,8 +130,9 @@ def run(data, mode, precision, epochs, seed, device):
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     model = digits_cnn(data.channels, data.height, data.width).to(device).to(memory_format=torch.channels_last)
-    optimizer, implementation = nesterov_sgd(model.parameters(), LR, WEIGHT_DECAY, MOMENTUM)
     scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
+    optimizer, implementation = nesterov_sgd(model.parameters(), LR, WEIGHT_DECAY, MOMENTUM,
+                                             grad_scaler=scaler is not None)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=LABEL_SMOOTHING)
     autocast = dtype != torch.float32
     graphs = mode == "reduce-overhead"

@@ -3,14 +3,15 @@
 trains (bench/README.md states the rules): the torchvision model, channels_last, synthetic inputs
 already on the GPU (fp32, as a data loader delivers them; autocast casts them in the first
 layer), autocast fp16 with GradScaler (bf16: autocast, no scaler; fp32: neither, TF32 off as
-kiln's fp32 is), SGD momentum 0.9 Nesterov weight decay 1e-4 with the fused (else foreach)
-implementation, gradients set to None every step, cudnn.benchmark on. Modes: eager,
+kiln's fp32 is), SGD momentum 0.9 Nesterov weight decay 1e-4 with the fused implementation
+(foreach under GradScaler, see torch_training.nesterov_sgd), gradients set to None every step, cudnn.benchmark on. Modes: eager,
 torch.compile (default), max-autotune (max-autotune-no-cudagraphs), each a fresh model compiled
 for this shape. A step is forward + loss + backward + optimizer; timed as `kiln bench` times
 (host clock from the first launch to a full device synchronize, per step), median of the timed
 steps after warm-up (compilation happens in the warm-up). Prints one JSON object per mode."""
 import argparse
 import json
+import math
 import statistics
 import time
 
@@ -45,8 +46,9 @@ def run(name, mode, batch, precision, warmup, steps, size):
     free_before = torch.cuda.mem_get_info()[0]
     torch.cuda.reset_peak_memory_stats()
     model = MODELS[name]().cuda().to(memory_format=torch.channels_last).train()
-    optimizer, implementation = nesterov_sgd(model.parameters(), lr=0.01, weight_decay=1e-4)
     scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
+    optimizer, implementation = nesterov_sgd(model.parameters(), lr=0.01, weight_decay=1e-4,
+                                             grad_scaler=scaler is not None)
     x = torch.randn(batch, 3, size, size, device="cuda").to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (batch,), device="cuda")
     if mode != "eager":
@@ -66,6 +68,10 @@ def run(name, mode, batch, precision, warmup, steps, size):
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
     median = statistics.median(times)
+    if not math.isfinite(float(loss)):
+        # A diverged run is not the work kiln's side does; its time would not count.
+        raise SystemExit(f"{name} {mode} {precision}: the loss is {float(loss)} after {warmup + steps + 1} steps; "
+                         "this PyTorch run diverged, its time does not count")
     return {"framework": "pytorch", "mode": mode, "model": name, "precision": precision, "batch": batch,
             "optimizer": implementation, "images_per_second": batch / (median * 1e-3), "median_step_ms": median,
             "step_ms": times, "first_step_seconds": first_step_seconds,
