@@ -165,6 +165,32 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The same result when the windows tile the input exactly (kernel == stride, no padding, the
+// size a multiple of the kernel: VGG's 2x2/2): every input element lies in one window, so one
+// thread per output group reads its dy and argmax once and writes its whole window (dy at the
+// argmax, 0 elsewhere), instead of k*k input threads each re-reading them.
+template <class T, int V, class I>
+__global__ void __launch_bounds__(kThreads)
+    maxpool_backward_tiled_kernel(const T* dy, const int32_t* argmax, T* dx, Window g, I items) {
+  const int groups = g.c / V;
+  for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
+    const Item o = item_at<V>(i, groups, g.ho, g.wo);
+    float d[V];
+    int32_t a[V];
+    load_channels<V>(dy + i * V, d);
+    load_indices<V>(argmax + i * V, a);
+    for (int r = 0; r < g.k; ++r)
+      for (int q = 0; q < g.k; ++q) {
+        const int ih = o.row * g.k + r, iw = o.col * g.k + q;
+        const int32_t idx = ih * g.w + iw;
+        float out[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) out[j] = a[j] == idx ? d[j] : 0.f;
+        store_channels<V>(dx + pixel_offset<I>(o.n, ih, iw, g.h, g.w, g.c) + o.c0, out);
+      }
+  }
+}
+
 template <class T, int V, class I>
 __global__ void __launch_bounds__(kThreads) avgpool_forward_kernel(const T* x, T* y, Window g, I items) {
   const int groups = g.c / V;
@@ -355,9 +381,16 @@ void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const
       constexpr int V = decltype(width)::value;
       with_index(std::max(ins, g.n * g.ho * g.wo * g.c), [&](auto index) {
         using I = decltype(index);
-        const I items = static_cast<I>(ins / V);
-        maxpool_backward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
-            static_cast<const T*>(dy), argmax, static_cast<T*>(dx), w, items);
+        const bool tiled = w.k == w.s && w.p == 0 && w.h == w.ho * w.k && w.w == w.wo * w.k;
+        if (tiled) {
+          const I items = static_cast<I>(g.n * g.ho * g.wo * g.c / V);
+          maxpool_backward_tiled_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
+              static_cast<const T*>(dy), argmax, static_cast<T*>(dx), w, items);
+        } else {
+          const I items = static_cast<I>(ins / V);
+          maxpool_backward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
+              static_cast<const T*>(dy), argmax, static_cast<T*>(dx), w, items);
+        }
         check_launch(where);
       });
     });
