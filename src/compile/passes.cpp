@@ -24,6 +24,20 @@ void compact(LayerGraph& graph, const std::vector<bool>& removed) {
   graph.layers = std::move(kept);
 }
 
+// The fused layer of kind `kind` standing for `conv` followed by `bn`: the conv's attributes and
+// inputs, BN's eps and momentum, both names kept (its tensors take them).
+Layer fused_conv_bn(LayerKind kind, const Layer& conv, const Layer& bn, const Shape& out_shape) {
+  Layer fused;
+  fused.kind = kind;
+  fused.name = conv.name;
+  fused.conv_name = conv.name, fused.bn_name = bn.name;
+  fused.attrs = conv.attrs;
+  fused.attrs.eps = bn.attrs.eps, fused.attrs.momentum = bn.attrs.momentum;
+  fused.inputs = conv.inputs;
+  fused.out_shape = out_shape;
+  return fused;
+}
+
 }  // namespace
 
 // Conv (no bias) -> BatchNorm -> ReLU, each the only consumer of the one before, becomes one
@@ -42,15 +56,8 @@ void fuse_conv_bn_relu(LayerGraph& graph) {
     Layer& relu = graph.layers[r];
     if (relu.kind != LayerKind::ReLU) continue;
 
-    Layer cbr;
-    cbr.kind = LayerKind::CBR;
-    cbr.name = conv.name;
-    cbr.conv_name = conv.name, cbr.bn_name = bn.name;
-    cbr.attrs = conv.attrs;
-    cbr.attrs.eps = bn.attrs.eps, cbr.attrs.momentum = bn.attrs.momentum;
-    cbr.inputs = conv.inputs;
-    cbr.out_shape = relu.out_shape;
-    relu = std::move(cbr);  // stored at the ReLU's index, so its consumers need no renumbering
+    // Stored at the ReLU's index, so its consumers need no renumbering.
+    relu = fused_conv_bn(LayerKind::CBR, conv, bn, relu.out_shape);
     removed[c] = removed[b] = true;
   }
   compact(graph, removed);
@@ -73,17 +80,8 @@ void fuse_residual_tails(LayerGraph& graph) {
     return c;
   };
   auto make_conv_bn = [&](int conv_index, int bn_index) {
-    const Layer& conv = graph.layers[conv_index];
     Layer& bn = graph.layers[bn_index];
-    Layer fused;
-    fused.kind = LayerKind::ConvBN;
-    fused.name = conv.name;
-    fused.conv_name = conv.name, fused.bn_name = bn.name;
-    fused.attrs = conv.attrs;
-    fused.attrs.eps = bn.attrs.eps, fused.attrs.momentum = bn.attrs.momentum;
-    fused.inputs = conv.inputs;
-    fused.out_shape = bn.out_shape;
-    bn = std::move(fused);
+    bn = fused_conv_bn(LayerKind::ConvBN, graph.layers[conv_index], bn, bn.out_shape);
     removed[conv_index] = true;
   };
   for (size_t r = 0; r < graph.layers.size(); ++r) {

@@ -14,25 +14,16 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
   return conv_output_shape(layer, inputs);
 }
 
-// Tensor names are those of the layers it came from (<conv>.weight, <bn>.running_mean), so
-// checkpoints move between fused and unfused programs.
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const LayerAttrs& a = layer.attrs;
-  const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3];
-  const int64_t k = a.out_channels, rs = int64_t(a.kernel) * a.kernel;
-  const Shape kc = {k};
-  const int w = ctx.param(layer.conv_name + ".weight", {k, a.kernel, a.kernel, c}, Init::KaimingNormalFanOut, c * rs,
-                          k * rs, /*compute_copy=*/true);
+  const Shape kc = {a.out_channels};
+  const ConvBnParams p = declare_conv_bn_params(ctx, index);
   ConvBnSaved s;
-  s.weight = w;
+  s.weight = p.weight;
   ConvBnForward<TensorId>& f = s.fwd;
   f.x = ctx.in(index, 0);
-  f.w = ctx.compute_param(w);
-  f.gamma = ctx.param(layer.bn_name + ".weight", kc, Init::Ones);
-  f.beta = ctx.param(layer.bn_name + ".bias", kc, Init::Zeros);
-  f.running_mean = ctx.buffer(layer.bn_name + ".running_mean", kc, Init::Zeros);
-  f.running_var = ctx.buffer(layer.bn_name + ".running_var", kc, Init::Ones);
+  f.w = p.w, f.gamma = p.gamma, f.beta = p.beta, f.running_mean = p.running_mean, f.running_var = p.running_var;
   f.conv_out = ctx.activation(layer.name + ":conv_out", layer.out_shape);
   f.saved_mean = ctx.activation(layer.name + ":saved_mean", kc, ctx.param_dtype);
   f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", kc, ctx.param_dtype);

@@ -47,4 +47,22 @@ Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs) {
           window_output(layer, x[2], a.kernel, a.stride, a.padding), a.out_channels};
 }
 
+ConvBnParams declare_conv_bn_params(LowerContext& ctx, int index) {
+  const Layer& layer = ctx.layer(index);
+  const LayerAttrs& a = layer.attrs;
+  const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3];
+  const int64_t k = a.out_channels, rs = int64_t(a.kernel) * a.kernel;
+  const Shape kc = {k};
+  ConvBnParams p;
+  // torchvision's ResNet/VGG init: Kaiming normal, fan_out, ReLU gain.
+  p.weight = ctx.param(layer.conv_name + ".weight", {k, a.kernel, a.kernel, c}, Init::KaimingNormalFanOut, c * rs,
+                       k * rs, /*compute_copy=*/true);
+  p.w = ctx.compute_param(p.weight);
+  p.gamma = ctx.param(layer.bn_name + ".weight", kc, Init::Ones);
+  p.beta = ctx.param(layer.bn_name + ".bias", kc, Init::Zeros);
+  p.running_mean = ctx.buffer(layer.bn_name + ".running_mean", kc, Init::Zeros);
+  p.running_var = ctx.buffer(layer.bn_name + ".running_var", kc, Init::Ones);
+  return p;
+}
+
 }  // namespace kiln

@@ -33,4 +33,14 @@ int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, 
 // Output shape of a convolution (conv, CBR): checks channels and window, names the layer.
 Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs);
 
+// The parameters and buffers of a fused convolution + BN layer (CBR, conv_bn), under the names of
+// the layers it came from (<conv>.weight, <bn>.weight / .bias / .running_mean / .running_var), so
+// checkpoints move between fused and unfused programs.
+struct ConvBnParams {
+  int weight;   // the master weight (gradients go to its own)
+  int w;        // what the ops read: its compute copy in mixed precision
+  int gamma, beta, running_mean, running_var;
+};
+ConvBnParams declare_conv_bn_params(LowerContext& ctx, int layer);
+
 }  // namespace kiln

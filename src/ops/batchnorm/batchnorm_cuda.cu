@@ -115,6 +115,22 @@ __global__ void __launch_bounds__(kTileThreads)
   write_block_partials<VEC>(g, p, s, sx, part_dy, part_dy_xhat);
 }
 
+// One BN branch's per-channel inputs to its backward apply (fp32 device arrays of length c).
+struct BnBranchCoefficients {
+  const float *gamma, *mean, *inv_std, *sum_dy, *sum_dy_xhat;
+  // dx = k * (g - a - xhat * b) with k = gamma * inv_std, a = sum_dy / m, b = sum_dy_xhat / m,
+  // xhat = (x - mean) * inv_std, folded into dx = k * g - ka - kb * (x - mean): four
+  // coefficients per channel in registers instead of five. x - mean stays first, so a large
+  // mean does not cancel digits away.
+  __device__ __forceinline__ void load(int64_t ch, float inv_m, float& mu, float& k, float& ka, float& kb) const {
+    const float is = inv_std[ch];
+    mu = mean[ch];
+    k = gamma[ch] * is;
+    ka = k * (sum_dy[ch] * inv_m);
+    kb = k * (sum_dy_xhat[ch] * inv_m) * is;
+  }
+};
+
 template <class T, int VEC>
 __global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM<T>)
     bn_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* gamma,
@@ -123,20 +139,10 @@ __global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM<T>)
   constexpr int U = kPairUnroll<T, VEC>;
   const TileThread p = tile_thread<kBackwardApplySplit>(g, U);
   if (!p.active) return;
-  // dx = k * (g - a - xhat * b) with k = gamma * inv_std, a = sum_dy / m, b = sum_dy_xhat / m,
-  // xhat = (x - mean) * inv_std, folded into dx = k * g - ka - kb * (x - mean): four
-  // coefficients per channel in registers instead of five. x - mean stays first, so a large
-  // mean does not cancel digits away.
+  const BnBranchCoefficients coef{gamma, mean, inv_std, sum_dy, sum_dy_xhat};
   float mu[VEC], k[VEC], ka[VEC], kb[VEC];
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    const int64_t ch = p.c0 + j;
-    const float is = inv_std[ch];
-    mu[j] = mean[ch];
-    k[j] = gamma[ch] * is;
-    ka[j] = k[j] * (sum_dy[ch] * inv_m);
-    kb[j] = k[j] * (sum_dy_xhat[ch] * inv_m) * is;
-  }
+  for (int j = 0; j < VEC; ++j) coef.load(p.c0 + j, inv_m, mu[j], k[j], ka[j], kb[j]);
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     MaskedRows<T, VEC, U, /*STREAMING=*/false> in;
     in.load(dy, bitmask, x, g, p, row);  // every load before the first store
@@ -155,22 +161,9 @@ __global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM<T>)
   }
 }
 
-// One BN branch's per-channel inputs to its backward apply (fp32 device arrays of length c).
-struct BnBranchCoefficients {
-  const float *gamma, *mean, *inv_std, *sum_dy, *sum_dy_xhat;
-  // dx = k * g - ka - kb * (x - mean), as bn_backward_apply_kernel folds it.
-  __device__ __forceinline__ void load(int64_t ch, float inv_m, float& mu, float& k, float& ka, float& kb) const {
-    const float is = inv_std[ch];
-    mu = mean[ch];
-    k = gamma[ch] * is;
-    ka = k * (sum_dy[ch] * inv_m);
-    kb = k * (sum_dy_xhat[ch] * inv_m) * is;
-  }
-};
-
 // A block end's backward apply (resblock's BN_ADD_RELU_BWD): from one read of dy, the mask and
 // a (and b), both branches' gradients. da is BN's input gradient of g = dy * mask; db is too when
-// NORMALIZED, else g itself (an identity shortcut). Coefficients as bn_backward_apply_kernel's.
+// NORMALIZED, else g itself (an identity shortcut).
 template <class T, int VEC, bool NORMALIZED>
 __global__ void __launch_bounds__(kTileThreads, NORMALIZED ? 2 : kBackwardApplyBlocksPerSM<T>)
     bn_add_relu_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* a, const T* b,
