@@ -2,12 +2,19 @@
 // and projection shortcut, channels_last, autocast in fp16/bf16) on the same inputs and weights.
 // One training step — the block's output, dX, every parameter's gradient, every BN's running
 // statistics — then inference with those statistics. bench/torch_resblock_reference.py runs the
-// block in the precision asked and in float64; kiln's error against the float64 run must stay
-// within twice PyTorch's own (or the precision's block tolerance, tolerance()), so kiln is held
-// to PyTorch's accuracy in every precision, and a wrong result (errors of order 1) fails.
+// block in the precision asked and in float64, and kiln's and PyTorch's errors (relative L2)
+// against the float64 run are compared: over a case's tensors kiln's RMS error may exceed
+// PyTorch's by at most 25%, and each tensor's by at most 4× (or the precision's block tolerance,
+// tolerance(), where both are at rounding level). Why these bounds: a BN gradient is a sum over
+// the batch with cancellation, so one tensor's error is a draw whose size varies between two
+// equally accurate implementations — measured on the H200 (691c808), kiln/PyTorch per tensor
+// ranged 0.46-2.61 in fp16, 0.7-1.3 in bf16, and the RMS ratio 0.88-1.09 in every precision. A
+// wrong formula gives errors of order 1, against PyTorch's 1e-7 (fp32) to 1e-1 (bf16), and
+// fails both bounds; a systematically less accurate kiln fails the RMS bound.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -142,14 +149,18 @@ TEST_P(ResblockTorch, MatchesTorchvisionBottleneckUnderAutocast) {
     got["y_inf"] = read_floats(exe, "block.relu:inf");
 
     const double floor = tolerance(precision);
+    double sq_kiln = 0, sq_torch = 0;
     for (const auto& [name, values] : got) {
       SCOPED_TRACE(name);
       const std::vector<float> ref = f32_values(torch, name + "_ref"), theirs = f32_values(torch, name);
       const double e_kiln = rel_l2(values, ref), e_torch = rel_l2(theirs, ref);
-      EXPECT_LE(e_kiln, std::max(2 * e_torch, floor)) << "kiln " << e_kiln << ", PyTorch " << e_torch;
+      EXPECT_LE(e_kiln, std::max(4 * e_torch, floor)) << "kiln " << e_kiln << ", PyTorch " << e_torch;
+      sq_kiln += e_kiln * e_kiln, sq_torch += e_torch * e_torch;
       std::printf("%-5s %-22s %-24s kiln %.2e PyTorch %.2e\n", precision_name(precision),
                   c.downsample ? "projection" : "identity", name.c_str(), e_kiln, e_torch);
     }
+    EXPECT_LE(std::sqrt(sq_kiln), 1.25 * std::sqrt(sq_torch)) << "RMS error over the case's " << got.size()
+                                                               << " tensors, kiln against PyTorch";
   }
 }
 
