@@ -81,8 +81,8 @@ void add_common(CLI::App* app, CommonOptions& o) {
   app->add_option("--precision", o.precision, "fp32 (cpu, cuda), fp16 or bf16 (cuda)")
       ->check(parsed_by([](const std::string& p) { kiln::parse_precision(p); }));
   app->add_flag("--no-fuse", o.no_fuse,
-                "run Conv, BN and ReLU as separate layers, cbr() ones included (same tensor names, so "
-                "checkpoints move between the two)");
+                "run Conv, BN, ReLU and residual adds as separate layers, cbr() ones and ResNet block ends "
+                "included (same tensor names, so checkpoints move between the two)");
   app->add_option("--classes", o.classes, "number of classes, >= 1; -1: the model's, or the dataset's")
       ->check(number([](double v) { return v == -1 || v >= 1; }, "-1 or >= 1",
                      "use e.g. --classes 10, or -1 for the model's (plan) or the dataset's (train) count"));

@@ -80,7 +80,7 @@ struct CompileOptions {
   Precision precision = Precision::FP32;
   int batch = 32;
   Shape input_hwc;            // empty: take the blueprint's own input geometry
-  bool fuse_cbr = true;       // fuse Conv -> BN -> ReLU into CBR
+  bool fuse_cbr = true;       // fuse Conv -> BN -> ReLU into CBR, and ResNet block ends (conv_bn + bn_add_relu)
   // With a loss (the default) the program ends in softmax cross-entropy on labels. Without,
   // any blueprint compiles (a block, a backbone): its output is an Output tensor and backward
   // starts from `output_grad`, written by the caller.

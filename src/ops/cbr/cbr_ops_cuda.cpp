@@ -14,6 +14,7 @@
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/cbr/cbr_contract.h"
 #include "ops/cbr/cbr_cuda_kernels.h"
+#include "ops/common/op_args.h"
 #include "ops/common/pipeline_slices.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
@@ -83,13 +84,6 @@ void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   // Stage 3: y = relu(conv_out * scale + shift) and the 1-bit mask in one pass.
   cbr_apply_relu_bitmask(conv_out.dtype(), conv_out.data, s.scale, s.shift, m, p.k, a.y.data,
                          a.bitmask.as<uint8_t>(), be.stream(0), where);
-}
-
-bool overlaps(const TensorArg& a, const TensorArg& b) {
-  if (!a || !b) return false;
-  const auto* pa = static_cast<const std::byte*>(a.data);
-  const auto* pb = static_cast<const std::byte*>(b.data);
-  return pa < pb + b.spec->bytes() && pb < pa + a.spec->bytes();
 }
 
 // Same storage or none in common: an elementwise pass over row slices stays correct.

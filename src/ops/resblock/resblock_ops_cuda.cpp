@@ -75,13 +75,6 @@ Rows rows_of(const OpCall& call, const TensorArg& t) {
   return {rows(t), t.shape().back()};
 }
 
-bool overlaps(const TensorArg& a, const TensorArg& b) {
-  if (!a || !b) return false;
-  const auto* pa = static_cast<const std::byte*>(a.data);
-  const auto* pb = static_cast<const std::byte*>(b.data);
-  return pa < pb + b.spec->bytes() && pb < pa + a.spec->bytes();
-}
-
 // --- CONV_BN_FWD ---
 
 // The forward's scratch: the per-channel sums, the sum kernel's partials (used only without
