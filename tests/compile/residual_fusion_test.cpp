@@ -65,7 +65,7 @@ TEST(ResidualFusion, BlockEndsAreFusedWithTheUnfusedParameters) {
     EXPECT_EQ(fused.tensors[fused.params[i]].name, unfused.tensors[unfused.params[i]].name);
 }
 
-// An add without a ReLU after it, or a BN feeding two layers, stays unfused.
+// An add without a ReLU after it, or a conv with a bias (fusing would drop it), stays unfused.
 TEST(ResidualFusion, OnlyWholeBlockEndsFuse) {
   Blueprint body("body");
   body.conv(3, 3, 1, 1, false, "conv").bn("bn");
@@ -75,6 +75,50 @@ TEST(ResidualFusion, OnlyWholeBlockEndsFuse) {
   EXPECT_EQ(p.graph.count(LayerKind::BnAddRelu), 0);
   EXPECT_EQ(p.graph.count(LayerKind::Add), 1);
   EXPECT_EQ(p.graph.count(LayerKind::Conv), 1);
+
+  Blueprint biased_body("body");
+  biased_body.conv(3, 3, 1, 1, /*bias=*/true, "conv").bn("bn");
+  Blueprint biased("biased");
+  biased.input(6, 6, 3).residual(biased_body, std::nullopt, true, "block").global_avgpool("pool").fc(2);
+  const Program q = compile(biased, fp64(true));
+  EXPECT_EQ(q.graph.count(LayerKind::BnAddRelu), 0);
+  EXPECT_GE(q.find("block.conv.bias"), 0);
+}
+
+// A body that does not end in Conv -> BN beside a shortcut that does: the shortcut becomes the
+// normalized branch and the body the identity input; the steps equal the unfused ones.
+Blueprint swapped_block() {
+  Blueprint body("body");
+  body.cbr(8, 3, 2, 1, "conv1");
+  Blueprint proj("downsample");
+  proj.conv(8, 1, 2, 0, false, "0").bn("1");
+  Blueprint m("swapped");
+  m.input(8, 8, 4).cbr(4, 3, 1, 1, "stem").residual(body, proj, true, "block");
+  m.global_avgpool("pool").fc(3, true, "fc");
+  return m;
+}
+
+TEST(ResidualFusion, AShortcutConvBnBesideAnyBodyFuses) {
+  const Program fused_program = compile(swapped_block(), fp64(true));
+  ASSERT_EQ(fused_program.graph.count(LayerKind::BnAddRelu), 1);
+  ASSERT_EQ(fused_program.graph.count(LayerKind::ConvBN), 1);
+  Executable fused(compile(swapped_block(), fp64(true)), 9);
+  Executable unfused(compile(swapped_block(), fp64(false)), 9);
+  std::mt19937 rng(4);
+  fill_normal(fused.tensor(fused.program().input), rng);
+  fill_labels(fused.tensor(fused.program().label), 3, rng);
+  for (int id : {fused.program().input, fused.program().label}) {
+    const HostTensor t = fused.tensor(id);
+    unfused.write(unfused.id(t.spec->name), t.data, t.spec->bytes());
+  }
+  for (int step = 0; step < 2; ++step)
+    for (Executable* e : {&fused, &unfused}) e->run_step({0.05f, step, 1});
+  EXPECT_NEAR(testing::loss_of(fused), testing::loss_of(unfused), 1e-12);
+  for (int id : fused.program().params) {
+    const std::string& name = fused.program().tensors[id].name;
+    EXPECT_LT(max_rel_diff(host_values(fused.tensor(id)), host_values(unfused.tensor(unfused.id(name)))), 1e-10)
+        << name;
+  }
 }
 
 TEST(ResidualFusion, TrainingStepsAndInferenceEqualTheUnfusedBlocks) {
