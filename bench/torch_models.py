@@ -34,7 +34,7 @@ def make_step(model, optimizer, scaler, x, y, dtype):
         with torch.autocast("cuda", dtype=dtype, enabled=autocast):
             loss = loss_fn(model(x), y)
         backward_and_update(loss, optimizer, scaler)
-        return loss
+        return loss.detach()
 
     return step
 
