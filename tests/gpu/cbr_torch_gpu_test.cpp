@@ -12,8 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
@@ -26,7 +24,6 @@ namespace {
 using namespace kiln::testing;
 using gpu_test::f32_tensor;
 using gpu_test::f32_values;
-using gpu_test::source_dir;
 using gpu_test::torch_available;
 
 constexpr int kSteps = 3;
@@ -88,7 +85,8 @@ CaseInputs make_inputs(Executable& exe, const BlockShape& s, DType dtype, std::m
   return in;
 }
 
-void write_case(const std::string& path, const Case& c, Precision precision, const CaseInputs& in) {
+// PyTorch's answer for the case (bench/torch_cbr_reference.py).
+SafetensorsFile torch_case(size_t index, const Case& c, Precision precision, const CaseInputs& in) {
   const BlockShape& s = c.shape;
   const int64_t ho = out_hw(s);
   std::vector<NamedTensor> tensors;
@@ -100,10 +98,12 @@ void write_case(const std::string& path, const Case& c, Precision precision, con
   tensors.push_back(f32_tensor("w", in.w, {s.k, s.kernel, s.kernel, s.c}));
   tensors.push_back(f32_tensor("gamma", in.gamma, {s.k}));
   tensors.push_back(f32_tensor("beta", in.beta, {s.k}));
-  save_safetensors(path, tensors,
-                   {{"stride", std::to_string(s.stride)}, {"padding", std::to_string(s.pad())}, {"eps", "1e-5"},
-                    {"momentum", "0.1"}, {"precision", precision_name(precision)},
-                    {"steps", std::to_string(kSteps)}, {"input_grad", c.input_grad ? "1" : "0"}});
+  return gpu_test::torch_reference(
+      "torch_cbr_reference.py", "kiln_cbr_torch", std::string(precision_name(precision)) + "_case" + std::to_string(index),
+      tensors,
+      {{"stride", std::to_string(s.stride)}, {"padding", std::to_string(s.pad())}, {"eps", "1e-5"},
+       {"momentum", "0.1"}, {"precision", precision_name(precision)}, {"steps", std::to_string(kSteps)},
+       {"input_grad", c.input_grad ? "1" : "0"}});
 }
 
 int count_ops(const std::vector<Op>& ops, OpKind kind) {
@@ -162,8 +162,6 @@ TEST_P(CbrTorch, MatchesPyTorchConvBnReluUnderAutocast) {
   if (!torch_available()) GTEST_SKIP() << "needs a GPU and python3 with torch and safetensors";
   const Precision precision = GetParam();
   const double tol = tolerance(precision);
-  const auto dir = std::filesystem::temp_directory_path() / "kiln_cbr_torch";
-  std::filesystem::create_directories(dir);
   for (size_t ci = 0; ci < std::size(kCases); ++ci) {
     const Case& c = kCases[ci];
     SCOPED_TRACE(c.str());
@@ -172,15 +170,7 @@ TEST_P(CbrTorch, MatchesPyTorchConvBnReluUnderAutocast) {
     expect_backward_kind(exe.program(), c.input_grad);
     std::mt19937 rng(100 + unsigned(ci));
     const CaseInputs in = make_inputs(exe, s, activation_dtype(precision), rng);
-
-    // Files named by precision and case: the precisions may run as parallel test processes.
-    const std::string stem = (dir / (std::string(precision_name(precision)) + "_case" + std::to_string(ci))).string();
-    const std::string src = stem + ".in.safetensors", dst = stem + ".out.safetensors";
-    write_case(src, c, precision, in);
-    std::filesystem::remove(dst);  // never read a stale answer
-    const std::string cmd = "python3 " + source_dir() + "/bench/torch_cbr_reference.py " + src + " " + dst;
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    const SafetensorsFile torch = load_safetensors(dst);
+    const SafetensorsFile torch = torch_case(ci, c, precision, in);
 
     for (int i = 0; i < kSteps; ++i) check_step(exe, torch, in, i, c.input_grad, tol);
     // Inference with the running statistics of the last step, on a fresh input.

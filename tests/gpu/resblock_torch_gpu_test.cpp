@@ -16,8 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -36,7 +34,6 @@ namespace {
 using namespace kiln::testing;
 using gpu_test::f32_tensor;
 using gpu_test::f32_values;
-using gpu_test::source_dir;
 using gpu_test::torch_available;
 
 struct Case {
@@ -87,8 +84,6 @@ TEST_P(ResblockTorch, MatchesTorchvisionBottleneckUnderAutocast) {
   if (!torch_available()) GTEST_SKIP() << "needs a GPU and python3 with torch, torchvision and safetensors";
   const Precision precision = GetParam();
   const DType dtype = activation_dtype(precision);
-  const auto dir = std::filesystem::temp_directory_path() / "kiln_resblock_torch";
-  std::filesystem::create_directories(dir);
   for (size_t ci = 0; ci < std::size(kCases); ++ci) {
     const Case& c = kCases[ci];
     SCOPED_TRACE(c.downsample ? "projection shortcut" : "identity shortcut");
@@ -123,16 +118,12 @@ TEST_P(ResblockTorch, MatchesTorchvisionBottleneckUnderAutocast) {
       }
       in.push_back(f32_tensor(torch_name, v, exe.program().tensors[exe.id(kiln_name)].shape));
     }
-    const std::string stem = (dir / (std::string(precision_name(precision)) + "_case" + std::to_string(ci))).string();
-    const std::string src = stem + ".in.safetensors", dst = stem + ".out.safetensors";
-    save_safetensors(src, in,
-                     {{"inplanes", std::to_string(c.inplanes)}, {"planes", std::to_string(c.planes)},
-                      {"stride", std::to_string(c.stride)}, {"precision", precision_name(precision)},
-                      {"downsample", c.downsample ? "1" : "0"}});
-    std::filesystem::remove(dst);  // never read a stale answer
-    const std::string cmd = "python3 " + source_dir() + "/bench/torch_resblock_reference.py " + src + " " + dst;
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    const SafetensorsFile torch = load_safetensors(dst);
+    const SafetensorsFile torch = gpu_test::torch_reference(
+        "torch_resblock_reference.py", "kiln_resblock_torch",
+        std::string(precision_name(precision)) + "_case" + std::to_string(ci), in,
+        {{"inplanes", std::to_string(c.inplanes)}, {"planes", std::to_string(c.planes)},
+         {"stride", std::to_string(c.stride)}, {"precision", precision_name(precision)},
+         {"downsample", c.downsample ? "1" : "0"}});
 
     write_floats(exe, p.input, x);
     write_floats(exe, p.output_grad, dy);

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -20,6 +22,7 @@
 
 #include "kiln/checkpoint.h"
 #include "kiln/dtype.h"
+#include "kiln/error.h"
 #include "support/cpu_test_util.h"
 #include "support/half_host.h"
 
@@ -75,6 +78,25 @@ inline std::vector<float> f32_values(const SafetensorsFile& f, const std::string
   std::memcpy(v.data(), t->data.data(), t->data.size());
   return v;
 }
+
+#ifdef KILN_SOURCE_DIR
+// Runs a PyTorch reference script, `python3 bench/<script> IN OUT`: writes `inputs` and `metadata`
+// to IN, <temp>/<folder>/<stem>.in.safetensors (name the stem by precision and case: precisions
+// may run as parallel test processes), and returns what the script wrote to OUT. A stale OUT is
+// removed first; a script that fails is a kiln::Error naming its command.
+inline SafetensorsFile torch_reference(const std::string& script, const std::string& folder, const std::string& stem,
+                                       const std::vector<NamedTensor>& inputs,
+                                       const std::map<std::string, std::string>& metadata) {
+  const auto dir = std::filesystem::temp_directory_path() / folder;
+  std::filesystem::create_directories(dir);
+  const std::string in = (dir / (stem + ".in.safetensors")).string(), out = (dir / (stem + ".out.safetensors")).string();
+  save_safetensors(in, inputs, metadata);
+  std::filesystem::remove(out);  // never read a stale answer
+  const std::string cmd = "python3 " + source_dir() + "/bench/" + script + " " + in + " " + out;
+  if (std::system(cmd.c_str()) != 0) fail("the PyTorch reference failed: {}", cmd);
+  return load_safetensors(out);
+}
+#endif
 
 inline void cuda_check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)

@@ -3,8 +3,6 @@
 // of the same name (bench/torch_activation_reference.py) on the same values.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <string>
 
@@ -18,7 +16,6 @@ namespace {
 using namespace kiln::testing;
 using gpu_test::f32_tensor;
 using gpu_test::f32_values;
-using gpu_test::source_dir;
 using gpu_test::torch_available;
 
 const std::pair<Activation, float> kFunctions[] = {
@@ -74,16 +71,10 @@ TEST_P(ActivationGpu, MatchesCpuAndPyTorch) {
   }
 
   if (!torch_available()) GTEST_SKIP() << "compared with the CPU; PyTorch (python3 with torch, safetensors) missing";
-  const auto dir = std::filesystem::temp_directory_path() / "kiln_activation_torch";
-  std::filesystem::create_directories(dir);
-  const std::string stem = (dir / precision_name(precision)).string(), in = stem + ".in.safetensors",
-                    out = stem + ".out.safetensors";
-  save_safetensors(in, {f32_tensor("x", x), f32_tensor("dy", dy)},
-                   {{"precision", precision_name(precision)}, {"functions", functions}});
-  std::filesystem::remove(out);
-  const std::string cmd = "python3 " + source_dir() + "/bench/torch_activation_reference.py " + in + " " + out;
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  const SafetensorsFile torch = load_safetensors(out);
+  const SafetensorsFile torch =
+      gpu_test::torch_reference("torch_activation_reference.py", "kiln_activation_torch", precision_name(precision),
+                                {f32_tensor("x", x), f32_tensor("dy", dy)},
+                                {{"precision", precision_name(precision)}, {"functions", functions}});
   for (const auto& [name, got] : gpu) {
     SCOPED_TRACE(name);
     expect_close_to_reference("y vs torch", got.y, f32_values(torch, "y_" + name), tol);
