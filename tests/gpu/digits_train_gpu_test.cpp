@@ -5,27 +5,16 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
 #include "support/gpu_test_util.h"
+#include "support/program_fixture.h"
 
 namespace kiln {
 namespace {
-
-// The 5,000 digits: KILN_DIGITS_DIR, else the shared copy beside the checkout, else the one
-// scripts/setup.sh makes in data/digits (the one that travels to a GPU machine).
-std::string digits_dir() {
-  if (const char* env = std::getenv("KILN_DIGITS_DIR"); env && *env) return env;
-  const std::string root = gpu_test::source_dir();
-  for (const std::string& dir : {root + "/../shared/data/digits", root + "/data/digits"})
-    if (std::filesystem::exists(dir + "/t10k-labels-idx1-ubyte")) return dir;
-  return root + "/data/digits";
-}
 
 // The README's recipe (scripts/demo.sh), shortened to 10 epochs (620 steps).
 constexpr int kEpochs = 10;
@@ -68,7 +57,7 @@ TrainingRun train(Device device, Precision precision, const Dataset& train_set, 
 
 TEST(DigitsGpu, TrainsInEveryPrecisionAndTracksTheCpu) {
   KILN_REQUIRE_GPU();
-  const std::string dir = digits_dir();
+  const std::string dir = testing::shared_digits_dir(gpu_test::source_dir());
   const Dataset train_set = load_dataset(dir, "idx", true), test_set = load_dataset(dir, "idx", false);
   const TrainingRun cpu = train(Device::CPU, Precision::FP32, train_set, test_set);
   std::printf("digits cpu fp32: first loss %.5f, final loss %.5f, test accuracy %.4f\n", cpu.first_loss,

@@ -1,6 +1,8 @@
 #pragma once
 // Helpers for tests that drive compiled programs through the public API.
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,7 +13,15 @@
 
 namespace kiln::testing {
 
-inline std::string shared_digits_dir() { return std::string(KILN_SOURCE_DIR) + "/../shared/data/digits"; }
+// The 5,000 digits: KILN_DIGITS_DIR, else the shared copy beside the checkout, else the copy
+// scripts/setup.sh makes in data/digits (a clone away from the shared folder has only that one).
+// `root`: the repository root (GPU tests built elsewhere pass the one they run in).
+inline std::string shared_digits_dir(const std::string& root = KILN_SOURCE_DIR) {
+  if (const char* env = std::getenv("KILN_DIGITS_DIR"); env && *env) return env;
+  for (const std::string& dir : {root + "/../shared/data/digits", root + "/data/digits"})
+    if (std::filesystem::exists(dir + "/t10k-labels-idx1-ubyte")) return dir;
+  return root + "/../shared/data/digits";  // absent: the loader's error names it and the fix
+}
 
 // Fills a float tensor (F32 or F64) with values from N(0, 1).
 inline void fill_normal(HostTensor t, std::mt19937& rng, double scale = 1.0) {
