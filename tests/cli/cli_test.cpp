@@ -22,6 +22,7 @@
 #include "kiln/threads.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
+#include "support/program_fixture.h"
 
 namespace {
 
@@ -184,8 +185,8 @@ namespace {
 // Into a pipe (a log, CI) the live progress line stays off: one plain line per epoch and no
 // carriage returns (a terminal gets the live line).
 TEST(KilnCli, OutputIntoAPipeIsOnePlainLinePerEpoch) {
-  const std::string dir = KILN_SOURCE_DIR "/../shared/data/digits";
-  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no shared digits at " << dir;
+  const std::string dir = kiln::testing::shared_digits_dir();
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no digits at " << dir;
   const std::string args = "train --model digits_cnn --data " + dir + " --epochs 2 --batch 256 --workers 1";
   const Result r = kiln(args);
   ASSERT_EQ(r.rc, 0) << r.output;
@@ -278,8 +279,8 @@ namespace {
 // `kiln train --json FILE`: one line per epoch with its wall time (training, evaluation), its
 // training time, loss and accuracies, as the digits benchmark reads them.
 TEST(KilnCli, TrainJsonHasOneLinePerEpoch) {
-  const std::string dir = KILN_SOURCE_DIR "/../shared/data/digits";
-  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no shared digits at " << dir;
+  const std::string dir = kiln::testing::shared_digits_dir();
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no digits at " << dir;
   kiln::testing::TempDir tmp;
   const std::string json = tmp.file("epochs.jsonl");
   const std::string args =

@@ -16,6 +16,7 @@
 #include "kiln/executable.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
+#include "support/program_fixture.h"
 
 namespace kiln {
 namespace {
@@ -179,7 +180,7 @@ Dataset first(Dataset d, int64_t n) {
 // (the same bytes are not promised), and the fused run's checkpoint, loaded by an unfused program,
 // answers alike.
 TEST(UnfusedCbr, DigitsCnnTrainsAlikeAndCheckpointsMoveBetweenTheTwo) {
-  const std::string dir = std::string(KILN_SOURCE_DIR) + "/../shared/data/digits";
+  const std::string dir = testing::shared_digits_dir();
   if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << dir << " is absent";
   const Dataset train = first(load_dataset(dir, "idx", true), 512);
   const Dataset test = first(load_dataset(dir, "idx", false), 300);
