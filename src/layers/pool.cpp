@@ -1,6 +1,7 @@
 // Max, average and global average pooling: no parameters, one op each way.
 #include "layers/layer_def.h"
 #include "ops/pool/pool_contract.h"
+#include "ops/pool/pool_cpu.h"
 
 namespace kiln {
 namespace {
@@ -10,6 +11,16 @@ Shape infer_window(const Layer& layer, const std::vector<Shape>& inputs) {
   const LayerAttrs& a = layer.attrs;
   return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding),
           window_output(layer, x[2], a.kernel, a.stride, a.padding), x[3]};
+}
+
+// Max pooling saves a U8 window index per output (pool_cpu.h): a byte indexes a window of at most
+// 16 x 16 positions.
+Shape infer_max(const Layer& layer, const std::vector<Shape>& inputs) {
+  if (layer.attrs.kernel > kMaxPoolMaxKernel)
+    fail("{} '{}': kernel {} is too large; its backward saves the position of each window's maximum in a byte, "
+         "so use a kernel of at most {}",
+         layer_kind_name(layer.kind), layer.name, layer.attrs.kernel, kMaxPoolMaxKernel);
+  return infer_window(layer, inputs);
 }
 
 Shape infer_global(const Layer& layer, const std::vector<Shape>& inputs) {
@@ -24,7 +35,7 @@ void lower_forward_max(LowerContext& ctx, int index) {
   MaxPoolForward<TensorId> fwd;
   fwd.x = ctx.in(index, 0);
   fwd.y = ctx.activation(layer.name, layer.out_shape);
-  fwd.argmax = ctx.activation(layer.name + ":argmax", layer.out_shape, DType::I32);
+  fwd.argmax = ctx.activation(layer.name + ":argmax", layer.out_shape, DType::U8);
   fwd.window = window_of(layer);
   ctx.forward(make_op(fwd, index));
   ctx.save(index, fwd);
@@ -81,7 +92,7 @@ void lower_backward_avg(LowerContext& ctx, int index) {
 
 }  // namespace
 
-extern const LayerDef kMaxPoolLayer{LayerKind::MaxPool, infer_window, lower_forward_max, lower_backward_max};
+extern const LayerDef kMaxPoolLayer{LayerKind::MaxPool, infer_max, lower_forward_max, lower_backward_max};
 extern const LayerDef kAvgPoolLayer{LayerKind::AvgPool, infer_window, lower_forward_avg<AvgPoolForward>,
                                     lower_backward_avg<AvgPoolBackward>};
 extern const LayerDef kGlobalAvgPoolLayer{LayerKind::GlobalAvgPool, infer_global, lower_forward_avg<GlobalAvgPoolForward>,

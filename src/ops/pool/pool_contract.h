@@ -15,7 +15,10 @@ struct PoolWindow {
 template <class T>
 struct MaxPoolForward {
   static constexpr OpKind kind = OpKind::MAXPOOL_FWD;
-  T x, y, argmax;  // argmax: i32 spatial index into the input, per output element
+  // argmax: U8 per output element, the window index kh * kernel + kw of its maximum (pool_cpu.h);
+  // a byte, not PyTorch's I32 spatial index, so this tensor (live from forward to backward) is
+  // a quarter of the size. Hence kernel <= kMaxPoolMaxKernel (pool_cpu.h).
+  T x, y, argmax;
   PoolWindow window;
   template <class V>
   void fields(V& v) { v.in("x", x), v.out("y", y), v.out("argmax", argmax), window.fields(v); }

@@ -45,7 +45,7 @@ PoolGeom PoolGeom::make(const Shape& x, int kernel, int stride, int pad, const c
 }
 
 template <class T>
-void maxpool_forward(const PoolGeom& g, const T* x, T* y, int32_t* argmax) {
+void maxpool_forward(const PoolGeom& g, const T* x, T* y, uint8_t* argmax) {
   const int64_t C = g.c;
   // A task takes a run of output rows; row r is row r % ho of image r / ho.
   parallel_blocks(g.n * g.ho, items_per_task(g.wo * C * g.kernel * g.kernel), [&](int64_t r0, int64_t r1) {
@@ -59,11 +59,13 @@ void maxpool_forward(const PoolGeom& g, const T* x, T* y, int32_t* argmax) {
         int64_t iw_lo = std::max<int64_t>(w0, 0), iw_hi = std::min(w0 + g.kernel, g.w);
         int64_t out = ((n * g.ho + oh) * g.wo + ow) * C;
         T* best = y + out;
-        int32_t* arg = argmax ? argmax + out : nullptr;
+        uint8_t* arg = argmax ? argmax + out : nullptr;
         for (int64_t ih = ih_lo; ih < ih_hi; ++ih)
           for (int64_t iw = iw_lo; iw < iw_hi; ++iw) {
             const T* xr = x + ((n * g.h + ih) * g.w + iw) * C;
-            auto idx = static_cast<int32_t>(ih * g.w + iw);
+            // The window index counts from the window's corner (h0, w0), padding included, so
+            // backward decodes it without knowing where the window was clipped.
+            auto idx = static_cast<uint8_t>((ih - h0) * g.kernel + (iw - w0));  // < kernel^2 <= 256
             bool first = ih == ih_lo && iw == iw_lo;
             for (int64_t c = 0; c < C; ++c) {
               T v = xr[c];
@@ -80,7 +82,7 @@ void maxpool_forward(const PoolGeom& g, const T* x, T* y, int32_t* argmax) {
 }
 
 template <class T>
-void maxpool_backward(const PoolGeom& g, const T* dy, const int32_t* argmax, T* dx) {
+void maxpool_backward(const PoolGeom& g, const T* dy, const uint8_t* argmax, T* dx) {
   const int64_t C = g.c, image = g.h * g.w * C, pixels = g.ho * g.wo;
   const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
   std::memset(dx, 0, sizeof(T) * g.n * image);
@@ -91,9 +93,18 @@ void maxpool_backward(const PoolGeom& g, const T* dy, const int32_t* argmax, T* 
       const int64_t n = p / blocks, b = p % blocks;
       int64_t c0 = b * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
       T* dxn = dx + n * image;
-      for (int64_t o = n * pixels; o < (n + 1) * pixels; ++o)
-        for (int64_t c = c0; c < c1; ++c)
-          dxn[static_cast<int64_t>(argmax[o * C + c]) * C + c] += dy[o * C + c];
+      // In output raster order: where windows overlap, dx sums in a fixed order (the GPU's too).
+      for (int64_t oh = 0; oh < g.ho; ++oh) {
+        const int64_t h0 = oh * g.stride - g.pad;
+        for (int64_t ow = 0; ow < g.wo; ++ow) {
+          const int64_t w0 = ow * g.stride - g.pad, o = (n * g.ho + oh) * g.wo + ow;
+          for (int64_t c = c0; c < c1; ++c) {
+            const int64_t idx = argmax[o * C + c];
+            const int64_t ih = h0 + idx / g.kernel, iw = w0 + idx % g.kernel;
+            dxn[(ih * g.w + iw) * C + c] += dy[o * C + c];
+          }
+        }
+      }
     }
   });
 }
@@ -187,8 +198,8 @@ void gap_backward(const T* dy, int64_t n, int64_t hw, int64_t c, T* dx) {
 }
 
 #define KILN_INSTANTIATE_POOL(T)                                                           \
-  template void maxpool_forward<T>(const PoolGeom&, const T*, T*, int32_t*);               \
-  template void maxpool_backward<T>(const PoolGeom&, const T*, const int32_t*, T*);        \
+  template void maxpool_forward<T>(const PoolGeom&, const T*, T*, uint8_t*);               \
+  template void maxpool_backward<T>(const PoolGeom&, const T*, const uint8_t*, T*);        \
   template void avgpool_forward<T>(const PoolGeom&, const T*, T*);                         \
   template void avgpool_backward<T>(const PoolGeom&, const T*, T*);                        \
   template void gap_forward<T>(const T*, int64_t, int64_t, int64_t, T*);                   \

@@ -46,19 +46,21 @@ __device__ __forceinline__ void store_channels(T* p, const float (&v)[V]) {
   store_pack<T, V>(p, pk);
 }
 
+// V consecutive U8 window indices (max pooling's argmax) <-> ints: one V-byte access, aligned
+// whenever the activations' V-element access is (same element offset, 16-byte aligned bases).
 template <int V>
-__device__ __forceinline__ void load_indices(const int32_t* p, int32_t (&out)[V]) {
-  const Pack<int32_t, V> pk = load_pack<int32_t, V>(p);
+__device__ __forceinline__ void load_indices(const uint8_t* p, int (&out)[V]) {
+  const Pack<uint8_t, V> pk = load_pack<uint8_t, V>(p);
 #pragma unroll
   for (int j = 0; j < V; ++j) out[j] = pk.v[j];
 }
 
 template <int V>
-__device__ __forceinline__ void store_indices(int32_t* p, const int32_t (&v)[V]) {
-  Pack<int32_t, V> pk;
+__device__ __forceinline__ void store_indices(uint8_t* p, const int (&v)[V]) {
+  Pack<uint8_t, V> pk;
 #pragma unroll
-  for (int j = 0; j < V; ++j) pk.v[j] = v[j];
-  store_pack<int32_t, V>(p, pk);
+  for (int j = 0; j < V; ++j) pk.v[j] = static_cast<uint8_t>(v[j]);  // < k*k <= 256 (checked on the host)
+  store_pack<uint8_t, V>(p, pk);
 }
 
 // Item i of a sliding-window kernel: one pixel (n, row, col) of a rows x cols map and its
@@ -109,7 +111,7 @@ __device__ __forceinline__ I item_stride() {
 
 template <class T, int V, class I, bool kArgmax>
 __global__ void __launch_bounds__(kThreads)
-    maxpool_forward_kernel(const T* x, T* y, int32_t* argmax, Window g, I items) {
+    maxpool_forward_kernel(const T* x, T* y, uint8_t* argmax, Window g, I items) {
   const int groups = g.c / V;
   for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
     const Item o = item_at<V>(i, groups, g.ho, g.wo);
@@ -118,15 +120,16 @@ __global__ void __launch_bounds__(kThreads)
     const int iw_lo = max(w0, 0), iw_hi = min(w0 + g.k, g.w);
     // -inf with the first real element's index is the CPU's "the first element starts the max":
     // that element replaces -inf unless it is -inf itself, and then the index is already its.
+    // Window indices count from the window's corner (h0, w0), padding included.
     float best[V];
-    int32_t arg[V];
+    int arg[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) best[j] = -CUDART_INF_F, arg[j] = ih_lo * g.w + iw_lo;
+    for (int j = 0; j < V; ++j) best[j] = -CUDART_INF_F, arg[j] = (ih_lo - h0) * g.k + (iw_lo - w0);
     for (int ih = ih_lo; ih < ih_hi; ++ih)
       for (int iw = iw_lo; iw < iw_hi; ++iw) {
         float v[V];
         load_channels<V>(x + pixel_offset<I>(o.n, ih, iw, g.h, g.w, g.c) + o.c0, v);
-        const int32_t idx = ih * g.w + iw;  // < H * W <= INT32_MAX (checked on the host)
+        const int idx = (ih - h0) * g.k + (iw - w0);
 #pragma unroll
         for (int j = 0; j < V; ++j)
           if (takes_max(v[j], best[j])) best[j] = v[j], arg[j] = idx;  // strict: ties keep the first
@@ -137,30 +140,32 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // One thread per input element group: sums, in output raster order, dy of the covering outputs
-// whose argmax is this element, so each dx is written once and in a fixed order (fp32, the
-// CPU's order: bitwise its fp32 result before the one rounding to T).
+// whose argmax is this element's position in their window, so each dx is written once and in a
+// fixed order (fp32, the CPU's order: bitwise its fp32 result before the one rounding to T).
 template <class T, int V, class I>
 __global__ void __launch_bounds__(kThreads)
-    maxpool_backward_kernel(const T* dy, const int32_t* argmax, T* dx, Window g, I items) {
+    maxpool_backward_kernel(const T* dy, const uint8_t* argmax, T* dx, Window g, I items) {
   const int groups = g.c / V;
   for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
     const Item in = item_at<V>(i, groups, g.h, g.w);
     int oh_lo, oh_hi, ow_lo, ow_hi;
     covering(in.row, g, g.ho, oh_lo, oh_hi);
     covering(in.col, g, g.wo, ow_lo, ow_hi);
-    const int32_t idx = in.row * g.w + in.col;
     float acc[V] = {};
-    for (int oh = oh_lo; oh < oh_hi; ++oh)
+    for (int oh = oh_lo; oh < oh_hi; ++oh) {
+      const int kh = in.row - (oh * g.s - g.p);  // this element's row in window oh: [0, k)
       for (int ow = ow_lo; ow < ow_hi; ++ow) {
+        const int idx = kh * g.k + (in.col - (ow * g.s - g.p));  // its window index in (oh, ow)
         const I o = pixel_offset<I>(in.n, oh, ow, g.ho, g.wo, g.c) + I(in.c0);
         float d[V];
-        int32_t a[V];
+        int a[V];
         load_channels<V>(dy + o, d);
         load_indices<V>(argmax + o, a);
 #pragma unroll
         for (int j = 0; j < V; ++j)
           if (a[j] == idx) acc[j] += d[j];
       }
+    }
     store_channels<V>(dx + i * V, acc);
   }
 }
@@ -171,18 +176,18 @@ __global__ void __launch_bounds__(kThreads)
 // argmax, 0 elsewhere), instead of k*k input threads each re-reading them.
 template <class T, int V, class I>
 __global__ void __launch_bounds__(kThreads)
-    maxpool_backward_tiled_kernel(const T* dy, const int32_t* argmax, T* dx, Window g, I items) {
+    maxpool_backward_tiled_kernel(const T* dy, const uint8_t* argmax, T* dx, Window g, I items) {
   const int groups = g.c / V;
   for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
     const Item o = item_at<V>(i, groups, g.ho, g.wo);
     float d[V];
-    int32_t a[V];
+    int a[V];
     load_channels<V>(dy + i * V, d);
     load_indices<V>(argmax + i * V, a);
     for (int r = 0; r < g.k; ++r)
       for (int q = 0; q < g.k; ++q) {
         const int ih = o.row * g.k + r, iw = o.col * g.k + q;
-        const int32_t idx = ih * g.w + iw;
+        const int idx = r * g.k + q;  // no padding: the window starts at (row * k, col * k)
         float out[V];
 #pragma unroll
         for (int j = 0; j < V; ++j) out[j] = a[j] == idx ? d[j] : 0.f;
@@ -307,10 +312,11 @@ Window window_of(const cpu::PoolGeom& g, const char* fn, const std::string& wher
   return {int(g.h), int(g.w), int(g.c), int(g.ho), int(g.wo), int(g.kernel), int(g.stride), int(g.pad)};
 }
 
-// Max pooling's argmax is an I32 spatial index.
-void check_argmax_range(const cpu::PoolGeom& g, const char* fn, const std::string& where) {
-  if (g.h * g.w > INT32_MAX)
-    fail("{}: {} got a {}x{} image, too large for I32 argmax indices; pool a smaller map", where, fn, g.h, g.w);
+// Max pooling's argmax is a U8 window index: a window of at most 256 positions.
+void check_window_index(const cpu::PoolGeom& g, const char* fn, const std::string& where) {
+  if (g.kernel > kMaxPoolMaxKernel)
+    fail("{}: {} got kernel {}, too large for U8 argmax window indices; use a kernel of at most {}", where, fn,
+         g.kernel, kMaxPoolMaxKernel);
 }
 
 int blocks_for(int64_t items) { return static_cast<int>(std::min(ceil_div(items, kThreads), kMaxBlocks)); }
@@ -342,10 +348,10 @@ void check_sizes(const char* fn, int64_t n, int64_t hw, int64_t c, const std::st
 
 }  // namespace
 
-void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, int32_t* argmax,
+void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, uint8_t* argmax,
                      cudaStream_t stream, const std::string& where) {
   const Window w = window_of(g, "maxpool_forward", where);
-  check_argmax_range(g, "maxpool_forward", where);
+  if (argmax) check_window_index(g, "maxpool_forward", where);
   const int64_t outs = g.n * g.ho * g.wo * g.c;
   if (outs == 0) return;
   need("maxpool_forward", where, {{x, "x"}, {y, "y"}});
@@ -368,10 +374,10 @@ void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y
   });
 }
 
-void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const int32_t* argmax, void* dx,
+void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const uint8_t* argmax, void* dx,
                       cudaStream_t stream, const std::string& where) {
   const Window w = window_of(g, "maxpool_backward", where);
-  check_argmax_range(g, "maxpool_backward", where);
+  check_window_index(g, "maxpool_backward", where);
   const int64_t ins = g.n * g.h * g.w * g.c;
   if (ins == 0) return;
   need("maxpool_backward", where, {{dy, "dy"}, {argmax, "argmax"}, {dx, "dx"}});

@@ -2,10 +2,11 @@
 // Pooling kernels on the GPU, NHWC, F32, F16 or BF16 activations: the CPU kernels' definitions
 // (pool_cpu.h) exactly, with fp32 arithmetic rounded once on store.
 //  - Max pooling: padding is -inf, ties keep the first element in raster order, NaN wins; argmax
-//    (I32) is the winner's spatial index ih * W + iw inside its image and channel.
+//    (U8) is the winner's window index kh * kernel + kw, counted from the window's corner
+//    (oh*s - p, ow*s - p), padding included; kernel <= kMaxPoolMaxKernel when argmax is given.
 //  - Max-pool backward gathers: each dx element sums, in output raster order, the dy of the
-//    outputs whose window covers it and whose argmax points at it. Average-pool backward gathers
-//    the same way. No atomics, so results are bitwise repeatable.
+//    outputs whose window covers it and whose argmax names its position in that window.
+//    Average-pool backward gathers the same way. No atomics, so results are bitwise repeatable.
 //  - Average pooling divides by kernel * kernel (padding counted, as PyTorch's default).
 //  - Global average pooling: (N, H*W, C) -> (N, C) mean, and dx = dy / (H*W) broadcast.
 // Geometry is cpu::PoolGeom, built and checked by the op wrapper (pool_ops_cuda.cpp). Threads run
@@ -23,10 +24,10 @@
 namespace kiln::cuda {
 
 // argmax may be nullptr (inference).
-void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, int32_t* argmax,
+void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, uint8_t* argmax,
                      cudaStream_t stream, const std::string& where);
 // argmax must come from maxpool_forward on the same geometry.
-void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const int32_t* argmax, void* dx,
+void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const uint8_t* argmax, void* dx,
                       cudaStream_t stream, const std::string& where);
 
 void avgpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, cudaStream_t stream,

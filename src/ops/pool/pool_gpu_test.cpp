@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -74,21 +73,15 @@ double one_ulp_away(DType dtype, double v) {
   return std::nextafter(f, std::copysign(std::numeric_limits<float>::infinity(), f));
 }
 
-// An I32 device tensor (argmax) starting `offset` elements into its buffer; poisoned to -1.
+// A U8 device tensor (argmax: window indices) starting `offset` elements into its buffer (1
+// breaks 16-byte alignment, as for the activations); poisoned to 255, which only the last position
+// of a 16x16 window can be, so an index the forward never writes shows as a mismatch.
 struct DeviceIndices {
-  size_t n, offset;
-  DeviceBuffer buf;
-  DeviceIndices(size_t count, size_t offset_elems) : n(count), offset(offset_elems), buf((count + offset_elems) * 4) {
-    buf.poison();
-  }
-  int32_t* ptr() const { return buf.as<int32_t>() + offset; }
-  void set(const std::vector<int32_t>& v) { buf.upload(v.data(), v.size() * 4, offset * 4); }
-  std::vector<int32_t> get() const {
-    const std::vector<uint8_t> bytes = buf.download(n * 4, offset * 4);
-    std::vector<int32_t> v(n);
-    std::memcpy(v.data(), bytes.data(), bytes.size());
-    return v;
-  }
+  DeviceBytes bytes;
+  DeviceIndices(size_t count, size_t offset_elems) : bytes(count, offset_elems) { bytes.poison(0xFF); }
+  uint8_t* ptr() const { return bytes.ptr(); }
+  void set(const std::vector<uint8_t>& v) { bytes.buf.upload(v.data(), v.size(), bytes.offset); }
+  std::vector<uint8_t> get() const { return bytes.get(); }
 };
 
 // Runs pool ops through the registries as an executable would: CPU ops over host buffers, CUDA
@@ -133,6 +126,9 @@ const PoolCase kCases[] = {
     {"3x3/2 pad 1, 8 x 56x56x64: many blocks", 8, 56, 56, 64, 3, 2, 1},
     {"3x3/1 pad 1: inputs in up to 9 windows", 1, 6, 6, 8, 3, 1, 1},
     {"1x1/2: inputs no window covers", 1, 9, 9, 8, 1, 2, 0},
+    // The largest window a U8 argmax indexes (positions 0..255), in both backward kernels.
+    {"16x16/8 pad 8: overlapping, padded, window indices up to 255", 2, 20, 20, 8, 16, 8, 8},
+    {"16x16/16 (tiled backward), window indices up to 255", 2, 32, 32, 8, 16, 16, 0},
 };
 
 std::string label(DType dtype, const PoolCase& k) { return std::string(name(dtype)) + " " + k.what; }
@@ -152,25 +148,25 @@ Layout layout(const PoolCase& k) {
 
 std::vector<double> doubles(const std::vector<float>& v) { return testing::cast<double>(v); }
 
-// Max pooling on the CPU in fp32: y, argmax and, for `dy`, dx.
+// Max pooling on the CPU in fp32: y, argmax (U8 window indices) and, for `dy`, dx.
 struct CpuMaxPool {
   std::vector<float> y, dx;
-  std::vector<int32_t> argmax;
+  std::vector<uint8_t> argmax;
 };
 
 CpuMaxPool cpu_maxpool(PoolOps& ops, const Layout& l, std::vector<float> x, std::vector<float> dy) {
-  CpuMaxPool r{std::vector<float>(l.ny), std::vector<float>(l.nx), std::vector<int32_t>(l.ny)};
+  CpuMaxPool r{std::vector<float>(l.ny), std::vector<float>(l.nx), std::vector<uint8_t>(l.ny)};
   ops.run(Device::CPU, MaxPoolForward<TensorId>{0, 1, 2, l.window}, {ops.arg(l.x, x.data())},
-          {ops.arg(l.y, r.y.data()), ops.arg(l.y, r.argmax.data(), DType::I32)});
+          {ops.arg(l.y, r.y.data()), ops.arg(l.y, r.argmax.data(), DType::U8)});
   ops.run(Device::CPU, MaxPoolBackward<TensorId>{0, 1, 2, l.window},
-          {ops.arg(l.y, dy.data()), ops.arg(l.y, r.argmax.data(), DType::I32)}, {ops.arg(l.x, r.dx.data())});
+          {ops.arg(l.y, dy.data()), ops.arg(l.y, r.argmax.data(), DType::U8)}, {ops.arg(l.x, r.dx.data())});
   return r;
 }
 
 // The forward on the GPU: y and argmax (and the inference op's y, which must be the same).
 struct GpuMaxPool {
   std::vector<double> y, y_inference;
-  std::vector<int32_t> argmax;
+  std::vector<uint8_t> argmax;
 };
 
 GpuMaxPool gpu_maxpool(PoolOps& ops, const Layout& l, DType dtype, const std::vector<double>& x, size_t offset) {
@@ -178,20 +174,20 @@ GpuMaxPool gpu_maxpool(PoolOps& ops, const Layout& l, DType dtype, const std::ve
   DeviceTensor y = DeviceTensor::poisoned(dtype, l.ny, offset), yi = DeviceTensor::poisoned(dtype, l.ny, offset);
   DeviceIndices arg(l.ny, offset);
   ops.run(Device::CUDA, MaxPoolForward<TensorId>{0, 1, 2, l.window}, {ops.arg(l.x, xd.ptr(), dtype)},
-          {ops.arg(l.y, y.ptr(), dtype), ops.arg(l.y, arg.ptr(), DType::I32)});
+          {ops.arg(l.y, y.ptr(), dtype), ops.arg(l.y, arg.ptr(), DType::U8)});
   ops.run(Device::CUDA, MaxPoolInference<TensorId>{0, 1, l.window}, {ops.arg(l.x, xd.ptr(), dtype)},
           {ops.arg(l.y, yi.ptr(), dtype)});
   return {y.get(), yi.get(), arg.get()};
 }
 
 std::vector<double> gpu_maxpool_backward(PoolOps& ops, const Layout& l, DType dtype, const std::vector<double>& dy,
-                                         const std::vector<int32_t>& argmax, size_t offset) {
+                                         const std::vector<uint8_t>& argmax, size_t offset) {
   const DeviceTensor dyd(dtype, dy, offset);
   DeviceIndices arg(l.ny, offset);
   arg.set(argmax);
   DeviceTensor dx = DeviceTensor::poisoned(dtype, l.nx, offset);
   ops.run(Device::CUDA, MaxPoolBackward<TensorId>{0, 1, 2, l.window},
-          {ops.arg(l.y, dyd.ptr(), dtype), ops.arg(l.y, arg.ptr(), DType::I32)}, {ops.arg(l.x, dx.ptr(), dtype)});
+          {ops.arg(l.y, dyd.ptr(), dtype), ops.arg(l.y, arg.ptr(), DType::U8)}, {ops.arg(l.x, dx.ptr(), dtype)});
   return dx.get();
 }
 
@@ -328,19 +324,19 @@ TEST_P(PoolGpu, GlobalAvgPoolMatchesCpu) {
 }
 
 // The last maximum of each window in raster order: the tie rule the kernels must not have.
-std::vector<int32_t> last_maximum_argmax(const cpu::PoolGeom& g, const std::vector<double>& x) {
-  std::vector<int32_t> arg(size_t(g.n * g.ho * g.wo * g.c));
+std::vector<uint8_t> last_maximum_argmax(const cpu::PoolGeom& g, const std::vector<double>& x) {
+  std::vector<uint8_t> arg(size_t(g.n * g.ho * g.wo * g.c));
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t oh = 0; oh < g.ho; ++oh)
       for (int64_t ow = 0; ow < g.wo; ++ow)
         for (int64_t c = 0; c < g.c; ++c) {
           double best = -std::numeric_limits<double>::infinity();
-          int32_t& a = arg[size_t(((n * g.ho + oh) * g.wo + ow) * g.c + c)];
+          uint8_t& a = arg[size_t(((n * g.ho + oh) * g.wo + ow) * g.c + c)];
           const int64_t h0 = oh * g.stride - g.pad, w0 = ow * g.stride - g.pad;
           for (int64_t ih = std::max<int64_t>(h0, 0); ih < std::min(h0 + g.kernel, g.h); ++ih)
             for (int64_t iw = std::max<int64_t>(w0, 0); iw < std::min(w0 + g.kernel, g.w); ++iw) {
               const double v = x[size_t(((n * g.h + ih) * g.w + iw) * g.c + c)];
-              if (v >= best) best = v, a = static_cast<int32_t>(ih * g.w + iw);
+              if (v >= best) best = v, a = static_cast<uint8_t>((ih - h0) * g.kernel + (iw - w0));
             }
         }
   return arg;
@@ -360,7 +356,7 @@ TEST_P(PoolGpu, ComparisonsCatchAWrongTieRuleAndPerturbedResults) {
   std::vector<double> ties(l.nx);
   for (double& v : ties) v = double(1 + rng() % 3);
   const GpuMaxPool got = gpu_maxpool(ops, l, dtype, ties, 0);
-  const std::vector<int32_t> wrong_rule = last_maximum_argmax(l.g, ties);
+  const std::vector<uint8_t> wrong_rule = last_maximum_argmax(l.g, ties);
   EXPECT_NE(got.argmax, wrong_rule) << "the argmax comparison cannot tell first-maximum from last-maximum";
 
   const std::vector<double> x = random_values(dtype, l.nx, rng), dy = random_values(dtype, l.ny, rng);
@@ -402,17 +398,25 @@ TEST(PoolGpuErrors, BadTensorsNameTheOpAndTheFix) {
   testing::expect_error(
       [&] {
         ops.run(Device::CUDA, MaxPoolForward<TensorId>{0, 1, 2, stem}, {ops.arg({1, 8, 8, 8}, p, DType::F16)},
-                {ops.arg({1, 3, 3, 8}, p, DType::F16), ops.arg({1, 4, 4, 8}, p, DType::I32)});
+                {ops.arg({1, 3, 3, 8}, p, DType::F16), ops.arg({1, 4, 4, 8}, p, DType::U8)});
       },
       {"MAXPOOL_FWD 'stem.pool'", "recompile"});
-  // argmax of the wrong dtype.
+  // argmax of the wrong dtype: the I32 spatial index of old programs, or an activation dtype.
+  for (DType wrong : {DType::I32, DType::F16})
+    testing::expect_error(
+        [&] {
+          ops.run(Device::CUDA, MaxPoolBackward<TensorId>{0, 1, 2, stem},
+                  {ops.arg({1, 4, 4, 8}, p, DType::F16), ops.arg({1, 4, 4, 8}, p, wrong)},
+                  {ops.arg({1, 8, 8, 8}, p, DType::F16)});
+        },
+        {"MAXPOOL_BWD 'stem.pool'", "argmax", dtype_name(wrong), "U8", "recompile"});
+  // A window of 17x17 = 289 positions does not fit a U8 index.
   testing::expect_error(
       [&] {
-        ops.run(Device::CUDA, MaxPoolBackward<TensorId>{0, 1, 2, stem},
-                {ops.arg({1, 4, 4, 8}, p, DType::F16), ops.arg({1, 4, 4, 8}, p, DType::F16)},
-                {ops.arg({1, 8, 8, 8}, p, DType::F16)});
+        ops.run(Device::CUDA, MaxPoolForward<TensorId>{0, 1, 2, {17, 1, 0}}, {ops.arg({1, 17, 17, 1}, p, DType::F32)},
+                {ops.arg({1, 1, 1, 1}, p, DType::F32), ops.arg({1, 1, 1, 1}, p, DType::U8)});
       },
-      {"MAXPOOL_BWD 'stem.pool'", "argmax", "I32"});
+      {"MAXPOOL_FWD 'stem.pool'", "kernel 17", "at most 16"});
   // Padding over half the kernel, as the CPU rejects it.
   testing::expect_error(
       [&] {

@@ -28,14 +28,26 @@ void expect_tensor(const OpCall& call, const TensorArg& t, const char* role, con
          dtype_name(t.dtype()), dtype_name(dtype));
 }
 
+// The saved argmax of MAXPOOL_FWD / MAXPOOL_BWD: one U8 window index per element of y
+// (pool_cpu.h), which only a window of at most 256 positions fits.
+uint8_t* maxpool_argmax(const OpCall& call, const TensorArg& argmax, const cpu::PoolGeom& g) {
+  if (g.kernel > kMaxPoolMaxKernel)
+    fail("{}: kernel {} has {} window positions, more than its U8 argmax can index; use a kernel of at most {}",
+         call.where(), g.kernel, g.kernel * g.kernel, kMaxPoolMaxKernel);
+  if (argmax.dtype() != DType::U8 || argmax.numel() != numel(g.out_shape()))
+    fail("{}: argmax '{}' is {} {} but must hold one U8 window index per element of y {}; recompile the program",
+         call.where(), argmax.spec->name, dtype_name(argmax.dtype()), shape_str(argmax.shape()),
+         shape_str(g.out_shape()));
+  return argmax.as<uint8_t>();
+}
+
 // MAXPOOL_FWD (argmax given) and MAXPOOL_INF (argmax absent).
 void maxpool(const OpCall& call, const TensorArg& x, const TensorArg& y, const TensorArg* argmax,
              const PoolWindow& window) {
   const cpu::PoolGeom g = geometry(call, x.shape(), window);
   expect_tensor(call, y, "y", g.out_shape(), x.dtype());
-  if (argmax) expect_tensor(call, *argmax, "argmax", g.out_shape(), DType::I32);
-  maxpool_forward(x.dtype(), g, x.data, y.data, argmax ? argmax->as<int32_t>() : nullptr, main_stream(call),
-                  call.where());
+  maxpool_forward(x.dtype(), g, x.data, y.data, argmax ? maxpool_argmax(call, *argmax, g) : nullptr,
+                  main_stream(call), call.where());
 }
 
 void maxpool_fwd(const OpCall& call, const MaxPoolForward<TensorArg>& a) {
@@ -48,8 +60,8 @@ void maxpool_inf(const OpCall& call, const MaxPoolInference<TensorArg>& a) {
 void maxpool_bwd(const OpCall& call, const MaxPoolBackward<TensorArg>& a) {
   const cpu::PoolGeom g = geometry(call, a.dx.shape(), a.window);
   expect_tensor(call, a.dy, "dy", g.out_shape(), a.dx.dtype());
-  expect_tensor(call, a.argmax, "argmax", g.out_shape(), DType::I32);
-  maxpool_backward(a.dx.dtype(), g, a.dy.data, a.argmax.as<int32_t>(), a.dx.data, main_stream(call), call.where());
+  maxpool_backward(a.dx.dtype(), g, a.dy.data, maxpool_argmax(call, a.argmax, g), a.dx.data, main_stream(call),
+                   call.where());
 }
 
 void avgpool_fwd(const OpCall& call, const AvgPoolForward<TensorArg>& a) {
