@@ -137,6 +137,7 @@ struct TrainArgs {
   uint64_t seed = 1;
   kiln::CudaOptions cuda;  // --no-cudnn-tune ... --pipeline-chunks (add_cuda)
   int side_stream = 1;     // --side-stream 0|1, into cuda.side_stream
+  int overlap_ops = 1;     // --overlap-ops 0|1, into cuda.overlap_ops
   int cuda_graphs = 1;     // --cuda-graphs 0|1, into cuda.graphs
   int threads = 1;         // --threads; main sets the default, kiln::threads()
   std::string loss_scale = "auto";  // --loss-scale, into loss_scaling.mode
@@ -199,6 +200,12 @@ void add_cuda(CLI::App* app, TrainArgs& a) {
       ->check(CLI::Range(0, 1))
       ->type_name("0|1")
       ->group(group);
+  app->add_option("--overlap-ops", a.overlap_ops,
+                  "1: an op's wgrad may run on beside the next op (default); 0: every op joins its streams "
+                  "[KILN_OVERLAP_OPS]")
+      ->check(CLI::Range(0, 1))
+      ->type_name("0|1")
+      ->group(group);
   app->add_option("--cuda-graphs", a.cuda_graphs,
                   "1: replay each step as one captured CUDA Graph (default); 0: launch every op [KILN_CUDA_GRAPHS]")
       ->check(CLI::Range(0, 1))
@@ -226,6 +233,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.optimizer.weight_decay = a.weight_decay;
   c.cuda = a.cuda;
   c.cuda.side_stream = a.side_stream == 1;
+  c.cuda.overlap_ops = a.overlap_ops == 1;
   c.cuda.graphs = a.cuda_graphs == 1;
   c.loss_scaling = a.loss_scaling;
   c.loss_scaling.mode = kiln::parse_loss_scale_mode(a.loss_scale);
@@ -321,6 +329,7 @@ int run_bench(const CommonOptions& o, const TrainArgs& t, const BenchArgs& b) {
   c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 1e-4f;
   c.cuda = t.cuda;
   c.cuda.side_stream = t.side_stream == 1;
+  c.cuda.overlap_ops = t.overlap_ops == 1;
   c.cuda.graphs = t.cuda_graphs == 1;
   std::ofstream json = json_appender(b.json);  // a bad path fails before the benchmark runs
   const kiln::BenchResult r = kiln::bench_training(kiln::zoo::by_name(o.model, o.classes), c, b.bench);

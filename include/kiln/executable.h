@@ -53,7 +53,9 @@ class Executable {
   HostTensor tensor(const std::string& name);  // throws kiln::Error naming unknown tensors
   int id(const std::string& name) const;       // throws kiln::Error naming unknown tensors
 
-  // Copies between host memory and a tensor on any device; sizes must match the tensor.
+  // Copies between host memory and a tensor on any device; sizes must match the tensor. Writing
+  // parameters (or init_state) makes the next op list refresh their compute copies first, in
+  // mixed precision (Program::refresh_copies); only the update keeps them current otherwise.
   void write(int id, const void* host, size_t bytes);
   void read(int id, void* host, size_t bytes);
   // write() without waiting for the copy: the bytes are staged (pinned memory on the GPU) and
@@ -87,6 +89,10 @@ class Executable {
 
  private:
   void run(const std::vector<Op>& ops, const StepScalars& scalars);
+  // Runs Program::refresh_copies, op by op and never captured, when the host changed parameters
+  // since the copies were last made; every public run* calls it first.
+  void refresh_copies_if_stale(const StepScalars& scalars);
+  bool writes_parameters(int id) const;
   // Runs `lists` op by op, or as graph `graph` of the backend once captured (see run_step).
   void run_graph(int graph, std::initializer_list<const std::vector<Op>*> lists, const StepScalars& scalars);
   struct OpCall bind(const Op& op, const StepScalars& scalars);
@@ -98,6 +104,7 @@ class Executable {
   std::byte* arena_ = nullptr;
   enum Graph { kTrainStep, kInference, kGraphs };
   int graph_runs_[kGraphs] = {};  // runs of each graph so far (captured on the second)
+  bool copies_stale_ = true;      // parameters written since refresh_copies last ran
 };
 
 }  // namespace kiln

@@ -42,6 +42,10 @@ struct CudaOptions {
   // side stream while the main stream prepares slice i+1); 1 turns it off, the default
   // (src/ops/common/pipeline_slices.h says why). 1 to 99. KILN_PIPELINE_CHUNKS=N.
   int pipeline_chunks = 1;
+  // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,
+  // which waits for it only when it ends; false joins the side stream at the end of every op.
+  // KILN_OVERLAP_OPS=0|1.
+  bool overlap_ops = true;
   // Capture each training step (forward, loss, backward, update, loss-scale bookkeeping) and each
   // inference pass as a CUDA Graph after a first run of it, and replay that graph from then on:
   // one launch per step instead of one per kernel. false runs every op from the host each time.

@@ -1,6 +1,7 @@
 #pragma once
 // A compiled Program: every tensor the run needs (with dtype, shape and role) and the op lists
-// for forward (training), backward, update and inference. Ops name tensors by index.
+// for forward (training), backward, update and inference (and, in mixed precision, the refresh of
+// the weights' compute copies). Ops name tensors by index.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,11 +16,12 @@ enum class TensorRole : uint8_t {
   Label,       // int32 labels (persistent)
   Output,      // read by the trainer after a step: loss, logits (persistent)
   Param,       // trainable parameters (one contiguous region)
-  Grad,        // their gradients (one contiguous region, same order)
+  Grad,        // fp32/fp64 gradients of the parameters without a compute copy (contiguous, same order)
   OptState,    // optimizer state (contiguous, same order per slot)
   Buffer,      // non-trainable state: BN running statistics
-  ComputeParam,  // mixed precision: fp16/bf16 copies of weights the convolutions read (contiguous)
-  ComputeGrad,   // mixed precision: their fp16/bf16 gradients, cast into Grad after backward
+  ComputeParam,  // mixed precision: fp16/bf16 copies of weights the convolutions read (contiguous),
+                 // written by the optimizer update and by Program::refresh_copies
+  ComputeGrad,   // mixed precision: the gradients of those weights, in fp16/bf16 (their only gradient)
   OutputGrad,    // programs without a loss: the gradient of the output, written by the caller
   Activation,    // everything with a lifetime inside one step
 };
@@ -97,6 +99,10 @@ struct Op {
   int layer = -1;  // index into the program's LayerGraph (-1 for update ops)
   std::vector<int> in, out;  // tensor ids; -1 marks an absent optional tensor
   std::vector<double> attrs;  // the contract's attributes
+  // On the GPU the op may leave work running on the side stream when it returns (its contract's
+  // side_work_outlives_op): that work overlaps the next op, and the memory plan keeps every
+  // tensor the op touches alive through the next op, whose end waits for it.
+  bool side_work_outlives = false;
 };
 
 struct Program {
@@ -107,6 +113,10 @@ struct Program {
   std::vector<Op> backward;
   std::vector<Op> update;
   std::vector<Op> inference;  // eval-mode forward (BN with running stats, no dropout)
+  // Mixed precision: CAST params -> params:compute. The update keeps the copies equal to the
+  // rounded masters; the Executable runs this list only when the host wrote parameters (or
+  // initialized them) since. Empty without compute copies.
+  std::vector<Op> refresh_copies;
 
   int input = -1, label = -1;          // data batch (N,H,W,C), labels (N)
   int loss = -1, logits = -1;          // training outputs
@@ -117,11 +127,20 @@ struct Program {
   int train_correct = -1, inference_correct = -1;
   int output_grad = -1;                // programs without a loss: d(output), written by the caller
   int input_grad = -1;                 // with CompileOptions::input_grad: d(input)
+  // Parameters, and each optimizer-state slot, are one fp32 (fp64) region in one layout: params[i]
+  // at the same element index in each. In mixed precision the parameters the convolutions and
+  // GEMMs read come first, and their compute-dtype copies and gradients are the regions
+  // params:compute / grads:compute, the same element indices over that prefix; grad_region holds
+  // the gradients of the rest, from element 0 (params[i]'s index less the prefix's length). -1
+  // where a region would be empty: grad_region when every parameter has a copy, the compute
+  // regions without mixed precision.
   int param_region = -1, grad_region = -1;
-  int compute_param_region = -1, compute_grad_region = -1;  // mixed precision only
+  int compute_param_region = -1, compute_grad_region = -1;
   std::vector<int> opt_state_regions;  // SGD: [momentum]; AdamW: [m, v]
   std::vector<int> params;             // trainable parameter tensors (views into param_region)
-  std::vector<int> grads;              // gradient of params[i] (views into grad_region)
+  // The gradient of params[i], `<name>.grad`: a view into compute_grad_region (compute dtype) for
+  // a parameter with a compute copy, else into grad_region (the parameter's dtype).
+  std::vector<int> grads;
   std::vector<int> buffers;            // BN running statistics, the loss scaler's scale and count
   // Dynamic loss scaling (CompileOptions::loss_scaling), else all -1: the scale (F32 [1]), the
   // clean steps since it last changed (I32 [1]) and whether this step's gradients hold inf/NaN

@@ -51,8 +51,11 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
                        dtype_name(t.dtype), shape_str(t.shape), t.bytes(), plan.offset[i],
                        view ? " (view of " + p.tensors[t.alias_of].name + ")" : "");
   }
-  out += fmt::format("\nops: forward {}, backward {}, update {}, inference {}\n", p.forward.size(),
-                     p.backward.size(), p.update.size(), p.inference.size());
+  out += fmt::format("\nops: forward {}, backward {}, update {}, inference {}", p.forward.size(), p.backward.size(),
+                     p.update.size(), p.inference.size());
+  // Mixed precision: the cast that remakes the weights' compute copies after the host writes them.
+  if (!p.refresh_copies.empty()) out += fmt::format(", copy refresh {}", p.refresh_copies.size());
+  out += "\n";
   out += "arena:\n";
   out += fmt::format("  parameters       {}\n", mib(plan.param_bytes));
   out += fmt::format("  gradients        {}\n", mib(plan.grad_bytes));

@@ -46,7 +46,11 @@ int lower_loss_scaling(LowerContext& ctx) {
 
 void wrap_update_in_loss_scaling(Program& p) {
   if (p.loss_scale < 0) return;
-  p.update.insert(p.update.begin(), make_op(FindNonFinite<TensorId>{p.grad_region, p.found_nonfinite}, -1));
+  // Every gradient the optimizer reads: the fp32 region and, in mixed precision, the compute-dtype
+  // gradients of the weights with copies (either may be absent, -1; not both).
+  FindNonFinite<TensorId> check{p.grad_region, p.found_nonfinite};
+  check.compute_grads = p.compute_grad_region;
+  p.update.insert(p.update.begin(), make_op(check, -1));
   UpdateLossScale<TensorId> rule{p.found_nonfinite, p.loss_scale, p.loss_scale_clean_steps};
   const LossScaling& s = p.options.loss_scaling;
   rule.growth_factor = s.growth_factor, rule.backoff_factor = s.backoff_factor;

@@ -20,7 +20,8 @@ bool loss_scaling_on(const CompileOptions& options);
 // to the activations' dtype, so the whole backward runs on scaled gradients.
 int lower_loss_scaling(LowerContext& ctx);
 
-// With the state declared: FIND_NONFINITE over the fp32 gradient region first in the update
+// With the state declared: FIND_NONFINITE over the gradient regions (fp32, and the compute
+// dtype's in mixed precision) first in the update
 // list, UPDATE_LOSS_SCALE last. Call after the optimizer op, which reads the scale and the flag,
 // is in the list. Nothing without loss scaling.
 void wrap_update_in_loss_scaling(Program& program);

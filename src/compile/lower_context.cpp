@@ -62,18 +62,20 @@ int LowerContext::param(const std::string& name, const Shape& shape, Init init, 
   t.name = name, t.shape = shape, t.dtype = param_dtype, t.role = TensorRole::Param;
   t.init = init, t.fan_in = fan_in, t.fan_out = fan_out;
   int id = add_tensor(t);
+  const bool copied = compute_copy && mixed_precision();
+  // A copied parameter's gradient is the compute-dtype tensor the ops write: the optimizer reads
+  // it as it is, so no fp32 gradient exists beside it.
   TensorSpec g;
-  g.name = name + ".grad", g.shape = shape, g.dtype = param_dtype, g.role = TensorRole::Grad;
+  g.name = name + ".grad", g.shape = shape;
+  g.dtype = copied ? act_dtype : param_dtype, g.role = copied ? TensorRole::ComputeGrad : TensorRole::Grad;
   int gid = add_tensor(std::move(g));
   program.params.push_back(id);
   program.grads.push_back(gid);
   grad_of_param_[id] = gid;
-  if (compute_copy && mixed_precision()) {
+  if (copied) {
     TensorSpec c;
     c.name = name + ":compute", c.shape = shape, c.dtype = act_dtype, c.role = TensorRole::ComputeParam;
-    compute_param_[id] = add_tensor(c);
-    c.name = name + ".grad:compute", c.role = TensorRole::ComputeGrad;
-    compute_grad_[id] = add_tensor(std::move(c));
+    compute_param_[id] = add_tensor(std::move(c));
   }
   return id;
 }
@@ -81,11 +83,6 @@ int LowerContext::param(const std::string& name, const Shape& shape, Init init, 
 int LowerContext::compute_param(int param_id) const {
   auto it = compute_param_.find(param_id);
   return it == compute_param_.end() ? param_id : it->second;
-}
-
-int LowerContext::compute_grad(int param_id) const {
-  auto it = compute_grad_.find(param_id);
-  return it == compute_grad_.end() ? grad_of(param_id) : it->second;
 }
 
 int LowerContext::buffer(const std::string& name, const Shape& shape, Init init) {
@@ -147,9 +144,10 @@ int LowerContext::grad_out(int layer) {
 }
 
 void LowerContext::finish() {
-  // Parameters, gradients and each optimizer-state slot share one layout, so a fused update
-  // walks all of them as flat arrays with the same index. Parameters with fp16/bf16 copies
-  // come first, so one CAST over a prefix of the region makes every copy.
+  // Parameters and each optimizer-state slot share one layout, so a fused update walks all of
+  // them as flat arrays with the same index. Parameters with compute copies come first: their
+  // copies and gradients (compute dtype) are then one prefix of that index range, and the fp32
+  // gradient region holds the rest, starting at element 0.
   std::stable_partition(program.params.begin(), program.params.end(),
                         [&](int id) { return compute_param_.count(id) > 0; });
   for (size_t i = 0; i < program.params.size(); ++i) program.grads[i] = grad_of(program.params[i]);
@@ -158,15 +156,20 @@ void LowerContext::finish() {
   for (int id : program.params) {
     TensorSpec& p = program.tensors[id];
     p.alias_offset = offset;
-    program.tensors[grad_of(id)].alias_offset = offset;
     if (compute_param_.count(id)) {
       const size_t at = offset / elem * dtype_size(act_dtype);  // same element index
       program.tensors[compute_param_[id]].alias_offset = at;
-      program.tensors[compute_grad_[id]].alias_offset = at;
+      program.tensors[grad_of(id)].alias_offset = at;
+    } else {
+      program.tensors[grad_of(id)].alias_offset = offset - copied_elements * elem;
     }
     offset += align_up(p.bytes());
     if (compute_param_.count(id)) copied_elements = offset / elem;
   }
+  // The CUDA update and FIND_NONFINITE handle 8 elements per thread, none straddling the end of
+  // the prefix (every parameter is 256-byte aligned, so this holds by construction).
+  if (copied_elements % 8 != 0)
+    fail("internal: the parameters with compute copies end at element {}, not a multiple of 8", copied_elements);
   const int64_t count = int64_t(offset / elem);
   auto region = [&](const std::string& name, TensorRole role, DType dtype, int64_t n) {
     TensorSpec t;
@@ -174,26 +177,28 @@ void LowerContext::finish() {
     return add_tensor(std::move(t));
   };
   program.param_region = region("params", TensorRole::Param, param_dtype, count);
-  program.grad_region = region("grads", TensorRole::Grad, param_dtype, count);
-  for (int id : program.params) {
-    program.tensors[id].alias_of = program.param_region;
-    program.tensors[grad_of(id)].alias_of = program.grad_region;
-  }
+  // Absent only when every parameter has a copy; without copies it exists even when empty.
+  if (copied_elements == 0 || count > int64_t(copied_elements))
+    program.grad_region = region("grads", TensorRole::Grad, param_dtype, count - int64_t(copied_elements));
   if (copied_elements > 0) {
     program.compute_param_region = region("params:compute", TensorRole::ComputeParam, act_dtype, int64_t(copied_elements));
     program.compute_grad_region = region("grads:compute", TensorRole::ComputeGrad, act_dtype, int64_t(copied_elements));
-    for (auto [param, copy] : compute_param_) program.tensors[copy].alias_of = program.compute_param_region;
-    for (auto [param, copy] : compute_grad_) program.tensors[copy].alias_of = program.compute_grad_region;
-    // Master weights -> compute copies before any op reads them; gradients back after backward.
-    const Op to_compute = make_op(Cast<TensorId>{program.param_region, program.compute_param_region}, -1);
-    program.forward.insert(program.forward.begin(), to_compute);
-    program.inference.insert(program.inference.begin(), to_compute);
-    program.backward.push_back(make_op(Cast<TensorId>{program.compute_grad_region, program.grad_region}, -1));
+    // The copies change only when the masters do: in the update, which rewrites them, or when
+    // the host writes parameters, after which the Executable runs this list.
+    program.refresh_copies.push_back(
+        make_op(Cast<TensorId>{program.param_region, program.compute_param_region}, -1));
+  }
+  for (int id : program.params) {
+    program.tensors[id].alias_of = program.param_region;
+    const bool copied = compute_param_.count(id) > 0;
+    program.tensors[grad_of(id)].alias_of = copied ? program.compute_grad_region : program.grad_region;
+    if (copied) program.tensors[compute_param_[id]].alias_of = program.compute_param_region;
   }
   const OptimizerConfig& opt = program.options.optimizer;
   if (opt.kind == OptimizerKind::SGD) {
     SgdUpdate<TensorId> sgd;
     sgd.grads = program.grad_region, sgd.params = program.param_region;
+    sgd.compute_grads = program.compute_grad_region, sgd.compute_params = program.compute_param_region;
     sgd.momentum_buffer = region("optimizer.momentum_buffer", TensorRole::OptState, param_dtype, count);
     sgd.momentum = opt.momentum, sgd.weight_decay = opt.weight_decay, sgd.nesterov = opt.nesterov;
     sgd.loss_scale = program.loss_scale, sgd.found_nonfinite = program.found_nonfinite;  // -1 without scaling
@@ -202,6 +207,7 @@ void LowerContext::finish() {
   } else {
     AdamWUpdate<TensorId> adamw;
     adamw.grads = program.grad_region, adamw.params = program.param_region;
+    adamw.compute_grads = program.compute_grad_region, adamw.compute_params = program.compute_param_region;
     adamw.exp_avg = region("optimizer.exp_avg", TensorRole::OptState, param_dtype, count);
     adamw.exp_avg_sq = region("optimizer.exp_avg_sq", TensorRole::OptState, param_dtype, count);
     adamw.beta1 = opt.beta1, adamw.beta2 = opt.beta2, adamw.eps = opt.eps, adamw.weight_decay = opt.weight_decay;

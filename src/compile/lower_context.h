@@ -30,15 +30,18 @@ class LowerContext {
   // A new tensor name with another shape over the same bytes as `of` (flatten and its gradient).
   int view(const std::string& name, const Shape& shape, int of);
   // Trainable parameter (placed in the parameter region by finish()); returns its id.
-  // `compute_copy`: in mixed precision the ops read an fp16/bf16 copy and write an fp16/bf16
-  // gradient, both made by CAST ops over contiguous regions (conv weights).
+  // `compute_copy`: in mixed precision the ops read an fp16/bf16 copy, which the optimizer update
+  // keeps equal to the rounded master, and write the gradient in fp16/bf16, the parameter's only
+  // gradient (conv and linear weights).
   int param(const std::string& name, const Shape& shape, Init init, int64_t fan_in = 0, int64_t fan_out = 0,
             bool compute_copy = false);
+  // The gradient of a parameter: in the compute dtype where it has a copy, else in its own.
   int grad_of(int param_id) const { return grad_of_param_.at(param_id); }
   bool mixed_precision() const { return act_dtype == DType::F16 || act_dtype == DType::BF16; }
-  // The tensor ops read for a parameter / write its gradient into (the copies, where made).
+  // The tensor ops read for a parameter (its copy, where made) and the one they write its
+  // gradient into (grad_of: a copied parameter's gradient is in the compute dtype already).
   int compute_param(int param_id) const;
-  int compute_grad(int param_id) const;
+  int compute_grad(int param_id) const { return grad_of(param_id); }
   int buffer(const std::string& name, const Shape& shape, Init init);
 
   // Forward tensors of a layer's output, training and inference programs.
@@ -90,7 +93,7 @@ class LowerContext {
   std::map<int, int> out_, infer_out_, loss_grad_, grad_total_;
   std::map<std::pair<int, int>, int> grad_slot_;  // (consumer layer, input index) -> tensor
   std::map<int, int> grad_of_param_;
-  std::map<int, int> compute_param_, compute_grad_;  // param id -> fp16/bf16 copies
+  std::map<int, int> compute_param_;                 // param id -> its fp16/bf16 copy
   std::map<int, std::any> saved_;                    // layer -> what its forward saved
   std::vector<std::vector<std::pair<int, int>>> consumers_;  // per layer: (consumer, input index)
 };

@@ -23,8 +23,9 @@ class Backend {
   // copy_in in stream order without waiting for it: `host_src` may be reused at once (the bytes
   // are staged), and the next op list sees them. The default waits, as copy_in does.
   virtual void copy_in_ordered(void* dst, const void* host_src, size_t bytes) { copy_in(dst, host_src, bytes); }
-  // Ops ask for scratch memory while being prepared; it is allocated once afterwards.
-  virtual void request_workspace(size_t bytes) { (void)bytes; }
+  // Ops ask for scratch memory for their work on stream `stream` while being prepared; each
+  // stream's is allocated once afterwards, as large as its largest request.
+  virtual void request_workspace(size_t bytes, int stream = 0) { (void)bytes, (void)stream; }
   virtual void finish_prepare() {}
   // What the ops' scratch memory takes in all, beside the arena.
   virtual size_t workspace_total_bytes() const { return 0; }
@@ -45,6 +46,12 @@ class Backend {
   virtual void replay(int graph, const StepScalars& s) { (void)graph, (void)s; }
   // Makes this backend's device current for the calling thread before its ops run.
   virtual void activate() {}
+  // Around each op of a list the executable runs: before_op names the op (whether it may leave
+  // work running beside the next one: Op::side_work_outlives), after_op follows it, after_ops
+  // ends the list with all of its work joined into stream order. The CPU runs ops one by one.
+  virtual void before_op(const Op& op) { (void)op; }
+  virtual void after_op() {}
+  virtual void after_ops() {}
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -73,7 +73,8 @@ Executable::~Executable() {
 void Executable::prepare_ops() {
   const StepScalars zero{};
   backend_->activate();
-  for (const auto* list : {&program_.forward, &program_.backward, &program_.update, &program_.inference}) {
+  for (const auto* list :
+       {&program_.refresh_copies, &program_.forward, &program_.backward, &program_.update, &program_.inference}) {
     for (const Op& op : *list) {
       find_op(program_.options.device, op.kind);
       if (PrepareFn prepare = find_prepare(program_.options.device, op.kind)) prepare(bind(op, zero));
@@ -114,6 +115,7 @@ void Executable::init_state(uint64_t seed) {
       backend_->copy_in(arena_ + plan_.offset[i], host.data(), host.size());
     }
   }
+  copies_stale_ = true;
 }
 
 HostTensor Executable::tensor(int id) {
@@ -138,12 +140,21 @@ std::byte* Executable::memory_for_copy(int id, size_t bytes, const char* copy) c
   return arena_ + plan_.offset[id];
 }
 
+// A parameter, the parameter region, or a view of either: what the compute copies are made of.
+bool Executable::writes_parameters(int id) const {
+  for (int t = id; t >= 0; t = program_.tensors[t].alias_of)
+    if (program_.tensors[t].role == TensorRole::Param) return true;
+  return false;
+}
+
 void Executable::write(int id, const void* host, size_t bytes) {
   backend_->copy_in(memory_for_copy(id, bytes, "writing"), host, bytes);
+  if (writes_parameters(id)) copies_stale_ = true;
 }
 
 void Executable::write_ordered(int id, const void* host, size_t bytes) {
   backend_->copy_in_ordered(memory_for_copy(id, bytes, "writing"), host, bytes);
+  if (writes_parameters(id)) copies_stale_ = true;
 }
 
 void Executable::read(int id, void* host, size_t bytes) {
@@ -158,7 +169,19 @@ void Executable::run(const std::vector<Op>& ops, const StepScalars& scalars) {
   const Device device = program_.options.device;
   backend_->activate();
   backend_->stage_scalars(scalars);
-  for (const Op& op : ops) find_op(device, op.kind)(bind(op, scalars));
+  for (const Op& op : ops) {
+    backend_->before_op(op);
+    find_op(device, op.kind)(bind(op, scalars));
+    backend_->after_op();
+  }
+  backend_->after_ops();
+}
+
+void Executable::refresh_copies_if_stale(const StepScalars& scalars) {
+  if (!copies_stale_) return;
+  // Before any capture or replay: a graph holds only the step, which keeps the copies current.
+  if (!program_.refresh_copies.empty()) run(program_.refresh_copies, scalars);
+  copies_stale_ = false;
 }
 
 void Executable::run_graph(int graph, std::initializer_list<const std::vector<Op>*> lists,
@@ -183,6 +206,7 @@ void Executable::run_graph(int graph, std::initializer_list<const std::vector<Op
 }
 
 void Executable::run_step(const StepScalars& s) {
+  refresh_copies_if_stale(s);
   run_graph(kTrainStep, {&program_.forward, &program_.backward, &program_.update}, s);
 }
 
@@ -190,6 +214,7 @@ std::vector<OpTime> Executable::profile_step(const StepScalars& scalars) {
   using Clock = std::chrono::steady_clock;
   const Device device = program_.options.device;
   std::vector<OpTime> times;
+  refresh_copies_if_stale(scalars);  // not part of a step: untimed
   backend_->activate();
   backend_->synchronize();
   const std::pair<const char*, const std::vector<Op>*> lists[] = {
@@ -199,7 +224,10 @@ std::vector<OpTime> Executable::profile_step(const StepScalars& scalars) {
     backend_->synchronize();
     for (const Op& op : *ops) {
       const auto start = Clock::now();
+      backend_->before_op(op);
       find_op(device, op.kind)(bind(op, scalars));
+      backend_->after_op();
+      backend_->after_ops();
       backend_->synchronize();
       times.push_back({&op, name, std::chrono::duration<double, std::milli>(Clock::now() - start).count()});
     }
@@ -207,9 +235,21 @@ std::vector<OpTime> Executable::profile_step(const StepScalars& scalars) {
   return times;
 }
 
-void Executable::run_forward(const StepScalars& s) { run(program_.forward, s); }
-void Executable::run_backward(const StepScalars& s) { run(program_.backward, s); }
-void Executable::run_update(const StepScalars& s) { run(program_.update, s); }
-void Executable::run_inference(const StepScalars& s) { run_graph(kInference, {&program_.inference}, s); }
+void Executable::run_forward(const StepScalars& s) {
+  refresh_copies_if_stale(s);
+  run(program_.forward, s);
+}
+void Executable::run_backward(const StepScalars& s) {
+  refresh_copies_if_stale(s);
+  run(program_.backward, s);
+}
+void Executable::run_update(const StepScalars& s) {
+  refresh_copies_if_stale(s);
+  run(program_.update, s);
+}
+void Executable::run_inference(const StepScalars& s) {
+  refresh_copies_if_stale(s);
+  run_graph(kInference, {&program_.inference}, s);
+}
 
 }  // namespace kiln

@@ -102,6 +102,7 @@ Op make_op(C<TensorId> contract, int layer) {
   Op op{C<TensorId>::kind, layer, {}, {}, {}};
   contract_detail::Encode e{op, op_kind_name(op.kind)};
   contract.fields(e);
+  if constexpr (requires { C<TensorId>::side_work_outlives_op; }) op.side_work_outlives = C<TensorId>::side_work_outlives_op;
   return op;
 }
 

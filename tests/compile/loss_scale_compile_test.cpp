@@ -43,15 +43,20 @@ TEST(LossScalingCompile, Fp16ScalesAroundTheWholeStepInOrder) {
       *std::find_if(p.forward.begin(), p.forward.end(), [](const Op& op) { return op.kind == OpKind::SOFTMAX_CE; });
   EXPECT_EQ(ce.in, (std::vector<int>{p.logits, p.label, p.loss_scale}));
   EXPECT_EQ(ce.out.at(0), p.loss);
-  // Backward ends casting the fp16 gradients into the fp32 region; the update checks that region
-  // first, the optimizer reads the scale and the flag, and the scale moves last.
-  EXPECT_EQ(p.backward.back().kind, OpKind::CAST);
+  // The update checks every gradient it reads first — the fp32 region (BN's) and the fp16 one of
+  // the weights with compute copies, which backward leaves as they are (no cast) — the optimizer
+  // reads the scale and the flag, and the scale moves last.
+  EXPECT_FALSE(has(p.backward, OpKind::CAST));
+  ASSERT_GE(p.grad_region, 0);
+  ASSERT_GE(p.compute_grad_region, 0);
   EXPECT_EQ(kinds(p.update),
             (std::vector<OpKind>{OpKind::FIND_NONFINITE, OpKind::SGD_UPDATE, OpKind::UPDATE_LOSS_SCALE}));
-  EXPECT_EQ(p.update[0].in, (std::vector<int>{p.grad_region}));
+  // FindNonFinite's inputs: grads, compute_grads (loss_scale_contract.h).
+  EXPECT_EQ(p.update[0].in, (std::vector<int>{p.grad_region, p.compute_grad_region}));
   EXPECT_EQ(p.update[0].out, (std::vector<int>{p.found_nonfinite}));
-  // SgdUpdate's inputs: grads, loss_scale, found_nonfinite (optimizer_contract.h).
-  EXPECT_EQ(p.update[1].in, (std::vector<int>{p.grad_region, p.loss_scale, p.found_nonfinite}));
+  // SgdUpdate's inputs: grads, compute_grads, loss_scale, found_nonfinite (optimizer_contract.h).
+  EXPECT_EQ(p.update[1].in,
+            (std::vector<int>{p.grad_region, p.compute_grad_region, p.loss_scale, p.found_nonfinite}));
   EXPECT_EQ(p.update[2].in, (std::vector<int>{p.found_nonfinite}));
   EXPECT_EQ(p.update[2].out, (std::vector<int>{p.loss_scale, p.loss_scale_clean_steps}));
   EXPECT_EQ(p.update[2].attrs, (std::vector<double>{2.0, 0.5, 2000.0}));
@@ -88,7 +93,8 @@ TEST(LossScalingCompile, AdamWReadsTheScaleToo) {
   const Program p = compile(zoo::digits_cnn(), o);
   ASSERT_EQ(kinds(p.update),
             (std::vector<OpKind>{OpKind::FIND_NONFINITE, OpKind::ADAMW_UPDATE, OpKind::UPDATE_LOSS_SCALE}));
-  EXPECT_EQ(p.update[1].in, (std::vector<int>{p.grad_region, p.loss_scale, p.found_nonfinite}));
+  EXPECT_EQ(p.update[1].in,
+            (std::vector<int>{p.grad_region, p.compute_grad_region, p.loss_scale, p.found_nonfinite}));
 }
 
 TEST(LossScalingCompile, Bf16AndFp32DoNotScaleByDefault) {
@@ -99,7 +105,9 @@ TEST(LossScalingCompile, Bf16AndFp32DoNotScaleByDefault) {
     EXPECT_EQ(p.loss_scale_clean_steps, -1);
     EXPECT_EQ(p.found_nonfinite, -1);
     EXPECT_EQ(kinds(p.update), (std::vector<OpKind>{OpKind::SGD_UPDATE}));
-    EXPECT_EQ(p.update[0].in, (std::vector<int>{p.grad_region, -1, -1}));
+    // grads, compute_grads (bf16 only), no scale, no flag.
+    EXPECT_EQ(p.update[0].in, (std::vector<int>{p.grad_region, p.compute_grad_region, -1, -1}));
+    EXPECT_EQ(p.compute_grad_region >= 0, precision == Precision::BF16);
     const Op& ce = *std::find_if(p.forward.begin(), p.forward.end(),
                                  [](const Op& op) { return op.kind == OpKind::SOFTMAX_CE; });
     EXPECT_EQ(ce.in.at(2), -1) << "no scale read by the loss";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 #include <string>
@@ -67,10 +68,15 @@ Values run(Device device, Precision precision, bool fuse, const std::vector<floa
 
 class ResblockGpu : public ::testing::TestWithParam<Precision> {};
 
-// The fused path may round differently from the unfused one, but against the fp32 CPU program it
-// may be no less accurate than twice the unfused GPU path's own error, or than the precision's
-// block tolerance (tolerance(), used for the CBR too), whichever is larger. A wrong gradient
-// formula in either branch gives errors of order 1, far above both.
+// The fused path may round differently from the unfused one (its BN statistics come from the
+// convolution's fp32 accumulators, the unfused BN's from the rounded output), so against the fp32
+// CPU program each tensor's error is a draw around the unfused GPU path's own: measured on the
+// H200, fused / unfused per tensor 0.5-2.02 in fp16 (block2's two BN gammas at 2.02; the same
+// tensors sat under 2 in an earlier run) and the root mean square of the ratios over a case
+// 0.98-1.13. So each tensor may be off by up to 4x the unfused error (or the precision's block
+// tolerance, whichever is larger), and the case as a whole by 1.25x in RMS, the bounds the
+// PyTorch comparison of the same blocks uses (resblock_torch_gpu_test.cpp). A wrong gradient
+// formula in either branch gives errors of order 1, hundreds of times the unfused error.
 TEST_P(ResblockGpu, FusedBlockEndsMatchUnfusedAndTheCpu) {
   KILN_REQUIRE_GPU();
   const Precision precision = GetParam();
@@ -85,18 +91,27 @@ TEST_P(ResblockGpu, FusedBlockEndsMatchUnfusedAndTheCpu) {
   const Values fused = run(Device::CUDA, precision, true, x, labels);
   const Values unfused = run(Device::CUDA, precision, false, x, labels);
   const double floor = tolerance(precision);
-  int compared = 0;
+  int compared = 0, ratios = 0;
+  double ratio_squares = 0;
   for (const auto& [name, ref] : cpu) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(fused.count(name) && unfused.count(name) && cpu_unfused.count(name));
     EXPECT_LT(rel_l2(cpu_unfused.at(name), ref), 1e-5);  // the CPU's two programs agree
     const double e_fused = rel_l2(fused.at(name), ref), e_unfused = rel_l2(unfused.at(name), ref);
-    EXPECT_LE(e_fused, std::max(2 * e_unfused, floor)) << "fused " << e_fused << ", unfused " << e_unfused;
+    EXPECT_LE(e_fused, std::max(4 * e_unfused, floor)) << "fused " << e_fused << ", unfused " << e_unfused;
+    if (e_unfused > 0) {
+      const double r = e_fused / e_unfused;
+      ratio_squares += r * r, ++ratios;
+    }
     std::printf("%-6s %-40s fused %.2e unfused %.2e\n", precision_name(precision), name.c_str(), e_fused,
                 e_unfused);
     ++compared;
   }
   EXPECT_GT(compared, 20);
+  ASSERT_GT(ratios, 10);
+  const double rms = std::sqrt(ratio_squares / ratios);
+  std::printf("%-6s fused / unfused error, RMS over %d tensors: %.3f\n", precision_name(precision), ratios, rms);
+  EXPECT_LE(rms, 1.25);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, ResblockGpu, ::testing::Values(Precision::FP32, Precision::FP16, Precision::BF16),

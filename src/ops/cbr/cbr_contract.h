@@ -27,6 +27,9 @@ struct CbrForward {
 template <class T>
 struct CbrBackward {
   static constexpr OpKind kind = OpKind::CBR_BWD;
+  // On the GPU wgrad (reading x and dconv, writing dw) may still run on the side stream when the
+  // op returns, beside the next op (Op::side_work_outlives).
+  static constexpr bool side_work_outlives_op = true;
   T dy, bitmask, conv_out, x, w, gamma, saved_mean, saved_inv_std;
   T dx, dw, dgamma, dbeta;
   T dconv;  // workspace: the gradient of conv_out

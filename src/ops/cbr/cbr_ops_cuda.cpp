@@ -2,9 +2,10 @@
 //   forward    conv + genstats (one cuDNN graph) -> finalize (fp32, length C) -> apply + ReLU +
 //              bit mask (one pass);
 //   backward   dY*mask reduce -> dconv (two passes, the masked dY never stored) -> wgrad on the
-//              side stream beside dgrad on the main stream; or, when KILN_PIPELINE_CHUNKS asks
-//              for it, the second pass and dgrad pipelined over batch slices (main / side
-//              stream) and wgrad last, so the memory-bound pass may run beside the convolutions;
+//              side stream beside dgrad on the main stream, and on beside the next op; or, when
+//              KILN_PIPELINE_CHUNKS asks for it, the second pass and dgrad pipelined over batch
+//              slices (main / side stream) and wgrad last, so the memory-bound pass may run beside
+//              the convolutions;
 //   inference  conv -> *scale -> +shift -> ReLU as one cuDNN graph when supported, otherwise conv
 //              then one scale/shift/ReLU pass (the choice is logged once per shape).
 #include <cstdio>
@@ -115,30 +116,42 @@ ConvProblem batch_slice(ConvProblem p, int slices) {
 void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
-  size_t conv = be.graphs().prepare(GraphKind::CONV_WGRAD, p);
-  if (a.dx) {
-    const int slices = backward_slices(be, a, p);
-    conv = std::max(conv, be.graphs().prepare(GraphKind::CONV_DGRAD, batch_slice(p, slices)));
+  const size_t wgrad = be.graphs().prepare(GraphKind::CONV_WGRAD, p);
+  const int64_t m = rows(a.conv_out);
+  if (!a.dx) {  // a first layer: wgrad alone, on the main stream
+    be.request_workspace(scratch(nullptr, m, p.k, wgrad).used, 0);
+    return;
   }
-  be.request_workspace(scratch(nullptr, rows(a.conv_out), p.k, conv).used);
+  const int slices = backward_slices(be, a, p);
+  const size_t dgrad = be.graphs().prepare(GraphKind::CONV_DGRAD, batch_slice(p, slices));
+  if (slices == 1) {  // wgrad on the side stream, dgrad on the main one
+    be.request_workspace(scratch(nullptr, m, p.k, dgrad).used, 0);
+    be.request_workspace(wgrad, 1);
+  } else {  // the dgrad slices on the side stream, wgrad on the main one
+    be.request_workspace(scratch(nullptr, m, p.k, wgrad).used, 0);
+    be.request_workspace(dgrad, 1);
+  }
 }
 
 // The plain order: dconv in two passes, then wgrad on the side stream beside dgrad on the main.
+// A first layer has no dgrad: its wgrad runs on the main stream (nothing to overlap, and the side
+// stream's workspace then needs no room for the largest wgrad of the network, the first layer's).
 void backward_in_order(CudaBackend& be, const CbrBackward<TensorArg>& a, const ConvProblem& p, const Scratch& s,
                        const std::string& where) {
   const TensorArg &x = a.x, &dx = a.dx, &dconv = a.dconv;
-  be.order(0, 1);
-  const Scratch side = scratch(be.workspace(1), rows(a.conv_out), p.k, 0);
   Pointers wg;
   wg.dy = dconv.data, wg.x = x.data, wg.dw = a.dw.data;
-  be.graphs().run(GraphKind::CONV_WGRAD, p, wg, side.conv, be.stream(1), where);
-  if (dx) {
-    // Write after read: if dX is placed over X, dgrad may only start once wgrad has read X.
-    if (overlaps(dx, x)) be.order(1, 0);
-    Pointers dg;
-    dg.dy = dconv.data, dg.w = a.w.data, dg.dx = dx.data;
-    be.graphs().run(GraphKind::CONV_DGRAD, p, dg, s.conv, be.stream(0), where);
+  if (!dx) {
+    be.graphs().run(GraphKind::CONV_WGRAD, p, wg, s.conv, be.stream(0), where);
+    return;
   }
+  be.order(0, 1);
+  be.graphs().run(GraphKind::CONV_WGRAD, p, wg, be.workspace(1), be.stream(1), where);
+  // Write after read: if dX is placed over X, dgrad may only start once wgrad has read X.
+  if (overlaps(dx, x)) be.order(1, 0);
+  Pointers dg;
+  dg.dy = dconv.data, dg.w = a.w.data, dg.dx = dx.data;
+  be.graphs().run(GraphKind::CONV_DGRAD, p, dg, s.conv, be.stream(0), where);
 }
 
 void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
@@ -160,6 +173,7 @@ void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
     cbr_backward_apply(dy.dtype(), dy.data, bits, conv_out.data, gamma, mean, inv_std, dgamma, dbeta, m, p.k, 0, m,
                        dconv.data, be.stream(0), where);
     backward_in_order(be, a, p, s, where);
+    be.end_side_work();  // wgrad may run on beside the next op
   } else {
     // Pipelined: pass 2 writes dconv one batch slice at a time on the main stream; as each slice
     // is done, its dgrad runs on the side stream while the main stream writes the next slice
@@ -167,7 +181,6 @@ void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
     // needs all of dconv, so it follows the last slice on the main stream, beside the last dgrads.
     const ConvProblem slice = batch_slice(p, slices);
     const int64_t slice_rows = m / slices;
-    const Scratch side = scratch(be.workspace(1), m, p.k, 0);
     const size_t dconv_step = size_t(slice_rows * p.k) * dtype_size(p.io);
     const size_t dx_step = size_t(slice.n * p.h * p.w * p.c) * dtype_size(p.io);
     for (int i = 0; i < slices; ++i) {
@@ -178,13 +191,13 @@ void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
       dg.dy = static_cast<const std::byte*>(dconv.data) + i * dconv_step;
       dg.w = w.data;
       dg.dx = static_cast<std::byte*>(dx.data) + i * dx_step;
-      be.graphs().run(GraphKind::CONV_DGRAD, slice, dg, side.conv, be.stream(1), where);
+      be.graphs().run(GraphKind::CONV_DGRAD, slice, dg, be.workspace(1), be.stream(1), where);
     }
     Pointers wg;
     wg.dy = dconv.data, wg.x = x.data, wg.dw = a.dw.data;
     be.graphs().run(GraphKind::CONV_WGRAD, p, wg, s.conv, be.stream(0), where);
+    be.order(1, 0);  // the side stream wrote dx slice by slice, which the next op reads
   }
-  be.order(1, 0);  // the op ends when both streams are done
 }
 
 void log_inference_choice(const ConvProblem& p, bool fused) {

@@ -4,7 +4,9 @@
 // so the backward runs on scaled gradients; two ops around the fused optimizer update, which
 // divides the scale out of the gradients and skips the step when FIND_NONFINITE found inf/NaN
 // (optimizer_contract.h), keep the scale:
-//   FIND_NONFINITE     first op of update: does any fp32 gradient hold inf or NaN?
+//   FIND_NONFINITE     first op of update: does any gradient hold inf or NaN? (the fp32 region
+//                      and, in mixed precision, the fp16/bf16 gradients of the weights with
+//                      compute copies, which the optimizer reads as they are)
 //   UPDATE_LOSS_SCALE  last op of update: back off after a non-finite step, grow after
 //                      growth_interval clean ones (loss_scale_rule.h)
 // Their state is three one-element tensors of the program (Program::loss_scale,
@@ -19,10 +21,13 @@ namespace kiln {
 template <class T>
 struct FindNonFinite {
   static constexpr OpKind kind = OpKind::FIND_NONFINITE;
-  T grads;  // the fp32 gradient region
-  T found;  // I32 [1]: 1 when any element of grads is inf or NaN, else 0
+  T grads;  // the fp32 gradient region (absent when every parameter has a compute copy)
+  T found;  // I32 [1]: 1 when any element of grads or compute_grads is inf or NaN, else 0
+  T compute_grads{};  // mixed precision (CUDA): the F16/BF16 gradient region; else absent
   template <class V>
-  void fields(V& v) { v.in("grads", grads), v.out("found", found); }
+  void fields(V& v) {
+    v.in("grads", grads, kOptional), v.in("compute_grads", compute_grads, kOptional), v.out("found", found);
+  }
 };
 
 template <class T>

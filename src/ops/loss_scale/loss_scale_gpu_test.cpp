@@ -1,10 +1,13 @@
-// Loss scaling on the GPU: the kernels against the CPU kernels and the shared update rule, and an
-// fp16 program on CUDA whose step with inf gradients (injected, or from a scale so large that the
+// Loss scaling on the GPU: the kernels against the CPU kernels and the shared update rule, the
+// check over fp16/bf16 compute gradients beside the fp32 ones, and an fp16 program on CUDA whose
+// step with inf gradients (injected into either gradient region, or from a scale so large that the
 // fp16 backward overflows) is skipped, with the scale backed off, all without reading anything
 // back between the ops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -66,6 +69,54 @@ TEST(LossScaleGpu, FindNonFiniteMatchesTheCpu) {
   }
 }
 
+// Mixed precision: the fp16/bf16 gradients of the weights with compute copies (`prefix`
+// elements) are checked in the same pass as the fp32 ones (`n`, possibly none).
+struct MixedCase {
+  int64_t prefix, n;
+  size_t offset = 0;  // elements of both regions; 1 misaligns them
+};
+const std::vector<MixedCase> kMixedCases = {{8, 13}, {96, 0}, {13, 0}, {1000, 1003}, {99992, 100003},
+                                            {96, 1003, 1}, {99992, 100003, 1}};
+
+TEST(LossScaleGpu, FindNonFiniteChecksTheComputeGradientsToo) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(6);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {DType::F16, DType::BF16})
+    for (const MixedCase& k : kMixedCases) {
+      const std::vector<double> clean_half = random_values(dtype, size_t(k.prefix), rng, 0.0, 1000.0),
+                                clean_fp32 = random_values(DType::F32, size_t(k.n), rng, 0.0, 1e30);
+      // (region, index, value): an inf/NaN in one region only; region -1 injects nothing.
+      struct Injection {
+        int region;  // 0: the compute gradients, 1: the fp32 ones
+        int64_t at;
+        double value;
+      };
+      std::vector<Injection> injections = {{-1, 0, 0.0},
+                                           {0, 0, inf},
+                                           {0, k.prefix - 1, -inf},
+                                           {0, k.prefix / 2, nan}};
+      if (k.n > 0) injections.push_back({1, k.n - 1, inf});
+      for (const Injection& in : injections) {
+        SCOPED_TRACE(std::string(name(dtype)) + " prefix=" + std::to_string(k.prefix) + " n=" + std::to_string(k.n) +
+                     " offset=" + std::to_string(k.offset) + " region " + std::to_string(in.region) + " at " +
+                     std::to_string(in.at) + " " + std::to_string(in.value));
+        std::vector<double> half = clean_half, fp32 = clean_fp32;
+        if (in.region == 0) half[size_t(in.at)] = in.value;
+        if (in.region == 1) fp32[size_t(in.at)] = in.value;
+        const DeviceTensor compute(dtype, half, k.offset), x(DType::F32, fp32, k.offset);
+        DeviceBuffer found(sizeof(int32_t));
+        found.poison(0x01);  // a stale, nonzero flag the op must overwrite
+        cuda::find_nonfinite(k.n > 0 ? x.f32() : nullptr, k.n, found.as<int32_t>(), nullptr, "test",
+                             cuda::ComputeGrads{compute.ptr(), k.prefix, dtype});
+        sync();
+        int32_t got = 0;
+        std::memcpy(&got, found.download(sizeof got).data(), sizeof got);
+        EXPECT_EQ(got, in.region >= 0 ? 1 : 0);
+      }
+    }
+}
+
 TEST(LossScaleGpu, UpdateFollowsTheRuleStepByStep) {
   KILN_REQUIRE_GPU();
   const loss_scale::Rule rule{2.f, 0.5f, 3};
@@ -116,27 +167,43 @@ struct Fp16Run {
   void set_clean_steps(int32_t c) { exe.write(p().loss_scale_clean_steps, &c, sizeof c); }
 };
 
+// An inf in one gradient region only — the fp16 gradient of a convolution weight (which the
+// optimizer reads as it is, no fp32 copy beside it), or BN's fp32 gradient — skips the step.
 TEST(LossScaleGpu, Fp16ProgramSkipsAStepWithAnInjectedInfAndBacksOff) {
   KILN_REQUIRE_GPU();
-  Fp16Run run;
-  ASSERT_GE(run.p().loss_scale, 0) << "fp16 scales the loss by default";
-  EXPECT_EQ(run.scale(), 65536.f);
-  run.set_clean_steps(5);
-  const StepScalars s{0.05f, 0, 1};
-  run.exe.run_forward(s);
-  run.exe.run_backward(s);
-  const int grad = run.exe.id("fc2.bias.grad");
-  std::vector<float> g = run.floats(grad);
-  g[1] = std::numeric_limits<float>::infinity();
-  run.exe.write(grad, g.data(), g.size() * sizeof(float));
-  const std::vector<float> params = run.floats(run.p().param_region),
-                           momentum = run.floats(run.p().opt_state_regions[0]);
-  run.exe.run_update(s);
-  EXPECT_EQ(run.floats(run.p().param_region), params);
-  EXPECT_EQ(run.floats(run.p().opt_state_regions[0]), momentum);
-  EXPECT_EQ(run.scale(), 32768.f);
-  EXPECT_EQ(run.clean_steps(), 0);
-  EXPECT_EQ(run.exe.read<int32_t>(run.p().found_nonfinite)[0], 1);
+  for (const char* grad_name : {"conv2.conv.weight.grad", "conv3.bn.bias.grad"}) {
+    SCOPED_TRACE(grad_name);
+    Fp16Run run;
+    ASSERT_GE(run.p().loss_scale, 0) << "fp16 scales the loss by default";
+    EXPECT_EQ(run.scale(), 65536.f);
+    run.set_clean_steps(5);
+    const StepScalars s{0.05f, 0, 1};
+    run.exe.run_forward(s);
+    run.exe.run_backward(s);
+    const int grad = run.exe.id(grad_name);
+    const TensorSpec& spec = run.p().tensors[grad];
+    EXPECT_EQ(spec.dtype, std::string(grad_name).find(".conv.") != std::string::npos ? DType::F16 : DType::F32);
+    std::vector<std::byte> bytes(spec.bytes());
+    run.exe.read(grad, bytes.data(), bytes.size());
+    std::vector<double> g = testing::decode<double>(spec.dtype, bytes);
+    ASSERT_TRUE(std::all_of(g.begin(), g.end(), [](double v) { return std::isfinite(v); }));
+    g[1] = std::numeric_limits<double>::infinity();
+    bytes = testing::encode(spec.dtype, g);
+    run.exe.write(grad, bytes.data(), bytes.size());
+    const std::vector<float> params = run.floats(run.p().param_region),
+                             momentum = run.floats(run.p().opt_state_regions[0]);
+    std::vector<std::byte> copies(run.p().tensors[run.p().compute_param_region].bytes());
+    run.exe.read(run.p().compute_param_region, copies.data(), copies.size());
+    run.exe.run_update(s);
+    EXPECT_EQ(run.floats(run.p().param_region), params);
+    EXPECT_EQ(run.floats(run.p().opt_state_regions[0]), momentum);
+    std::vector<std::byte> copies_after(copies.size());
+    run.exe.read(run.p().compute_param_region, copies_after.data(), copies_after.size());
+    EXPECT_EQ(copies_after, copies) << "the fp16 copies of the weights must be untouched too";
+    EXPECT_EQ(run.scale(), 32768.f);
+    EXPECT_EQ(run.clean_steps(), 0);
+    EXPECT_EQ(run.exe.read<int32_t>(run.p().found_nonfinite)[0], 1);
+  }
 }
 
 TEST(LossScaleGpu, Fp16OverflowFromAHugeScaleIsSkippedThenAModestOneTrains) {

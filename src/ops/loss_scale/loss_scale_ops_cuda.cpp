@@ -11,12 +11,25 @@ namespace {
 
 cudaStream_t main_stream(const OpCall& call) { return cuda_backend(call.backend, call.where()).stream(0); }
 
+// The fp32 gradient region and, in mixed precision, the compute-dtype one before it in the
+// parameters' layout (optimizer_contract.h): one pass over both.
 void find_nonfinite_op(const OpCall& call, const FindNonFinite<TensorArg>& a) {
   loss_scale::expect_scalar(call, a.found, "flag", DType::I32);
-  if (a.grads.dtype() != DType::F32)
+  if (!a.grads && !a.compute_grads)
+    fail("{}: neither grads nor compute_grads is bound; the program's FIND_NONFINITE must name a gradient region",
+         call.where());
+  if (a.grads && a.grads.dtype() != DType::F32)
     fail("{}: gradient region '{}' is {}; the GPU checks the fp32 gradients", call.where(), a.grads.spec->name,
          dtype_name(a.grads.dtype()));
-  find_nonfinite(a.grads.as<float>(), a.grads.numel(), a.found.as<int32_t>(), main_stream(call), call.where());
+  ComputeGrads compute;
+  if (a.compute_grads) {
+    compute = ComputeGrads{a.compute_grads.data, a.compute_grads.numel(), a.compute_grads.dtype()};
+    if (compute.dtype != DType::F16 && compute.dtype != DType::BF16)
+      fail("{}: compute gradient region '{}' is {}; it must be F16 or BF16", call.where(), a.compute_grads.spec->name,
+           dtype_name(compute.dtype));
+  }
+  find_nonfinite(a.grads ? a.grads.as<float>() : nullptr, a.grads ? a.grads.numel() : 0, a.found.as<int32_t>(),
+                 main_stream(call), call.where(), compute);
 }
 
 void update_loss_scale_op(const OpCall& call, const UpdateLossScale<TensorArg>& a) {

@@ -151,5 +151,17 @@ TEST(LossScaleOps, RejectBadStateAndAttributes) {
   expect_error([&] { b.run(FindNonFinite<TensorId>{grads, found}); }, {"FIND_NONFINITE", "'found'", "one I32"});
 }
 
+TEST(FindNonFinite, CpuRejectsComputeGradients) {
+  // fp16/bf16 gradient regions exist only in mixed-precision programs, which run on CUDA.
+  OpBench b;
+  const int grads = b.add("grads", {4}, DType::F32), found = b.add("found", {1}, DType::I32),
+            half = b.add("grads:compute", {8}, DType::F16);
+  FindNonFinite<TensorId> check{grads, found};
+  check.compute_grads = half;
+  expect_error([&] { b.run(check); }, {"FIND_NONFINITE", "'grads:compute'", "mixed precision", "CUDA"});
+  check.grads = -1, check.compute_grads = -1;
+  expect_error([&] { b.run(check); }, {"FIND_NONFINITE", "no gradient region"});
+}
+
 }  // namespace
 }  // namespace kiln

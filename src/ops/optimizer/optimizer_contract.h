@@ -1,12 +1,19 @@
 #pragma once
-// Fused optimizer updates over the whole parameter region (every parameter, gradient and state
-// slot shares one layout). The learning rate and step count come with each step's scalars.
+// Fused optimizer updates over the whole parameter region (every parameter and state slot shares
+// one layout). The learning rate and step count come with each step's scalars.
+//
+// Mixed precision (CUDA only): the parameters with fp16/bf16 compute copies are the first
+// `compute_grads.numel()` elements of the region. Their gradients come from the optional
+// `compute_grads` (F16/BF16), the others' from `grads`, which then holds only the rest (element
+// i of the update reads grads[i - prefix]); the update also writes each new parameter of the
+// prefix, rounded, into `compute_params` (same dtype and length), so no separate cast refreshes
+// the copies. `grads` is absent when every parameter has a copy. The CPU backend rejects both.
 //
 // With dynamic loss scaling (loss_scale_contract.h) the gradients arrive multiplied by the scale:
 // the optional `loss_scale` (F32 [1]) is divided out of each gradient as it is read, and the
 // optional `found_nonfinite` (I32 [1], FIND_NONFINITE's) skips the whole step when set:
-// parameters and optimizer state stay as they were. Both are read where the kernel runs (device
-// memory on the GPU), so the skip needs no host decision.
+// parameters, their copies and optimizer state stay as they were. Both are read where the kernel
+// runs (device memory on the GPU), so the skip needs no host decision.
 #include "runtime/op_contract.h"
 
 namespace kiln {
@@ -17,12 +24,14 @@ struct SgdUpdate {
   T grads, params, momentum_buffer;  // momentum_buffer: absent when momentum is 0
   float momentum = 0.f, weight_decay = 0.f;
   bool nesterov = false;
-  T loss_scale{}, found_nonfinite{};  // absent without loss scaling
+  T loss_scale{}, found_nonfinite{};     // absent without loss scaling
+  T compute_grads{}, compute_params{};   // absent without compute copies
   template <class V>
   void fields(V& v) {
-    v.in("grads", grads), v.in("loss_scale", loss_scale, kOptional);
-    v.in("found_nonfinite", found_nonfinite, kOptional);
-    v.out("params", params), v.out("momentum_buffer", momentum_buffer, kOptional);
+    v.in("grads", grads, kOptional), v.in("compute_grads", compute_grads, kOptional);
+    v.in("loss_scale", loss_scale, kOptional), v.in("found_nonfinite", found_nonfinite, kOptional);
+    v.out("params", params), v.out("compute_params", compute_params, kOptional);
+    v.out("momentum_buffer", momentum_buffer, kOptional);
     v.attr("momentum", momentum), v.attr("weight_decay", weight_decay), v.attr("nesterov", nesterov);
   }
 };
@@ -32,12 +41,14 @@ struct AdamWUpdate {
   static constexpr OpKind kind = OpKind::ADAMW_UPDATE;
   T grads, params, exp_avg, exp_avg_sq;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
-  T loss_scale{}, found_nonfinite{};  // absent without loss scaling
+  T loss_scale{}, found_nonfinite{};     // absent without loss scaling
+  T compute_grads{}, compute_params{};   // absent without compute copies
   template <class V>
   void fields(V& v) {
-    v.in("grads", grads), v.in("loss_scale", loss_scale, kOptional);
-    v.in("found_nonfinite", found_nonfinite, kOptional);
-    v.out("params", params), v.out("exp_avg", exp_avg), v.out("exp_avg_sq", exp_avg_sq);
+    v.in("grads", grads, kOptional), v.in("compute_grads", compute_grads, kOptional);
+    v.in("loss_scale", loss_scale, kOptional), v.in("found_nonfinite", found_nonfinite, kOptional);
+    v.out("params", params), v.out("compute_params", compute_params, kOptional);
+    v.out("exp_avg", exp_avg), v.out("exp_avg_sq", exp_avg_sq);
     v.attr("beta1", beta1), v.attr("beta2", beta2), v.attr("eps", eps), v.attr("weight_decay", weight_decay);
   }
 };

@@ -11,12 +11,30 @@
 namespace kiln::cuda {
 namespace {
 
-// Writes the updated parameters to the optional low-precision copy (C = void: no copy).
+// Where a group of 8 elements takes its gradients and leaves its rounded copy (ComputeCopies):
+// C is the compute dtype's element type, void without compute tensors. A group never straddles
+// the prefix's end (a multiple of 8), so each group reads one region.
 template <class C>
-__device__ __forceinline__ void store_copy(C* copy, int64_t i0, int64_t n, bool vec,
-                                           const float (&p)[8]) {
-  if constexpr (!std::is_void_v<C>) store8(copy, i0, n, vec, p);
-}
+struct GradSource {
+  const float* fp32;  // elements [shift, n), shift = prefix where `compute` is given, else 0
+  const C* compute;   // elements [0, prefix); nullptr: none
+  C* copy;            // elements [0, prefix); nullptr: none
+  int64_t prefix;
+  __device__ __forceinline__ void load(int64_t i0, int64_t n, bool vec, float (&g)[8]) const {
+    if constexpr (!std::is_void_v<C>) {
+      if (compute) {
+        if (i0 < prefix) return load8(compute, i0, prefix, vec, g);
+        return load8(fp32, i0 - prefix, n - prefix, vec, g);
+      }
+    }
+    load8(fp32, i0, n, vec, g);
+  }
+  __device__ __forceinline__ void store_copy(int64_t i0, bool vec, const float (&p)[8]) const {
+    if constexpr (!std::is_void_v<C>) {
+      if (copy && i0 < prefix) store8(copy, i0, prefix, vec, p);
+    }
+  }
+};
 
 // Loss scaling: false when the step is skipped; else `inv` is what gradients are multiplied by.
 __device__ __forceinline__ bool take_step(const LossScaleInputs& scaling, float& inv) {
@@ -27,19 +45,18 @@ __device__ __forceinline__ bool take_step(const LossScaleInputs& scaling, float&
 
 template <class C>
 struct Sgd {
-  const float* grad;
+  GradSource<C> grad;
   float* param;
   float* buf;  // nullptr: no momentum
   SgdScalars host;
   const SgdScalars* dev;
-  C* copy;
   LossScaleInputs scaling;
   __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
     float inv;
     if (!take_step(scaling, inv)) return;
     const SgdScalars s = dev ? *dev : host;
     float g[8], p[8], b[8];
-    load8(grad, i0, n, vec, g);
+    grad.load(i0, n, vec, g);
     load8(param, i0, n, vec, p);
 #pragma unroll
     for (int j = 0; j < 8; ++j) g[j] *= inv;
@@ -59,26 +76,25 @@ struct Sgd {
 #pragma unroll
     for (int j = 0; j < 8; ++j) p[j] -= s.lr * g[j];
     store8(param, i0, n, vec, p);
-    store_copy(copy, i0, n, vec, p);
+    grad.store_copy(i0, vec, p);
   }
 };
 
 template <class C>
 struct AdamW {
-  const float* grad;
+  GradSource<C> grad;
   float* param;
   float* m;
   float* v;
   AdamWScalars host;
   const AdamWScalars* dev;
-  C* copy;
   LossScaleInputs scaling;
   __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
     float inv;
     if (!take_step(scaling, inv)) return;
     const AdamWScalars s = dev ? *dev : host;
     float g[8], p[8], mi[8], vi[8];
-    load8(grad, i0, n, vec, g);
+    grad.load(i0, n, vec, g);
 #pragma unroll
     for (int j = 0; j < 8; ++j) g[j] *= inv;
     load8(param, i0, n, vec, p);
@@ -94,7 +110,7 @@ struct AdamW {
     store8(m, i0, n, vec, mi);
     store8(v, i0, n, vec, vi);
     store8(param, i0, n, vec, p);
-    store_copy(copy, i0, n, vec, p);
+    grad.store_copy(i0, vec, p);
   }
 };
 
@@ -107,6 +123,22 @@ void check_regions(const char* fn, int64_t n, std::initializer_list<const void*>
           "{}: {} got a nullptr region (gradient, parameter or optimizer state); bind every "
           "region of the update",
           where, fn);
+}
+
+// The gradients: the compute prefix within [0, n) at a group boundary, and an fp32 region
+// wherever the compute gradients do not cover every element.
+void check_gradients(const char* fn, int64_t n, const float* grad, const ComputeCopies& compute,
+                     const std::string& where) {
+  const int64_t prefix = compute.prefix;
+  if (prefix < 0 || prefix > n) fail("{}: {} got a compute prefix of {} elements of {}", where, fn, prefix, n);
+  if (prefix % 8 != 0 && prefix != n)
+    fail("{}: {} got a compute prefix of {} elements, not a multiple of 8 (nor all {})", where, fn, prefix, n);
+  if ((compute.grad || compute.param) && prefix == 0)
+    fail("{}: {} got compute tensors for an empty prefix", where, fn);
+  const int64_t fp32_elements = compute.grad ? n - prefix : n;
+  if (fp32_elements > 0 && !grad)
+    fail("{}: {} got no fp32 gradients for the {} elements the compute gradients do not cover", where, fn,
+         fp32_elements);
 }
 
 // The host's sgd_scalars / adamw_scalars, on one thread, from device-resident lr and step
@@ -128,13 +160,13 @@ __global__ void derive_adamw_kernel(const float* lr, const int64_t* step, double
   *out = s;
 }
 
-// Calls f(C*) with the copy's element type, or f((void*)nullptr) without a copy.
+// Calls f(GradSource<C>) with the compute tensors' element type C, or C = void without them.
 template <class F>
-void dispatch_copy(const ParamCopy& copy, const char* fn, F&& f) {
-  if (!copy.data) return f(static_cast<void*>(nullptr));
-  dispatch_activation(copy.dtype, fn, [&](auto zero) {
+void dispatch_compute(const float* grad, const ComputeCopies& compute, const char* fn, F&& f) {
+  if (!compute.grad && !compute.param) return f(GradSource<void>{grad, nullptr, nullptr, 0});
+  dispatch_activation(compute.dtype, fn, [&](auto zero) {
     using C = decltype(zero);
-    f(static_cast<C*>(copy.data));
+    f(GradSource<C>{grad, static_cast<const C*>(compute.grad), static_cast<C*>(compute.param), compute.prefix});
   });
 }
 
@@ -175,28 +207,31 @@ void derive_adamw_scalars(const float* lr, const int64_t* step, double beta1, do
 
 void sgd_update(int64_t n, const float* grad, float* param, float* momentum_buf,
                 const SgdScalars& s, cudaStream_t stream, const std::string& where,
-                const SgdScalars* device_scalars, ParamCopy copy, LossScaleInputs scaling) {
-  check_regions("sgd_update", n, {grad, param}, where);
+                const SgdScalars* device_scalars, ComputeCopies compute, LossScaleInputs scaling) {
+  check_regions("sgd_update", n, {param}, where);
+  check_gradients("sgd_update", n, grad, compute, where);
   if ((s.momentum != 0.f) != (momentum_buf != nullptr))
     fail(
         "{}: sgd_update got momentum {} {} a momentum buffer; the buffer is needed exactly when "
         "momentum != 0",
         where, s.momentum, momentum_buf ? "with" : "without");
-  dispatch_copy(copy, "sgd_update (parameter copy)", [&](auto* out) {
-    using C = std::remove_pointer_t<decltype(out)>;
-    Sgd<C> op{grad, param, momentum_buf, s, device_scalars, out, scaling};
-    launch_flat(op, n, flat_vectorizable({grad, param, momentum_buf, out}), stream, where);
+  dispatch_compute(grad, compute, "sgd_update (compute copies)", [&](auto source) {
+    using C = std::remove_const_t<std::remove_pointer_t<decltype(source.compute)>>;
+    Sgd<C> op{source, param, momentum_buf, s, device_scalars, scaling};
+    launch_flat(op, n, flat_vectorizable({grad, param, momentum_buf, compute.grad, compute.param}), stream, where);
   });
 }
 
 void adamw_update(int64_t n, const float* grad, float* param, float* exp_avg, float* exp_avg_sq,
                   const AdamWScalars& s, cudaStream_t stream, const std::string& where,
-                  const AdamWScalars* device_scalars, ParamCopy copy, LossScaleInputs scaling) {
-  check_regions("adamw_update", n, {grad, param, exp_avg, exp_avg_sq}, where);
-  dispatch_copy(copy, "adamw_update (parameter copy)", [&](auto* out) {
-    using C = std::remove_pointer_t<decltype(out)>;
-    AdamW<C> op{grad, param, exp_avg, exp_avg_sq, s, device_scalars, out, scaling};
-    launch_flat(op, n, flat_vectorizable({grad, param, exp_avg, exp_avg_sq, out}), stream, where);
+                  const AdamWScalars* device_scalars, ComputeCopies compute, LossScaleInputs scaling) {
+  check_regions("adamw_update", n, {param, exp_avg, exp_avg_sq}, where);
+  check_gradients("adamw_update", n, grad, compute, where);
+  dispatch_compute(grad, compute, "adamw_update (compute copies)", [&](auto source) {
+    using C = std::remove_const_t<std::remove_pointer_t<decltype(source.compute)>>;
+    AdamW<C> op{source, param, exp_avg, exp_avg_sq, s, device_scalars, scaling};
+    launch_flat(op, n, flat_vectorizable({grad, param, exp_avg, exp_avg_sq, compute.grad, compute.param}), stream,
+                where);
   });
 }
 

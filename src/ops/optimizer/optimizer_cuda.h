@@ -9,12 +9,13 @@
 // frozen at capture, pass `device_scalars`: a device copy of the struct that the host rewrites
 // (cudaMemcpyAsync) before each replay; the kernel then reads it instead of `s`.
 //
-// Optionally the update also writes the new parameters to `copy` (an F16/BF16/F32 copy, e.g.
-// the half-precision weights the convolutions read), saving a separate cast pass.
+// Mixed precision (`ComputeCopies`): the parameters whose fp16/bf16 copies the convolutions and
+// GEMMs read are a prefix of the region; the update reads their gradients in that dtype and
+// writes their new values, rounded, into the copies, saving a cast pass over each.
 //
 // With dynamic loss scaling (ops/loss_scale/) the update reads the scale and the found-inf/NaN
 // flag from device memory (`LossScaleInputs`): a set flag skips the step (parameters, state and
-// copy untouched), else each gradient is multiplied by 1 / scale as it is read.
+// copies untouched), else each gradient is multiplied by 1 / scale as it is read.
 //
 // Any alignment works; 16-byte aligned regions take the vectorized path. All calls are
 // asynchronous on `stream` and throw kiln::Error naming `where`.
@@ -27,9 +28,16 @@
 
 namespace kiln::cuda {
 
-struct ParamCopy {
-  void* data = nullptr;  // nullptr: no copy
+// Elements [0, prefix) of the update have tensors in `dtype` (F16 or BF16; F32 for a plain copy).
+// With `grad`, their gradients are read there instead, and the fp32 gradients passed beside it
+// hold only elements [prefix, n): element i reads them at i - prefix (they may be nullptr when
+// prefix == n). With `param`, each new parameter of the prefix is also written there, rounded.
+// prefix must be a multiple of 8 (the kernels' group of elements) unless it is n.
+struct ComputeCopies {
+  int64_t prefix = 0;
   DType dtype = DType::F16;
+  const void* grad = nullptr;  // nullptr: every gradient is in the fp32 region, at its own index
+  void* param = nullptr;       // nullptr: no copy written
 };
 
 struct LossScaleInputs {
@@ -48,7 +56,8 @@ SgdScalars sgd_scalars(double lr, double momentum, double weight_decay, bool nes
 // exactly when s.momentum == 0. Buffers start at zero, which reproduces PyTorch's first step.
 void sgd_update(int64_t n, const float* grad, float* param, float* momentum_buf,
                 const SgdScalars& s, cudaStream_t stream, const std::string& where,
-                const SgdScalars* device_scalars = nullptr, ParamCopy copy = {}, LossScaleInputs scaling = {});
+                const SgdScalars* device_scalars = nullptr, ComputeCopies compute = {},
+                LossScaleInputs scaling = {});
 
 struct AdamWScalars {
   float keep = 1;  // 1 - lr * weight_decay
@@ -71,14 +80,14 @@ void derive_sgd_scalars(const float* lr, double momentum, double weight_decay, b
 // p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
 void adamw_update(int64_t n, const float* grad, float* param, float* exp_avg, float* exp_avg_sq,
                   const AdamWScalars& s, cudaStream_t stream, const std::string& where,
-                  const AdamWScalars* device_scalars = nullptr, ParamCopy copy = {},
+                  const AdamWScalars* device_scalars = nullptr, ComputeCopies compute = {},
                   LossScaleInputs scaling = {});
 
 void derive_adamw_scalars(const float* lr, const int64_t* step, double beta1, double beta2, double eps,
                           double weight_decay, AdamWScalars* out, cudaStream_t stream, const std::string& where);
 
-// copy = master rounded to dtype (F16 / BF16, or F32 for a plain copy): refreshes the
-// low-precision weights from the fp32 master parameters (e.g. after loading a checkpoint).
+// copy = master rounded to dtype (F16 / BF16, or F32 for a plain copy): what the update leaves
+// in ComputeCopies::param, for the weights the host wrote (the program's refresh_copies CAST).
 void copy_master_params(int64_t n, const float* master, DType dtype, void* copy,
                         cudaStream_t stream, const std::string& where);
 

@@ -1,14 +1,20 @@
 // Fused GPU optimizer updates against double-precision references of the PyTorch formulas
 // (computed with the same fp32-rounded step scalars the kernels receive), over several steps,
-// with the optional half copy, device-side scalars and misaligned regions.
+// with the optional half copy, device-side scalars and misaligned regions; and in mixed precision,
+// with a prefix of the parameters whose fp16/bf16 gradients the update reads and whose copies it
+// writes, under loss scaling, including a skipped step.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kiln/compile.h"
 #include "kiln/error.h"
+#include "kiln/executable.h"
+#include "kiln/zoo.h"
 #include "support/gpu_test_util.h"
 #include "ops/optimizer/optimizer_cuda.h"
 
@@ -63,7 +69,7 @@ TEST(OptimizerGpu, SgdMatchesReference) {
         grad.set(g);
         copy.poison();
         cuda::sgd_update(k.n, grad.f32(), dp.f32(), use_buf ? dbuf.f32() : nullptr, s, nullptr,
-                         "test", nullptr, cuda::ParamCopy{copy.ptr(), DType::F16});
+                         "test", nullptr, cuda::ComputeCopies{k.n, DType::F16, nullptr, copy.ptr()});
         sync();
         for (int64_t i = 0; i < k.n; ++i) {
           double gi = g[i] + (wd != 0 ? wd * p[i] : 0.0);
@@ -99,7 +105,7 @@ TEST(OptimizerGpu, AdamWMatchesReference) {
         grad.set(g);
         copy.poison();
         cuda::adamw_update(k.n, grad.f32(), dp.f32(), dm.f32(), dv.f32(), s, nullptr, "test",
-                           nullptr, cuda::ParamCopy{copy.ptr(), copy_dtype});
+                           nullptr, cuda::ComputeCopies{k.n, copy_dtype, nullptr, copy.ptr()});
         sync();
         // PyTorch's AdamW with the fp32 scalars the kernel receives.
         const double step_size = s.step_size, bias2_sqrt = s.bias2_sqrt;
@@ -117,6 +123,222 @@ TEST(OptimizerGpu, AdamWMatchesReference) {
         expect_exact_copy(copy, got_p);
       }
     }
+}
+
+// --- Mixed precision: a compute prefix ---
+
+// Elements [0, prefix) of n have fp16/bf16 gradients and copies; the fp32 gradients hold the rest.
+struct PrefixCase {
+  int64_t prefix, n;
+  size_t offset = 0;  // elements of every region; 1 misaligns them all
+};
+const std::vector<PrefixCase> kPrefixCases = {{8, 13},        {13, 13},        {96, 1003},     {1000, 1000},
+                                              {99992, 100003}, {96, 1003, 1},  {1000, 1000, 1}, {99992, 100003, 1}};
+constexpr double kLossScale = 1024;  // a power of two: dividing it out is exact
+
+std::string label(const PrefixCase& k, DType dtype) {
+  return std::string(name(dtype)) + " prefix=" + std::to_string(k.prefix) + " n=" + std::to_string(k.n) +
+         " offset=" + std::to_string(k.offset);
+}
+
+std::vector<double> times(std::vector<double> v, double by) {
+  for (double& x : v) x *= by;
+  return v;
+}
+
+// The device state of one prefixed update: fp32 parameters, the gradients in two regions (given
+// unscaled, stored times kLossScale), the copy (as long as the parameters and poisoned, so that
+// a write past the prefix shows), the loss scale and the skip flag.
+struct PrefixRegions {
+  const PrefixCase& k;
+  DType dtype;
+  DeviceTensor param, fp32_grad, compute_grad, copy;
+  DeviceBuffer scale{sizeof(float)}, found{sizeof(int32_t)};
+  PrefixRegions(const PrefixCase& c, DType d, const std::vector<double>& p)
+      : k(c), dtype(d), param(DType::F32, p, c.offset), fp32_grad(DType::F32, size_t(c.n - c.prefix), c.offset),
+        compute_grad(d, size_t(c.prefix), c.offset), copy(DeviceTensor::poisoned(d, size_t(c.n), c.offset)) {
+    const float s = float(kLossScale);
+    scale.upload(&s, sizeof s);
+    set_found(0);
+  }
+  void set_found(int32_t flag) { found.upload(&flag, sizeof flag); }
+  // New unscaled gradients: g[0, prefix) representable in the compute dtype.
+  std::vector<double> next_gradients(std::mt19937& rng, double stddev) {
+    std::vector<double> g = random_values(dtype, size_t(k.prefix), rng, 0.0, stddev);
+    const std::vector<double> rest = random_values(DType::F32, size_t(k.n - k.prefix), rng, 0.0, stddev);
+    compute_grad.set(times(g, kLossScale));
+    fp32_grad.set(times(rest, kLossScale));
+    g.insert(g.end(), rest.begin(), rest.end());
+    return g;
+  }
+  cuda::ComputeCopies compute() const { return {k.prefix, dtype, compute_grad.ptr(), copy.ptr()}; }
+  cuda::LossScaleInputs scaling() const { return {scale.as<float>(), found.as<int32_t>()}; }
+  const float* fp32() const { return k.n > k.prefix ? fp32_grad.f32() : nullptr; }
+  // The copy: the prefix exactly the rounded parameters, the rest never written.
+  void expect_copy_of(const std::vector<double>& got_p) const {
+    const std::vector<double> got = copy.get();
+    size_t wrong = 0, written = 0;
+    for (int64_t i = 0; i < k.prefix; ++i) wrong += got[i] != round_to(dtype, got_p[i]);
+    for (int64_t i = k.prefix; i < k.n; ++i) written += !std::isnan(got[i]);
+    EXPECT_EQ(wrong, 0u) << name(dtype) << " copy differs from the rounded update";
+    EXPECT_EQ(written, 0u) << "the update wrote the copy past its prefix";
+  }
+};
+
+std::vector<std::vector<uint8_t>> bytes_of(std::initializer_list<const DeviceTensor*> tensors) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const DeviceTensor* t : tensors) out.push_back(t->buf.download(t->buf.bytes()));
+  return out;
+}
+
+TEST(OptimizerGpu, SgdWithAComputePrefixMatchesReference) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(45);
+  const cuda::SgdScalars s = cuda::sgd_scalars(0.05, 0.9, 5e-4, true);
+  const double lr = s.lr, mom = s.momentum, wd = s.weight_decay;
+  for (DType dtype : {DType::F16, DType::BF16})
+    for (const PrefixCase& k : kPrefixCases) {
+      SCOPED_TRACE(label(k, dtype));
+      std::vector<double> p = random_values(DType::F32, size_t(k.n), rng), buf(size_t(k.n), 0.0);
+      PrefixRegions r(k, dtype, p);
+      DeviceTensor dbuf(DType::F32, buf, k.offset);
+      for (int step = 0; step < kSteps; ++step) {
+        SCOPED_TRACE("step " + std::to_string(step + 1));
+        const std::vector<double> g = r.next_gradients(rng, 1.0);
+        cuda::sgd_update(k.n, r.fp32(), r.param.f32(), dbuf.f32(), s, nullptr, "test", nullptr, r.compute(),
+                         r.scaling());
+        sync();
+        for (int64_t i = 0; i < k.n; ++i) {
+          double gi = g[i] + wd * p[i];
+          buf[i] = mom * buf[i] + gi;
+          p[i] -= lr * (gi + mom * buf[i]);
+        }
+        const std::vector<double> got_p = r.param.get();
+        expect_close("param", got_p, p, 1e-6);
+        expect_close("momentum buffer", dbuf.get(), buf, 1e-6);
+        r.expect_copy_of(got_p);
+      }
+      // A flagged step (FIND_NONFINITE found inf/NaN) changes nothing, the copy included.
+      r.next_gradients(rng, 1.0);
+      r.set_found(1);
+      const auto before = bytes_of({&r.param, &dbuf, &r.copy});
+      cuda::sgd_update(k.n, r.fp32(), r.param.f32(), dbuf.f32(), s, nullptr, "test", nullptr, r.compute(),
+                       r.scaling());
+      sync();
+      EXPECT_EQ(bytes_of({&r.param, &dbuf, &r.copy}), before) << "a skipped step must leave every region as it was";
+    }
+}
+
+TEST(OptimizerGpu, AdamWWithAComputePrefixMatchesReference) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(46);
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 1e-2;
+  for (DType dtype : {DType::F16, DType::BF16})
+    for (const PrefixCase& k : kPrefixCases) {
+      SCOPED_TRACE(label(k, dtype));
+      std::vector<double> p = random_values(DType::F32, size_t(k.n), rng), m(size_t(k.n), 0.0), v(size_t(k.n), 0.0);
+      PrefixRegions r(k, dtype, p);
+      DeviceTensor dm(DType::F32, m, k.offset), dv(DType::F32, v, k.offset);
+      for (int step = 1; step <= kSteps; ++step) {
+        SCOPED_TRACE("step " + std::to_string(step));
+        const cuda::AdamWScalars s = cuda::adamw_scalars(lr, b1, b2, eps, wd, step);
+        const std::vector<double> g = r.next_gradients(rng, 0.1);
+        cuda::adamw_update(k.n, r.fp32(), r.param.f32(), dm.f32(), dv.f32(), s, nullptr, "test", nullptr,
+                           r.compute(), r.scaling());
+        sync();
+        for (int64_t i = 0; i < k.n; ++i) {
+          m[i] = double(s.beta1) * m[i] + double(s.one_minus_beta1) * g[i];
+          v[i] = double(s.beta2) * v[i] + double(s.one_minus_beta2) * g[i] * g[i];
+          p[i] = p[i] * double(s.keep) -
+                 double(s.step_size) * m[i] / (std::sqrt(v[i]) / double(s.bias2_sqrt) + double(s.eps));
+        }
+        const std::vector<double> got_p = r.param.get();
+        expect_close("param", got_p, p, 1e-6);
+        expect_close("exp_avg", dm.get(), m, 1e-6);
+        expect_close("exp_avg_sq", dv.get(), v, 1e-6);
+        r.expect_copy_of(got_p);
+      }
+      r.next_gradients(rng, 0.1);
+      r.set_found(1);
+      const auto before = bytes_of({&r.param, &dm, &dv, &r.copy});
+      cuda::adamw_update(k.n, r.fp32(), r.param.f32(), dm.f32(), dv.f32(),
+                         cuda::adamw_scalars(lr, b1, b2, eps, wd, kSteps + 1), nullptr, "test", nullptr, r.compute(),
+                         r.scaling());
+      sync();
+      EXPECT_EQ(bytes_of({&r.param, &dm, &dv, &r.copy}), before) << "a skipped step must leave every region as it was";
+    }
+}
+
+// A compiled fp16 program keeps the weights' compute copies equal to the rounded fp32 masters
+// without a cast in its step: the refresh list makes them after init_state and after host writes
+// of parameters (before a replayed CUDA Graph too), the update after every step, a skipped one
+// included.
+TEST(OptimizerGpu, ProgramKeepsComputeCopiesEqualToTheRoundedMasters) {
+  KILN_REQUIRE_GPU();
+  CompileOptions c;
+  c.device = Device::CUDA, c.precision = Precision::FP16, c.batch = 64;
+  c.optimizer.momentum = 0.9f;
+  Executable exe(compile(zoo::digits_cnn(), c), 3);
+  const Program& p = exe.program();
+  ASSERT_GE(p.compute_param_region, 0);
+  std::mt19937 rng(47);
+  const TensorSpec& in = p.tensors[p.input];
+  const std::vector<std::byte> images = testing::encode(in.dtype, random_values(DType::F32, size_t(numel(in.shape)), rng));
+  exe.write(p.input, images.data(), images.size());
+  std::vector<int32_t> labels(size_t(c.batch));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+  exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
+
+  const size_t prefix = size_t(numel(p.tensors[p.compute_param_region].shape));
+  auto copies = [&] {
+    std::vector<std::byte> bytes(p.tensors[p.compute_param_region].bytes());
+    exe.read(p.compute_param_region, bytes.data(), bytes.size());
+    return bytes;
+  };
+  auto rounded_masters = [&] {
+    const std::vector<float> master = exe.read<float>(p.param_region);
+    return testing::encode(DType::F16, std::vector<float>(master.begin(), master.begin() + std::ptrdiff_t(prefix)));
+  };
+  const StepScalars s{0.05f, 0, 1};
+  exe.run_inference(s);  // op by op
+  EXPECT_EQ(copies(), rounded_masters()) << "after init_state";
+
+  // A host write of one parameter reaches its copy before the next list runs.
+  const int weight = exe.id("conv1.conv.weight");
+  std::vector<float> w = exe.read<float>(weight);
+  for (float& x : w) x = -2 * x;
+  exe.write(weight, w.data(), w.size() * sizeof(float));
+  const std::vector<std::byte> before_write = copies();
+  exe.run_inference(s);  // captured
+  EXPECT_NE(copies(), before_write);
+  EXPECT_EQ(copies(), rounded_masters()) << "after writing a parameter";
+
+  // A scale the fp16 gradients hold (loss_scale_gpu_test.cpp), so that every step is taken.
+  const float modest = 1024.f;
+  exe.write(p.loss_scale, &modest, sizeof modest);
+  const std::vector<float> initial = exe.read<float>(p.param_region);
+  for (int64_t step = 0; step < 3; ++step) {  // op by op, captured, replayed
+    exe.run_step({0.05f, step, 1});
+    EXPECT_EQ(exe.read<int32_t>(p.found_nonfinite)[0], 0) << "step " << step;
+    EXPECT_EQ(copies(), rounded_masters()) << "after step " << step;
+  }
+  EXPECT_NE(exe.read<float>(p.param_region), initial);
+
+  // Written again after the graphs were captured: the refresh runs before the replay.
+  for (float& x : w) x = 0.5f * x;
+  exe.write(weight, w.data(), w.size() * sizeof(float));
+  exe.run_inference(s);  // replayed
+  EXPECT_EQ(copies(), rounded_masters()) << "after writing a parameter, before a replayed graph";
+
+  // A skipped step (2^40 overflows the fp16 backward) leaves masters and copies as they were.
+  const float huge = std::ldexp(1.f, 40);
+  exe.write(p.loss_scale, &huge, sizeof huge);
+  const std::vector<float> masters = exe.read<float>(p.param_region);
+  const std::vector<std::byte> kept = copies();
+  exe.run_step({0.05f, 3, 1});
+  EXPECT_EQ(exe.read<int32_t>(p.found_nonfinite)[0], 1);
+  EXPECT_EQ(exe.read<float>(p.param_region), masters);
+  EXPECT_EQ(copies(), kept);
 }
 
 // Scalars read from device memory (CUDA Graph replay) give bit-identical results.

@@ -87,5 +87,26 @@ TEST(UpdateOps, RejectBadRegionsAndHyperParameters) {
   expect_error([&] { b.run(adamw); }, {"ADAMW_UPDATE", "betas"});
 }
 
+// Compute copies exist only in fp16/bf16 programs, which run on CUDA: the CPU ops refuse them,
+// whichever of the two is bound, before touching anything.
+TEST(UpdateOps, CpuRejectsComputeCopies) {
+  OpBench b;
+  const int g = b.add("grads", kGrad), p = b.add("params", kParam), buf = b.add("momentum", {0, 0, 0}),
+            m = b.add("exp_avg", {0, 0, 0}), v = b.add("exp_avg_sq", {0, 0, 0});
+  const int half_grads = b.add("grads:compute", {8}, DType::F16), half_params = b.add("params:compute", {8}, DType::F16);
+  b.scalars.lr = 0.1f;
+  for (bool bind_grads : {true, false}) {
+    SCOPED_TRACE(bind_grads ? "compute_grads" : "compute_params");
+    SgdUpdate<TensorId> sgd{g, p, buf, 0.9f, 0.f, false};
+    AdamWUpdate<TensorId> adamw{g, p, m, v};
+    (bind_grads ? sgd.compute_grads : sgd.compute_params) = bind_grads ? half_grads : half_params;
+    (bind_grads ? adamw.compute_grads : adamw.compute_params) = bind_grads ? half_grads : half_params;
+    expect_error([&] { b.run(sgd); }, {"SGD_UPDATE", "mixed precision", "CUDA"});
+    expect_error([&] { b.run(adamw); }, {"ADAMW_UPDATE", "mixed precision", "CUDA"});
+  }
+  EXPECT_EQ(b.values(p), kParam);
+  EXPECT_EQ(b.values(buf), (std::vector<double>{0, 0, 0}));
+}
+
 }  // namespace
 }  // namespace kiln

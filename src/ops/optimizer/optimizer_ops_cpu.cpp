@@ -32,6 +32,14 @@ void check_regions(const char* op, const std::vector<const TensorArg*>& regions,
   }
 }
 
+// fp32/fp64 CPU programs have no compute copies: compile() allows fp16/bf16 on CUDA only.
+void reject_compute_copies(const OpCall& call, const TensorArg& compute_grads, const TensorArg& compute_params) {
+  if (compute_grads || compute_params)
+    fail("{}: compute_grads/compute_params are bound, but mixed precision (fp16/bf16 compute copies) runs on "
+         "CUDA only; compile the program for --device cuda, or in fp32 for the CPU",
+         call.where());
+}
+
 void check_lr(const char* op, double lr) {
   if (!std::isfinite(lr) || lr < 0)
     fail("{}: learning rate {} is invalid; it must be finite and >= 0 (check the schedule)", op,
@@ -52,6 +60,7 @@ void sgd(const OpCall& call, const SgdUpdate<TensorArg>& a) {
   cpu::SgdHyper h;
   h.lr = call.scalars.lr, h.momentum = a.momentum, h.weight_decay = a.weight_decay;
   h.nesterov = a.nesterov;
+  reject_compute_copies(call, a.compute_grads, a.compute_params);
   check_lr("SGD_UPDATE", h.lr);
   if (!(h.momentum >= 0) || !(h.weight_decay >= 0))
     fail("SGD_UPDATE: momentum ({}) and weight_decay ({}) must be >= 0; fix the optimizer options",
@@ -75,6 +84,7 @@ void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
   cpu::AdamWHyper h;
   h.lr = call.scalars.lr, h.beta1 = a.beta1, h.beta2 = a.beta2, h.eps = a.eps;
   h.weight_decay = a.weight_decay;
+  reject_compute_copies(call, a.compute_grads, a.compute_params);
   check_lr("ADAMW_UPDATE", h.lr);
   if (call.scalars.step < 0)
     fail("ADAMW_UPDATE: step count {} is negative; pass the number of updates taken so far",

@@ -1,6 +1,10 @@
-// SGD_UPDATE / ADAMW_UPDATE on the GPU: one launch over the whole contiguous parameter region.
-// Hyper-parameters come from the op's contract, lr and step from the step scalars; with loss
-// scaling the kernel reads the scale and the skip flag from device memory.
+// SGD_UPDATE / ADAMW_UPDATE on the GPU: one launch over the whole contiguous parameter region,
+// reading the compute-dtype gradients of its prefix and rewriting that prefix's copies in mixed
+// precision. Hyper-parameters come from the op's contract, lr and step from the step scalars; with
+// loss scaling the kernel reads the scale and the skip flag from device memory.
+#include <fmt/format.h>
+
+#include <string>
 #include <vector>
 
 #include "ops/loss_scale/loss_scale_checks.h"
@@ -12,12 +16,48 @@
 namespace kiln::cuda {
 namespace {
 
-// Every bound region fp32 and as long as the gradients.
-void check_regions(const OpCall& call, const TensorArg& grads, const std::vector<const TensorArg*>& regions) {
-  for (const TensorArg* t : regions)
-    if (*t && (t->dtype() != DType::F32 || t->numel() != grads.numel()))
-      fail("{}: optimizer regions must be fp32 and of equal size", call.where());
+// The parameters and every bound state region fp32 of one length, n; the gradients split as
+// optimizer_contract.h says: compute_grads (F16/BF16) and compute_params, together, over a prefix
+// of whole 8-element groups, and the fp32 grads over the remaining n - prefix elements. Returns
+// the prefix's tensors for the kernel.
+ComputeCopies checked_regions(const OpCall& call, const TensorArg& params, const TensorArg& grads,
+                              const TensorArg& compute_grads, const TensorArg& compute_params,
+                              const std::vector<const TensorArg*>& state) {
+  const int64_t n = params.numel();
+  for (const TensorArg* t : state)
+    if (*t && (t->dtype() != DType::F32 || t->numel() != n))
+      fail("{}: region '{}' is {} {}; the parameters and optimizer state must be fp32 regions of {} elements "
+           "(recompile the program)",
+           call.where(), t->spec->name, dtype_name(t->dtype()), shape_str(t->shape()), n);
+  if (bool(compute_grads) != bool(compute_params))
+    fail("{}: compute_grads and compute_params must be bound together (the update rewrites the copies of the "
+         "parameters whose gradients it reads in the compute dtype)",
+         call.where());
+  ComputeCopies c;
+  if (compute_grads) {
+    const DType dtype = compute_grads.dtype();
+    if (dtype != DType::F16 && dtype != DType::BF16)
+      fail("{}: compute gradients '{}' are {}; they must be F16 or BF16", call.where(), compute_grads.spec->name,
+           dtype_name(dtype));
+    if (compute_params.dtype() != dtype || compute_params.numel() != compute_grads.numel())
+      fail("{}: compute parameters '{}' are {} {} but the compute gradients '{}' are {} {}; they must match",
+           call.where(), compute_params.spec->name, dtype_name(compute_params.dtype()),
+           shape_str(compute_params.shape()), compute_grads.spec->name, dtype_name(dtype),
+           shape_str(compute_grads.shape()));
+    c.prefix = compute_grads.numel(), c.dtype = dtype;
+    c.grad = compute_grads.data, c.param = compute_params.data;
+    if (c.prefix > n || c.prefix % 8 != 0)
+      fail("{}: compute gradients '{}' cover {} elements of {}; they must be a prefix of whole 8-element groups",
+           call.where(), compute_grads.spec->name, c.prefix, n);
+  }
+  const int64_t rest = n - c.prefix;
+  if (grads ? (grads.dtype() != DType::F32 || grads.numel() != rest) : rest > 0)
+    fail("{}: the fp32 gradients must cover the {} elements past the {} with compute copies; {}", call.where(), rest,
+         c.prefix,
+         grads ? fmt::format("'{}' is {} {}", grads.spec->name, dtype_name(grads.dtype()), shape_str(grads.shape()))
+               : std::string("none are bound"));
   if (!(call.scalars.lr >= 0)) fail("{}: learning rate must be >= 0, got {}", call.where(), call.scalars.lr);
+  return c;
 }
 
 // The loss-scaling state the update reads on the device (absent tensors: no scaling, no skip).
@@ -35,7 +75,8 @@ void prepare_scalars(const OpCall& call, const Contract&) {
 }
 
 void sgd(const OpCall& call, const SgdUpdate<TensorArg>& a) {
-  check_regions(call, a.grads, {&a.grads, &a.params, &a.momentum_buffer});
+  const ComputeCopies compute =
+      checked_regions(call, a.params, a.grads, a.compute_grads, a.compute_params, {&a.params, &a.momentum_buffer});
   if (a.momentum != 0 && !a.momentum_buffer)
     fail("{}: momentum {} needs a momentum buffer region; recompile the program", call.where(), a.momentum);
   CudaBackend& be = cuda_backend(call.backend, call.where());
@@ -45,14 +86,15 @@ void sgd(const OpCall& call, const SgdUpdate<TensorArg>& a) {
     derive_sgd_scalars(&call.device_scalars->lr, a.momentum, a.weight_decay, a.nesterov, on_device, be.stream(0),
                        call.where());
   }
-  sgd_update(a.grads.numel(), a.grads.as<float>(), a.params.as<float>(),
+  sgd_update(a.params.numel(), a.grads.as<float>(), a.params.as<float>(),
              a.momentum != 0 ? a.momentum_buffer.as<float>() : nullptr,
              sgd_scalars(call.scalars.lr, a.momentum, a.weight_decay, a.nesterov), be.stream(0), call.where(),
-             on_device, {}, scaling_of(call, a.loss_scale, a.found_nonfinite));
+             on_device, compute, scaling_of(call, a.loss_scale, a.found_nonfinite));
 }
 
 void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
-  check_regions(call, a.grads, {&a.grads, &a.params, &a.exp_avg, &a.exp_avg_sq});
+  const ComputeCopies compute = checked_regions(call, a.params, a.grads, a.compute_grads, a.compute_params,
+                                                {&a.params, &a.exp_avg, &a.exp_avg_sq});
   CudaBackend& be = cuda_backend(call.backend, call.where());
   AdamWScalars* on_device = nullptr;
   if (call.device_scalars) {
@@ -60,10 +102,10 @@ void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
     derive_adamw_scalars(&call.device_scalars->lr, &call.device_scalars->step, a.beta1, a.beta2, a.eps,
                          a.weight_decay, on_device, be.stream(0), call.where());
   }
-  adamw_update(a.grads.numel(), a.grads.as<float>(), a.params.as<float>(), a.exp_avg.as<float>(),
+  adamw_update(a.params.numel(), a.grads.as<float>(), a.params.as<float>(), a.exp_avg.as<float>(),
                a.exp_avg_sq.as<float>(),
                adamw_scalars(call.scalars.lr, a.beta1, a.beta2, a.eps, a.weight_decay, call.scalars.step + 1),
-               be.stream(0), call.where(), on_device, {}, scaling_of(call, a.loss_scale, a.found_nonfinite));
+               be.stream(0), call.where(), on_device, compute, scaling_of(call, a.loss_scale, a.found_nonfinite));
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ struct ConvBnInference {
 template <class T>
 struct ConvBnBackward {
   static constexpr OpKind kind = OpKind::CONV_BN_BWD;
+  // wgrad may still run on the GPU's side stream beside the next op (Op::side_work_outlives).
+  static constexpr bool side_work_outlives_op = true;
   T dconv, x, w;
   T dw, dx;
   int stride = 1, padding = 0;

@@ -10,8 +10,8 @@
 //   BN_ADD_RELU_BWD  the masked BN backward of each branch: a reduce per normalized branch, then
 //                    one apply pass writing da and db (db = masked dy for an identity shortcut);
 //                    dy * mask is never stored.
-// Everything runs on the main stream except wgrad; every op ends with the side stream joined
-// into the main one.
+// Everything runs on the main stream except wgrad, which may still run beside the next op when
+// CONV_BN_BWD returns (CudaBackend::end_side_work); every other op ends with both streams joined.
 #include <algorithm>
 #include <cstddef>
 #include <initializer_list>
@@ -209,10 +209,9 @@ void prepare_conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a)
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.dconv, a.stride, a.padding);
   check_bwd(call, a);
-  // One size for both streams' workspaces: wgrad uses the side one, dgrad the main one.
-  size_t conv = be.graphs().prepare(GraphKind::CONV_WGRAD, p);
-  if (a.dx) conv = std::max(conv, be.graphs().prepare(GraphKind::CONV_DGRAD, p));
-  be.request_workspace(conv);
+  // wgrad uses the side stream's workspace, dgrad the main one's.
+  be.request_workspace(be.graphs().prepare(GraphKind::CONV_WGRAD, p), 1);
+  if (a.dx) be.request_workspace(be.graphs().prepare(GraphKind::CONV_DGRAD, p), 0);
 }
 
 void conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
@@ -231,7 +230,7 @@ void conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
     dg.dy = a.dconv.data, dg.w = a.w.data, dg.dx = a.dx.data;
     be.graphs().run(GraphKind::CONV_DGRAD, p, dg, be.workspace(0), be.stream(0), where);
   }
-  be.order(1, 0);  // the op ends when both streams are done
+  be.end_side_work();  // wgrad may run on beside the next op
 }
 
 // --- BN_ADD_RELU_FWD / BN_ADD_RELU_INF ---

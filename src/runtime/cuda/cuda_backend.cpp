@@ -33,6 +33,7 @@ CudaBackend::CudaBackend(int index, const CudaOptions& options) {
     KILN_CUDA(cudaStreamCreateWithPriority(&streams_[i], cudaStreamNonBlocking, priority), "cuda backend");
     KILN_CUDA(cudaEventCreateWithFlags(&events_[i], cudaEventDisableTiming), "cuda backend");
   }
+  for (cudaEvent_t& e : deferred_) KILN_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cuda backend");
   KILN_CUDA(cudaMallocHost(&host_scalars_, sizeof(StepScalars)), "step scalars");
   *host_scalars_ = StepScalars{};
   KILN_CUDA(cudaMalloc(&device_scalars_, sizeof(StepScalars)), "step scalars");
@@ -86,6 +87,8 @@ CudaBackend::~CudaBackend() {
   for (cudaGraphExec_t g : captured_)
     if (g) cudaGraphExecDestroy(g);
   if (scalars_read_) cudaEventDestroy(scalars_read_);
+  for (cudaEvent_t e : deferred_)
+    if (e) cudaEventDestroy(e);
   for (Staging& s : staging_) {
     if (s.copied) cudaEventDestroy(s.copied);
     if (s.host) cudaFreeHost(s.host);
@@ -145,22 +148,26 @@ void CudaBackend::copy_out(void* dst, const void* src, size_t bytes) {
   KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy from device");
 }
 
-void CudaBackend::request_workspace(size_t bytes) { requested_bytes_ = std::max(requested_bytes_, bytes); }
+void CudaBackend::request_workspace(size_t bytes, int stream) {
+  if (stream < 0 || stream >= kStreams) fail("internal: workspace requested for stream {} of {}", stream, kStreams);
+  requested_bytes_[stream] = std::max(requested_bytes_[stream], bytes);
+}
 
 void CudaBackend::finish_prepare() {
-  if (requested_bytes_ <= workspace_bytes_) return;
   for (int i = 0; i < kStreams; ++i) {
+    if (requested_bytes_[i] <= workspace_bytes_[i]) continue;
     if (workspace_[i]) KILN_CUDA(cudaFree(workspace_[i]), "workspace");
-    workspace_[i] = nullptr;
-    if (cudaMalloc(&workspace_[i], requested_bytes_) != cudaSuccess)
-      fail("cannot allocate {:.1f} MiB of op workspace; use a smaller batch", double(requested_bytes_) / 1048576.0);
+    workspace_[i] = nullptr, workspace_bytes_[i] = 0;
+    if (cudaMalloc(&workspace_[i], requested_bytes_[i]) != cudaSuccess)
+      fail("cannot allocate {:.1f} MiB of op workspace; use a smaller batch", double(requested_bytes_[i]) / 1048576.0);
+    workspace_bytes_[i] = requested_bytes_[i];
   }
-  workspace_bytes_ = requested_bytes_;
 }
 
 void CudaBackend::synchronize() {
   activate();
   for (int i = 0; i < kStreams; ++i) KILN_CUDA(cudaStreamSynchronize(streams_[i]), "synchronize");
+  previous_pending_ = deferred_now_ = false;  // all done: nothing left to wait for
 }
 
 void CudaBackend::activate() { KILN_CUDA(cudaSetDevice(device_), "cuda backend"); }
@@ -210,6 +217,8 @@ void CudaBackend::end_capture(int graph) {
 }
 
 void CudaBackend::abort_capture() {
+  // Events recorded in the abandoned capture must not be waited for outside it.
+  previous_pending_ = deferred_now_ = false;
   cudaGraph_t partial = nullptr;
   if (cudaStreamEndCapture(streams_[0], &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
   cudaGetLastError();  // the capture's own error was reported by whoever failed
@@ -228,6 +237,36 @@ void CudaBackend::order(int from, int to) {
   if (stream(from) == stream(to)) return;
   KILN_CUDA(cudaEventRecord(events_[from], streams_[from]), "stream order");
   KILN_CUDA(cudaStreamWaitEvent(streams_[to], events_[from], 0), "stream order");
+}
+
+void CudaBackend::before_op(const Op& op) {
+  may_defer_ = op.side_work_outlives && options_.overlap_ops && options_.side_stream;
+  deferred_now_ = false;
+}
+
+void CudaBackend::end_side_work() {
+  if (!may_defer_) return order(1, 0);
+  KILN_CUDA(cudaEventRecord(deferred_[slot_], streams_[1]), "stream order");
+  deferred_now_ = true;
+}
+
+void CudaBackend::join_previous() {
+  if (previous_pending_) KILN_CUDA(cudaStreamWaitEvent(streams_[0], deferred_[slot_ ^ 1], 0), "stream order");
+  previous_pending_ = false;
+}
+
+void CudaBackend::after_op() {
+  // The op before this one may have left work on the side stream: the next op starts after it.
+  join_previous();
+  previous_pending_ = deferred_now_;
+  deferred_now_ = false, may_defer_ = false;
+  slot_ ^= 1;
+}
+
+void CudaBackend::after_ops() {
+  if (deferred_now_) order(1, 0);  // an op outside before_op / after_op
+  deferred_now_ = false;
+  join_previous();
 }
 
 CudnnGraphs& CudaBackend::graphs() {

@@ -37,7 +37,7 @@ class CudaBackend final : public Backend {
   // into one, the DMA engine copies it to the device on the main stream, and the host goes on;
   // a buffer is refilled only once its last copy has left it.
   void copy_in_ordered(void* dst, const void* host_src, size_t bytes) override;
-  void request_workspace(size_t bytes) override;
+  void request_workspace(size_t bytes, int stream = 0) override;
   void finish_prepare() override;
   void synchronize() override;
   void activate() override;
@@ -56,11 +56,21 @@ class CudaBackend final : public Backend {
   cudaStream_t stream(int index = 0) const { return options_.side_stream ? streams_[index] : streams_[0]; }
   // Makes stream `to` wait for all work issued so far on stream `from`.
   void order(int from, int to);
+  // An op calls this once it has issued its side-stream work. The main stream waits for that
+  // work now, or, when the op may outlive it (Op::side_work_outlives and
+  // CudaOptions::overlap_ops), at the end of the next op, so it overlaps that op; the memory plan
+  // keeps the op's tensors alive until then.
+  void end_side_work();
+  void before_op(const Op& op) override;
+  void after_op() override;
+  void after_ops() override;
   bool side_stream() const { return options_.side_stream; }
-  // Scratch memory for work on stream `index`; ops never share one workspace across streams.
+  // Scratch memory for work on stream `index`, sized by the requests for that stream (so the side
+  // stream's, used by wgrad only, is only as large as the largest of those); ops never share one
+  // workspace across streams.
   void* workspace(int index = 0) const { return workspace_[index]; }
-  size_t workspace_bytes() const { return workspace_bytes_; }
-  size_t workspace_total_bytes() const override { return workspace_bytes_ * kStreams; }
+  size_t workspace_bytes(int index = 0) const { return workspace_bytes_[index]; }
+  size_t workspace_total_bytes() const override { return workspace_bytes_[0] + workspace_bytes_[1]; }
   CudnnGraphs& graphs();
   int device_ordinal() const { return device_; }
   // How many batch slices an op may cut a data-gradient convolution into, so that slice i runs on
@@ -75,8 +85,14 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   cudaStream_t streams_[kStreams] = {};
   cudaEvent_t events_[kStreams] = {};
+  // Side work left running by an op (end_side_work): recorded in deferred_[slot_] by the current
+  // op, waited for by the main stream when the next op ends (deferred_[slot_ ^ 1] by then).
+  cudaEvent_t deferred_[2] = {};
+  int slot_ = 0;
+  bool may_defer_ = false, deferred_now_ = false, previous_pending_ = false;
+  void join_previous();
   void* workspace_[kStreams] = {};
-  size_t workspace_bytes_ = 0, requested_bytes_ = 0;
+  size_t workspace_bytes_[kStreams] = {}, requested_bytes_[kStreams] = {};
   CudaOptions options_;
   CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device and graph options
   // The step's scalars: staged in pinned host memory, copied to the device in stream order.

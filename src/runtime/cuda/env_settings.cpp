@@ -23,6 +23,9 @@ CudaOptions with_env_overrides(CudaOptions o) {
                           "1 to run wgrad beside dgrad (the default) or 0 to run it after") == 1;
   o.pipeline_chunks = env_int("KILN_PIPELINE_CHUNKS", 1, kMaxPipelineChunks, o.pipeline_chunks,
                               "the number of batch slices (1: off, the default)");
+  o.overlap_ops = env_int("KILN_OVERLAP_OPS", 0, 1, o.overlap_ops ? 1 : 0,
+                          "1 to let an op's wgrad run on beside the next op (the default) or 0 to join it "
+                          "at the end of its op") == 1;
   o.graphs = env_int("KILN_CUDA_GRAPHS", 0, 1, o.graphs ? 1 : 0,
                      "1 to replay each step as a captured CUDA Graph (the default) or 0 to launch every op") == 1;
   return o;

@@ -16,6 +16,7 @@ namespace kiln::cuda {
 //   KILN_TUNE_LOG=<file>        tune_log
 //   KILN_SIDE_STREAM=0|1        side_stream
 //   KILN_PIPELINE_CHUNKS=N      pipeline_chunks (1 to 99)
+//   KILN_OVERLAP_OPS=0|1        overlap_ops
 //   KILN_CUDA_GRAPHS=0|1        graphs
 CudaOptions with_env_overrides(CudaOptions options);
 
