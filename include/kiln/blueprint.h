@@ -67,6 +67,9 @@ struct LayerAttrs {
   bool relu_after = true;    // Residual: apply ReLU after the add
   Activation activation = Activation::SiLU;  // Activation: which function
   float alpha = 0.f;                         // Activation: LeakyReLU's slope, ELU's alpha
+  // Linear: > 0 draws the weight from N(0, init_std²) and starts the bias at 0 (torchvision's VGG
+  // classifier, std 0.01); 0 keeps PyTorch's nn.Linear default, U(±1/sqrt(in)) for both.
+  float init_std = 0.f;
 };
 
 class Blueprint;
@@ -103,7 +106,8 @@ class Blueprint {
   Blueprint& avgpool(int kernel, int stride, int padding = 0, std::string name = {});
   Blueprint& global_avgpool(std::string name = {});
   Blueprint& flatten(std::string name = {});
-  Blueprint& fc(int out_features, bool bias = true, std::string name = {});
+  // init_std > 0: weight ~ N(0, init_std²), bias 0 (LayerAttrs::init_std); 0: nn.Linear's default.
+  Blueprint& fc(int out_features, bool bias = true, std::string name = {}, float init_std = 0.f);
   Blueprint& dropout(float p, std::string name = {});
   // Appends another blueprint's nodes as a named sub-sequence.
   Blueprint& seq(const Blueprint& inner, std::string name = {});

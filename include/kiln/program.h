@@ -26,7 +26,8 @@ enum class TensorRole : uint8_t {
   Activation,    // everything with a lifetime inside one step
 };
 
-enum class Init : uint8_t { None, Zeros, Ones, KaimingNormalFanOut, UniformFanIn, Constant };
+// Normal: N(0, init_value²), e.g. torchvision's VGG classifier weights (std 0.01).
+enum class Init : uint8_t { None, Zeros, Ones, KaimingNormalFanOut, UniformFanIn, Constant, Normal };
 
 struct TensorSpec {
   std::string name;
@@ -35,7 +36,7 @@ struct TensorSpec {
   TensorRole role = TensorRole::Activation;
   Init init = Init::None;
   int64_t fan_in = 0, fan_out = 0;  // for initializers
-  double init_value = 0;            // Init::Constant's value
+  double init_value = 0;            // Init::Constant's value, Init::Normal's standard deviation
   // A view of another tensor's storage (e.g. a parameter inside the parameter region, a
   // flatten's output). -1 when the tensor owns its storage.
   int alias_of = -1;

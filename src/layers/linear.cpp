@@ -22,7 +22,8 @@ struct LinearSaved {
   TensorId weight, bias;
 };
 
-// Weight (out, in) and PyTorch's default nn.Linear init: U(-1/sqrt(in), 1/sqrt(in)).
+// Weight (out, in) and PyTorch's default nn.Linear init, U(-1/sqrt(in), 1/sqrt(in)) for the weight
+// and the bias; or, with LayerAttrs::init_std, N(0, init_std²) and a zero bias (torchvision's VGG).
 //
 // Mixed precision: fp32 masters, and fp16/bf16 copies of both the weight and the bias, which the
 // ops read (as convolution weights do). The bias gets a copy too, unlike conv's (which stays fp32
@@ -34,9 +35,13 @@ void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const int64_t f = ctx.program.tensors[ctx.in(index, 0)].shape[1];
   const int64_t o = layer.attrs.out_channels;
-  const int w = ctx.param(layer.name + ".weight", {o, f}, Init::UniformFanIn, f, o, /*compute_copy=*/true);
-  const int b =
-      layer.attrs.bias ? ctx.param(layer.name + ".bias", {o}, Init::UniformFanIn, f, o, /*compute_copy=*/true) : -1;
+  const bool normal = layer.attrs.init_std > 0.f;
+  const int w = ctx.param(layer.name + ".weight", {o, f}, normal ? Init::Normal : Init::UniformFanIn, f, o,
+                          /*compute_copy=*/true);
+  if (normal) ctx.program.tensors[w].init_value = layer.attrs.init_std;
+  const int b = layer.attrs.bias ? ctx.param(layer.name + ".bias", {o}, normal ? Init::Zeros : Init::UniformFanIn, f,
+                                             o, /*compute_copy=*/true)
+                                 : -1;
   LinearForward<TensorId> fwd;
   fwd.x = ctx.in(index, 0);
   fwd.w = ctx.compute_param(w);

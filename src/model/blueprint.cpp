@@ -1,5 +1,7 @@
 #include "kiln/blueprint.h"
 
+#include <cmath>
+
 #include "kiln/error.h"
 
 namespace kiln {
@@ -77,9 +79,11 @@ Blueprint& Blueprint::global_avgpool(std::string name) {
 
 Blueprint& Blueprint::flatten(std::string name) { return add(LayerKind::Flatten, {}, std::move(name)); }
 
-Blueprint& Blueprint::fc(int out_features, bool bias, std::string name) {
+Blueprint& Blueprint::fc(int out_features, bool bias, std::string name, float init_std) {
+  if (!(init_std >= 0.f) || !std::isfinite(init_std))
+    fail("fc layer '{}': init_std {} must be finite and >= 0 (0: PyTorch's default init)", name, init_std);
   LayerAttrs a;
-  a.out_channels = out_features, a.bias = bias;
+  a.out_channels = out_features, a.bias = bias, a.init_std = init_std;
   return add(LayerKind::Linear, a, std::move(name));
 }
 

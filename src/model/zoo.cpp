@@ -98,9 +98,10 @@ Blueprint vgg16_bn(int num_classes) {
   m.input(224, 224, 3);
   vgg16_features(m);
   m.flatten("flatten");
-  m.fc(4096, true, "classifier.0").relu("classifier.1").dropout(0.5f, "classifier.2");
-  m.fc(4096, true, "classifier.3").relu("classifier.4").dropout(0.5f, "classifier.5");
-  m.fc(num_classes, true, "classifier.6");
+  // torchvision initializes VGG's linear layers from N(0, 0.01²) with zero biases.
+  m.fc(4096, true, "classifier.0", 0.01f).relu("classifier.1").dropout(0.5f, "classifier.2");
+  m.fc(4096, true, "classifier.3", 0.01f).relu("classifier.4").dropout(0.5f, "classifier.5");
+  m.fc(num_classes, true, "classifier.6", 0.01f);
   return m;
 }
 

@@ -33,6 +33,9 @@ void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
       for (int64_t i = 0; i < n; ++i) data[i] = T(std * random_normal(seed, stream, uint64_t(i)));
       return;
     }
+    case Init::Normal:
+      for (int64_t i = 0; i < n; ++i) data[i] = T(t.init_value * random_normal(seed, stream, uint64_t(i)));
+      return;
     case Init::UniformFanIn: {  // PyTorch's default for nn.Linear and conv bias
       const double bound = 1.0 / std::sqrt(double(t.fan_in));
       for (int64_t i = 0; i < n; ++i)
