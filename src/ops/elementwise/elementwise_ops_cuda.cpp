@@ -62,8 +62,9 @@ void grad_sum_op(const OpCall& call, const GradSum<TensorArg>& a) {
   grad_sum(a.sum.dtype(), inputs.data(), int(inputs.size()), a.sum.numel(), a.sum.data, main_stream(call),
            call.where());
 }
-// Master weights into their fp16/bf16 copies, or compute gradients into the fp32 region: the
-// copied parameters are a prefix of the fp32 region, so one flat conversion does all of them.
+// Master weights into their fp16/bf16 copies (Program::refresh_copies, after the host wrote
+// parameters): the copied parameters are a prefix of the fp32 region, so one flat conversion
+// does all of them.
 void cast_op(const OpCall& call, const Cast<TensorArg>& a) {
   const int64_t n = std::min(a.src.numel(), a.dst.numel());
   cast(a.src.dtype(), a.src.data, a.dst.dtype(), a.dst.data, n, main_stream(call), call.where());

@@ -358,8 +358,8 @@ std::vector<double> as_double(const std::vector<float>& v) { return std::vector<
 class LinearLayerGpu : public ::testing::TestWithParam<Precision> {};
 
 // digits_cnn's head (flatten -> fc1 128 -> ReLU -> fc2 10) as a program without a loss: in fp16
-// and bf16 the LINEAR ops read the compute copies of weight and bias and write the copies'
-// gradients, which the program's CAST brings back to the fp32 masters. Against float64 on the
+// and bf16 the LINEAR ops read the compute copies of weight and bias and write their gradients
+// in the compute dtype (the update reads them there). Against float64 on the
 // values the GPU holds (masters rounded to the dtype, the stored fc1 output rounded), relative L2
 // within gpu_test::tolerance: rounding of the results dominates.
 TEST_P(LinearLayerGpu, TrainsThroughComputeCopiesOfWeightAndBias) {
