@@ -98,7 +98,13 @@ TEST_P(ResblockGpu, FusedBlockEndsMatchUnfusedAndTheCpu) {
     ASSERT_TRUE(fused.count(name) && unfused.count(name) && cpu_unfused.count(name));
     EXPECT_LT(rel_l2(cpu_unfused.at(name), ref), 1e-5);  // the CPU's two programs agree
     const double e_fused = rel_l2(fused.at(name), ref), e_unfused = rel_l2(unfused.at(name), ref);
-    EXPECT_LE(e_fused, std::max(4 * e_unfused, floor)) << "fused " << e_fused << ", unfused " << e_unfused;
+    const double bound = std::max(4 * e_unfused, floor);
+    EXPECT_LE(e_fused, bound) << "fused " << e_fused << ", unfused " << e_unfused;
+    // The bound still catches a wrong formula: the fused values with their sign flipped (an error
+    // of about 2) must fail it.
+    std::vector<float> flipped = fused.at(name);
+    for (float& v : flipped) v = -v;
+    EXPECT_GT(rel_l2(flipped, ref), bound) << "the bound would pass a sign error";
     if (e_unfused > 0) {
       const double r = e_fused / e_unfused;
       ratio_squares += r * r, ++ratios;
