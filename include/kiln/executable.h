@@ -89,6 +89,7 @@ class Executable {
 
  private:
   void run(const std::vector<Op>& ops, const StepScalars& scalars);
+  void run_op(const Op& op, const StepScalars& scalars);  // one op, between the backend's before/after_op
   // Runs Program::refresh_copies, op by op and never captured, when the host changed parameters
   // since the copies were last made; every public run* calls it first.
   void refresh_copies_if_stale(const StepScalars& scalars);

@@ -168,15 +168,16 @@ void Executable::synchronize() { backend_->synchronize(); }
 
 size_t Executable::workspace_bytes() const { return backend_->workspace_total_bytes(); }
 
+void Executable::run_op(const Op& op, const StepScalars& scalars) {
+  backend_->before_op(op);
+  find_op(program_.options.device, op.kind)(bind(op, scalars));
+  backend_->after_op();
+}
+
 void Executable::run(const std::vector<Op>& ops, const StepScalars& scalars) {
-  const Device device = program_.options.device;
   backend_->activate();
   backend_->stage_scalars(scalars);
-  for (const Op& op : ops) {
-    backend_->before_op(op);
-    find_op(device, op.kind)(bind(op, scalars));
-    backend_->after_op();
-  }
+  for (const Op& op : ops) run_op(op, scalars);
   backend_->after_ops();
 }
 
@@ -215,7 +216,6 @@ void Executable::run_step(const StepScalars& s) {
 
 std::vector<OpTime> Executable::profile_step(const StepScalars& scalars) {
   using Clock = std::chrono::steady_clock;
-  const Device device = program_.options.device;
   std::vector<OpTime> times;
   refresh_copies_if_stale(scalars);  // not part of a step: untimed
   backend_->activate();
@@ -227,10 +227,8 @@ std::vector<OpTime> Executable::profile_step(const StepScalars& scalars) {
     backend_->synchronize();
     for (const Op& op : *ops) {
       const auto start = Clock::now();
-      backend_->before_op(op);
-      find_op(device, op.kind)(bind(op, scalars));
-      backend_->after_op();
-      backend_->after_ops();
+      run_op(op, scalars);
+      backend_->after_ops();  // each op timed with all of its work
       backend_->synchronize();
       times.push_back({&op, name, std::chrono::duration<double, std::milli>(Clock::now() - start).count()});
     }

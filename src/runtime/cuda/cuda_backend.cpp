@@ -263,11 +263,7 @@ void CudaBackend::after_op() {
   slot_ ^= 1;
 }
 
-void CudaBackend::after_ops() {
-  if (deferred_now_) order(1, 0);  // an op outside before_op / after_op
-  deferred_now_ = false;
-  join_previous();
-}
+void CudaBackend::after_ops() { join_previous(); }
 
 CudnnGraphs& CudaBackend::graphs() {
   if (!graphs_) graphs_ = &shared_graphs(device_, options_);
