@@ -138,6 +138,7 @@ struct TrainArgs {
   kiln::CudaOptions cuda;  // --no-cudnn-tune ... --pipeline-chunks (add_cuda)
   int side_stream = 1;     // --side-stream 0|1, into cuda.side_stream
   int overlap_ops = 1;     // --overlap-ops 0|1, into cuda.overlap_ops
+  int conv_tf32 = 0;       // --conv-tf32 0|1, into cuda.conv_tf32
   int cuda_graphs = 1;     // --cuda-graphs 0|1, into cuda.graphs
   int threads = 1;         // --threads; main sets the default, kiln::threads()
   std::string loss_scale = "auto";  // --loss-scale, into loss_scaling.mode
@@ -211,6 +212,12 @@ void add_cuda(CLI::App* app, TrainArgs& a) {
       ->check(CLI::Range(0, 1))
       ->type_name("0|1")
       ->group(group);
+  app->add_option("--conv-tf32", a.conv_tf32,
+                  "1: fp32 convolutions may use TF32 tensor cores, as PyTorch's default; 0: true fp32 only "
+                  "(default) [KILN_CONV_TF32]")
+      ->check(CLI::Range(0, 1))
+      ->type_name("0|1")
+      ->group(group);
   app->add_option("--pipeline-chunks", a.cuda.pipeline_chunks,
                   "batch slices the CBR backward pipelines its data gradient over; 1: off (default) "
                   "[KILN_PIPELINE_CHUNKS]")
@@ -234,6 +241,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.cuda = a.cuda;
   c.cuda.side_stream = a.side_stream == 1;
   c.cuda.overlap_ops = a.overlap_ops == 1;
+  c.cuda.conv_tf32 = a.conv_tf32 == 1;
   c.cuda.graphs = a.cuda_graphs == 1;
   c.loss_scaling = a.loss_scaling;
   c.loss_scaling.mode = kiln::parse_loss_scale_mode(a.loss_scale);
@@ -274,6 +282,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
       json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"device", device_label(c)},
                              {"precision", o.precision}, {"batch", o.batch}, {"epoch", r.epoch + 1},
                              {"epochs", a.epochs}, {"wall_seconds", wall}, {"train_seconds", r.seconds},
+                             {"check_seconds", r.check_seconds}, {"eval_seconds", r.eval_seconds},
+                             {"checkpoint_seconds", r.checkpoint_seconds},
                              {"train_loss", r.train_loss}, {"train_accuracy", r.train_accuracy},
                              {"test_accuracy", r.test_accuracy}, {"images_per_second", r.images_per_second}}
                   .dump()
@@ -330,6 +340,7 @@ int run_bench(const CommonOptions& o, const TrainArgs& t, const BenchArgs& b) {
   c.cuda = t.cuda;
   c.cuda.side_stream = t.side_stream == 1;
   c.cuda.overlap_ops = t.overlap_ops == 1;
+  c.cuda.conv_tf32 = t.conv_tf32 == 1;
   c.cuda.graphs = t.cuda_graphs == 1;
   std::ofstream json = json_appender(b.json);  // a bad path fails before the benchmark runs
   const kiln::BenchResult r = kiln::bench_training(kiln::zoo::by_name(o.model, o.classes), c, b.bench);

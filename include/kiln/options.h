@@ -51,6 +51,11 @@ struct CudaOptions {
   // one launch per step instead of one per kernel. false runs every op from the host each time.
   // KILN_CUDA_GRAPHS=0|1.
   bool graphs = true;
+  // fp32 convolutions may use TF32 tensor cores (inputs rounded to 10 mantissa bits, fp32
+  // accumulation; ~1e-3 relative error instead of ~1e-6), as PyTorch does by default
+  // (torch.backends.cudnn.allow_tf32). Off: only true fp32 plans. fp16/bf16 are not affected, nor
+  // are linear layers. KILN_CONV_TF32=0|1.
+  bool conv_tf32 = false;
 };
 
 // Dynamic loss scaling, as PyTorch's torch.amp.GradScaler: the loss gradient is multiplied by a

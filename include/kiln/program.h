@@ -89,6 +89,7 @@ enum class OpKind : uint8_t {
   COUNT_CORRECT,
   FIND_NONFINITE,
   UPDATE_LOSS_SCALE,
+  ACCUMULATE_TOTALS,
 };
 
 const char* op_kind_name(OpKind kind);
@@ -126,6 +127,9 @@ struct Program {
   // of the training forward's logits and of the inference logits (last op of inference);
   // labels outside [0, classes) never count. -1 in programs without a loss.
   int train_correct = -1, inference_correct = -1;
+  // With a loss: F64 [kTotalsSlots] running totals (ACCUMULATE_TOTALS, ops/loss/loss_contract.h)
+  // of the training steps and of the inference batches since the trainer last reset them.
+  int train_totals = -1, inference_totals = -1;
   int output_grad = -1;                // programs without a loss: d(output), written by the caller
   int input_grad = -1;                 // with CompileOptions::input_grad: d(input)
   // Parameters, and each optimizer-state slot, are one fp32 (fp64) region in one layout: params[i]

@@ -31,6 +31,12 @@ struct TrainOptions {
   // Continue from `checkpoint` if it exists (needs `checkpoint`). The checkpoint must have been
   // written with the same recipe (Trainer::recipe); only `epochs` may differ.
   bool resume = false;
+  // The steps run without the host reading anything back: the loss and hit totals stay on the
+  // device (ACCUMULATE_TOTALS). They are read after an epoch's first and last steps and, in
+  // between, once this many seconds have passed since the last read: that is when on_step is
+  // called and when a non-finite loss is noticed (training then stops with the step named).
+  // 0 reads after every step. >= 0.
+  double report_seconds = 0.5;
 };
 
 struct StepReport {
@@ -42,7 +48,10 @@ struct StepReport {
 struct EpochReport {
   int epoch = 0;
   double train_loss = 0, train_accuracy = 0, test_accuracy = 0;
-  double seconds = 0, images_per_second = 0;
+  double seconds = 0, images_per_second = 0;  // the training steps alone
+  // The rest of the epoch: the scan of the state for non-finite values, the evaluation on the
+  // test set and writing the checkpoint.
+  double check_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
 };
 
 class Trainer {
@@ -85,9 +94,11 @@ class Trainer {
  private:
   void check_dataset(const Dataset& data, const char* which) const;
   void copy_in(const Batch& batch);
-  double train_step(const Batch& batch, float lr);  // step() without the finiteness check
-  // The top-1 hits a COUNT_CORRECT op wrote (Program::train_correct / inference_correct).
-  int64_t correct_in(int count_id);
+  // Copies the batch in and enqueues one training step; reads nothing back.
+  void enqueue_step(const Batch& batch, float lr);
+  // The running totals (Program::train_totals / inference_totals): reset to none, and read back.
+  void reset_totals(int totals_id);
+  std::vector<double> read_totals(int totals_id);
   // Parameters, buffers and optimizer state as they are checkpointed.
   std::vector<NamedTensor> state();
   void save_state(const std::string& path, int epochs_done, const std::vector<NamedTensor>& tensors);

@@ -53,6 +53,16 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
     // Last in the inference list: every layer's inference ops are emitted by now.
     ctx.inference(
         make_op(CountCorrect<TensorId>{program.inference_logits, program.label, program.inference_correct}, last));
+    auto totals_tensor = [&](const char* name) {
+      TensorSpec totals;
+      totals.name = name, totals.shape = {kTotalsSlots}, totals.dtype = DType::F64;
+      totals.role = TensorRole::Output;
+      return ctx.add_tensor(std::move(totals));
+    };
+    program.train_totals = totals_tensor("totals");
+    ctx.forward(make_op(AccumulateTotals<TensorId>{program.loss, program.train_correct, program.train_totals}, last));
+    program.inference_totals = totals_tensor("totals:inf");
+    ctx.inference(make_op(AccumulateTotals<TensorId>{-1, program.inference_correct, program.inference_totals}, last));
   } else {
     TensorSpec grad;
     grad.name = "d:" + out_layer.name, grad.shape = out_layer.out_shape, grad.dtype = ctx.act_dtype;

@@ -32,8 +32,8 @@ class Backend {
   // Waits until all work issued so far has finished.
   virtual void synchronize() {}
   // Where ops read the step's scalars on the device (nullptr: no device copy, the CPU), and the
-  // copy of `s` there, issued in stream order before the step's ops (under capture: a copy node
-  // that reads the host's staging slot when the graph is replayed).
+  // write of `s` there, issued in stream order before the step's ops (under capture: a node
+  // whose value replay() sets for each launch).
   virtual const StepScalars* device_scalars() const { return nullptr; }
   virtual void stage_scalars(const StepScalars& s) { (void)s; }
   // One training step (or inference pass) as a CUDA Graph: `record` issues the step's work,
@@ -42,7 +42,7 @@ class Backend {
   virtual void begin_capture() {}
   virtual void end_capture(int graph) { (void)graph; }
   virtual void abort_capture() {}  // after a failure between begin_capture and end_capture
-  // Launches graph `graph` with `s` as the step's scalars (its copy node reads them).
+  // Launches graph `graph` with `s` as the step's scalars (written by its scalar nodes).
   virtual void replay(int graph, const StepScalars& s) { (void)graph, (void)s; }
   // Makes this backend's device current for the calling thread before its ops run.
   virtual void activate() {}

@@ -9,6 +9,7 @@
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
+#include "ops/loss/totals_slots.h"
 
 namespace kiln {
 namespace {
@@ -70,6 +71,9 @@ TrainOptions checked(TrainOptions t) {
     fail("learning rate must be positive and finite, got {}", t.schedule.lr);
   if (t.resume && t.checkpoint.empty())
     fail("resuming needs the checkpoint to continue from: set TrainOptions::checkpoint (kiln train --checkpoint PATH)");
+  if (!(t.report_seconds >= 0) || !std::isfinite(t.report_seconds))
+    fail("TrainOptions::report_seconds must be finite and >= 0 (0 reads the totals after every step), got {}",
+         t.report_seconds);
   return t;
 }
 
@@ -113,26 +117,31 @@ void Trainer::copy_in(const Batch& batch) {
   exe_->write_ordered(p.label, batch.labels.data(), batch.labels.size() * sizeof(int32_t));
 }
 
-int64_t Trainer::correct_in(int count_id) {
-  if (count_id < 0) fail("this program counts no correct predictions; compile it with a loss");
-  return exe_->read<int32_t>(count_id)[0];
+void Trainer::reset_totals(int totals_id) {
+  if (totals_id < 0) fail("this program keeps no loss and hit totals; compile it with a loss");
+  std::vector<double> none(kTotalsSlots, 0.0);
+  none[kFirstBadStep] = -1;
+  exe_->write_ordered(totals_id, none.data(), none.size() * sizeof(double));
 }
+
+std::vector<double> Trainer::read_totals(int totals_id) { return exe_->read<double>(totals_id); }
 
 double Trainer::step(const Batch& batch, float lr) {
-  const double loss = train_step(batch, lr);
-  if (!std::isfinite(loss))
+  enqueue_step(batch, lr);
+  const int loss = exe_->program().loss;
+  const double value =
+      exe_->program().tensors[loss].dtype == DType::F64 ? exe_->read<double>(loss)[0] : exe_->read<float>(loss)[0];
+  if (!std::isfinite(value))
     fail("optimizer step {} gave a non-finite loss ({}) at learning rate {}: the model has diverged; lower the "
-         "learning rate or add warm-up", global_step_, loss, lr);
-  return loss;
+         "learning rate or add warm-up", global_step_, value, lr);
+  return value;
 }
 
-double Trainer::train_step(const Batch& batch, float lr) {
+void Trainer::enqueue_step(const Batch& batch, float lr) {
   copy_in(batch);
   StepScalars s{lr, global_step_, opt_.seed};
   exe_->run_step(s);
   ++global_step_;
-  const int loss = exe_->program().loss;
-  return exe_->program().tensors[loss].dtype == DType::F64 ? exe_->read<double>(loss)[0] : exe_->read<float>(loss)[0];
 }
 
 double Trainer::evaluate(const Dataset& data) {
@@ -142,15 +151,15 @@ double Trainer::evaluate(const Dataset& data) {
   BatchLoader loader(data, batch, false, false, {}, norm_.mean, norm_.std, opt_.seed, opt_.workers);
   loader.start_epoch(0);
   Batch b;
-  int64_t correct = 0;
+  // The hits add up on the device; one read at the end.
+  reset_totals(p.inference_totals);
   while (loader.next(b)) {
     // The padding rows of a last partial batch are labelled -1, which COUNT_CORRECT never counts.
     for (int64_t i = b.size; i < int64_t(b.labels.size()); ++i) b.labels[i] = -1;
     copy_in(b);
     exe_->run_inference({0.f, global_step_, opt_.seed});
-    correct += correct_in(p.inference_correct);
   }
-  return double(correct) / double(data.count);
+  return read_totals(p.inference_totals)[kHitsSum] / double(data.count);
 }
 
 std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
@@ -167,45 +176,62 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
   std::vector<EpochReport> reports;
   for (int epoch = epochs_done_; epoch < opt_.epochs; ++epoch) {
     const auto start = Clock::now();
+    auto last_read = start;
+    const int64_t first_step = global_step_;
     loader.start_epoch(epoch);
+    reset_totals(p.train_totals);
     Batch b;
-    double loss_sum = 0;
-    int64_t correct = 0, seen = 0, i = 0;
+    std::vector<double> totals;
+    int64_t seen = 0, i = 0;
+    // Reads the totals back (a wait for the steps queued so far) and stops at a non-finite loss.
+    auto read_and_check = [&] {
+      totals = read_totals(p.train_totals);
+      last_read = Clock::now();
+      if (totals[kFirstBadStep] < 0) return;
+      const int64_t bad = int64_t(totals[kFirstBadStep]);
+      fail("training diverged: the loss of epoch {}/{}, step {}/{} (optimizer step {}) is {} at learning rate {}; "
+           "training stopped without writing a checkpoint. {}. Lower the learning rate or add warm-up and start "
+           "a new run", epoch + 1, opt_.epochs, bad - first_step + 1, steps, bad + 1, totals[kFirstBadLoss],
+           opt_.schedule.at(bad, steps, opt_.epochs), last_good_checkpoint());
+    };
     while (loader.next(b)) {
-      const float lr = opt_.schedule.at(global_step_, steps, opt_.epochs);
-      const double loss = train_step(b, lr);
+      enqueue_step(b, opt_.schedule.at(global_step_, steps, opt_.epochs));
       ++i;
-      if (!std::isfinite(loss))
-        fail("training diverged: the loss of epoch {}/{}, step {}/{} (optimizer step {}) is {} at learning rate {}; "
-             "training stopped without writing a checkpoint. {}. Lower the learning rate or add warm-up and start "
-             "a new run", epoch + 1, opt_.epochs, i, steps, global_step_, loss, lr, last_good_checkpoint());
-      loss_sum += loss;
-      correct += correct_in(p.train_correct);
       seen += b.size;
-      if (on_step) {
-        const double elapsed = seconds_since(start);
-        const double ips = double(seen) / std::max(elapsed, 1e-9);
-        const double remaining = double((opt_.epochs - epoch) * steps - i) * batch / std::max(ips, 1e-9);
-        on_step({epoch, i, steps, loss_sum / double(i), ips, remaining});
+      if (i == 1 || i == steps || seconds_since(last_read) >= opt_.report_seconds) {
+        read_and_check();
+        if (on_step) {
+          const double elapsed = seconds_since(start);
+          const double ips = double(seen) / std::max(elapsed, 1e-9);
+          const double remaining = double((opt_.epochs - epoch) * steps - i) * batch / std::max(ips, 1e-9);
+          on_step({epoch, i, steps, totals[kLossSum] / double(i), ips, remaining});
+        }
       }
     }
+    if (totals.empty()) read_and_check();
     EpochReport r;
     r.epoch = epoch;
-    r.train_loss = loss_sum / double(std::max<int64_t>(i, 1));
-    r.train_accuracy = double(correct) / double(std::max<int64_t>(seen, 1));
+    r.train_loss = totals[kLossSum] / double(std::max<int64_t>(i, 1));
+    r.train_accuracy = totals[kHitsSum] / double(std::max<int64_t>(seen, 1));
     r.seconds = seconds_since(start);
     r.images_per_second = double(seen) / std::max(r.seconds, 1e-9);
     // A last update can leave non-finite values behind a finite loss.
+    auto phase = Clock::now();
     std::vector<NamedTensor> tensors = state();
     if (const std::string bad = non_finite_text(tensors); !bad.empty())
       fail("training diverged: after epoch {}/{} (optimizer step {}) {}; training stopped without writing a "
            "checkpoint. {}. Lower the learning rate or add warm-up and start a new run", epoch + 1, opt_.epochs,
            global_step_, bad, last_good_checkpoint());
+    r.check_seconds = seconds_since(phase);
+    phase = Clock::now();
     r.test_accuracy = test.count > 0 ? evaluate(test) : 0.0;
+    r.eval_seconds = seconds_since(phase);
     epochs_done_ = epoch + 1;
     if (!opt_.checkpoint.empty()) {
+      phase = Clock::now();
       save_state(opt_.checkpoint, epochs_done_, tensors);
       saved_epochs_ = epochs_done_;
+      r.checkpoint_seconds = seconds_since(phase);
     }
     reports.push_back(r);
     if (on_epoch) on_epoch(r);

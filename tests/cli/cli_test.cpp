@@ -297,6 +297,13 @@ TEST(KilnCli, TrainJsonHasOneLinePerEpoch) {
     EXPECT_EQ(e["device"].get<std::string>(), "cpu");
     EXPECT_GE(e["wall_seconds"].get<double>(), e["train_seconds"].get<double>());  // evaluation on top
     EXPECT_GT(e["train_seconds"].get<double>(), 0);
+    // The phases after the steps add up to no more than the epoch's wall time; without
+    // --checkpoint nothing is written.
+    EXPECT_GT(e["eval_seconds"].get<double>(), 0);
+    EXPECT_GE(e["check_seconds"].get<double>(), 0);
+    EXPECT_EQ(e["checkpoint_seconds"].get<double>(), 0);
+    EXPECT_LE(e["train_seconds"].get<double>() + e["check_seconds"].get<double>() + e["eval_seconds"].get<double>(),
+              e["wall_seconds"].get<double>());
     EXPECT_TRUE(std::isfinite(e["train_loss"].get<double>()));
     EXPECT_GT(e["test_accuracy"].get<double>(), 0.1);  // better than chance after an epoch
   }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kiln/error.h"
+#include "ops/loss/loss_contract.h"
 #include "runtime/op_call.h"
 
 namespace kiln::loss {
@@ -23,6 +24,20 @@ inline Rows logits_and_labels(const std::string& who, const TensorArg& logits, c
     fail("{}: labels are {} {} but {} I32 class indices are needed (one per logits row)", who,
          dtype_name(labels.dtype()), shape_str(labels.shape()), s[0]);
   return {s[0], s[1]};
+}
+
+// ACCUMULATE_TOTALS: an optional F32/F64 [1] loss, an I32 [1] hit count, F64 [kTotalsSlots] totals.
+inline void expect_totals(const std::string& who, const TensorArg& loss, const TensorArg& correct,
+                          const TensorArg& totals) {
+  if (loss && (loss.numel() != 1 || (loss.dtype() != DType::F32 && loss.dtype() != DType::F64)))
+    fail("{}: loss tensor is {} {}, expected F32 or F64 [1]; recompile the program", who, dtype_name(loss.dtype()),
+         shape_str(loss.shape()));
+  if (correct.numel() != 1 || correct.dtype() != DType::I32)
+    fail("{}: correct tensor is {} {}, expected I32 [1]; recompile the program", who, dtype_name(correct.dtype()),
+         shape_str(correct.shape()));
+  if (totals.numel() != kTotalsSlots || totals.dtype() != DType::F64)
+    fail("{}: totals tensor is {} {}, expected F64 [{}]; recompile the program", who, dtype_name(totals.dtype()),
+         shape_str(totals.shape()), int(kTotalsSlots));
 }
 
 }  // namespace kiln::loss

@@ -1,6 +1,7 @@
 #pragma once
 // Softmax cross-entropy with label smoothing (PyTorch's definition, mean over the batch), and the
 // count of rows whose largest logit is the label (accuracy).
+#include "ops/loss/totals_slots.h"
 #include "runtime/op_contract.h"
 
 namespace kiln {
@@ -31,6 +32,17 @@ struct CountCorrect {
   T logits, labels, correct;  // correct: i32 [1]; ties go to the first largest logit
   template <class V>
   void fields(V& v) { v.in("logits", logits), v.in("labels", labels), v.out("correct", correct); }
+};
+
+// ACCUMULATE_TOTALS: running totals (slots in totals_slots.h, which says what they are for).
+template <class T>
+struct AccumulateTotals {
+  static constexpr OpKind kind = OpKind::ACCUMULATE_TOTALS;
+  T loss;     // F32 (F64 in fp64 programs) [1]; absent when evaluating, which counts hits only
+  T correct;  // I32 [1], COUNT_CORRECT's
+  T totals;   // F64 [kTotalsSlots], read and added to
+  template <class V>
+  void fields(V& v) { v.in("loss", loss, kOptional), v.in("correct", correct), v.out("totals", totals); }
 };
 
 }  // namespace kiln

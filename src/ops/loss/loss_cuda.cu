@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/common/pack_cuda.cuh"
+#include "ops/loss/totals_slots.h"
 #include "ops/loss/loss_cuda.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/dtype_cuda.h"
@@ -185,6 +186,29 @@ void count_correct(DType dtype, const void* logits, const int32_t* labels, int64
                                                                      static_cast<int>(classes), correct);
     check_launch(where);
   });
+}
+
+namespace {
+__global__ void accumulate_totals_kernel(const float* loss, const int32_t* correct, const int64_t* step,
+                                         double* totals) {
+  if (loss) {
+    const double value = *loss;
+    totals[kLossSum] += value;
+    if (!isfinite(value) && totals[kFirstBadStep] < 0) {
+      totals[kFirstBadStep] = double(*step);
+      totals[kFirstBadLoss] = value;
+    }
+  }
+  totals[kHitsSum] += *correct;
+  totals[kStepsCounted] += 1;
+}
+}  // namespace
+
+void accumulate_totals(const float* loss, const int32_t* correct, const int64_t* step, double* totals,
+                       cudaStream_t stream, const std::string& where) {
+  if (!correct || !step || !totals) fail("{}: accumulate_totals needs the hit count, the step and the totals", where);
+  accumulate_totals_kernel<<<1, 1, 0, stream>>>(loss, correct, step, totals);
+  check_launch(where);
 }
 
 }  // namespace kiln::cuda

@@ -29,4 +29,10 @@ void softmax_cross_entropy(DType dtype, const void* logits, const int32_t* label
 void count_correct(DType dtype, const void* logits, const int32_t* labels, int64_t n, int64_t classes,
                    int32_t* correct, cudaStream_t stream, const std::string& where);
 
+// ACCUMULATE_TOTALS (loss_contract.h), one thread: adds *loss (nullptr when evaluating) and
+// *correct to totals, counts the run, and records the first non-finite loss at *step (the step's
+// count in device memory, as a replayed CUDA Graph sees it).
+void accumulate_totals(const float* loss, const int32_t* correct, const int64_t* step, double* totals,
+                       cudaStream_t stream, const std::string& where);
+
 }  // namespace kiln::cuda

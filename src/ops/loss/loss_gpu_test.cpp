@@ -393,4 +393,51 @@ TEST(LossGpu, CountCorrectErrorsNameTheOp) {
 }
 
 }  // namespace
+// ACCUMULATE_TOTALS on the GPU against the CPU kernel over the same runs: the same doubles
+// (sums of the same fp32 losses in the same order), the step read from the device scalars.
+TEST(LossGpu, AccumulateTotalsMatchesTheCpu) {
+  KILN_REQUIRE_GPU();
+  GpuLossOps gpu;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> losses = {2.5f, 1.1f, inf, nan, 0.3f};
+  const std::vector<int32_t> hits = {7, 3, 1, 2, 4};
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "evaluation");
+    std::vector<double> want = {0, 0, 0, -1, 0};
+    DeviceTensor totals(DType::F64, want);
+    DeviceBuffer loss(sizeof(float)), correct(sizeof(int32_t));
+    const Op op = make_op(AccumulateTotals<TensorId>{training ? 0 : -1, 1, 2}, 2);
+    for (size_t i = 0; i < losses.size(); ++i) {
+      const int64_t step = 20 + int64_t(i);
+      loss.upload(&losses[i], sizeof(float));
+      correct.upload(&hits[i], sizeof(int32_t));
+      gpu.bench.scalars.step = step;
+      gpu.backend.stage_scalars(gpu.bench.scalars);
+      const OpCall call{op,
+                        gpu.bench.program,
+                        {training ? gpu.bench.arg({1}, loss.get(), DType::F32) : TensorArg{},
+                         gpu.bench.arg({1}, correct.get(), DType::I32)},
+                        {gpu.bench.arg({kTotalsSlots}, totals.ptr(), DType::F64)},
+                        gpu.bench.scalars,
+                        &gpu.backend,
+                        gpu.backend.device_scalars()};
+      find_op(Device::CUDA, op.kind)(call);
+      sync();
+      const double l = losses[i];
+      cpu::accumulate_totals(want.data(), training ? &l : nullptr, hits[i], step);
+    }
+    const std::vector<double> got = totals.get();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t s = 0; s < want.size(); ++s) {
+      SCOPED_TRACE("slot " + std::to_string(s));
+      if (std::isnan(want[s]))
+        EXPECT_TRUE(std::isnan(got[s]));
+      else
+        EXPECT_EQ(got[s], want[s]);
+    }
+    EXPECT_EQ(got[kHitsSum], 17);
+    EXPECT_EQ(got[kFirstBadStep], training ? 22 : -1);  // the inf of the third run
+  }
+}
+
 }  // namespace kiln

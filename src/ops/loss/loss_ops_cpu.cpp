@@ -61,11 +61,21 @@ void count_correct(const OpCall& call, const CountCorrect<TensorArg>& a) {
   });
 }
 
+void accumulate_totals(const OpCall& call, const AccumulateTotals<TensorArg>& a) {
+  const std::string who = fmt::format("accumulate_totals '{}'", call.layer().name);
+  loss::expect_totals(who, a.loss, a.correct, a.totals);
+  double loss = 0;
+  if (a.loss) loss = a.loss.dtype() == DType::F64 ? a.loss.as<double>()[0] : double(a.loss.as<float>()[0]);
+  cpu::accumulate_totals(a.totals.as<double>(), a.loss ? &loss : nullptr, a.correct.as<int32_t>()[0],
+                         call.scalars.step);
+}
+
 }  // namespace
 
 namespace ops {
 extern const OpTable loss_cpu_ops{
-    Device::CPU, {kernel<SoftmaxCrossEntropy, softmax_ce>(), kernel<CountCorrect, count_correct>()}};
+    Device::CPU, {kernel<SoftmaxCrossEntropy, softmax_ce>(), kernel<CountCorrect, count_correct>(),
+                 kernel<AccumulateTotals, accumulate_totals>()}};
 }  // namespace ops
 
 }  // namespace kiln

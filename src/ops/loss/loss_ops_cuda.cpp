@@ -56,6 +56,17 @@ void count_correct_op(const OpCall& call, const CountCorrect<TensorArg>& a) {
                 cuda_backend(call.backend, call.where()).stream(0), call.where());
 }
 
+void accumulate_totals_op(const OpCall& call, const AccumulateTotals<TensorArg>& a) {
+  loss::expect_totals(call.where(), a.loss, a.correct, a.totals);
+  if (a.loss && a.loss.dtype() != DType::F32)
+    fail("{}: loss tensor '{}' is {}, expected F32 on the GPU; recompile the program", call.where(),
+         a.loss.spec->name, dtype_name(a.loss.dtype()));
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  if (!call.device_scalars) fail("{}: the backend keeps no step scalars on the device", call.where());
+  accumulate_totals(a.loss ? a.loss.as<float>() : nullptr, a.correct.as<int32_t>(), &call.device_scalars->step,
+                    a.totals.as<double>(), be.stream(0), call.where());
+}
+
 }  // namespace
 }  // namespace kiln::cuda
 
@@ -63,5 +74,5 @@ namespace kiln::ops {
 extern const OpTable loss_cuda_ops{
     Device::CUDA,
     {kernel<SoftmaxCrossEntropy, cuda::softmax_ce, cuda::prepare_softmax_ce>(),
-     kernel<CountCorrect, cuda::count_correct_op>()}};
+     kernel<CountCorrect, cuda::count_correct_op>(), kernel<AccumulateTotals, cuda::accumulate_totals_op>()}};
 }  // namespace kiln::ops

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -269,3 +270,48 @@ TEST(LossOp, CountCorrectThroughRegistry) {
 }
 
 }  // namespace
+
+// ACCUMULATE_TOTALS through the registry: losses and hits add up, runs are counted, and the first
+// non-finite loss is kept with its step (later ones, finite or not, leave it alone).
+TEST(LossOp, AccumulateTotalsAddsUpAndKeepsTheFirstNonFiniteStep) {
+  kiln::testing::OpBench f = bench();
+  std::vector<float> loss(1);
+  std::vector<int32_t> hits(1);
+  std::vector<double> totals = {0, 0, 0, -1, 0};
+  const Op op = make_op(AccumulateTotals<TensorId>{0, 1, 2}, 2);
+  OpCall call{op, f.program, {f.arg({1}, loss.data(), DType::F32), f.arg({1}, hits.data(), DType::I32)},
+              {f.arg({kTotalsSlots}, totals.data(), DType::F64)}, f.scalars};
+  auto run = [&](float l, int32_t h, int64_t step) {
+    loss[0] = l, hits[0] = h, f.scalars.step = step;
+    find_op(Device::CPU, OpKind::ACCUMULATE_TOTALS)(call);
+  };
+  run(2.5f, 7, 10);
+  run(1.25f, 3, 11);
+  EXPECT_EQ(totals, (std::vector<double>{3.75, 10, 2, -1, 0}));
+  run(std::numeric_limits<float>::infinity(), 1, 12);
+  run(std::numeric_limits<float>::quiet_NaN(), 2, 13);
+  run(1.0f, 4, 14);
+  EXPECT_TRUE(std::isnan(totals[kLossSum]));
+  EXPECT_EQ(totals[kHitsSum], 17);
+  EXPECT_EQ(totals[kStepsCounted], 5);
+  EXPECT_EQ(totals[kFirstBadStep], 12);  // the first, not the NaN of step 13
+  EXPECT_EQ(totals[kFirstBadLoss], std::numeric_limits<double>::infinity());
+
+  // Evaluation: no loss; only the hits and the runs add up.
+  std::vector<double> eval = {0, 0, 0, -1, 0};
+  const Op eval_op = make_op(AccumulateTotals<TensorId>{-1, 1, 2}, 2);
+  OpCall eval_call{eval_op, f.program, {TensorArg{}, f.arg({1}, hits.data(), DType::I32)},
+                   {f.arg({kTotalsSlots}, eval.data(), DType::F64)}, f.scalars};
+  for (int32_t h : {5, 6}) {
+    hits[0] = h;
+    find_op(Device::CPU, OpKind::ACCUMULATE_TOTALS)(eval_call);
+  }
+  EXPECT_EQ(eval, (std::vector<double>{0, 11, 2, -1, 0}));
+
+  // Wrong tensors are errors naming the op's layer.
+  std::vector<float> short_totals(kTotalsSlots);
+  OpCall bad{op, f.program, {f.arg({1}, loss.data(), DType::F32), f.arg({1}, hits.data(), DType::I32)},
+             {f.arg({kTotalsSlots}, short_totals.data(), DType::F32)}, f.scalars};
+  kiln::testing::expect_error([&] { find_op(Device::CPU, OpKind::ACCUMULATE_TOTALS)(bad); },
+                              {"accumulate_totals 'head.loss'", "totals tensor", "F64 [5]"});
+}

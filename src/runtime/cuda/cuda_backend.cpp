@@ -13,8 +13,20 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cudnn_graphs.h"
 #include "runtime/cuda/env_settings.h"
+#include "runtime/cuda/step_scalars_cuda.h"
 
 namespace kiln::cuda {
+
+static_assert(sizeof(StepScalars) == sizeof(StepScalarBytes) && alignof(StepScalars) <= alignof(StepScalarBytes),
+              "StepScalarBytes must hold StepScalars");
+
+namespace {
+StepScalarBytes bytes_of(const StepScalars& s) {
+  StepScalarBytes b{};
+  std::memcpy(b.bytes, &s, sizeof(s));
+  return b;
+}
+}  // namespace
 
 CudaBackend::CudaBackend(int index, const CudaOptions& options) {
   const int count = cuda_device_count();
@@ -34,11 +46,8 @@ CudaBackend::CudaBackend(int index, const CudaOptions& options) {
     KILN_CUDA(cudaEventCreateWithFlags(&events_[i], cudaEventDisableTiming), "cuda backend");
   }
   for (cudaEvent_t& e : deferred_) KILN_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cuda backend");
-  KILN_CUDA(cudaMallocHost(&host_scalars_, sizeof(StepScalars)), "step scalars");
-  *host_scalars_ = StepScalars{};
   KILN_CUDA(cudaMalloc(&device_scalars_, sizeof(StepScalars)), "step scalars");
   KILN_CUDA(cudaMemset(device_scalars_, 0, sizeof(StepScalars)), "step scalars");
-  KILN_CUDA(cudaEventCreateWithFlags(&scalars_read_, cudaEventDisableTiming), "step scalars");
   KILN_CUDA(cudaDeviceSynchronize(), "step scalars");
 }
 
@@ -84,9 +93,7 @@ CudnnGraphs& shared_graphs(int device, const CudaOptions& options) {
 CudaBackend::~CudaBackend() {
   // Destructors must not throw: errors here only mean the device is already gone.
   if (graphs_) append_tune_log(*graphs_, options_.tune_log);
-  for (cudaGraphExec_t g : captured_)
-    if (g) cudaGraphExecDestroy(g);
-  if (scalars_read_) cudaEventDestroy(scalars_read_);
+  for (Captured& c : captured_) release(c);
   for (cudaEvent_t e : deferred_)
     if (e) cudaEventDestroy(e);
   for (Staging& s : staging_) {
@@ -94,7 +101,6 @@ CudaBackend::~CudaBackend() {
     if (s.host) cudaFreeHost(s.host);
   }
   if (device_scalars_) cudaFree(device_scalars_);
-  if (host_scalars_) cudaFreeHost(host_scalars_);
   for (int i = 0; i < kStreams; ++i) {
     if (workspace_[i]) cudaFree(workspace_[i]);
     if (events_[i]) cudaEventDestroy(events_[i]);
@@ -172,29 +178,16 @@ void CudaBackend::synchronize() {
 
 void CudaBackend::activate() { KILN_CUDA(cudaSetDevice(device_), "cuda backend"); }
 
-void CudaBackend::write_scalar_slot(const StepScalars& s) {
-  // The slot may still be read by a copy issued for an earlier step: wait for it (it is long
-  // done when the host has read that step's loss).
-  KILN_CUDA(cudaEventSynchronize(scalars_read_), "step scalars");
-  *host_scalars_ = s;
-}
-
 void CudaBackend::stage_scalars(const StepScalars& s) {
   activate();
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  KILN_CUDA(cudaStreamIsCapturing(streams_[0], &capturing), "step scalars");
-  // Under capture nothing runs yet: nothing can be reading the slot.
-  const bool captured = capturing != cudaStreamCaptureStatusNone;
-  if (captured) {
-    *host_scalars_ = s;
-  } else {
-    write_scalar_slot(s);
-  }
-  KILN_CUDA(cudaMemcpyAsync(device_scalars_, host_scalars_, sizeof(StepScalars), cudaMemcpyHostToDevice, streams_[0]),
-            "step scalars");
-  // Not under capture: an event recorded there belongs to the graph, and waiting on it from the
-  // host afterwards is an error; replay() records it after each launch instead.
-  if (!captured) KILN_CUDA(cudaEventRecord(scalars_read_, streams_[0]), "step scalars");
+  write_step_scalars(bytes_of(s), reinterpret_cast<StepScalarBytes*>(device_scalars_), streams_[0]);
+  KILN_CUDA(cudaGetLastError(), "step scalars");
+}
+
+void CudaBackend::release(Captured& c) {
+  if (c.exec) cudaGraphExecDestroy(c.exec);
+  if (c.graph) cudaGraphDestroy(c.graph);
+  c = Captured{};
 }
 
 void CudaBackend::begin_capture() {
@@ -206,12 +199,27 @@ void CudaBackend::begin_capture() {
 void CudaBackend::end_capture(int graph) {
   cudaGraph_t captured = nullptr;
   KILN_CUDA(cudaStreamEndCapture(streams_[0], &captured), "CUDA Graph capture");
-  if (graph >= int(captured_.size())) captured_.resize(size_t(graph) + 1, nullptr);
-  if (captured_[size_t(graph)]) KILN_CUDA(cudaGraphExecDestroy(captured_[size_t(graph)]), "CUDA Graph capture");
-  const cudaError_t status = cudaGraphInstantiate(&captured_[size_t(graph)], captured, 0);
-  cudaGraphDestroy(captured);
+  if (graph >= int(captured_.size())) captured_.resize(size_t(graph) + 1);
+  Captured& c = captured_[size_t(graph)];
+  release(c);
+  c.graph = captured;
+  // The nodes that write the step's scalars: replay() gives them each step's values.
+  size_t count = 0;
+  KILN_CUDA(cudaGraphGetNodes(captured, nullptr, &count), "CUDA Graph capture");
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0) KILN_CUDA(cudaGraphGetNodes(captured, nodes.data(), &count), "CUDA Graph capture");
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    KILN_CUDA(cudaGraphNodeGetType(node, &type), "CUDA Graph capture");
+    if (type != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams params{};
+    KILN_CUDA(cudaGraphKernelNodeGetParams(node, &params), "CUDA Graph capture");
+    if (params.func == write_step_scalars_kernel()) c.scalar_nodes.push_back(node);
+  }
+  const cudaError_t status = cudaGraphInstantiate(&c.exec, captured, 0);
   if (status != cudaSuccess) {
-    captured_[size_t(graph)] = nullptr;
+    c.exec = nullptr;
+    release(c);
     fail("cannot instantiate the captured CUDA Graph ({}); use --cuda-graphs 0", cudaGetErrorString(status));
   }
 }
@@ -226,11 +234,21 @@ void CudaBackend::abort_capture() {
 
 void CudaBackend::replay(int graph, const StepScalars& s) {
   activate();
-  if (graph >= int(captured_.size()) || !captured_[size_t(graph)]) fail("internal: CUDA Graph {} was never captured", graph);
-  // The graph's first node copies the scalars out of the host slot, so the slot is written here.
-  write_scalar_slot(s);
-  KILN_CUDA(cudaGraphLaunch(captured_[size_t(graph)], streams_[0]), "CUDA Graph replay");
-  KILN_CUDA(cudaEventRecord(scalars_read_, streams_[0]), "CUDA Graph replay");
+  if (graph >= int(captured_.size()) || !captured_[size_t(graph)].exec)
+    fail("internal: CUDA Graph {} was never captured", graph);
+  Captured& c = captured_[size_t(graph)];
+  // This launch's scalars become the argument of the graph's scalar nodes; launches already
+  // queued keep theirs, so the host does not wait for them.
+  StepScalarBytes bytes = bytes_of(s);
+  StepScalarBytes* dst = reinterpret_cast<StepScalarBytes*>(device_scalars_);
+  void* args[] = {&bytes, &dst};
+  cudaKernelNodeParams params{};
+  params.func = const_cast<void*>(write_step_scalars_kernel());
+  params.gridDim = dim3(1), params.blockDim = dim3(1), params.sharedMemBytes = 0;
+  params.kernelParams = args, params.extra = nullptr;
+  for (cudaGraphNode_t node : c.scalar_nodes)
+    KILN_CUDA(cudaGraphExecKernelNodeSetParams(c.exec, node, &params), "CUDA Graph replay");
+  KILN_CUDA(cudaGraphLaunch(c.exec, streams_[0]), "CUDA Graph replay");
 }
 
 void CudaBackend::order(int from, int to) {

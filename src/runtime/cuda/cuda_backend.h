@@ -95,13 +95,18 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_[kStreams] = {}, requested_bytes_[kStreams] = {};
   CudaOptions options_;
   CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device and graph options
-  // The step's scalars: staged in pinned host memory, copied to the device in stream order.
-  StepScalars* host_scalars_ = nullptr;
+  // The step's scalars on the device, written in stream order by a kernel whose argument they
+  // are (step_scalars_cuda.h).
   StepScalars* device_scalars_ = nullptr;
-  cudaEvent_t scalars_read_ = nullptr;  // the last copy out of host_scalars_ has happened
-  std::vector<cudaGraphExec_t> captured_;
-  // Writes the host slot of the step's scalars once its last copy to the device has read it.
-  void write_scalar_slot(const StepScalars& s);
+  // Each captured graph, its instance, and its nodes that write the step's scalars (one per op
+  // list it holds); replay() sets their argument. The graph is kept: its nodes name them.
+  struct Captured {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    std::vector<cudaGraphNode_t> scalar_nodes;
+  };
+  std::vector<Captured> captured_;
+  void release(Captured& c);
   static constexpr int kStaging = 4;  // a step's batch and labels, and the next step's
   struct Staging {
     void* host = nullptr;  // pinned

@@ -72,6 +72,7 @@ CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda) {
   o.tune = cuda.tune;
   o.max_plans_tuned = cuda.tune_plans;
   o.plan_cache = cuda.plan_cache;
+  o.allow_tf32 = cuda.conv_tf32;
   return o;
 }
 
@@ -164,6 +165,12 @@ size_t CudnnGraphs::prepare(GraphKind kind, const ConvProblem& problem) {
          "kernels): {}",
          graph_kind_name(kind), conv_problem_str(problem), e.error);
   return e.choice.workspace;
+}
+
+double CudnnGraphs::plan_ms(GraphKind kind, const ConvProblem& problem) {
+  prepare(kind, problem);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return get_or_build(kind, problem).choice.best_plan_ms;
 }
 
 bool CudnnGraphs::supported(GraphKind kind, const ConvProblem& problem) {

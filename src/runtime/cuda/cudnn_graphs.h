@@ -88,7 +88,8 @@ struct CudnnGraphsOptions {
   std::string plan_cache;
 };
 
-// The graph options of a backend's CudaOptions (tune, tune_plans, plan_cache); the rest default.
+// The graph options of a backend's CudaOptions (tune, tune_plans, plan_cache, conv_tf32); the rest
+// default.
 CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda);
 
 // What engine choice found for one graph.
@@ -133,6 +134,9 @@ class CudnnGraphs {
   size_t prepare(GraphKind kind, const ConvProblem& problem);
   // Whether prepare() would succeed (builds and caches, failures included).
   bool supported(GraphKind kind, const ConvProblem& problem);
+  // The measured time of the plan prepare() kept, in ms: timed by tuning or recorded in the plan
+  // cache; 0 when it was not timed (tuning off). Prepares the graph; throws as prepare() does.
+  double plan_ms(GraphKind kind, const ConvProblem& problem);
   // Enqueues the prepared graph on `stream` (capturable: no allocation, no sync, no tuning).
   // `workspace` must hold prepare()'s bytes. Throws kiln::Error prefixed with `where`.
   void run(GraphKind kind, const ConvProblem& problem, const Pointers& pointers, void* workspace,

@@ -26,6 +26,8 @@ CudaOptions with_env_overrides(CudaOptions o) {
   o.overlap_ops = env_int("KILN_OVERLAP_OPS", 0, 1, o.overlap_ops ? 1 : 0,
                           "1 to let an op's wgrad run on beside the next op (the default) or 0 to join it "
                           "at the end of its op") == 1;
+  o.conv_tf32 = env_int("KILN_CONV_TF32", 0, 1, o.conv_tf32 ? 1 : 0,
+                        "1 to let fp32 convolutions use TF32 tensor cores or 0 for true fp32 only (the default)") == 1;
   o.graphs = env_int("KILN_CUDA_GRAPHS", 0, 1, o.graphs ? 1 : 0,
                      "1 to replay each step as a captured CUDA Graph (the default) or 0 to launch every op") == 1;
   return o;

@@ -48,7 +48,7 @@ TEST(EnvSettings, AnythingElseIsAnErrorNamingTheVariableAndTheRange) {
 // tests run, e.g. by scripts/gpu_check.sh, changes nothing here), restored afterwards.
 constexpr const char* kOverrides[] = {"KILN_CUDNN_TUNE", "KILN_CUDNN_TUNE_PLANS", "KILN_PLAN_CACHE",
                                       "KILN_TUNE_LOG",   "KILN_SIDE_STREAM",      "KILN_PIPELINE_CHUNKS",
-                                      "KILN_OVERLAP_OPS"};
+                                      "KILN_OVERLAP_OPS", "KILN_CONV_TF32"};
 
 class CudaEnvOverrides : public ::testing::Test {
  protected:
@@ -64,7 +64,7 @@ class CudaEnvOverrides : public ::testing::Test {
 CudaOptions non_default_options() {
   CudaOptions o;
   o.tune = false, o.tune_plans = 3, o.plan_cache = "plans.json", o.tune_log = "tune.jsonl";
-  o.side_stream = false, o.pipeline_chunks = 4, o.overlap_ops = false;
+  o.side_stream = false, o.pipeline_chunks = 4, o.overlap_ops = false, o.conv_tf32 = true;
   return o;
 }
 
@@ -76,6 +76,7 @@ void expect_same(const CudaOptions& a, const CudaOptions& b) {
   EXPECT_EQ(a.side_stream, b.side_stream);
   EXPECT_EQ(a.pipeline_chunks, b.pipeline_chunks);
   EXPECT_EQ(a.overlap_ops, b.overlap_ops);
+  EXPECT_EQ(a.conv_tf32, b.conv_tf32);
 }
 
 TEST_F(CudaEnvOverrides, UnsetOrEmptyVariablesKeepTheOptions) {
@@ -93,19 +94,22 @@ TEST_F(CudaEnvOverrides, EachVariableReplacesItsField) {
   setenv("KILN_SIDE_STREAM", "0", 1);
   setenv("KILN_PIPELINE_CHUNKS", "2", 1);
   setenv("KILN_OVERLAP_OPS", "0", 1);
+  setenv("KILN_CONV_TF32", "1", 1);
   CudaOptions want;
   want.tune = false, want.tune_plans = 12, want.plan_cache = "/tmp/cache.json", want.tune_log = "/tmp/log.jsonl";
-  want.side_stream = false, want.pipeline_chunks = 2, want.overlap_ops = false;
+  want.side_stream = false, want.pipeline_chunks = 2, want.overlap_ops = false, want.conv_tf32 = true;
   expect_same(with_env_overrides(CudaOptions{}), want);
 
   // 1 turns on what the options turned off: the variables override both ways.
   setenv("KILN_CUDNN_TUNE", "1", 1);
   setenv("KILN_SIDE_STREAM", "1", 1);
   setenv("KILN_OVERLAP_OPS", "1", 1);
+  setenv("KILN_CONV_TF32", "0", 1);
   const CudaOptions on = with_env_overrides(non_default_options());
   EXPECT_TRUE(on.tune);
   EXPECT_TRUE(on.side_stream);
   EXPECT_TRUE(on.overlap_ops);
+  EXPECT_FALSE(on.conv_tf32);  // 0 turns off what the options turned on
   EXPECT_EQ(on.tune_plans, 12);
 }
 
@@ -115,6 +119,7 @@ TEST_F(CudaEnvOverrides, MalformedValuesAreErrorsNamingTheVariable) {
       {"KILN_CUDNN_TUNE_PLANS", "-1", "from 0 to 9999"}, {"KILN_CUDNN_TUNE_PLANS", "10000", "from 0 to 9999"},
       {"KILN_SIDE_STREAM", "off", "from 0 to 1"},       {"KILN_PIPELINE_CHUNKS", "0", "from 1 to 99"},
       {"KILN_PIPELINE_CHUNKS", "two", "from 1 to 99"}, {"KILN_OVERLAP_OPS", "2", "from 0 to 1"},
+      {"KILN_CONV_TF32", "yes", "from 0 to 1"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c[0] + "=" + c[1]);
