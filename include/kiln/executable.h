@@ -68,6 +68,9 @@ class Executable {
     read(id, out.data(), out.size() * sizeof(T));
     return out;
   }
+  // Several tensors at once (one wait on the GPU instead of one per tensor): reads[i] receives
+  // tensor ids[i], resized to its bytes.
+  void read_many(const std::vector<int>& ids, std::vector<std::vector<std::byte>>& reads);
   void synchronize();  // waits for all issued work (a no-op on CPU)
   // Scratch memory the ops asked for while being prepared (all streams), beside the arena.
   size_t workspace_bytes() const;

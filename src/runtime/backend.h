@@ -4,6 +4,7 @@
 // handle and graph cache, and the op workspace.
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "kiln/dtype.h"
 #include "kiln/executable.h"
@@ -20,6 +21,15 @@ class Backend {
   virtual void release(std::byte* memory) = 0;
   virtual void copy_in(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_out(void* host_dst, const void* src, size_t bytes) = 0;
+  // Several copy_outs; a backend may issue them all before one wait.
+  struct CopyOut {
+    void* host_dst;
+    const void* src;
+    size_t bytes;
+  };
+  virtual void copy_out_many(const std::vector<CopyOut>& copies) {
+    for (const CopyOut& c : copies) copy_out(c.host_dst, c.src, c.bytes);
+  }
   // copy_in in stream order without waiting for it: `host_src` may be reused at once (the bytes
   // are staged), and the next op list sees them. The default waits, as copy_in does.
   virtual void copy_in_ordered(void* dst, const void* host_src, size_t bytes) { copy_in(dst, host_src, bytes); }

@@ -164,6 +164,17 @@ void Executable::read(int id, void* host, size_t bytes) {
   backend_->copy_out(host, memory_for_copy(id, bytes, "reading"), bytes);
 }
 
+void Executable::read_many(const std::vector<int>& ids, std::vector<std::vector<std::byte>>& reads) {
+  reads.resize(ids.size());
+  std::vector<Backend::CopyOut> copies;
+  copies.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    reads[i].resize(program_.tensors.at(ids[i]).bytes());
+    copies.push_back({reads[i].data(), memory_for_copy(ids[i], reads[i].size(), "reading"), reads[i].size()});
+  }
+  backend_->copy_out_many(copies);
+}
+
 void Executable::synchronize() { backend_->synchronize(); }
 
 size_t Executable::workspace_bytes() const { return backend_->workspace_total_bytes(); }

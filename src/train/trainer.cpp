@@ -241,16 +241,16 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
 
 std::vector<NamedTensor> Trainer::state() {
   const Program& p = exe_->program();
+  std::vector<int> ids(p.params);
+  ids.insert(ids.end(), p.buffers.begin(), p.buffers.end());
+  ids.insert(ids.end(), p.opt_state_regions.begin(), p.opt_state_regions.end());
+  std::vector<std::vector<std::byte>> reads;
+  exe_->read_many(ids, reads);  // one wait on the GPU for all of them
   std::vector<NamedTensor> tensors;
-  auto add = [&](int id) {
-    const TensorSpec& t = p.tensors[id];
-    NamedTensor n{t.name, t.dtype, t.shape, std::vector<std::byte>(t.bytes())};
-    exe_->read(id, n.data.data(), n.data.size());
-    tensors.push_back(std::move(n));
-  };
-  for (int id : p.params) add(id);
-  for (int id : p.buffers) add(id);
-  for (int id : p.opt_state_regions) add(id);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const TensorSpec& t = p.tensors[ids[i]];
+    tensors.push_back(NamedTensor{t.name, t.dtype, t.shape, std::move(reads[i])});
+  }
   return tensors;
 }
 

@@ -15,6 +15,7 @@
 #include "kiln/compile.h"
 #include "kiln/executable.h"
 #include "kiln/zoo.h"
+#include "ops/loss/totals_slots.h"
 #include "support/cbr_block.h"
 #include "support/gpu_test_util.h"
 
@@ -116,6 +117,40 @@ TEST(CudaGraphs, ReplayedStepsMatchOpByOpSteps) {
         }
       }
     }
+  }
+}
+
+// The step's totals (ACCUMULATE_TOTALS) add up over replayed steps to what the host sums from the
+// losses and hits it reads step by step, and read_many reads what read reads.
+TEST(CudaGraphs, TotalsAddUpOverReplayedStepsAndReadManyMatchesReads) {
+  KILN_REQUIRE_GPU();
+  auto exe = digits(Precision::FP32, OptimizerKind::SGD, true);
+  const Program& p = exe->program();
+  std::vector<double> totals = {0, 0, 0, -1, 0};
+  exe->write(p.train_totals, totals.data(), totals.size() * sizeof(double));
+  double loss_sum = 0, hits = 0;
+  constexpr int kSteps = 5;  // op by op, captured, then replayed
+  for (int i = 0; i < kSteps; ++i) {
+    write_batch(*exe, i);
+    exe->run_step({0.02f, i, 3});
+    loss_sum += exe->read<float>(p.loss)[0];
+    hits += exe->read<int32_t>(p.train_correct)[0];
+  }
+  totals = exe->read<double>(p.train_totals);
+  EXPECT_EQ(totals[kLossSum], loss_sum);  // the same fp32 losses added in the same order
+  EXPECT_EQ(totals[kHitsSum], hits);
+  EXPECT_EQ(totals[kStepsCounted], kSteps);
+  EXPECT_EQ(totals[kFirstBadStep], -1);
+  EXPECT_GT(loss_sum, 0);
+
+  std::vector<std::vector<std::byte>> many;
+  const std::vector<int> ids = {p.loss, p.train_totals, p.param_region, p.train_correct};
+  exe->read_many(ids, many);
+  ASSERT_EQ(many.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::vector<std::byte> one(p.tensors[ids[i]].bytes());
+    exe->read(ids[i], one.data(), one.size());
+    EXPECT_EQ(many[i], one) << p.tensors[ids[i]].name;
   }
 }
 

@@ -19,6 +19,7 @@
 #include "ops/common/pipeline_slices.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_wgrad_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 
 namespace kiln::cuda {
@@ -116,7 +117,7 @@ ConvProblem batch_slice(ConvProblem p, int slices) {
 void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
-  const size_t wgrad = be.graphs().prepare(GraphKind::CONV_WGRAD, p);
+  const size_t wgrad = prepare_wgrad(be, p, a.x.data, a.dconv.data, a.dw.data, call.where());
   const int64_t m = rows(a.conv_out);
   if (!a.dx) {  // a first layer: wgrad alone, on the main stream
     be.request_workspace(scratch(nullptr, m, p.k, wgrad).used, 0);
@@ -139,14 +140,12 @@ void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
 void backward_in_order(CudaBackend& be, const CbrBackward<TensorArg>& a, const ConvProblem& p, const Scratch& s,
                        const std::string& where) {
   const TensorArg &x = a.x, &dx = a.dx, &dconv = a.dconv;
-  Pointers wg;
-  wg.dy = dconv.data, wg.x = x.data, wg.dw = a.dw.data;
   if (!dx) {
-    be.graphs().run(GraphKind::CONV_WGRAD, p, wg, s.conv, be.stream(0), where);
+    run_wgrad(be, p, x.data, dconv.data, a.dw.data, s.conv, be.stream(0), where);
     return;
   }
   be.order(0, 1);
-  be.graphs().run(GraphKind::CONV_WGRAD, p, wg, be.workspace(1), be.stream(1), where);
+  run_wgrad(be, p, x.data, dconv.data, a.dw.data, be.workspace(1), be.stream(1), where);
   // Write after read: if dX is placed over X, dgrad may only start once wgrad has read X.
   if (overlaps(dx, x)) be.order(1, 0);
   Pointers dg;
@@ -193,9 +192,7 @@ void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
       dg.dx = static_cast<std::byte*>(dx.data) + i * dx_step;
       be.graphs().run(GraphKind::CONV_DGRAD, slice, dg, be.workspace(1), be.stream(1), where);
     }
-    Pointers wg;
-    wg.dy = dconv.data, wg.x = x.data, wg.dw = a.dw.data;
-    be.graphs().run(GraphKind::CONV_WGRAD, p, wg, s.conv, be.stream(0), where);
+    run_wgrad(be, p, x.data, dconv.data, a.dw.data, s.conv, be.stream(0), where);
     be.order(1, 0);  // the side stream wrote dx slice by slice, which the next op reads
   }
 }

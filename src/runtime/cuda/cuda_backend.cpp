@@ -101,6 +101,7 @@ CudaBackend::~CudaBackend() {
     if (s.host) cudaFreeHost(s.host);
   }
   if (device_scalars_) cudaFree(device_scalars_);
+  if (gather_) cudaFreeHost(gather_);
   for (int i = 0; i < kStreams; ++i) {
     if (workspace_[i]) cudaFree(workspace_[i]);
     if (events_[i]) cudaEventDestroy(events_[i]);
@@ -152,6 +153,31 @@ void CudaBackend::copy_out(void* dst, const void* src, size_t bytes) {
   activate();
   KILN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streams_[0]), "copy from device");
   KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy from device");
+}
+
+void CudaBackend::copy_out_many(const std::vector<CopyOut>& copies) {
+  activate();
+  size_t total = 0;
+  for (const CopyOut& c : copies) total += (c.bytes + 255) / 256 * 256;
+  if (total > gather_bytes_) {
+    if (gather_) KILN_CUDA(cudaFreeHost(gather_), "copy from device");
+    gather_ = nullptr, gather_bytes_ = 0;
+    KILN_CUDA(cudaMallocHost(&gather_, total), "copy from device");
+    gather_bytes_ = total;
+  }
+  size_t at = 0;
+  for (const CopyOut& c : copies) {
+    KILN_CUDA(cudaMemcpyAsync(static_cast<std::byte*>(gather_) + at, c.src, c.bytes, cudaMemcpyDeviceToHost,
+                              streams_[0]),
+              "copy from device");
+    at += (c.bytes + 255) / 256 * 256;
+  }
+  KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy from device");
+  at = 0;
+  for (const CopyOut& c : copies) {
+    std::memcpy(c.host_dst, static_cast<const std::byte*>(gather_) + at, c.bytes);
+    at += (c.bytes + 255) / 256 * 256;
+  }
 }
 
 void CudaBackend::request_workspace(size_t bytes, int stream) {

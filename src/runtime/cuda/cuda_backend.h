@@ -33,6 +33,8 @@ class CudaBackend final : public Backend {
   void release(std::byte* memory) override;
   void copy_in(void* dst, const void* host_src, size_t bytes) override;
   void copy_out(void* host_dst, const void* src, size_t bytes) override;
+  // Into one pinned buffer on the main stream, one wait, then out to the hosts' memory.
+  void copy_out_many(const std::vector<CopyOut>& copies) override;
   // Through pinned staging buffers used in turn (kStaging of them): the host copies the batch
   // into one, the DMA engine copies it to the device on the main stream, and the host goes on;
   // a buffer is refilled only once its last copy has left it.
@@ -115,6 +117,8 @@ class CudaBackend final : public Backend {
   };
   Staging staging_[kStaging];
   int next_staging_ = 0;
+  void* gather_ = nullptr;  // pinned, for copy_out_many
+  size_t gather_bytes_ = 0;
 };
 
 // The CUDA backend of an op call (a kiln::Error if the call runs on another backend).

@@ -1,0 +1,96 @@
+#include "ops/conv/wgrad_direct_cuda.h"
+
+#include <algorithm>
+
+#include "ops/common/pack_cuda.cuh"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/dtype_cuda.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int64_t kMinRowsPerBlock = 64;
+constexpr int64_t kMaxBlocks = 1024;
+
+struct Geom {
+  int64_t n, h, w, c, k, r, s, stride, pad, ho, wo;
+  __host__ __device__ int64_t rows() const { return n * ho * wo; }
+  __host__ __device__ int weights() const { return int(k * r * s * c); }
+};
+
+int64_t blocks_for(const Geom& g) {
+  return std::max<int64_t>(1, std::min(kMaxBlocks, (g.rows() + kMinRowsPerBlock - 1) / kMinRowsPerBlock));
+}
+
+// Block b sums rows [b * per_block, (b + 1) * per_block) for weight threadIdx.x.
+template <class T>
+__global__ void wgrad_partials(const T* __restrict__ x, const T* __restrict__ dy, float* __restrict__ partials,
+                               Geom g, int64_t per_block) {
+  const int o = threadIdx.x;
+  if (o >= g.weights()) return;
+  const int c = int(o % g.c), s = int(o / g.c % g.s), r = int(o / (g.c * g.s) % g.r), k = int(o / (g.c * g.s * g.r));
+  const int64_t first = blockIdx.x * per_block, last = min(first + per_block, g.rows());
+  float acc = 0.f;
+  if (first < last) {
+    // Walk the rows in (n, ho, wo) order without dividing per row.
+    int64_t n = first / (g.ho * g.wo), ho = first / g.wo % g.ho, wo = first % g.wo;
+    for (int64_t m = first; m < last; ++m) {
+      const int64_t hi = ho * g.stride - g.pad + r, wi = wo * g.stride - g.pad + s;
+      if (hi >= 0 && hi < g.h && wi >= 0 && wi < g.w)
+        acc += to_float(dy[m * g.k + k]) * to_float(x[((n * g.h + hi) * g.w + wi) * g.c + c]);
+      if (++wo == g.wo) {
+        wo = 0;
+        if (++ho == g.ho) ho = 0, ++n;
+      }
+    }
+  }
+  partials[blockIdx.x * int64_t(g.weights()) + o] = acc;
+}
+
+// dw[o] = the partials of weight o added in block order.
+template <class T>
+__global__ void wgrad_sum_partials(const float* __restrict__ partials, T* __restrict__ dw, int weights,
+                                   int64_t blocks) {
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= weights) return;
+  float sum = 0.f;
+  for (int64_t b = 0; b < blocks; ++b) sum += partials[b * weights + o];
+  dw[o] = from_float<T>(sum);
+}
+
+Geom geom_of(const WgradShape& p) { return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo}; }
+
+}  // namespace
+
+bool wgrad_direct_supported(const WgradShape& p) {
+  const int64_t weights = p.k * p.r * p.s * p.c;
+  return weights >= 1 && weights <= kWgradDirectMaxWeights && p.n >= 1 && p.ho >= 1 && p.wo >= 1;
+}
+
+size_t wgrad_direct_workspace_bytes(const WgradShape& p) {
+  const Geom g = geom_of(p);
+  return (size_t(blocks_for(g)) * size_t(g.weights()) * sizeof(float) + 255) / 256 * 256;
+}
+
+void wgrad_direct(const WgradShape& p, const void* x, const void* dy, void* dw, void* workspace,
+                  cudaStream_t stream, const std::string& where) {
+  if (!wgrad_direct_supported(p))
+    fail("{}: the direct weight gradient takes at most {} weights, not {}", where, kWgradDirectMaxWeights,
+         p.k * p.r * p.s * p.c);
+  if (!x || !dy || !dw || !workspace) fail("{}: the direct weight gradient got a null pointer", where);
+  const Geom g = geom_of(p);
+  const int64_t blocks = blocks_for(g), per_block = (g.rows() + blocks - 1) / blocks;
+  const int threads = (g.weights() + 31) / 32 * 32;
+  float* partials = static_cast<float*>(workspace);
+  dispatch_activation(p.io, "direct weight gradient", [&](auto zero) {
+    using T = decltype(zero);
+    wgrad_partials<T><<<unsigned(blocks), threads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy),
+                                                                partials, g, per_block);
+    check_launch(where);
+    wgrad_sum_partials<T><<<unsigned((g.weights() + 255) / 256), 256, 0, stream>>>(partials, static_cast<T*>(dw),
+                                                                                    g.weights(), blocks);
+    check_launch(where);
+  });
+}
+
+}  // namespace kiln::cuda

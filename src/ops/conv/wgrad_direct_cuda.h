@@ -1,0 +1,35 @@
+#pragma once
+// A weight gradient for convolutions with few weights (a first layer's 1-3 input channels):
+//   dW(k,r,s,c) = sum over n, ho, wo of dY(n,ho,wo,k) * X(n, ho*stride - pad + r, wo*stride - pad + s, c)
+// One thread per weight sums a slice of the rows into a partial (fp32); a second kernel adds the
+// partials in a fixed order, so the result is the same bits on every run. cuDNN's wgrad plans
+// for such shapes are slow (the digits CNN's 1-channel first layer on an H200: 0.14 ms, the
+// slowest kernel of its step); conv_wgrad_cuda.h picks between the two by timing both.
+// Layouts as cudnn_graphs.h: X and dY NHWC, dW KRSC, all of the problem's io dtype.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kiln/dtype.h"
+
+namespace kiln::cuda {
+
+// A ConvProblem's fields (cudnn_graphs.h, which CUDA sources do not include).
+struct WgradShape {
+  int64_t n = 0, h = 0, w = 0, c = 0, k = 0, r = 0, s = 0, stride = 1, pad = 0, ho = 0, wo = 0;
+  DType io = DType::F32;
+};
+
+// Whether the kernel takes the problem: at most kWgradDirectMaxWeights weights (one block's
+// threads) and rows that an int64 indexes.
+constexpr int kWgradDirectMaxWeights = 1024;
+bool wgrad_direct_supported(const WgradShape& p);
+// The scratch it needs (the partials), 256-byte aligned.
+size_t wgrad_direct_workspace_bytes(const WgradShape& p);
+// Enqueues the two kernels on `stream`; `workspace` holds wgrad_direct_workspace_bytes(p).
+void wgrad_direct(const WgradShape& p, const void* x, const void* dy, void* dw, void* workspace,
+                  cudaStream_t stream, const std::string& where);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,107 @@
+// The direct weight gradient (wgrad_direct_cuda.h) against a float64 reference of the same
+// rounded inputs, in fp32, fp16 and bf16, with padding, strides and several filter sizes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/conv/wgrad_direct_cuda.h"
+#include "support/gpu_test_util.h"
+
+namespace kiln {
+namespace {
+
+using namespace gpu_test;
+using cuda::WgradShape;
+
+WgradShape shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t stride, int64_t pad,
+                 DType io) {
+  WgradShape s{n, h, w, c, k, r, r, stride, pad, 0, 0, io};
+  s.ho = (h + 2 * pad - r) / stride + 1, s.wo = (w + 2 * pad - r) / stride + 1;
+  return s;
+}
+
+// dW and, per weight, the sum of |dY * X| over its terms (the scale of its rounding error).
+// `swap_rs` reads the filter transposed, a wrong indexing the comparison must reject.
+void reference(const WgradShape& s, const std::vector<double>& x, const std::vector<double>& dy, bool swap_rs,
+               std::vector<double>& dw, std::vector<double>& scale) {
+  dw.assign(size_t(s.k * s.r * s.s * s.c), 0.0);
+  scale.assign(dw.size(), 0.0);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t ho = 0; ho < s.ho; ++ho)
+      for (int64_t wo = 0; wo < s.wo; ++wo)
+        for (int64_t k = 0; k < s.k; ++k)
+          for (int64_t r = 0; r < s.r; ++r)
+            for (int64_t q = 0; q < s.s; ++q) {
+              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
+              const int64_t hi = ho * s.stride - s.pad + rr, wi = wo * s.stride - s.pad + qq;
+              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+              for (int64_t c = 0; c < s.c; ++c) {
+                const double term = dy[size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k)] *
+                                    x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)];
+                const size_t o = size_t(((k * s.r + r) * s.s + q) * s.c + c);
+                dw[o] += term;
+                scale[o] += std::fabs(term);
+              }
+            }
+}
+
+// The bound on |got - want| relative to a weight's sum of |terms|: fp32 accumulation (well under
+// 1e-5 for these row counts) plus the output's rounding to its dtype (2^-11 fp16, 2^-8 bf16).
+double bound(DType io) { return io == DType::F32 ? 1e-5 : io == DType::F16 ? 1e-3 : 8e-3; }
+
+TEST(WgradDirectGpu, MatchesFloat64InEveryDtype) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(17);
+  for (DType io : {DType::F32, DType::F16, DType::BF16}) {
+    const std::vector<WgradShape> shapes = {
+        shape(4, 7, 5, 1, 8, 3, 1, 1, io),     shape(3, 9, 9, 3, 16, 3, 2, 1, io),
+        shape(2, 6, 6, 2, 4, 5, 1, 2, io),     shape(64, 20, 20, 1, 32, 3, 1, 1, io),  // the digits CNN's first layer
+        shape(2, 11, 11, 3, 16, 7, 2, 3, io),  // a ResNet-style stem, 7x7 stride 2
+    };
+    for (const WgradShape& s : shapes) {
+      SCOPED_TRACE(std::string(dtype_name(io)) + " n=" + std::to_string(s.n) + " " + std::to_string(s.h) + "x" +
+                   std::to_string(s.w) + " c=" + std::to_string(s.c) + " k=" + std::to_string(s.k) + " " +
+                   std::to_string(s.r) + "x" + std::to_string(s.s) + " stride " + std::to_string(s.stride));
+      ASSERT_TRUE(cuda::wgrad_direct_supported(s));
+      const std::vector<double> x = random_values<double>(io, size_t(s.n * s.h * s.w * s.c), rng);
+      const std::vector<double> dy = random_values<double>(io, size_t(s.n * s.ho * s.wo * s.k), rng);
+      DeviceTensor dx(io, x), ddy(io, dy);
+      DeviceTensor dw = DeviceTensor::poisoned(io, size_t(s.k * s.r * s.s * s.c));
+      DeviceBuffer scratch(cuda::wgrad_direct_workspace_bytes(s));
+      cuda::wgrad_direct(s, dx.ptr(), ddy.ptr(), dw.ptr(), scratch.get(), nullptr, "test");
+      sync();
+      const std::vector<double> got = dw.get();
+      std::vector<double> want, scale, wrong, wrong_scale;
+      reference(s, x, dy, false, want, scale);
+      reference(s, x, dy, true, wrong, wrong_scale);
+      double worst = 0, worst_wrong = 0;
+      for (size_t o = 0; o < want.size(); ++o) {
+        const double denom = std::max(scale[o], 1e-30);
+        worst = std::max(worst, std::fabs(got[o] - want[o]) / denom);
+        worst_wrong = std::max(worst_wrong, std::fabs(wrong[o] - want[o]) / denom);
+      }
+      EXPECT_LE(worst, bound(io));
+      // The transposed filter differs from the right one by far more than the bound, so the
+      // comparison would catch that mistake.
+      EXPECT_GT(worst_wrong, 10 * bound(io));
+      // A second run gives the same bits: the partials are added in a fixed order.
+      cuda::wgrad_direct(s, dx.ptr(), ddy.ptr(), dw.ptr(), scratch.get(), nullptr, "test");
+      sync();
+      EXPECT_EQ(dw.get(), got);
+    }
+  }
+}
+
+TEST(WgradDirectGpu, TooManyWeightsIsAnErrorNamingTheLimit) {
+  KILN_REQUIRE_GPU();
+  const WgradShape s = shape(1, 8, 8, 64, 64, 3, 1, 1, DType::F32);  // 36,864 weights
+  EXPECT_FALSE(cuda::wgrad_direct_supported(s));
+  testing::expect_error([&] { cuda::wgrad_direct(s, nullptr, nullptr, nullptr, nullptr, nullptr, "conv1"); },
+                        {"conv1", "at most 1024 weights", "36864"});
+}
+
+}  // namespace
+}  // namespace kiln
