@@ -9,8 +9,11 @@
 namespace kiln::cuda {
 namespace {
 
-constexpr int64_t kMinRowsPerBlock = 64;
-constexpr int64_t kMaxBlocks = 1024;
+// Few rows per block and many blocks: each thread's loop is a chain of dependent loads, so the
+// parallelism has to come from the number of threads in flight, not from long loops.
+constexpr int64_t kMinRowsPerBlock = 16;
+constexpr int64_t kMaxBlocks = 4096;
+constexpr int kSumThreads = 256;
 
 struct Geom {
   int64_t n, h, w, c, k, r, s, stride, pad, ho, wo;
@@ -44,18 +47,24 @@ __global__ void wgrad_partials(const T* __restrict__ x, const T* __restrict__ dy
       }
     }
   }
-  partials[blockIdx.x * int64_t(g.weights()) + o] = acc;
+  partials[o * int64_t(gridDim.x) + blockIdx.x] = acc;  // weight-major: the sum reads it in order
 }
 
-// dw[o] = the partials of weight o added in block order.
+// dw[o] = the partials of weight o (block o), each thread adding a strided share in order and
+// the shares then added in a fixed tree: the same bits on every run.
 template <class T>
-__global__ void wgrad_sum_partials(const float* __restrict__ partials, T* __restrict__ dw, int weights,
-                                   int64_t blocks) {
-  const int o = blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= weights) return;
+__global__ void wgrad_sum_partials(const float* __restrict__ partials, T* __restrict__ dw, int64_t blocks) {
+  __shared__ float share[kSumThreads];
+  const int o = blockIdx.x;
   float sum = 0.f;
-  for (int64_t b = 0; b < blocks; ++b) sum += partials[b * weights + o];
-  dw[o] = from_float<T>(sum);
+  for (int64_t b = threadIdx.x; b < blocks; b += kSumThreads) sum += partials[o * blocks + b];
+  share[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = kSumThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) share[threadIdx.x] += share[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) dw[o] = from_float<T>(share[0]);
 }
 
 Geom geom_of(const WgradShape& p) { return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo}; }
@@ -87,8 +96,7 @@ void wgrad_direct(const WgradShape& p, const void* x, const void* dy, void* dw, 
     wgrad_partials<T><<<unsigned(blocks), threads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy),
                                                                 partials, g, per_block);
     check_launch(where);
-    wgrad_sum_partials<T><<<unsigned((g.weights() + 255) / 256), 256, 0, stream>>>(partials, static_cast<T*>(dw),
-                                                                                    g.weights(), blocks);
+    wgrad_sum_partials<T><<<unsigned(g.weights()), kSumThreads, 0, stream>>>(partials, static_cast<T*>(dw), blocks);
     check_launch(where);
   });
 }

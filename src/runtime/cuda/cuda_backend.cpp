@@ -208,6 +208,17 @@ void CudaBackend::stage_scalars(const StepScalars& s) {
   activate();
   write_step_scalars(bytes_of(s), reinterpret_cast<StepScalarBytes*>(device_scalars_), streams_[0]);
   KILN_CUDA(cudaGetLastError(), "step scalars");
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  KILN_CUDA(cudaStreamIsCapturing(streams_[0], &capturing), "step scalars");
+  if (capturing == cudaStreamCaptureStatusNone) return;
+  // Under capture the write just became the node the main stream's next work depends on: kept,
+  // so that replay() can give it each step's values.
+  const cudaGraphNode_t* last = nullptr;
+  size_t count = 0;
+  KILN_CUDA(cudaStreamGetCaptureInfo(streams_[0], &capturing, nullptr, nullptr, &last, nullptr, &count),
+            "step scalars");
+  if (count != 1 || !last) fail("internal: the captured write of the step scalars is not the stream's last node");
+  capture_scalar_nodes_.push_back(last[0]);
 }
 
 void CudaBackend::release(Captured& c) {
@@ -219,6 +230,7 @@ void CudaBackend::release(Captured& c) {
 void CudaBackend::begin_capture() {
   activate();
   // Thread-local: the data loader's threads may call the CUDA runtime meanwhile (pinned memory).
+  capture_scalar_nodes_.clear();
   KILN_CUDA(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal), "CUDA Graph capture");
 }
 
@@ -229,19 +241,8 @@ void CudaBackend::end_capture(int graph) {
   Captured& c = captured_[size_t(graph)];
   release(c);
   c.graph = captured;
-  // The nodes that write the step's scalars: replay() gives them each step's values.
-  size_t count = 0;
-  KILN_CUDA(cudaGraphGetNodes(captured, nullptr, &count), "CUDA Graph capture");
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0) KILN_CUDA(cudaGraphGetNodes(captured, nodes.data(), &count), "CUDA Graph capture");
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType type{};
-    KILN_CUDA(cudaGraphNodeGetType(node, &type), "CUDA Graph capture");
-    if (type != cudaGraphNodeTypeKernel) continue;
-    cudaKernelNodeParams params{};
-    KILN_CUDA(cudaGraphKernelNodeGetParams(node, &params), "CUDA Graph capture");
-    if (params.func == write_step_scalars_kernel()) c.scalar_nodes.push_back(node);
-  }
+  c.scalar_nodes = std::move(capture_scalar_nodes_);  // replay() gives them each step's values
+  capture_scalar_nodes_.clear();
   const cudaError_t status = cudaGraphInstantiate(&c.exec, captured, 0);
   if (status != cudaSuccess) {
     c.exec = nullptr;
@@ -253,6 +254,7 @@ void CudaBackend::end_capture(int graph) {
 void CudaBackend::abort_capture() {
   // Events recorded in the abandoned capture must not be waited for outside it.
   previous_pending_ = deferred_now_ = false;
+  capture_scalar_nodes_.clear();
   cudaGraph_t partial = nullptr;
   if (cudaStreamEndCapture(streams_[0], &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
   cudaGetLastError();  // the capture's own error was reported by whoever failed

@@ -108,6 +108,7 @@ class CudaBackend final : public Backend {
     std::vector<cudaGraphNode_t> scalar_nodes;
   };
   std::vector<Captured> captured_;
+  std::vector<cudaGraphNode_t> capture_scalar_nodes_;  // of the capture in progress
   void release(Captured& c);
   static constexpr int kStaging = 4;  // a step's batch and labels, and the next step's
   struct Staging {

@@ -16,8 +16,8 @@ struct StepScalarBytes {
 // Enqueues *dst = s on `stream` (under capture: adds the node).
 void write_step_scalars(const StepScalarBytes& s, StepScalarBytes* dst, cudaStream_t stream);
 
-// The kernel write_step_scalars launches: how the backend finds its nodes in a captured graph,
-// and the function of the parameters it sets on them.
+// The kernel write_step_scalars launches: the function of the parameters the backend sets on its
+// nodes in a captured graph.
 const void* write_step_scalars_kernel();
 
 }  // namespace kiln::cuda
