@@ -23,7 +23,9 @@ def main():
     walls = [e["wall_seconds"] for e in kiln_epochs]
     kiln_eps = (len(walls) - 1) / sum(walls[1:])
     last = kiln_epochs[-1]
-    print(f"digits recipe, {len(walls)} epochs, batch {last['batch']}, {last['precision']} ({env.get('gpu', 'GPU')}, "
+    tf32 = any(r.get("conv_tf32") for r in torch_rows)
+    print(f"digits recipe, {len(walls)} epochs, batch {last['batch']}, {last['precision']}"
+          f"{' (convolutions in TF32 on both sides)' if tf32 else ''} ({env.get('gpu', 'GPU')}, "
           f"commit {env.get('commit', '?')}):")
     print(f"  kiln ({last['device']})  {kiln_eps:7.2f} epochs/s  first epoch {walls[0]:6.2f} s  "
           f"test accuracy {last['test_accuracy']:.4f}")

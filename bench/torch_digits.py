@@ -186,7 +186,7 @@ def run(data, mode, precision, epochs, seed, device):
             "images_per_second": (epochs - 1) * steps * BATCH / timed_train if epochs > 1 else None,
             "first_epoch_seconds": epoch_seconds[0], "epoch_seconds": epoch_seconds, "train_seconds": train_seconds,
             "test_accuracy": accuracies[-1], "test_accuracy_per_epoch": accuracies, "final_loss": losses[-1],
-            "seed": seed, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+            "seed": seed, "conv_tf32": torch.backends.cudnn.allow_tf32, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
             "torch": torch.__version__, "cudnn": torch.backends.cudnn.version() if cuda else None}
 
 
@@ -199,6 +199,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu, for a smoke test")
+    parser.add_argument("--conv-tf32", action="store_true",
+                        help="let cuDNN's fp32 convolutions use TF32 (PyTorch's default; kiln's --conv-tf32 1); "
+                             "matmuls stay fp32 on both sides")
     args = parser.parse_args()
     modes = args.modes.split(",")
     for mode in modes:
@@ -210,7 +213,7 @@ def main():
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
         torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = args.conv_tf32
     data = Data(args.data, device)
     log(f"{len(data.train_y)} train / {len(data.test_y)} test images {data.height}x{data.width}x{data.channels}, "
         f"mean {data.mean}, std {data.std}, on {device}")

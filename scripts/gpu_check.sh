@@ -117,15 +117,18 @@ fi
 if [ "$what" = digits ]; then
   # The digits recipe (scripts/demo.sh) on the GPU, kiln against bench/torch_digits.py, data
   # loading and per-epoch evaluation included on both sides: KILN_DIGITS_DIR (default
-  # data/digits), KILN_PRECISION (fp32), KILN_TORCH_MODES (eager,compile).
-  data=${KILN_DIGITS_DIR:-data/digits} precision=${KILN_PRECISION:-fp32}
+  # data/digits), KILN_PRECISION (fp32), KILN_TORCH_MODES (eager,compile), KILN_CONV_TF32 (0: true
+  # fp32 convolutions on both sides; 1: TF32 on both, PyTorch's default).
+  data=${KILN_DIGITS_DIR:-data/digits} precision=${KILN_PRECISION:-fp32} tf32=${KILN_CONV_TF32:-0}
+  torch_tf32=; [ "$tf32" = 1 ] && torch_tf32=--conv-tf32
   "$bin/kiln" train --device cuda --model digits_cnn --data "$data" --epochs 30 --batch 64 --optimizer sgd --lr 0.05 \
     --momentum 0.9 --nesterov --weight-decay 5e-4 --schedule cosine --label-smoothing 0.1 --crop-pad 1 --seed 1 \
-    --precision "$precision" --json "$out/kiln_digits.jsonl" > "$out/kiln_digits.log" 2>&1 \
+    --precision "$precision" --conv-tf32 "$tf32" --json "$out/kiln_digits.jsonl" > "$out/kiln_digits.log" 2>&1 \
     || { tail -5 "$out/kiln_digits.log"; status=1; }
-  python3 bench/torch_digits.py --data "$data" --precision "$precision" --modes "${KILN_TORCH_MODES:-eager,compile}" \
+  python3 bench/torch_digits.py --data "$data" --precision "$precision" --modes "${KILN_TORCH_MODES:-eager,compile}" $torch_tf32 \
     > "$out/torch_digits.jsonl" 2> "$out/torch_digits.err" || { tail -5 "$out/torch_digits.err"; status=1; }
-  python3 bench/report_digits.py "$out/kiln_digits.jsonl" "$out/torch_digits.jsonl" "$out/digits_${precision}.json" \
+  suffix=; [ "$tf32" = 1 ] && suffix=_tf32
+  python3 bench/report_digits.py "$out/kiln_digits.jsonl" "$out/torch_digits.jsonl" "$out/digits_${precision}${suffix}.json" \
     "$out/env.json" || status=1
   exit $status
 fi

@@ -9,10 +9,9 @@
 namespace kiln::cuda {
 namespace {
 
-// Few rows per block and many blocks: each thread's loop is a chain of dependent loads, so the
-// parallelism has to come from the number of threads in flight, not from long loops.
-constexpr int64_t kMinRowsPerBlock = 16;
+constexpr int64_t kMinRowsPerBlock = 64;
 constexpr int64_t kMaxBlocks = 4096;
+constexpr int kTileFloats = 8192;  // 32 KB of dY rows in shared memory
 constexpr int kSumThreads = 256;
 
 struct Geom {
@@ -25,29 +24,39 @@ int64_t blocks_for(const Geom& g) {
   return std::max<int64_t>(1, std::min(kMaxBlocks, (g.rows() + kMinRowsPerBlock - 1) / kMinRowsPerBlock));
 }
 
-// Block b sums rows [b * per_block, (b + 1) * per_block) for weight threadIdx.x.
+// Block b sums rows [b * per_block, (b + 1) * per_block) for weight threadIdx.x. The block first
+// loads a tile of dY rows into shared memory with coalesced loads (every weight of a channel k
+// reads the same dY values), then each thread walks the tile; X, small for the shapes taken
+// here, is read through the L1 cache.
 template <class T>
 __global__ void wgrad_partials(const T* __restrict__ x, const T* __restrict__ dy, float* __restrict__ partials,
-                               Geom g, int64_t per_block) {
+                               Geom g, int64_t per_block, int tile_rows) {
+  extern __shared__ float tile[];  // [tile_rows][k]
   const int o = threadIdx.x;
-  if (o >= g.weights()) return;
+  const bool mine = o < g.weights();
   const int c = int(o % g.c), s = int(o / g.c % g.s), r = int(o / (g.c * g.s) % g.r), k = int(o / (g.c * g.s * g.r));
   const int64_t first = blockIdx.x * per_block, last = min(first + per_block, g.rows());
+  // Walk the rows in (n, ho, wo) order without dividing per row.
+  int64_t n = first / (g.ho * g.wo), ho = first / g.wo % g.ho, wo = first % g.wo;
   float acc = 0.f;
-  if (first < last) {
-    // Walk the rows in (n, ho, wo) order without dividing per row.
-    int64_t n = first / (g.ho * g.wo), ho = first / g.wo % g.ho, wo = first % g.wo;
-    for (int64_t m = first; m < last; ++m) {
-      const int64_t hi = ho * g.stride - g.pad + r, wi = wo * g.stride - g.pad + s;
-      if (hi >= 0 && hi < g.h && wi >= 0 && wi < g.w)
-        acc += to_float(dy[m * g.k + k]) * to_float(x[((n * g.h + hi) * g.w + wi) * g.c + c]);
-      if (++wo == g.wo) {
-        wo = 0;
-        if (++ho == g.ho) ho = 0, ++n;
+  for (int64_t start = first; start < last; start += tile_rows) {
+    const int rows = int(min(int64_t(tile_rows), last - start));
+    __syncthreads();  // the previous tile is used up
+    for (int i = threadIdx.x; i < rows * g.k; i += blockDim.x) tile[i] = to_float(dy[start * g.k + i]);
+    __syncthreads();
+    if (mine) {
+      for (int i = 0; i < rows; ++i) {
+        const int64_t hi = ho * g.stride - g.pad + r, wi = wo * g.stride - g.pad + s;
+        if (hi >= 0 && hi < g.h && wi >= 0 && wi < g.w)
+          acc += tile[i * g.k + k] * to_float(x[((n * g.h + hi) * g.w + wi) * g.c + c]);
+        if (++wo == g.wo) {
+          wo = 0;
+          if (++ho == g.ho) ho = 0, ++n;
+        }
       }
     }
   }
-  partials[o * int64_t(gridDim.x) + blockIdx.x] = acc;  // weight-major: the sum reads it in order
+  if (mine) partials[o * int64_t(gridDim.x) + blockIdx.x] = acc;  // weight-major: the sum reads it in order
 }
 
 // dw[o] = the partials of weight o (block o), each thread adding a strided share in order and
@@ -93,8 +102,9 @@ void wgrad_direct(const WgradShape& p, const void* x, const void* dy, void* dw, 
   float* partials = static_cast<float*>(workspace);
   dispatch_activation(p.io, "direct weight gradient", [&](auto zero) {
     using T = decltype(zero);
-    wgrad_partials<T><<<unsigned(blocks), threads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy),
-                                                                partials, g, per_block);
+    const int tile_rows = int(std::max<int64_t>(1, std::min<int64_t>(kMinRowsPerBlock, kTileFloats / g.k)));
+    wgrad_partials<T><<<unsigned(blocks), threads, size_t(tile_rows * g.k) * sizeof(float), stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(dy), partials, g, per_block, tile_rows);
     check_launch(where);
     wgrad_sum_partials<T><<<unsigned(g.weights()), kSumThreads, 0, stream>>>(partials, static_cast<T*>(dw), blocks);
     check_launch(where);
