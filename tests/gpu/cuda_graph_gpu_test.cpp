@@ -82,7 +82,11 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // the same program differ from the first step's loss on, by 0.026-0.040 in the parameters after
 // six steps): there a second op-by-op run measures that drift and the replayed run may not drift
 // further (with a margin: the drift is a sum of rounding flips), and the loss scaler's state,
-// discrete, must agree exactly. The learning-rate mutation is checked where runs are exact.
+// discrete, must agree exactly when the two op-by-op runs agree on it. When they do not (a step
+// whose gradients sit at fp16's overflow in one run and not in the other: seen once on the H200,
+// the op-by-op runs then drifting 0.07 apart and the replayed one 0.39), op by op is not
+// reproducible either, and the replayed run must match one of the two. The learning-rate
+// mutation is checked where runs are exact.
 TEST(CudaGraphs, ReplayedStepsMatchOpByOpSteps) {
   KILN_REQUIRE_GPU();
   for (Precision precision : {Precision::FP32, Precision::FP16}) {
@@ -108,12 +112,22 @@ TEST(CudaGraphs, ReplayedStepsMatchOpByOpSteps) {
         auto stale = digits(precision, optimizer, false);
         EXPECT_GT(max_abs_diff(run(*stale, 0.02f).params, b.params), 1e-5);
       } else {
-        EXPECT_LE(replay_drift, 10 * run_drift + 1e-6);
-        for (const char* state : {"loss_scale", "loss_scale.clean_steps"}) {
-          std::vector<std::byte> x(graphed->program().tensors[graphed->id(state)].bytes()), y(x.size());
-          graphed->read(graphed->id(state), x.data(), x.size());
-          plain->read(plain->id(state), y.data(), y.size());
-          EXPECT_EQ(x, y) << state;
+        auto scaler = [](Executable& e) {
+          std::vector<std::byte> s;
+          for (const char* state : {"loss_scale", "loss_scale.clean_steps"}) {
+            std::vector<std::byte> bytes(e.program().tensors[e.id(state)].bytes());
+            e.read(e.id(state), bytes.data(), bytes.size());
+            s.insert(s.end(), bytes.begin(), bytes.end());
+          }
+          return s;
+        };
+        const std::vector<std::byte> replayed = scaler(*graphed), first = scaler(*plain), second = scaler(*again);
+        if (first == second) {
+          EXPECT_LE(replay_drift, 10 * run_drift + 1e-6);
+          EXPECT_EQ(replayed, first) << "the loss scaler's state";
+        } else {
+          std::printf("%s: the two op-by-op runs end with different loss-scaler states\n", name.c_str());
+          EXPECT_TRUE(replayed == first || replayed == second) << "the loss scaler's state";
         }
       }
     }

@@ -84,9 +84,10 @@ TEST(WgradDirectGpu, MatchesFloat64InEveryDtype) {
         worst_wrong = std::max(worst_wrong, std::fabs(wrong[o] - want[o]) / denom);
       }
       EXPECT_LE(worst, bound(io));
-      // The transposed filter differs from the right one by far more than the bound, so the
-      // comparison would catch that mistake.
-      EXPECT_GT(worst_wrong, 10 * bound(io));
+      // The same bound rejects the transposed filter, so the comparison catches that mistake. (Its
+      // margin shrinks as rows grow: a weight's error against the sum of its |terms| falls like
+      // 1/sqrt(rows); measured on the H200 at 25,600 rows in bf16: 0.036 against the bound 0.008.)
+      EXPECT_GT(worst_wrong, bound(io));
       // A second run gives the same bits: the partials are added in a fixed order.
       cuda::wgrad_direct(s, dx.ptr(), ddy.ptr(), dw.ptr(), scratch.get(), nullptr, "test");
       sync();
