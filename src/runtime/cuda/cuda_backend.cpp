@@ -46,6 +46,7 @@ CudaBackend::CudaBackend(int index, const CudaOptions& options) {
     KILN_CUDA(cudaEventCreateWithFlags(&events_[i], cudaEventDisableTiming), "cuda backend");
   }
   for (cudaEvent_t& e : deferred_) KILN_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cuda backend");
+  KILN_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cuda backend");
   KILN_CUDA(cudaMalloc(&device_scalars_, sizeof(StepScalars)), "step scalars");
   KILN_CUDA(cudaMemset(device_scalars_, 0, sizeof(StepScalars)), "step scalars");
   KILN_CUDA(cudaDeviceSynchronize(), "step scalars");
@@ -96,10 +97,14 @@ CudaBackend::~CudaBackend() {
   for (Captured& c : captured_) release(c);
   for (cudaEvent_t e : deferred_)
     if (e) cudaEventDestroy(e);
+  if (copy_stream_) cudaStreamSynchronize(copy_stream_);
   for (Staging& s : staging_) {
     if (s.copied) cudaEventDestroy(s.copied);
+    if (s.taken) cudaEventDestroy(s.taken);
     if (s.host) cudaFreeHost(s.host);
+    if (s.device) cudaFree(s.device);
   }
+  if (copy_stream_) cudaStreamDestroy(copy_stream_);
   if (device_scalars_) cudaFree(device_scalars_);
   if (gather_) cudaFreeHost(gather_);
   for (int i = 0; i < kStreams; ++i) {
@@ -134,19 +139,30 @@ void CudaBackend::copy_in(void* dst, const void* src, size_t bytes) {
 
 void CudaBackend::copy_in_ordered(void* dst, const void* src, size_t bytes) {
   activate();
+  const char* what = "staged copy to device";
   Staging& s = staging_[next_staging_];
   next_staging_ = (next_staging_ + 1) % kStaging;
-  if (s.copied) KILN_CUDA(cudaEventSynchronize(s.copied), "staged copy to device");
+  if (s.copied) KILN_CUDA(cudaEventSynchronize(s.copied), what);  // `host` is free again
   if (s.bytes < bytes) {
-    if (s.host) KILN_CUDA(cudaFreeHost(s.host), "staged copy to device");
-    s.host = nullptr, s.bytes = 0;
-    KILN_CUDA(cudaMallocHost(&s.host, bytes), "staged copy to device");
+    if (s.taken) KILN_CUDA(cudaEventSynchronize(s.taken), what);  // nothing reads `device` any more
+    if (s.host) KILN_CUDA(cudaFreeHost(s.host), what);
+    if (s.device) KILN_CUDA(cudaFree(s.device), what);
+    s.host = s.device = nullptr, s.bytes = 0;
+    KILN_CUDA(cudaMallocHost(&s.host, bytes), what);
+    KILN_CUDA(cudaMalloc(&s.device, bytes), what);
     s.bytes = bytes;
   }
-  if (!s.copied) KILN_CUDA(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming), "staged copy to device");
+  if (!s.copied) KILN_CUDA(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming), what);
+  if (!s.taken) KILN_CUDA(cudaEventCreateWithFlags(&s.taken, cudaEventDisableTiming), what);
   std::memcpy(s.host, src, bytes);
-  KILN_CUDA(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, streams_[0]), "staged copy to device");
-  KILN_CUDA(cudaEventRecord(s.copied, streams_[0]), "staged copy to device");
+  // The copy stream overwrites `device` once the main stream has taken its previous bytes (an
+  // event never recorded is already complete).
+  KILN_CUDA(cudaStreamWaitEvent(copy_stream_, s.taken, 0), what);
+  KILN_CUDA(cudaMemcpyAsync(s.device, s.host, bytes, cudaMemcpyHostToDevice, copy_stream_), what);
+  KILN_CUDA(cudaEventRecord(s.copied, copy_stream_), what);
+  KILN_CUDA(cudaStreamWaitEvent(streams_[0], s.copied, 0), what);
+  KILN_CUDA(cudaMemcpyAsync(dst, s.device, bytes, cudaMemcpyDeviceToDevice, streams_[0]), what);
+  KILN_CUDA(cudaEventRecord(s.taken, streams_[0]), what);
 }
 
 void CudaBackend::copy_out(void* dst, const void* src, size_t bytes) {
@@ -199,6 +215,7 @@ void CudaBackend::finish_prepare() {
 void CudaBackend::synchronize() {
   activate();
   for (int i = 0; i < kStreams; ++i) KILN_CUDA(cudaStreamSynchronize(streams_[i]), "synchronize");
+  KILN_CUDA(cudaStreamSynchronize(copy_stream_), "synchronize");
   previous_pending_ = deferred_now_ = false;  // all done: nothing left to wait for
 }
 

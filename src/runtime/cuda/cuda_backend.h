@@ -35,9 +35,11 @@ class CudaBackend final : public Backend {
   void copy_out(void* host_dst, const void* src, size_t bytes) override;
   // Into one pinned buffer on the main stream, one wait, then out to the hosts' memory.
   void copy_out_many(const std::vector<CopyOut>& copies) override;
-  // Through pinned staging buffers used in turn (kStaging of them): the host copies the batch
-  // into one, the DMA engine copies it to the device on the main stream, and the host goes on;
-  // a buffer is refilled only once its last copy has left it.
+  // Through staging buffers used in turn (kStaging of them, each pinned host memory and a device
+  // copy): the host copies the batch into one and goes on; a copy stream moves it to the device
+  // while the main stream still runs the steps queued before it, and the main stream then takes
+  // it into the tensor with a device-to-device copy in its order. So the next batch crosses PCIe
+  // while the current step trains. A buffer is refilled only once its last copies have left it.
   void copy_in_ordered(void* dst, const void* host_src, size_t bytes) override;
   void request_workspace(size_t bytes, int stream = 0) override;
   void finish_prepare() override;
@@ -112,10 +114,13 @@ class CudaBackend final : public Backend {
   void release(Captured& c);
   static constexpr int kStaging = 4;  // a step's batch and labels, and the next step's
   struct Staging {
-    void* host = nullptr;  // pinned
+    void* host = nullptr;    // pinned
+    void* device = nullptr;  // where the copy stream puts the bytes
     size_t bytes = 0;
-    cudaEvent_t copied = nullptr;  // its last copy to the device has finished
+    cudaEvent_t copied = nullptr;  // the copy stream's copy out of `host` has finished
+    cudaEvent_t taken = nullptr;   // the main stream's copy out of `device` has finished
   };
+  cudaStream_t copy_stream_ = nullptr;  // host-to-device copies of staged batches
   Staging staging_[kStaging];
   int next_staging_ = 0;
   void* gather_ = nullptr;  // pinned, for copy_out_many
