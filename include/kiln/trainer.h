@@ -62,10 +62,12 @@ class Trainer {
   Executable& executable() { return *exe_; }
 
   // Trains for the configured epochs (from the resumed epoch, if any), evaluating on `test`
-  // after each epoch. Callbacks may be empty. A step whose loss is not finite (NaN, inf), or an
-  // epoch that leaves a non-finite value in the parameters, buffers or optimizer state, stops
-  // training with a kiln::Error naming the epoch and step and the last good checkpoint (which is
-  // left as it was): no checkpoint holding a non-finite value is ever written.
+  // after each epoch. Callbacks may be empty; on_step is called when the totals are read
+  // (TrainOptions::report_seconds). A step whose loss is not finite (NaN, inf), noticed at the
+  // next read, or an epoch that leaves a non-finite value in the parameters, buffers or optimizer
+  // state, stops training with a kiln::Error naming the epoch and step and the last good
+  // checkpoint (which is left as it was): no checkpoint holding a non-finite value is ever
+  // written.
   std::vector<EpochReport> fit(const Dataset& train, const Dataset& test,
                                const std::function<void(const StepReport&)>& on_step = {},
                                const std::function<void(const EpochReport&)>& on_epoch = {});
