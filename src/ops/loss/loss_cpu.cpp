@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "ops/loss/loss_contract.h"
 
 namespace kiln::cpu {
 namespace {
@@ -79,17 +78,5 @@ int64_t count_correct(const T* logits, const int32_t* labels, int64_t N, int64_t
 KILN_INSTANTIATE_LOSS(float)
 KILN_INSTANTIATE_LOSS(double)
 #undef KILN_INSTANTIATE_LOSS
-
-void accumulate_totals(double* totals, const double* loss, int32_t hits, int64_t step) {
-  if (loss) {
-    totals[kLossSum] += *loss;
-    if (!std::isfinite(*loss) && totals[kFirstBadStep] < 0) {
-      totals[kFirstBadStep] = double(step);
-      totals[kFirstBadLoss] = *loss;
-    }
-  }
-  totals[kHitsSum] += hits;
-  totals[kStepsCounted] += 1;
-}
 
 }  // namespace kiln::cpu

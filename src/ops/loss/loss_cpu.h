@@ -23,8 +23,4 @@ int64_t find_bad_label(const int32_t* labels, int64_t N, int64_t C);
 template <class T>
 int64_t count_correct(const T* logits, const int32_t* labels, int64_t N, int64_t C);
 
-// ACCUMULATE_TOTALS (loss_contract.h): adds one run's loss (nullptr when evaluating) and hits to
-// totals[kTotalsSlots], counts the run, and records the first non-finite loss at `step`.
-void accumulate_totals(double* totals, const double* loss, int32_t hits, int64_t step);
-
 }  // namespace kiln::cpu

@@ -191,16 +191,8 @@ void count_correct(DType dtype, const void* logits, const int32_t* labels, int64
 namespace {
 __global__ void accumulate_totals_kernel(const float* loss, const int32_t* correct, const int64_t* step,
                                          double* totals) {
-  if (loss) {
-    const double value = *loss;
-    totals[kLossSum] += value;
-    if (!isfinite(value) && totals[kFirstBadStep] < 0) {
-      totals[kFirstBadStep] = double(*step);
-      totals[kFirstBadLoss] = value;
-    }
-  }
-  totals[kHitsSum] += *correct;
-  totals[kStepsCounted] += 1;
+  const double value = loss ? double(*loss) : 0.0;
+  add_run_to_totals(totals, loss ? &value : nullptr, *correct, *step);
 }
 }  // namespace
 

@@ -393,7 +393,7 @@ TEST(LossGpu, CountCorrectErrorsNameTheOp) {
 }
 
 }  // namespace
-// ACCUMULATE_TOTALS on the GPU against the CPU kernel over the same runs: the same doubles
+// ACCUMULATE_TOTALS on the GPU against the shared rule run on the host: the same doubles
 // (sums of the same fp32 losses in the same order), the step read from the device scalars.
 TEST(LossGpu, AccumulateTotalsMatchesTheCpu) {
   KILN_REQUIRE_GPU();
@@ -425,7 +425,7 @@ TEST(LossGpu, AccumulateTotalsMatchesTheCpu) {
       find_op(Device::CUDA, op.kind)(call);
       sync();
       const double l = losses[i];
-      cpu::accumulate_totals(want.data(), training ? &l : nullptr, hits[i], step);
+      add_run_to_totals(want.data(), training ? &l : nullptr, hits[i], step);
     }
     std::vector<double> got(want.size());
     const std::vector<uint8_t> bytes = totals.download(totals.bytes());

@@ -66,8 +66,7 @@ void accumulate_totals(const OpCall& call, const AccumulateTotals<TensorArg>& a)
   loss::expect_totals(who, a.loss, a.correct, a.totals);
   double loss = 0;
   if (a.loss) loss = a.loss.dtype() == DType::F64 ? a.loss.as<double>()[0] : double(a.loss.as<float>()[0]);
-  cpu::accumulate_totals(a.totals.as<double>(), a.loss ? &loss : nullptr, a.correct.as<int32_t>()[0],
-                         call.scalars.step);
+  add_run_to_totals(a.totals.as<double>(), a.loss ? &loss : nullptr, a.correct.as<int32_t>()[0], call.scalars.step);
 }
 
 }  // namespace

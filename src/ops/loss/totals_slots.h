@@ -1,12 +1,17 @@
 #pragma once
-// The slots of ACCUMULATE_TOTALS's F64 totals (loss_contract.h), shared by its CPU and CUDA
-// kernels and the trainer; plain C++ so that CUDA sources can include it.
+// The slots of ACCUMULATE_TOTALS's F64 totals (loss_contract.h) and the rule that adds one run to
+// them, shared by its CPU kernel, its CUDA kernel (one thread) and the trainer; plain C++ so that
+// CUDA sources can include it.
 //
 // Running totals of an epoch's training steps, or of one evaluation pass, kept on the device: the
 // trainer resets them, runs its steps without reading anything back (so the host can queue the
 // next steps while the GPU works), and reads them when it reports. Each run adds the step's loss
 // and hits and counts the step; the first non-finite loss is recorded with its optimizer step
 // (StepScalars::step), so a diverged run is still named to the step.
+#include <cstdint>
+
+#include "core/host_device.h"
+
 namespace kiln {
 
 enum TotalsSlot : int {
@@ -17,5 +22,20 @@ enum TotalsSlot : int {
   kFirstBadLoss,   // that loss (NaN or infinity)
   kTotalsSlots,
 };
+
+// Adds one run's loss (nullptr when evaluating) and hits to totals[kTotalsSlots], counts the run,
+// and records the first non-finite loss at optimizer step `step`.
+KILN_HOST_DEVICE inline void add_run_to_totals(double* totals, const double* loss, int32_t hits, int64_t step) {
+  if (loss) {
+    totals[kLossSum] += *loss;
+    // x - x is 0 for every finite x and NaN for an infinity or a NaN: one test for both compilers.
+    if (!(*loss - *loss == 0.0) && totals[kFirstBadStep] < 0) {
+      totals[kFirstBadStep] = double(step);
+      totals[kFirstBadLoss] = *loss;
+    }
+  }
+  totals[kHitsSum] += hits;
+  totals[kStepsCounted] += 1;
+}
 
 }  // namespace kiln
