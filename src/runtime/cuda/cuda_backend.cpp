@@ -173,27 +173,22 @@ void CudaBackend::copy_out(void* dst, const void* src, size_t bytes) {
 
 void CudaBackend::copy_out_many(const std::vector<CopyOut>& copies) {
   activate();
+  // Each copy at its own 256-byte aligned place in the pinned buffer.
+  std::vector<size_t> at(copies.size());
   size_t total = 0;
-  for (const CopyOut& c : copies) total += (c.bytes + 255) / 256 * 256;
+  for (size_t i = 0; i < copies.size(); ++i) at[i] = total, total += (copies[i].bytes + 255) / 256 * 256;
   if (total > gather_bytes_) {
     if (gather_) KILN_CUDA(cudaFreeHost(gather_), "copy from device");
     gather_ = nullptr, gather_bytes_ = 0;
     KILN_CUDA(cudaMallocHost(&gather_, total), "copy from device");
     gather_bytes_ = total;
   }
-  size_t at = 0;
-  for (const CopyOut& c : copies) {
-    KILN_CUDA(cudaMemcpyAsync(static_cast<std::byte*>(gather_) + at, c.src, c.bytes, cudaMemcpyDeviceToHost,
-                              streams_[0]),
+  std::byte* gather = static_cast<std::byte*>(gather_);
+  for (size_t i = 0; i < copies.size(); ++i)
+    KILN_CUDA(cudaMemcpyAsync(gather + at[i], copies[i].src, copies[i].bytes, cudaMemcpyDeviceToHost, streams_[0]),
               "copy from device");
-    at += (c.bytes + 255) / 256 * 256;
-  }
   KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy from device");
-  at = 0;
-  for (const CopyOut& c : copies) {
-    std::memcpy(c.host_dst, static_cast<const std::byte*>(gather_) + at, c.bytes);
-    at += (c.bytes + 255) / 256 * 256;
-  }
+  for (size_t i = 0; i < copies.size(); ++i) std::memcpy(copies[i].host_dst, gather + at[i], copies[i].bytes);
 }
 
 void CudaBackend::request_workspace(size_t bytes, int stream) {
