@@ -145,6 +145,17 @@ struct TrainArgs {
   kiln::LossScaling loss_scaling;   // --loss-scale-init, --loss-scale-interval (add_loss_scale)
 };
 
+// The CUDA settings of `kiln train` and `kiln bench`: the options add_cuda filled, with the 0|1
+// flags put in their fields.
+kiln::CudaOptions cuda_options(const TrainArgs& a) {
+  kiln::CudaOptions c = a.cuda;
+  c.side_stream = a.side_stream == 1;
+  c.overlap_ops = a.overlap_ops == 1;
+  c.conv_tf32 = a.conv_tf32 == 1;
+  c.graphs = a.cuda_graphs == 1;
+  return c;
+}
+
 // Dynamic loss scaling (CompileOptions::loss_scaling, PyTorch's GradScaler); the growth and
 // backoff factors keep PyTorch's 2 and 0.5.
 void add_loss_scale(CLI::App* app, TrainArgs& a) {
@@ -238,11 +249,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.optimizer.momentum = a.momentum;
   c.optimizer.nesterov = a.nesterov;
   c.optimizer.weight_decay = a.weight_decay;
-  c.cuda = a.cuda;
-  c.cuda.side_stream = a.side_stream == 1;
-  c.cuda.overlap_ops = a.overlap_ops == 1;
-  c.cuda.conv_tf32 = a.conv_tf32 == 1;
-  c.cuda.graphs = a.cuda_graphs == 1;
+  c.cuda = cuda_options(a);
   c.loss_scaling = a.loss_scaling;
   c.loss_scaling.mode = kiln::parse_loss_scale_mode(a.loss_scale);
   kiln::TrainOptions t;
@@ -337,11 +344,7 @@ int run_bench(const CommonOptions& o, const TrainArgs& t, const BenchArgs& b) {
   kiln::CompileOptions c = compile_options(o);
   c.optimizer.kind = kiln::OptimizerKind::SGD;  // PyTorch's recipe in bench/torch_models.py
   c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 1e-4f;
-  c.cuda = t.cuda;
-  c.cuda.side_stream = t.side_stream == 1;
-  c.cuda.overlap_ops = t.overlap_ops == 1;
-  c.cuda.conv_tf32 = t.conv_tf32 == 1;
-  c.cuda.graphs = t.cuda_graphs == 1;
+  c.cuda = cuda_options(t);
   std::ofstream json = json_appender(b.json);  // a bad path fails before the benchmark runs
   const kiln::BenchResult r = kiln::bench_training(kiln::zoo::by_name(o.model, o.classes), c, b.bench);
   const auto [lo, hi] = std::minmax_element(r.step_ms.begin(), r.step_ms.end());
