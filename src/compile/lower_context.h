@@ -38,10 +38,9 @@ class LowerContext {
   // The gradient of a parameter: in the compute dtype where it has a copy, else in its own.
   int grad_of(int param_id) const { return grad_of_param_.at(param_id); }
   bool mixed_precision() const { return act_dtype == DType::F16 || act_dtype == DType::BF16; }
-  // The tensor ops read for a parameter (its copy, where made) and the one they write its
-  // gradient into (grad_of: a copied parameter's gradient is in the compute dtype already).
+  // The tensor ops read for a parameter (its copy, where made); they write its gradient into
+  // grad_of (a copied parameter's gradient is in the compute dtype already).
   int compute_param(int param_id) const;
-  int compute_grad(int param_id) const { return grad_of(param_id); }
   int buffer(const std::string& name, const Shape& shape, Init init);
 
   // Forward tensors of a layer's output, training and inference programs.

@@ -59,7 +59,7 @@ void lower_backward(LowerContext& ctx, int index) {
   b.dy = ctx.grad_out(index);
   b.bitmask = f.bitmask, b.conv_out = f.conv_out, b.x = f.x, b.w = f.w, b.gamma = f.gamma;
   b.saved_mean = f.saved_mean, b.saved_inv_std = f.saved_inv_std;
-  b.dw = ctx.compute_grad(saved.weight), b.dgamma = ctx.grad_of(f.gamma), b.dbeta = ctx.grad_of(f.beta);
+  b.dw = ctx.grad_of(saved.weight), b.dgamma = ctx.grad_of(f.gamma), b.dbeta = ctx.grad_of(f.beta);
   b.stride = f.stride, b.padding = f.padding;
   Op op = make_op(b, index);
   // The network's first layer reads the data batch: no dX, so dgrad is skipped entirely.

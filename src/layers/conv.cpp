@@ -44,7 +44,7 @@ void lower_backward(LowerContext& ctx, int index) {
   const ConvForward<TensorId>& f = s.fwd;
   const int dy = ctx.grad_out(index);
   ConvWgrad<TensorId> wgrad;
-  wgrad.dy = dy, wgrad.x = f.x, wgrad.dw = ctx.compute_grad(s.weight);
+  wgrad.dy = dy, wgrad.x = f.x, wgrad.dw = ctx.grad_of(s.weight);
   wgrad.dbias = f.bias.present() ? TensorId(ctx.grad_of(f.bias)) : TensorId();
   wgrad.stride = f.stride, wgrad.padding = f.padding;
   ctx.backward(make_op(wgrad, index));

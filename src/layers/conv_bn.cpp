@@ -51,7 +51,7 @@ void lower_backward(LowerContext& ctx, int index) {
   ConvBnBackward<TensorId> b;
   b.dconv = ctx.grad_out(index);
   b.x = s.fwd.x, b.w = s.fwd.w;
-  b.dw = ctx.compute_grad(s.weight);
+  b.dw = ctx.grad_of(s.weight);
   b.dx = ctx.grad_in(index, 0);  // absent for a convolution of the data batch
   b.stride = s.fwd.stride, b.padding = s.fwd.padding;
   ctx.backward(make_op(b, index));

@@ -63,8 +63,8 @@ void lower_backward(LowerContext& ctx, int index) {
   LinearBackward<TensorId> bwd;
   bwd.dy = ctx.grad_out(index), bwd.x = s.fwd.x, bwd.w = s.fwd.w;
   bwd.dx = ctx.grad_in(index, 0);
-  bwd.dw = ctx.compute_grad(s.weight);
-  bwd.dbias = s.bias.present() ? TensorId(ctx.compute_grad(s.bias)) : TensorId();
+  bwd.dw = ctx.grad_of(s.weight);
+  bwd.dbias = s.bias.present() ? TensorId(ctx.grad_of(s.bias)) : TensorId();
   ctx.backward(make_op(bwd, index));
 }
 
