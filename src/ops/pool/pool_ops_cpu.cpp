@@ -2,6 +2,7 @@
 // they validate the tensors an op was compiled with, then dispatch on dtype.
 #include <cstdint>
 
+#include "ops/pool/pool_checks.h"
 #include "ops/pool/pool_contract.h"
 #include "ops/pool/pool_cpu.h"
 #include "runtime/op_call.h"
@@ -24,26 +25,12 @@ cpu::PoolGeom geom(const OpCall& call, const char* kind, const Shape& x, const P
   return cpu::PoolGeom::make(x, w.kernel, w.stride, w.padding, kind, call.layer().name);
 }
 
-// The saved argmax of MAXPOOL_FWD / MAXPOOL_BWD: one U8 window index per element of y
-// (pool_cpu.h), which only a window of at most 256 positions fits.
-uint8_t* maxpool_argmax(const OpCall& call, const TensorArg& argmax, const cpu::PoolGeom& g) {
-  if (g.kernel > kMaxPoolMaxKernel)
-    fail("{}: kernel {} has {} window positions, more than its U8 argmax can index; use a kernel of at "
-         "most {}",
-         call.where(), g.kernel, g.kernel * g.kernel, kMaxPoolMaxKernel);
-  if (argmax.dtype() != DType::U8 || argmax.numel() != numel(g.out_shape()))
-    fail("{}: argmax is {} {} but must hold one U8 window index per element of y {}; recompile the "
-         "program",
-         call.where(), dtype_name(argmax.dtype()), shape_str(argmax.shape()), shape_str(g.out_shape()));
-  return argmax.as<uint8_t>();
-}
-
 // MAXPOOL_FWD (argmax given) and MAXPOOL_INF (argmax absent).
 void maxpool_forward(const OpCall& call, const TensorArg& x, const TensorArg& y, const TensorArg* argmax_arg,
                      const PoolWindow& window) {
   cpu::PoolGeom g = geom(call, "maxpool", x.shape(), window);
   check(call, "maxpool", y, "y", g.out_shape(), x.dtype());
-  uint8_t* argmax = argmax_arg ? maxpool_argmax(call, *argmax_arg, g) : nullptr;
+  uint8_t* argmax = argmax_arg ? pool::maxpool_argmax(call, *argmax_arg, g) : nullptr;
   dispatch_float(x.dtype(), argmax_arg ? "MAXPOOL_FWD" : "MAXPOOL_INF", [&](auto t) {
     using T = decltype(t);
     cpu::maxpool_forward<T>(g, x.as<T>(), y.as<T>(), argmax);
@@ -61,7 +48,7 @@ void maxpool_inf(const OpCall& call, const MaxPoolInference<TensorArg>& a) {
 void maxpool_bwd(const OpCall& call, const MaxPoolBackward<TensorArg>& a) {
   cpu::PoolGeom g = geom(call, "maxpool", a.dx.shape(), a.window);
   check(call, "maxpool", a.dy, "dy", g.out_shape(), a.dx.dtype());
-  const uint8_t* argmax = maxpool_argmax(call, a.argmax, g);
+  const uint8_t* argmax = pool::maxpool_argmax(call, a.argmax, g);
   dispatch_float(a.dx.dtype(), "MAXPOOL_BWD", [&](auto t) {
     using T = decltype(t);
     cpu::maxpool_backward<T>(g, a.dy.as<T>(), argmax, a.dx.as<T>());

@@ -2,6 +2,7 @@
 // is the CPU's (cpu::PoolGeom::make, with its errors), so both backends accept the same programs;
 // then the tensors are checked against it and the kernels (pool_cuda.h) launched.
 #include "ops/common/op_args.h"
+#include "ops/pool/pool_checks.h"
 #include "ops/pool/pool_contract.h"
 #include "ops/pool/pool_cpu.h"
 #include "ops/pool/pool_cuda.h"
@@ -28,25 +29,12 @@ void expect_tensor(const OpCall& call, const TensorArg& t, const char* role, con
          dtype_name(t.dtype()), dtype_name(dtype));
 }
 
-// The saved argmax of MAXPOOL_FWD / MAXPOOL_BWD: one U8 window index per element of y
-// (pool_cpu.h), which only a window of at most 256 positions fits.
-uint8_t* maxpool_argmax(const OpCall& call, const TensorArg& argmax, const cpu::PoolGeom& g) {
-  if (g.kernel > kMaxPoolMaxKernel)
-    fail("{}: kernel {} has {} window positions, more than its U8 argmax can index; use a kernel of at most {}",
-         call.where(), g.kernel, g.kernel * g.kernel, kMaxPoolMaxKernel);
-  if (argmax.dtype() != DType::U8 || argmax.numel() != numel(g.out_shape()))
-    fail("{}: argmax '{}' is {} {} but must hold one U8 window index per element of y {}; recompile the program",
-         call.where(), argmax.spec->name, dtype_name(argmax.dtype()), shape_str(argmax.shape()),
-         shape_str(g.out_shape()));
-  return argmax.as<uint8_t>();
-}
-
 // MAXPOOL_FWD (argmax given) and MAXPOOL_INF (argmax absent).
 void maxpool(const OpCall& call, const TensorArg& x, const TensorArg& y, const TensorArg* argmax,
              const PoolWindow& window) {
   const cpu::PoolGeom g = geometry(call, x.shape(), window);
   expect_tensor(call, y, "y", g.out_shape(), x.dtype());
-  maxpool_forward(x.dtype(), g, x.data, y.data, argmax ? maxpool_argmax(call, *argmax, g) : nullptr,
+  maxpool_forward(x.dtype(), g, x.data, y.data, argmax ? pool::maxpool_argmax(call, *argmax, g) : nullptr,
                   main_stream(call), call.where());
 }
 
@@ -60,7 +48,7 @@ void maxpool_inf(const OpCall& call, const MaxPoolInference<TensorArg>& a) {
 void maxpool_bwd(const OpCall& call, const MaxPoolBackward<TensorArg>& a) {
   const cpu::PoolGeom g = geometry(call, a.dx.shape(), a.window);
   expect_tensor(call, a.dy, "dy", g.out_shape(), a.dx.dtype());
-  maxpool_backward(a.dx.dtype(), g, a.dy.data, maxpool_argmax(call, a.argmax, g), a.dx.data, main_stream(call),
+  maxpool_backward(a.dx.dtype(), g, a.dy.data, pool::maxpool_argmax(call, a.argmax, g), a.dx.data, main_stream(call),
                    call.where());
 }
 
