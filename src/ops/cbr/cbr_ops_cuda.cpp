@@ -1,5 +1,5 @@
 // The fused CBR operator on the GPU (CBR.md):
-//   forward    conv + genstats (one cuDNN graph) -> finalize (fp32, length C) -> apply + ReLU +
+//   forward    conv + statistics (conv_stats_cuda.h) -> finalize (fp32, length C) -> apply + ReLU +
 //              bit mask (one pass);
 //   backward   dY*mask reduce -> dconv (two passes, the masked dY never stored) -> wgrad on the
 //              side stream beside dgrad on the main stream, and on beside the next op; or, when
@@ -19,6 +19,7 @@
 #include "ops/common/pipeline_slices.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_stats_cuda.h"
 #include "ops/conv/conv_wgrad_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 
@@ -48,15 +49,10 @@ Scratch scratch(void* base, int64_t m, int64_t c, size_t conv_bytes) {
 
 int64_t rows(const TensorArg& y) { return y.numel() / y.shape().back(); }
 
-bool genstats_supported(CudaBackend& be, const ConvProblem& p) {
-  return be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p);
-}
-
 void prepare_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
-  const GraphKind kind = genstats_supported(be, p) ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
-  const size_t conv = be.graphs().prepare(kind, p);
+  const size_t conv = prepare_conv_stats(be, p, a.x.data, a.w.data, a.conv_out.data, call.where());
   be.request_workspace(scratch(nullptr, rows(a.conv_out), p.k, conv).used);
 }
 
@@ -67,18 +63,11 @@ void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   const ConvProblem p = conv_problem(call, x, a.w, conv_out, a.stride, a.padding);
   const int64_t m = rows(conv_out);
   if (m < 2) fail("{}: batch statistics need more than one value per channel, got {}", where, m);
-  const bool genstats = genstats_supported(be, p);
   const Scratch s = scratch(be.workspace(0), m, p.k, 0);
-  Pointers ptr;
-  ptr.x = x.data, ptr.w = a.w.data, ptr.y = conv_out.data;
-  // Stage 1: the convolution, with the per-channel sums computed in the same pass.
-  if (genstats) {
-    ptr.sum = s.sum, ptr.sq_sum = s.sqsum;
-    be.graphs().run(GraphKind::CONV_FPROP_GENSTATS, p, ptr, s.conv, be.stream(0), where);
-  } else {
-    be.graphs().run(GraphKind::CONV_FPROP, p, ptr, s.conv, be.stream(0), where);
-    channel_sums(conv_out.dtype(), conv_out.data, m, p.k, s.sum, s.sqsum, s.reduce, s.reduce_bytes, be.stream(0), where);
-  }
+  // Stage 1: the convolution and the per-channel sums of its output (in the same pass where the
+  // chosen engine can).
+  run_conv_stats(be, p, x.data, a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes, s.conv,
+                 be.stream(0), where);
   // Stage 2: finalize (saved statistics, scale/shift, running statistics as PyTorch).
   bn_finalize(s.sum, s.sqsum, m, a.gamma.as<float>(), a.beta.as<float>(), a.eps, a.momentum,
               a.running_mean.as<float>(), a.running_var.as<float>(), a.saved_mean.as<float>(),

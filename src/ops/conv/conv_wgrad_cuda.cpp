@@ -1,58 +1,68 @@
 #include "ops/conv/conv_wgrad_cuda.h"
 
-#include <algorithm>
+#include <fmt/format.h>
+
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "ops/conv/few_channel_conv_cuda.h"
 #include "ops/conv/wgrad_direct_cuda.h"
-#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/event_timing.h"
+#include "runtime/cuda/scratch_buffers.h"
 
 namespace kiln::cuda {
 namespace {
 
-WgradShape shape_of(const ConvProblem& p) {
+enum class Engine { kCudnn, kDirect, kFewChannel };
+
+const char* engine_name(Engine e) {
+  switch (e) {
+    case Engine::kDirect: return "direct kernel";
+    case Engine::kFewChannel: return "few-channel kernel";
+    default: return "cuDNN plan";
+  }
+}
+
+ConvShape shape_of(const ConvProblem& p) {
   return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, p.io};
 }
 
-// Chosen engines: true for the direct kernel, by graph cache and shape.
+// Chosen engines, by graph cache and shape.
 std::mutex choices_mutex;
-std::map<std::pair<const CudnnGraphs*, std::string>, bool> choices;
+std::map<std::pair<const CudnnGraphs*, std::string>, Engine> choices;
 
-// Median of 5 timed runs of the direct kernel after one warm-up, in ms.
-double time_direct(const ConvProblem& p, const void* x, const void* dy, void* dw, cudaStream_t stream,
-                   const std::string& where) {
-  const WgradShape s = shape_of(p);
-  void* scratch = nullptr;
-  KILN_CUDA(cudaMalloc(&scratch, wgrad_direct_workspace_bytes(s)), where);
-  cudaEvent_t start = nullptr, stop = nullptr;
-  std::vector<float> ms;
-  try {
-    KILN_CUDA(cudaEventCreate(&start), where);
-    KILN_CUDA(cudaEventCreate(&stop), where);
-    wgrad_direct(s, x, dy, dw, scratch, stream, where);
-    for (int i = 0; i < 5; ++i) {
-      KILN_CUDA(cudaEventRecord(start, stream), where);
-      wgrad_direct(s, x, dy, dw, scratch, stream, where);
-      KILN_CUDA(cudaEventRecord(stop, stream), where);
-      KILN_CUDA(cudaEventSynchronize(stop), where);
-      float t = 0;
-      KILN_CUDA(cudaEventElapsedTime(&t, start, stop), where);
-      ms.push_back(t);
-    }
-  } catch (...) {
-    cudaFree(scratch);
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-    throw;
+size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Engine e) {
+  switch (e) {
+    case Engine::kDirect: return wgrad_direct_workspace_bytes(shape_of(p));
+    case Engine::kFewChannel: return few_channel_wgrad_workspace_bytes(shape_of(p));
+    default: return be.graphs().prepare(GraphKind::CONV_WGRAD, p);
   }
-  cudaFree(scratch);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+}
+
+void run_kernel(const ConvProblem& p, Engine e, const void* x, const void* dy, void* dw, void* workspace,
+                cudaStream_t stream, const std::string& where) {
+  if (e == Engine::kDirect) return wgrad_direct(shape_of(p), x, dy, dw, workspace, stream, where);
+  few_channel_wgrad(shape_of(p), x, dy, dw, workspace, stream, where);
+}
+
+// Median of 5 timed runs of a kiln kernel after one warm-up, in ms, on scratch of its own.
+double time_kernel(const ConvProblem& p, Engine e, const void* x, const void* dy, void* dw, cudaStream_t stream,
+                   const std::string& where) {
+  ScratchBuffers scratch;
+  void* workspace = scratch.allocate(e == Engine::kDirect ? wgrad_direct_workspace_bytes(shape_of(p))
+                                                          : few_channel_wgrad_workspace_bytes(shape_of(p)),
+                                     where);
+  return median_event_ms(
+      stream, 5,
+      [&] {
+        run_kernel(p, e, x, dy, dw, workspace, stream, where);
+        return true;
+      },
+      where);
 }
 
 }  // namespace
@@ -62,44 +72,46 @@ size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const
   const auto key = std::make_pair(&be.graphs(), conv_problem_str(p));
   {
     std::lock_guard<std::mutex> lock(choices_mutex);
-    if (auto it = choices.find(key); it != choices.end())
-      return it->second ? wgrad_direct_workspace_bytes(shape_of(p)) : be.graphs().prepare(GraphKind::CONV_WGRAD, p);
+    if (auto it = choices.find(key); it != choices.end()) return workspace_bytes(be, p, it->second);
   }
-  const bool direct_fits = wgrad_direct_supported(shape_of(p));
-  const bool cudnn_fits = !direct_fits || be.graphs().supported(GraphKind::CONV_WGRAD, p);
-  bool direct = false;
-  double cudnn_ms = 0, direct_ms = 0;
-  if (!cudnn_fits) {
-    direct = true;
-  } else if (direct_fits) {
-    cudnn_ms = be.graphs().plan_ms(GraphKind::CONV_WGRAD, p);
-    if (cudnn_ms > 0) {
-      direct_ms = time_direct(p, x, dy, dw, be.stream(0), where);
-      direct = direct_ms < cudnn_ms;
+  std::vector<Engine> kernels;
+  if (wgrad_direct_supported(shape_of(p))) kernels.push_back(Engine::kDirect);
+  if (few_channel_conv_supported(shape_of(p))) kernels.push_back(Engine::kFewChannel);
+  const bool cudnn_fits = kernels.empty() || be.graphs().supported(GraphKind::CONV_WGRAD, p);
+  Engine chosen = cudnn_fits ? Engine::kCudnn : kernels.front();
+  if (!kernels.empty()) {
+    const double cudnn_ms = cudnn_fits ? be.graphs().plan_ms(GraphKind::CONV_WGRAD, p) : 0;
+    double best_ms = cudnn_fits ? cudnn_ms : std::numeric_limits<double>::infinity();
+    std::string times;
+    // Without a tuned plan time there is nothing to compare with: cuDNN's plan stays.
+    if (!cudnn_fits || cudnn_ms > 0) {
+      for (Engine e : kernels) {
+        const double ms = time_kernel(p, e, x, dy, dw, be.stream(0), where);
+        times += fmt::format("{} {:.4f} ms, ", engine_name(e), ms);
+        if (ms >= 0 && ms < best_ms) chosen = e, best_ms = ms;
+      }
     }
+    std::fprintf(stderr, "kiln: wgrad %s: %s (%scuDNN plan %.4f ms%s)\n", conv_problem_str(p).c_str(),
+                 engine_name(chosen), times.c_str(), cudnn_ms, cudnn_fits ? "" : ": no plan");
   }
-  if (direct_fits)
-    std::fprintf(stderr, "kiln: wgrad %s: %s (direct kernel %.4f ms, cuDNN plan %.4f ms%s)\n",
-                 conv_problem_str(p).c_str(), direct ? "direct kernel" : "cuDNN plan", direct_ms, cudnn_ms,
-                 cudnn_fits ? "" : ": no plan");
   {
     std::lock_guard<std::mutex> lock(choices_mutex);
-    choices[key] = direct;
+    choices[key] = chosen;
   }
-  return direct ? wgrad_direct_workspace_bytes(shape_of(p)) : be.graphs().prepare(GraphKind::CONV_WGRAD, p);
+  return workspace_bytes(be, p, chosen);
 }
 
 void run_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const void* dy, void* dw, void* workspace,
                cudaStream_t stream, const std::string& where) {
-  bool direct = false;
+  Engine e;
   {
     std::lock_guard<std::mutex> lock(choices_mutex);
     auto it = choices.find(std::make_pair(&be.graphs(), conv_problem_str(p)));
     if (it == choices.end())
       fail("{}: the weight gradient of {} was not prepared; run the op's prepare first", where, conv_problem_str(p));
-    direct = it->second;
+    e = it->second;
   }
-  if (direct) return wgrad_direct(shape_of(p), x, dy, dw, workspace, stream, where);
+  if (e != Engine::kCudnn) return run_kernel(p, e, x, dy, dw, workspace, stream, where);
   Pointers ptr;
   ptr.x = x, ptr.dy = dy, ptr.dw = dw;
   be.graphs().run(GraphKind::CONV_WGRAD, p, ptr, workspace, stream, where);

@@ -1,9 +1,10 @@
 #pragma once
-// The weight gradient of a convolution op on the GPU: cuDNN's tuned CONV_WGRAD plan, or the
-// direct kernel (wgrad_direct_cuda.h) where that kernel takes the shape and, timed at prepare on
-// the op's own tensors, beats the plan's tuned time. The choice is made once per shape for each
-// graph cache (device and cuDNN options), at prepare, and every run takes it. Without tuning
-// (no plan time to compare with) cuDNN's plan is kept.
+// The weight gradient of a convolution op on the GPU: cuDNN's tuned CONV_WGRAD plan, the direct
+// kernel (wgrad_direct_cuda.h) or the few-channel implicit GEMM (few_channel_conv_cuda.h), where
+// such a kernel takes the shape and, timed at prepare on the op's own tensors, beats the plan's
+// tuned time. The choice is made once per shape for each graph cache (device and cuDNN options),
+// at prepare, and every run takes it. Without tuning (no plan time to compare with) cuDNN's plan
+// is kept.
 #include <cuda_runtime.h>
 
 #include <cstddef>

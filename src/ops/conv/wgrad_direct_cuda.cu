@@ -76,21 +76,21 @@ __global__ void wgrad_sum_partials(const float* __restrict__ partials, T* __rest
   if (threadIdx.x == 0) dw[o] = from_float<T>(share[0]);
 }
 
-Geom geom_of(const WgradShape& p) { return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo}; }
+Geom geom_of(const ConvShape& p) { return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo}; }
 
 }  // namespace
 
-bool wgrad_direct_supported(const WgradShape& p) {
+bool wgrad_direct_supported(const ConvShape& p) {
   const int64_t weights = p.k * p.r * p.s * p.c;
   return weights >= 1 && weights <= kWgradDirectMaxWeights && p.n >= 1 && p.ho >= 1 && p.wo >= 1;
 }
 
-size_t wgrad_direct_workspace_bytes(const WgradShape& p) {
+size_t wgrad_direct_workspace_bytes(const ConvShape& p) {
   const Geom g = geom_of(p);
   return (size_t(blocks_for(g)) * size_t(g.weights()) * sizeof(float) + 255) / 256 * 256;
 }
 
-void wgrad_direct(const WgradShape& p, const void* x, const void* dy, void* dw, void* workspace,
+void wgrad_direct(const ConvShape& p, const void* x, const void* dy, void* dw, void* workspace,
                   cudaStream_t stream, const std::string& where) {
   if (!wgrad_direct_supported(p))
     fail("{}: the direct weight gradient takes at most {} weights, not {}", where, kWgradDirectMaxWeights,

@@ -6,31 +6,25 @@
 // in a fixed order, so the result is the same bits on every run. cuDNN's wgrad plans
 // for such shapes are slow (the digits CNN's 1-channel first layer on an H200: 0.14 ms, the
 // slowest kernel of its step); conv_wgrad_cuda.h picks between the two by timing both.
-// Layouts as cudnn_graphs.h: X and dY NHWC, dW KRSC, all of the problem's io dtype.
+// Layouts as conv_shape_cuda.h.
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "kiln/dtype.h"
+#include "ops/conv/conv_shape_cuda.h"
 
 namespace kiln::cuda {
-
-// A ConvProblem's fields (cudnn_graphs.h, which CUDA sources do not include).
-struct WgradShape {
-  int64_t n = 0, h = 0, w = 0, c = 0, k = 0, r = 0, s = 0, stride = 1, pad = 0, ho = 0, wo = 0;
-  DType io = DType::F32;
-};
 
 // Whether the kernel takes the problem: at most kWgradDirectMaxWeights weights (one block's
 // threads) and rows that an int64 indexes.
 constexpr int kWgradDirectMaxWeights = 1024;
-bool wgrad_direct_supported(const WgradShape& p);
+bool wgrad_direct_supported(const ConvShape& p);
 // The scratch it needs (the partials), 256-byte aligned.
-size_t wgrad_direct_workspace_bytes(const WgradShape& p);
+size_t wgrad_direct_workspace_bytes(const ConvShape& p);
 // Enqueues the two kernels on `stream`; `workspace` holds wgrad_direct_workspace_bytes(p).
-void wgrad_direct(const WgradShape& p, const void* x, const void* dy, void* dw, void* workspace,
+void wgrad_direct(const ConvShape& p, const void* x, const void* dy, void* dw, void* workspace,
                   cudaStream_t stream, const std::string& where);
 
 }  // namespace kiln::cuda

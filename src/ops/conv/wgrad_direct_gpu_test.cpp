@@ -14,18 +14,18 @@ namespace kiln {
 namespace {
 
 using namespace gpu_test;
-using cuda::WgradShape;
+using cuda::ConvShape;
 
-WgradShape shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t stride, int64_t pad,
+ConvShape shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t stride, int64_t pad,
                  DType io) {
-  WgradShape s{n, h, w, c, k, r, r, stride, pad, 0, 0, io};
+  ConvShape s{n, h, w, c, k, r, r, stride, pad, 0, 0, io};
   s.ho = (h + 2 * pad - r) / stride + 1, s.wo = (w + 2 * pad - r) / stride + 1;
   return s;
 }
 
 // dW and, per weight, the sum of |dY * X| over its terms (the scale of its rounding error).
 // `swap_rs` reads the filter transposed, a wrong indexing the comparison must reject.
-void reference(const WgradShape& s, const std::vector<double>& x, const std::vector<double>& dy, bool swap_rs,
+void reference(const ConvShape& s, const std::vector<double>& x, const std::vector<double>& dy, bool swap_rs,
                std::vector<double>& dw, std::vector<double>& scale) {
   dw.assign(size_t(s.k * s.r * s.s * s.c), 0.0);
   scale.assign(dw.size(), 0.0);
@@ -56,12 +56,12 @@ TEST(WgradDirectGpu, MatchesFloat64InEveryDtype) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(17);
   for (DType io : {DType::F32, DType::F16, DType::BF16}) {
-    const std::vector<WgradShape> shapes = {
+    const std::vector<ConvShape> shapes = {
         shape(4, 7, 5, 1, 8, 3, 1, 1, io),     shape(3, 9, 9, 3, 16, 3, 2, 1, io),
         shape(2, 6, 6, 2, 4, 5, 1, 2, io),     shape(64, 20, 20, 1, 32, 3, 1, 1, io),  // the digits CNN's first layer
         shape(2, 11, 11, 3, 6, 7, 2, 3, io),  // a ResNet-style stem, 7x7 stride 2 (882 weights)
     };
-    for (const WgradShape& s : shapes) {
+    for (const ConvShape& s : shapes) {
       SCOPED_TRACE(std::string(dtype_name(io)) + " n=" + std::to_string(s.n) + " " + std::to_string(s.h) + "x" +
                    std::to_string(s.w) + " c=" + std::to_string(s.c) + " k=" + std::to_string(s.k) + " " +
                    std::to_string(s.r) + "x" + std::to_string(s.s) + " stride " + std::to_string(s.stride));
@@ -98,7 +98,7 @@ TEST(WgradDirectGpu, MatchesFloat64InEveryDtype) {
 
 TEST(WgradDirectGpu, TooManyWeightsIsAnErrorNamingTheLimit) {
   KILN_REQUIRE_GPU();
-  const WgradShape s = shape(1, 8, 8, 64, 64, 3, 1, 1, DType::F32);  // 36,864 weights
+  const ConvShape s = shape(1, 8, 8, 64, 64, 3, 1, 1, DType::F32);  // 36,864 weights
   EXPECT_FALSE(cuda::wgrad_direct_supported(s));
   testing::expect_error([&] { cuda::wgrad_direct(s, nullptr, nullptr, nullptr, nullptr, nullptr, "conv1"); },
                         {"conv1", "at most 1024 weights", "36864"});

@@ -1,7 +1,6 @@
 // ResNet's fused block ends on the GPU (resblock_contract.h says what each op computes):
-//   CONV_BN_FWD      conv + genstats (one cuDNN graph; where genstats is unsupported, the conv
-//                    graph then a sum kernel, as CBR) -> finalize straight into the op's saved and
-//                    running statistics and its scale / shift outputs; no apply pass (the tail's
+//   CONV_BN_FWD      conv + statistics (conv_stats_cuda.h, as CBR) -> finalize straight into the
+//                    op's saved and running statistics and its scale / shift outputs; no apply pass (the tail's
 //                    BN_ADD_RELU_FWD applies scale / shift);
 //   CONV_BN_INF      scale / shift of the running statistics, and the conv graph;
 //   CONV_BN_BWD      wgrad on the side stream beside dgrad on the main stream (CBR's plain order);
@@ -22,6 +21,7 @@
 #include "ops/common/op_args.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_stats_cuda.h"
 #include "ops/resblock/resblock_contract.h"
 #include "runtime/cuda/cuda_backend.h"
 
@@ -77,8 +77,9 @@ Rows rows_of(const OpCall& call, const TensorArg& t) {
 
 // --- CONV_BN_FWD ---
 
-// The forward's scratch: the per-channel sums, the sum kernel's partials (used only without
-// genstats) and the cuDNN workspace, carved the same way when prepared and when run.
+// The forward's scratch: the per-channel sums, the sum kernel's partials (used only by the conv
+// graph then sums way) and the convolution's workspace, carved the same way when prepared and
+// when run.
 struct FwdScratch {
   float *sum, *sqsum;
   void* reduce;
@@ -96,10 +97,6 @@ FwdScratch fwd_scratch(void* base, int64_t m, int64_t c, size_t conv_bytes) {
   s.conv = layout.take(conv_bytes);
   s.used = layout.used();
   return s;
-}
-
-bool genstats_supported(CudaBackend& be, const ConvProblem& p) {
-  return be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p);
 }
 
 // The forward's tensors against its convolution problem; returns the rows of conv_out.
@@ -128,8 +125,7 @@ void prepare_conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) 
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   const int64_t m = check_fwd(call, a, p);
-  const GraphKind kind = genstats_supported(be, p) ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
-  const size_t conv = be.graphs().prepare(kind, p);
+  const size_t conv = prepare_conv_stats(be, p, a.x.data, a.w.data, a.conv_out.data, call.where());
   be.request_workspace(fwd_scratch(nullptr, m, p.k, conv).used);
 }
 
@@ -140,17 +136,10 @@ void conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
   const ConvProblem p = conv_problem(call, a.x, a.w, conv_out, a.stride, a.padding);
   const int64_t m = check_fwd(call, a, p);
   const FwdScratch s = fwd_scratch(be.workspace(0), m, p.k, 0);
-  Pointers ptr;
-  ptr.x = a.x.data, ptr.w = a.w.data, ptr.y = conv_out.data;
-  // The convolution, with the per-channel sums computed in the same pass where cuDNN can.
-  if (genstats_supported(be, p)) {
-    ptr.sum = s.sum, ptr.sq_sum = s.sqsum;
-    be.graphs().run(GraphKind::CONV_FPROP_GENSTATS, p, ptr, s.conv, be.stream(0), where);
-  } else {
-    be.graphs().run(GraphKind::CONV_FPROP, p, ptr, s.conv, be.stream(0), where);
-    channel_sums(conv_out.dtype(), conv_out.data, m, p.k, s.sum, s.sqsum, s.reduce, s.reduce_bytes, be.stream(0),
-                 where);
-  }
+  // The convolution and the per-channel sums of its output (in the same pass where the chosen
+  // engine can).
+  run_conv_stats(be, p, a.x.data, a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes, s.conv,
+                 be.stream(0), where);
   // Finalize: saved and running statistics, and scale / shift for the block end's apply.
   bn_finalize(s.sum, s.sqsum, m, a.gamma.as<float>(), a.beta.as<float>(), a.eps, a.momentum,
               a.running_mean.as<float>(), a.running_var.as<float>(), a.saved_mean.as<float>(),

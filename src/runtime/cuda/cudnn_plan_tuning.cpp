@@ -14,6 +14,8 @@
 
 #include "kiln/error.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/event_timing.h"
+#include "runtime/cuda/scratch_buffers.h"
 
 namespace kiln::cuda::detail {
 namespace {
@@ -31,23 +33,6 @@ size_t fe_dtype_bytes(fe::DataType_t t) {
     default: return 1;  // BOOLEAN and 8-bit types; bit-packed ones get more than they need
   }
 }
-
-// Owns device buffers; frees them however tuning ends.
-class ScratchBuffers {
- public:
-  ~ScratchBuffers() {
-    for (void* p : buffers_) cudaFree(p);
-  }
-  void* allocate(size_t bytes, const std::string& where) {
-    void* p = nullptr;
-    KILN_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 256)), where);
-    buffers_.push_back(p);
-    return p;
-  }
-
- private:
-  std::vector<void*> buffers_;
-};
 
 // Uniform values in [-1, 1] of the tensor's dtype (not zeros: engines may shortcut on zeros, and
 // zeros say nothing about denormal or saturation paths). A 1 MiB random chunk is copied in, then
@@ -129,29 +114,12 @@ std::vector<Built> build_plans(NotedGraph& g, DType io, const CudnnGraphsOptions
 // Median time of `runs` executions after one warm-up; negative when the plan fails to execute.
 double time_plan(NotedGraph& g, cudnnHandle_t handle, int64_t index, std::vector<void*>& ptrs, void* workspace,
                  cudaStream_t stream, int runs, const std::string& where) {
-  auto execute = [&] {
-    return g.execute_plan_at_index(handle, ptrs.data(), static_cast<int>(ptrs.size()), workspace, index).is_good();
-  };
-  if (!execute()) return -1;
-  std::vector<cudaEvent_t> events(2 * runs);
-  for (auto& e : events) KILN_CUDA(cudaEventCreate(&e), where);
-  bool ok = true;
-  for (int i = 0; i < runs && ok; ++i) {
-    KILN_CUDA(cudaEventRecord(events[2 * i], stream), where);
-    ok = execute();
-    KILN_CUDA(cudaEventRecord(events[2 * i + 1], stream), where);
-  }
-  KILN_CUDA(cudaStreamSynchronize(stream), where);  // a kernel fault surfaces here and is fatal
-  std::vector<double> ms;
-  for (int i = 0; i < runs && ok; ++i) {
-    float t = 0;
-    KILN_CUDA(cudaEventElapsedTime(&t, events[2 * i], events[2 * i + 1]), where);
-    ms.push_back(t);
-  }
-  for (auto& e : events) cudaEventDestroy(e);
-  if (!ok) return -1;
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return median_event_ms(
+      stream, runs,
+      [&] {
+        return g.execute_plan_at_index(handle, ptrs.data(), static_cast<int>(ptrs.size()), workspace, index).is_good();
+      },
+      where);
 }
 
 }  // namespace

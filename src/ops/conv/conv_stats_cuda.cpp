@@ -1,0 +1,123 @@
+#include "ops/conv/conv_stats_cuda.h"
+
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "ops/batchnorm/batchnorm_cuda.h"
+#include "ops/conv/few_channel_conv_cuda.h"
+#include "runtime/cuda/event_timing.h"
+#include "runtime/cuda/scratch_buffers.h"
+
+namespace kiln::cuda {
+namespace {
+
+enum class Way { kGenstats, kConvThenSums, kFewChannel };
+
+const char* way_name(Way w) {
+  switch (w) {
+    case Way::kGenstats: return "cuDNN conv + genstats graph";
+    case Way::kConvThenSums: return "cuDNN conv graph, then the sum kernel";
+    default: return "few-channel kernel";
+  }
+}
+
+ConvShape shape_of(const ConvProblem& p) {
+  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, p.io};
+}
+
+int64_t rows_of(const ConvProblem& p) { return p.n * p.ho * p.wo; }
+
+// Chosen ways, by graph cache and shape.
+std::mutex choices_mutex;
+std::map<std::pair<const CudnnGraphs*, std::string>, Way> choices;
+
+size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
+  switch (w) {
+    case Way::kGenstats: return be.graphs().prepare(GraphKind::CONV_FPROP_GENSTATS, p);
+    case Way::kConvThenSums: return be.graphs().prepare(GraphKind::CONV_FPROP, p);
+    default: return few_channel_fprop_workspace_bytes(shape_of(p));
+  }
+}
+
+void run_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, const void* w, void* y, float* sum,
+             float* sqsum, void* reduce, size_t reduce_bytes, void* workspace, cudaStream_t stream,
+             const std::string& where) {
+  if (way == Way::kFewChannel)
+    return few_channel_fprop_stats(shape_of(p), x, w, y, sum, sqsum, workspace, stream, where);
+  Pointers ptr;
+  ptr.x = x, ptr.w = w, ptr.y = y;
+  if (way == Way::kGenstats) {
+    ptr.sum = sum, ptr.sq_sum = sqsum;
+    be.graphs().run(GraphKind::CONV_FPROP_GENSTATS, p, ptr, workspace, stream, where);
+    return;
+  }
+  be.graphs().run(GraphKind::CONV_FPROP, p, ptr, workspace, stream, where);
+  channel_sums(p.io, y, rows_of(p), p.k, sum, sqsum, reduce, reduce_bytes, stream, where);
+}
+
+// Median of 5 timed runs of a way after one warm-up, in ms, on scratch of its own.
+double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, const void* w, void* y,
+                const std::string& where) {
+  ScratchBuffers scratch;
+  auto* sums = static_cast<float*>(scratch.allocate(2 * size_t(p.k) * sizeof(float), where));
+  const size_t reduce_bytes = channel_sums_workspace_bytes(rows_of(p), p.k);
+  void* reduce = scratch.allocate(reduce_bytes, where);
+  void* workspace = scratch.allocate(workspace_bytes(be, p, way), where);
+  cudaStream_t stream = be.stream(0);
+  return median_event_ms(
+      stream, 5,
+      [&] {
+        run_way(be, p, way, x, w, y, sums, sums + p.k, reduce, reduce_bytes, workspace, stream, where);
+        return true;
+      },
+      where);
+}
+
+}  // namespace
+
+size_t prepare_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, const void* w, void* y,
+                          const std::string& where) {
+  const auto key = std::make_pair(&be.graphs(), conv_problem_str(p));
+  {
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    if (auto it = choices.find(key); it != choices.end()) return workspace_bytes(be, p, it->second);
+  }
+  const Way cudnn =
+      be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p) ? Way::kGenstats : Way::kConvThenSums;
+  Way chosen = cudnn;
+  if (few_channel_conv_supported(shape_of(p))) {
+    const GraphKind kind = cudnn == Way::kGenstats ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
+    // Without a tuned plan there was no timing at prepare: the cuDNN way stays.
+    double cudnn_ms = 0, few_ms = 0;
+    if (be.graphs().plan_ms(kind, p) > 0) {
+      cudnn_ms = time_way(be, p, cudnn, x, w, y, where);
+      few_ms = time_way(be, p, Way::kFewChannel, x, w, y, where);
+      if (few_ms >= 0 && (cudnn_ms < 0 || few_ms < cudnn_ms)) chosen = Way::kFewChannel;
+    }
+    std::fprintf(stderr, "kiln: conv with statistics %s: %s (few-channel kernel %.4f ms, %s %.4f ms)\n",
+                 conv_problem_str(p).c_str(), way_name(chosen), few_ms, way_name(cudnn), cudnn_ms);
+  }
+  {
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    choices[key] = chosen;
+  }
+  return workspace_bytes(be, p, chosen);
+}
+
+void run_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, const void* w, void* y, float* sum,
+                    float* sqsum, void* reduce, size_t reduce_bytes, void* workspace, cudaStream_t stream,
+                    const std::string& where) {
+  Way way;
+  {
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    auto it = choices.find(std::make_pair(&be.graphs(), conv_problem_str(p)));
+    if (it == choices.end())
+      fail("{}: the convolution of {} was not prepared; run the op's prepare first", where, conv_problem_str(p));
+    way = it->second;
+  }
+  run_way(be, p, way, x, w, y, sum, sqsum, reduce, reduce_bytes, workspace, stream, where);
+}
+
+}  // namespace kiln::cuda

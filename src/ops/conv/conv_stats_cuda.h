@@ -1,0 +1,33 @@
+#pragma once
+// The convolution of an op that batch normalization follows (CBR_FWD, CONV_BN_FWD), with the
+// per-channel sum and sum of squares of its output:
+//   - cuDNN's conv + genstats graph, where cuDNN has one (fp16);
+//   - otherwise cuDNN's conv graph, then kiln's sum kernel over the output;
+//   - or the few-channel kernel (few_channel_conv_cuda.h), where it takes the shape and, timed at
+//     prepare on the op's own tensors, is faster than the cuDNN way (conv and sums together).
+// The choice is made once per shape for each graph cache, at prepare, and every run takes it.
+// Without tuning (KILN_CUDNN_TUNE=0: no timing at prepare) the cuDNN way is kept.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cudnn_graphs.h"
+
+namespace kiln::cuda {
+
+// Chooses for `p` (timing on x, w and y, which it overwrites) and returns the workspace bytes
+// run_conv_stats needs besides the sum kernel's (channel_sums_workspace_bytes). Not under CUDA
+// Graph capture.
+size_t prepare_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, const void* w, void* y,
+                          const std::string& where);
+// Enqueues y = conv(x, w) and sum / sqsum (fp32, p.k each) of y on `stream`, the way chosen at
+// prepare. `reduce` holds channel_sums_workspace_bytes(rows of y, p.k); `workspace` what
+// prepare_conv_stats returned.
+void run_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, const void* w, void* y, float* sum,
+                    float* sqsum, void* reduce, size_t reduce_bytes, void* workspace, cudaStream_t stream,
+                    const std::string& where);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,247 @@
+// The few-channel convolutions (few_channel_conv_cuda.h) against float64 references of the same
+// rounded inputs, in fp16 and bf16: the forward pass with its per-channel sums, the weight
+// gradient, and the shapes they refuse.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/conv/few_channel_conv_cuda.h"
+#include "support/gpu_test_util.h"
+
+namespace kiln {
+namespace {
+
+using namespace gpu_test;
+using cuda::ConvShape;
+
+ConvShape shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t stride, int64_t pad,
+                DType io) {
+  ConvShape s{n, h, w, c, k, r, r, stride, pad, 0, 0, io};
+  s.ho = (h + 2 * pad - r) / stride + 1, s.wo = (w + 2 * pad - r) / stride + 1;
+  return s;
+}
+
+// The shapes both passes are tested on, as first layers have them.
+std::vector<ConvShape> shapes(DType io) {
+  return {
+      shape(2, 23, 23, 3, 64, 7, 2, 3, io),  // a ResNet-style stem, 7x7 stride 2
+      shape(8, 20, 20, 1, 32, 3, 1, 1, io),  // the digits CNN's first layer
+      shape(2, 16, 16, 3, 64, 3, 1, 1, io),  // a VGG first layer
+      shape(3, 9, 9, 4, 16, 5, 1, 2, io),
+      shape(3, 9, 9, 8, 32, 1, 1, 0, io),    // 1x1; 243 rows, not a multiple of a block's 128
+      shape(1, 13, 11, 2, 16, 3, 2, 0, io),  // non-square, no padding
+  };
+}
+
+std::string label(const ConvShape& s) {
+  return std::string(dtype_name(s.io)) + " n=" + std::to_string(s.n) + " " + std::to_string(s.h) + "x" +
+         std::to_string(s.w) + " c=" + std::to_string(s.c) + " k=" + std::to_string(s.k) + " " +
+         std::to_string(s.r) + "x" + std::to_string(s.s) + " stride " + std::to_string(s.stride) + " pad " +
+         std::to_string(s.pad);
+}
+
+// The bound on |got - want| relative to a result's sum of |terms|: fp32 accumulation (well under
+// 1e-5 for these term counts) plus the output's rounding to its dtype (2^-11 fp16, 2^-8 bf16).
+double bound(DType io) { return io == DType::F16 ? 1e-3 : 8e-3; }
+
+// y = conv(x, w) and, per output, the sum of |x * w| over its terms (the scale of its rounding
+// error). `swap_rs` reads the filter transposed, a wrong indexing the comparison must reject.
+void fprop_reference(const ConvShape& s, const std::vector<double>& x, const std::vector<double>& w, bool swap_rs,
+                     std::vector<double>& y, std::vector<double>& scale) {
+  y.assign(size_t(s.n * s.ho * s.wo * s.k), 0.0);
+  scale.assign(y.size(), 0.0);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t ho = 0; ho < s.ho; ++ho)
+      for (int64_t wo = 0; wo < s.wo; ++wo)
+        for (int64_t k = 0; k < s.k; ++k) {
+          const size_t o = size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k);
+          for (int64_t r = 0; r < s.r; ++r)
+            for (int64_t q = 0; q < s.s; ++q) {
+              const int64_t hi = ho * s.stride - s.pad + r, wi = wo * s.stride - s.pad + q;
+              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
+              for (int64_t c = 0; c < s.c; ++c) {
+                const double term = x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)] *
+                                    w[size_t(((k * s.r + rr) * s.s + qq) * s.c + c)];
+                y[o] += term;
+                scale[o] += std::fabs(term);
+              }
+            }
+        }
+}
+
+// dW and, per weight, the sum of |dY * X| over its terms. `swap_rs` as in fprop_reference.
+void wgrad_reference(const ConvShape& s, const std::vector<double>& x, const std::vector<double>& dy, bool swap_rs,
+                     std::vector<double>& dw, std::vector<double>& scale) {
+  dw.assign(size_t(s.k * s.r * s.s * s.c), 0.0);
+  scale.assign(dw.size(), 0.0);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t ho = 0; ho < s.ho; ++ho)
+      for (int64_t wo = 0; wo < s.wo; ++wo)
+        for (int64_t k = 0; k < s.k; ++k)
+          for (int64_t r = 0; r < s.r; ++r)
+            for (int64_t q = 0; q < s.s; ++q) {
+              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
+              const int64_t hi = ho * s.stride - s.pad + rr, wi = wo * s.stride - s.pad + qq;
+              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+              for (int64_t c = 0; c < s.c; ++c) {
+                const double term = dy[size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k)] *
+                                    x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)];
+                const size_t o = size_t(((k * s.r + r) * s.s + q) * s.c + c);
+                dw[o] += term;
+                scale[o] += std::fabs(term);
+              }
+            }
+}
+
+// How far `got` is from `want`, each difference relative to its scale: the worst ratio, and how
+// many elements miss `limit` (a NaN, an element never written, counts as a miss).
+struct Miss {
+  double worst = 0;
+  size_t bad = 0, first = 0;
+};
+
+Miss relative_miss(const std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& scale,
+                   double limit) {
+  Miss m;
+  for (size_t o = 0; o < want.size(); ++o) {
+    const double ratio = std::fabs(got[o] - want[o]) / std::max(scale[o], 1e-30);
+    if (!(ratio <= limit) && m.bad++ == 0) m.first = o;
+    if (ratio > m.worst) m.worst = ratio;
+  }
+  return m;
+}
+
+// Compares `got` with the reference and checks that the same bound rejects the transposed
+// filter's result (which differs from the right one only where r > 1).
+void expect_matches(const char* what, const std::vector<double>& got, const std::vector<double>& want,
+                    const std::vector<double>& scale, const std::vector<double>& wrong, const ConvShape& s) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const Miss m = relative_miss(got, want, scale, bound(s.io));
+  EXPECT_EQ(m.bad, 0u) << what << ": " << m.bad << " of " << want.size() << " miss the bound " << bound(s.io)
+                       << " (worst " << m.worst << "), first at " << m.first << ": got " << got[m.first]
+                       << ", want " << want[m.first];
+  if (s.r > 1) {
+    // The comparison would catch a transposed filter.
+    EXPECT_GT(relative_miss(wrong, want, scale, bound(s.io)).worst, bound(s.io)) << what << ": transposed filter";
+  }
+}
+
+TEST(FewChannelConvGpu, ForwardAndStatisticsMatchFloat64) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(29);
+  for (DType io : {DType::F16, DType::BF16}) {
+    for (const ConvShape& s : shapes(io)) {
+      SCOPED_TRACE(label(s));
+      ASSERT_TRUE(cuda::few_channel_conv_supported(s));
+      const size_t rows = size_t(s.n * s.ho * s.wo), k = size_t(s.k);
+      const std::vector<double> x = random_values<double>(io, size_t(s.n * s.h * s.w * s.c), rng);
+      const std::vector<double> w = random_values<double>(io, size_t(s.k * s.r * s.s * s.c), rng);
+      DeviceTensor dx(io, x), dw(io, w);
+      DeviceTensor y = DeviceTensor::poisoned(io, rows * k);
+      DeviceTensor sum = DeviceTensor::poisoned(DType::F32, k), sqsum = DeviceTensor::poisoned(DType::F32, k);
+      DeviceBuffer scratch(cuda::few_channel_fprop_workspace_bytes(s));
+      cuda::few_channel_fprop_stats(s, dx.ptr(), dw.ptr(), y.ptr(), sum.f32(), sqsum.f32(), scratch.get(), nullptr,
+                                    "test");
+      sync();
+      const std::vector<double> got = y.get(), got_sum = sum.get(), got_sq = sqsum.get();
+
+      std::vector<double> want, scale, wrong, wrong_scale;
+      fprop_reference(s, x, w, false, want, scale);
+      fprop_reference(s, x, w, true, wrong, wrong_scale);
+      expect_matches("y", got, want, scale, wrong, s);
+
+      // The sums are of y as stored, so the reference sums the GPU's own y, in float64. The
+      // bounds: fp32 accumulation within a block, the blocks' partials added in fp64 and the
+      // result rounded to fp32 (the 1e-6 floor covers a channel whose sum is near 0).
+      std::vector<double> want_sum(k, 0.0), abs_sum(k, 0.0), want_sq(k, 0.0);
+      for (size_t i = 0; i < rows * k; ++i) {
+        want_sum[i % k] += got[i];
+        abs_sum[i % k] += std::fabs(got[i]);
+        want_sq[i % k] += got[i] * got[i];
+      }
+      auto sum_ok = [&](size_t ch, double want_ch) {
+        return std::fabs(got_sum[ch] - want_ch) <= 1e-5 * abs_sum[ch] + 1e-6;
+      };
+      size_t shifted_misses = 0;
+      for (size_t ch = 0; ch < k; ++ch) {
+        EXPECT_TRUE(sum_ok(ch, want_sum[ch]))
+            << "sum of channel " << ch << ": got " << got_sum[ch] << ", want " << want_sum[ch];
+        EXPECT_TRUE(std::fabs(got_sq[ch] - want_sq[ch]) <= 1e-5 * want_sq[ch] + 1e-6)
+            << "sum of squares of channel " << ch << ": got " << got_sq[ch] << ", want " << want_sq[ch];
+        shifted_misses += !sum_ok(ch, want_sum[(ch + 1) % k]);
+      }
+      // The sum bound tells channels apart: each channel's sum against its neighbour's misses.
+      EXPECT_GT(shifted_misses, 0u) << "the sums' bound does not tell channels apart";
+
+      // A second run, into poisoned outputs again, gives the same bits: the partials are added in
+      // a fixed order.
+      y.poison(), sum.poison(), sqsum.poison();
+      cuda::few_channel_fprop_stats(s, dx.ptr(), dw.ptr(), y.ptr(), sum.f32(), sqsum.f32(), scratch.get(), nullptr,
+                                    "test");
+      sync();
+      EXPECT_EQ(y.get(), got);
+      EXPECT_EQ(sum.get(), got_sum);
+      EXPECT_EQ(sqsum.get(), got_sq);
+    }
+  }
+}
+
+TEST(FewChannelConvGpu, WeightGradientMatchesFloat64) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(31);
+  for (DType io : {DType::F16, DType::BF16}) {
+    for (const ConvShape& s : shapes(io)) {
+      SCOPED_TRACE(label(s));
+      ASSERT_TRUE(cuda::few_channel_conv_supported(s));
+      const std::vector<double> x = random_values<double>(io, size_t(s.n * s.h * s.w * s.c), rng);
+      const std::vector<double> dy = random_values<double>(io, size_t(s.n * s.ho * s.wo * s.k), rng);
+      DeviceTensor dx(io, x), ddy(io, dy);
+      DeviceTensor dw = DeviceTensor::poisoned(io, size_t(s.k * s.r * s.s * s.c));
+      DeviceBuffer scratch(cuda::few_channel_wgrad_workspace_bytes(s));
+      cuda::few_channel_wgrad(s, dx.ptr(), ddy.ptr(), dw.ptr(), scratch.get(), nullptr, "test");
+      sync();
+      const std::vector<double> got = dw.get();
+
+      std::vector<double> want, scale, wrong, wrong_scale;
+      wgrad_reference(s, x, dy, false, want, scale);
+      wgrad_reference(s, x, dy, true, wrong, wrong_scale);
+      // (The transposed filter's margin shrinks as rows grow: a weight's error against the sum of
+      // its |terms| falls like 1/sqrt(rows); these shapes have at most 3,200 rows.)
+      expect_matches("dw", got, want, scale, wrong, s);
+
+      // A second run, into a poisoned dw again, gives the same bits.
+      dw.poison();
+      cuda::few_channel_wgrad(s, dx.ptr(), ddy.ptr(), dw.ptr(), scratch.get(), nullptr, "test");
+      sync();
+      EXPECT_EQ(dw.get(), got);
+    }
+  }
+}
+
+TEST(FewChannelConvGpu, UnsupportedShapesAreErrorsNamingTheLimits) {
+  KILN_REQUIRE_GPU();
+  const ConvShape many_channels = shape(1, 8, 8, 16, 32, 3, 1, 1, DType::F16);  // c = 16 > 8
+  const ConvShape k48 = shape(1, 8, 8, 3, 48, 3, 1, 1, DType::F16);             // k not 16, 32 or 64
+  const ConvShape f32 = shape(1, 8, 8, 3, 32, 3, 1, 1, DType::F32);             // io not fp16/bf16
+  const ConvShape big_patch = shape(1, 16, 16, 8, 32, 7, 2, 3, DType::F16);     // 7*7*8 = 392 > 256
+  EXPECT_FALSE(cuda::few_channel_conv_supported(many_channels));
+  EXPECT_FALSE(cuda::few_channel_conv_supported(k48));
+  EXPECT_FALSE(cuda::few_channel_conv_supported(f32));
+  EXPECT_FALSE(cuda::few_channel_conv_supported(big_patch));
+  testing::expect_error(
+      [&] {
+        cuda::few_channel_fprop_stats(many_channels, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                      "conv1");
+      },
+      {"conv1", "at most 8 input channels"});
+  testing::expect_error([&] { cuda::few_channel_wgrad(f32, nullptr, nullptr, nullptr, nullptr, nullptr, "conv1"); },
+                        {"conv1", "fp16 or bf16"});
+}
+
+}  // namespace
+}  // namespace kiln
