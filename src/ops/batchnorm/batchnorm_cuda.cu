@@ -21,10 +21,9 @@ namespace {
 constexpr RowSplit kApplySplit = RowSplit::kChunkPerBlock;
 constexpr RowSplit kReduceSplit = RowSplit::kContiguous;
 constexpr RowSplit kBackwardApplySplit = RowSplit::kRoundRobin;
-// The backward apply at 3 blocks per SM (80 registers, no spills in fp16 and fp32); bf16's
-// conversions would spill there, so bf16 asks for 2.
-template <class T>
-constexpr int kBackwardApplyBlocksPerSM = std::is_same_v<T, __nv_bfloat16> ? 2 : 3;
+// The backward apply at 3 blocks per SM (80 registers, no spills in fp16, bf16 and fp32; bf16
+// fits since its widening is a shift, pack_cuda.cuh).
+constexpr int kBackwardApplyBlocksPerSM = 3;
 
 template <class T, int VEC>
 __global__ void __launch_bounds__(kTileThreads)
@@ -132,7 +131,7 @@ struct BnBranchCoefficients {
 };
 
 template <class T, int VEC>
-__global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM<T>)
+__global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM)
     bn_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* gamma,
                              const float* mean, const float* inv_std, const float* sum_dy,
                              const float* sum_dy_xhat, float inv_m, TileGrid g, T* dx) {
@@ -165,7 +164,7 @@ __global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM<T>)
 // a (and b), both branches' gradients. da is BN's input gradient of g = dy * mask; db is too when
 // NORMALIZED, else g itself (an identity shortcut).
 template <class T, int VEC, bool NORMALIZED>
-__global__ void __launch_bounds__(kTileThreads, NORMALIZED ? 2 : kBackwardApplyBlocksPerSM<T>)
+__global__ void __launch_bounds__(kTileThreads, NORMALIZED ? 2 : kBackwardApplyBlocksPerSM)
     bn_add_relu_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* a, const T* b,
                                       BnBranchCoefficients ca, BnBranchCoefficients cb, float inv_m,
                                       TileGrid g, T* da, T* db) {

@@ -14,7 +14,10 @@ namespace kiln::cuda {
 // --- Activation types <-> fp32 (all arithmetic is done in fp32) ---
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+// bf16 is the top half of an fp32: widening is a shift of the raw bits.
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
+  return __uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(v)) << 16);
+}
 
 template <class T>
 __device__ __forceinline__ T from_float(float v);
