@@ -29,6 +29,7 @@ ConvShape shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r
 std::vector<ConvShape> shapes(DType io) {
   return {
       shape(2, 23, 23, 3, 64, 7, 2, 3, io),  // a ResNet-style stem, 7x7 stride 2
+      shape(2, 24, 24, 3, 64, 7, 2, 3, io),  // the same; its blocks of 128 pixels cross into the next image
       shape(8, 20, 20, 1, 32, 3, 1, 1, io),  // the digits CNN's first layer
       shape(2, 16, 16, 3, 64, 3, 1, 1, io),  // a VGG first layer
       shape(3, 9, 9, 4, 16, 5, 1, 2, io),
