@@ -1,5 +1,7 @@
 #pragma once
-// Shared by the CUDA ops that run convolutions (conv, CBR): the cuDNN problem of an op's tensors.
+// Shared by the CUDA ops that run convolutions (conv, CBR, block ends): the cuDNN problem of an
+// op's tensors.
+#include "ops/conv/conv_shape_cuda.h"
 #include "runtime/cuda/cudnn_graphs.h"
 #include "runtime/op_call.h"
 
@@ -11,6 +13,11 @@ namespace kiln::cuda {
 // Errors name the op through call.where().
 ConvProblem conv_problem(const OpCall& call, const TensorArg& x, const TensorArg& w, const TensorArg& y, int stride,
                          int padding);
+
+// The problem as kiln's own convolution kernels take it.
+inline ConvShape conv_shape(const ConvProblem& p) {
+  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, p.io};
+}
 
 // Rounds up to 256 bytes, the alignment every carved workspace piece keeps.
 inline size_t workspace_align(size_t bytes) { return (bytes + 255) / 256 * 256; }

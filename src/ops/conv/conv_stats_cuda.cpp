@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ops/batchnorm/batchnorm_cuda.h"
+#include "ops/conv/conv_cuda.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "runtime/cuda/event_timing.h"
 #include "runtime/cuda/scratch_buffers.h"
@@ -23,10 +24,6 @@ const char* way_name(Way w) {
   }
 }
 
-ConvShape shape_of(const ConvProblem& p) {
-  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, p.io};
-}
-
 int64_t rows_of(const ConvProblem& p) { return p.n * p.ho * p.wo; }
 
 // Chosen ways, by graph cache and shape.
@@ -37,7 +34,7 @@ size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
   switch (w) {
     case Way::kGenstats: return be.graphs().prepare(GraphKind::CONV_FPROP_GENSTATS, p);
     case Way::kConvThenSums: return be.graphs().prepare(GraphKind::CONV_FPROP, p);
-    default: return few_channel_fprop_workspace_bytes(shape_of(p));
+    default: return few_channel_fprop_workspace_bytes(conv_shape(p));
   }
 }
 
@@ -45,7 +42,7 @@ void run_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, cons
              float* sqsum, void* reduce, size_t reduce_bytes, void* workspace, cudaStream_t stream,
              const std::string& where) {
   if (way == Way::kFewChannel)
-    return few_channel_fprop_stats(shape_of(p), x, w, y, sum, sqsum, workspace, stream, where);
+    return few_channel_fprop_stats(conv_shape(p), x, w, y, sum, sqsum, workspace, stream, where);
   Pointers ptr;
   ptr.x = x, ptr.w = w, ptr.y = y;
   if (way == Way::kGenstats) {
@@ -87,7 +84,7 @@ size_t prepare_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, 
   const Way cudnn =
       be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p) ? Way::kGenstats : Way::kConvThenSums;
   Way chosen = cudnn;
-  if (few_channel_conv_supported(shape_of(p))) {
+  if (few_channel_conv_supported(conv_shape(p))) {
     const GraphKind kind = cudnn == Way::kGenstats ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
     // Without a tuned plan there was no timing at prepare: the cuDNN way stays.
     double cudnn_ms = 0, few_ms = 0;

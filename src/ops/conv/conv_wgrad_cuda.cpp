@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/conv/conv_cuda.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "ops/conv/wgrad_direct_cuda.h"
 #include "runtime/cuda/event_timing.h"
@@ -27,34 +28,30 @@ const char* engine_name(Engine e) {
   }
 }
 
-ConvShape shape_of(const ConvProblem& p) {
-  return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, p.io};
-}
-
 // Chosen engines, by graph cache and shape.
 std::mutex choices_mutex;
 std::map<std::pair<const CudnnGraphs*, std::string>, Engine> choices;
 
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Engine e) {
   switch (e) {
-    case Engine::kDirect: return wgrad_direct_workspace_bytes(shape_of(p));
-    case Engine::kFewChannel: return few_channel_wgrad_workspace_bytes(shape_of(p));
+    case Engine::kDirect: return wgrad_direct_workspace_bytes(conv_shape(p));
+    case Engine::kFewChannel: return few_channel_wgrad_workspace_bytes(conv_shape(p));
     default: return be.graphs().prepare(GraphKind::CONV_WGRAD, p);
   }
 }
 
 void run_kernel(const ConvProblem& p, Engine e, const void* x, const void* dy, void* dw, void* workspace,
                 cudaStream_t stream, const std::string& where) {
-  if (e == Engine::kDirect) return wgrad_direct(shape_of(p), x, dy, dw, workspace, stream, where);
-  few_channel_wgrad(shape_of(p), x, dy, dw, workspace, stream, where);
+  if (e == Engine::kDirect) return wgrad_direct(conv_shape(p), x, dy, dw, workspace, stream, where);
+  few_channel_wgrad(conv_shape(p), x, dy, dw, workspace, stream, where);
 }
 
 // Median of 5 timed runs of a kiln kernel after one warm-up, in ms, on scratch of its own.
 double time_kernel(const ConvProblem& p, Engine e, const void* x, const void* dy, void* dw, cudaStream_t stream,
                    const std::string& where) {
   ScratchBuffers scratch;
-  void* workspace = scratch.allocate(e == Engine::kDirect ? wgrad_direct_workspace_bytes(shape_of(p))
-                                                          : few_channel_wgrad_workspace_bytes(shape_of(p)),
+  void* workspace = scratch.allocate(e == Engine::kDirect ? wgrad_direct_workspace_bytes(conv_shape(p))
+                                                          : few_channel_wgrad_workspace_bytes(conv_shape(p)),
                                      where);
   return median_event_ms(
       stream, 5,
@@ -75,8 +72,8 @@ size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const
     if (auto it = choices.find(key); it != choices.end()) return workspace_bytes(be, p, it->second);
   }
   std::vector<Engine> kernels;
-  if (wgrad_direct_supported(shape_of(p))) kernels.push_back(Engine::kDirect);
-  if (few_channel_conv_supported(shape_of(p))) kernels.push_back(Engine::kFewChannel);
+  if (wgrad_direct_supported(conv_shape(p))) kernels.push_back(Engine::kDirect);
+  if (few_channel_conv_supported(conv_shape(p))) kernels.push_back(Engine::kFewChannel);
   const bool cudnn_fits = kernels.empty() || be.graphs().supported(GraphKind::CONV_WGRAD, p);
   Engine chosen = cudnn_fits ? Engine::kCudnn : kernels.front();
   if (!kernels.empty()) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/conv/conv_test_reference.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "support/gpu_test_util.h"
 
@@ -16,14 +17,7 @@ namespace kiln {
 namespace {
 
 using namespace gpu_test;
-using cuda::ConvShape;
-
-ConvShape shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t stride, int64_t pad,
-                DType io) {
-  ConvShape s{n, h, w, c, k, r, r, stride, pad, 0, 0, io};
-  s.ho = (h + 2 * pad - r) / stride + 1, s.wo = (w + 2 * pad - r) / stride + 1;
-  return s;
-}
+using namespace conv_test;
 
 // The shapes both passes are tested on, as first layers have them.
 std::vector<ConvShape> shapes(DType io) {
@@ -38,66 +32,10 @@ std::vector<ConvShape> shapes(DType io) {
   };
 }
 
-std::string label(const ConvShape& s) {
-  return std::string(dtype_name(s.io)) + " n=" + std::to_string(s.n) + " " + std::to_string(s.h) + "x" +
-         std::to_string(s.w) + " c=" + std::to_string(s.c) + " k=" + std::to_string(s.k) + " " +
-         std::to_string(s.r) + "x" + std::to_string(s.s) + " stride " + std::to_string(s.stride) + " pad " +
-         std::to_string(s.pad);
-}
-
 // The bound on |got - want| relative to a result's sum of |terms|: fp32 accumulation (well under
 // 1e-5 for these term counts) plus the output's rounding to its dtype (2^-11 fp16, 2^-8 bf16).
 double bound(DType io) { return io == DType::F16 ? 1e-3 : 8e-3; }
 
-// y = conv(x, w) and, per output, the sum of |x * w| over its terms (the scale of its rounding
-// error). `swap_rs` reads the filter transposed, a wrong indexing the comparison must reject.
-void fprop_reference(const ConvShape& s, const std::vector<double>& x, const std::vector<double>& w, bool swap_rs,
-                     std::vector<double>& y, std::vector<double>& scale) {
-  y.assign(size_t(s.n * s.ho * s.wo * s.k), 0.0);
-  scale.assign(y.size(), 0.0);
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t ho = 0; ho < s.ho; ++ho)
-      for (int64_t wo = 0; wo < s.wo; ++wo)
-        for (int64_t k = 0; k < s.k; ++k) {
-          const size_t o = size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k);
-          for (int64_t r = 0; r < s.r; ++r)
-            for (int64_t q = 0; q < s.s; ++q) {
-              const int64_t hi = ho * s.stride - s.pad + r, wi = wo * s.stride - s.pad + q;
-              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
-              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
-              for (int64_t c = 0; c < s.c; ++c) {
-                const double term = x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)] *
-                                    w[size_t(((k * s.r + rr) * s.s + qq) * s.c + c)];
-                y[o] += term;
-                scale[o] += std::fabs(term);
-              }
-            }
-        }
-}
-
-// dW and, per weight, the sum of |dY * X| over its terms. `swap_rs` as in fprop_reference.
-void wgrad_reference(const ConvShape& s, const std::vector<double>& x, const std::vector<double>& dy, bool swap_rs,
-                     std::vector<double>& dw, std::vector<double>& scale) {
-  dw.assign(size_t(s.k * s.r * s.s * s.c), 0.0);
-  scale.assign(dw.size(), 0.0);
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t ho = 0; ho < s.ho; ++ho)
-      for (int64_t wo = 0; wo < s.wo; ++wo)
-        for (int64_t k = 0; k < s.k; ++k)
-          for (int64_t r = 0; r < s.r; ++r)
-            for (int64_t q = 0; q < s.s; ++q) {
-              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
-              const int64_t hi = ho * s.stride - s.pad + rr, wi = wo * s.stride - s.pad + qq;
-              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
-              for (int64_t c = 0; c < s.c; ++c) {
-                const double term = dy[size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k)] *
-                                    x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)];
-                const size_t o = size_t(((k * s.r + r) * s.s + q) * s.c + c);
-                dw[o] += term;
-                scale[o] += std::fabs(term);
-              }
-            }
-}
 
 // How far `got` is from `want`, each difference relative to its scale: the worst ratio, and how
 // many elements miss `limit` (a NaN, an element never written, counts as a miss).

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/conv/conv_test_reference.h"
 #include "ops/conv/wgrad_direct_cuda.h"
 #include "support/gpu_test_util.h"
 
@@ -14,39 +15,7 @@ namespace kiln {
 namespace {
 
 using namespace gpu_test;
-using cuda::ConvShape;
-
-ConvShape shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t stride, int64_t pad,
-                 DType io) {
-  ConvShape s{n, h, w, c, k, r, r, stride, pad, 0, 0, io};
-  s.ho = (h + 2 * pad - r) / stride + 1, s.wo = (w + 2 * pad - r) / stride + 1;
-  return s;
-}
-
-// dW and, per weight, the sum of |dY * X| over its terms (the scale of its rounding error).
-// `swap_rs` reads the filter transposed, a wrong indexing the comparison must reject.
-void reference(const ConvShape& s, const std::vector<double>& x, const std::vector<double>& dy, bool swap_rs,
-               std::vector<double>& dw, std::vector<double>& scale) {
-  dw.assign(size_t(s.k * s.r * s.s * s.c), 0.0);
-  scale.assign(dw.size(), 0.0);
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t ho = 0; ho < s.ho; ++ho)
-      for (int64_t wo = 0; wo < s.wo; ++wo)
-        for (int64_t k = 0; k < s.k; ++k)
-          for (int64_t r = 0; r < s.r; ++r)
-            for (int64_t q = 0; q < s.s; ++q) {
-              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
-              const int64_t hi = ho * s.stride - s.pad + rr, wi = wo * s.stride - s.pad + qq;
-              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
-              for (int64_t c = 0; c < s.c; ++c) {
-                const double term = dy[size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k)] *
-                                    x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)];
-                const size_t o = size_t(((k * s.r + r) * s.s + q) * s.c + c);
-                dw[o] += term;
-                scale[o] += std::fabs(term);
-              }
-            }
-}
+using namespace conv_test;
 
 // The bound on |got - want| relative to a weight's sum of |terms|: fp32 accumulation (well under
 // 1e-5 for these row counts) plus the output's rounding to its dtype (2^-11 fp16, 2^-8 bf16).
@@ -75,8 +44,8 @@ TEST(WgradDirectGpu, MatchesFloat64InEveryDtype) {
       sync();
       const std::vector<double> got = dw.get();
       std::vector<double> want, scale, wrong, wrong_scale;
-      reference(s, x, dy, false, want, scale);
-      reference(s, x, dy, true, wrong, wrong_scale);
+      wgrad_reference(s, x, dy, false, want, scale);
+      wgrad_reference(s, x, dy, true, wrong, wrong_scale);
       double worst = 0, worst_wrong = 0;
       for (size_t o = 0; o < want.size(); ++o) {
         const double denom = std::max(scale[o], 1e-30);

@@ -1,0 +1,81 @@
+#pragma once
+// Float64 references of a convolution for the GPU tests of the hand-written CUDA kernels
+// (wgrad_direct_gpu_test.cpp, few_channel_conv_gpu_test.cpp), with each result's sum of |terms|:
+// the scale its rounding error is bounded against. `swap_rs` reads the filter transposed, a wrong
+// indexing a test's comparison must reject. Layouts as conv_shape_cuda.h.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/conv/conv_shape_cuda.h"
+
+namespace kiln::conv_test {
+
+using cuda::ConvShape;
+
+// A square filter of r x r, with ho and wo filled in.
+inline ConvShape shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t stride,
+                       int64_t pad, DType io) {
+  ConvShape s{n, h, w, c, k, r, r, stride, pad, 0, 0, io};
+  s.ho = (h + 2 * pad - r) / stride + 1, s.wo = (w + 2 * pad - r) / stride + 1;
+  return s;
+}
+
+inline std::string label(const ConvShape& s) {
+  return std::string(dtype_name(s.io)) + " n=" + std::to_string(s.n) + " " + std::to_string(s.h) + "x" +
+         std::to_string(s.w) + " c=" + std::to_string(s.c) + " k=" + std::to_string(s.k) + " " +
+         std::to_string(s.r) + "x" + std::to_string(s.s) + " stride " + std::to_string(s.stride) + " pad " +
+         std::to_string(s.pad);
+}
+
+// y = conv(x, w) and, per output, the sum of |x * w| over its terms.
+inline void fprop_reference(const ConvShape& s, const std::vector<double>& x, const std::vector<double>& w,
+                            bool swap_rs, std::vector<double>& y, std::vector<double>& scale) {
+  y.assign(size_t(s.n * s.ho * s.wo * s.k), 0.0);
+  scale.assign(y.size(), 0.0);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t ho = 0; ho < s.ho; ++ho)
+      for (int64_t wo = 0; wo < s.wo; ++wo)
+        for (int64_t k = 0; k < s.k; ++k) {
+          const size_t o = size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k);
+          for (int64_t r = 0; r < s.r; ++r)
+            for (int64_t q = 0; q < s.s; ++q) {
+              const int64_t hi = ho * s.stride - s.pad + r, wi = wo * s.stride - s.pad + q;
+              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
+              for (int64_t c = 0; c < s.c; ++c) {
+                const double term = x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)] *
+                                    w[size_t(((k * s.r + rr) * s.s + qq) * s.c + c)];
+                y[o] += term;
+                scale[o] += std::fabs(term);
+              }
+            }
+        }
+}
+
+// dW and, per weight, the sum of |dY * X| over its terms.
+inline void wgrad_reference(const ConvShape& s, const std::vector<double>& x, const std::vector<double>& dy,
+                            bool swap_rs, std::vector<double>& dw, std::vector<double>& scale) {
+  dw.assign(size_t(s.k * s.r * s.s * s.c), 0.0);
+  scale.assign(dw.size(), 0.0);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t ho = 0; ho < s.ho; ++ho)
+      for (int64_t wo = 0; wo < s.wo; ++wo)
+        for (int64_t k = 0; k < s.k; ++k)
+          for (int64_t r = 0; r < s.r; ++r)
+            for (int64_t q = 0; q < s.s; ++q) {
+              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
+              const int64_t hi = ho * s.stride - s.pad + rr, wi = wo * s.stride - s.pad + qq;
+              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+              for (int64_t c = 0; c < s.c; ++c) {
+                const double term = dy[size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k)] *
+                                    x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)];
+                const size_t o = size_t(((k * s.r + r) * s.s + q) * s.c + c);
+                dw[o] += term;
+                scale[o] += std::fabs(term);
+              }
+            }
+}
+
+}  // namespace kiln::conv_test
