@@ -1,6 +1,6 @@
 // The digits CNN trains on the GPU in fp32, fp16 and bf16 and tracks the CPU fp32 run of the same
 // recipe and seed: same first-step loss (same initial weights, batch, crops and dropout masks)
-// and a final test accuracy within a point (the test says why not half).
+// and a final test accuracy within half a point.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,8 +16,9 @@
 namespace kiln {
 namespace {
 
-// The README's recipe (scripts/demo.sh), shortened to 10 epochs (620 steps).
-constexpr int kEpochs = 10;
+// The README's recipe (scripts/demo.sh): 30 epochs (1,860 steps). Shortened to 10, runs that
+// differed only in which cuDNN plans tuning picked ended up to 0.8 points apart (below).
+constexpr int kEpochs = 30;
 
 CompileOptions recipe(Device device, Precision precision) {
   CompileOptions c;
@@ -76,11 +77,11 @@ TEST(DigitsGpu, TrainsInEveryPrecisionAndTracksTheCpu) {
               cpu.final_loss, cpu.accuracy);
   ASSERT_GT(cpu.accuracy, 0.95);  // the reference itself learned
   // The accuracy bound below catches a model that evaluates wrongly: the CPU's own model with its
-  // BN running statistics never updated scores far more than a point lower (measured on the CPU
-  // machine: 85.6% against 97.9%).
+  // BN running statistics never updated scores far more than half a point lower (measured after
+  // 10 epochs: 85.6% against 97.9% on the CPU machine, 81.1% against 98.3% on the H200's host).
   std::printf("digits cpu fp32 with its BN running statistics at their initial values: test accuracy %.4f\n",
               cpu.stale_bn_accuracy);
-  EXPECT_GT(std::fabs(cpu.stale_bn_accuracy - cpu.accuracy), 0.01);
+  EXPECT_GT(std::fabs(cpu.stale_bn_accuracy - cpu.accuracy), 0.005);
   for (Precision p : {Precision::FP32, Precision::FP16, Precision::BF16}) {
     SCOPED_TRACE(precision_name(p));
     const TrainingRun gpu = train(Device::CUDA, p, train_set, test_set);
@@ -96,17 +97,13 @@ TEST(DigitsGpu, TrainsInEveryPrecisionAndTracksTheCpu) {
     EXPECT_LT(gpu.final_loss, 0.5 * gpu.first_loss);
     // After the first steps the runs part: the GPU rounds differently from the CPU, and which
     // cuDNN plans tuning picks changes it again from one process to the next. Measured on the
-    // H200 (runs that differed only in that): the first epoch's mean loss 1.267-1.357 against
-    // the CPU's 1.271 (fp32 +0.5%, fp16 -0.3% and +5.7%, bf16 +1.2% and +6.7%), final losses
-    // 0.612-0.633 against 0.627, test accuracies 97.5-98.7% against 98.3% (fp32 97.5-98.3; the
-    // CPU code itself reaches 98.3% on the H200's host and 97.9% on the project's CPU machine). So
-    // the first step's loss above is the tight check; after 620 steps equally trained runs are
-    // up to 8 of the 1,000 test images apart, and the bound is one point where the issue asks
-    // for half. End-of-training numbers catch only gross failures here: a run at a tenth of the
-    // learning rate still reaches 97.8% (its first epoch ends at 1.423, 12% above the CPU's,
-    // where the spread above already reaches 7%); a model evaluated with stale BN statistics is
-    // caught (checked on the CPU run above).
-    EXPECT_NEAR(gpu.accuracy, cpu.accuracy, 0.01);
+    // H200 with the recipe cut to 10 epochs: test accuracies 97.5-98.7% against the CPU's 98.3%.
+    // Over the full 30 epochs the runs converge: three processes per precision ended at 98.5-98.8%
+    // (fp32), 98.7-98.8% (fp16) and 98.6-98.8% (bf16) against the CPU's 98.6% on the same host
+    // (bench/results/digits_30epoch_cpu_gpu_h200_2026-11-30_2c03c28.jsonl), so the issue's half
+    // point holds with room. It still catches a model that evaluates wrongly: stale BN
+    // statistics cost 12-17 points after 10 epochs (checked on the CPU run above).
+    EXPECT_NEAR(gpu.accuracy, cpu.accuracy, 0.005);
   }
 }
 
