@@ -92,6 +92,9 @@ class Executable {
 
  private:
   void run(const std::vector<Op>& ops, const StepScalars& scalars);
+  // The lists one after the other, each ending with the backend's after_ops; the step's scalars
+  // are staged once before them (one write, one node in a captured graph).
+  void run_lists(std::initializer_list<const std::vector<Op>*> lists, const StepScalars& scalars);
   void run_op(const Op& op, const StepScalars& scalars);  // one op, between the backend's before/after_op
   // Runs Program::refresh_copies, op by op and never captured, when the host changed parameters
   // since the copies were last made; every public run* calls it first.

@@ -185,11 +185,15 @@ void Executable::run_op(const Op& op, const StepScalars& scalars) {
   backend_->after_op();
 }
 
-void Executable::run(const std::vector<Op>& ops, const StepScalars& scalars) {
+void Executable::run(const std::vector<Op>& ops, const StepScalars& scalars) { run_lists({&ops}, scalars); }
+
+void Executable::run_lists(std::initializer_list<const std::vector<Op>*> lists, const StepScalars& scalars) {
   backend_->activate();
   backend_->stage_scalars(scalars);
-  for (const Op& op : ops) run_op(op, scalars);
-  backend_->after_ops();
+  for (const auto* ops : lists) {
+    for (const Op& op : *ops) run_op(op, scalars);
+    backend_->after_ops();
+  }
 }
 
 void Executable::refresh_copies_if_stale(const StepScalars& scalars) {
@@ -203,13 +207,13 @@ void Executable::run_graph(int graph, std::initializer_list<const std::vector<Op
                            const StepScalars& scalars) {
   const int runs = graph_runs_[graph]++;
   if (!backend_->can_capture() || runs == 0) {
-    for (const auto* ops : lists) run(*ops, scalars);
+    run_lists(lists, scalars);
     return;
   }
   if (runs == 1) {
     backend_->begin_capture();
     try {
-      for (const auto* ops : lists) run(*ops, scalars);
+      run_lists(lists, scalars);
       backend_->end_capture(graph);
     } catch (...) {
       backend_->abort_capture();

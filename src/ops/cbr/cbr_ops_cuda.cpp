@@ -192,9 +192,13 @@ void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
 // ms against 0.03-0.04 ms). That pass reads and writes y once, traffic a convolution that writes y
 // never takes much less than, so the two together are bounded by about twice the convolution's
 // time. Decided from the tuned (or plan-cache) times; untimed plans keep the fused graph. The
-// same answer at prepare and at run: both read the times prepare recorded.
+// comparison is made only where the training forward has no conv + genstats graph (fp32, bf16,
+// fp16 with few input channels) and so tunes the plain graph anyway: elsewhere it would tune a
+// graph for the comparison alone, at the first step. The same answer at prepare and at run: both
+// read the times prepare recorded.
 bool fused_inference(CudaBackend& be, const ConvProblem& p) {
   if (!be.graphs().supported(GraphKind::CONV_SCALE_SHIFT_RELU, p)) return false;
+  if (be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p)) return true;
   const double fused = be.graphs().plan_ms(GraphKind::CONV_SCALE_SHIFT_RELU, p);
   if (fused <= 0) return true;
   const double conv = be.graphs().plan_ms(GraphKind::CONV_FPROP, p);
