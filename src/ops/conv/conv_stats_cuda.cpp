@@ -1,12 +1,11 @@
 #include "ops/conv/conv_stats_cuda.h"
 
 #include <cstdio>
-#include <map>
-#include <mutex>
-#include <utility>
+#include <optional>
 
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/engine_choices.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "runtime/cuda/event_timing.h"
 #include "runtime/cuda/scratch_buffers.h"
@@ -26,9 +25,7 @@ const char* way_name(Way w) {
 
 int64_t rows_of(const ConvProblem& p) { return p.n * p.ho * p.wo; }
 
-// Chosen ways, by graph cache and shape.
-std::mutex choices_mutex;
-std::map<std::pair<const CudnnGraphs*, std::string>, Way> choices;
+EngineChoices<Way> choices;
 
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
   switch (w) {
@@ -76,11 +73,7 @@ double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, c
 
 size_t prepare_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, const void* w, void* y,
                           const std::string& where) {
-  const auto key = std::make_pair(&be.graphs(), conv_problem_str(p));
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    if (auto it = choices.find(key); it != choices.end()) return workspace_bytes(be, p, it->second);
-  }
+  if (const std::optional<Way> way = choices.find(be.graphs(), p)) return workspace_bytes(be, p, *way);
   const Way cudnn =
       be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p) ? Way::kGenstats : Way::kConvThenSums;
   Way chosen = cudnn;
@@ -96,24 +89,14 @@ size_t prepare_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, 
     std::fprintf(stderr, "kiln: conv with statistics %s: %s (few-channel kernel %.4f ms, %s %.4f ms)\n",
                  conv_problem_str(p).c_str(), way_name(chosen), few_ms, way_name(cudnn), cudnn_ms);
   }
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    choices[key] = chosen;
-  }
+  choices.set(be.graphs(), p, chosen);
   return workspace_bytes(be, p, chosen);
 }
 
 void run_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, const void* w, void* y, float* sum,
                     float* sqsum, void* reduce, size_t reduce_bytes, void* workspace, cudaStream_t stream,
                     const std::string& where) {
-  Way way;
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    auto it = choices.find(std::make_pair(&be.graphs(), conv_problem_str(p)));
-    if (it == choices.end())
-      fail("{}: the convolution of {} was not prepared; run the op's prepare first", where, conv_problem_str(p));
-    way = it->second;
-  }
+  const Way way = choices.at(be.graphs(), p, "convolution", where);
   run_way(be, p, way, x, w, y, sum, sqsum, reduce, reduce_bytes, workspace, stream, where);
 }
 

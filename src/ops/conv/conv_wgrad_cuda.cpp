@@ -4,12 +4,11 @@
 
 #include <cstdio>
 #include <limits>
-#include <map>
-#include <mutex>
-#include <utility>
+#include <optional>
 #include <vector>
 
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/engine_choices.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "ops/conv/wgrad_direct_cuda.h"
 #include "runtime/cuda/event_timing.h"
@@ -28,9 +27,7 @@ const char* engine_name(Engine e) {
   }
 }
 
-// Chosen engines, by graph cache and shape.
-std::mutex choices_mutex;
-std::map<std::pair<const CudnnGraphs*, std::string>, Engine> choices;
+EngineChoices<Engine> choices;
 
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Engine e) {
   switch (e) {
@@ -47,12 +44,11 @@ void run_kernel(const ConvProblem& p, Engine e, const void* x, const void* dy, v
 }
 
 // Median of 5 timed runs of a kiln kernel after one warm-up, in ms, on scratch of its own.
-double time_kernel(const ConvProblem& p, Engine e, const void* x, const void* dy, void* dw, cudaStream_t stream,
+double time_kernel(CudaBackend& be, const ConvProblem& p, Engine e, const void* x, const void* dy, void* dw,
                    const std::string& where) {
   ScratchBuffers scratch;
-  void* workspace = scratch.allocate(e == Engine::kDirect ? wgrad_direct_workspace_bytes(conv_shape(p))
-                                                          : few_channel_wgrad_workspace_bytes(conv_shape(p)),
-                                     where);
+  void* workspace = scratch.allocate(workspace_bytes(be, p, e), where);
+  cudaStream_t stream = be.stream(0);
   return median_event_ms(
       stream, 5,
       [&] {
@@ -66,11 +62,7 @@ double time_kernel(const ConvProblem& p, Engine e, const void* x, const void* dy
 
 size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const void* dy, void* dw,
                      const std::string& where) {
-  const auto key = std::make_pair(&be.graphs(), conv_problem_str(p));
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    if (auto it = choices.find(key); it != choices.end()) return workspace_bytes(be, p, it->second);
-  }
+  if (const std::optional<Engine> e = choices.find(be.graphs(), p)) return workspace_bytes(be, p, *e);
   std::vector<Engine> kernels;
   if (wgrad_direct_supported(conv_shape(p))) kernels.push_back(Engine::kDirect);
   if (few_channel_conv_supported(conv_shape(p))) kernels.push_back(Engine::kFewChannel);
@@ -83,7 +75,7 @@ size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const
     // Without a tuned plan time there is nothing to compare with: cuDNN's plan stays.
     if (!cudnn_fits || cudnn_ms > 0) {
       for (Engine e : kernels) {
-        const double ms = time_kernel(p, e, x, dy, dw, be.stream(0), where);
+        const double ms = time_kernel(be, p, e, x, dy, dw, where);
         times += fmt::format("{} {:.4f} ms, ", engine_name(e), ms);
         if (ms >= 0 && ms < best_ms) chosen = e, best_ms = ms;
       }
@@ -91,23 +83,13 @@ size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const
     std::fprintf(stderr, "kiln: wgrad %s: %s (%scuDNN plan %.4f ms%s)\n", conv_problem_str(p).c_str(),
                  engine_name(chosen), times.c_str(), cudnn_ms, cudnn_fits ? "" : ": no plan");
   }
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    choices[key] = chosen;
-  }
+  choices.set(be.graphs(), p, chosen);
   return workspace_bytes(be, p, chosen);
 }
 
 void run_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const void* dy, void* dw, void* workspace,
                cudaStream_t stream, const std::string& where) {
-  Engine e;
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    auto it = choices.find(std::make_pair(&be.graphs(), conv_problem_str(p)));
-    if (it == choices.end())
-      fail("{}: the weight gradient of {} was not prepared; run the op's prepare first", where, conv_problem_str(p));
-    e = it->second;
-  }
+  const Engine e = choices.at(be.graphs(), p, "weight gradient", where);
   if (e != Engine::kCudnn) return run_kernel(p, e, x, dy, dw, workspace, stream, where);
   Pointers ptr;
   ptr.x = x, ptr.dy = dy, ptr.dw = dw;
