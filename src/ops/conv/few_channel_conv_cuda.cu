@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "ops/common/pack_cuda.cuh"
+#include "ops/common/workspace_cuda.h"
 #include "runtime/cuda/cuda_check.h"
 
 namespace kiln::cuda {
@@ -335,7 +336,24 @@ void check_supported(const ConvShape& p, const std::string& where) {
          where, kFewChannelsMax, kFewChannelsMaxPatch, dtype_name(p.io), p.c, p.k, p.r, p.s);
 }
 
-size_t round_up_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+// The blocks' partials in the workspace, carved the same way when sized and when run: the
+// forward's sums and sums of squares ([blocks][k] each), the weight gradient's [blocks][k * patch].
+struct FpropPartials {
+  float *sum, *sq;
+  size_t bytes;
+};
+FpropPartials fprop_partials(void* workspace, int blocks, const Geom& g) {
+  WorkspaceLayout layout(workspace);
+  FpropPartials f;
+  f.sum = layout.floats(int64_t{blocks} * g.k), f.sq = layout.floats(int64_t{blocks} * g.k);
+  f.bytes = layout.used();
+  return f;
+}
+size_t wgrad_partials_bytes(int blocks, const Geom& g) {
+  WorkspaceLayout layout;
+  layout.floats(int64_t{blocks} * g.k * g.patch);
+  return layout.used();
+}
 
 }  // namespace
 
@@ -355,7 +373,7 @@ size_t few_channel_fprop_workspace_bytes(const ConvShape& p) {
     using T = decltype(zero);
     const size_t smem = fprop_smem_bytes<T>(g);
     const int blocks = grid_blocks(fprop_stats_kernel<T, kf.value>, smem, g.tiles(), "few-channel convolution");
-    bytes = 2 * round_up_256(size_t(blocks) * g.k * sizeof(float));
+    bytes = fprop_partials(nullptr, blocks, g).bytes;
   });
   return bytes;
 }
@@ -368,7 +386,7 @@ size_t few_channel_wgrad_workspace_bytes(const ConvShape& p) {
     using T = decltype(zero);
     const int blocks = grid_blocks(wgrad_kernel<T, kf.value>, wgrad_smem_bytes<T>(g), g.tiles(),
                                    "few-channel weight gradient");
-    bytes = round_up_256(size_t(blocks) * g.k * g.patch * sizeof(float));
+    bytes = wgrad_partials_bytes(blocks, g);
   });
   return bytes;
 }
@@ -384,14 +402,12 @@ void few_channel_fprop_stats(const ConvShape& p, const void* x, const void* w, v
     using T = decltype(zero);
     const size_t smem = fprop_smem_bytes<T>(g);
     const int blocks = grid_blocks(fprop_stats_kernel<T, kf.value>, smem, g.tiles(), where);
-    float* part_sum = static_cast<float*>(workspace);
-    float* part_sq = reinterpret_cast<float*>(static_cast<char*>(workspace) +
-                                              round_up_256(size_t(blocks) * g.k * sizeof(float)));
+    const FpropPartials part = fprop_partials(workspace, blocks, g);
     fprop_stats_kernel<T, kf.value><<<unsigned(blocks), kThreads, smem, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), part_sum, part_sq, g);
+        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), part.sum, part.sq, g);
     check_launch(where);
-    launch_sum_partials(part_sum, blocks, g.k, sum, stream, where);
-    launch_sum_partials(part_sq, blocks, g.k, sqsum, stream, where);
+    launch_sum_partials(part.sum, blocks, g.k, sum, stream, where);
+    launch_sum_partials(part.sq, blocks, g.k, sqsum, stream, where);
   });
 }
 
