@@ -1,9 +1,14 @@
 #pragma once
 // Float64 references of a convolution for the GPU tests of the hand-written CUDA kernels
 // (wgrad_direct_gpu_test.cpp, few_channel_conv_gpu_test.cpp), with each result's sum of |terms|:
-// the scale its rounding error is bounded against. `swap_rs` reads the filter transposed, a wrong
-// indexing a test's comparison must reject. Layouts as conv_shape_cuda.h.
+// the scale its rounding error is bounded against, and the comparison both tests make. `swap_rs`
+// reads the filter transposed, a wrong indexing a test's comparison must reject. Layouts as
+// conv_shape_cuda.h.
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -76,6 +81,41 @@ inline void wgrad_reference(const ConvShape& s, const std::vector<double>& x, co
                 scale[o] += std::fabs(term);
               }
             }
+}
+
+// How far `got` is from `want`, each difference relative to its scale: the worst ratio, and how
+// many elements miss `limit` (a NaN, an element never written, counts as a miss).
+struct Miss {
+  double worst = 0;
+  size_t bad = 0, first = 0;
+};
+
+inline Miss relative_miss(const std::vector<double>& got, const std::vector<double>& want,
+                          const std::vector<double>& scale, double limit) {
+  Miss m;
+  for (size_t o = 0; o < want.size(); ++o) {
+    const double ratio = std::fabs(got[o] - want[o]) / std::max(scale[o], 1e-30);
+    if (!(ratio <= limit) && m.bad++ == 0) m.first = o;
+    if (ratio > m.worst) m.worst = ratio;
+  }
+  return m;
+}
+
+// Compares `got` with the reference within `bound` (relative to each result's scale) and checks
+// that the same bound rejects the transposed filter's result `wrong` (which differs from the
+// right one only where r > 1).
+inline void expect_matches(const char* what, const std::vector<double>& got, const std::vector<double>& want,
+                           const std::vector<double>& scale, const std::vector<double>& wrong, const ConvShape& s,
+                           double bound) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const Miss m = relative_miss(got, want, scale, bound);
+  EXPECT_EQ(m.bad, 0u) << what << ": " << m.bad << " of " << want.size() << " miss the bound " << bound
+                       << " (worst " << m.worst << "), first at " << m.first << ": got " << got[m.first]
+                       << ", want " << want[m.first];
+  if (s.r > 1) {
+    // The comparison would catch a transposed filter.
+    EXPECT_GT(relative_miss(wrong, want, scale, bound).worst, bound) << what << ": transposed filter";
+  }
 }
 
 }  // namespace kiln::conv_test

@@ -36,40 +36,6 @@ std::vector<ConvShape> shapes(DType io) {
 // 1e-5 for these term counts) plus the output's rounding to its dtype (2^-11 fp16, 2^-8 bf16).
 double bound(DType io) { return io == DType::F16 ? 1e-3 : 8e-3; }
 
-
-// How far `got` is from `want`, each difference relative to its scale: the worst ratio, and how
-// many elements miss `limit` (a NaN, an element never written, counts as a miss).
-struct Miss {
-  double worst = 0;
-  size_t bad = 0, first = 0;
-};
-
-Miss relative_miss(const std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& scale,
-                   double limit) {
-  Miss m;
-  for (size_t o = 0; o < want.size(); ++o) {
-    const double ratio = std::fabs(got[o] - want[o]) / std::max(scale[o], 1e-30);
-    if (!(ratio <= limit) && m.bad++ == 0) m.first = o;
-    if (ratio > m.worst) m.worst = ratio;
-  }
-  return m;
-}
-
-// Compares `got` with the reference and checks that the same bound rejects the transposed
-// filter's result (which differs from the right one only where r > 1).
-void expect_matches(const char* what, const std::vector<double>& got, const std::vector<double>& want,
-                    const std::vector<double>& scale, const std::vector<double>& wrong, const ConvShape& s) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  const Miss m = relative_miss(got, want, scale, bound(s.io));
-  EXPECT_EQ(m.bad, 0u) << what << ": " << m.bad << " of " << want.size() << " miss the bound " << bound(s.io)
-                       << " (worst " << m.worst << "), first at " << m.first << ": got " << got[m.first]
-                       << ", want " << want[m.first];
-  if (s.r > 1) {
-    // The comparison would catch a transposed filter.
-    EXPECT_GT(relative_miss(wrong, want, scale, bound(s.io)).worst, bound(s.io)) << what << ": transposed filter";
-  }
-}
-
 TEST(FewChannelConvGpu, ForwardAndStatisticsMatchFloat64) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(29);
@@ -92,7 +58,7 @@ TEST(FewChannelConvGpu, ForwardAndStatisticsMatchFloat64) {
       std::vector<double> want, scale, wrong, wrong_scale;
       fprop_reference(s, x, w, false, want, scale);
       fprop_reference(s, x, w, true, wrong, wrong_scale);
-      expect_matches("y", got, want, scale, wrong, s);
+      expect_matches("y", got, want, scale, wrong, s, bound(io));
 
       // The sums are of y as stored, so the reference sums the GPU's own y, in float64. The
       // bounds: fp32 accumulation within a block, the blocks' partials added in fp64 and the
@@ -151,7 +117,7 @@ TEST(FewChannelConvGpu, WeightGradientMatchesFloat64) {
       wgrad_reference(s, x, dy, true, wrong, wrong_scale);
       // (The transposed filter's margin shrinks as rows grow: a weight's error against the sum of
       // its |terms| falls like 1/sqrt(rows); these shapes have at most 3,200 rows.)
-      expect_matches("dw", got, want, scale, wrong, s);
+      expect_matches("dw", got, want, scale, wrong, s, bound(io));
 
       // A second run, into a poisoned dw again, gives the same bits.
       dw.poison();
