@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | digits
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | digits | data
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -130,6 +130,59 @@ if [ "$what" = digits ]; then
   suffix=; [ "$tf32" = 1 ] && suffix=_tf32
   python3 bench/report_digits.py "$out/kiln_digits.jsonl" "$out/torch_digits.jsonl" "$out/digits_${precision}${suffix}.json" \
     "$out/env.json" || status=1
+  exit $status
+fi
+if [ "$what" = data ]; then
+  # Image folders (issue: train from image files at GPU speed): the photo-crop folder made here
+  # from real photos (KILN_PHOTO_SOURCE, default opencv-doc's; KILN_PHOTOS_DIR, default
+  # data/photos), then on the same files: kiln's loader alone (kiln data-bench), torchvision's
+  # DataLoader (bench/torch_data_bench.py: PIL, torchvision.io on the CPU, nvJPEG on the GPU),
+  # kiln bench's synthetic-data rate and kiln train from the folder (KILN_MODEL, default resnet50,
+  # KILN_PRECISION fp16, batch 256; the second epoch's rate, the first holds the tuning).
+  photos=${KILN_PHOTOS_DIR:-data/photos} model=${KILN_MODEL:-resnet50} precision=${KILN_PRECISION:-fp16}
+  if [ ! -d "$photos" ]; then
+    start=$SECONDS
+    "$bin/kiln_make_image_folders" photos "$photos" --source "${KILN_PHOTO_SOURCE:-/usr/share/doc/opencv-doc}" \
+      ${KILN_PHOTO_ARGS:-} || status=1
+    echo "photo folder made in $((SECONDS - start)) s"
+  fi
+  python3 - "$photos" > "$out/photos_stats.json" <<'PY'
+import json, os, statistics, sys
+from PIL import Image
+sizes, dims = [], []
+for root, _, files in os.walk(os.path.join(sys.argv[1], "train")):
+    for f in files:
+        p = os.path.join(root, f); sizes.append(os.path.getsize(p))
+        if len(dims) < 2000:
+            with Image.open(p) as im: dims.append(im.size)
+print(json.dumps({"files": len(sizes), "median_bytes": statistics.median(sizes),
+                  "median_width": statistics.median(d[0] for d in dims), "median_height": statistics.median(d[1] for d in dims)}))
+PY
+  cat "$out/photos_stats.json"
+  # Decoding and resampling against PIL + torchvision (Resize + CenterCrop of every validation
+  # image), at full scale and with DCT scaling.
+  for dct in 0 1; do
+    "$bin/kiln" data-bench --data "$photos" --split val --batches 1 --dct-scaling $dct --dump /tmp/kiln_val.u8 \
+      --dump-count 1000000 > /dev/null || status=1
+    python3 bench/pil_compare.py --images "$photos/val" --kiln-dump /tmp/kiln_val.u8 > "$out/pil_compare_dct$dct.json" \
+      || status=1
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('pil compare dct $dct:', {k: v for k, v in d.items() if not isinstance(v, list)})" "$out/pil_compare_dct$dct.json"
+  done
+  for args in "" "--dct-scaling 0" "--workers 16"; do
+    "$bin/kiln" data-bench --data "$photos" --batch 256 --batches ${KILN_DATA_BATCHES:-40} $args \
+      --json "$out/kiln_data.jsonl" || status=1
+  done
+  python3 bench/torch_data_bench.py --data "$photos/train" --modes "${KILN_TORCH_DATA_MODES:-pil,tv-io,gpu}" \
+    --workers "$(nproc)" --batches ${KILN_TORCH_DATA_BATCHES:-30} > "$out/torch_data.jsonl" 2> "$out/torch_data.err" \
+    || { tail -5 "$out/torch_data.err"; status=1; }
+  cat "$out/torch_data.jsonl"
+  tune="--tune-plans ${KILN_CUDNN_TUNE_PLANS:-6} --plan-cache $out/plans.json"
+  "$bin/kiln" bench --device cuda --model "$model" --batch 256 --precision "$precision" $tune \
+    --json "$out/kiln_synthetic.jsonl" 2>&1 | tail -3 || status=1
+  "$bin/kiln" train --device cuda --model "$model" --data "$photos" --batch 256 --precision "$precision" --epochs 2 \
+    --lr 0.1 --warmup 1 $tune --json "$out/kiln_folder_train.jsonl" > "$out/kiln_folder_train.log" 2>&1 \
+    || { tail -5 "$out/kiln_folder_train.log"; status=1; }
+  tail -4 "$out/kiln_folder_train.log"
   exit $status
 fi
 if [ "$what" = stages ]; then

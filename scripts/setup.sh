@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build libeigen3-dev libcli11-dev nlohmann-json3-dev
-          libfmt-dev libgtest-dev libpng-dev opencv-doc)
+          libfmt-dev libgtest-dev libpng-dev libjpeg62-turbo-dev opencv-doc)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -43,4 +43,16 @@ cmake --build --preset release -j "$jobs"
 if [ ! -f data/digits/t10k-labels-idx1-ubyte ]; then
   echo "setup: building data/digits from opencv-doc's digits.png"
   build/release/kiln_make_digits data/digits
+fi
+
+# Tiny image folders (--format imagefolder) for the CPU test suite, a few seconds: the digits as 20x20
+# PNGs, and random crops of real photos from opencv-doc (scripts/make_photos.sh makes the full size).
+if [ ! -d data/digits_png ]; then
+  echo "setup: building data/digits_png from data/digits"
+  build/release/kiln_make_image_folders digits data/digits data/digits_png >/dev/null
+fi
+if [ ! -d data/photos_tiny ]; then
+  echo "setup: building data/photos_tiny from opencv-doc's photos"
+  build/release/kiln_make_image_folders photos data/photos_tiny --classes 10 --train-per-class 20 \
+    --val-per-class 10 --max-side 256 >/dev/null
 fi

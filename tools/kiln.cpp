@@ -14,10 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "cli/data_bench_command.h"
+#include "cli/data_options.h"
+#include "cli/eval_command.h"
+#include "cli/pack_command.h"
 #include "kiln/bench.h"
 #include "kiln/compile.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
+#include "kiln/image_folder.h"
 #include "kiln/options.h"
 #include "kiln/schedule.h"
 #include "kiln/threads.h"
@@ -128,12 +133,13 @@ int run_plan(const CommonOptions& o) {
 }
 
 struct TrainArgs {
-  std::string data = "data/digits", format = "idx", optimizer = "sgd", schedule = "cosine";
+  kiln::cli::DataArgs data;  // --data, --format, --workers, the image transform (add_data_options)
+  std::string optimizer = "sgd", schedule = "cosine";
   std::string checkpoint;
   std::string json;  // --json FILE: one line per epoch
-  int epochs = 10, warmup = 0, step_epochs = 30, workers = 2, crop_pad = 0;
+  int epochs = 10, warmup = 0, step_epochs = 30;
   float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, label_smoothing = 0.f, gamma = 0.1f;
-  bool nesterov = false, resume = false, hflip = false;
+  bool nesterov = false, resume = false;
   uint64_t seed = 1;
   kiln::CudaOptions cuda;  // --no-cudnn-tune ... --pipeline-chunks (add_cuda)
   int side_stream = 1;     // --side-stream 0|1, into cuda.side_stream
@@ -237,13 +243,25 @@ void add_cuda(CLI::App* app, TrainArgs& a) {
       ->group(group);
 }
 
+// --skip-bad: the files left out, each with why, after the run.
+void print_skipped(const kiln::SampleSource& train, const kiln::SampleSource& test) {
+  std::vector<std::string> bad = train.skipped();
+  for (std::string& b : test.skipped()) bad.push_back(std::move(b));
+  if (bad.empty()) return;
+  fmt::print("skipped {} unreadable sample{} (--skip-bad):\n", bad.size(), bad.size() == 1 ? "" : "s");
+  for (const std::string& b : bad) fmt::print("  {}\n", b);
+}
+
 int run_train(const CommonOptions& o, const TrainArgs& a) {
   std::ofstream json = json_appender(a.json);  // a bad path fails before anything is loaded
   kiln::set_threads(a.threads);
-  const kiln::Dataset train = kiln::load_dataset(a.data, a.format, true);
-  const kiln::Dataset test = kiln::load_dataset(a.data, a.format, false);
+  const kiln::DataSplits data = kiln::open_dataset(a.data.data, kiln::cli::data_options(a.data));
+  const kiln::SampleSource& train = *data.train;
+  const kiln::SampleSource& test = *data.test;
+  const kiln::SampleShape shape = train.shape();
+  const bool image_files = data.format == "imagefolder" || data.format == "packed";
   kiln::CompileOptions c = compile_options(o);
-  c.input_hwc = {train.height, train.width, train.channels};
+  c.input_hwc = {shape.height, shape.width, shape.channels};
   c.label_smoothing = a.label_smoothing;
   c.optimizer.kind = kiln::parse_optimizer(a.optimizer);
   c.optimizer.momentum = a.momentum;
@@ -257,14 +275,19 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   t.schedule.kind = kiln::parse_schedule(a.schedule);
   t.schedule.lr = a.lr, t.schedule.warmup_epochs = a.warmup, t.schedule.step_epochs = a.step_epochs;
   t.schedule.gamma = a.gamma;
-  t.seed = a.seed, t.workers = a.workers, t.checkpoint = a.checkpoint, t.resume = a.resume;
-  t.augment.pad_crop = a.crop_pad, t.augment.hflip = a.hflip;
+  t.seed = a.seed, t.checkpoint = a.checkpoint, t.resume = a.resume;
+  t.workers = kiln::cli::loader_workers(a.data, data.format);
+  const kiln::DataOptions data_opt = kiln::cli::data_options(a.data);
+  t.augment = image_files ? data_opt.transform.augment : data_opt.augment;
+  t.data_recipe = kiln::cli::data_recipe(a.data, data.format);
 
-  const int classes = o.classes > 0 ? o.classes : train.num_classes;
+  const int classes = o.classes > 0 ? o.classes : train.num_classes();
   kiln::Trainer trainer(kiln::zoo::by_name(o.model, classes), c, t);
-  fmt::print("kiln: training {} on {} ({} train / {} test images, {}x{}x{}), {} {} {}, batch {}, {} epochs\n",
-             o.model, a.data, train.count, test.count, train.height, train.width, train.channels,
-             device_label(c), o.precision, a.optimizer, o.batch, a.epochs);
+  fmt::print("kiln: training {} on {} ({}: {} train / {} test images, {}x{}x{}, {} classes), {} {} {}, batch {}, "
+             "{} epochs, {} loader threads\n",
+             o.model, a.data.data, data.format, train.count(), test.count(), shape.height, shape.width,
+             shape.channels, train.num_classes(), device_label(c), o.precision, a.optimizer, o.batch, a.epochs,
+             t.workers);
   auto last_print = std::chrono::steady_clock::now();
   // The live line rewrites itself with carriage returns: only on a terminal. Into a file or a
   // pipe (a log, CI) each epoch is one plain line and nothing else.
@@ -274,8 +297,9 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     const auto now = std::chrono::steady_clock::now();
     if (s.step_in_epoch != s.steps_per_epoch && now - last_print < std::chrono::milliseconds(500)) return;
     last_print = now;
-    fmt::print("\repoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} img/s  ETA {}   ", s.epoch + 1, a.epochs,
-               s.step_in_epoch, s.steps_per_epoch, s.loss, s.images_per_second, clock_text(s.eta_seconds));
+    fmt::print("\repoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} img/s  data wait {:.0f}%  ETA {}   ", s.epoch + 1,
+               a.epochs, s.step_in_epoch, s.steps_per_epoch, s.loss, s.images_per_second, 100 * s.data_wait_share,
+               clock_text(s.eta_seconds));
     std::fflush(stdout);
   };
   // Wall time per epoch as a user waits for it: training, the state check, evaluation and the
@@ -291,19 +315,31 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                              {"epochs", a.epochs}, {"wall_seconds", wall}, {"train_seconds", r.seconds},
                              {"check_seconds", r.check_seconds}, {"eval_seconds", r.eval_seconds},
                              {"checkpoint_seconds", r.checkpoint_seconds},
+                             {"data_wait_seconds", r.data_wait_seconds},
                              {"train_loss", r.train_loss}, {"train_accuracy", r.train_accuracy},
-                             {"test_accuracy", r.test_accuracy}, {"images_per_second", r.images_per_second}}
+                             {"test_accuracy", r.test_accuracy}, {"train_top5_accuracy", r.train_top5_accuracy},
+                             {"test_top5_accuracy", r.test_top5_accuracy}, {"images_per_second", r.images_per_second}}
                   .dump()
            << std::endl;
     }
-    fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}  test acc {:.4f}  {:.1f}s  {:.0f} img/s\n",
-               live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.seconds,
-               r.images_per_second);
+    const std::string top5 = classes > 5 ? fmt::format(" (top-5 {:.4f})", r.test_top5_accuracy) : std::string();
+    fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}  test acc {:.4f}{}  {:.1f}s  {:.0f} img/s  data wait "
+               "{:.0f}%\n",
+               live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, top5,
+               r.seconds, r.images_per_second, 100 * r.data_wait_seconds / std::max(r.seconds, 1e-9));
   };
   const auto reports = trainer.fit(train, test, on_step, on_epoch);
-  const double accuracy = reports.empty() ? trainer.evaluate(test) : reports.back().test_accuracy;
   if (!reports.empty()) fmt::print("final loss: {:.6f}\n", reports.back().train_loss);
-  fmt::print("test accuracy: {:.4f}\n", accuracy);
+  print_skipped(train, test);
+  if (test.count() == 0) {
+    fmt::print("no test set: {} holds no validation split (give one with --val DIR)\n", a.data.data);
+    return 0;
+  }
+  kiln::Trainer::Accuracy accuracy{reports.empty() ? 0 : reports.back().test_accuracy,
+                                   reports.empty() ? 0 : reports.back().test_top5_accuracy};
+  if (reports.empty()) accuracy = trainer.evaluate_accuracy(test);
+  if (classes > 5) fmt::print("test top-5 accuracy: {:.4f}\n", accuracy.top5);
+  fmt::print("test accuracy: {:.4f}\n", accuracy.top1);
   return 0;
 }
 
@@ -480,12 +516,7 @@ int main(int argc, char** argv) {
 
   CLI::App* train = app.add_subcommand("train", "train a model on a dataset and report test accuracy");
   add_common(train, common);
-  train->add_option("--data,-d", t.data, "dataset directory");
-  train->add_option("--format", t.format, "idx (MNIST-style) or cifar10 (binary batches)")
-      ->check(parsed_by([](const std::string& f) {
-        if (f != "idx" && f != "cifar10")
-          kiln::fail("unknown dataset format '{}': use 'idx' (MNIST-style, e.g. digits) or 'cifar10'", f);
-      }));
+  kiln::cli::add_data_options(train, t.data, true);
   train->add_option("--epochs,-e", t.epochs, "epochs, >= 1")->check(at_least(1, "use e.g. --epochs 10"));
   train->add_option("--optimizer", t.optimizer, "sgd or adamw")
       ->check(parsed_by([](const std::string& name) { kiln::parse_optimizer(name); }));
@@ -513,11 +544,6 @@ int main(int argc, char** argv) {
   train->add_option("--seed", t.seed, "random seed (init, shuffling, augmentation, dropout), >= 0")
       ->check(number([](double v) { return v >= 0; }, "a whole number from 0 to 18446744073709551615",
                      "use e.g. --seed 1"));
-  train->add_option("--workers", t.workers, "data loader threads, >= 0 (0: load on the training thread)")
-      ->check(at_least(0, "use e.g. --workers 2, or 0 to load batches on the training thread"));
-  train->add_option("--crop-pad", t.crop_pad, "random crop after zero padding by this many pixels, >= 0")
-      ->check(at_least(0, "use e.g. --crop-pad 4, or 0 for no random crop"));
-  train->add_flag("--hflip", t.hflip, "random horizontal flips");
   train->add_option("--checkpoint", t.checkpoint, "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock guards it while training")
       ->type_name("FILE");
   train->add_option("--json", t.json, "append one JSON line per epoch (times, loss, accuracies) to this file")
@@ -546,12 +572,25 @@ int main(int argc, char** argv) {
   add_threads(bench, t);
   add_cuda(bench, t);
 
+  kiln::cli::DataBenchArgs data_bench_args;
+  CLI::App* data_bench = kiln::cli::add_data_bench_command(app, data_bench_args);
+  kiln::cli::EvalArgs eval_args;
+  CLI::App* eval = kiln::cli::add_eval_command(app, eval_args);
+  kiln::cli::PackCommandArgs pack_args;
+  CLI::App* pack = kiln::cli::add_pack_command(app, pack_args);
+
   try {
     check_subcommand(app, argc, argv);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ExtrasError& e) {
-      CLI::App* sub = plan->parsed() ? plan : train->parsed() ? train : bench->parsed() ? bench : nullptr;
+      CLI::App* sub = plan->parsed()         ? plan
+                      : train->parsed()      ? train
+                      : bench->parsed()      ? bench
+                      : data_bench->parsed() ? data_bench
+                      : eval->parsed()       ? eval
+                      : pack->parsed()       ? pack
+                                             : nullptr;
       const std::string message = sub ? unknown_options_message(*sub, sub->remaining()) : std::string();
       if (message.empty()) throw;
       throw CLI::ExtrasError(message, CLI::ExitCodes::ExtrasError);
@@ -563,6 +602,9 @@ int main(int argc, char** argv) {
   try {
     if (plan->parsed()) return run_plan(common);
     if (bench->parsed()) return run_bench(common, t, b);
+    if (data_bench->parsed()) return kiln::cli::run_data_bench(data_bench_args);
+    if (eval->parsed()) return kiln::cli::run_eval(eval_args, *eval);
+    if (pack->parsed()) return kiln::cli::run_pack(pack_args);
     return run_train(common, t);
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "\nkiln: error: {}\n", e.what());

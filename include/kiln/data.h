@@ -1,6 +1,7 @@
 #pragma once
-// Image classification datasets (MNIST-style IDX, CIFAR-10 binary), augmentation,
-// per-channel normalization and a prefetching batch loader.
+// Image classification datasets (MNIST-style IDX, CIFAR-10 binary; image folders and packed
+// files in kiln/image_folder.h), augmentation, per-channel normalization and a prefetching batch
+// loader that draws from any SampleSource.
 //
 // Everything random here (shuffle order, crop offsets, flips) is a pure function of
 // (seed, epoch, sample), so a run is reproducible whatever the worker count or timing.
@@ -75,6 +76,63 @@ ChannelStats compute_channel_stats(const Dataset& dataset);
 // The shuffle order of one epoch: a permutation of [0, n) that depends only on (seed, epoch).
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);
 
+// The 64 random bits that decide sample `index`'s augmentation in `epoch` (a stream of their own,
+// independent of the shuffle's).
+uint64_t augment_bits(uint64_t seed, int epoch, int64_t index);
+
+// ---- sample sources: what the batch loader draws from ----
+
+struct SampleShape {
+  int64_t height = 0, width = 0, channels = 0;
+  int64_t size() const { return height * width * channels; }
+};
+
+// Labelled samples of one geometry, each produced on demand (decoded, cropped, augmented) as
+// uint8 HWC pixels. Implementations are safe to call from several threads at once.
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  virtual int64_t count() const = 0;
+  virtual int num_classes() const = 0;
+  // Class names by label, where the data names them (image folders); empty otherwise.
+  virtual std::vector<std::string> class_names() const { return {}; }
+  virtual SampleShape shape() const = 0;
+  // Writes sample `index` (shape().size() bytes, HWC) to `out` and returns its label. Any
+  // randomness (augmentation) is a pure function of (seed, epoch, index). A sample that cannot be
+  // read is a kiln::Error naming it, unless the source skips bad samples: then a replacement,
+  // chosen by a fixed rule, is written and its label returned.
+  virtual int32_t write_sample(int64_t index, uint64_t seed, int epoch, uint8_t* out) const = 0;
+  // The per-channel mean and std (of pixel / 255) a model trained on this source normalizes with.
+  virtual ChannelStats channel_stats() const = 0;
+  // What messages call sample `index` (a file, a record).
+  virtual std::string sample_name(int64_t index) const;
+  // Samples skipped so far as unreadable (skipping sources only), each named once.
+  virtual std::vector<std::string> skipped() const { return {}; }
+};
+
+// An in-memory Dataset with the padded-crop/flip augmentation (none when `augment` is empty).
+// Keeps a reference: `dataset` must outlive the source.
+class DatasetSource : public SampleSource {
+ public:
+  DatasetSource(const Dataset& dataset, Augment augment = {});
+  int64_t count() const override { return data_.count; }
+  int num_classes() const override { return data_.num_classes; }
+  SampleShape shape() const override { return {data_.height, data_.width, data_.channels}; }
+  int32_t write_sample(int64_t index, uint64_t seed, int epoch, uint8_t* out) const override;
+  ChannelStats channel_stats() const override { return compute_channel_stats(data_); }
+
+ private:
+  const Dataset& data_;
+  Augment augment_;
+};
+
+// Which share of each epoch a loader delivers when several processes train together: the
+// epoch's order is cut into batches, and rank r takes batches r, r + world, r + 2 world, ...
+// The order itself depends only on (seed, epoch), whatever the world size.
+struct LoaderShard {
+  int rank = 0, world = 1;
+};
+
 // ---- batch loader ----
 
 struct Batch {
@@ -91,9 +149,12 @@ struct Batch {
 //
 // Usage: for each epoch, start_epoch(e); then next(batch) until it returns false.
 // workers = 0 builds each batch in the calling thread inside next(). The loader keeps a
-// reference to `dataset`, which must outlive it.
+// reference to `source` (or `dataset`), which must outlive it.
 class BatchLoader {
  public:
+  BatchLoader(const SampleSource& source, int batch, bool shuffle, bool drop_last, std::vector<float> mean,
+              std::vector<float> std, uint64_t seed, int workers = 2, int prefetch = 4, LoaderShard shard = {});
+  // The same over an in-memory dataset augmented by `augment` (a DatasetSource the loader owns).
   BatchLoader(const Dataset& dataset, int batch, bool shuffle, bool drop_last, Augment augment,
               std::vector<float> mean, std::vector<float> std, uint64_t seed, int workers = 2,
               int prefetch = 4);

@@ -123,7 +123,8 @@ struct Program {
   int input = -1, label = -1;          // data batch (N,H,W,C), labels (N)
   int loss = -1, logits = -1;          // training outputs
   int inference_logits = -1;           // inference output
-  // With a loss: I32 [1] counts of rows whose first largest logit is the label (COUNT_CORRECT),
+  // With a loss: I32 [2] counts of rows whose label ranks first and within the first five
+  // (COUNT_CORRECT, ops/loss/totals_slots.h),
   // of the training forward's logits and of the inference logits (last op of inference);
   // labels outside [0, classes) never count. -1 in programs without a loss.
   int train_correct = -1, inference_correct = -1;

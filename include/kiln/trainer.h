@@ -37,18 +37,26 @@ struct TrainOptions {
   // called and when a non-finite loss is noticed (training then stops with the step named).
   // 0 reads after every step. >= 0.
   double report_seconds = 0.5;
+  // More settings a checkpoint must share to be resumed, appended to recipe(): how the data's
+  // files become samples (kiln train fills it for image folders and packs).
+  std::vector<std::pair<std::string, std::string>> data_recipe;
 };
 
 struct StepReport {
   int epoch = 0;
   int64_t step_in_epoch = 0, steps_per_epoch = 0;
   double loss = 0, images_per_second = 0, eta_seconds = 0;
+  // The share of the epoch's time so far that the training thread spent waiting for batches
+  // from the loader (0: the loader kept ahead; near 1: data loading is the limit).
+  double data_wait_share = 0;
 };
 
 struct EpochReport {
   int epoch = 0;
-  double train_loss = 0, train_accuracy = 0, test_accuracy = 0;
+  double train_loss = 0, train_accuracy = 0, test_accuracy = 0;  // accuracies: top-1
+  double train_top5_accuracy = 0, test_top5_accuracy = 0;
   double seconds = 0, images_per_second = 0;  // the training steps alone
+  double data_wait_seconds = 0;  // of `seconds`, the time spent waiting for the loader's batches
   // The rest of the epoch: the scan of the state for non-finite values, the evaluation on the
   // test set and writing the checkpoint.
   double check_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
@@ -68,11 +76,24 @@ class Trainer {
   // state, stops training with a kiln::Error naming the epoch and step and the last good
   // checkpoint (which is left as it was): no checkpoint holding a non-finite value is ever
   // written.
+  // The Dataset form augments the training set with TrainOptions::augment.
   std::vector<EpochReport> fit(const Dataset& train, const Dataset& test,
+                               const std::function<void(const StepReport&)>& on_step = {},
+                               const std::function<void(const EpochReport&)>& on_epoch = {});
+  // The same over sources (image folders, packed files): they bring their own augmentation.
+  // Normalization comes from train.channel_stats() in a fresh run, from the checkpoint when
+  // resumed. An empty `test` skips evaluation (test_accuracy 0). The class names of `train`, when
+  // it has them, are written into checkpoints; a resumed checkpoint with other names is refused.
+  std::vector<EpochReport> fit(const SampleSource& train, const SampleSource& test,
                                const std::function<void(const StepReport&)>& on_step = {},
                                const std::function<void(const EpochReport&)>& on_epoch = {});
   // Top-1 accuracy in eval mode (running BN statistics, no dropout).
   double evaluate(const Dataset& data);
+  double evaluate(const SampleSource& data);
+  struct Accuracy {
+    double top1 = 0, top5 = 0;  // a row counts for top-5 when fewer than 5 logits outrank its label
+  };
+  Accuracy evaluate_accuracy(const SampleSource& data);
   // One training step on an already normalized NHWC batch; returns the loss. A non-finite loss
   // is a kiln::Error (the step's update has been applied by then).
   double step(const Batch& batch, float lr);
@@ -85,16 +106,23 @@ class Trainer {
   // another optimizer, or holding a non-finite value (naming the tensor).
   void save_checkpoint(const std::string& path, int epochs_done);
   int load_checkpoint(const std::string& path);  // returns the number of epochs done
+  // For evaluation and prediction: the parameters, buffers, normalization and class names of a
+  // checkpoint, whatever recipe trained it (its optimizer state is left out). The same checks of
+  // every tensor as load_checkpoint; nothing is restored unless all pass.
+  void load_weights(const std::string& path);
 
   // What a checkpoint must share to be resumed by this trainer, in a fixed order: model, input,
   // classes, batch, precision, optimizer and its hyper-parameters, schedule and its settings,
-  // label_smoothing, seed, crop_pad, hflip. Values as the checkpoint's metadata holds them.
+  // label_smoothing, seed, crop_pad, hflip, then TrainOptions::data_recipe. Values as the
+  // checkpoint's metadata holds them.
   std::vector<std::pair<std::string, std::string>> recipe() const;
 
   const ChannelStats& normalization() const { return norm_; }
+  // The class names of the data trained on, or of the resumed checkpoint (empty when unnamed).
+  const std::vector<std::string>& class_names() const { return class_names_; }
 
  private:
-  void check_dataset(const Dataset& data, const char* which) const;
+  void check_dataset(const SampleSource& data, const char* which) const;
   void copy_in(const Batch& batch);
   // Copies the batch in and enqueues one training step; reads nothing back.
   void enqueue_step(const Batch& batch, float lr);
@@ -106,6 +134,7 @@ class Trainer {
   void save_state(const std::string& path, int epochs_done, const std::vector<NamedTensor>& tensors);
   // Throws listing each difference between recipe() and the one a checkpoint's metadata records.
   void check_recipe(const std::string& path, const std::map<std::string, std::string>& metadata) const;
+  int restore(const std::string& path, bool weights_only);
   // Where the last good state is, for the messages of a diverged run.
   std::string last_good_checkpoint() const;
   TrainOptions opt_;  // checked, and its checkpoint locked, before anything is compiled
@@ -113,6 +142,7 @@ class Trainer {
   std::string model_name_;
   std::unique_ptr<Executable> exe_;
   ChannelStats norm_;
+  std::vector<std::string> class_names_;
   int64_t global_step_ = 0;
   int epochs_done_ = 0;
   int saved_epochs_ = 0;  // epochs in the file at opt_.checkpoint written or resumed by this trainer

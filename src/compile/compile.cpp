@@ -40,11 +40,12 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
     if (scale_loss) ce.loss_scale = lower_loss_scaling(ctx);
     ctx.forward(make_op(ce, last));
     ctx.set_loss_grad(last, ce.dlogits);
-    // Top-1 hits of the training step and of an inference batch, counted where the logits are:
-    // the trainer reads one int32 instead of the logits.
+    // Top-1 and top-5 hits of the training step and of an inference batch, counted where the
+    // logits are: the trainer reads two int32 instead of the logits.
     auto count_tensor = [&](const char* name) {
       TensorSpec correct;
-      correct.name = name, correct.shape = {1}, correct.dtype = DType::I32, correct.role = TensorRole::Output;
+      correct.name = name, correct.shape = {kCorrectSlots}, correct.dtype = DType::I32;
+      correct.role = TensorRole::Output;
       return ctx.add_tensor(std::move(correct));
     };
     program.train_correct = count_tensor("correct");

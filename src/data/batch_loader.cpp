@@ -15,13 +15,14 @@
 namespace kiln {
 
 struct BatchLoader::Impl {
-  const Dataset& data;
+  const SampleSource& source;
+  std::unique_ptr<SampleSource> owned;  // the DatasetSource of the Dataset constructor
   int64_t batch;
   bool shuffle, drop_last;
-  Augment augment;
   PixelAffine affine;
   uint64_t seed;
   int workers, prefetch;
+  LoaderShard shard;
 
   // State of the current epoch. Guarded by mu except where noted.
   int epoch = 0;
@@ -39,24 +40,35 @@ struct BatchLoader::Impl {
   std::condition_variable work_cv, ready_cv;
   std::vector<std::thread> threads;
 
-  Impl(const Dataset& d) : data(d) {}
+  Impl(const SampleSource& s, std::unique_ptr<SampleSource> own = nullptr) : source(s), owned(std::move(own)) {}
 
+  // Batches of the whole epoch, before the shard's split.
+  int64_t global_batches() const {
+    const int64_t n = source.count();
+    if (n == 0) return 0;
+    return drop_last ? n / batch : (n + batch - 1) / batch;
+  }
+  // This shard's batches: every rank gets the same count, so ranks step together (the last
+  // global batches that would leave some rank without one are dropped).
   int64_t batches() const {
-    if (data.count == 0) return 0;
-    return drop_last ? data.count / batch : (data.count + batch - 1) / batch;
+    const int64_t all = global_batches();
+    return shard.world == 1 ? all : all / shard.world;
   }
 
-  // Content of batch number b of the current epoch (safe to call from any thread).
+  // Content of this shard's batch number b of the current epoch (safe to call from any thread).
   void build(int64_t b, Batch& out) const {
-    const int64_t sample_floats = data.image_size();
-    out.images.assign(batch * sample_floats, 0.0f);
+    const SampleShape shape = source.shape();
+    const int64_t sample_values = shape.size();
+    const int64_t n = source.count();
+    out.images.assign(batch * sample_values, 0.0f);
     out.labels.assign(batch, 0);
-    const int64_t first = b * batch;
-    out.size = std::min(batch, data.count - first);
+    const int64_t first = (b * shard.world + shard.rank) * batch;
+    out.size = std::min(batch, n - first);
+    std::vector<uint8_t> pixels(sample_values);
     for (int64_t i = 0; i < out.size; ++i) {
-      int64_t index = order.empty() ? first + i : order[first + i];
-      build_sample(data, index, augment, seed, epoch, affine, out.images.data() + i * sample_floats);
-      out.labels[i] = data.labels[index];
+      const int64_t index = order.empty() ? first + i : order[first + i];
+      out.labels[i] = source.write_sample(index, seed, epoch, pixels.data());
+      normalize_pixels(pixels.data(), sample_values, affine, out.images.data() + i * sample_values);
     }
   }
 
@@ -94,30 +106,39 @@ struct BatchLoader::Impl {
     threads.clear();
     stop = false;
   }
+
+  void configure(int batch_, bool shuffle_, bool drop_last_, const std::vector<float>& mean,
+                 const std::vector<float>& std, uint64_t seed_, int workers_, int prefetch_, LoaderShard shard_) {
+    if (batch_ <= 0) fail("batch loader: batch size must be positive, got {}", batch_);
+    if (workers_ < 0) fail("batch loader: workers must be >= 0, got {}", workers_);
+    if (prefetch_ <= 0) fail("batch loader: prefetch must be >= 1, got {}", prefetch_);
+    if (shard_.world < 1 || shard_.rank < 0 || shard_.rank >= shard_.world)
+      fail("batch loader: rank {} of world size {} is not a shard; the rank must be in [0, world size)", shard_.rank,
+           shard_.world);
+    batch = batch_;
+    shuffle = shuffle_;
+    drop_last = drop_last_;
+    affine = make_pixel_affine(mean, std, source.shape().channels);
+    seed = seed_;
+    workers = workers_;
+    prefetch = prefetch_;
+    shard = shard_;
+  }
 };
 
-BatchLoader::BatchLoader(const Dataset& dataset, int batch, bool shuffle, bool drop_last,
-                         Augment augment, std::vector<float> mean, std::vector<float> std,
-                         uint64_t seed, int workers, int prefetch)
-    : impl_(std::make_unique<Impl>(dataset)) {
-  if (batch <= 0) fail("batch loader: batch size must be positive, got {}", batch);
-  if (workers < 0) fail("batch loader: workers must be >= 0, got {}", workers);
-  if (prefetch <= 0) fail("batch loader: prefetch must be >= 1, got {}", prefetch);
-  if (augment.pad_crop < 0) fail("batch loader: pad_crop must be >= 0, got {}", augment.pad_crop);
-  if (dataset.count < 0 || int64_t(dataset.images.size()) != dataset.count * dataset.image_size() ||
-      int64_t(dataset.labels.size()) != dataset.count)
-    fail("batch loader: dataset is inconsistent: count {} with {} image bytes ({}x{}x{} each) and {} labels",
-         dataset.count, dataset.images.size(), dataset.height, dataset.width, dataset.channels,
-         dataset.labels.size());
-  Impl& s = *impl_;
-  s.batch = batch;
-  s.shuffle = shuffle;
-  s.drop_last = drop_last;
-  s.augment = augment;
-  s.affine = make_pixel_affine(mean, std, dataset.channels);
-  s.seed = seed;
-  s.workers = workers;
-  s.prefetch = prefetch;
+BatchLoader::BatchLoader(const SampleSource& source, int batch, bool shuffle, bool drop_last,
+                         std::vector<float> mean, std::vector<float> std, uint64_t seed, int workers, int prefetch,
+                         LoaderShard shard)
+    : impl_(std::make_unique<Impl>(source)) {
+  impl_->configure(batch, shuffle, drop_last, mean, std, seed, workers, prefetch, shard);
+}
+
+BatchLoader::BatchLoader(const Dataset& dataset, int batch, bool shuffle, bool drop_last, Augment augment,
+                         std::vector<float> mean, std::vector<float> std, uint64_t seed, int workers, int prefetch) {
+  auto source = std::make_unique<DatasetSource>(dataset, augment);
+  const SampleSource& ref = *source;
+  impl_ = std::make_unique<Impl>(ref, std::move(source));
+  impl_->configure(batch, shuffle, drop_last, mean, std, seed, workers, prefetch, {});
 }
 
 BatchLoader::~BatchLoader() { impl_->stop_workers(); }
@@ -129,7 +150,7 @@ void BatchLoader::start_epoch(int epoch) {
   s.stop_workers();
   s.epoch = epoch;
   s.started = true;
-  if (s.shuffle) s.order = epoch_permutation(s.data.count, s.seed, epoch);
+  if (s.shuffle) s.order = epoch_permutation(s.source.count(), s.seed, epoch);
   s.next_to_build = 0;
   s.delivered = 0;
   s.slots.assign(s.prefetch, Impl::Slot{});

@@ -70,13 +70,21 @@ PixelAffine make_pixel_affine(const std::vector<float>& mean, const std::vector<
   return affine;
 }
 
-void build_sample(const Dataset& ds, int64_t index, const Augment& augment, uint64_t seed,
-                  int epoch, const PixelAffine& affine, float* out) {
-  const int64_t H = ds.height, W = ds.width, C = ds.channels;
+uint64_t augment_bits(uint64_t seed, int epoch, int64_t index) {
+  return random_bits(seed, augment_stream(epoch), uint64_t(index));
+}
+
+void normalize_pixels(const uint8_t* pixels, int64_t count, const PixelAffine& affine, float* out) {
+  const int64_t C = int64_t(affine.scale.size());
+  for (int64_t i = 0; i < count; i += C)
+    for (int64_t c = 0; c < C; ++c) out[i + c] = float(pixels[i + c]) * affine.scale[c] + affine.bias[c];
+}
+
+void write_padded_crop(const uint8_t* image, int64_t H, int64_t W, int64_t C, const Augment& augment, uint64_t bits,
+                       uint8_t* out) {
   int64_t dy = 0, dx = 0;  // source offset of the crop window relative to the image
   bool flip = false;
   if (augment.pad_crop > 0 || augment.hflip) {
-    uint64_t bits = random_bits(seed, augment_stream(epoch), uint64_t(index));
     const uint64_t span = 2 * uint64_t(augment.pad_crop) + 1;
     if (augment.pad_crop > 0) {
       dy = int64_t(below(mix64(bits), span)) - augment.pad_crop;
@@ -84,18 +92,34 @@ void build_sample(const Dataset& ds, int64_t index, const Augment& augment, uint
     }
     flip = augment.hflip && (bits >> 63);
   }
-  const uint8_t* image = ds.images.data() + index * ds.image_size();
   for (int64_t y = 0; y < H; ++y) {
     const int64_t sy = y + dy;
     for (int64_t x = 0; x < W; ++x) {
       const int64_t sx = (flip ? W - 1 - x : x) + dx;
-      float* o = out + (y * W + x) * C;
+      uint8_t* o = out + (y * W + x) * C;
       const bool inside = sy >= 0 && sy < H && sx >= 0 && sx < W;
       const uint8_t* px = inside ? image + (sy * W + sx) * C : nullptr;
-      for (int64_t c = 0; c < C; ++c)
-        o[c] = float(inside ? px[c] : 0) * affine.scale[c] + affine.bias[c];
+      for (int64_t c = 0; c < C; ++c) o[c] = inside ? px[c] : 0;
     }
   }
+}
+
+std::string SampleSource::sample_name(int64_t index) const { return fmt::format("sample {}", index); }
+
+DatasetSource::DatasetSource(const Dataset& dataset, Augment augment) : data_(dataset), augment_(augment) {
+  if (augment.pad_crop < 0) fail("batch loader: pad_crop must be >= 0, got {}", augment.pad_crop);
+  if (dataset.count < 0 || int64_t(dataset.images.size()) != dataset.count * dataset.image_size() ||
+      int64_t(dataset.labels.size()) != dataset.count)
+    fail("batch loader: dataset is inconsistent: count {} with {} image bytes ({}x{}x{} each) and {} labels",
+         dataset.count, dataset.images.size(), dataset.height, dataset.width, dataset.channels,
+         dataset.labels.size());
+}
+
+int32_t DatasetSource::write_sample(int64_t index, uint64_t seed, int epoch, uint8_t* out) const {
+  const uint64_t bits = augment_.pad_crop > 0 || augment_.hflip ? augment_bits(seed, epoch, index) : 0;
+  write_padded_crop(data_.images.data() + index * data_.image_size(), data_.height, data_.width, data_.channels,
+                    augment_, bits, out);
+  return data_.labels[index];
 }
 
 }  // namespace kiln

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
@@ -90,15 +92,16 @@ Trainer::Trainer(const Blueprint& blueprint, const CompileOptions& options, Trai
 
 Trainer::~Trainer() = default;
 
-void Trainer::check_dataset(const Dataset& data, const char* which) const {
+void Trainer::check_dataset(const SampleSource& data, const char* which) const {
   const Shape& in = exe_->program().tensors[exe_->program().input].shape;
-  if (data.count <= 0) fail("{} set is empty", which);
-  if (data.height != in[1] || data.width != in[2] || data.channels != in[3])
+  if (data.count() <= 0) fail("{} set is empty", which);
+  const SampleShape s = data.shape();
+  if (s.height != in[1] || s.width != in[2] || s.channels != in[3])
     fail("{} set has {}x{}x{} images but the model expects {}x{}x{}; pick a model for this data", which,
-         data.height, data.width, data.channels, in[1], in[2], in[3]);
+         s.height, s.width, s.channels, in[1], in[2], in[3]);
   const int64_t classes = exe_->program().tensors[exe_->program().logits].shape[1];
-  if (data.num_classes > classes)
-    fail("{} set has {} classes but the model outputs {}", which, data.num_classes, classes);
+  if (data.num_classes() > classes)
+    fail("{} set has {} classes but the model outputs {}", which, data.num_classes(), classes);
 }
 
 void Trainer::copy_in(const Batch& batch) {
@@ -144,11 +147,15 @@ void Trainer::enqueue_step(const Batch& batch, float lr) {
   ++global_step_;
 }
 
-double Trainer::evaluate(const Dataset& data) {
+double Trainer::evaluate(const Dataset& data) { return evaluate(DatasetSource(data)); }
+
+double Trainer::evaluate(const SampleSource& data) { return evaluate_accuracy(data).top1; }
+
+Trainer::Accuracy Trainer::evaluate_accuracy(const SampleSource& data) {
   check_dataset(data, "evaluation");
   const Program& p = exe_->program();
   const int batch = int(p.tensors[p.input].shape[0]);
-  BatchLoader loader(data, batch, false, false, {}, norm_.mean, norm_.std, opt_.seed, opt_.workers);
+  BatchLoader loader(data, batch, false, false, norm_.mean, norm_.std, opt_.seed, opt_.workers);
   loader.start_epoch(0);
   Batch b;
   // The hits add up on the device; one read at the end.
@@ -159,19 +166,32 @@ double Trainer::evaluate(const Dataset& data) {
     copy_in(b);
     exe_->run_inference({0.f, global_step_, opt_.seed});
   }
-  return read_totals(p.inference_totals)[kHitsSum] / double(data.count);
+  const std::vector<double> totals = read_totals(p.inference_totals);
+  return {totals[kHitsSum] / double(data.count()), totals[kTop5HitsSum] / double(data.count())};
 }
 
 std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
                                       const std::function<void(const StepReport&)>& on_step,
                                       const std::function<void(const EpochReport&)>& on_epoch) {
+  return fit(DatasetSource(train, opt_.augment), DatasetSource(test), on_step, on_epoch);
+}
+
+std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSource& test,
+                                      const std::function<void(const StepReport&)>& on_step,
+                                      const std::function<void(const EpochReport&)>& on_epoch) {
   check_dataset(train, "training");
   const Program& p = exe_->program();
   const int batch = int(p.tensors[p.input].shape[0]);
-  if (train.count < batch)
-    fail("training set has {} images, fewer than one batch of {}; use a smaller --batch", train.count, batch);
-  if (epochs_done_ == 0 || norm_.mean.empty()) norm_ = compute_channel_stats(train);
-  BatchLoader loader(train, batch, true, true, opt_.augment, norm_.mean, norm_.std, opt_.seed, opt_.workers);
+  if (train.count() < batch)
+    fail("training set has {} images, fewer than one batch of {}; use a smaller --batch", train.count(), batch);
+  const std::vector<std::string> names = train.class_names();
+  if (!class_names_.empty() && !names.empty() && names != class_names_)
+    fail("the checkpoint '{}' was trained on other classes than the data's ({} in the checkpoint, {} in the data); "
+         "resume on the same data, or start a new run with another checkpoint path", opt_.checkpoint,
+         class_names_.size(), names.size());
+  if (!names.empty()) class_names_ = names;
+  if (epochs_done_ == 0 || norm_.mean.empty()) norm_ = train.channel_stats();
+  BatchLoader loader(train, batch, true, true, norm_.mean, norm_.std, opt_.seed, opt_.workers);
   const int64_t steps = loader.batches_per_epoch();
   std::vector<EpochReport> reports;
   for (int epoch = epochs_done_; epoch < opt_.epochs; ++epoch) {
@@ -183,6 +203,7 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
     Batch b;
     std::vector<double> totals;
     int64_t seen = 0, i = 0;
+    double waited = 0;  // seconds spent in loader.next()
     // Reads the totals back (a wait for the steps queued so far) and stops at a non-finite loss.
     auto read_and_check = [&] {
       totals = read_totals(p.train_totals);
@@ -194,7 +215,13 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
            "a new run", epoch + 1, opt_.epochs, bad - first_step + 1, steps, bad + 1, totals[kFirstBadLoss],
            opt_.schedule.at(bad, steps, opt_.epochs), last_good_checkpoint());
     };
-    while (loader.next(b)) {
+    auto next_batch = [&] {
+      const auto asked = Clock::now();
+      const bool got = loader.next(b);
+      waited += seconds_since(asked);
+      return got;
+    };
+    while (next_batch()) {
       enqueue_step(b, opt_.schedule.at(global_step_, steps, opt_.epochs));
       ++i;
       seen += b.size;
@@ -204,7 +231,7 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
           const double elapsed = seconds_since(start);
           const double ips = double(seen) / std::max(elapsed, 1e-9);
           const double remaining = double((opt_.epochs - epoch) * steps - i) * batch / std::max(ips, 1e-9);
-          on_step({epoch, i, steps, totals[kLossSum] / double(i), ips, remaining});
+          on_step({epoch, i, steps, totals[kLossSum] / double(i), ips, remaining, waited / std::max(elapsed, 1e-9)});
         }
       }
     }
@@ -213,8 +240,10 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
     r.epoch = epoch;
     r.train_loss = totals[kLossSum] / double(std::max<int64_t>(i, 1));
     r.train_accuracy = totals[kHitsSum] / double(std::max<int64_t>(seen, 1));
+    r.train_top5_accuracy = totals[kTop5HitsSum] / double(std::max<int64_t>(seen, 1));
     r.seconds = seconds_since(start);
     r.images_per_second = double(seen) / std::max(r.seconds, 1e-9);
+    r.data_wait_seconds = waited;
     // A last update can leave non-finite values behind a finite loss.
     auto phase = Clock::now();
     std::vector<NamedTensor> tensors = state();
@@ -224,7 +253,9 @@ std::vector<EpochReport> Trainer::fit(const Dataset& train, const Dataset& test,
            global_step_, bad, last_good_checkpoint());
     r.check_seconds = seconds_since(phase);
     phase = Clock::now();
-    r.test_accuracy = test.count > 0 ? evaluate(test) : 0.0;
+    const Accuracy tested = test.count() > 0 ? evaluate_accuracy(test) : Accuracy{};
+    r.test_accuracy = tested.top1;
+    r.test_top5_accuracy = tested.top5;
     r.eval_seconds = seconds_since(phase);
     epochs_done_ = epoch + 1;
     if (!opt_.checkpoint.empty()) {
@@ -300,6 +331,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::recipe() const {
   add("seed", std::to_string(opt_.seed));
   add("crop_pad", std::to_string(opt_.augment.pad_crop));
   add("hflip", opt_.augment.hflip ? "true" : "false");
+  for (const auto& [key, value] : opt_.data_recipe) r.emplace_back(key, value);
   return r;
 }
 
@@ -318,6 +350,7 @@ void Trainer::save_state(const std::string& path, int epochs_done, const std::ve
       {"seed", std::to_string(opt_.seed)},
       {"norm_mean", join(norm_.mean)},
       {"norm_std", join(norm_.std)}};
+  if (!class_names_.empty()) meta["class_names"] = nlohmann::json(class_names_).dump();
   for (const auto& [key, value] : recipe()) meta[kRecipePrefix + key] = value;
   save_safetensors(path, tensors, meta);
 }
@@ -360,7 +393,11 @@ void Trainer::check_recipe(const std::string& path, const std::map<std::string, 
        "another checkpoint path", path, list);
 }
 
-int Trainer::load_checkpoint(const std::string& path) {
+int Trainer::load_checkpoint(const std::string& path) { return restore(path, false); }
+
+void Trainer::load_weights(const std::string& path) { restore(path, true); }
+
+int Trainer::restore(const std::string& path, bool weights_only) {
   const SafetensorsFile file = load_safetensors(path);
   const Program& p = exe_->program();
   auto format = file.metadata.find("format");
@@ -368,7 +405,7 @@ int Trainer::load_checkpoint(const std::string& path) {
     fail("'{}' is not a kiln checkpoint: its metadata 'format' is '{}', kiln reads {} and {}; resume from a "
          "checkpoint that kiln wrote", path, format == file.metadata.end() ? "" : format->second, kFormat,
          kLegacyFormat);
-  check_recipe(path, file.metadata);
+  if (!weights_only) check_recipe(path, file.metadata);
 
   // Everything is checked before anything is restored: a refused checkpoint changes nothing.
   std::vector<std::pair<int, const NamedTensor*>> restores;
@@ -395,7 +432,8 @@ int Trainer::load_checkpoint(const std::string& path) {
   };
   for (int id : p.params) check(id);
   for (int id : p.buffers) check(id);
-  for (int id : p.opt_state_regions) check(id);
+  if (!weights_only)
+    for (int id : p.opt_state_regions) check(id);
   auto meta = [&](const std::string& key) {
     auto it = file.metadata.find(key);
     if (it == file.metadata.end()) fail("checkpoint '{}' lacks metadata '{}'", path, key);
@@ -418,6 +456,15 @@ int Trainer::load_checkpoint(const std::string& path) {
   int64_t global_step = 0;
   int epochs_done = 0;
   ChannelStats norm;
+  std::vector<std::string> class_names;
+  if (auto names = file.metadata.find("class_names"); names != file.metadata.end()) {
+    const nlohmann::json parsed = nlohmann::json::parse(names->second, nullptr, false);
+    if (!parsed.is_array()) fail("checkpoint '{}' has malformed metadata 'class_names'", path);
+    for (const auto& name : parsed) {
+      if (!name.is_string()) fail("checkpoint '{}' has malformed metadata 'class_names'", path);
+      class_names.push_back(name.get<std::string>());
+    }
+  }
   try {
     global_step = std::stoll(meta("global_step"));
     norm.mean = floats("norm_mean");
@@ -427,8 +474,10 @@ int Trainer::load_checkpoint(const std::string& path) {
     fail("checkpoint '{}' has malformed metadata", path);
   }
   for (const auto& [id, saved] : restores) exe_->write(id, saved->data.data(), saved->data.size());
-  global_step_ = global_step;
   norm_ = std::move(norm);
+  class_names_ = std::move(class_names);
+  if (weights_only) return epochs_done;
+  global_step_ = global_step;
   epochs_done_ = epochs_done;
   return epochs_done_;
 }

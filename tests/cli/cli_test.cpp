@@ -20,47 +20,20 @@
 
 #include "kiln/device.h"
 #include "kiln/threads.h"
+#include "support/kiln_cli.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/program_fixture.h"
 
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string output;
-};
+using kiln::testing::expect_contains;
+using kiln::testing::kiln;
+using kiln::testing::Result;
 
-const std::string kBinary = KILN_BINARY_DIR "/kiln";
 // A dataset directory that does not exist: a run that gets past option checking stops at once
 // on it instead of training.
 const std::string kNoData = "/nonexistent/kiln_cli_test_data";
-
-Result kiln(const std::string& args) {
-  Result r;
-  if (!std::filesystem::exists(kBinary)) {
-    ADD_FAILURE() << kBinary << " is missing: build the kiln_cli target first";
-    return r;
-  }
-  const std::string command = "'" + kBinary + "' " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return r;
-  }
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-void expect_contains(const Result& r, const std::vector<std::string>& parts, const std::string& args) {
-  for (const std::string& part : parts)
-    EXPECT_NE(r.output.find(part), std::string::npos) << "kiln " << args << "\nexpected '" << part << "' in:\n"
-                                                      << r.output;
-}
 
 // A rejected command: non-zero exit, every part in the message, and nothing started.
 void expect_rejected(const std::string& args, const std::vector<std::string>& parts) {
@@ -108,7 +81,7 @@ TEST(Cli, UnknownNamesAreRejectedWhereTheyAreParsed) {
   expect_rejected(train + "--model resnet1000", {"--model", "resnet1000", "digits_cnn", "vgg16_bn"});
   expect_rejected(train + "--optimizer lamb", {"--optimizer", "lamb", "adamw"});
   expect_rejected(train + "--schedule linear", {"--schedule", "linear", "cosine"});
-  expect_rejected(train + "--format png", {"--format", "png", "cifar10"});
+  expect_rejected(train + "--format png", {"--format", "png", "cifar10", "imagefolder"});
   expect_rejected(train + "--precision fp8", {"--precision", "fp8", "fp32"});
   expect_rejected(train + "--device tpu", {"--device", "tpu", "cuda"});
   expect_rejected("plan --model resnet1000", {"--model", "resnet1000"});
@@ -148,7 +121,7 @@ TEST(Cli, HelpShowsDefaults) {
   expect_contains(r,
                   {"--model TEXT=digits_cnn", "--batch INT=64", "--epochs INT=10", "--lr FLOAT=0.05",
                    "--momentum FLOAT=0.9", "--schedule TEXT=cosine", "--optimizer TEXT=sgd", "TEXT=data/digits",
-                   "--workers INT=2"},
+                   "--workers INT=auto"},
                   "train --help");
 }
 

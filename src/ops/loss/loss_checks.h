@@ -26,15 +26,21 @@ inline Rows logits_and_labels(const std::string& who, const TensorArg& logits, c
   return {s[0], s[1]};
 }
 
-// ACCUMULATE_TOTALS: an optional F32/F64 [1] loss, an I32 [1] hit count, F64 [kTotalsSlots] totals.
+// COUNT_CORRECT's hit counts: I32 [kCorrectSlots] (top-1, top-5).
+inline void expect_correct(const std::string& who, const TensorArg& correct) {
+  if (correct.numel() != kCorrectSlots || correct.dtype() != DType::I32)
+    fail("{}: correct tensor is {} {}, expected I32 [{}] (top-1 and top-5 hits); recompile the program", who,
+         dtype_name(correct.dtype()), shape_str(correct.shape()), int(kCorrectSlots));
+}
+
+// ACCUMULATE_TOTALS: an optional F32/F64 [1] loss, I32 [kCorrectSlots] hit counts, F64 [kTotalsSlots]
+// totals.
 inline void expect_totals(const std::string& who, const TensorArg& loss, const TensorArg& correct,
                           const TensorArg& totals) {
   if (loss && (loss.numel() != 1 || (loss.dtype() != DType::F32 && loss.dtype() != DType::F64)))
     fail("{}: loss tensor is {} {}, expected F32 or F64 [1]; recompile the program", who, dtype_name(loss.dtype()),
          shape_str(loss.shape()));
-  if (correct.numel() != 1 || correct.dtype() != DType::I32)
-    fail("{}: correct tensor is {} {}, expected I32 [1]; recompile the program", who, dtype_name(correct.dtype()),
-         shape_str(correct.shape()));
+  expect_correct(who, correct);
   if (totals.numel() != kTotalsSlots || totals.dtype() != DType::F64)
     fail("{}: totals tensor is {} {}, expected F64 [{}]; recompile the program", who, dtype_name(totals.dtype()),
          shape_str(totals.shape()), int(kTotalsSlots));

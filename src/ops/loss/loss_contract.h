@@ -1,6 +1,7 @@
 #pragma once
 // Softmax cross-entropy with label smoothing (PyTorch's definition, mean over the batch), and the
-// count of rows whose largest logit is the label (accuracy).
+// counts of rows whose label is the largest logit, and among the 5 largest (top-1 and top-5
+// accuracy).
 #include "ops/loss/totals_slots.h"
 #include "runtime/op_contract.h"
 
@@ -24,12 +25,17 @@ struct SoftmaxCrossEntropy {
   }
 };
 
+// COUNT_CORRECT: correct (I32 [kCorrectSlots], totals_slots.h) gets the number of rows whose
+// label ranks below 1 (correct[kTop1Hits]) and below kTopK = 5 (correct[kTop5Hits]), where
+//   rank = (logits of the row greater than the label's) + (logits equal to it at a smaller class),
+// so ties go to the first largest logit, and with fewer than 5 classes every counted row is a
+// top-5 hit. NaN orders below every number and equal to NaN: a NaN logit never outranks a number.
 // Labels outside [0, classes) never count: the trainer marks the padding rows of a last partial
 // inference batch -1.
 template <class T>
 struct CountCorrect {
   static constexpr OpKind kind = OpKind::COUNT_CORRECT;
-  T logits, labels, correct;  // correct: i32 [1]; ties go to the first largest logit
+  T logits, labels, correct;  // correct: I32 [kCorrectSlots], top-1 then top-5 hits
   template <class V>
   void fields(V& v) { v.in("logits", logits), v.in("labels", labels), v.out("correct", correct); }
 };
@@ -39,7 +45,7 @@ template <class T>
 struct AccumulateTotals {
   static constexpr OpKind kind = OpKind::ACCUMULATE_TOTALS;
   T loss;     // F32 (F64 in fp64 programs) [1]; absent when evaluating, which counts hits only
-  T correct;  // I32 [1], COUNT_CORRECT's
+  T correct;  // I32 [kCorrectSlots], COUNT_CORRECT's top-1 and top-5 hits
   T totals;   // F64 [kTotalsSlots], read and added to
   template <class V>
   void fields(V& v) { v.in("loss", loss, kOptional), v.in("correct", correct), v.out("totals", totals); }

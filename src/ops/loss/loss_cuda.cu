@@ -101,46 +101,42 @@ __global__ void __launch_bounds__(kSumThreads) mean_of_rows(const float* row_los
   if (threadIdx.x == 0) *loss = partial[0] / static_cast<float>(n);
 }
 
-// A lane's or a warp's best candidate so far: the largest non-NaN logit, the first on ties
-// (at < 0: none yet).
-struct Best {
-  float value;
-  int at;
-};
-__device__ __forceinline__ bool better(float value, int at, const Best& b) {
-  return at >= 0 && (b.at < 0 || value > b.value || (value == b.value && at < b.at));
+// Whether class c, of logit x, ranks before the label's class of logit v (loss_contract.h): a
+// larger logit, or an equal one at a smaller class, where NaN orders below every number and equal
+// to NaN.
+__device__ __forceinline__ bool ranks_before(float x, int c, float v, int label) {
+  const bool x_nan = isnan(x);
+  if (isnan(v)) return !x_nan || c < label;
+  return x > v || (x == v && c < label);
 }
 
-// The CPU's scan (best = 0, then every later class strictly larger than z[best] replaces it)
-// finds the first largest non-NaN logit, except that a NaN at class 0 is never replaced. Each
-// lane scans its classes in increasing order, then the warp keeps the best by (value, first
-// class): an order, so the lanes agree whatever the shuffle order. Hits are counted per block
-// in shared memory, then added to the count with one integer atomic per block (exact).
+// The label's rank is the number of classes that rank before it: each lane counts over its
+// classes (one coalesced pass over the row), the warp adds the counts (integers: exact in any
+// order), and lane 0 adds the row's hits to the block's, which one integer atomic per slot and
+// block adds to the counts, so the result is exact and the same on every run.
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
     count_correct_rows(const T* logits, const int32_t* labels, int64_t n, int classes, int32_t* correct) {
-  __shared__ int block_hits;
-  if (threadIdx.x == 0) block_hits = 0;
+  __shared__ int block_hits[kCorrectSlots];
+  if (threadIdx.x < kCorrectSlots) block_hits[threadIdx.x] = 0;
   __syncthreads();
   const auto [row, lane] = row_lane();
-  if (row < n) {
+  const int32_t label = row < n ? labels[row] : -1;
+  if (label >= 0 && label < classes) {  // the same for the whole warp: the shuffles see all 32 lanes
     const T* z = logits + row * classes;
-    Best best{0.f, -1};
-    for (int c = lane; c < classes; c += kWarp) {
-      const float v = to_float(z[c]);
-      if (!isnan(v) && better(v, c, best)) best = {v, c};
-    }
+    const float v = to_float(z[label]);
+    int before = 0;
+    for (int c = lane; c < classes; c += kWarp) before += ranks_before(to_float(z[c]), c, v, label);
 #pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      const float value = __shfl_xor_sync(kAllLanes, best.value, offset);
-      const int at = __shfl_xor_sync(kAllLanes, best.at, offset);
-      if (better(value, at, best)) best = {value, at};
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(kAllLanes, before, offset);
+    if (lane == 0) {
+      if (before < 1) atomicAdd(&block_hits[kTop1Hits], 1);
+      if (before < kTopK) atomicAdd(&block_hits[kTop5Hits], 1);
     }
-    const int predicted = best.at < 0 || isnan(to_float(z[0])) ? 0 : best.at;
-    if (lane == 0 && labels[row] == predicted) atomicAdd(&block_hits, 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0 && block_hits > 0) atomicAdd(correct, block_hits);
+  if (threadIdx.x < kCorrectSlots && block_hits[threadIdx.x] > 0)
+    atomicAdd(correct + threadIdx.x, block_hits[threadIdx.x]);
 }
 
 void check_rows(const char* fn, const void* logits, const int32_t* labels, int64_t n, int64_t classes,
@@ -179,7 +175,7 @@ void softmax_cross_entropy(DType dtype, const void* logits, const int32_t* label
 void count_correct(DType dtype, const void* logits, const int32_t* labels, int64_t n, int64_t classes,
                    int32_t* correct, cudaStream_t stream, const std::string& where) {
   check_rows("count_correct", logits, labels, n, classes, correct, where);
-  KILN_CUDA(cudaMemsetAsync(correct, 0, sizeof(int32_t), stream), where);
+  KILN_CUDA(cudaMemsetAsync(correct, 0, kCorrectSlots * sizeof(int32_t), stream), where);
   dispatch_activation(dtype, "count_correct", [&](auto zero) {
     using T = decltype(zero);
     count_correct_rows<T><<<row_blocks(n), kRowThreads, 0, stream>>>(static_cast<const T*>(logits), labels, n,
@@ -192,7 +188,7 @@ namespace {
 __global__ void accumulate_totals_kernel(const float* loss, const int32_t* correct, const int64_t* step,
                                          double* totals) {
   const double value = loss ? double(*loss) : 0.0;
-  add_run_to_totals(totals, loss ? &value : nullptr, *correct, *step);
+  add_run_to_totals(totals, loss ? &value : nullptr, correct[kTop1Hits], correct[kTop5Hits], *step);
 }
 }  // namespace
 

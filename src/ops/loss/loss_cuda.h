@@ -1,8 +1,8 @@
 #pragma once
-// Softmax cross-entropy and the top-1 count on the GPU, with the CPU kernels' definitions
-// (loss_cpu.h): logits are (n, classes) rows of dtype F32, F16 or BF16, labels one int32 per
-// row; arithmetic is fp32. Every function only enqueues work on `stream` and throws kiln::Error
-// naming `where` on bad arguments or CUDA errors.
+// Softmax cross-entropy and the top-1 and top-5 counts on the GPU, with the CPU kernels'
+// definitions (loss_cpu.h): logits are (n, classes) rows of dtype F32, F16 or BF16, labels one
+// int32 per row; arithmetic is fp32. Every function only enqueues work on `stream` and throws
+// kiln::Error naming `where` on bad arguments or CUDA errors.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -23,15 +23,16 @@ void softmax_cross_entropy(DType dtype, const void* logits, const int32_t* label
                            float label_smoothing, float* loss, void* dlogits, float* row_loss, cudaStream_t stream,
                            const std::string& where, const float* loss_scale = nullptr);
 
-// correct[0] = the number of rows whose first largest logit is at class labels[row] (a NaN logit
-// is never the largest, except at class 0, as the CPU's scan leaves it); labels outside
-// [0, classes) never count.
+// correct[kTop1Hits] and correct[kTop5Hits] (int32, totals_slots.h) = the numbers of rows whose
+// label ranks below 1 and below 5, as the CPU's count_correct ranks it: the logits greater than
+// the label's, plus those equal to it at a smaller class, NaN ordering below every number and
+// equal to NaN; labels outside [0, classes) never count. Exact and deterministic (integer sums).
 void count_correct(DType dtype, const void* logits, const int32_t* labels, int64_t n, int64_t classes,
                    int32_t* correct, cudaStream_t stream, const std::string& where);
 
-// ACCUMULATE_TOTALS (loss_contract.h), one thread: adds *loss (nullptr when evaluating) and
-// *correct to totals, counts the run, and records the first non-finite loss at *step (the step's
-// count in device memory, as a replayed CUDA Graph sees it).
+// ACCUMULATE_TOTALS (loss_contract.h), one thread: adds *loss (nullptr when evaluating) and the
+// top-1 and top-5 hits correct[0..1] to totals, counts the run, and records the first non-finite
+// loss at *step (the step's count in device memory, as a replayed CUDA Graph sees it).
 void accumulate_totals(const float* loss, const int32_t* correct, const int64_t* step, double* totals,
                        cudaStream_t stream, const std::string& where);
 

@@ -1,11 +1,13 @@
-// SOFTMAX_CE and COUNT_CORRECT on the GPU, run through the CUDA registry as an executable runs
-// them (prepared, then on the backend's main stream), against the CPU kernels (loss_cpu.h) on
-// the same logits: fp32, fp16 and bf16, 10 and 1000 classes, batches of 64 and 256, label
-// smoothing 0 and 0.1.
+// SOFTMAX_CE, COUNT_CORRECT (top-1 and top-5) and ACCUMULATE_TOTALS on the GPU, run through the
+// CUDA registry as an executable runs them (prepared, then on the backend's main stream), against
+// the CPU kernels (loss_cpu.h) on the same logits: fp32, fp16 and bf16, 10 and 1000 classes,
+// batches of 64 and 256, label smoothing 0 and 0.1; the counts also with 3 and 1031 classes and
+// batches of 1024, on logits full of ties.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -80,12 +82,11 @@ Labels random_labels(int64_t n, int64_t classes, std::mt19937& rng) {
   return labels;
 }
 
-// The class the CPU's COUNT_CORRECT predicts (loss_cpu.cpp's scan); `ties_to_last` is the wrong
-// rule a mutation check compares with.
-int64_t first_largest(const double* z, int64_t classes, bool ties_to_last = false) {
+// The first largest logit's class: the label of a row that a trained model gets right.
+int64_t first_largest(const double* z, int64_t classes) {
   int64_t best = 0;
   for (int64_t c = 1; c < classes; ++c)
-    if (z[c] > z[best] || (ties_to_last && z[c] == z[best])) best = c;
+    if (z[c] > z[best]) best = c;
   return best;
 }
 
@@ -161,16 +162,18 @@ CeResult run_softmax_ce(GpuLossOps& gpu, DType dtype, const DeviceTensor& logits
   return r;
 }
 
-int32_t run_count_correct(GpuLossOps& gpu, DType dtype, const DeviceTensor& logits, const DeviceLabels& labels,
-                          int64_t n, int64_t classes) {
-  DeviceBuffer correct(sizeof(int32_t));
-  correct.poison(0x5A);  // a stale count the op must overwrite
+// One COUNT_CORRECT run: {top-1 hits, top-5 hits}.
+using Counts = std::array<int32_t, kCorrectSlots>;
+Counts run_count_correct(GpuLossOps& gpu, DType dtype, const DeviceTensor& logits, const DeviceLabels& labels,
+                         int64_t n, int64_t classes) {
+  DeviceBuffer correct(kCorrectSlots * sizeof(int32_t));
+  correct.poison(0x5A);  // stale counts the op must overwrite
   const Op op = make_op(CountCorrect<TensorId>{0, 1, 2}, 2);
   gpu.run(op, {gpu.bench.arg({n, classes}, logits.ptr(), dtype), gpu.bench.arg({n}, labels.ptr(), DType::I32)},
-          {gpu.bench.arg({1}, correct.get(), DType::I32)});
-  int32_t count = 0;
-  std::memcpy(&count, correct.download(sizeof(int32_t)).data(), sizeof(int32_t));
-  return count;
+          {gpu.bench.arg({kCorrectSlots}, correct.get(), DType::I32)});
+  Counts counts{};
+  std::memcpy(counts.data(), correct.download(sizeof(counts)).data(), sizeof(counts));
+  return counts;
 }
 
 std::string case_name(DType dtype, int64_t n, int64_t classes, float smoothing = 0.f) {
@@ -314,60 +317,132 @@ TEST(LossGpu, SoftmaxCrossEntropyErrorsNameTheOpAndTheFix) {
 
 // --- COUNT_CORRECT ---
 
-// Rows of every kind the rule has to get right, cycling by row: padding (-1) and out-of-range
-// labels, ties for the largest logit labelled with the first (twice as often as with a later
-// one, so a last-largest rule changes the count), rows of one repeated value, NaN logits
-// (never the largest, except at class 0, as the CPU's scan leaves it), plain hits and random labels.
+// The row's classes by logit, largest first, NaN after every number, ties by class: the label's
+// position is its rank (loss_contract.h).
+std::vector<int64_t> sorted_classes(const double* z, int64_t classes) {
+  std::vector<int64_t> order;
+  for (int64_t c = 0; c < classes; ++c) order.push_back(c);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    const bool a_nan = std::isnan(z[a]), b_nan = std::isnan(z[b]);
+    return a_nan != b_nan ? b_nan : !a_nan && z[a] > z[b];
+  });
+  return order;
+}
+
+// Random logits (random_logits) reshaped into rows of every kind the rank has to get right,
+// cycling by row. A third of the rows hold only multiples of 0.5 in [-4, 4] (exact in every
+// dtype; ties everywhere); on top of that: padding (-1) and out-of-range labels; labels at each
+// sorted position 0 to 7 (either side of the top-1 and top-5 boundaries); six classes tied at a
+// new largest value, labelled with the first, fifth or sixth of them (ranks 0, 4, 5); rows of one
+// repeated value; NaN logits (below every number, equal to NaN), at class 0, at the label, or a
+// whole row of them.
 Labels shape_rows(DType dtype, std::vector<double>& z, int64_t n, int64_t classes, std::mt19937& rng) {
   std::uniform_int_distribution<int64_t> cls(0, classes - 1);
+  std::uniform_int_distribution<int> pick(0, 1 << 20);
   Labels labels = random_labels(n, classes, rng);
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto at_position = [&](const double* r, int64_t position) {
+    return int32_t(sorted_classes(r, classes)[size_t(std::min(position, classes - 1))]);
+  };
   for (int64_t row = 0; row < n; ++row) {
     double* r = z.data() + row * classes;
-    const double top = testing::round_to(dtype, float(r[first_largest(r, classes)] + 1.0));
-    int64_t a = cls(rng), b = cls(rng);
-    while (b == a) b = cls(rng);
-    if (a > b) std::swap(a, b);
+    if (row % 3 == 0)
+      for (int64_t c = 0; c < classes; ++c) r[c] = std::clamp(std::round(2.0 * r[c]) / 2.0, -4.0, 4.0);
     int32_t& l = labels[size_t(row)];
-    switch (row % 11) {
+    const int kind = int((row / 3) % 14);  // independent of the row's tie pattern
+    switch (kind) {
       case 0: l = -1; break;
-      case 1: l = int32_t(classes); break;
-      case 2: case 3: r[a] = r[b] = top, l = int32_t(a); break;
-      case 4: r[a] = r[b] = top, l = int32_t(b); break;
-      case 5: std::fill(r, r + classes, 0.75), l = 0; break;
-      case 6: std::fill(r, r + classes, 0.75), l = 1; break;
-      case 7: r[classes / 2] = nan, l = int32_t(first_largest(r, classes)); break;
-      case 8: r[0] = nan, l = 0; break;
-      case 9: l = int32_t(first_largest(r, classes)); break;
-      default: break;  // a random label
+      case 1: l = int32_t(classes) + pick(rng) % 3; break;
+      case 2: case 3: case 4: case 5: case 6: case 7: case 8: case 9: l = at_position(r, kind - 2); break;
+      case 10: {
+        if (classes < 6) break;  // a random label
+        const double top = testing::round_to(dtype, float(r[sorted_classes(r, classes)[0]] + 1.0));
+        std::vector<int64_t> tied;
+        while (tied.size() < 6) {
+          const int64_t c = cls(rng);
+          if (std::find(tied.begin(), tied.end(), c) == tied.end()) tied.push_back(c);
+        }
+        for (int64_t c : tied) r[c] = top;
+        std::sort(tied.begin(), tied.end());
+        const int which[] = {0, 4, 5};
+        l = int32_t(tied[size_t(which[pick(rng) % 3])]);
+        break;
+      }
+      case 11: std::fill(r, r + classes, 0.75), l = int32_t(std::min<int64_t>(classes - 1, pick(rng) % 7)); break;
+      case 12:  // NaN at class 0 and elsewhere; the label near the top, or at a NaN
+        r[0] = nan, r[cls(rng)] = nan, r[classes / 2] = nan;
+        l = pick(rng) % 3 == 0 ? int32_t(classes / 2) : at_position(r, pick(rng) % 7);
+        break;
+      case 13:  // a row of NaN: ranks by class alone
+        std::fill(r, r + classes, nan), l = int32_t(std::min<int64_t>(classes - 1, pick(rng) % 7));
+        break;
+      default: break;
     }
   }
   return labels;
 }
 
-TEST(LossGpu, CountCorrectMatchesCpuWithTiesPaddingAndNaN) {
+// Wrong rules the comparison must tell from the right one: ties ignored (only larger logits
+// outrank the label), and NaN compared as IEEE does (a NaN label is outranked by nothing).
+enum class Mutant { IgnoreTies, IeeeNaN };
+cpu::TopHits mutant_hits(Mutant m, const std::vector<double>& z, const Labels& y, int64_t classes) {
+  cpu::TopHits h;
+  for (size_t row = 0; row < y.size(); ++row) {
+    const int32_t l = y[row];
+    if (l < 0 || l >= classes) continue;
+    const double* r = z.data() + int64_t(row) * classes;
+    int64_t rank = 0;
+    for (int64_t c = 0; c < classes; ++c) {
+      if (m == Mutant::IgnoreTies) {
+        const bool l_nan = std::isnan(r[l]), c_nan = std::isnan(r[c]);
+        rank += l_nan ? !c_nan : !c_nan && r[c] > r[l];
+      } else {
+        rank += r[c] > r[l] || (c < l && r[c] == r[l]);
+      }
+    }
+    h.top1 += rank < 1, h.top5 += rank < 5;
+  }
+  return h;
+}
+
+TEST(LossGpu, CountCorrectTop1AndTop5MatchCpuWithTiesPaddingAndNaN) {
   KILN_REQUIRE_GPU();
   GpuLossOps gpu;
   std::mt19937 rng(45);
   for (DType dtype : kDtypes)
-    for (int64_t classes : kClasses)
-      for (int64_t n : kBatches) {
+    for (int64_t classes : {int64_t(3), int64_t(10), int64_t(1000), int64_t(1031)})
+      for (int64_t n : {int64_t(64), int64_t(256), int64_t(1024)}) {
         SCOPED_TRACE(case_name(dtype, n, classes));
         std::vector<double> z = random_logits(dtype, n, classes, rng);
         const Labels y = shape_rows(dtype, z, n, classes, rng);
         const std::vector<float> zf(z.begin(), z.end());  // exact: every value is a dtype value
-        const int64_t want = cpu::count_correct<float>(zf.data(), y.data(), n, classes);
-        ASSERT_GT(want, n / 3) << "the rows should mostly hit";
-        ASSERT_LT(want, n) << "and some miss";
-        const int32_t got = run_count_correct(gpu, dtype, DeviceTensor(dtype, z), DeviceLabels(y), n, classes);
-        EXPECT_EQ(got, want);
+        const cpu::TopHits want = cpu::count_correct<float>(zf.data(), y.data(), n, classes);
+        int64_t valid = 0;
+        for (int32_t l : y) valid += l >= 0 && l < classes;
+        if (classes < 5) {
+          ASSERT_EQ(want.top5, valid) << "fewer than 5 classes: every counted row is a top-5 hit";
+        } else {
+          ASSERT_GT(want.top1, 0) << "some rows should hit";
+          ASSERT_GT(want.top5, want.top1) << "top-5 should hit more often";
+          ASSERT_LT(want.top5, valid) << "and some rows miss both";
+        }
+        const DeviceTensor logits(dtype, z);
+        const DeviceLabels labels(y);
+        const Counts got = run_count_correct(gpu, dtype, logits, labels, n, classes);
+        EXPECT_EQ(got[kTop1Hits], want.top1) << "top-1";
+        EXPECT_EQ(got[kTop5Hits], want.top5) << "top-5";
+        // Integer counts: a second run gives the same.
+        EXPECT_EQ(run_count_correct(gpu, dtype, logits, labels, n, classes), got) << "the counts differ between runs";
 
-        // Mutation check: the same rows counted with ties going to the last largest give another
-        // count, so the comparison above would catch that rule.
-        int64_t last_rule = 0;
-        for (int64_t row = 0; row < n; ++row)
-          last_rule += y[size_t(row)] == first_largest(z.data() + row * classes, classes, true);
-        EXPECT_NE(got, last_rule) << "the tie rows do not tell the first largest from the last";
+        // Mutation checks: the rows tell the right rule from the wrong ones, so the comparison
+        // above would catch a kernel that ignored ties or compared NaN as IEEE does.
+        if (classes >= 10) {
+          for (Mutant m : {Mutant::IgnoreTies, Mutant::IeeeNaN}) {
+            const cpu::TopHits wrong = mutant_hits(m, z, y, classes);
+            EXPECT_TRUE(wrong.top1 != got[kTop1Hits] || wrong.top5 != got[kTop5Hits])
+                << "the rows do not tell the rule from mutant " << int(m);
+          }
+        }
       }
 }
 
@@ -376,48 +451,57 @@ TEST(LossGpu, CountCorrectErrorsNameTheOp) {
   GpuLossOps gpu;
   const DeviceTensor logits(DType::F32, std::vector<double>{1, 3, 3, 5, 0, 0});
   const DeviceLabels labels(Labels{1, 0});
-  DeviceBuffer out(sizeof(int32_t));
+  DeviceBuffer out(kCorrectSlots * sizeof(int32_t));
   const Op op = make_op(CountCorrect<TensorId>{0, 1, 2}, 2);
   testing::expect_error(
       [&] {
         gpu.run(op, {gpu.bench.arg({2, 3}, logits.ptr(), DType::F32), gpu.bench.arg({2}, labels.ptr(), DType::I32)},
-                {gpu.bench.arg({1}, out.get(), DType::F32)});
+                {gpu.bench.arg({2}, out.get(), DType::F32)});
       },
-      {"COUNT_CORRECT 'head.loss'", "correct tensor", "I32 [1]"});
+      {"COUNT_CORRECT 'head.loss'", "correct tensor", "I32 [2]"});
+  // An old program's single count is refused, not overrun.
+  testing::expect_error(
+      [&] {
+        gpu.run(op, {gpu.bench.arg({2, 3}, logits.ptr(), DType::F32), gpu.bench.arg({2}, labels.ptr(), DType::I32)},
+                {gpu.bench.arg({1}, out.get(), DType::I32)});
+      },
+      {"COUNT_CORRECT 'head.loss'", "correct tensor", "I32 [1]", "I32 [2]"});
   testing::expect_error(
       [&] {
         gpu.run(op, {gpu.bench.arg({6}, logits.ptr(), DType::F32), gpu.bench.arg({2}, labels.ptr(), DType::I32)},
-                {gpu.bench.arg({1}, out.get(), DType::I32)});
+                {gpu.bench.arg({2}, out.get(), DType::I32)});
       },
       {"COUNT_CORRECT 'head.loss'", "(N, classes)"});
 }
 
 }  // namespace
 // ACCUMULATE_TOTALS on the GPU against the shared rule run on the host: the same doubles
-// (sums of the same fp32 losses in the same order), the step read from the device scalars.
+// (sums of the same fp32 losses in the same order), the step read from the device scalars, the
+// top-1 and top-5 hits in their slots.
 TEST(LossGpu, AccumulateTotalsMatchesTheCpu) {
   KILN_REQUIRE_GPU();
   GpuLossOps gpu;
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> losses = {2.5f, 1.1f, inf, nan, 0.3f};
-  const std::vector<int32_t> hits = {7, 3, 1, 2, 4};
+  const std::vector<std::array<int32_t, kCorrectSlots>> hits = {{7, 19}, {3, 8}, {1, 1}, {2, 30}, {4, 5}};
   for (bool training : {true, false}) {
     SCOPED_TRACE(training ? "training" : "evaluation");
-    std::vector<double> want = {0, 0, 0, -1, 0};
+    std::vector<double> want(kTotalsSlots, 0.0);
+    want[kFirstBadStep] = -1;
     DeviceBuffer totals(want.size() * sizeof(double));
     totals.upload(want.data(), totals.bytes());
-    DeviceBuffer loss(sizeof(float)), correct(sizeof(int32_t));
+    DeviceBuffer loss(sizeof(float)), correct(kCorrectSlots * sizeof(int32_t));
     const Op op = make_op(AccumulateTotals<TensorId>{training ? 0 : -1, 1, 2}, 2);
     for (size_t i = 0; i < losses.size(); ++i) {
       const int64_t step = 20 + int64_t(i);
       loss.upload(&losses[i], sizeof(float));
-      correct.upload(&hits[i], sizeof(int32_t));
+      correct.upload(hits[i].data(), kCorrectSlots * sizeof(int32_t));
       gpu.bench.scalars.step = step;
       gpu.backend.stage_scalars(gpu.bench.scalars);
       const OpCall call{op,
                         gpu.bench.program,
                         {training ? gpu.bench.arg({1}, loss.get(), DType::F32) : TensorArg{},
-                         gpu.bench.arg({1}, correct.get(), DType::I32)},
+                         gpu.bench.arg({kCorrectSlots}, correct.get(), DType::I32)},
                         {gpu.bench.arg({kTotalsSlots}, totals.get(), DType::F64)},
                         gpu.bench.scalars,
                         &gpu.backend,
@@ -425,7 +509,7 @@ TEST(LossGpu, AccumulateTotalsMatchesTheCpu) {
       find_op(Device::CUDA, op.kind)(call);
       sync();
       const double l = losses[i];
-      add_run_to_totals(want.data(), training ? &l : nullptr, hits[i], step);
+      add_run_to_totals(want.data(), training ? &l : nullptr, hits[i][kTop1Hits], hits[i][kTop5Hits], step);
     }
     std::vector<double> got(want.size());
     const std::vector<uint8_t> bytes = totals.download(totals.bytes());
@@ -439,6 +523,8 @@ TEST(LossGpu, AccumulateTotalsMatchesTheCpu) {
         EXPECT_EQ(got[s], want[s]);
     }
     EXPECT_EQ(got[kHitsSum], 17);
+    EXPECT_EQ(got[kTop5HitsSum], 63);
+    EXPECT_EQ(got[kStepsCounted], 5);
     EXPECT_EQ(got[kFirstBadStep], training ? 22 : -1);  // the inf of the third run
   }
 }

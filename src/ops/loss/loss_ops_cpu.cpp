@@ -47,17 +47,19 @@ void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
   });
 }
 
-// Labels outside [0, classes) never count (the trainer marks a padded batch's extra rows -1).
+// correct[kTop1Hits], correct[kTop5Hits]: the rows whose label ranks below 1 and below 5
+// (loss_contract.h); labels outside [0, classes) never count (the trainer marks a padded batch's
+// extra rows -1).
 void count_correct(const OpCall& call, const CountCorrect<TensorArg>& a) {
-  const std::string& name = call.layer().name;
-  const auto [N, C] = loss::logits_and_labels(fmt::format("count_correct '{}'", name), a.logits, a.labels);
-  if (a.correct.numel() != 1 || a.correct.dtype() != DType::I32)
-    fail("count_correct '{}': correct tensor is {} {}, expected I32 [1]", name,
-         dtype_name(a.correct.dtype()), shape_str(a.correct.shape()));
+  const std::string who = fmt::format("count_correct '{}'", call.layer().name);
+  const auto [N, C] = loss::logits_and_labels(who, a.logits, a.labels);
+  loss::expect_correct(who, a.correct);
   dispatch_float(a.logits.dtype(), "COUNT_CORRECT", [&](auto t) {
     using T = decltype(t);
-    a.correct.as<int32_t>()[0] =
-        static_cast<int32_t>(cpu::count_correct<T>(a.logits.as<T>(), a.labels.as<int32_t>(), N, C));
+    const cpu::TopHits hits = cpu::count_correct<T>(a.logits.as<T>(), a.labels.as<int32_t>(), N, C);
+    int32_t* correct = a.correct.as<int32_t>();
+    correct[kTop1Hits] = static_cast<int32_t>(hits.top1);
+    correct[kTop5Hits] = static_cast<int32_t>(hits.top5);
   });
 }
 
@@ -66,7 +68,9 @@ void accumulate_totals(const OpCall& call, const AccumulateTotals<TensorArg>& a)
   loss::expect_totals(who, a.loss, a.correct, a.totals);
   double loss = 0;
   if (a.loss) loss = a.loss.dtype() == DType::F64 ? a.loss.as<double>()[0] : double(a.loss.as<float>()[0]);
-  add_run_to_totals(a.totals.as<double>(), a.loss ? &loss : nullptr, a.correct.as<int32_t>()[0], call.scalars.step);
+  const int32_t* correct = a.correct.as<int32_t>();
+  add_run_to_totals(a.totals.as<double>(), a.loss ? &loss : nullptr, correct[kTop1Hits], correct[kTop5Hits],
+                    call.scalars.step);
 }
 
 }  // namespace

@@ -49,9 +49,7 @@ void softmax_ce(const OpCall& call, const SoftmaxCrossEntropy<TensorArg>& a) {
 
 void count_correct_op(const OpCall& call, const CountCorrect<TensorArg>& a) {
   const auto [n, classes] = loss::logits_and_labels(call.where(), a.logits, a.labels);
-  if (a.correct.numel() != 1 || a.correct.dtype() != DType::I32)
-    fail("{}: correct tensor '{}' is {} {}, expected I32 [1]; recompile the program", call.where(),
-         a.correct.spec->name, dtype_name(a.correct.dtype()), shape_str(a.correct.shape()));
+  loss::expect_correct(call.where(), a.correct);
   count_correct(a.logits.dtype(), a.logits.data, a.labels.as<int32_t>(), n, classes, a.correct.as<int32_t>(),
                 cuda_backend(call.backend, call.where()).stream(0), call.where());
 }

@@ -1,0 +1,38 @@
+#pragma once
+// The data options of `kiln train`, `kiln eval` and `kiln data-bench`: where the data is, its
+// format, and how image files become samples (kiln/image_folder.h).
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "kiln/image_folder.h"
+
+namespace kiln::cli {
+
+struct DataArgs {
+  std::string data = "data/digits", format = "auto", val;
+  std::string transform = "imagenet", normalize = "auto";
+  int image_size = 224, eval_resize = 256, channels = 3, crop_pad = 0;
+  std::vector<double> crop_scale{0.08, 1.0}, crop_ratio{3.0 / 4.0, 4.0 / 3.0};
+  int hflip = -1;        // --hflip 1, --no-hflip 0; -1: on for the imagenet transform, off otherwise
+  int dct_scaling = 1;   // --dct-scaling 0|1
+  bool exif_orientation = false, skip_bad = false;
+  int workers = -1;      // -1: the cores left after the training thread (image files), else 2
+};
+
+// `training`: the options that only matter when training (augmentation) are added too.
+void add_data_options(CLI::App* app, DataArgs& a, bool training);
+
+// The options as the library takes them (the format still "auto" when not named).
+DataOptions data_options(const DataArgs& a);
+
+// Loader threads: --workers, or by default the cores left after the training thread for image
+// files (decoding is the work) and 2 for in-memory sets.
+int loader_workers(const DataArgs& a, const std::string& format);
+
+// The data settings a checkpoint must share to be resumed (Trainer's recipe): empty for the
+// in-memory formats, whose settings the recipe already holds.
+std::vector<std::pair<std::string, std::string>> data_recipe(const DataArgs& a, const std::string& format);
+
+}  // namespace kiln::cli
