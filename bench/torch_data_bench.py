@@ -132,7 +132,10 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     args = p.parse_args()
     for mode in args.modes.split(","):
-        run(mode, args)
+        try:
+            run(mode, args)
+        except Exception as e:  # a mode that cannot read these files is reported, the others still run
+            print(json.dumps({"framework": "torchvision", "mode": mode, "error": repr(e)[:500]}), flush=True)
 
 
 if __name__ == "__main__":
