@@ -122,6 +122,9 @@ def run(mode, args):
 
 
 def main():
+    # Many small tensors (the raw files) go through the workers' queues: share them through files,
+    # not one file descriptor each, which runs out (EBADF) with 16 workers.
+    torch.multiprocessing.set_sharing_strategy("file_system")
     p = argparse.ArgumentParser()
     p.add_argument("--data", required=True, help="an ImageFolder split (class subfolders)")
     p.add_argument("--modes", default="pil")

@@ -310,7 +310,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     const double wall = std::chrono::duration<double>(now - epoch_start).count();
     epoch_start = now;
     if (json.is_open()) {
-      json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"device", device_label(c)},
+      json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"data", a.data.data},
+                             {"format", data.format}, {"workers", t.workers}, {"device", device_label(c)},
                              {"precision", o.precision}, {"batch", o.batch}, {"epoch", r.epoch + 1},
                              {"epochs", a.epochs}, {"wall_seconds", wall}, {"train_seconds", r.seconds},
                              {"check_seconds", r.check_seconds}, {"eval_seconds", r.eval_seconds},

@@ -1,6 +1,9 @@
-// Worker threads claim batch numbers in order and may run at most `prefetch` batches ahead
-// of the consumer; finished batches wait in slot (number % prefetch) until next() takes them.
-// Which worker builds a batch never matters: its content depends only on (seed, epoch, batch).
+// Worker threads claim pieces of batches (kChunk samples each) in order and may run at most
+// `prefetch` batches ahead of the consumer; a batch waits in slot (number % prefetch), filled by
+// whichever workers took its pieces, until next() takes it. Pieces rather than whole batches, so
+// that all workers help even when few batches are in flight (a batch of 256 photos is ~16 ms of
+// decoding per worker-core; four whole batches in flight would keep only four workers busy).
+// Which worker builds a piece never matters: a sample depends only on (seed, epoch, index).
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
@@ -13,6 +16,10 @@
 #include "kiln/error.h"
 
 namespace kiln {
+
+namespace {
+constexpr int64_t kChunk = 8;  // samples per piece of work
+}  // namespace
 
 struct BatchLoader::Impl {
   const SampleSource& source;
@@ -28,10 +35,12 @@ struct BatchLoader::Impl {
   int epoch = 0;
   bool started = false;
   std::vector<int64_t> order;  // sample index for each position; written before workers start
-  int64_t next_to_build = 0, delivered = 0;
+  int64_t next_piece = 0, delivered = 0;  // pieces: batch * pieces_per_batch() + piece
   struct Slot {
+    int64_t number = -1;  // the batch being built here
+    int64_t pieces_left = 0;
     bool ready = false;
-    Batch batch;
+    Batch batch;  // its buffers are reused: next() swaps in the consumer's previous batch
     std::exception_ptr error;
   };
   std::vector<Slot> slots;
@@ -55,44 +64,72 @@ struct BatchLoader::Impl {
     return shard.world == 1 ? all : all / shard.world;
   }
 
-  // Content of this shard's batch number b of the current epoch (safe to call from any thread).
-  void build(int64_t b, Batch& out) const {
-    const SampleShape shape = source.shape();
-    const int64_t sample_values = shape.size();
-    const int64_t n = source.count();
-    out.images.assign(batch * sample_values, 0.0f);
-    out.labels.assign(batch, 0);
+  int64_t pieces_per_batch() const { return (batch + kChunk - 1) / kChunk; }
+
+  // Sizes `out` for this shard's batch number b of the current epoch (zero padding rows past the
+  // last sample of a partial batch are written by the pieces).
+  void start_batch(int64_t b, Batch& out) const {
+    out.images.resize(batch * source.shape().size());
+    out.labels.resize(batch);
+    out.size = std::min(batch, source.count() - (b * shard.world + shard.rank) * batch);
+  }
+
+  // Samples [piece * kChunk, +kChunk) of this shard's batch number b (safe to call from any thread
+  // on disjoint pieces).
+  void build_piece(int64_t b, int64_t piece, Batch& out) const {
+    const int64_t sample_values = source.shape().size();
     const int64_t first = (b * shard.world + shard.rank) * batch;
-    out.size = std::min(batch, n - first);
     std::vector<uint8_t> pixels(sample_values);
-    for (int64_t i = 0; i < out.size; ++i) {
+    for (int64_t i = piece * kChunk; i < std::min(batch, (piece + 1) * kChunk); ++i) {
+      float* dst = out.images.data() + i * sample_values;
+      if (i >= out.size) {  // padding of a last partial batch
+        std::fill(dst, dst + sample_values, 0.0f);
+        out.labels[i] = 0;
+        continue;
+      }
       const int64_t index = order.empty() ? first + i : order[first + i];
       out.labels[i] = source.write_sample(index, seed, epoch, pixels.data());
-      normalize_pixels(pixels.data(), sample_values, affine, out.images.data() + i * sample_values);
+      normalize_pixels(pixels.data(), sample_values, affine, dst);
     }
+  }
+
+  void build(int64_t b, Batch& out) const {
+    start_batch(b, out);
+    for (int64_t piece = 0; piece < pieces_per_batch(); ++piece) build_piece(b, piece, out);
   }
 
   void worker_loop() {
     std::unique_lock lock(mu);
-    const int64_t total = batches();
+    const int64_t per_batch = pieces_per_batch();
+    const int64_t total = batches() * per_batch;
     while (true) {
-      work_cv.wait(lock, [&] { return stop || next_to_build >= total || next_to_build < delivered + prefetch; });
-      if (stop || next_to_build >= total) return;
-      int64_t b = next_to_build++;
+      work_cv.wait(lock, [&] {
+        return stop || next_piece >= total || next_piece / per_batch < delivered + prefetch;
+      });
+      if (stop || next_piece >= total) return;
+      const int64_t unit = next_piece++;
+      const int64_t b = unit / per_batch, piece = unit % per_batch;
+      Slot& slot = slots[b % prefetch];
+      if (slot.number != b) {  // the batch's first piece: the slot was delivered and is free
+        slot.number = b;
+        slot.pieces_left = per_batch;
+        slot.ready = false;
+        slot.error = nullptr;
+        start_batch(b, slot.batch);
+      }
       lock.unlock();
-      Batch built;
       std::exception_ptr error;
       try {
-        build(b, built);
+        build_piece(b, piece, slot.batch);
       } catch (...) {
         error = std::current_exception();
       }
       lock.lock();
-      Slot& slot = slots[b % prefetch];
-      slot.batch = std::move(built);
-      slot.error = error;
-      slot.ready = true;
-      ready_cv.notify_all();
+      if (error && !slot.error) slot.error = error;
+      if (--slot.pieces_left == 0) {
+        slot.ready = true;
+        ready_cv.notify_all();
+      }
     }
   }
 
@@ -151,10 +188,11 @@ void BatchLoader::start_epoch(int epoch) {
   s.epoch = epoch;
   s.started = true;
   if (s.shuffle) s.order = epoch_permutation(s.source.count(), s.seed, epoch);
-  s.next_to_build = 0;
+  s.next_piece = 0;
   s.delivered = 0;
-  s.slots.assign(s.prefetch, Impl::Slot{});
-  const int64_t total = s.batches();
+  if (int64_t(s.slots.size()) != s.prefetch) s.slots.resize(s.prefetch);
+  for (Impl::Slot& slot : s.slots) slot.number = -1, slot.ready = false, slot.error = nullptr;
+  const int64_t total = s.batches() * s.pieces_per_batch();
   int threads = int(std::min<int64_t>(s.workers, total));
   for (int i = 0; i < threads; ++i) s.threads.emplace_back([&s] { s.worker_loop(); });
 }
@@ -169,7 +207,7 @@ bool BatchLoader::next(Batch& out) {
   }
   std::unique_lock lock(s.mu);
   Impl::Slot& slot = s.slots[s.delivered % s.prefetch];
-  s.ready_cv.wait(lock, [&] { return slot.ready; });
+  s.ready_cv.wait(lock, [&] { return slot.ready && slot.number == s.delivered; });
   slot.ready = false;
   std::exception_ptr error = std::exchange(slot.error, nullptr);
   std::swap(out, slot.batch);
