@@ -187,10 +187,11 @@ PY
     || status=1
   for model in ${KILN_MODELS:-resnet50 resnet18}; do
     KILN_CUDNN_TUNE=0 "$bin/kiln" bench --device cuda --model "$model" --batch 256 --precision "$precision" \
-      --json "$out/kiln_synthetic.jsonl" 2>&1 | head -1 || status=1
+      --json "$out/kiln_synthetic.jsonl" > "$out/kiln_bench.log" 2>&1 || { tail -5 "$out/kiln_bench.log"; status=1; }
+    head -1 "$out/kiln_bench.log"
     for data in "$photos" "$packed"; do
       KILN_CUDNN_TUNE=0 "$bin/kiln" train --device cuda --model "$model" --data "$data" --batch 256 \
-        --precision "$precision" --epochs 2 --lr 0.1 --warmup 1 --json "$out/kiln_folder_train.jsonl" \
+        --precision "$precision" --epochs ${KILN_EPOCHS:-2} --lr 0.1 --warmup 1 --json "$out/kiln_folder_train.jsonl" \
         > "$out/kiln_train.log" 2>&1 || { tail -5 "$out/kiln_train.log"; status=1; }
       grep -E "^epoch|accuracy" "$out/kiln_train.log"
     done

@@ -137,6 +137,10 @@ struct LoaderShard {
 
 struct Batch {
   std::vector<float> images;     // batch * H * W * C, NHWC, normalized
+  // Instead of `images` when the loader delivers pixels (BatchLoader::deliver_pixels): the same
+  // values as uint8, before normalization, for the consumer to normalize (on the GPU). Padding
+  // rows of a partial batch are pixel 0 here (0.0 after normalization in `images`).
+  std::vector<uint8_t> pixels;
   std::vector<int32_t> labels;   // batch
   // Real samples in this batch. A last partial batch (drop_last = false) is padded to the
   // full batch size with zero images and label 0, and has size < batch.
@@ -162,6 +166,14 @@ class BatchLoader {
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
+  // Batches carry uint8 pixels (Batch::pixels) and leave normalization to the consumer: a GPU
+  // trainer sends a quarter of the bytes and normalizes on the device. Takes effect at the next
+  // start_epoch.
+  void deliver_pixels(bool on);
+  // The normalization the loader applies (or leaves to the consumer): value = pixel * scale[c] +
+  // bias[c].
+  const std::vector<float>& normalization_scale() const;
+  const std::vector<float>& normalization_bias() const;
   // Abandons any unfinished epoch and starts building the batches of `epoch`.
   void start_epoch(int epoch);
   int64_t batches_per_epoch() const;

@@ -62,6 +62,12 @@ class Executable {
   // reach the tensor before the next op list runs; `host` may be reused at once. For the batch
   // copied in before every step.
   void write_ordered(int id, const void* host, size_t bytes);
+  // write_ordered of uint8 HWC pixels into F32 tensor `id`, normalized on the way as
+  // pixel * scale[c] + bias[c] (c = the value's index % scale.size(), at most 4 channels); on the
+  // GPU the pixels cross as bytes and are converted there. Bit for bit the floats the loader's
+  // normalization gives.
+  void write_pixels_ordered(int id, const uint8_t* pixels, size_t count, const std::vector<float>& scale,
+                            const std::vector<float>& bias);
   template <class T>
   std::vector<T> read(int id) {
     std::vector<T> out(program_.tensors.at(id).bytes() / sizeof(T));

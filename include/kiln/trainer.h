@@ -124,6 +124,9 @@ class Trainer {
  private:
   void check_dataset(const SampleSource& data, const char* which) const;
   void copy_in(const Batch& batch);
+  // Whether batches cross to the device as uint8 pixels, normalized there (a GPU program with an
+  // F32 input): a quarter of the bytes through PCIe and the host's memory.
+  bool pixels_to_device() const;
   // Copies the batch in and enqueues one training step; reads nothing back.
   void enqueue_step(const Batch& batch, float lr);
   // The running totals (Program::train_totals / inference_totals): reset to none, and read back.

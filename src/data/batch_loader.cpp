@@ -30,6 +30,7 @@ struct BatchLoader::Impl {
   uint64_t seed;
   int workers, prefetch;
   LoaderShard shard;
+  bool pixels = false, pixels_next = false;  // deliver uint8 pixels (this epoch, from the next one)
 
   // State of the current epoch. Guarded by mu except where noted.
   int epoch = 0;
@@ -69,7 +70,13 @@ struct BatchLoader::Impl {
   // Sizes `out` for this shard's batch number b of the current epoch (zero padding rows past the
   // last sample of a partial batch are written by the pieces).
   void start_batch(int64_t b, Batch& out) const {
-    out.images.resize(batch * source.shape().size());
+    if (pixels) {
+      out.pixels.resize(batch * source.shape().size());
+      out.images.clear();
+    } else {
+      out.images.resize(batch * source.shape().size());
+      out.pixels.clear();
+    }
     out.labels.resize(batch);
     out.size = std::min(batch, source.count() - (b * shard.world + shard.rank) * batch);
   }
@@ -79,17 +86,18 @@ struct BatchLoader::Impl {
   void build_piece(int64_t b, int64_t piece, Batch& out) const {
     const int64_t sample_values = source.shape().size();
     const int64_t first = (b * shard.world + shard.rank) * batch;
-    std::vector<uint8_t> pixels(sample_values);
+    std::vector<uint8_t> scratch(pixels ? 0 : sample_values);
     for (int64_t i = piece * kChunk; i < std::min(batch, (piece + 1) * kChunk); ++i) {
-      float* dst = out.images.data() + i * sample_values;
+      uint8_t* raw = pixels ? out.pixels.data() + i * sample_values : scratch.data();
       if (i >= out.size) {  // padding of a last partial batch
-        std::fill(dst, dst + sample_values, 0.0f);
+        if (pixels) std::fill(raw, raw + sample_values, uint8_t(0));
+        else std::fill(out.images.data() + i * sample_values, out.images.data() + (i + 1) * sample_values, 0.0f);
         out.labels[i] = 0;
         continue;
       }
       const int64_t index = order.empty() ? first + i : order[first + i];
-      out.labels[i] = source.write_sample(index, seed, epoch, pixels.data());
-      normalize_pixels(pixels.data(), sample_values, affine, dst);
+      out.labels[i] = source.write_sample(index, seed, epoch, raw);
+      if (!pixels) normalize_pixels(raw, sample_values, affine, out.images.data() + i * sample_values);
     }
   }
 
@@ -182,9 +190,16 @@ BatchLoader::~BatchLoader() { impl_->stop_workers(); }
 
 int64_t BatchLoader::batches_per_epoch() const { return impl_->batches(); }
 
+void BatchLoader::deliver_pixels(bool on) { impl_->pixels_next = on; }
+
+const std::vector<float>& BatchLoader::normalization_scale() const { return impl_->affine.scale; }
+
+const std::vector<float>& BatchLoader::normalization_bias() const { return impl_->affine.bias; }
+
 void BatchLoader::start_epoch(int epoch) {
   Impl& s = *impl_;
   s.stop_workers();
+  s.pixels = s.pixels_next;
   s.epoch = epoch;
   s.started = true;
   if (s.shuffle) s.order = epoch_permutation(s.source.count(), s.seed, epoch);

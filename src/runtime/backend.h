@@ -3,6 +3,7 @@
 // host memory; the CUDA backend (src/runtime/cuda/) owns device memory, streams, the cuDNN
 // handle and graph cache, and the op workspace.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -11,6 +12,13 @@
 #include "kiln/options.h"
 
 namespace kiln {
+
+// Per-channel normalization of uint8 pixels: value = pixel * scale[c] + bias[c].
+struct PixelNormalization {
+  static constexpr int kMaxChannels = 4;
+  int channels = 0;
+  float scale[kMaxChannels] = {}, bias[kMaxChannels] = {};
+};
 
 class Backend {
  public:
@@ -33,6 +41,16 @@ class Backend {
   // copy_in in stream order without waiting for it: `host_src` may be reused at once (the bytes
   // are staged), and the next op list sees them. The default waits, as copy_in does.
   virtual void copy_in_ordered(void* dst, const void* host_src, size_t bytes) { copy_in(dst, host_src, bytes); }
+  // `count` uint8 values (HWC pixels of n.channels channels) written to the F32 tensor `dst` as
+  // pixel * scale[c] + bias[c] (a multiply, then an add, each rounded: the loader's float
+  // normalization, bit for bit), in stream order as copy_in_ordered: a quarter of the bytes
+  // cross to the device, and the conversion runs there. The default converts on the host.
+  virtual void normalize_in_ordered(float* dst, const uint8_t* pixels, int64_t count, const PixelNormalization& n) {
+    std::vector<float> values(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; i += n.channels)
+      for (int c = 0; c < n.channels; ++c) values[i + c] = float(pixels[i + c]) * n.scale[c] + n.bias[c];
+    copy_in_ordered(dst, values.data(), values.size() * sizeof(float));
+  }
   // Ops ask for scratch memory for their work on stream `stream` while being prepared; each
   // stream's is allocated once afterwards, as large as its largest request.
   virtual void request_workspace(size_t bytes, int stream = 0) { (void)bytes, (void)stream; }

@@ -11,6 +11,7 @@
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
+#include "data/transforms.h"
 #include "ops/loss/totals_slots.h"
 
 namespace kiln {
@@ -104,9 +105,22 @@ void Trainer::check_dataset(const SampleSource& data, const char* which) const {
     fail("{} set has {} classes but the model outputs {}", which, data.num_classes(), classes);
 }
 
+bool Trainer::pixels_to_device() const {
+  const Program& p = exe_->program();
+  return p.options.device == Device::CUDA && p.tensors[p.input].dtype == DType::F32;
+}
+
 void Trainer::copy_in(const Batch& batch) {
   const Program& p = exe_->program();
   const TensorSpec& input = p.tensors[p.input];
+  if (!batch.pixels.empty()) {
+    if (int64_t(batch.pixels.size()) != numel(input.shape))
+      fail("batch holds {} pixels but the program's input needs {}", batch.pixels.size(), numel(input.shape));
+    const PixelAffine affine = make_pixel_affine(norm_.mean, norm_.std, input.shape[3]);
+    exe_->write_pixels_ordered(p.input, batch.pixels.data(), batch.pixels.size(), affine.scale, affine.bias);
+    exe_->write_ordered(p.label, batch.labels.data(), batch.labels.size() * sizeof(int32_t));
+    return;
+  }
   if (int64_t(batch.images.size()) != numel(input.shape))
     fail("batch holds {} values but the program's input needs {}", batch.images.size(), numel(input.shape));
   if (input.dtype == DType::F64) {
@@ -156,6 +170,7 @@ Trainer::Accuracy Trainer::evaluate_accuracy(const SampleSource& data) {
   const Program& p = exe_->program();
   const int batch = int(p.tensors[p.input].shape[0]);
   BatchLoader loader(data, batch, false, false, norm_.mean, norm_.std, opt_.seed, opt_.workers);
+  loader.deliver_pixels(pixels_to_device());
   loader.start_epoch(0);
   Batch b;
   // The hits add up on the device; one read at the end.
@@ -192,6 +207,7 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
   if (!names.empty()) class_names_ = names;
   if (epochs_done_ == 0 || norm_.mean.empty()) norm_ = train.channel_stats();
   BatchLoader loader(train, batch, true, true, norm_.mean, norm_.std, opt_.seed, opt_.workers);
+  loader.deliver_pixels(pixels_to_device());
   const int64_t steps = loader.batches_per_epoch();
   std::vector<EpochReport> reports;
   for (int epoch = epochs_done_; epoch < opt_.epochs; ++epoch) {

@@ -1,4 +1,5 @@
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/pixel_normalize_cuda.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -137,9 +138,8 @@ void CudaBackend::copy_in(void* dst, const void* src, size_t bytes) {
   KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy to device");
 }
 
-void CudaBackend::copy_in_ordered(void* dst, const void* src, size_t bytes) {
+CudaBackend::Staging& CudaBackend::stage(const void* src, size_t bytes, const char* what) {
   activate();
-  const char* what = "staged copy to device";
   Staging& s = staging_[next_staging_];
   next_staging_ = (next_staging_ + 1) % kStaging;
   if (s.copied) KILN_CUDA(cudaEventSynchronize(s.copied), what);  // `host` is free again
@@ -161,7 +161,21 @@ void CudaBackend::copy_in_ordered(void* dst, const void* src, size_t bytes) {
   KILN_CUDA(cudaMemcpyAsync(s.device, s.host, bytes, cudaMemcpyHostToDevice, copy_stream_), what);
   KILN_CUDA(cudaEventRecord(s.copied, copy_stream_), what);
   KILN_CUDA(cudaStreamWaitEvent(streams_[0], s.copied, 0), what);
+  return s;
+}
+
+void CudaBackend::copy_in_ordered(void* dst, const void* src, size_t bytes) {
+  const char* what = "staged copy to device";
+  Staging& s = stage(src, bytes, what);
   KILN_CUDA(cudaMemcpyAsync(dst, s.device, bytes, cudaMemcpyDeviceToDevice, streams_[0]), what);
+  KILN_CUDA(cudaEventRecord(s.taken, streams_[0]), what);
+}
+
+void CudaBackend::normalize_in_ordered(float* dst, const uint8_t* pixels, int64_t count, const PixelNormalization& n) {
+  const char* what = "staged pixels to device";
+  Staging& s = stage(pixels, size_t(count), what);
+  launch_normalize_pixels(dst, static_cast<const uint8_t*>(s.device), count, n, streams_[0]);
+  KILN_CUDA(cudaGetLastError(), what);
   KILN_CUDA(cudaEventRecord(s.taken, streams_[0]), what);
 }
 

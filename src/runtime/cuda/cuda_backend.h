@@ -41,6 +41,9 @@ class CudaBackend final : public Backend {
   // it into the tensor with a device-to-device copy in its order. So the next batch crosses PCIe
   // while the current step trains. A buffer is refilled only once its last copies have left it.
   void copy_in_ordered(void* dst, const void* host_src, size_t bytes) override;
+  // The same staging for the uint8 pixels; the main stream then converts them into `dst`
+  // (pixel_normalize_cuda.h) instead of copying.
+  void normalize_in_ordered(float* dst, const uint8_t* pixels, int64_t count, const PixelNormalization& n) override;
   void request_workspace(size_t bytes, int stream = 0) override;
   void finish_prepare() override;
   void synchronize() override;
@@ -123,6 +126,10 @@ class CudaBackend final : public Backend {
   cudaStream_t copy_stream_ = nullptr;  // host-to-device copies of staged batches
   Staging staging_[kStaging];
   int next_staging_ = 0;
+  // Stages `bytes` of `host_src` in the next staging buffer and makes the main stream wait for
+  // their arrival; returns the buffer, whose device bytes the main stream's next work may read.
+  // The caller records the buffer's `taken` event after that work.
+  Staging& stage(const void* host_src, size_t bytes, const char* what);
   void* gather_ = nullptr;  // pinned, for copy_out_many
   size_t gather_bytes_ = 0;
 };
