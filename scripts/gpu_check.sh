@@ -160,15 +160,15 @@ print(json.dumps({"files": len(sizes), "median_bytes": statistics.median(sizes),
 PY
   cat "$out/photos_stats.json"
   # Decoding and resampling against PIL + torchvision (Resize + CenterCrop of every validation
-  # image), at full scale and with DCT scaling (KILN_PIL_COMPARE=0 skips it).
-  for dct in $([ "${KILN_PIL_COMPARE:-1}" = 1 ] && echo 0 1); do
+  # image; evaluation decodes at full scale) (KILN_PIL_COMPARE=0 skips it).
+  for dct in $([ "${KILN_PIL_COMPARE:-1}" = 1 ] && echo 1); do
     "$bin/kiln" data-bench --data "$photos" --split val --batches 1 --dct-scaling $dct --dump /tmp/kiln_val.u8 \
       --dump-count 1000000 > /dev/null || status=1
     python3 bench/pil_compare.py --images "$photos/val" --kiln-dump /tmp/kiln_val.u8 > "$out/pil_compare_dct$dct.json" \
       || status=1
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('pil compare dct $dct:', {k: v for k, v in d.items() if not isinstance(v, list)})" "$out/pil_compare_dct$dct.json"
   done
-  for args in "" "--dct-scaling 0"; do
+  for args in "" "--dct-scaling 0" "--host-normalize"; do
     "$bin/kiln" data-bench --data "$photos" --batch 256 --batches ${KILN_DATA_BATCHES:-40} $args \
       --json "$out/kiln_data.jsonl" || status=1
   done

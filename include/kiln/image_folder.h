@@ -25,9 +25,10 @@ struct ImageTransform {
   double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;  // and aspect ratio range
   Augment augment{0, true};  // hflip for both kinds; pad_crop for Plain only
   int channels = 3;          // 3: RGB (PIL's convert('RGB')); 1: luma (PIL's convert('L'))
-  // Decode JPEGs at 1/2, 1/4 or 1/8 scale (libjpeg-turbo's DCT scaling) when the crop stays at
-  // least `size` pixels wide and high at that scale: a small crop of a large photo costs a
-  // fraction of a full decode. Off: every image is decoded at full scale.
+  // Training: decode JPEGs at 1/2, 1/4 or 1/8 scale (libjpeg-turbo's DCT scaling) when the crop
+  // stays at least `size` pixels wide and high at that scale: a small crop of a large photo costs
+  // a fraction of a full decode. Off: every image is decoded at full scale. Evaluation always
+  // decodes at full scale, so its samples are torchvision's, pixel for pixel.
   bool dct_scaling = true;
   // Rotate/flip JPEGs as their EXIF orientation says. Off by default, as torchvision's loader
   // (PIL's Image.open) does not.

@@ -241,6 +241,26 @@ TEST(ImageFolder, DctScalingStaysCloseToTheFullDecode) {
   EXPECT_LT(sum / double(n), 3.0) << "mean abs difference of DCT-scaled samples";
 }
 
+// Evaluation decodes at full scale whatever --dct-scaling says, so its samples stay torchvision's
+// (a 900x700 photo evaluated at 64 px would otherwise be decoded at 1/8 scale).
+TEST(ImageFolder, EvaluationIgnoresDctScaling) {
+  TempDir dir;
+  write_jpeg(dir.path() / "train" / "a" / "1.jpg", 64, 64, 1);
+  write_jpeg(dir.path() / "val" / "a" / "1.jpg", 900, 700, 2, jpeg_options(95));
+  DataOptions on, off;
+  on.transform.size = off.transform.size = 64;
+  on.transform.eval_resize = off.transform.eval_resize = 73;
+  off.transform.dct_scaling = false;
+  const DataSplits a = open_dataset(dir.path().string(), on), b = open_dataset(dir.path().string(), off);
+  EXPECT_EQ(samples(*a.test), samples(*b.test));
+  // while training crops of the same photo do use it (a different sample)
+  write_jpeg(dir.path() / "train" / "a" / "2.jpg", 900, 700, 2, jpeg_options(95));
+  const DataSplits c = open_dataset(dir.path().string(), on), d = open_dataset(dir.path().string(), off);
+  int differ = 0;
+  for (int epoch = 0; epoch < 4; ++epoch) differ += samples(*c.train, 1, epoch)[1] != samples(*d.train, 1, epoch)[1];
+  EXPECT_GT(differ, 0);
+}
+
 TEST(ImageFolder, BadFilesAreErrorsNamingThemOrSkippedAndListed) {
   TempDir dir;
   write_jpeg(dir.path() / "a" / "good.jpg", 64, 48, 1);

@@ -40,6 +40,9 @@ CLI::App* add_data_bench_command(CLI::App& app, DataBenchArgs& a) {
   cmd->add_option("--split", a.split, "train (training transform, shuffled) or val (evaluation transform)")
       ->check(CLI::IsMember({"train", "val"}));
   cmd->add_option("--seed", a.seed, "random seed (shuffle, augmentation)");
+  cmd->add_flag("--host-normalize", a.host_normalize,
+                "batches of normalized floats, as a CPU trainer takes them; default: uint8 pixels, as a GPU trainer "
+                "takes them (it normalizes on the device)");
   cmd->add_option("--json", a.json, "append the result as one JSON line to this file")->type_name("FILE");
   cmd->add_option("--dump", a.dump,
                   "also write the split's first --dump-count samples (uint8 HWC, before normalization) to FILE "
@@ -63,11 +66,12 @@ int run_data_bench(const DataBenchArgs& a) {
   if (!a.dump.empty()) dump_samples(source, a);
   const ChannelStats norm = data.train->channel_stats();
   BatchLoader loader(source, a.batch, train, false, norm.mean, norm.std, a.seed, workers);
+  loader.deliver_pixels(!a.host_normalize);
   const SampleShape shape = source.shape();
   fmt::print("kiln data-bench: {} ({}, {} split: {} samples, {} classes) -> {}x{}x{} samples, batch {}, {} loader "
-             "threads\n",
+             "threads, {}\n",
              a.data.data, data.format, a.split, source.count(), source.num_classes(), shape.height, shape.width,
-             shape.channels, a.batch, workers);
+             shape.channels, a.batch, workers, a.host_normalize ? "normalized floats" : "uint8 pixels");
   using Clock = std::chrono::steady_clock;
   Batch b;
   int epoch = a.epoch;
@@ -101,7 +105,7 @@ int run_data_bench(const DataBenchArgs& a) {
     json << nlohmann::json{{"framework", "kiln"},      {"data", a.data.data},      {"format", data.format},
                            {"split", a.split},         {"transform", a.data.transform},
                            {"image_size", shape.height}, {"batch", a.batch},        {"workers", workers},
-                           {"dct_scaling", a.data.dct_scaling}, {"images", images}, {"seconds", seconds},
+                           {"dct_scaling", a.data.dct_scaling}, {"host_normalize", a.host_normalize}, {"images", images}, {"seconds", seconds},
                            {"images_per_second", rate}, {"median_batch_ms", median_ms}}
                 .dump()
          << std::endl;

@@ -15,6 +15,7 @@ struct DataBenchArgs {
   std::string split = "train";  // train | val
   uint64_t seed = 1;
   std::string json;  // append one JSON line
+  bool host_normalize = false;  // float batches normalized by the workers (a CPU trainer's); else uint8 (a GPU trainer's)
   // --dump FILE: the first dump_count samples of the split, in index order, as raw uint8 HWC
   // (before normalization) into FILE and their names, one a line, into FILE.names: for comparing
   // kiln's decoding and resampling with PIL/torchvision's (bench/pil_compare.py).

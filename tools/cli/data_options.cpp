@@ -102,8 +102,8 @@ void add_data_options(CLI::App* app, DataArgs& a, bool training) {
       ->check(parsed_by([](const std::string& n) { parse_normalize(n); }))
       ->group(images);
   app->add_option("--dct-scaling", a.dct_scaling,
-                  "1: decode JPEGs at 1/2, 1/4 or 1/8 scale when the crop stays at least --image-size at that scale "
-                  "(default); 0: always at full scale")
+                  "1: decode training crops of JPEGs at 1/2, 1/4 or 1/8 scale when the crop stays at least --image-size "
+                  "at that scale (default); 0: always at full scale (evaluation always is)")
       ->check(CLI::Range(0, 1))
       ->type_name("0|1")
       ->group(images);

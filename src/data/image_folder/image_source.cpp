@@ -115,11 +115,9 @@ void ImageSource::transform(int64_t record, int64_t key, uint64_t seed, int epoc
     // The filter reaches max(scale, 1) pixels beyond the box; decode that much more.
     const double scale = std::max(rc.width / rc.out_width, rc.height / rc.out_height);
     const PixelRect region = region_around(rc.x, rc.y, rc.width, rc.height, std::max(scale, 1.0) + 1, W, H);
+    // Always at full scale: evaluation gives torchvision's pixels exactly (DCT scaling is for
+    // training crops, where it moved 4.6% of the values of a validation set by a mean of 0.09).
     request.region = region;
-    if (t_.dct_scaling) {
-      request.min_width = int(std::ceil(rc.out_width * region.width / rc.width));
-      request.min_height = int(std::ceil(rc.out_height * region.height / rc.height));
-    }
     image = decode_image(bytes.data(), bytes.size(), name, request);
   }
   const double step = image.step;
