@@ -60,6 +60,20 @@ struct ImageFolderIndex {
 // class folder without images.
 ImageFolderIndex scan_image_folder(const std::string& root);
 
+// Whether `dir` holds at least one class subfolder (a non-hidden folder).
+bool holds_class_folders(const std::string& dir);
+
+// The splits of an image folder: DIR/train and DIR/val when DIR/train holds class folders, else
+// DIR alone for training; `val_dir`, when given, names the validation folder instead. Both are
+// scanned, and must hold the same classes (kiln::Error listing the differences). Files of formats
+// kiln cannot read are refused (naming the first, with `unsupported_fix`) unless
+// `allow_unsupported`. Without a validation folder, `val` holds no files and train's classes.
+struct ImageFolderSplits {
+  ImageFolderIndex train, val;
+};
+ImageFolderSplits scan_image_folder_splits(const std::string& dir, const std::string& val_dir,
+                                           bool allow_unsupported, const std::string& unsupported_fix);
+
 // A split as a SampleSource: each sample is read, decoded and transformed when the loader asks
 // for it (`train` picks the training or the evaluation transform). With `skip_bad`, a file that
 // cannot be decoded is replaced by the next readable sample of the split (so batches keep their

@@ -210,11 +210,12 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
   loader.deliver_pixels(pixels_to_device());
   const int64_t steps = loader.batches_per_epoch();
   std::vector<EpochReport> reports;
+  int started = -1;  // the epoch the loader is already building (started before the last evaluation)
   for (int epoch = epochs_done_; epoch < opt_.epochs; ++epoch) {
     const auto start = Clock::now();
     auto last_read = start;
     const int64_t first_step = global_step_;
-    loader.start_epoch(epoch);
+    if (started != epoch) loader.start_epoch(epoch);
     reset_totals(p.train_totals);
     Batch b;
     std::vector<double> totals;
@@ -252,6 +253,9 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
       }
     }
     if (totals.empty()) read_and_check();
+    // The next epoch's first batches are built while this one is checked, evaluated and saved, so
+    // its first steps do not wait for the loader to fill up.
+    if (epoch + 1 < opt_.epochs) loader.start_epoch(started = epoch + 1);
     EpochReport r;
     r.epoch = epoch;
     r.train_loss = totals[kLossSum] / double(std::max<int64_t>(i, 1));

@@ -15,6 +15,7 @@
 #include "kiln/image_folder.h"
 #include "support/cpu_test_util.h"
 #include "support/temp_dir.h"
+#include "support/test_pictures.h"
 
 namespace kiln {
 namespace {
@@ -24,20 +25,7 @@ using testing::error_of;
 using testing::TempDir;
 using testing::write_bytes;
 
-// A smooth random picture (gradients plus noise), never flat, so crops and flips show.
-std::vector<uint8_t> picture(int w, int h, int c, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(0, 1);
-  const double fx = 2 + 6 * u(rng), fy = 2 + 6 * u(rng), phase = 6 * u(rng);
-  std::vector<uint8_t> p(size_t(w) * h * c);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int k = 0; k < c; ++k) {
-        const double v = 127 + 90 * std::sin(fx * x / w + phase + k) * std::cos(fy * y / h + k) + 20 * (u(rng) - 0.5);
-        p[(size_t(y) * w + x) * c + k] = uint8_t(std::clamp(v, 0.0, 255.0));
-      }
-  return p;
-}
+using testing::picture;
 
 void write_jpeg(const fs::path& path, int w, int h, uint32_t seed, JpegEncodeOptions o = {}) {
   fs::create_directories(path.parent_path());
@@ -297,6 +285,25 @@ TEST(ImageFolder, BadFilesAreErrorsNamingThemOrSkippedAndListed) {
   std::string all;
   for (const std::string& s : skipped) all += s + "\n";
   for (const char* name : {"empty.jpg", "text.jpg", "truncated.jpg"}) EXPECT_NE(all.find(name), std::string::npos) << all;
+}
+
+// A file that goes away after the folder was scanned (deleted or moved during training): an
+// error naming it, or skipped and listed with --skip-bad. Runs as any user, root included.
+TEST(ImageFolder, AFileRemovedAfterTheScanIsAnErrorNamingIt) {
+  TempDir dir;
+  write_jpeg(dir.path() / "a" / "1.jpg", 32, 32, 1);
+  write_jpeg(dir.path() / "a" / "2.jpg", 32, 32, 2);
+  DataOptions o;
+  o.transform.size = 16;
+  const DataSplits s = open_dataset(dir.path().string(), o);
+  o.skip_bad = true;
+  const DataSplits lenient = open_dataset(dir.path().string(), o);
+  fs::remove(dir.path() / "a" / "1.jpg");
+  std::vector<uint8_t> out(s.train->shape().size());
+  testing::expect_error([&] { s.train->write_sample(0, 1, 0, out.data()); }, {"1.jpg", "cannot open", "--skip-bad"});
+  EXPECT_EQ(lenient.train->write_sample(0, 1, 0, out.data()), 0);  // 2.jpg in its place, class a
+  ASSERT_EQ(lenient.train->skipped().size(), 1u);
+  EXPECT_NE(lenient.train->skipped()[0].find("1.jpg"), std::string::npos);
 }
 
 TEST(ImageFolder, UnreadableFileIsAnErrorNamingIt) {

@@ -17,6 +17,7 @@
 #include "kiln/image_folder.h"
 #include "support/cpu_test_util.h"
 #include "support/temp_dir.h"
+#include "support/test_pictures.h"
 
 namespace kiln {
 namespace {
@@ -30,20 +31,7 @@ using testing::write_bytes;
 
 constexpr int kMaxSide = 64;
 
-// Smooth gradients plus a little noise: compresses like a photo, never flat.
-std::vector<uint8_t> picture(int w, int h, int c, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(0, 1);
-  const double fx = 2 + 5 * u(rng), fy = 2 + 5 * u(rng), phase = 6 * u(rng);
-  std::vector<uint8_t> p(size_t(w) * h * c);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int k = 0; k < c; ++k) {
-        const double v = 127 + 90 * std::sin(fx * x / w + phase + k) * std::cos(fy * y / h + k) + 16 * (u(rng) - 0.5);
-        p[(size_t(y) * w + x) * c + k] = uint8_t(std::clamp(v, 0.0, 255.0));
-      }
-  return p;
-}
+using testing::picture;
 
 void write_jpeg(const fs::path& path, int w, int h, int c, uint32_t seed, JpegEncodeOptions o = {}) {
   fs::create_directories(path.parent_path());

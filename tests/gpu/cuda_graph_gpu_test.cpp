@@ -144,19 +144,24 @@ TEST(CudaGraphs, TotalsAddUpOverReplayedStepsAndReadManyMatchesReads) {
   KILN_REQUIRE_GPU();
   auto exe = digits(Precision::FP32, OptimizerKind::SGD, true);
   const Program& p = exe->program();
-  std::vector<double> totals = {0, 0, 0, -1, 0};
+  std::vector<double> totals(kTotalsSlots, 0.0);
+  totals[kFirstBadStep] = -1;
   exe->write(p.train_totals, totals.data(), totals.size() * sizeof(double));
-  double loss_sum = 0, hits = 0;
+  double loss_sum = 0, hits = 0, top5 = 0;
   constexpr int kSteps = 5;  // op by op, captured, then replayed
   for (int i = 0; i < kSteps; ++i) {
     write_batch(*exe, i);
     exe->run_step({0.02f, i, 3});
     loss_sum += exe->read<float>(p.loss)[0];
-    hits += exe->read<int32_t>(p.train_correct)[0];
+    const std::vector<int32_t> correct = exe->read<int32_t>(p.train_correct);
+    hits += correct[kTop1Hits];
+    top5 += correct[kTop5Hits];
   }
   totals = exe->read<double>(p.train_totals);
   EXPECT_EQ(totals[kLossSum], loss_sum);  // the same fp32 losses added in the same order
   EXPECT_EQ(totals[kHitsSum], hits);
+  EXPECT_EQ(totals[kTop5HitsSum], top5);
+  EXPECT_GE(top5, hits);
   EXPECT_EQ(totals[kStepsCounted], kSteps);
   EXPECT_EQ(totals[kFirstBadStep], -1);
   EXPECT_GT(loss_sum, 0);
@@ -182,7 +187,8 @@ TEST(CudaGraphs, StagedBatchCopiesGiveTheSameStepsAsBlockingOnes) {
   auto blocking = digits(Precision::FP32, OptimizerKind::SGD, true);
   auto staged = digits(Precision::FP32, OptimizerKind::SGD, true);
   const Program& p = staged->program();
-  std::vector<double> none = {0, 0, 0, -1, 0};
+  std::vector<double> none(kTotalsSlots, 0.0);
+  none[kFirstBadStep] = -1;
   for (Executable* e : {blocking.get(), staged.get()})
     e->write(p.train_totals, none.data(), none.size() * sizeof(double));
   std::vector<float> x(size_t(numel(p.tensors[p.input].shape)));

@@ -12,41 +12,20 @@
 #include <cstring>
 
 #include "data/image/image_codec.h"
+#include "data/image/jpeg_errors.h"
 #include "kiln/error.h"
 
 namespace kiln {
 namespace {
 
-// libjpeg reports a fatal error by calling error_exit, which must not return. It longjmps back
-// to guarded() instead of throwing: an exception would have to unwind through libjpeg's C frames.
-struct JpegErrors {
-  jpeg_error_mgr pub;  // first: libjpeg hands callbacks a jpeg_error_mgr*
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void jump_on_error(j_common_ptr cinfo) {
-  auto* errors = reinterpret_cast<JpegErrors*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, errors->message);
-  std::longjmp(errors->jump, 1);
-}
 
 // Warnings (level -1) are corrupt data libjpeg recovers from; PIL ignores them, and so do we,
 // except running out of data (the in-memory source then feeds a fake EOI and libjpeg would fill
 // the rest of the image with gray): that is a truncated file, which PIL refuses too.
 void on_message(j_common_ptr cinfo, int level) {
-  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) jump_on_error(cinfo);
+  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) jpeg_jump_on_error(cinfo);
 }
 
-// Runs `body`; false when libjpeg failed inside it. Between setjmp and longjmp there may be no C++
-// object with a destructor (longjmp would skip it), so bodies only call libjpeg and write through
-// references to objects that live outside.
-template <class Body>
-bool guarded(JpegErrors& errors, Body&& body) {
-  if (setjmp(errors.jump) != 0) return false;
-  body();
-  return true;
-}
 
 class Decompressor {
  public:
@@ -54,7 +33,7 @@ class Decompressor {
     std::memset(&cinfo, 0, sizeof cinfo);  // jpeg_destroy_decompress accepts a zeroed struct
     std::memset(&errors_, 0, sizeof errors_);
     cinfo.err = jpeg_std_error(&errors_.pub);
-    errors_.pub.error_exit = jump_on_error;
+    errors_.pub.error_exit = jpeg_jump_on_error;
     errors_.pub.emit_message = on_message;
   }
   ~Decompressor() { jpeg_destroy_decompress(&cinfo); }

@@ -14,32 +14,14 @@
 #include <string>
 
 #include "data/image/image_codec.h"
+#include "data/image/jpeg_errors.h"
 #include "kiln/error.h"
 
 namespace kiln {
 namespace {
 
-// As in jpeg_decode.cpp: error_exit longjmps back to guarded(), never through C++ frames.
-struct JpegErrors {
-  jpeg_error_mgr pub;  // first: libjpeg hands callbacks a jpeg_error_mgr*
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void jump_on_error(j_common_ptr cinfo) {
-  auto* errors = reinterpret_cast<JpegErrors*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, errors->message);
-  std::longjmp(errors->jump, 1);
-}
-
 void ignore_message(j_common_ptr, int) {}
 
-template <class Body>
-bool guarded(JpegErrors& errors, Body&& body) {
-  if (setjmp(errors.jump) != 0) return false;
-  body();
-  return true;
-}
 
 // A destination manager that grows a std::vector (jpeg_mem_dest's buffer leaks when libjpeg
 // fails midway). An allocation failure is reported to libjpeg as its own out-of-memory error,
@@ -135,7 +117,7 @@ std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int width, int height, i
   JpegErrors errors;
   std::memset(&errors, 0, sizeof errors);
   cinfo.err = jpeg_std_error(&errors.pub);
-  errors.pub.error_exit = jump_on_error;
+  errors.pub.error_exit = jpeg_jump_on_error;
   errors.pub.emit_message = ignore_message;
   VectorSink sink;
   std::memset(&sink.pub, 0, sizeof sink.pub);

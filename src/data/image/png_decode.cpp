@@ -9,26 +9,12 @@
 #include <cstring>
 
 #include "data/image/image_codec.h"
+#include "data/image/png_errors.h"
 #include "kiln/error.h"
 
 namespace kiln {
 namespace {
 
-// libpng's error callback must not return. It longjmps back to guarded() rather than throwing
-// through libpng's C frames; the message is kept for the kiln::Error.
-struct PngErrors {
-  std::jmp_buf jump;
-  char message[256];
-};
-
-[[noreturn]] void jump_on_error(png_structp png, png_const_charp message) {
-  auto* errors = static_cast<PngErrors*>(png_get_error_ptr(png));
-  std::snprintf(errors->message, sizeof errors->message, "%s", message ? message : "unknown error");
-  std::longjmp(errors->jump, 1);
-}
-
-// Warnings (a bad ancillary chunk, an odd ICC profile) leave the pixels intact; PIL ignores them too.
-void ignore_warning(png_structp, png_const_charp) {}
 
 struct MemorySource {
   const uint8_t* bytes;
@@ -42,14 +28,6 @@ void read_from_memory(png_structp png, png_bytep out, size_t count) {
   source->pos += count;
 }
 
-// Between setjmp and longjmp there may be no C++ object with a destructor (longjmp would skip
-// it): bodies only call libpng and write through references to objects that live outside.
-template <class Body>
-bool guarded(PngErrors& errors, Body&& body) {
-  if (setjmp(errors.jump) != 0) return false;
-  body();
-  return true;
-}
 
 // libpng's read and info structs, destroyed however the reader ends (a member, so also when the
 // reader's constructor throws).
@@ -68,7 +46,7 @@ class PngReader {
   PngReader(const uint8_t* bytes, size_t size, const std::string& name) : source_{bytes, size, 0}, name_(name) {
     std::memset(&errors_, 0, sizeof errors_);
     run([&] {
-      h_.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &errors_, jump_on_error, ignore_warning);
+      h_.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &errors_, png_jump_on_error, png_ignore_warning);
       if (h_.png == nullptr) return;
       h_.info = png_create_info_struct(h_.png);
       if (h_.info == nullptr) return;

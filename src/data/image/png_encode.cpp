@@ -10,24 +10,12 @@
 #include <new>
 
 #include "data/image/image_codec.h"
+#include "data/image/png_errors.h"
 #include "kiln/error.h"
 
 namespace kiln {
 namespace {
 
-// As in png_decode.cpp: libpng's errors longjmp back to guarded(), never through C++ frames.
-struct PngErrors {
-  std::jmp_buf jump;
-  char message[256];
-};
-
-[[noreturn]] void jump_on_error(png_structp png, png_const_charp message) {
-  auto* errors = static_cast<PngErrors*>(png_get_error_ptr(png));
-  std::snprintf(errors->message, sizeof errors->message, "%s", message ? message : "unknown error");
-  std::longjmp(errors->jump, 1);
-}
-
-void ignore_warning(png_structp, png_const_charp) {}
 
 // Appends to a vector; a failed allocation becomes a libpng error once the exception is caught.
 void write_to_vector(png_structp png, png_bytep data, size_t count) {
@@ -43,12 +31,6 @@ void write_to_vector(png_structp png, png_bytep data, size_t count) {
 
 void flush_nothing(png_structp) {}
 
-template <class Body>
-bool guarded(PngErrors& errors, Body&& body) {
-  if (setjmp(errors.jump) != 0) return false;
-  body();
-  return true;
-}
 
 // The image as a palette and one index per pixel (channels 1 or 3); throws when over 256 colours.
 void to_palette(const uint8_t* pixels, size_t count, int channels, std::vector<png_color>& palette,
@@ -120,7 +102,7 @@ std::vector<uint8_t> encode_png(const uint8_t* pixels, int width, int height, in
   png_structp png = nullptr;
   png_infop info = nullptr;
   const bool ok = guarded(errors, [&] {
-    png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &errors, jump_on_error, ignore_warning);
+    png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &errors, png_jump_on_error, png_ignore_warning);
     if (png == nullptr) return;
     info = png_create_info_struct(png);
     if (info == nullptr) png_error(png, "out of memory");

@@ -17,62 +17,13 @@ bool path_exists(const fs::path& p) {
   return fs::exists(p, ec);
 }
 
-bool has_class_folders(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return false;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::error_code type_ec;
-    if (it->is_directory(type_ec) && it->path().filename().string().rfind('.', 0) != 0) return true;
-  }
-  return false;
-}
-
-// Names in `a` missing from `b`, at most 5, for a message.
-std::string missing(const std::vector<std::string>& a, const std::vector<std::string>& b) {
-  std::vector<std::string> out;
-  for (const std::string& name : a)
-    if (!std::binary_search(b.begin(), b.end(), name)) out.push_back("'" + name + "'");
-  const size_t all = out.size();
-  if (out.size() > 5) out.resize(5);
-  return fmt::format("{}{}", fmt::join(out, ", "), all > 5 ? fmt::format(" and {} more", all - 5) : "");
-}
-
-void refuse_unsupported(const ImageFolderIndex& index) {
-  if (index.unsupported.empty()) return;
-  const size_t n = index.unsupported.size();
-  fail("image folder '{}' holds {} image{} in formats kiln cannot read (the first: '{}'); kiln reads JPEG and PNG: "
-       "convert them, remove them, or pass --skip-bad to leave them out", index.root, n, n == 1 ? "" : "s",
-       index.unsupported.front());
-}
-
 DataSplits open_image_folders(const fs::path& dir, const DataOptions& o) {
-  fs::path train_dir = dir, val_dir;
-  if (has_class_folders(dir / "train")) {
-    train_dir = dir / "train";
-    if (path_exists(dir / "val")) val_dir = dir / "val";
-  }
-  if (!o.val.empty()) val_dir = o.val;
-  ImageFolderIndex train = scan_image_folder(train_dir.string());
-  if (!o.skip_bad) refuse_unsupported(train);
+  ImageFolderSplits found = scan_image_folder_splits(dir.string(), o.val, o.skip_bad,
+                                                     "convert them, remove them, or pass --skip-bad to leave them out");
   DataSplits splits;
   splits.format = "imagefolder";
-  std::vector<std::string> classes = train.classes;
-  splits.train = open_image_folder(std::move(train), o.transform, true, o.skip_bad);
-  if (!val_dir.empty()) {
-    ImageFolderIndex val = scan_image_folder(val_dir.string());
-    if (!o.skip_bad) refuse_unsupported(val);
-    if (val.classes != classes)
-      fail("the training folder '{}' and the validation folder '{}' hold different classes (only in training: {}; "
-           "only in validation: {}); labels are the classes' ranks by name, so both must hold the same class "
-           "folders (an empty one is not allowed)", train_dir.string(), val_dir.string(),
-           missing(classes, val.classes), missing(val.classes, classes));
-    splits.test = open_image_folder(std::move(val), o.transform, false, o.skip_bad);
-  } else {
-    ImageFolderIndex none;
-    none.root = train_dir.string();
-    none.classes = classes;
-    splits.test = open_image_folder(std::move(none), o.transform, false, o.skip_bad);
-  }
+  splits.train = open_image_folder(std::move(found.train), o.transform, true, o.skip_bad);
+  splits.test = open_image_folder(std::move(found.val), o.transform, false, o.skip_bad);
   return splits;
 }
 
@@ -94,7 +45,7 @@ std::string detect_dataset_format(const std::string& dir) {
   if (path_exists(d / "train-images-idx3-ubyte")) return "idx";
   if (path_exists(d / "test_batch.bin") || path_exists(d / "cifar-10-batches-bin" / "test_batch.bin")) return "cifar10";
   if (path_exists(d / "kiln-pack.json")) return "packed";
-  if (has_class_folders(d)) return "imagefolder";
+  if (holds_class_folders(dir)) return "imagefolder";
   fail("cannot tell what dataset folder '{}' holds: it has no IDX files (train-images-idx3-ubyte), no CIFAR-10 "
        "batches (test_batch.bin), no kiln pack (kiln-pack.json) and no class subfolders of images; name the "
        "format with --format", dir);

@@ -50,7 +50,61 @@ void collect(const fs::path& dir, std::vector<std::string>& images, std::vector<
   for (const auto& [folder, name] : found) images.push_back((fs::path(folder) / name).string());
 }
 
+// Names in `a` missing from `b` (sorted), at most 5, for a message.
+std::string missing(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::vector<std::string> out;
+  for (const std::string& name : a)
+    if (!std::binary_search(b.begin(), b.end(), name)) out.push_back("'" + name + "'");
+  const size_t all = out.size();
+  if (out.size() > 5) out.resize(5);
+  return fmt::format("{}{}", fmt::join(out, ", "), all > 5 ? fmt::format(" and {} more", all - 5) : "");
+}
+
+void refuse_unsupported(const ImageFolderIndex& index, const std::string& fix) {
+  if (index.unsupported.empty()) return;
+  const size_t n = index.unsupported.size();
+  fail("image folder '{}' holds {} image{} in formats kiln cannot read (the first: '{}'); kiln reads JPEG and PNG: "
+       "{}", index.root, n, n == 1 ? "" : "s", index.unsupported.front(), fix);
+}
+
 }  // namespace
+
+bool holds_class_folders(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec) && !hidden(it->path())) return true;
+  }
+  return false;
+}
+
+ImageFolderSplits scan_image_folder_splits(const std::string& dir, const std::string& val_dir,
+                                           bool allow_unsupported, const std::string& unsupported_fix) {
+  fs::path train = dir, val = val_dir;
+  if (holds_class_folders((fs::path(dir) / "train").string())) {
+    train = fs::path(dir) / "train";
+    std::error_code ec;
+    if (val.empty() && fs::exists(fs::path(dir) / "val", ec)) val = fs::path(dir) / "val";
+  }
+  ImageFolderSplits splits;
+  splits.train = scan_image_folder(train.string());
+  if (!allow_unsupported) refuse_unsupported(splits.train, unsupported_fix);
+  if (val.empty()) {
+    splits.val.root = train.string();
+    splits.val.classes = splits.train.classes;
+    return splits;
+  }
+  splits.val = scan_image_folder(val.string());
+  if (!allow_unsupported) refuse_unsupported(splits.val, unsupported_fix);
+  const std::vector<std::string>& a = splits.train.classes;
+  const std::vector<std::string>& b = splits.val.classes;
+  if (a != b)
+    fail("the training folder '{}' and the validation folder '{}' hold different classes (only in training: {}; "
+         "only in validation: {}); labels are the classes' ranks by name, so both must hold the same class "
+         "folders (an empty one is not allowed)", train.string(), val.string(), missing(a, b), missing(b, a));
+  return splits;
+}
 
 ImageFolderIndex scan_image_folder(const std::string& root) {
   std::error_code ec;

@@ -38,27 +38,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool has_class_folders(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return false;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::error_code type_ec;
-    if (it->is_directory(type_ec) && it->path().filename().string().rfind('.', 0) != 0) return true;
-  }
-  return false;
-}
-
 bool path_exists(const fs::path& p) {
   std::error_code ec;
   return fs::exists(fs::symlink_status(p, ec));
-}
-
-void refuse_unsupported(const ImageFolderIndex& index) {
-  if (index.unsupported.empty()) return;
-  const size_t n = index.unsupported.size();
-  fail("image folder '{}' holds {} image{} in formats kiln cannot read (the first: '{}'); kiln packs JPEG and PNG: "
-       "convert them or remove them, then run kiln pack again", index.root, n, n == 1 ? "" : "s",
-       index.unsupported.front());
 }
 
 // One record as it goes into the pack, or why it cannot.
@@ -349,23 +331,11 @@ void write_pack(const std::string& source_dir, const std::string& out_dir, const
          partial.string());
 
   // The splits, as open_dataset reads an image folder.
-  const fs::path src(source_dir);
-  fs::path train_dir = src, val_dir;
-  if (has_class_folders(src / "train")) {
-    train_dir = src / "train";
-    std::error_code ec;
-    if (fs::is_directory(src / "val", ec)) val_dir = src / "val";
-  }
-  const ImageFolderIndex train = scan_image_folder(train_dir.string());
-  refuse_unsupported(train);
-  ImageFolderIndex val;
-  if (!val_dir.empty()) {
-    val = scan_image_folder(val_dir.string());
-    refuse_unsupported(val);
-    if (val.classes != train.classes)
-      fail("the training folder '{}' and the validation folder '{}' hold different classes; labels are the classes' "
-           "ranks by name, so both must hold the same class folders", train_dir.string(), val_dir.string());
-  }
+  const ImageFolderSplits splits =
+      scan_image_folder_splits(source_dir, "", false, "convert them or remove them, then run kiln pack again");
+  const ImageFolderIndex& train = splits.train;
+  const ImageFolderIndex& val = splits.val;
+  const bool has_val = !val.files.empty();
 
   std::error_code ec;
   if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
@@ -384,7 +354,7 @@ void write_pack(const std::string& source_dir, const std::string& out_dir, const
       for (int64_t b : r.shard_bytes) bytes += b;
     };
     pack(train, "train");
-    if (!val_dir.empty()) pack(val, "val");
+    if (has_val) pack(val, "val");
     const nlohmann::json manifest = {{"format", kFormatName},
                                      {"version", kVersion},
                                      {"classes", train.classes},
