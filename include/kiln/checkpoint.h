@@ -4,6 +4,11 @@
 //   of 8), then the raw little-endian tensor data. The JSON maps each tensor name to
 //   {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative to the data start);
 //   an optional "__metadata__" holds string -> string pairs.
+// Checksums: kiln writes, for every tensor, the metadata entry "kiln.crc32.<tensor name>" ->
+//   the CRC-32 of the tensor's data bytes (zlib's crc32, the one of gzip, PNG and Python's
+//   zlib.crc32), as 8 lowercase hex digits, e.g. "kiln.crc32.conv1.weight": "0a1b2c3d". They
+//   catch a file damaged after it was written (disk, copy, transfer), which would otherwise load
+//   and train on. The header itself has no checksum: damage there breaks the JSON or the layout.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -23,19 +28,23 @@ struct NamedTensor {
 
 // Writes atomically: "<path>.tmp.<pid>", fsync, rename. On failure the old file is untouched,
 // no temporary is left behind, and kiln::Error says why. Tensors are stored in the given order;
-// names must be unique, non-empty and not "__metadata__".
+// names must be unique, non-empty and not "__metadata__". Adds each tensor's checksum to the
+// metadata; keys starting with "kiln.crc32." are kiln's own, so any given are replaced.
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 struct SafetensorsFile {
   std::vector<NamedTensor> tensors;  // in file data order
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> metadata;  // without the checksums, which load verified
   const NamedTensor* find(const std::string& name) const;  // nullptr if absent
 };
 
 // Reads and validates the whole file; any inconsistency (truncation, bad header length or
 // JSON, unknown dtype, offsets out of range / overlapping / leaving holes, size not matching
-// shape x dtype) throws kiln::Error naming the file and the tensor.
+// shape x dtype) throws kiln::Error naming the file and the tensor. Every tensor that has a
+// checksum is verified: a mismatch (or a checksum that is not 8 hex digits, or names no tensor
+// of the file) throws kiln::Error saying the file is corrupt and naming the tensor. Tensors
+// without one (files of older kiln versions or of other tools) are read unverified.
 SafetensorsFile load_safetensors(const std::string& path);
 
 // kiln's version, recorded in the checkpoints the trainer writes ("kiln_version").

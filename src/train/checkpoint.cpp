@@ -7,8 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +31,46 @@ using json = nlohmann::json;
 constexpr const char* kMetadataKey = "__metadata__";
 // Same cap as the Python implementation: a larger header means a corrupt length field.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// Metadata "kiln.crc32.<tensor>": the CRC-32 of the tensor's data (see checkpoint.h).
+constexpr std::string_view kChecksumPrefix = "kiln.crc32.";
+
+bool is_checksum_key(const std::string& key) { return key.starts_with(kChecksumPrefix); }
+
+uint32_t checksum(std::span<const std::byte> data) {
+  return uint32_t(crc32_z(0L, reinterpret_cast<const Bytef*>(data.data()), data.size()));
+}
+
+// As written: 8 lowercase hex digits.
+std::string checksum_text(uint32_t crc) { return fmt::format("{:08x}", crc); }
+
+bool parse_checksum(const std::string& text, uint32_t& out) {
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, out, 16);
+  return text.size() == 8 && ec == std::errc() && at == end;
+}
+
+// Damage that only a checksum sees: the file parses, but its bytes are not the ones written.
+[[noreturn]] void fail_corrupt(const std::string& path, const std::string& what) {
+  fail("checkpoint '{}' is corrupt: {} (the file was damaged after it was written: disk, copy or transfer); "
+       "restore it from a backup or start a new run", path, what);
+}
+
+// Moves the checksums out of `metadata` (the caller's metadata is what is left), by tensor name.
+std::map<std::string, uint32_t> take_checksums(const std::string& path,
+                                               std::map<std::string, std::string>& metadata) {
+  std::map<std::string, uint32_t> checksums;
+  for (auto it = metadata.begin(); it != metadata.end();) {
+    if (!is_checksum_key(it->first)) {
+      ++it;
+      continue;
+    }
+    const std::string tensor = it->first.substr(kChecksumPrefix.size());
+    if (!parse_checksum(it->second, checksums[tensor]))
+      fail_corrupt(path, fmt::format("the checksum of tensor '{}' is \"{}\", not 8 hex digits", tensor, it->second));
+    it = metadata.erase(it);
+  }
+  return checksums;
+}
 
 bool parse_dtype(const std::string& text, DType& out) {
   for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::U8, DType::I32})
@@ -133,10 +176,10 @@ const NamedTensor* SafetensorsFile::find(const std::string& name) const {
 
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  ordered_json header = ordered_json::object();
-  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  ordered_json meta = ordered_json::object();
+  for (const auto& [key, value] : metadata)
+    if (!is_checksum_key(key)) meta[key] = value;  // stale ones would fail the next load
   std::set<std::string> names;
-  uint64_t offset = 0;
   for (const NamedTensor& t : tensors) {
     if (t.name.empty() || t.name == kMetadataKey)
       fail("save_safetensors('{}'): invalid tensor name '{}'", path, t.name);
@@ -148,6 +191,13 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
     if (!tensor_bytes(t.shape, t.dtype, bytes) || bytes != t.data.size())
       fail("save_safetensors('{}'): tensor '{}' has shape {} of {} ({} bytes) but {} data bytes",
            path, t.name, shape_str(t.shape), dtype_name(t.dtype), bytes, t.data.size());
+    meta[std::string(kChecksumPrefix) + t.name] = checksum_text(checksum(t.data));
+  }
+  ordered_json header = ordered_json::object();
+  if (!meta.empty()) header[kMetadataKey] = std::move(meta);
+  uint64_t offset = 0;
+  for (const NamedTensor& t : tensors) {
+    const uint64_t bytes = t.data.size();  // checked above
     header[t.name] = {{"dtype", dtype_name(t.dtype)},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};
@@ -202,12 +252,22 @@ SafetensorsFile load_safetensors(const std::string& path) {
     else entries.push_back(parse_entry(path, key, value, data_bytes));
   }
   check_layout(path, entries, data_bytes);
+  const std::map<std::string, uint32_t> checksums = take_checksums(path, file.metadata);
+  std::set<std::string> names;
+  for (const Entry& e : entries) names.insert(e.name);
+  for (const auto& [name, crc] : checksums)
+    if (!names.count(name))
+      fail_corrupt(path,
+                   fmt::format("its metadata holds a checksum of tensor '{}', which the file does not have", name));
 
   for (const Entry& e : entries) {
     NamedTensor t{e.name, e.dtype, e.shape, std::vector<std::byte>(e.end - e.begin)};
     in.seekg(std::streamoff(data_start + e.begin));
     if (!t.data.empty() && !in.read(reinterpret_cast<char*>(t.data.data()), std::streamsize(t.data.size())))
       fail("safetensors file '{}': error reading tensor '{}'", path, e.name);
+    // No checksum (older kiln, other writers): nothing to verify.
+    if (auto crc = checksums.find(e.name); crc != checksums.end() && checksum(t.data) != crc->second)
+      fail_corrupt(path, fmt::format("tensor '{}' does not match the checksum written with it", e.name));
     file.tensors.push_back(std::move(t));
   }
   return file;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "support/temp_dir.h"
@@ -12,6 +13,7 @@ namespace kiln {
 namespace {
 
 using testing::error_of;
+using testing::expect_error;
 using testing::read_bytes;
 using testing::TempDir;
 using testing::write_bytes;
@@ -23,13 +25,47 @@ NamedTensor random_tensor(const std::string& name, DType dtype, Shape shape, std
 }
 
 // A file assembled by hand: header length, header text (padded to 8), data.
-void write_raw(const std::string& path, std::string header, size_t data_bytes) {
+void write_file(const std::string& path, std::string header, const std::vector<uint8_t>& data) {
   header.append((8 - header.size() % 8) % 8, ' ');
   std::vector<uint8_t> bytes;
   for (int i = 0; i < 8; ++i) bytes.push_back(uint8_t(uint64_t(header.size()) >> (8 * i)));
   bytes.insert(bytes.end(), header.begin(), header.end());
-  bytes.resize(bytes.size() + data_bytes, 0x11);
+  bytes.insert(bytes.end(), data.begin(), data.end());
   write_bytes(path, bytes);
+}
+
+void write_raw(const std::string& path, const std::string& header, size_t data_bytes) {
+  write_file(path, header, std::vector<uint8_t>(data_bytes, 0x11));
+}
+
+uint64_t header_length(const std::vector<uint8_t>& file) {
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(file[i]) << (8 * i);
+  return n;
+}
+
+std::string header_text(const std::vector<uint8_t>& file) {
+  return std::string(file.begin() + 8, file.begin() + 8 + ptrdiff_t(header_length(file)));
+}
+
+// Where the data of tensors[index] starts in a file that save_safetensors wrote with `tensors`.
+size_t data_offset(const std::vector<uint8_t>& file, const std::vector<NamedTensor>& tensors, size_t index) {
+  size_t at = 8 + header_length(file);
+  for (size_t i = 0; i < index; ++i) at += tensors[i].data.size();
+  return at;
+}
+
+// The file as kiln wrote it before checksums: the same, without them.
+void drop_checksums(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_bytes(path);
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(header_text(bytes));
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : header["__metadata__"].items())
+    if (key.starts_with("kiln.crc32.")) keys.push_back(key);
+  for (const std::string& key : keys) header["__metadata__"].erase(key);
+  if (header["__metadata__"].empty()) header.erase("__metadata__");
+  const std::vector<uint8_t> data(bytes.begin() + 8 + ptrdiff_t(header_length(bytes)), bytes.end());
+  write_file(path, header.dump(), data);
 }
 
 size_t files_in(const std::filesystem::path& dir) {
@@ -72,7 +108,9 @@ TEST(Safetensors, HeaderBytesFollowTheFormat) {
   std::memcpy(t.data.data(), values, 8);
   save_safetensors(dir.file("t"), {t}, {{"k", "v"}});
 
-  const std::string json = R"({"__metadata__":{"k":"v"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  // 2e3fa576: the CRC-32 of the 8 data bytes, as Python's zlib.crc32 computes it.
+  const std::string json =
+      R"({"__metadata__":{"k":"v","kiln.crc32.a":"2e3fa576"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   const size_t padded = (json.size() + 7) / 8 * 8;
   std::vector<uint8_t> bytes = read_bytes(dir.file("t"));
   ASSERT_EQ(bytes.size(), 8 + padded + 8);
@@ -86,12 +124,16 @@ TEST(Safetensors, HeaderBytesFollowTheFormat) {
   EXPECT_EQ(std::vector<uint8_t>(bytes.end() - 8, bytes.end()),
             (std::vector<uint8_t>{0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40}));
 
-  // Without metadata there is no "__metadata__" key at all.
+  // Without metadata of the caller's, "__metadata__" holds the checksums alone.
   save_safetensors(dir.file("u"), {t});
   bytes = read_bytes(dir.file("u"));
-  ASSERT_EQ(bytes.size(), 8u + 56u + 8u);  // 54 JSON bytes padded to 56
-  EXPECT_EQ(std::string(bytes.begin() + 8, bytes.begin() + 8 + 56),
-            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}  )");
+  ASSERT_EQ(bytes.size(), 8u + 104u + 8u);  // 97 JSON bytes padded to 104
+  EXPECT_EQ(header_text(bytes),
+            R"({"__metadata__":{"kiln.crc32.a":"2e3fa576"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})" +
+                std::string(7, ' '));
+  // Without tensors too, there is no "__metadata__" key at all.
+  save_safetensors(dir.file("v"), {});
+  EXPECT_EQ(header_text(read_bytes(dir.file("v"))), "{}      ");
 }
 
 TEST(Safetensors, ReadsHandWrittenFileWithUnsortedHeader) {
@@ -166,6 +208,113 @@ TEST(Safetensors, RejectsTruncationAndBadHeaderLength) {
   EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
 }
 
+// ---- checksums ----
+
+void expect_corrupt(const std::string& path, const std::string& tensor, const std::string& what) {
+  expect_error([&] { load_safetensors(path); },
+               {"checkpoint '" + path + "' is corrupt", "tensor '" + tensor + "'" + what, "restore it from a backup"});
+}
+
+TEST(SafetensorsChecksum, DamagedDataIsCorruptNamingTheTensor) {
+  TempDir dir;
+  std::mt19937 rng(37);
+  const std::vector<NamedTensor> tensors{random_tensor("conv1.weight", DType::F32, {4, 3, 3, 2}, rng),
+                                         random_tensor("bn.running_mean", DType::F64, {4}, rng),
+                                         random_tensor("mask", DType::U8, {3, 3}, rng)};
+  save_safetensors(dir.file("good"), tensors, {{"epoch", "3"}});
+  const std::vector<uint8_t> good = read_bytes(dir.file("good"));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const size_t begin = data_offset(good, tensors, i), size = tensors[i].data.size();
+    for (size_t at : {begin, begin + size / 2, begin + size - 1}) {  // one bit of its first, middle, last byte
+      std::vector<uint8_t> bytes = good;
+      bytes[at] ^= 0x01;
+      write_bytes(dir.file("bad"), bytes);
+      expect_corrupt(dir.file("bad"), tensors[i].name, " does not match the checksum written with it");
+    }
+  }
+}
+
+TEST(SafetensorsChecksum, DamagedHeaderIsAnError) {
+  TempDir dir;
+  std::mt19937 rng(38);
+  save_safetensors(dir.file("good"), {random_tensor("w", DType::F32, {16}, rng)});
+  const std::vector<uint8_t> good = read_bytes(dir.file("good"));
+  const std::string header = header_text(good);
+  auto flipped = [&](const std::string& part, size_t offset) {
+    const size_t at = header.find(part);
+    EXPECT_NE(at, std::string::npos) << part << " in " << header;
+    std::vector<uint8_t> bytes = good;
+    bytes[8 + at + offset] ^= 0x01;
+    write_bytes(dir.file("bad"), bytes);
+    return dir.file("bad");
+  };
+  expect_error([&] { load_safetensors(flipped("{", 0)); }, {"malformed JSON"});
+  expect_error([&] { load_safetensors(flipped("[0,64]", 1)); }, {"tensor 'w'", "data_offsets"});
+  // The checksum's first hex digit: another digit or none, either way not what was written.
+  expect_error([&] { load_safetensors(flipped(R"("kiln.crc32.w":")", 16)); }, {"is corrupt", "tensor 'w'"});
+  // The tensor's name in the checksum's key: 'w' becomes 'v'.
+  expect_corrupt(flipped("kiln.crc32.w", 11), "v", ", which the file does not have");
+}
+
+TEST(SafetensorsChecksum, FilesWithoutChecksumsLoadUnverified) {
+  TempDir dir;
+  std::mt19937 rng(39);
+  const std::vector<NamedTensor> tensors{random_tensor("a", DType::F32, {5}, rng),
+                                         random_tensor("b", DType::I32, {2, 2}, rng)};
+  const std::map<std::string, std::string> metadata{{"epoch", "2"}};
+  const std::string path = dir.file("old");
+  save_safetensors(path, tensors, metadata);
+  drop_checksums(path);  // as older kiln versions wrote it
+  EXPECT_EQ(header_text(read_bytes(path)).find("kiln.crc32"), std::string::npos);
+  SafetensorsFile file = load_safetensors(path);
+  EXPECT_EQ(file.metadata, metadata);
+  ASSERT_EQ(file.tensors.size(), 2u);
+  EXPECT_EQ(file.find("a")->data, tensors[0].data);
+  EXPECT_EQ(file.find("b")->data, tensors[1].data);
+
+  // No checksum, nothing to verify: damaged data is read as it is.
+  std::vector<uint8_t> bytes = read_bytes(path);
+  bytes[data_offset(bytes, tensors, 1)] ^= 0x01;
+  write_bytes(path, bytes);
+  file = load_safetensors(path);
+  EXPECT_EQ(file.find("a")->data, tensors[0].data);
+  EXPECT_NE(file.find("b")->data, tensors[1].data);
+
+  // As PyTorch's safetensors writes one: its own metadata, no checksums.
+  write_raw(dir.file("pt"),
+            R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);
+  file = load_safetensors(dir.file("pt"));
+  EXPECT_EQ(file.metadata, (std::map<std::string, std::string>{{"format", "pt"}}));
+  EXPECT_EQ(file.find("w")->data, std::vector<std::byte>(8, std::byte(0x11)));
+}
+
+TEST(SafetensorsChecksum, SurviveSaveLoadSave) {
+  TempDir dir;
+  std::mt19937 rng(40);
+  const std::vector<NamedTensor> tensors{random_tensor("w", DType::F32, {3, 3}, rng),
+                                         random_tensor("half", DType::F16, {4}, rng),
+                                         random_tensor("empty", DType::F32, {0}, rng)};
+  const std::map<std::string, std::string> metadata{{"epoch", "1"}, {"zz", "last"}};
+  save_safetensors(dir.file("first"), tensors, metadata);
+  const std::string header = header_text(read_bytes(dir.file("first")));
+  for (const NamedTensor& t : tensors)
+    EXPECT_NE(header.find("\"kiln.crc32." + t.name + "\":\""), std::string::npos) << header;
+
+  SafetensorsFile file = load_safetensors(dir.file("first"));
+  EXPECT_EQ(file.metadata, metadata);  // the checksums were verified and are kiln's own
+  save_safetensors(dir.file("second"), file.tensors, file.metadata);
+  EXPECT_EQ(read_bytes(dir.file("second")), read_bytes(dir.file("first")));
+
+  // Changed data gets a new checksum; one given for it in the metadata is replaced, not kept.
+  file.tensors[0].data[0] ^= std::byte(0xFF);
+  file.metadata["kiln.crc32.w"] = "00000000";
+  file.metadata["kiln.crc32.gone"] = "12345678";
+  save_safetensors(dir.file("third"), file.tensors, file.metadata);
+  SafetensorsFile third = load_safetensors(dir.file("third"));
+  EXPECT_EQ(third.find("w")->data, file.tensors[0].data);
+  EXPECT_EQ(third.metadata, metadata);
+}
+
 TEST(Safetensors, SaveRejectsInconsistentTensorsAndKeepsOldFile) {
   TempDir dir;
   std::mt19937 rng(33);
@@ -216,7 +365,7 @@ TEST(Safetensors, SaveOverExistingFileReplacesItCompletely) {
   EXPECT_EQ(file.tensors[0].name, "small");
   EXPECT_EQ(file.tensors[0].data, small.data);
   EXPECT_TRUE(file.metadata.empty());
-  EXPECT_LT(std::filesystem::file_size(path), 100u);  // no leftovers of the larger old file
+  EXPECT_LT(std::filesystem::file_size(path), 200u);  // no leftovers of the 8,000 data bytes of the old file
   EXPECT_EQ(files_in(dir.path()), 1u);
 }
 
