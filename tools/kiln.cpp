@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <unistd.h>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -139,7 +140,7 @@ struct TrainArgs {
   std::string json;  // --json FILE: one line per epoch
   int epochs = 10, warmup = 0, step_epochs = 30;
   float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, label_smoothing = 0.f, gamma = 0.1f;
-  bool nesterov = false, resume = false;
+  bool nesterov = false, resume = false, overwrite = false;
   uint64_t seed = 1;
   kiln::CudaOptions cuda;  // --no-cudnn-tune ... --pipeline-chunks (add_cuda)
   int side_stream = 1;     // --side-stream 0|1, into cuda.side_stream
@@ -252,7 +253,29 @@ void print_skipped(const kiln::SampleSource& train, const kiln::SampleSource& te
   for (const std::string& b : bad) fmt::print("  {}\n", b);
 }
 
+// What the run does with its checkpoint, once the Trainer has resumed it or not.
+void print_checkpoint_start(const TrainArgs& a, const kiln::Trainer& trainer, bool replacing) {
+  if (a.checkpoint.empty()) return;
+  if (trainer.resumed()) {
+    const int done = trainer.resumed_epochs();
+    fmt::print("kiln: resumed from {}: epoch {} of {} done{}\n", a.checkpoint, done, a.epochs,
+               done >= a.epochs ? "; nothing left to train (raise --epochs to train on)" : "");
+  } else if (a.resume) {
+    fmt::print("kiln: no checkpoint at {} yet: starting fresh\n", a.checkpoint);
+  } else if (replacing) {
+    fmt::print("kiln: starting fresh; checkpoints go to {}, replacing the earlier run's there after the first epoch "
+               "(--overwrite)\n", a.checkpoint);
+  } else {
+    fmt::print("kiln: starting fresh; checkpoints go to {}\n", a.checkpoint);
+  }
+}
+
 int run_train(const CommonOptions& o, const TrainArgs& a) {
+  {  // an existing checkpoint without --resume or --overwrite is refused before anything is read
+    kiln::TrainOptions target;
+    target.checkpoint = a.checkpoint, target.resume = a.resume, target.overwrite = a.overwrite;
+    kiln::check_checkpoint_target(target);  // the Trainer applies the same rule
+  }
   std::ofstream json = json_appender(a.json);  // a bad path fails before anything is loaded
   kiln::set_threads(a.threads);
   const kiln::DataSplits data = kiln::open_dataset(a.data.data, kiln::cli::data_options(a.data));
@@ -275,7 +298,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   t.schedule.kind = kiln::parse_schedule(a.schedule);
   t.schedule.lr = a.lr, t.schedule.warmup_epochs = a.warmup, t.schedule.step_epochs = a.step_epochs;
   t.schedule.gamma = a.gamma;
-  t.seed = a.seed, t.checkpoint = a.checkpoint, t.resume = a.resume;
+  t.seed = a.seed, t.checkpoint = a.checkpoint, t.resume = a.resume, t.overwrite = a.overwrite;
   t.workers = kiln::cli::loader_workers(a.data, data.format);
   const kiln::DataOptions data_opt = kiln::cli::data_options(a.data);
   t.augment = image_files ? data_opt.transform.augment : data_opt.augment;
@@ -283,11 +306,14 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
 
   const int classes = o.classes > 0 ? o.classes : train.num_classes();
   kiln::Trainer trainer(kiln::zoo::by_name(o.model, classes), c, t);
+  std::error_code exists_error;
+  const bool replacing = a.overwrite && std::filesystem::exists(a.checkpoint, exists_error);
   fmt::print("kiln: training {} on {} ({}: {} train / {} test images, {}x{}x{}, {} classes), {} {} {}, batch {}, "
              "{} epochs, {} loader threads\n",
              o.model, a.data.data, data.format, train.count(), test.count(), shape.height, shape.width,
              shape.channels, train.num_classes(), device_label(c), o.precision, a.optimizer, o.batch, a.epochs,
              t.workers);
+  print_checkpoint_start(a, trainer, replacing);
   auto last_print = std::chrono::steady_clock::now();
   // The live line rewrites itself with carriage returns: only on a terminal. Into a file or a
   // pipe (a log, CI) each epoch is one plain line and nothing else.
@@ -490,6 +516,14 @@ void check_train_options(const TrainArgs& t) {
     throw CLI::RequiresError("--resume needs --checkpoint FILE, the checkpoint to continue from; add "
                              "--checkpoint runs/run.safetensors or drop --resume",
                              CLI::ExitCodes::RequiresError);
+  if (t.overwrite && t.checkpoint.empty())
+    throw CLI::RequiresError("--overwrite needs --checkpoint FILE, the checkpoint to replace; add --checkpoint "
+                             "runs/run.safetensors or drop --overwrite",
+                             CLI::ExitCodes::RequiresError);
+  if (t.resume && t.overwrite)
+    throw CLI::ValidationError("--resume and --overwrite exclude each other: --resume continues the run in "
+                               "--checkpoint, --overwrite replaces it with a fresh one; drop one",
+                               CLI::ExitCodes::ValidationError);
   if (t.nesterov && t.momentum == 0 && t.optimizer == "sgd")
     throw CLI::ValidationError("--nesterov", "needs --momentum > 0 (as in PyTorch); use e.g. --momentum 0.9, or "
                                              "--no-nesterov for plain SGD");
@@ -498,6 +532,10 @@ void check_train_options(const TrainArgs& t) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Into a file or a pipe stdio would buffer whole blocks: a log stays empty for minutes and a
+  // killed run loses it all. One line at a time instead (fmt::print writes through stdio); a
+  // terminal is line-buffered already.
+  if (isatty(fileno(stdout)) == 0) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"kiln: a static-graph CNN training engine with a fused Conv+BN+ReLU operator"};
   app.require_subcommand(1);
   // For every option (subcommands copy these when made): --help shows the default, and a later
@@ -545,11 +583,18 @@ int main(int argc, char** argv) {
   train->add_option("--seed", t.seed, "random seed (init, shuffling, augmentation, dropout), >= 0")
       ->check(number([](double v) { return v >= 0; }, "a whole number from 0 to 18446744073709551615",
                      "use e.g. --seed 1"));
-  train->add_option("--checkpoint", t.checkpoint, "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock guards it while training")
+  train->add_option("--checkpoint", t.checkpoint,
+                    "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock "
+                    "guards it while training; an existing file is refused unless --resume or --overwrite")
       ->type_name("FILE");
   train->add_option("--json", t.json, "append one JSON line per epoch (times, loss, accuracies) to this file")
       ->type_name("FILE");
-  train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists (needs --checkpoint); the run's settings must match the checkpoint's, only --epochs may change");
+  train->add_flag("--resume", t.resume,
+                  "continue from --checkpoint if it exists, else start fresh (needs --checkpoint); the run's settings "
+                  "must match the checkpoint's, only --epochs may change");
+  train->add_flag("--overwrite", t.overwrite,
+                  "start fresh even though --checkpoint exists: it is replaced after the first epoch (needs "
+                  "--checkpoint; not with --resume)");
   add_threads(train, t);
   add_cuda(train, t);
   add_loss_scale(train, t);

@@ -28,9 +28,15 @@ struct TrainOptions {
   // its folder exists and is writable and locks it ("<checkpoint>.lock", CheckpointLock) for the
   // Trainer's lifetime, so a second writer of the same checkpoint fails at once.
   std::string checkpoint;
-  // Continue from `checkpoint` if it exists (needs `checkpoint`). The checkpoint must have been
-  // written with the same recipe (Trainer::recipe); only `epochs` may differ.
+  // Continue from `checkpoint` if it exists (needs `checkpoint`); if it does not, the run starts
+  // fresh (Trainer::resumed says which). The checkpoint must have been written with the same
+  // recipe (Trainer::recipe); only `epochs` may differ.
   bool resume = false;
+  // Replace an existing `checkpoint` with this fresh run's (after its first epoch). Without it,
+  // an existing file at `checkpoint` is refused unless `resume` is set: the Trainer's constructor
+  // throws before anything is compiled (check_checkpoint_target), so a forgotten `resume` never
+  // destroys an earlier run. Excludes `resume`.
+  bool overwrite = false;
   // The steps run without the host reading anything back: the loss and hit totals stay on the
   // device (ACCUMULATE_TOTALS). They are read after an epoch's first and last steps and, in
   // between, once this many seconds have passed since the last read: that is when on_step is
@@ -61,6 +67,12 @@ struct EpochReport {
   // test set and writing the checkpoint.
   double check_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
 };
+
+// The rule above, on its own (the Trainer's constructor applies it after taking the lock; kiln
+// train applies it before loading any data too): throws kiln::Error naming the file and the
+// fixes (resume, overwrite, another path) when `checkpoint` exists and neither `resume` nor
+// `overwrite` is set.
+void check_checkpoint_target(const TrainOptions& train);
 
 class Trainer {
  public:
@@ -120,6 +132,10 @@ class Trainer {
   const ChannelStats& normalization() const { return norm_; }
   // The class names of the data trained on, or of the resumed checkpoint (empty when unnamed).
   const std::vector<std::string>& class_names() const { return class_names_; }
+  // Whether the constructor resumed from TrainOptions::checkpoint (resume set and the file there),
+  // and the epochs that checkpoint had done (0 when not resumed).
+  bool resumed() const { return resumed_; }
+  int resumed_epochs() const { return resumed_epochs_; }
 
  private:
   void check_dataset(const SampleSource& data, const char* which) const;
@@ -149,6 +165,8 @@ class Trainer {
   int64_t global_step_ = 0;
   int epochs_done_ = 0;
   int saved_epochs_ = 0;  // epochs in the file at opt_.checkpoint written or resumed by this trainer
+  bool resumed_ = false;
+  int resumed_epochs_ = 0;
 };
 
 }  // namespace kiln

@@ -74,21 +74,44 @@ TrainOptions checked(TrainOptions t) {
     fail("learning rate must be positive and finite, got {}", t.schedule.lr);
   if (t.resume && t.checkpoint.empty())
     fail("resuming needs the checkpoint to continue from: set TrainOptions::checkpoint (kiln train --checkpoint PATH)");
+  if (t.resume && t.overwrite)
+    fail("resume and overwrite exclude each other: resume continues the run in the checkpoint, overwrite replaces "
+         "it with a fresh run; set one (kiln train --resume or --overwrite)");
   if (!(t.report_seconds >= 0) || !std::isfinite(t.report_seconds))
     fail("TrainOptions::report_seconds must be finite and >= 0 (0 reads the totals after every step), got {}",
          t.report_seconds);
   return t;
 }
 
+// The checkpoint's lock, taken before the rule on an existing file is applied: a file that
+// another run is writing is reported as that (resume or overwrite would not help).
+std::unique_ptr<CheckpointLock> lock_checkpoint(const TrainOptions& t) {
+  if (t.checkpoint.empty()) return nullptr;
+  auto lock = std::make_unique<CheckpointLock>(t.checkpoint);
+  check_checkpoint_target(t);  // a throw here releases the lock
+  return lock;
+}
+
 }  // namespace
+
+void check_checkpoint_target(const TrainOptions& t) {
+  if (t.checkpoint.empty() || t.resume || t.overwrite) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(t.checkpoint, ec)) return;
+  fail("checkpoint '{}' already exists: this new run would replace it after its first epoch. Continue that run with "
+       "--resume (TrainOptions::resume), replace it with --overwrite (TrainOptions::overwrite), or give this run "
+       "another checkpoint path; '{}' is left as it was", t.checkpoint, t.checkpoint);
+}
 
 Trainer::Trainer(const Blueprint& blueprint, const CompileOptions& options, TrainOptions train)
     : opt_(checked(std::move(train))),
-      lock_(opt_.checkpoint.empty() ? nullptr : std::make_unique<CheckpointLock>(opt_.checkpoint)),
+      lock_(lock_checkpoint(opt_)),
       model_name_(blueprint.name()),
       exe_(std::make_unique<Executable>(compile(blueprint, options), opt_.seed)) {
-  if (opt_.resume && std::filesystem::exists(opt_.checkpoint))
-    saved_epochs_ = epochs_done_ = load_checkpoint(opt_.checkpoint);
+  if (opt_.resume && std::filesystem::exists(opt_.checkpoint)) {
+    saved_epochs_ = epochs_done_ = resumed_epochs_ = load_checkpoint(opt_.checkpoint);
+    resumed_ = true;
+  }
 }
 
 Trainer::~Trainer() = default;

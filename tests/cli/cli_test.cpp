@@ -99,6 +99,9 @@ TEST(Cli, LossScaleFlagsAreChecked) {
 TEST(Cli, OptionsThatNeedEachOther) {
   const std::string train = "train --data " + kNoData + " ";
   expect_rejected(train + "--resume", {"--resume", "--checkpoint"});
+  expect_rejected(train + "--overwrite", {"--overwrite needs --checkpoint", "drop --overwrite"});
+  expect_rejected(train + "--resume --overwrite --checkpoint /nonexistent/kiln/run.safetensors",
+                  {"--resume and --overwrite exclude each other", "drop one"});
   expect_rejected(train + "--nesterov --momentum 0", {"--nesterov", "--momentum", "--no-nesterov"});
 }
 
@@ -121,7 +124,7 @@ TEST(Cli, HelpShowsDefaults) {
   expect_contains(r,
                   {"--model TEXT=digits_cnn", "--batch INT=64", "--epochs INT=10", "--lr FLOAT=0.05",
                    "--momentum FLOAT=0.9", "--schedule TEXT=cosine", "--optimizer TEXT=sgd", "TEXT=data/digits",
-                   "--workers INT=auto"},
+                   "--workers INT=auto", "--overwrite", "refused unless --resume or --overwrite"},
                   "train --help");
 }
 

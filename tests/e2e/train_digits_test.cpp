@@ -2,6 +2,8 @@
 // one seed gives one result, and a resumed run continues exactly where it stopped.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "support/program_fixture.h"
@@ -66,7 +68,10 @@ TEST(TrainDigits, SameSeedSameLossAndResumeContinuesExactly) {
 
   // Straight through, keeping a copy of the checkpoint written after the first epoch.
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "kiln_resume_test";
+  // A folder of this process's own: a file left by an earlier, crashed run would be refused
+  // (an existing checkpoint needs resume or overwrite).
+  const fs::path dir = fs::temp_directory_path() / ("kiln_resume_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string ckpt = (dir / "run.safetensors").string(), after_one = (dir / "epoch1.safetensors").string();
   TrainOptions t = digits_train(2);

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "support/cpu_test_util.h"
@@ -39,6 +40,12 @@ void train_into(const std::string& ckpt, int epochs, OptimizerKind optimizer = O
 TrainOptions resuming(const std::string& ckpt, int epochs) {
   TrainOptions t = tiny_train(epochs, ckpt);
   t.resume = true;
+  return t;
+}
+
+TrainOptions overwriting(const std::string& ckpt, int epochs) {
+  TrainOptions t = tiny_train(epochs, ckpt);
+  t.overwrite = true;
   return t;
 }
 
@@ -94,7 +101,7 @@ TEST(CheckpointLock, SecondWriterOfTheSameCheckpointFailsAtOnce) {
     EXPECT_TRUE(std::filesystem::exists(ckpt));
   }
   EXPECT_FALSE(std::filesystem::exists(ckpt + ".lock"));  // removed at the end
-  Trainer third(tiny_model(), tiny_compile(), tiny_train(1, ckpt));
+  Trainer third(tiny_model(), tiny_compile(), overwriting(ckpt, 1));  // the first's file is there
   EXPECT_TRUE(std::filesystem::exists(ckpt + ".lock"));
 }
 
@@ -138,6 +145,82 @@ TEST(CheckpointLock, AnotherProcessHoldingItIsNamedAndALockLeftByADeadOneIsTaken
   }
   EXPECT_FALSE(std::filesystem::exists(ckpt + ".lock"));
   ::close(ready[0]);
+}
+
+// ---- an earlier run's checkpoint: resumed, replaced when asked to, else refused ----
+
+TEST(CheckpointTarget, ExistingCheckpointWithoutResumeOrOverwriteIsRefusedBeforeAnythingIsCompiled) {
+  TempDir dir;
+  const std::string ckpt = dir.file("run.safetensors");
+  train_into(ckpt, 2);
+  const std::vector<uint8_t> before = read_bytes(ckpt);
+  const std::vector<std::string> parts = {"checkpoint '" + ckpt + "' already exists",
+                                          "replace it after its first epoch",
+                                          "--resume",
+                                          "TrainOptions::resume",
+                                          "--overwrite",
+                                          "TrainOptions::overwrite",
+                                          "another checkpoint path",
+                                          "left as it was"};
+  expect_error([&] { Trainer trainer(tiny_model(), tiny_compile(), tiny_train(1, ckpt)); }, parts);
+  expect_error([&] { check_checkpoint_target(tiny_train(1, ckpt)); }, parts);  // the rule on its own
+  EXPECT_EQ(read_bytes(ckpt), before);
+  EXPECT_EQ(testing::file_names(dir.path()), std::vector<std::string>{"run.safetensors"});  // no lock left behind
+  // Nothing to refuse: no file there yet, resume or overwrite set, or no checkpoint at all.
+  check_checkpoint_target(tiny_train(1, dir.file("other.safetensors")));
+  check_checkpoint_target(resuming(ckpt, 2));
+  check_checkpoint_target(overwriting(ckpt, 2));
+  check_checkpoint_target(tiny_train(1));
+}
+
+TEST(CheckpointTarget, OverwriteReplacesTheEarlierRunsCheckpoint) {
+  TempDir dir;
+  const std::string ckpt = dir.file("run.safetensors");
+  train_into(ckpt, 2);
+  Trainer trainer(tiny_model(), tiny_compile(), overwriting(ckpt, 1));
+  EXPECT_FALSE(trainer.resumed());
+  EXPECT_EQ(trainer.resumed_epochs(), 0);
+  const auto reports = trainer.fit(tiny_dataset(), {});
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].epoch, 0);  // from the start, not from the earlier run's epoch 2
+  const auto meta = load_safetensors(ckpt).metadata;
+  EXPECT_EQ(meta.at("epochs_done"), "1");
+  EXPECT_EQ(meta.at("epochs"), "1");
+}
+
+TEST(CheckpointTarget, ResumeSaysWhetherItResumed) {
+  TempDir dir;
+  const std::string ckpt = dir.file("run.safetensors");
+  {
+    Trainer fresh(tiny_model(), tiny_compile(), resuming(ckpt, 2));  // nothing there yet: starts fresh
+    EXPECT_FALSE(fresh.resumed());
+    EXPECT_EQ(fresh.resumed_epochs(), 0);
+    EXPECT_EQ(fresh.fit(tiny_dataset(), {}).size(), 2u);
+  }
+  Trainer resumed(tiny_model(), tiny_compile(), resuming(ckpt, 3));
+  EXPECT_TRUE(resumed.resumed());
+  EXPECT_EQ(resumed.resumed_epochs(), 2);
+  EXPECT_EQ(resumed.fit(tiny_dataset(), {}).size(), 1u);
+  Trainer plain(tiny_model(), tiny_compile(), tiny_train(1, dir.file("new.safetensors")));
+  EXPECT_FALSE(plain.resumed());
+}
+
+TEST(CheckpointTarget, ResumeAndOverwriteExcludeEachOther) {
+  TempDir dir;
+  TrainOptions t = resuming(dir.file("run.safetensors"), 1);
+  t.overwrite = true;
+  expect_error([&] { Trainer trainer(tiny_model(), tiny_compile(), t); }, {"resume and overwrite exclude each other"});
+}
+
+TEST(CheckpointTarget, ACheckpointBeingWrittenIsReportedAsThatFirst) {
+  TempDir dir;
+  const std::string ckpt = dir.file("run.safetensors");
+  train_into(ckpt, 1);
+  Trainer writer(tiny_model(), tiny_compile(), resuming(ckpt, 2));
+  // --resume or --overwrite would not help while another run writes it.
+  const std::string msg = error_of([&] { Trainer second(tiny_model(), tiny_compile(), tiny_train(1, ckpt)); });
+  EXPECT_TRUE(contains(msg, "is being written by another run")) << msg;
+  EXPECT_FALSE(contains(msg, "already exists")) << msg;
 }
 
 // ---- the recipe ----
@@ -253,6 +336,53 @@ TEST(CheckpointRecipe, ResumeWithoutACheckpointPathIsAnError) {
   TrainOptions t = tiny_train(1);
   t.resume = true;
   expect_error([&] { Trainer trainer(tiny_model(), tiny_compile(), t); }, {"resuming needs", "--checkpoint"});
+}
+
+// ---- a damaged checkpoint ----
+
+// Where the 4 bytes in the middle of tensor `name`'s data lie in the checkpoint at `path`.
+size_t middle_of(const std::string& path, const std::string& name) {
+  const std::vector<uint8_t> bytes = read_bytes(path);
+  size_t at = 8;
+  for (int i = 0; i < 8; ++i) at += size_t(bytes[i]) << (8 * i);
+  for (const NamedTensor& t : load_safetensors(path).tensors) {  // in file data order
+    if (t.name == name) return at + t.data.size() / 2 / 4 * 4;
+    at += t.data.size();
+  }
+  ADD_FAILURE() << "no tensor " << name << " in " << path;
+  return 0;
+}
+
+TEST(CheckpointDamage, ResumeRefusesACorruptCheckpointNamingTheTensorAndRestoresNothing) {
+  TempDir dir;
+  const std::string ckpt = dir.file("run.safetensors"), tensor = "fc.weight";
+  train_into(ckpt, 1);
+  const std::vector<uint8_t> good = read_bytes(ckpt);
+  const size_t at = middle_of(ckpt, tensor);
+  uint32_t bits = 0;
+  std::memcpy(&bits, good.data() + at, 4);
+  // A flipped low bit leaves a finite weight that would train on; an infinity would be taken for
+  // a diverged run. Both are damage to the file, and said to be.
+  for (uint32_t damaged : {bits ^ 1u, 0x7F800000u}) {
+    std::vector<uint8_t> bytes = good;
+    std::memcpy(bytes.data() + at, &damaged, 4);  // little-endian, as the file
+    testing::write_bytes(ckpt, bytes);
+    const std::vector<uint8_t> before = read_bytes(ckpt);
+    const std::string msg = error_of([&] { Trainer trainer(tiny_model(), tiny_compile(), resuming(ckpt, 3)); });
+    for (const std::string& part : {"checkpoint '" + ckpt + "' is corrupt",
+                                    "tensor '" + tensor + "' does not match the checksum written with it",
+                                    std::string("restore it from a backup or start a new run")})
+      EXPECT_TRUE(contains(msg, part)) << part << "\n" << msg;
+    for (const char* advice : {"good", "diverged", "learning rate"}) EXPECT_FALSE(contains(msg, advice)) << msg;
+    EXPECT_EQ(read_bytes(ckpt), before);  // left as it was, for whoever restores it
+
+    // A trainer that loads it keeps what it had.
+    Trainer other(tiny_model(), tiny_compile(), tiny_train(1));
+    other.save_checkpoint(dir.file("before.safetensors"), 0);
+    expect_error([&] { other.load_checkpoint(ckpt); }, {"is corrupt", "tensor '" + tensor + "'"});
+    other.save_checkpoint(dir.file("after.safetensors"), 0);
+    EXPECT_EQ(read_bytes(dir.file("after.safetensors")), read_bytes(dir.file("before.safetensors")));
+  }
 }
 
 }  // namespace
