@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs kiln's dependencies (Debian packages), builds it, and makes the digits data set
 # if it is missing. Safe to run again: each step is skipped when already done.
+# Builds every target (library, tools, tests, benchmarks; what scripts/test.sh needs) unless
+# KILN_BUILD_TARGETS lists some, e.g. KILN_BUILD_TARGETS="kiln_cli kiln_make_digits" (scripts/demo.sh);
+# the data tools below are built in any case. The CUDA backend is configured either way where
+# nvcc and cuDNN are found.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +41,12 @@ fi
 jobs=$(nproc)
 # KILN_WERROR=ON|OFF (scripts/test.sh sets ON) is kept in the build's cache until set again.
 cmake --preset release ${KILN_WERROR:+-DKILN_WERROR=$KILN_WERROR} >/dev/null
-cmake --build --preset release -j "$jobs"
+targets=()
+if [ -n "${KILN_BUILD_TARGETS:-}" ]; then
+  read -r -a targets <<<"$KILN_BUILD_TARGETS kiln_make_digits kiln_make_image_folders"
+  echo "setup: building ${targets[*]}"
+fi
+cmake --build --preset release -j "$jobs" ${targets[@]+--target "${targets[@]}"}
 
 # The digits data set: OpenCV's digits.png (Debian package opencv-doc) cut into IDX files.
 if [ ! -f data/digits/t10k-labels-idx1-ubyte ]; then

@@ -2,7 +2,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +23,7 @@
 #include "cli/data_options.h"
 #include "cli/eval_command.h"
 #include "cli/pack_command.h"
+#include "cli/version.h"
 #include "kiln/bench.h"
 #include "kiln/compile.h"
 #include "kiln/device.h"
@@ -184,12 +189,19 @@ void add_loss_scale(CLI::App* app, TrainArgs& a) {
 // counted: they sleep while the prefetch queue is full and build a batch in a small fraction of
 // a step, and while one runs, the pool's other threads take the pieces of the thread it delays
 // (a kernel's pieces go to whichever thread is free).
+// The cap is kiln::max_threads(), the one rule of set_threads and KILN_THREADS too.
 void add_threads(CLI::App* app, TrainArgs& a) {
+  const int cap = kiln::max_threads(), cores = kiln::available_cores();
   app->add_option("--threads", a.threads,
-                  "threads for the CPU kernels, >= 1; default: the cores this process may use, or KILN_THREADS")
-      ->check(at_least(1, fmt::format("use e.g. --threads {} (the cores this process may use), or 1 for a "
-                                      "single thread",
-                                      kiln::available_cores())));
+                  fmt::format("threads for the CPU kernels, 1 to {}; default: the cores this process may use, or "
+                              "KILN_THREADS",
+                              cap))
+      ->check(number([cap](double v) { return v >= 1 && v <= cap; },
+                     fmt::format(">= 1 and at most {} (4 x the {} cores this process may use, at least 64: more "
+                                 "threads than cores only take turns on them)",
+                                 cap, cores),
+                     fmt::format("use e.g. --threads {} (the cores this process may use), or 1 for a single thread",
+                                 cores)));
 }
 
 // The CUDA backend's settings (CompileOptions::cuda); the KILN_* environment variables override
@@ -253,6 +265,68 @@ void print_skipped(const kiln::SampleSource& train, const kiln::SampleSource& te
   for (const std::string& b : bad) fmt::print("  {}\n", b);
 }
 
+// ---- Ctrl-C and SIGTERM while training: a clean stop (TrainOptions::stop) ----
+// The first signal only sets the flags (nothing else is async-signal-safe here): the trainer
+// finishes its step and throws kiln::Stopped, and run_train says where it stopped. A second one,
+// of either kind, takes the signal's default action at once.
+std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+void on_stop_signal(int sig) {
+  const int saved_errno = errno;
+  int none = 0;
+  if (g_stop_signal.compare_exchange_strong(none, sig)) {
+    g_stop.store(true);
+  } else {
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    ::sigaction(sig, &default_action, nullptr);
+    ::raise(sig);  // blocked while this handler runs: delivered, and fatal, as it returns
+  }
+  errno = saved_errno;
+}
+
+// Installs the handler for SIGINT and SIGTERM for its lifetime (a signal the process was started
+// ignoring, as `nohup` or `cmd &` leave SIGINT, stays ignored), then puts the old actions back.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;  // the loader's reads go on undisturbed
+    for (int i = 0; i < 2; ++i) {
+      ::sigaction(kSignals[i], nullptr, &old_[i]);
+      if (old_[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &action, nullptr);
+    }
+  }
+  ~StopSignals() {
+    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  struct sigaction old_[2] {};
+};
+
+// The line after a clean stop; returns the exit code, 128 + the signal (130 SIGINT, 143 SIGTERM).
+int report_stop(const kiln::Stopped& s, bool live) {
+  const int sig = g_stop_signal.load();
+  const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  const std::string kept = s.checkpoint_epochs > 0
+                               ? fmt::format("{} holds epoch {} (resume with --resume)", s.checkpoint,
+                                             s.checkpoint_epochs)
+                               : std::string("no checkpoint was written");
+  fmt::print("{}kiln: stopped by {} at epoch {}/{}, step {}/{}; {}\n", live ? "\n" : "", name, s.epoch + 1, s.epochs,
+             s.step, s.steps_per_epoch, kept);
+  std::fflush(stdout);
+  return 128 + (sig == SIGTERM ? SIGTERM : SIGINT);
+}
+
 // What the run does with its checkpoint, once the Trainer has resumed it or not.
 void print_checkpoint_start(const TrainArgs& a, const kiln::Trainer& trainer, bool replacing) {
   if (a.checkpoint.empty()) return;
@@ -303,6 +377,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const kiln::DataOptions data_opt = kiln::cli::data_options(a.data);
   t.augment = image_files ? data_opt.transform.augment : data_opt.augment;
   t.data_recipe = kiln::cli::data_recipe(a.data, data.format);
+  t.stop = &g_stop;  // set by StopSignals' handler
 
   const int classes = o.classes > 0 ? o.classes : train.num_classes();
   kiln::Trainer trainer(kiln::zoo::by_name(o.model, classes), c, t);
@@ -314,6 +389,9 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
              shape.channels, train.num_classes(), device_label(c), o.precision, a.optimizer, o.batch, a.epochs,
              t.workers);
   print_checkpoint_start(a, trainer, replacing);
+  if (const auto removed = trainer.removed_temp_files(); !removed.empty())
+    fmt::print("kiln: removed {} temporary file{} of a checkpoint write that was interrupted: {}\n", removed.size(),
+               removed.size() == 1 ? "" : "s", fmt::join(removed, ", "));
   auto last_print = std::chrono::steady_clock::now();
   // The live line rewrites itself with carriage returns: only on a terminal. Into a file or a
   // pipe (a log, CI) each epoch is one plain line and nothing else.
@@ -355,7 +433,13 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, top5,
                r.seconds, r.images_per_second, 100 * r.data_wait_seconds / std::max(r.seconds, 1e-9));
   };
-  const auto reports = trainer.fit(train, test, on_step, on_epoch);
+  std::vector<kiln::EpochReport> reports;
+  try {
+    StopSignals stop_signals;  // only while training
+    reports = trainer.fit(train, test, on_step, on_epoch);
+  } catch (const kiln::Stopped& stopped) {
+    return report_stop(stopped, live);  // the Trainer, and the checkpoint's lock, go as it returns
+  }
   if (!reports.empty()) fmt::print("final loss: {:.6f}\n", reports.back().train_loss);
   print_skipped(train, test);
   if (test.count() == 0) {
@@ -537,6 +621,7 @@ int main(int argc, char** argv) {
   // terminal is line-buffered already.
   if (isatty(fileno(stdout)) == 0) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"kiln: a static-graph CNN training engine with a fused Conv+BN+ReLU operator"};
+  app.set_version_flag("--version", std::function<std::string()>(kiln::cli::version_text), "print the version; exit");
   app.require_subcommand(1);
   // For every option (subcommands copy these when made): --help shows the default, and a later
   // value overrides an earlier one, so `scripts/demo.sh --epochs 2` overrides the script's own.

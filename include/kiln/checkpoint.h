@@ -64,13 +64,20 @@ NonFinite find_non_finite(const NamedTensor& tensor);
 // path and the fix otherwise.
 void check_checkpoint_path(const std::string& path);
 
+// Removes the "<checkpoint>.tmp.<pid>" files (save_safetensors' temporaries) whose pid no longer
+// runs (kill(pid, 0) fails with ESRCH): left by a writer killed mid-write, each as large as the
+// checkpoint. Those of running processes, and other files, are left alone. Returns the paths
+// removed; prints nothing. A folder that cannot be listed removes nothing.
+std::vector<std::string> remove_stale_temp_files(const std::string& checkpoint);
+
 // Makes a second writer of the same checkpoint fail at once. Holds "<checkpoint>.lock", created
 // with O_CREAT|O_EXCL and holding the writer's pid, plus an flock(2) on it for as long as the
 // lock lives; the destructor removes the file. A lock file nobody holds any more (its writer was
 // killed or crashed, so its pid no longer runs) is taken over. On file systems without flock the
 // pid alone decides: a lock whose pid still runs is held. Checks the path first
 // (check_checkpoint_path). Throws kiln::Error naming the checkpoint, the lock file and the pid
-// of the writer holding it.
+// of the writer holding it. Once held, it removes the temporaries of interrupted writes of the
+// checkpoint (remove_stale_temp_files), silently: removed_temp_files() lists them.
 class CheckpointLock {
  public:
   explicit CheckpointLock(const std::string& checkpoint);
@@ -80,9 +87,11 @@ class CheckpointLock {
 
   const std::string& path() const { return path_; }  // "<checkpoint>.lock"
   bool took_over() const { return took_over_; }      // a stale lock file was taken over
+  const std::vector<std::string>& removed_temp_files() const { return removed_temp_files_; }
 
  private:
   std::string path_;
+  std::vector<std::string> removed_temp_files_;
   int fd_ = -1;
   uint64_t device_ = 0, inode_ = 0;
   bool took_over_ = false;

@@ -1,6 +1,7 @@
 #pragma once
 // Training loop: batches from a loader -> copy in -> forward (+loss) -> backward -> fused
 // optimizer update, with a learning-rate schedule, evaluation and checkpoints.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -12,6 +13,7 @@
 #include "kiln/blueprint.h"
 #include "kiln/checkpoint.h"
 #include "kiln/data.h"
+#include "kiln/error.h"
 #include "kiln/executable.h"
 #include "kiln/options.h"
 #include "kiln/schedule.h"
@@ -46,7 +48,16 @@ struct TrainOptions {
   // More settings a checkpoint must share to be resumed, appended to recipe(): how the data's
   // files become samples (kiln train fills it for image folders and packs).
   std::vector<std::pair<std::string, std::string>> data_recipe;
+  // Asks a running fit to stop (nullptr: never). Setting it is a lock-free atomic store, so a
+  // signal handler may do it. fit looks at it before each training step: it finishes the step
+  // under way, then throws kiln::Stopped. A stop never writes a checkpoint of a partial epoch:
+  // checkpoints hold whole epochs, and a resumed run continues from the last one written. A stop
+  // seen after an epoch's last step lets that epoch finish (evaluation, checkpoint) and stops
+  // before the next one's first step; after the last epoch it changes nothing. Owned by the caller
+  // and read, never reset, by fit.
+  const std::atomic<bool>* stop = nullptr;
 };
+static_assert(std::atomic<bool>::is_always_lock_free, "TrainOptions::stop must be settable from a signal handler");
 
 struct StepReport {
   int epoch = 0;
@@ -68,6 +79,22 @@ struct EpochReport {
   double check_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
 };
 
+// What fit throws when TrainOptions::stop asked it to stop. The message says where it stopped and
+// what the checkpoint holds; a stop is not a failure, so callers that care catch it before Error.
+class Stopped : public Error {
+ public:
+  Stopped(std::string message, int epoch, int epochs, int64_t step, int64_t steps_per_epoch, std::string checkpoint,
+          int checkpoint_epochs)
+      : Error(std::move(message)), epoch(epoch), epochs(epochs), step(step), steps_per_epoch(steps_per_epoch),
+        checkpoint(std::move(checkpoint)), checkpoint_epochs(checkpoint_epochs) {}
+  int epoch;                // the epoch stopped in, from 0 (as StepReport::epoch); of `epochs`
+  int epochs;
+  int64_t step;             // its steps done (0: stopped before its first), of `steps_per_epoch`
+  int64_t steps_per_epoch;
+  std::string checkpoint;   // TrainOptions::checkpoint ("" when none was set)
+  int checkpoint_epochs;    // the epochs done in `checkpoint` as this run wrote or resumed it; 0: none
+};
+
 // The rule above, on its own (the Trainer's constructor applies it after taking the lock; kiln
 // train applies it before loading any data too): throws kiln::Error naming the file and the
 // fixes (resume, overwrite, another path) when `checkpoint` exists and neither `resume` nor
@@ -87,7 +114,9 @@ class Trainer {
   // next read, or an epoch that leaves a non-finite value in the parameters, buffers or optimizer
   // state, stops training with a kiln::Error naming the epoch and step and the last good
   // checkpoint (which is left as it was): no checkpoint holding a non-finite value is ever
-  // written.
+  // written. TrainOptions::stop ends it early with kiln::Stopped: nothing of the partial epoch is
+  // saved, and the Trainer's own state then holds it, so continue with a new Trainer resuming the
+  // checkpoint (this one's lock must go first: destroy it).
   // The Dataset form augments the training set with TrainOptions::augment.
   std::vector<EpochReport> fit(const Dataset& train, const Dataset& test,
                                const std::function<void(const StepReport&)>& on_step = {},
@@ -136,6 +165,9 @@ class Trainer {
   // and the epochs that checkpoint had done (0 when not resumed).
   bool resumed() const { return resumed_; }
   int resumed_epochs() const { return resumed_epochs_; }
+  // The temporary files of interrupted writes of TrainOptions::checkpoint that the constructor
+  // removed (CheckpointLock::removed_temp_files); the library prints nothing, kiln train lists them.
+  std::vector<std::string> removed_temp_files() const;
 
  private:
   void check_dataset(const SampleSource& data, const char* which) const;

@@ -1,6 +1,10 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <system_error>
+
+#include "kiln/error.h"
+#include "kiln/threads.h"
 
 namespace kiln {
 namespace {
@@ -16,8 +20,25 @@ struct InsideTask {
 
 bool ThreadPool::inside_task() { return t_inside_task; }
 
+// When the system refuses a thread (std::thread throws std::system_error: a limit on threads per
+// user or container, or no memory for its stack), the workers already started are joined (a
+// joinable std::thread destroyed unjoined would terminate the process) and a kiln::Error says so.
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    const size_t started = workers_.size();
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+    fail("could not start {} threads for the CPU kernels: the system refused thread {} ({}), a limit on threads "
+         "(ulimit -u, a container's pids limit) or on memory for their stacks; use fewer, e.g. --threads {} or "
+         "KILN_THREADS={} (the cores this process may use)",
+         threads, started + 2, e.what(), available_cores(), available_cores());
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -2,6 +2,7 @@
 // (core/parallel.h).
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -9,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "core/parallel.h"
 #include "kiln/error.h"
@@ -32,6 +35,13 @@ std::unique_ptr<ThreadPool>& pool_slot() {
 // while it runs (threads() may be asked from inside a task).
 std::atomic<int> pool_size{0};
 
+// Why max_threads() is what it is, for the messages of set_threads and KILN_THREADS.
+std::string cap_reason() {
+  return fmt::format("4 x the {} cores this process may use, at least 64: more threads than cores only take turns "
+                     "on them",
+                     available_cores());
+}
+
 // KILN_THREADS when set, else the cores available.
 int default_threads() {
   const char* text = std::getenv("KILN_THREADS");
@@ -39,10 +49,10 @@ int default_threads() {
   char* end = nullptr;
   errno = 0;
   const long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || errno != 0 || v < 1 || v > 4096)
+  if (*end != '\0' || errno != 0 || v < 1 || v > max_threads())
     fail("KILN_THREADS='{}' is not valid: it takes how many threads the CPU kernels use, a whole number from 1 "
-         "to 4096; unset it to use the {} cores available",
-         text, available_cores());
+         "to {} ({}); use e.g. KILN_THREADS={}, or unset it to use the {} cores available",
+         text, max_threads(), cap_reason(), available_cores(), available_cores());
   return int(v);
 }
 
@@ -69,6 +79,8 @@ int available_cores() {
   return hw > 0 ? int(hw) : 1;
 }
 
+int max_threads() { return std::max(64, 4 * available_cores()); }
+
 int threads() {
   if (const int n = pool_size.load()) return n;
   std::lock_guard lock(pool_mutex());
@@ -80,6 +92,10 @@ void set_threads(int n) {
     fail("set_threads({}): the thread count must be at least 1 (1 runs every kernel on the calling thread); use "
          "e.g. {}, the cores available to this process",
          n, available_cores());
+  if (n > max_threads())
+    fail("set_threads({}): the thread count is over the cap of {} ({}); use e.g. {}, the cores available to this "
+         "process",
+         n, max_threads(), cap_reason(), available_cores());
   if (ThreadPool::inside_task())
     fail("set_threads({}) was called from inside a parallel loop; call it between computations", n);
   std::lock_guard lock(pool_mutex());

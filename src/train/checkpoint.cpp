@@ -386,6 +386,34 @@ bool pid_runs(const std::string& pid_text) {
 
 }  // namespace
 
+std::vector<std::string> remove_stale_temp_files(const std::string& checkpoint) {
+  namespace fs = std::filesystem;
+  const fs::path file(checkpoint);
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  const std::string prefix = file.filename().string() + ".tmp.";  // as write_file_atomic names them
+  std::vector<std::string> removed;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return removed;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    long pid = 0;
+    const auto [end, parsed] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
+    if (parsed != std::errc() || end != pid_text.data() + pid_text.size() || pid <= 0 || pid_text[0] == '0')
+      continue;
+    std::error_code type_error;
+    if (!it->is_regular_file(type_error) || it->is_symlink(type_error)) continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // runs (or cannot tell): may be writing it
+    const std::string path = (dir / name).string();
+    if (::unlink(path.c_str()) == 0) removed.push_back(path);
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
 CheckpointLock::CheckpointLock(const std::string& checkpoint) : path_(checkpoint + ".lock") {
   check_checkpoint_path(checkpoint);
   // A holder that ends unlinks the file before releasing it, so a lock won on a file that is no
@@ -433,6 +461,8 @@ CheckpointLock::CheckpointLock(const std::string& checkpoint) : path_(checkpoint
       fail("cannot write the lock file '{}' of checkpoint '{}': {}", path_, checkpoint, std::strerror(err));
     }
     fd_ = fd, device_ = uint64_t(held.st_dev), inode_ = uint64_t(held.st_ino), took_over_ = !created;
+    // No other kiln writes this checkpoint now: a temporary of a writer that no longer runs is waste.
+    removed_temp_files_ = remove_stale_temp_files(checkpoint);
     return;
   }
   fail("could not take the lock file '{}' of checkpoint '{}': other runs keep creating and removing it; give this "

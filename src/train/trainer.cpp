@@ -114,7 +114,11 @@ Trainer::Trainer(const Blueprint& blueprint, const CompileOptions& options, Trai
   }
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() = default;  // lock_ goes with it: "<checkpoint>.lock" is removed
+
+std::vector<std::string> Trainer::removed_temp_files() const {
+  return lock_ ? lock_->removed_temp_files() : std::vector<std::string>{};
+}
 
 void Trainer::check_dataset(const SampleSource& data, const char* which) const {
   const Shape& in = exe_->program().tensors[exe_->program().input].shape;
@@ -261,7 +265,13 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
       waited += seconds_since(asked);
       return got;
     };
-    while (next_batch()) {
+    // A stop asked for is seen here, between steps: the one under way has been enqueued whole.
+    bool stopping = false;
+    auto stop_asked = [&] {
+      stopping = opt_.stop != nullptr && opt_.stop->load(std::memory_order_relaxed) && i < steps;
+      return stopping;
+    };
+    while (!stop_asked() && next_batch()) {
       enqueue_step(b, opt_.schedule.at(global_step_, steps, opt_.epochs));
       ++i;
       seen += b.size;
@@ -274,6 +284,20 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
           on_step({epoch, i, steps, totals[kLossSum] / double(i), ips, remaining, waited / std::max(elapsed, 1e-9)});
         }
       }
+    }
+    if (stopping) {
+      // Waits for the steps enqueued (a diverged one is reported as such) and keeps the checkpoint
+      // of the last whole epoch: a partial epoch is never saved.
+      if (i > 0) read_and_check();
+      std::string where;
+      if (opt_.checkpoint.empty()) where = "no checkpoint path was set, so nothing was saved";
+      else if (saved_epochs_ > 0)
+        where = fmt::format("checkpoint '{}' holds epoch {}: resume from it (TrainOptions::resume, kiln train "
+                            "--resume) to continue", opt_.checkpoint, saved_epochs_);
+      else where = fmt::format("no checkpoint was written to '{}'", opt_.checkpoint);
+      throw Stopped(fmt::format("training was stopped at epoch {}/{}, step {}/{}; {}", epoch + 1, opt_.epochs, i,
+                                steps, where),
+                    epoch, opt_.epochs, i, steps, opt_.checkpoint, saved_epochs_);
     }
     if (totals.empty()) read_and_check();
     // The next epoch's first batches are built while this one is checked, evaluated and saved, so

@@ -288,3 +288,35 @@ TEST(KilnCli, TrainJsonHasOneLinePerEpoch) {
 }
 
 }  // namespace
+
+namespace {
+
+// --threads and KILN_THREADS share set_threads' cap (kiln::max_threads()): over it is refused before
+// any thread starts, with the cap and a count to use, instead of std::system_error's abort.
+TEST(Cli, ThreadsOverTheCapAreRejectedWithTheCap) {
+  const std::string cap = std::to_string(kiln::max_threads());
+  for (const std::string& bad : {std::to_string(kiln::max_threads() + 1), std::string("100000")}) {
+    const Result r = kiln("train --data " + kNoData + " --threads " + bad);
+    EXPECT_NE(r.rc, 134) << r.output;  // not std::system_error's abort
+    expect_rejected("train --data " + kNoData + " --threads " + bad,
+                    {"--threads", bad + " is out of range", "at most " + cap, "use e.g. --threads"});
+    expect_rejected("bench --threads " + bad, {"--threads", "at most " + cap});
+  }
+  const std::string over = std::to_string(kiln::max_threads() + 1);
+  kiln::testing::ScopedEnv env("KILN_THREADS", over.c_str());
+  const Result r = kiln("train --data " + kNoData);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  expect_contains(r, {"KILN_THREADS='" + over + "'", "from 1 to " + cap},
+                  "KILN_THREADS over the cap");
+  EXPECT_EQ(r.output.find("kiln: training"), std::string::npos) << r.output;
+}
+
+// `kiln --version`: the version, the commit and whether the CUDA backend is built, rc 0.
+TEST(Cli, VersionFlagPrintsTheVersion) {
+  const Result r = kiln("--version");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  expect_contains(r, {"kiln ", "(commit ", "CUDA backend: "}, "--version");
+  EXPECT_EQ(r.output.find("subcommand is required"), std::string::npos) << r.output;
+}
+
+}  // namespace

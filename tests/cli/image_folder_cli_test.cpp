@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <vector>
 
@@ -28,9 +29,14 @@ const std::string kRecipe =
     "train --model digits_cnn --epochs 30 --batch 64 --optimizer sgd --lr 0.05 --momentum 0.9 --nesterov "
     "--weight-decay 5e-4 --schedule cosine --label-smoothing 0.1 --crop-pad 1 --device cpu --workers 1 ";
 
-// The digits as a PNG image folder train to the IDX files' accuracy: the PNG runs' mean over
-// three seeds lies within the spread of the IDX runs over the same seeds (the sample order
-// differs, files sorted by class against the IDX files' shuffled order, so single runs differ).
+// The digits as a PNG image folder train to the IDX files' accuracy: over three seeds each, the
+// PNG runs' mean is within 0.6 points of the IDX runs' mean. Why 0.6: one run's test accuracy
+// on 1,000 digits near 98.6% has a binomial standard deviation of 0.37 points, so the difference
+// of two means of three runs has one of 0.30; 0.6 is two of them. (Requiring the PNG mean inside
+// the IDX runs' own range failed on a correct build: IDX 98.3/98.5/98.6%, PNG 98.5/98.9/99.1%.)
+// A wrong pipeline misses it by far: labels off by one class, or the images unnormalized or
+// transposed, train to chance or tens of points lower. The sample order differs (files sorted by
+// class against the IDX files' shuffled order), so single runs differ.
 TEST(ImageFolderCli, DigitsAsPngFilesTrainAsWellAsTheIdxFiles) {
   TempDir dir;
   const std::string png = dir.file("digits_png");
@@ -47,13 +53,12 @@ TEST(ImageFolderCli, DigitsAsPngFilesTrainAsWellAsTheIdxFiles) {
     idx.push_back(testing::test_accuracy(a));
     pngs.push_back(testing::test_accuracy(b));
   }
-  const auto [lo, hi] = std::minmax_element(idx.begin(), idx.end());
-  const double mean = (pngs[0] + pngs[1] + pngs[2]) / 3;
-  std::printf("digits test accuracy, IDX: %.4f %.4f %.4f; PNG folder: %.4f %.4f %.4f (mean %.4f)\n", idx[0], idx[1],
-              idx[2], pngs[0], pngs[1], pngs[2], mean);
-  EXPECT_GE(mean, *lo);
-  EXPECT_LE(mean, *hi + 1e-9);
-  EXPECT_GE(*lo, 0.97);  // and the spread itself is that of working runs
+  const double idx_mean = (idx[0] + idx[1] + idx[2]) / 3, png_mean = (pngs[0] + pngs[1] + pngs[2]) / 3;
+  std::printf("digits test accuracy, IDX: %.4f %.4f %.4f (mean %.4f); PNG folder: %.4f %.4f %.4f (mean %.4f)\n",
+              idx[0], idx[1], idx[2], idx_mean, pngs[0], pngs[1], pngs[2], png_mean);
+  EXPECT_LE(std::abs(png_mean - idx_mean), 0.006);
+  EXPECT_GE(*std::min_element(idx.begin(), idx.end()), 0.97);  // and both are working runs
+  EXPECT_GE(*std::min_element(pngs.begin(), pngs.end()), 0.97);
 }
 
 // A folder of a few real-photo classes: trains, writes its class names into the checkpoint,

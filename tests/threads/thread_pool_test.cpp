@@ -1,12 +1,17 @@
 // The process's thread pool (kiln/threads.h, core/parallel.h): every index runs exactly once at
 // any thread count, the pieces a loop is cut into do not depend on the thread count, a task's
-// exception reaches the caller, nested and concurrent loops finish, idle workers use no CPU, and
-// a thread count below 1 is refused with the fix.
+// exception reaches the caller, nested and concurrent loops finish, idle workers use no CPU, a
+// thread count below 1 or over the cap is refused with the fix, and so is a thread the system
+// refuses.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -164,6 +169,57 @@ TEST(Threads, SetThreadsInsideALoopIsAnError) {
 TEST(Threads, AvailableCoresIsAtLeastOne) {
   EXPECT_GE(available_cores(), 1);
   EXPECT_LE(available_cores(), int(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+// One cap for set_threads, KILN_THREADS and --threads (kiln/threads.h): over it is an error that
+// names the count, the cap and a count to use; the cap itself is accepted.
+TEST(Threads, SetThreadsRefusesCountsOverTheCap) {
+  const int cap = max_threads();
+  EXPECT_GE(cap, 64);
+  EXPECT_GE(cap, 4 * available_cores());
+  const int before = kiln::threads();
+  for (int bad : {cap + 1, 100000}) {
+    try {
+      set_threads(bad);
+      ADD_FAILURE() << "set_threads(" << bad << ") was accepted";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("set_threads(" + std::to_string(bad) + ")"), std::string::npos) << message;
+      EXPECT_NE(message.find("cap of " + std::to_string(cap)), std::string::npos) << message;
+      EXPECT_NE(message.find("use e.g. " + std::to_string(available_cores())), std::string::npos) << message;
+    }
+  }
+  EXPECT_EQ(kiln::threads(), before);  // a refused count leaves the pool as it was
+  ScopedThreads scope(cap);
+  EXPECT_EQ(kiln::threads(), cap);
+}
+
+// In the child of the death test below: leaves 32 MiB of address space (a thread's stack takes 8),
+// asks for `n` threads and exits 0 with the error's message on stderr.
+[[noreturn]] void start_threads_with_little_address_space(int n) {
+  long kib = 0;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmSize:", 0) == 0) kib = std::stol(line.substr(7));
+  const rlim_t limit = rlim_t(kib) * 1024 + (rlim_t(32) << 20);
+  const rlimit r{limit, limit};
+  setrlimit(RLIMIT_AS, &r);
+  try {
+    set_threads(n);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::_Exit(0);
+  }
+  std::_Exit(1);
+}
+
+// A thread the system refuses (here: no address space left for the workers' stacks) is a
+// kiln::Error naming the count and the fix, not std::system_error's abort. In a child process, so
+// the limit stays there.
+TEST(ThreadsDeathTest, ThreadTheSystemRefusesIsAnError) {
+  const int n = max_threads();
+  EXPECT_EXIT(start_threads_with_little_address_space(n), ::testing::ExitedWithCode(0),
+              "could not start " + std::to_string(n) + " threads.*--threads");
 }
 
 }  // namespace
