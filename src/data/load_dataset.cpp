@@ -1,4 +1,5 @@
 // Finds a dataset's files by their standard names inside a directory.
+#include <algorithm>
 #include <filesystem>
 
 #include "kiln/data.h"
@@ -10,9 +11,15 @@ namespace {
 
 std::string join(const fs::path& dir, const std::string& name) { return (dir / name).string(); }
 
+// As many classes as the labels name (the largest + 1), up to the 256 a label byte holds: digits
+// have 10, EMNIST 47, a user's set its own.
 Dataset load_idx_dir(const fs::path& dir, bool train) {
   std::string prefix = train ? "train" : "t10k";
-  return read_idx(join(dir, prefix + "-images-idx3-ubyte"), join(dir, prefix + "-labels-idx1-ubyte"));
+  Dataset ds = read_idx(join(dir, prefix + "-images-idx3-ubyte"), join(dir, prefix + "-labels-idx1-ubyte"), 256);
+  int32_t largest = 0;
+  for (int32_t label : ds.labels) largest = std::max(largest, label);
+  ds.num_classes = ds.count > 0 ? largest + 1 : 0;
+  return ds;
 }
 
 Dataset load_cifar_dir(fs::path dir, bool train) {

@@ -127,6 +127,19 @@ TEST(Idx, LabelOutOfRangeNamesIndexAndValue) {
   EXPECT_NO_THROW(read_idx(dir.file("i"), dir.file("l"), 5));
 }
 
+// An IDX folder has as many classes as its labels name: EMNIST's 47, a user's 13 (label 12), not
+// a fixed 10.
+TEST(LoadDataset, IdxFolderCountsTheClassesItsLabelsName) {
+  TempDir dir;
+  std::mt19937 rng(7);
+  write_bytes(dir.file("train-images-idx3-ubyte"), idx_images(3, 2, 2, rng));
+  write_bytes(dir.file("train-labels-idx1-ubyte"), idx_labels({0, 12, 5}));
+  write_bytes(dir.file("t10k-images-idx3-ubyte"), idx_images(2, 2, 2, rng));
+  write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_labels({3, 1}));
+  EXPECT_EQ(load_dataset(dir.path().string(), "idx", true).num_classes, 13);
+  EXPECT_EQ(load_dataset(dir.path().string(), "idx", false).num_classes, 4);
+}
+
 TEST(LoadDataset, UnknownFormatAndMissingDirectory) {
   TempDir dir;
   std::string msg = error_of([&] { load_dataset(dir.path().string(), "png", true); });
