@@ -22,38 +22,18 @@
 
 namespace {
 
+using kiln::testing::contains;
+using kiln::testing::read_text;
+using kiln::testing::write_first_digits;
 using kiln::testing::expect_contains;
 using kiln::testing::kiln;
 using kiln::testing::read_bytes;
 using kiln::testing::Result;
 using kiln::testing::TempDir;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // Small and fast: the digits on the CPU, big batches, one loader thread.
 std::string digits_train(const std::string& dir) {
   return "train --model digits_cnn --device cpu --data " + dir + " --batch 256 --workers 1 ";
-}
-
-// The first `train` and `test` digits of `from` as an idx folder at `to`: runs of a second or two.
-void first_digits(const std::string& from, const std::string& to, uint32_t train, uint32_t test) {
-  std::filesystem::create_directories(to);
-  auto copy = [&](const std::string& name, uint32_t count, size_t header, size_t item) {
-    const std::vector<uint8_t> all = read_bytes(from + "/" + name);
-    ASSERT_GE(all.size(), header + count * item) << name;
-    std::vector<uint8_t> part(all.begin(), all.begin() + std::ptrdiff_t(header + count * item));
-    for (int i = 0; i < 4; ++i) part[4 + i] = uint8_t(count >> (8 * (3 - i)));  // the big-endian count
-    kiln::testing::write_bytes(to + "/" + name, part);
-  };
-  copy("train-images-idx3-ubyte", train, 16, 20 * 20);
-  copy("train-labels-idx1-ubyte", train, 8, 1);
-  copy("t10k-images-idx3-ubyte", test, 16, 20 * 20);
-  copy("t10k-labels-idx1-ubyte", test, 8, 1);
 }
 
 // Refused before any work: no dataset is even opened (the data path does not exist).
@@ -78,7 +58,7 @@ TEST(RunSafetyCli, AnEarlierRunIsResumedOrReplacedOnlyWhenAskedTo) {
   const std::string dir = kiln::testing::shared_digits_dir();
   if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no digits at " << dir;
   TempDir tmp;
-  first_digits(dir, tmp.file("digits"), 512, 128);
+  write_first_digits(dir, tmp.file("digits"), 512, 128);
   const std::string ckpt = tmp.file("b.safetensors");
   const std::string train = digits_train(tmp.file("digits")) + "--checkpoint " + ckpt + " ";
 

@@ -18,44 +18,17 @@
 #include "kiln/checkpoint.h"
 #include "support/kiln_cli.h"
 #include "support/program_fixture.h"
+#include "support/dead_pid.h"
 #include "support/temp_dir.h"
 
 namespace {
 
+using kiln::testing::contains;
+using kiln::testing::read_text;
+using kiln::testing::dead_pid;
+using kiln::testing::write_first_digits;
 using kiln::testing::read_bytes;
 using kiln::testing::TempDir;
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// The first `train` and `test` digits of `from` as an idx folder at `to`.
-void first_digits(const std::string& from, const std::string& to, uint32_t train, uint32_t test) {
-  std::filesystem::create_directories(to);
-  auto copy = [&](const std::string& name, uint32_t count, size_t header, size_t item) {
-    const std::vector<uint8_t> all = read_bytes(from + "/" + name);
-    ASSERT_GE(all.size(), header + count * item) << name;
-    std::vector<uint8_t> part(all.begin(), all.begin() + std::ptrdiff_t(header + count * item));
-    for (int i = 0; i < 4; ++i) part[4 + i] = uint8_t(count >> (8 * (3 - i)));  // the big-endian count
-    kiln::testing::write_bytes(to + "/" + name, part);
-  };
-  copy("train-images-idx3-ubyte", train, 16, 20 * 20);
-  copy("train-labels-idx1-ubyte", train, 8, 1);
-  copy("t10k-images-idx3-ubyte", test, 16, 20 * 20);
-  copy("t10k-labels-idx1-ubyte", test, 8, 1);
-}
-
-// A pid that no process has: a child's, once reaped.
-pid_t dead_pid() {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return child;
-}
 
 // The files in `dir` whose names start with `prefix`.
 std::vector<std::string> files_starting(const std::filesystem::path& dir, const std::string& prefix) {
@@ -76,7 +49,7 @@ Outcome train_and_signal(const TempDir& tmp, const std::string& ckpt, const std:
   Outcome run;
   const std::string dir = kiln::testing::shared_digits_dir();
   const std::string data = tmp.file("digits"), log = tmp.file("train.log");
-  first_digits(dir, data, 1024, 128);
+  write_first_digits(dir, data, 1024, 128);
   const std::vector<std::string> args = {kiln::testing::kKilnBinary, "train", "--model", "digits_cnn", "--device",
                                          "cpu", "--data", data, "--epochs", "3", "--batch", "32", "--workers", "1",
                                          "--checkpoint", ckpt};

@@ -161,4 +161,7 @@ inline void expect_error(const std::function<void()>& f, const std::vector<std::
   for (const std::string& part : parts) EXPECT_NE(message.find(part), std::string::npos) << message;
 }
 
+// Whether `part` occurs in `text` (messages, logs).
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 }  // namespace kiln::testing

@@ -10,6 +10,7 @@
 #include "kiln/compile.h"
 #include "kiln/executable.h"
 #include "support/cpu_test_util.h"
+#include "support/temp_dir.h"
 
 namespace kiln::testing {
 
@@ -21,6 +22,23 @@ inline std::string shared_digits_dir(const std::string& root = KILN_SOURCE_DIR) 
   for (const std::string& dir : {root + "/../shared/data/digits", root + "/data/digits"})
     if (std::filesystem::exists(dir + "/t10k-labels-idx1-ubyte")) return dir;
   return root + "/../shared/data/digits";  // absent: the loader's error names it and the fix
+}
+
+// The first `train` and `test` digits of the IDX folder `from` as an IDX folder at `to`: runs of a
+// second or two.
+inline void write_first_digits(const std::string& from, const std::string& to, uint32_t train, uint32_t test) {
+  std::filesystem::create_directories(to);
+  auto copy = [&](const std::string& name, uint32_t count, size_t header, size_t item) {
+    const std::vector<uint8_t> all = read_bytes(from + "/" + name);
+    ASSERT_GE(all.size(), header + count * item) << name;
+    std::vector<uint8_t> part(all.begin(), all.begin() + std::ptrdiff_t(header + count * item));
+    for (int i = 0; i < 4; ++i) part[4 + i] = uint8_t(count >> (8 * (3 - i)));  // the big-endian count
+    write_bytes(to + "/" + name, part);
+  };
+  copy("train-images-idx3-ubyte", train, 16, 20 * 20);
+  copy("train-labels-idx1-ubyte", train, 8, 1);
+  copy("t10k-images-idx3-ubyte", test, 16, 20 * 20);
+  copy("t10k-labels-idx1-ubyte", test, 8, 1);
 }
 
 // Fills a float tensor (F32 or F64) with values from N(0, 1).

@@ -15,6 +15,8 @@
 namespace kiln {
 namespace {
 
+using testing::contains;
+using testing::read_text;
 using testing::error_of;
 using testing::expect_error;
 using testing::read_bytes;
@@ -23,13 +25,6 @@ using testing::tiny_compile;
 using testing::tiny_dataset;
 using testing::tiny_model;
 using testing::tiny_train;
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // Trains `epochs` epochs of the tiny model into `ckpt` and lets the trainer go.
 void train_into(const std::string& ckpt, int epochs, OptimizerKind optimizer = OptimizerKind::SGD) {

@@ -13,6 +13,7 @@
 namespace kiln {
 namespace {
 
+using testing::contains;
 using testing::error_of;
 using testing::expect_error;
 using testing::file_names;
@@ -33,8 +34,6 @@ void poison(Trainer& trainer, const std::string& tensor, int64_t index, float va
   values.at(size_t(index)) = value;
   exe.write(id, values.data(), values.size() * sizeof(float));
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST(Divergence, NonFiniteLossStopsTrainingAndKeepsTheLastGoodCheckpoint) {
   TempDir dir;

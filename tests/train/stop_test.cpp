@@ -11,20 +11,22 @@
 #include <filesystem>
 #include <optional>
 
+#include "support/cpu_test_util.h"
+#include "support/dead_pid.h"
 #include "support/temp_dir.h"
 #include "train/tiny_run.h"
 
 namespace kiln {
 namespace {
 
+using testing::contains;
+using testing::dead_pid;
 using testing::file_names;
 using testing::TempDir;
 using testing::tiny_compile;
 using testing::tiny_dataset;
 using testing::tiny_model;
 using testing::tiny_train;
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // tiny_train with a stop flag and a report after every step (on_step sees each one).
 TrainOptions stoppable(int epochs, const std::string& ckpt, const std::atomic<bool>* stop) {
@@ -51,15 +53,6 @@ std::optional<Stopped> fit_until_stopped(Trainer& trainer, std::atomic<bool>& st
   }
   ADD_FAILURE() << "fit was not stopped";
   return std::nullopt;
-}
-
-// A dead pid: a child's, once reaped.
-pid_t dead_pid() {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return child;
 }
 
 TEST(Stop, MidEpochKeepsTheLastWholeEpochAndResumesExactly) {
