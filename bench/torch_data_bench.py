@@ -65,14 +65,42 @@ def tvio_loader(args):
     return RawFiles(args.data, tf), None
 
 
+def jpeg_components(data):
+    """The component count of a JPEG's frame header (SOF0-SOF15 but DHT/JPG/DAC), 0 if not found."""
+    b = bytes(data[:65536].numpy()) if hasattr(data, "numpy") else bytes(data[:65536])
+    i = 2
+    while i + 9 < len(b):
+        if b[i] != 0xFF:
+            return 0
+        marker = b[i + 1]
+        if marker == 0xFF:
+            i += 1
+            continue
+        length = (b[i + 2] << 8) | b[i + 3]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return b[i + 9]
+        i += 2 + length
+    return 0
+
+
 def gpu_loader(args):
     crop = v2.Compose([v2.RandomResizedCrop(args.size, antialias=True), v2.RandomHorizontalFlip()])
     mean = torch.tensor(MEAN, device="cuda").view(1, 3, 1, 1)
     std = torch.tensor(STD, device="cuda").view(1, 3, 1, 1)
 
+    rgb = torchvision.io.ImageReadMode.RGB
+
     def on_gpu(batch):
         files, labels = batch
-        images = torchvision.io.decode_jpeg(list(files), device="cuda", mode=torchvision.io.ImageReadMode.RGB)
+        # nvJPEG cannot convert CMYK/YCCK files: those few are decoded on the CPU (as torchvision's
+        # CPU decoder converts them) and moved up; the rest go to the GPU in one batched call.
+        four = [i for i, f in enumerate(files) if jpeg_components(f) == 4]
+        rest = sorted(set(range(len(files))) - set(four))
+        images = [None] * len(files)
+        for i, img in zip(rest, torchvision.io.decode_jpeg([files[i] for i in rest], device="cuda", mode=rgb)):
+            images[i] = img
+        for i in four:
+            images[i] = torchvision.io.decode_jpeg(files[i], mode=rgb).cuda(non_blocking=True)
         out = torch.stack([crop(img) for img in images]).float().div_(255)
         return (out - mean) / std, labels.cuda(non_blocking=True)
 

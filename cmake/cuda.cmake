@@ -52,6 +52,7 @@ target_compile_options(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relax
 target_compile_definitions(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:FMT_USE_CONSTEXPR=1>)
 set_target_properties(kiln_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
 target_link_libraries(kiln_engine PUBLIC kiln_cuda)
+include(cmake/nvjpeg.cmake)
 target_compile_definitions(kiln_engine PUBLIC KILN_WITH_CUDA=1)
 
 # GPU tests (ctest label `gpu`): src/ops/*/*_gpu_test.cpp and tests/gpu/*.cpp, one executable.

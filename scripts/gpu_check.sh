@@ -168,7 +168,10 @@ PY
       || status=1
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('pil compare dct $dct:', {k: v for k, v in d.items() if not isinstance(v, list)})" "$out/pil_compare_dct$dct.json"
   done
-  for args in "" "--dct-scaling 0" "--host-normalize"; do
+  # KILN_DATA_VARIANTS: the data-bench runs, ';'-separated option sets (the GPU decode path last).
+  IFS=';' read -r -a variants <<<"${KILN_DATA_VARIANTS-;--dct-scaling 0;--host-normalize;--decode gpu}"
+  for args in "${variants[@]}"; do
+    # shellcheck disable=SC2086  # each variant is a list of options
     "$bin/kiln" data-bench --data "$photos" --batch 256 --batches ${KILN_DATA_BATCHES:-40} $args \
       --json "$out/kiln_data.jsonl" || status=1
   done
@@ -190,10 +193,13 @@ PY
       --json "$out/kiln_synthetic.jsonl" > "$out/kiln_bench.log" 2>&1 || { tail -5 "$out/kiln_bench.log"; status=1; }
     head -1 "$out/kiln_bench.log"
     for data in "$photos" "$packed"; do
-      KILN_CUDNN_TUNE=0 "$bin/kiln" train --device cuda --model "$model" --data "$data" --batch 256 \
-        --precision "$precision" --epochs ${KILN_EPOCHS:-2} --lr 0.1 --warmup 1 --json "$out/kiln_folder_train.jsonl" \
-        > "$out/kiln_train.log" 2>&1 || { tail -5 "$out/kiln_train.log"; status=1; }
-      grep -E "^epoch|accuracy" "$out/kiln_train.log"
+      for decode in ${KILN_TRAIN_DECODE:-cpu gpu}; do
+        echo "== $model from $data, --decode $decode"
+        KILN_CUDNN_TUNE=0 "$bin/kiln" train --device cuda --model "$model" --data "$data" --batch 256 --decode "$decode" \
+          --precision "$precision" --epochs ${KILN_EPOCHS:-2} --lr 0.1 --warmup 1 --json "$out/kiln_folder_train.jsonl" \
+          > "$out/kiln_train.log" 2>&1 || { tail -5 "$out/kiln_train.log"; status=1; }
+        grep -E "^epoch|accuracy" "$out/kiln_train.log"
+      done
     done
   done
   exit $status

@@ -38,6 +38,29 @@ PY
   fi
 fi
 
+# nvJPEG (the GPU decode path, --decode gpu) from its PyPI wheel where the CUDA toolkit lacks it.
+nvjpeg=third_party/nvjpeg
+if command -v nvcc >/dev/null && [ ! -f "$nvjpeg/include/nvjpeg.h" ] &&
+   [ ! -f "$(dirname "$(command -v nvcc)")/../include/nvjpeg.h" ]; then
+  echo "setup: fetching nvJPEG"
+  mkdir -p third_party/wheels
+  if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-nvjpeg==13.3.2.43" -d third_party/wheels; then
+    python3 - "$nvjpeg" third_party/wheels/nvidia_nvjpeg-13.3.2.43-*.whl <<'PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[2]) as wheel:
+    for name in wheel.namelist():
+        part = name.split("/")
+        if name.startswith("nvidia/cu13/") and part[2] in ("include", "lib") and not name.endswith("/"):
+            target = os.path.join(sys.argv[1], part[2], part[-1])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with wheel.open(name) as src, open(target, "wb") as dst:
+                dst.write(src.read())
+PY
+  else
+    echo "setup: nvJPEG unavailable; building without the GPU decode path"
+  fi
+fi
+
 jobs=$(nproc)
 # KILN_WERROR=ON|OFF (scripts/test.sh sets ON) is kept in the build's cache until set again.
 cmake --preset release ${KILN_WERROR:+-DKILN_WERROR=$KILN_WERROR} >/dev/null

@@ -87,6 +87,16 @@ struct SampleShape {
   int64_t size() const { return height * width * channels; }
 };
 
+// What a GPU decoder needs to produce one training sample: decode `bytes` (a JPEG), resample the
+// source box to the sample's size with PIL's bilinear filter seeing only the box (torchvision
+// crops, then resizes), mirror when `flip`.
+struct GpuCropPlan {
+  std::vector<uint8_t> bytes;
+  int32_t label = 0;
+  int x = 0, y = 0, width = 0, height = 0;  // the box, in stored-image pixels
+  bool flip = false;
+};
+
 // Labelled samples of one geometry, each produced on demand (decoded, cropped, augmented) as
 // uint8 HWC pixels. Implementations are safe to call from several threads at once.
 class SampleSource {
@@ -108,6 +118,11 @@ class SampleSource {
   virtual std::string sample_name(int64_t index) const;
   // Samples skipped so far as unreadable (skipping sources only), each named once.
   virtual std::vector<std::string> skipped() const { return {}; }
+  // Training samples a GPU may decode (--decode gpu): the encoded JPEG of sample `index` and the
+  // crop and flip write_sample would apply, drawn from the same (seed, epoch, index). False when
+  // the sample needs the CPU path (not a JPEG, CMYK, EXIF rotation asked for, an evaluation or
+  // plain transform, an unreadable file): write_sample then handles it, errors included.
+  virtual bool plan_gpu_crop(int64_t index, uint64_t seed, int epoch, GpuCropPlan& plan) const;
 };
 
 // An in-memory Dataset with the padded-crop/flip augmentation (none when `augment` is empty).
@@ -135,12 +150,32 @@ struct LoaderShard {
 
 // ---- batch loader ----
 
+// Where training images are decoded: on the loader's CPU threads, or by the GPU (nvJPEG, with the
+// CPU threads decoding the share the GPU cannot or does not reach). Auto: the CPU path (see
+// docs/results.md for the measurements behind the choice).
+enum class DecodeDevice { Auto, Cpu, Gpu };
+DecodeDevice parse_decode_device(const std::string& name);  // "auto", "cpu", "gpu"; else kiln::Error
+
+// A batch's uint8 pixels already on the GPU (decoded there). The consumer orders its reads after
+// ready_event() and then calls read_on(stream) with the stream that reads them: the loader
+// reuses the buffer only after those reads.
+class DevicePixels {
+ public:
+  virtual ~DevicePixels() = default;
+  virtual const uint8_t* data() const = 0;  // device memory, batch * H * W * C bytes, NHWC
+  virtual void* ready_event() const = 0;    // a cudaEvent_t
+  virtual void read_on(void* stream) = 0;   // a cudaStream_t; nullptr: read (or dropped) already
+  virtual void wait_ready() = 0;            // blocks the host until the pixels are there
+};
+
 struct Batch {
   std::vector<float> images;     // batch * H * W * C, NHWC, normalized
   // Instead of `images` when the loader delivers pixels (BatchLoader::deliver_pixels): the same
   // values as uint8, before normalization, for the consumer to normalize (on the GPU). Padding
   // rows of a partial batch are pixel 0 here (0.0 after normalization in `images`).
   std::vector<uint8_t> pixels;
+  // Instead of both when the GPU decodes (DecodeDevice::Gpu): the pixels on the device.
+  std::shared_ptr<DevicePixels> device;
   std::vector<int32_t> labels;   // batch
   // Real samples in this batch. A last partial batch (drop_last = false) is padded to the
   // full batch size with zero images and label 0, and has size < batch.
@@ -154,7 +189,18 @@ struct Batch {
 // Usage: for each epoch, start_epoch(e); then next(batch) until it returns false.
 // workers = 0 builds each batch in the calling thread inside next(). The loader keeps a
 // reference to `source` (or `dataset`), which must outlive it.
-class BatchLoader {
+// What the trainer draws batches from: a BatchLoader, or the GPU-decoding loader.
+class BatchStream {
+ public:
+  virtual ~BatchStream() = default;
+  virtual void start_epoch(int epoch) = 0;
+  virtual int64_t batches_per_epoch() const = 0;
+  virtual bool next(Batch& out) = 0;
+  // What decoded the batches so far, for reports (empty: nothing to say).
+  virtual std::string describe() const { return {}; }
+};
+
+class BatchLoader : public BatchStream {
  public:
   BatchLoader(const SampleSource& source, int batch, bool shuffle, bool drop_last, std::vector<float> mean,
               std::vector<float> std, uint64_t seed, int workers = 2, int prefetch = 4, LoaderShard shard = {});
@@ -162,7 +208,7 @@ class BatchLoader {
   BatchLoader(const Dataset& dataset, int batch, bool shuffle, bool drop_last, Augment augment,
               std::vector<float> mean, std::vector<float> std, uint64_t seed, int workers = 2,
               int prefetch = 4);
-  ~BatchLoader();  // stops and joins the workers, also in the middle of an epoch
+  ~BatchLoader() override;  // stops and joins the workers, also in the middle of an epoch
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
@@ -175,11 +221,11 @@ class BatchLoader {
   const std::vector<float>& normalization_scale() const;
   const std::vector<float>& normalization_bias() const;
   // Abandons any unfinished epoch and starts building the batches of `epoch`.
-  void start_epoch(int epoch);
-  int64_t batches_per_epoch() const;
+  void start_epoch(int epoch) override;
+  int64_t batches_per_epoch() const override;
   // The next batch of the current epoch; false once the epoch is exhausted. Rethrows an
   // error raised while building the batch.
-  bool next(Batch& out);
+  bool next(Batch& out) override;
 
  private:
   struct Impl;

@@ -27,6 +27,7 @@ struct HostTensor {
 };
 
 class Backend;
+class DevicePixels;  // kiln/data.h
 
 // One op of a profiled step (Executable::profile_step).
 struct OpTime {
@@ -68,6 +69,10 @@ class Executable {
   // normalization gives.
   void write_pixels_ordered(int id, const uint8_t* pixels, size_t count, const std::vector<float>& scale,
                             const std::vector<float>& bias);
+  // The same from pixels the GPU decoded (Batch::device; CUDA backend only): the conversion waits
+  // for them in stream order, and the loader may reuse their buffer once it has run.
+  void write_device_pixels_ordered(int id, DevicePixels& pixels, size_t count, const std::vector<float>& scale,
+                                   const std::vector<float>& bias);
   template <class T>
   std::vector<T> read(int id) {
     std::vector<T> out(program_.tensors.at(id).bytes() / sizeof(T));

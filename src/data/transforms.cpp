@@ -106,6 +106,15 @@ void write_padded_crop(const uint8_t* image, int64_t H, int64_t W, int64_t C, co
 
 std::string SampleSource::sample_name(int64_t index) const { return fmt::format("sample {}", index); }
 
+bool SampleSource::plan_gpu_crop(int64_t, uint64_t, int, GpuCropPlan&) const { return false; }
+
+DecodeDevice parse_decode_device(const std::string& name) {
+  if (name == "auto") return DecodeDevice::Auto;
+  if (name == "cpu") return DecodeDevice::Cpu;
+  if (name == "gpu") return DecodeDevice::Gpu;
+  fail("unknown decode device '{}'; use --decode cpu, gpu or auto", name);
+}
+
 DatasetSource::DatasetSource(const Dataset& dataset, Augment augment) : data_(dataset), augment_(augment) {
   if (augment.pad_crop < 0) fail("batch loader: pad_crop must be >= 0, got {}", augment.pad_crop);
   if (dataset.count < 0 || int64_t(dataset.images.size()) != dataset.count * dataset.image_size() ||

@@ -7,7 +7,9 @@
 #include <memory>
 #include <vector>
 
+#include "kiln/data.h"
 #include "kiln/dtype.h"
+#include "kiln/error.h"
 #include "kiln/executable.h"
 #include "kiln/options.h"
 
@@ -50,6 +52,13 @@ class Backend {
     for (int64_t i = 0; i < count; i += n.channels)
       for (int c = 0; c < n.channels; ++c) values[i + c] = float(pixels[i + c]) * n.scale[c] + n.bias[c];
     copy_in_ordered(dst, values.data(), values.size() * sizeof(float));
+  }
+  // The same conversion from pixels already on the device (a GPU-decoded batch): the main stream
+  // waits for them to be ready, converts, and hands the buffer back (DevicePixels::read_on).
+  virtual void normalize_device_pixels_ordered(float* dst, DevicePixels& pixels, int64_t count,
+                                               const PixelNormalization& n) {
+    (void)dst, (void)pixels, (void)count, (void)n;
+    fail("pixels decoded on the GPU need the CUDA backend; use --decode cpu with --device cpu");
   }
   // Ops ask for scratch memory for their work on stream `stream` while being prepared; each
   // stream's is allocated once afterwards, as large as its largest request.

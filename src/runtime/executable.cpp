@@ -160,9 +160,11 @@ void Executable::write_ordered(int id, const void* host, size_t bytes) {
   if (writes_parameters(id)) copies_stale_ = true;
 }
 
-void Executable::write_pixels_ordered(int id, const uint8_t* pixels, size_t count, const std::vector<float>& scale,
-                                      const std::vector<float>& bias) {
-  const TensorSpec& t = program_.tensors.at(size_t(id));
+namespace {
+
+// The per-channel affine map for pixels written to tensor `t`, checked.
+PixelNormalization pixel_normalization(const TensorSpec& t, size_t count, const std::vector<float>& scale,
+                                       const std::vector<float>& bias) {
   if (t.dtype != DType::F32)
     fail("tensor '{}' is {}; normalized pixels are written to F32 tensors only", t.name, dtype_name(t.dtype));
   PixelNormalization n;
@@ -172,8 +174,24 @@ void Executable::write_pixels_ordered(int id, const uint8_t* pixels, size_t coun
     fail("writing pixels to '{}': {} scales and {} biases for {} values; give one scale and bias per channel "
          "(1 to {} channels)", t.name, scale.size(), bias.size(), count, PixelNormalization::kMaxChannels);
   for (int c = 0; c < n.channels; ++c) n.scale[c] = scale[c], n.bias[c] = bias[c];
+  return n;
+}
+
+}  // namespace
+
+void Executable::write_pixels_ordered(int id, const uint8_t* pixels, size_t count, const std::vector<float>& scale,
+                                      const std::vector<float>& bias) {
+  const PixelNormalization n = pixel_normalization(program_.tensors.at(size_t(id)), count, scale, bias);
   float* dst = reinterpret_cast<float*>(memory_for_copy(id, count * sizeof(float), "writing"));
   backend_->normalize_in_ordered(dst, pixels, int64_t(count), n);
+  if (writes_parameters(id)) copies_stale_ = true;
+}
+
+void Executable::write_device_pixels_ordered(int id, DevicePixels& pixels, size_t count,
+                                             const std::vector<float>& scale, const std::vector<float>& bias) {
+  const PixelNormalization n = pixel_normalization(program_.tensors.at(size_t(id)), count, scale, bias);
+  float* dst = reinterpret_cast<float*>(memory_for_copy(id, count * sizeof(float), "writing"));
+  backend_->normalize_device_pixels_ordered(dst, pixels, int64_t(count), n);
   if (writes_parameters(id)) copies_stale_ = true;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "data/gpu_decode/gpu_decode_loader.h"
 #include "kiln/error.h"
 #include "kiln/image_folder.h"
 
@@ -65,21 +66,39 @@ int run_data_bench(const DataBenchArgs& a) {
   const int workers = loader_workers(a.data, data.format);
   if (!a.dump.empty()) dump_samples(source, a);
   const ChannelStats norm = data.train->channel_stats();
-  BatchLoader loader(source, a.batch, train, false, norm.mean, norm.std, a.seed, workers);
-  loader.deliver_pixels(!a.host_normalize);
+  const bool gpu = parse_decode_device(a.data.decode) == DecodeDevice::Gpu;
+  if (gpu && (!train || a.host_normalize))
+    fail("--decode gpu times training batches of uint8 pixels on the GPU; drop --split val and --host-normalize");
+  std::unique_ptr<BatchStream> stream;
+  if (gpu) {
+    GpuDecodeSettings g;
+    g.batch = a.batch, g.drop_last = false, g.seed = a.seed, g.workers = workers;
+    stream = make_gpu_decode_loader(source, g);
+  } else {
+    auto cpu = std::make_unique<BatchLoader>(source, a.batch, train, false, norm.mean, norm.std, a.seed, workers);
+    cpu->deliver_pixels(!a.host_normalize);
+    stream = std::move(cpu);
+  }
+  BatchStream& loader = *stream;
   const SampleShape shape = source.shape();
   fmt::print("kiln data-bench: {} ({}, {} split: {} samples, {} classes) -> {}x{}x{} samples, batch {}, {} loader "
              "threads, {}\n",
              a.data.data, data.format, a.split, source.count(), source.num_classes(), shape.height, shape.width,
-             shape.channels, a.batch, workers, a.host_normalize ? "normalized floats" : "uint8 pixels");
+             shape.channels, a.batch, workers,
+             gpu ? "decoded on the GPU (nvJPEG)" : a.host_normalize ? "normalized floats" : "uint8 pixels");
   using Clock = std::chrono::steady_clock;
   Batch b;
   int epoch = a.epoch;
   loader.start_epoch(epoch);
+  // A GPU batch counts once its pixels are on the device; nothing reads them after.
+  auto arrived = [&] {
+    if (b.device) b.device->wait_ready(), b.device->read_on(nullptr);
+  };
   auto next = [&] {
-    if (loader.next(b)) return;
+    if (loader.next(b)) return arrived();
     loader.start_epoch(++epoch);  // a small set: go round again, as training would
     if (!loader.next(b)) fail("the loader delivered no batch");
+    arrived();
   };
   for (int i = 0; i < a.warmup; ++i) next();
   const auto start = Clock::now();
@@ -99,13 +118,15 @@ int run_data_bench(const DataBenchArgs& a) {
   const double median_ms = batch_ms[batch_ms.size() / 2];
   fmt::print("{:.0f} images/s ({:.0f} per loader thread), {} images in {:.2f} s, median batch interval {:.1f} ms\n",
              rate, rate / std::max(workers, 1), images, seconds, median_ms);
+  if (const std::string how = loader.describe(); !how.empty()) fmt::print("{}\n", how);
   std::vector<std::string> bad = source.skipped();
   if (!bad.empty()) fmt::print("skipped {} unreadable samples (--skip-bad), the first: {}\n", bad.size(), bad.front());
   if (json.is_open())
     json << nlohmann::json{{"framework", "kiln"},      {"data", a.data.data},      {"format", data.format},
                            {"split", a.split},         {"transform", a.data.transform},
                            {"image_size", shape.height}, {"batch", a.batch},        {"workers", workers},
-                           {"dct_scaling", a.data.dct_scaling}, {"host_normalize", a.host_normalize}, {"images", images}, {"seconds", seconds},
+                           {"dct_scaling", a.data.dct_scaling}, {"host_normalize", a.host_normalize}, {"decode", gpu ? "gpu" : "cpu"},
+                           {"decoder", loader.describe()}, {"images", images}, {"seconds", seconds},
                            {"images_per_second", rate}, {"median_batch_ms", median_ms}}
                 .dump()
          << std::endl;

@@ -76,6 +76,13 @@ void add_data_options(CLI::App* app, DataArgs& a, bool training) {
       ->check(non_negative("use e.g. --workers 2, or 0 to load batches on the training thread"))
       ->default_str("auto")
       ->group(group);
+  if (training)
+    app->add_option("--decode", a.decode,
+                    "who decodes training JPEGs on a CUDA run: cpu (the loader threads), gpu (nvJPEG, the GPU's JPEG "
+                    "engines where it has them, the loader threads taking what it cannot decode and sharing the rest) "
+                    "or auto (cpu)")
+        ->check(parsed_by([](const std::string& d) { parse_decode_device(d); }))
+        ->group(group);
   app->add_flag("--skip-bad", a.skip_bad,
                 "image files that cannot be decoded are skipped (each replaced by the next readable one) and listed "
                 "at the end, instead of stopping with an error")

@@ -19,6 +19,7 @@ struct DataArgs {
   int dct_scaling = 1;   // --dct-scaling 0|1
   bool exif_orientation = false, skip_bad = false;
   int workers = -1;      // -1: the cores left after the training thread (image files), else 2
+  std::string decode = "auto";  // training images: cpu, gpu (nvJPEG) or auto
 };
 
 // `training`: the options that only matter when training (augmentation) are added too.

@@ -54,6 +54,29 @@ ImageSource::ImageSource(std::unique_ptr<RecordReader> records, std::vector<std:
   if (count() > 0) fail("no image of '{}' could be read", records_->name(0));
 }
 
+CropBox ImageSource::train_crop(int width, int height, int64_t key, uint64_t seed, int epoch, bool& flip) const {
+  const uint64_t bits = augment_bits(seed, epoch, key);
+  const RandomResizedCropParams params{t_.scale_min, t_.scale_max, t_.ratio_min, t_.ratio_max};
+  flip = t_.augment.hflip && (mix64(bits ^ kFlipSalt) >> 63);
+  return random_resized_crop_box(width, height, params, bits);
+}
+
+bool ImageSource::plan_gpu_crop(int64_t index, uint64_t seed, int epoch, GpuCropPlan& plan) const {
+  if (!train_ || t_.kind != ImageTransform::Kind::ImageNet || t_.channels != 3) return false;
+  try {
+    records_->read(index, plan.bytes);
+    const ImageInfo info = read_image_info(plan.bytes.data(), plan.bytes.size(), records_->name(index));
+    if (info.format != ImageFormat::Jpeg || info.stored_channels == 4) return false;
+    if (t_.exif_orientation && info.orientation != 1) return false;
+    const CropBox box = train_crop(info.width, info.height, index, seed, epoch, plan.flip);
+    plan.x = box.x, plan.y = box.y, plan.width = box.width, plan.height = box.height;
+    plan.label = records_->label(index);
+    return true;
+  } catch (const Error&) {
+    return false;  // write_sample reports or skips it
+  }
+}
+
 void ImageSource::transform(int64_t record, int64_t key, uint64_t seed, int epoch, bool train, uint8_t* out) const {
   thread_local std::vector<uint8_t> bytes;
   const std::string name = records_->name(record);
@@ -84,10 +107,8 @@ void ImageSource::transform(int64_t record, int64_t key, uint64_t seed, int epoc
   const int W = swap ? info.height : info.width, H = swap ? info.width : info.height;
   const int S = t_.size;
   if (train) {
-    const uint64_t bits = augment_bits(seed, epoch, key);
-    const RandomResizedCropParams params{t_.scale_min, t_.scale_max, t_.ratio_min, t_.ratio_max};
-    const CropBox box = random_resized_crop_box(W, H, params, bits);
-    const bool flip = t_.augment.hflip && (mix64(bits ^ kFlipSalt) >> 63);
+    bool flip = false;
+    const CropBox box = train_crop(W, H, key, seed, epoch, flip);
     DecodedImage image;
     if (orient) {
       image = decode_oriented();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/image/crop_geometry.h"
 #include "data/image_folder/record_reader.h"
 #include "kiln/image_folder.h"
 
@@ -24,10 +25,13 @@ class ImageSource : public SampleSource {
   ChannelStats channel_stats() const override;
   std::string sample_name(int64_t index) const override { return records_->name(index); }
   std::vector<std::string> skipped() const override;
+  bool plan_gpu_crop(int64_t index, uint64_t seed, int epoch, GpuCropPlan& plan) const override;
 
  private:
   // Sample `record` through the training or the evaluation transform, with the randomness of
   // sample `key` (they differ only when a bad record is replaced).
+  // The training crop of a `width` x `height` image (as displayed) for sample `key`, and its flip.
+  CropBox train_crop(int width, int height, int64_t key, uint64_t seed, int epoch, bool& flip) const;
   void transform(int64_t record, int64_t key, uint64_t seed, int epoch, bool train, uint8_t* out) const;
 
   std::unique_ptr<RecordReader> records_;

@@ -179,6 +179,16 @@ void CudaBackend::normalize_in_ordered(float* dst, const uint8_t* pixels, int64_
   KILN_CUDA(cudaEventRecord(s.taken, streams_[0]), what);
 }
 
+void CudaBackend::normalize_device_pixels_ordered(float* dst, DevicePixels& pixels, int64_t count,
+                                                  const PixelNormalization& n) {
+  activate();
+  const char* what = "GPU-decoded pixels to the input";
+  KILN_CUDA(cudaStreamWaitEvent(streams_[0], static_cast<cudaEvent_t>(pixels.ready_event()), 0), what);
+  launch_normalize_pixels(dst, pixels.data(), count, n, streams_[0]);
+  KILN_CUDA(cudaGetLastError(), what);
+  pixels.read_on(streams_[0]);
+}
+
 void CudaBackend::copy_out(void* dst, const void* src, size_t bytes) {
   activate();
   KILN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streams_[0]), "copy from device");

@@ -44,6 +44,8 @@ class CudaBackend final : public Backend {
   // The same staging for the uint8 pixels; the main stream then converts them into `dst`
   // (pixel_normalize_cuda.h) instead of copying.
   void normalize_in_ordered(float* dst, const uint8_t* pixels, int64_t count, const PixelNormalization& n) override;
+  void normalize_device_pixels_ordered(float* dst, DevicePixels& pixels, int64_t count,
+                                       const PixelNormalization& n) override;
   void request_workspace(size_t bytes, int stream = 0) override;
   void finish_prepare() override;
   void synchronize() override;
