@@ -344,6 +344,66 @@ void print_checkpoint_start(const TrainArgs& a, const kiln::Trainer& trainer, bo
   }
 }
 
+// ---- checks of the options against the data, before the model is compiled ----
+
+std::string size_text(const kiln::SampleShape& s) { return fmt::format("{}x{}x{}", s.height, s.width, s.channels); }
+
+// Where the test split of --data is, for messages.
+std::string test_set_name(const TrainArgs& a, const std::string& format) {
+  const std::string& dir = a.data.data;
+  if (format == "idx") return fmt::format("the test set ({}/t10k-images-idx3-ubyte)", dir);
+  if (format == "cifar10") return fmt::format("the test set (test_batch.bin of {})", dir);
+  if (format == "imagefolder")
+    return fmt::format("the validation folder {}", a.data.val.empty() ? dir + "/val" : a.data.val);
+  return fmt::format("the validation split of {}", dir);
+}
+
+// Why there is no test set to measure accuracy on.
+std::string no_test_set_reason(const TrainArgs& a, const std::string& format) {
+  if (format == "imagefolder" && a.data.val.empty())
+    return fmt::format("{} has no validation folder (DIR/val beside DIR/train, or one given with --val DIR)",
+                       a.data.data);
+  return fmt::format("{} holds no images", test_set_name(a, format));
+}
+
+// Values that cannot work with this data, refused before anything is compiled or trained: a test
+// set of another image size than the training set (the model is compiled for one size), and a
+// model whose poolings and strides need larger images.
+void check_data_fits(const CommonOptions& o, const TrainArgs& a, const kiln::DataSplits& data) {
+  const kiln::SampleShape shape = data.train->shape();
+  const bool image_files = data.format == "imagefolder" || data.format == "packed";
+  if (data.test->count() > 0) {
+    const kiln::SampleShape t = data.test->shape();
+    if (t.height != shape.height || t.width != shape.width || t.channels != shape.channels)
+      kiln::fail("{} has {} images but the training set of {} has {}: the model is compiled for the training "
+                 "images' size and cannot evaluate others, so nothing was trained. Give a test set of {} images{}",
+                 test_set_name(a, data.format), size_text(t), a.data.data, size_text(shape), size_text(shape),
+                 image_files ? ", or use --transform imagenet, which brings every image to --image-size" : "");
+  }
+  const int side = std::min(shape.height, shape.width);
+  kiln::CompileOptions probe;
+  probe.input_hwc = {shape.height, shape.width, shape.channels};
+  probe.fuse_cbr = !o.no_fuse;
+  const int smallest = kiln::min_input_side(kiln::zoo::by_name(o.model), probe);
+  if (smallest > 0 && side < smallest) {
+    std::vector<std::string> fitting;  // the zoo's models that take images this small
+    for (const std::string& name : kiln::zoo::names()) {
+      const int need = kiln::min_input_side(kiln::zoo::by_name(name), probe);
+      if (need > 0 && need <= side) fitting.push_back(name);
+    }
+    kiln::fail("model '{}' needs images of at least {}x{} but {} holds {}x{} images: its poolings and strides "
+               "would shrink them to nothing. Use {}, or images of at least {}x{}{}",
+               o.model, smallest, smallest, a.data.data, shape.height, shape.width,
+               fitting.empty() ? std::string("another model")
+                               : fmt::format("a model that takes {}x{} images (--model {})", shape.height,
+                                             shape.width, fmt::join(fitting, ", ")),
+               smallest, smallest,
+               data.format == "imagefolder" && a.data.transform == "imagenet"
+                   ? fmt::format(" (--image-size {})", smallest)
+                   : std::string());
+  }
+}
+
 int run_train(const CommonOptions& o, const TrainArgs& a) {
   {  // an existing checkpoint without --resume or --overwrite is refused before anything is read
     kiln::TrainOptions target;
@@ -357,6 +417,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const kiln::SampleSource& test = *data.test;
   const kiln::SampleShape shape = train.shape();
   const bool image_files = data.format == "imagefolder" || data.format == "packed";
+  check_data_fits(o, a, data);
   kiln::CompileOptions c = compile_options(o);
   c.input_hwc = {shape.height, shape.width, shape.channels};
   c.label_smoothing = a.label_smoothing;
@@ -389,6 +450,9 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
              shape.channels, train.num_classes(), device_label(c), o.precision, a.optimizer, o.batch, a.epochs,
              t.workers);
   print_checkpoint_start(a, trainer, replacing);
+  const bool tested = test.count() > 0;  // else no accuracy is measured, and none is printed
+  if (!tested)
+    fmt::print("kiln: no test set: {}, so no test accuracy will be measured\n", no_test_set_reason(a, data.format));
   if (const auto removed = trainer.removed_temp_files(); !removed.empty())
     fmt::print("kiln: removed {} temporary file{} of a checkpoint write that was interrupted: {}\n", removed.size(),
                removed.size() == 1 ? "" : "s", fmt::join(removed, ", "));
@@ -413,6 +477,10 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     const auto now = std::chrono::steady_clock::now();
     const double wall = std::chrono::duration<double>(now - epoch_start).count();
     epoch_start = now;
+    // No test set: null in the JSON line and nothing on the epoch's line, never a 0 that reads as
+    // an accuracy.
+    const nlohmann::json test_top1 = tested ? nlohmann::json(r.test_accuracy) : nlohmann::json(nullptr);
+    const nlohmann::json test_top5 = tested ? nlohmann::json(r.test_top5_accuracy) : nlohmann::json(nullptr);
     if (json.is_open()) {
       json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"data", a.data.data},
                              {"format", data.format}, {"workers", t.workers}, {"device", device_label(c)},
@@ -422,16 +490,16 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                              {"checkpoint_seconds", r.checkpoint_seconds},
                              {"data_wait_seconds", r.data_wait_seconds},
                              {"train_loss", r.train_loss}, {"train_accuracy", r.train_accuracy},
-                             {"test_accuracy", r.test_accuracy}, {"train_top5_accuracy", r.train_top5_accuracy},
-                             {"test_top5_accuracy", r.test_top5_accuracy}, {"images_per_second", r.images_per_second}}
+                             {"test_accuracy", test_top1}, {"train_top5_accuracy", r.train_top5_accuracy},
+                             {"test_top5_accuracy", test_top5}, {"images_per_second", r.images_per_second}}
                   .dump()
            << std::endl;
     }
     const std::string top5 = classes > 5 ? fmt::format(" (top-5 {:.4f})", r.test_top5_accuracy) : std::string();
-    fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}  test acc {:.4f}{}  {:.1f}s  {:.0f} img/s  data wait "
-               "{:.0f}%\n",
-               live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, top5,
-               r.seconds, r.images_per_second, 100 * r.data_wait_seconds / std::max(r.seconds, 1e-9));
+    const std::string test_acc = tested ? fmt::format("  test acc {:.4f}{}", r.test_accuracy, top5) : std::string();
+    fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}{}  {:.1f}s  {:.0f} img/s  data wait {:.0f}%\n",
+               live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, test_acc, r.seconds,
+               r.images_per_second, 100 * r.data_wait_seconds / std::max(r.seconds, 1e-9));
   };
   std::vector<kiln::EpochReport> reports;
   try {
@@ -442,8 +510,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   }
   if (!reports.empty()) fmt::print("final loss: {:.6f}\n", reports.back().train_loss);
   print_skipped(train, test);
-  if (test.count() == 0) {
-    fmt::print("no test set: {} holds no validation split (give one with --val DIR)\n", a.data.data);
+  if (!tested) {
+    fmt::print("no test set: test accuracy not measured ({})\n", no_test_set_reason(a, data.format));
     return 0;
   }
   kiln::Trainer::Accuracy accuracy{reports.empty() ? 0 : reports.back().test_accuracy,

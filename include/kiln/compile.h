@@ -10,7 +10,14 @@ namespace kiln {
 // Stages of the compiler, exposed for tests and `kiln plan`; compile() runs them all.
 // Flattens the blueprint and infers shapes; with options.fuse_cbr off, each cbr() becomes Conv,
 // BatchNorm and ReLU layers whose tensors keep the fused layer's names.
+// An input too small for the model (its poolings and strides would shrink it to nothing) is a
+// kiln::Error naming the input's size and the model's smallest (min_input_side).
 LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options);
+// The smallest side s for which the model takes s x s inputs (of options.input_hwc's channels, or
+// the blueprint's), found by running expand's shape inference on trial sizes up to 4096: the
+// model takes any input whose height and width are both at least s. 0 when no size up to 4096
+// works (the model fails for another reason).
+int min_input_side(const Blueprint& blueprint, const CompileOptions& options);
 void fuse_conv_bn_relu(LayerGraph& graph);  // run by compile() when options.fuse_cbr is on
 // Then ResNet block ends: Add(BN(Conv), shortcut) -> ReLU becomes conv_bn + bn_add_relu layers.
 void fuse_residual_tails(LayerGraph& graph);

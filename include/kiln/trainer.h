@@ -123,7 +123,9 @@ class Trainer {
                                const std::function<void(const EpochReport&)>& on_epoch = {});
   // The same over sources (image folders, packed files): they bring their own augmentation.
   // Normalization comes from train.channel_stats() in a fresh run, from the checkpoint when
-  // resumed. An empty `test` skips evaluation (test_accuracy 0). The class names of `train`, when
+  // resumed. An empty `test` skips evaluation (test_accuracy 0, which then measures nothing: kiln
+  // train prints no accuracy). Before the first step, a kiln::Error refuses a `test` whose images
+  // differ in size from `train`'s or with more classes than the model. The class names of `train`, when
   // it has them, are written into checkpoints; a resumed checkpoint with other names is refused.
   std::vector<EpochReport> fit(const SampleSource& train, const SampleSource& test,
                                const std::function<void(const StepReport&)>& on_step = {},

@@ -1,6 +1,7 @@
 // Blueprint -> LayerGraph: flattens sequences and residual blocks into layers with resolved
 // inputs and full names, and infers every output shape (NHWC) on the way. With CBR fusion off
 // (CompileOptions::fuse_cbr = false) an explicit cbr() becomes the Conv, BN and ReLU it stands for.
+#include <algorithm>
 #include <set>
 
 #include "kiln/compile.h"
@@ -93,18 +94,8 @@ class Expander {
   std::set<std::string> names_{"input"};
 };
 
-}  // namespace
-
-LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options) {
-  if (options.batch <= 0) fail("batch size must be positive, got {}; use e.g. --batch 64", options.batch);
-  Shape hwc = options.input_hwc.empty() ? blueprint.input_hwc().value_or(Shape{}) : options.input_hwc;
-  if (hwc.size() != 3)
-    fail("model '{}': input geometry unknown; call Blueprint::input(h, w, c) or set CompileOptions::input_hwc",
-         blueprint.name());
-  for (int64_t d : hwc)
-    if (d <= 0) fail("model '{}': input size {} must be positive in every dimension", blueprint.name(), shape_str(hwc));
-  if (blueprint.nodes().empty()) fail("model '{}' has no layers", blueprint.name());
-
+// The layers of `blueprint` for inputs of `hwc`, with their shapes inferred.
+LayerGraph expand_at(const Blueprint& blueprint, const CompileOptions& options, const Shape& hwc) {
   LayerGraph graph;
   Layer input;
   input.name = "input", input.kind = LayerKind::Input;
@@ -116,6 +107,61 @@ LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options) {
     fail("model '{}': last layer '{}' gives {}, but a classifier must end in (N, classes); end with fc()",
          blueprint.name(), graph.layers.back().name, shape_str(out));
   return graph;
+}
+
+bool expands_at(const Blueprint& blueprint, const CompileOptions& options, int64_t side, int64_t channels) {
+  try {
+    expand_at(blueprint, options, {side, side, channels});
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+Shape input_geometry(const Blueprint& blueprint, const CompileOptions& options) {
+  return options.input_hwc.empty() ? blueprint.input_hwc().value_or(Shape{}) : options.input_hwc;
+}
+
+constexpr int kLargestTriedSide = 4096;
+
+}  // namespace
+
+int min_input_side(const Blueprint& blueprint, const CompileOptions& options) {
+  const Shape hwc = input_geometry(blueprint, options);
+  const int64_t channels = hwc.size() == 3 && hwc[2] > 0 ? hwc[2] : 3;
+  if (blueprint.nodes().empty() || !expands_at(blueprint, options, kLargestTriedSide, channels)) return 0;
+  // A larger input never gives a smaller feature map, so the sides that work are those from the
+  // smallest one up: a bisection finds it.
+  int lo = 1, hi = kLargestTriedSide;  // hi works
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (expands_at(blueprint, options, mid, channels)) hi = mid;
+    else lo = mid + 1;
+  }
+  return hi;
+}
+
+LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options) {
+  if (options.batch <= 0) fail("batch size must be positive, got {}; use e.g. --batch 64", options.batch);
+  const Shape hwc = input_geometry(blueprint, options);
+  if (hwc.size() != 3)
+    fail("model '{}': input geometry unknown; call Blueprint::input(h, w, c) or set CompileOptions::input_hwc",
+         blueprint.name());
+  for (int64_t d : hwc)
+    if (d <= 0) fail("model '{}': input size {} must be positive in every dimension", blueprint.name(), shape_str(hwc));
+  if (blueprint.nodes().empty()) fail("model '{}' has no layers", blueprint.name());
+  try {
+    return expand_at(blueprint, options, hwc);
+  } catch (const Error& e) {
+    // Too small an input fails deep inside (a pooling window larger than what is left of the
+    // image): say so in terms of the input, the model's smallest one.
+    const int smallest = min_input_side(blueprint, options);
+    if (smallest == 0 || std::min(hwc[0], hwc[1]) >= smallest) throw;
+    fail("model '{}' needs inputs of at least {}x{} pixels but is given {}x{} (CompileOptions::input_hwc, or the "
+         "blueprint's input(); kiln train takes the data's size): its poolings and strides shrink a smaller image to "
+         "nothing (at {}x{}, {}). Use images of at least {}x{}, or a model made for smaller ones",
+         blueprint.name(), smallest, smallest, hwc[0], hwc[1], hwc[0], hwc[1], e.what(), smallest, smallest);
+  }
 }
 
 }  // namespace kiln

@@ -125,7 +125,8 @@ void Trainer::check_dataset(const SampleSource& data, const char* which) const {
   if (data.count() <= 0) fail("{} set is empty", which);
   const SampleShape s = data.shape();
   if (s.height != in[1] || s.width != in[2] || s.channels != in[3])
-    fail("{} set has {}x{}x{} images but the model expects {}x{}x{}; pick a model for this data", which,
+    fail("{} set has {}x{}x{} images but the model was compiled for {}x{}x{} inputs (CompileOptions::input_hwc, or "
+         "the blueprint's input()); compile it for the data's size (kiln train does: the training set's)", which,
          s.height, s.width, s.channels, in[1], in[2], in[3]);
   const int64_t classes = exe_->program().tensors[exe_->program().logits].shape[1];
   if (data.num_classes() > classes)
@@ -222,6 +223,15 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
                                       const std::function<void(const StepReport&)>& on_step,
                                       const std::function<void(const EpochReport&)>& on_epoch) {
   check_dataset(train, "training");
+  // The test set too, before anything is trained: a model is compiled for one input size.
+  if (test.count() > 0) {
+    const SampleShape a = train.shape(), b = test.shape();
+    if (a.height != b.height || a.width != b.width || a.channels != b.channels)
+      fail("test set has {}x{}x{} images but the training set has {}x{}x{}: the model is compiled for one input "
+           "size, so it cannot be tested on images of another; nothing was trained. Give a test set of {}x{}x{} "
+           "images", b.height, b.width, b.channels, a.height, a.width, a.channels, a.height, a.width, a.channels);
+    check_dataset(test, "test");
+  }
   const Program& p = exe_->program();
   const int batch = int(p.tensors[p.input].shape[0]);
   if (train.count() < batch)
