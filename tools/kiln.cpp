@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -57,6 +59,29 @@ CLI::Validator number(std::function<bool(double)> ok, std::string range, std::st
 bool finite_float(double v) { return std::isfinite(v) && std::abs(v) <= std::numeric_limits<float>::max(); }
 CLI::Validator at_least(int lo, std::string fix) {
   return number([lo](double v) { return v >= lo; }, fmt::format(">= {}", lo), std::move(fix));
+}
+
+// A seed: a whole number that fits 64 bits. CLI11 alone would clamp a longer one to the largest
+// (99999999999999999999 would train as 18446744073709551615, silently); other text (1.5, -1) is
+// left to CLI11's conversion error or the range check.
+CLI::Validator seed_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+        const size_t digits = hex ? 2 : 0;
+        if (text.size() == digits) return {};
+        for (size_t i = digits; i < text.size(); ++i) {
+          const auto c = static_cast<unsigned char>(text[i]);
+          if (!(hex ? std::isxdigit(c) : std::isdigit(c))) return {};
+        }
+        uint64_t value = 0;
+        const char* const first = text.data() + digits;
+        const auto result = std::from_chars(first, text.data() + text.size(), value, hex ? 16 : 10);
+        if (result.ec != std::errc::result_out_of_range) return {};
+        return fmt::format("{} is out of range: it must be a whole number from 0 to {} (64 bits); use e.g. --seed 1",
+                           text, std::numeric_limits<uint64_t>::max());
+      },
+      "", "");
 }
 
 // A name that a kiln parse function accepts; its kiln::Error (which lists the accepted names) is the message.
@@ -367,8 +392,8 @@ std::string no_test_set_reason(const TrainArgs& a, const std::string& format) {
 }
 
 // Values that cannot work with this data, refused before anything is compiled or trained: a test
-// set of another image size than the training set (the model is compiled for one size), and a
-// model whose poolings and strides need larger images.
+// set of another image size than the training set (the model is compiled for one size), a
+// --crop-pad as large as the images, and a model whose poolings and strides need larger images.
 void check_data_fits(const CommonOptions& o, const TrainArgs& a, const kiln::DataSplits& data) {
   const kiln::SampleShape shape = data.train->shape();
   const bool image_files = data.format == "imagefolder" || data.format == "packed";
@@ -381,6 +406,11 @@ void check_data_fits(const CommonOptions& o, const TrainArgs& a, const kiln::Dat
                  image_files ? ", or use --transform imagenet, which brings every image to --image-size" : "");
   }
   const int side = std::min(shape.height, shape.width);
+  if (a.data.crop_pad > 0 && a.data.crop_pad >= side)
+    kiln::fail("--crop-pad {} is not smaller than the images' side ({}x{} in {}): the random crop shifts the image "
+               "by up to the pad, so a shift of {} or more pixels leaves a crop of padding only, without a pixel of "
+               "the image. Use a pad below {}, e.g. --crop-pad {} (an eighth of the side), or 0 for no random crop",
+               a.data.crop_pad, shape.height, shape.width, a.data.data, side, side, std::max(1, side / 8));
   kiln::CompileOptions probe;
   probe.input_hwc = {shape.height, shape.width, shape.channels};
   probe.fuse_cbr = !o.no_fuse;
@@ -402,6 +432,53 @@ void check_data_fits(const CommonOptions& o, const TrainArgs& a, const kiln::Dat
                    ? fmt::format(" (--image-size {})", smallest)
                    : std::string());
   }
+}
+
+// Batch normalization over one image per step: allowed (PyTorch allows it for convolutions too),
+// but the run rarely learns, so it is said up front. The learning rate is named too when it is
+// over 4 times what the linear scaling rule gives for one image from the default recipe (--lr 0.05
+// at --batch 64).
+void warn_batch_of_one(const CommonOptions& o, const TrainArgs& a, const kiln::Blueprint& model,
+                       const kiln::CompileOptions& c) {
+  if (o.batch != 1) return;
+  const kiln::LayerGraph graph = kiln::expand(model, c);
+  const int bn = graph.count(kiln::LayerKind::BatchNorm) + graph.count(kiln::LayerKind::CBR);
+  if (bn == 0) return;
+  const bool high_lr = a.lr > 4 * 0.05 / 64;
+  fmt::print(stderr,
+             "warning: --batch 1 with batch normalization ({} BN layers in {}): in training each BN layer "
+             "normalizes by the statistics of one image, which are noisy and unlike the running statistics "
+             "evaluation uses{}; such runs tend to stay at chance level or diverge. Use --batch 16 or more{}\n",
+             bn, o.model,
+             high_lr ? fmt::format(", and --lr {} is meant for batches of tens of images", a.lr) : std::string(),
+             high_lr ? fmt::format(", or at least a learning rate scaled down with the batch (--lr {:.2g} is {}/64)",
+                                   a.lr / 64, a.lr)
+                     : std::string());
+}
+
+// A run whose mean training loss in an epoch exceeds this many times the loss of a uniform guess
+// (ln classes, where an untrained model starts) has blown up: the learning rate is too high.
+// A model that blew up ends at chance level even when its loss comes back down, so the run stops
+// before that epoch's checkpoint replaces a good one.
+constexpr double kBlownUpLoss = 10;
+
+// A run that ends with its training accuracy no better than guessing (within 3 binomial standard
+// deviations of 1/classes over an epoch's samples) has learned nothing: say so, as its rc is 0.
+// Not said where an epoch holds too few images for 3 deviations to stay under twice chance.
+void warn_at_chance(const std::vector<kiln::EpochReport>& reports, const kiln::SampleSource& train) {
+  const int classes = train.num_classes();
+  if (reports.empty() || classes < 2 || train.count() <= 0) return;
+  const double chance = 1.0 / classes;
+  const double bound = chance + 3 * std::sqrt(chance * (1 - chance) / double(train.count()));
+  const kiln::EpochReport& last = reports.back();
+  // Too few images to tell chance from twice chance: nothing to say.
+  if (bound >= 2 * chance || last.train_accuracy > bound) return;
+  fmt::print(stderr,
+             "warning: the training accuracy of the last epoch, {:.4f}, is no better than chance (1/{} = {:.4f}; "
+             "guessing stays under {:.4f} over {} images 99.9% of the time): the model has not learned. A learning "
+             "rate too high for the batch (lower --lr, raise --batch, add --warmup) or too few epochs are the usual "
+             "causes\n",
+             last.train_accuracy, classes, chance, bound, train.count());
 }
 
 int run_train(const CommonOptions& o, const TrainArgs& a) {
@@ -441,7 +518,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   t.stop = &g_stop;  // set by StopSignals' handler
 
   const int classes = o.classes > 0 ? o.classes : train.num_classes();
-  kiln::Trainer trainer(kiln::zoo::by_name(o.model, classes), c, t);
+  const kiln::Blueprint model = kiln::zoo::by_name(o.model, classes);
+  kiln::Trainer trainer(model, c, t);
   std::error_code exists_error;
   const bool replacing = a.overwrite && std::filesystem::exists(a.checkpoint, exists_error);
   fmt::print("kiln: training {} on {} ({}: {} train / {} test images, {}x{}x{}, {} classes), {} {} {}, batch {}, "
@@ -453,6 +531,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const bool tested = test.count() > 0;  // else no accuracy is measured, and none is printed
   if (!tested)
     fmt::print("kiln: no test set: {}, so no test accuracy will be measured\n", no_test_set_reason(a, data.format));
+  warn_batch_of_one(o, a, model, c);
   if (const auto removed = trainer.removed_temp_files(); !removed.empty())
     fmt::print("kiln: removed {} temporary file{} of a checkpoint write that was interrupted: {}\n", removed.size(),
                removed.size() == 1 ? "" : "s", fmt::join(removed, ", "));
@@ -460,7 +539,26 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   // The live line rewrites itself with carriage returns: only on a terminal. Into a file or a
   // pipe (a log, CI) each epoch is one plain line and nothing else.
   const bool live = isatty(fileno(stdout)) != 0;
+  int saved_epochs = trainer.resumed_epochs();  // what --checkpoint holds of this run
   auto on_step = [&](const kiln::StepReport& s) {
+    // A blown-up run stops before this epoch's checkpoint is written (kBlownUpLoss).
+    const double uniform_loss = std::log(double(classes));
+    if (classes >= 2 && s.loss > kBlownUpLoss * uniform_loss) {
+      std::error_code ec;
+      const std::string kept =
+          a.checkpoint.empty()        ? std::string("no checkpoint path was set")
+          : saved_epochs > 0          ? fmt::format("{} holds epoch {}, left as it was", a.checkpoint, saved_epochs)
+          : std::filesystem::exists(a.checkpoint, ec)
+              ? fmt::format("{}, an earlier run's, is left as it was", a.checkpoint)
+              : fmt::format("no checkpoint was written to {}", a.checkpoint);
+      kiln::fail("training diverged: the mean training loss of epoch {}/{} is {:.4g} after {} of its {} steps, more "
+                 "than {} times the {:.2f} (ln {}) of a model that gives every class the same probability: the "
+                 "updates have blown the model up, and such a run ends at chance level. Training stopped without "
+                 "writing this epoch's checkpoint ({}). Lower the learning rate (--lr {} now) or add --warmup, and "
+                 "start a new run",
+                 s.epoch + 1, a.epochs, s.loss, s.step_in_epoch, s.steps_per_epoch, kBlownUpLoss, uniform_loss,
+                 classes, kept, a.lr);
+    }
     if (!live) return;
     const auto now = std::chrono::steady_clock::now();
     if (s.step_in_epoch != s.steps_per_epoch && now - last_print < std::chrono::milliseconds(500)) return;
@@ -477,6 +575,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     const auto now = std::chrono::steady_clock::now();
     const double wall = std::chrono::duration<double>(now - epoch_start).count();
     epoch_start = now;
+    if (!a.checkpoint.empty()) saved_epochs = r.epoch + 1;
     // No test set: null in the JSON line and nothing on the epoch's line, never a 0 that reads as
     // an accuracy.
     const nlohmann::json test_top1 = tested ? nlohmann::json(r.test_accuracy) : nlohmann::json(nullptr);
@@ -509,6 +608,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     return report_stop(stopped, live);  // the Trainer, and the checkpoint's lock, go as it returns
   }
   if (!reports.empty()) fmt::print("final loss: {:.6f}\n", reports.back().train_loss);
+  warn_at_chance(reports, train);
   print_skipped(train, test);
   if (!tested) {
     fmt::print("no test set: test accuracy not measured ({})\n", no_test_set_reason(a, data.format));
@@ -676,6 +776,16 @@ void check_train_options(const TrainArgs& t) {
     throw CLI::ValidationError("--resume and --overwrite exclude each other: --resume continues the run in "
                                "--checkpoint, --overwrite replaces it with a fresh one; drop one",
                                CLI::ExitCodes::ValidationError);
+  // A warm-up as long as the run never reaches --lr (cosine never decays either): the run would end
+  // at the peak of a schedule it never finished.
+  if (t.warmup >= t.epochs)
+    throw CLI::ValidationError(
+        "--warmup", fmt::format("{} is not shorter than the run (--epochs {}): the learning rate would only "
+                                "rise, reaching --lr {} at best at the last step, and never decay; use a warm-up "
+                                "shorter than the run, e.g. --warmup {}",
+                                t.warmup, t.epochs, t.lr,
+                                t.epochs >= 2 ? fmt::format("{} (or 0 for none)", std::max(1, t.epochs / 10))
+                                              : std::string("0 (none), or more --epochs")));
   if (t.nesterov && t.momentum == 0 && t.optimizer == "sgd")
     throw CLI::ValidationError("--nesterov", "needs --momentum > 0 (as in PyTorch); use e.g. --momentum 0.9, or "
                                              "--no-nesterov for plain SGD");
@@ -733,9 +843,10 @@ int main(int argc, char** argv) {
   train->add_option("--label-smoothing", t.label_smoothing, "label smoothing for cross-entropy, in [0, 1)")
       ->check(number([](double v) { return v >= 0 && v < 1; }, "in [0, 1)",
                      "use e.g. --label-smoothing 0.1, or 0 for none"));
-  train->add_option("--seed", t.seed, "random seed (init, shuffling, augmentation, dropout), >= 0")
+  train->add_option("--seed", t.seed, "random seed (init, shuffling, augmentation, dropout), 0 to 2^64-1")
       ->check(number([](double v) { return v >= 0; }, "a whole number from 0 to 18446744073709551615",
-                     "use e.g. --seed 1"));
+                     "use e.g. --seed 1"))
+      ->check(seed_number());
   train->add_option("--checkpoint", t.checkpoint,
                     "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock "
                     "guards it while training; an existing file is refused unless --resume or --overwrite")
@@ -759,7 +870,10 @@ int main(int argc, char** argv) {
   bench->add_option("--steps", b.bench.steps, "timed steps, >= 1")->check(at_least(1, "use e.g. --steps 20"));
   bench->add_option("--warmup", b.bench.warmup, "untimed steps before them, >= 0")
       ->check(at_least(0, "use e.g. --warmup 5"));
-  bench->add_option("--seed", b.bench.seed, "random seed (initialization, synthetic data)");
+  bench->add_option("--seed", b.bench.seed, "random seed (initialization, synthetic data), 0 to 2^64-1")
+      ->check(number([](double v) { return v >= 0; }, "a whole number from 0 to 18446744073709551615",
+                     "use e.g. --seed 1"))
+      ->check(seed_number());
   bench->add_flag("--profile", b.bench.profile,
                   "then one step op by op, each op timed and set against its floor (FLOPs at --peak-tflops, bytes at "
                   "--peak-tbps)");

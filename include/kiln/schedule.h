@@ -8,7 +8,8 @@ enum class ScheduleKind : uint8_t { Constant, Cosine, Step };
 
 // Learning rate as a function of the optimizer step. Warm-up rises linearly from lr/warmup
 // to lr over `warmup_epochs`; cosine then decays to 0 at the end of training (per step);
-// step multiplies by `gamma` every `step_epochs` epochs.
+// step multiplies by `gamma` every `step_epochs` epochs. The Trainer refuses a warm-up not shorter
+// than the run (it would never reach `lr`).
 struct LrSchedule {
   ScheduleKind kind = ScheduleKind::Cosine;
   float lr = 0.1f;

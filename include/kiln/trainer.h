@@ -125,7 +125,8 @@ class Trainer {
   // Normalization comes from train.channel_stats() in a fresh run, from the checkpoint when
   // resumed. An empty `test` skips evaluation (test_accuracy 0, which then measures nothing: kiln
   // train prints no accuracy). Before the first step, a kiln::Error refuses a `test` whose images
-  // differ in size from `train`'s or with more classes than the model. The class names of `train`, when
+  // differ in size from `train`'s or with more classes than the model, and a TrainOptions::augment
+  // pad_crop not smaller than the training images' side. The class names of `train`, when
   // it has them, are written into checkpoints; a resumed checkpoint with other names is refused.
   std::vector<EpochReport> fit(const SampleSource& train, const SampleSource& test,
                                const std::function<void(const StepReport&)>& on_step = {},

@@ -1,5 +1,6 @@
 #include "kiln/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -72,6 +73,13 @@ TrainOptions checked(TrainOptions t) {
   if (t.epochs <= 0) fail("epochs must be positive, got {}", t.epochs);
   if (!(t.schedule.lr > 0) || !std::isfinite(t.schedule.lr))
     fail("learning rate must be positive and finite, got {}", t.schedule.lr);
+  if (t.schedule.warmup_epochs < 0)
+    fail("warm-up epochs must be >= 0, got {} (TrainOptions::schedule.warmup_epochs, kiln train --warmup)",
+         t.schedule.warmup_epochs);
+  if (t.schedule.warmup_epochs >= t.epochs)
+    fail("a warm-up of {} epochs is not shorter than the run ({} epochs): the learning rate would only rise, never "
+         "reaching its peak before the last step nor decaying; make TrainOptions::schedule.warmup_epochs (kiln train "
+         "--warmup) smaller than the epochs", t.schedule.warmup_epochs, t.epochs);
   if (t.resume && t.checkpoint.empty())
     fail("resuming needs the checkpoint to continue from: set TrainOptions::checkpoint (kiln train --checkpoint PATH)");
   if (t.resume && t.overwrite)
@@ -232,6 +240,12 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
            "images", b.height, b.width, b.channels, a.height, a.width, a.channels, a.height, a.width, a.channels);
     check_dataset(test, "test");
   }
+  // A padded crop shifts the image by up to the pad: from the side on, a crop can hold padding only.
+  if (const int side = std::min(train.shape().height, train.shape().width);
+      opt_.augment.pad_crop > 0 && opt_.augment.pad_crop >= side)
+    fail("the random crop's pad ({}, TrainOptions::augment.pad_crop, kiln train --crop-pad) is not smaller than the "
+         "training images' side ({}): a crop shifted by {} or more pixels holds padding only, no pixel of the image; "
+         "use a pad below {}, or 0 for no random crop", opt_.augment.pad_crop, side, side, side);
   const Program& p = exe_->program();
   const int batch = int(p.tensors[p.input].shape[0]);
   if (train.count() < batch)

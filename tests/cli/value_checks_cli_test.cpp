@@ -1,6 +1,9 @@
 // `kiln train` refuses, before any training, values that cannot work with the data (a test set of
-// another image size, a model that needs larger images) and says so when a run has nothing to
-// measure (no test set: no accuracy, never a 0) (issue 20, item 6).
+// another image size, --crop-pad as large as the images, a model that needs larger images, a
+// warm-up as long as the run, a seed beyond 64 bits), says so when a run has nothing to measure or
+// learns nothing (no test set: no accuracy, never a 0; --batch 1 with batch normalization; a last
+// epoch at chance level), and stops a run whose loss blew up before its checkpoint replaces a good
+// one (issue 20, items 6 and 7).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -156,6 +159,115 @@ TEST(ValueChecksCli, AModelThatNeedsLargerImagesSaysHowLarge) {
     EXPECT_FALSE(contains(r.output, "smaller kernel")) << r.output;
     EXPECT_FALSE(contains(r.output, "kiln: training")) << r.output;
   }
+}
+
+// Item 7: --crop-pad 1000 on 20x20 images trained on crops of padding.
+TEST(ValueChecksCli, ACropPadAsLargeAsTheImagesIsRefused) {
+  if (!have_digits()) GTEST_SKIP() << "no digits or no kiln binary";
+  TempDir tmp;
+  const std::string data = digits(tmp, 64, 16);
+  for (const std::string pad : {"1000", "20"}) {
+    const std::string args = kCpu + "--data " + data + " --epochs 1 --batch 8 --crop-pad " + pad;
+    const Result r = kiln(args);
+    EXPECT_EQ(r.rc, 2) << r.output;
+    expect_contains(r, {"--crop-pad " + pad + " is not smaller than the images' side (20x20", "padding only",
+                        "Use a pad below 20", "--crop-pad 2"},
+                    args);
+    EXPECT_FALSE(contains(r.output, "epoch 1/1")) << r.output;
+  }
+  const Result ok = kiln(kCpu + "--data " + data + " --epochs 1 --batch 8 --crop-pad 19");
+  EXPECT_EQ(ok.rc, 0) << ok.output;
+}
+
+// Item 7: a warm-up as long as the run never reaches --lr.
+TEST(ValueChecksCli, AWarmUpAsLongAsTheRunIsRefused) {
+  for (const std::string args : {"train --epochs 3 --warmup 3 --data /nonexistent/kiln_data",
+                                 "train --epochs 2 --warmup 5 --data /nonexistent/kiln_data"}) {
+    const Result r = kiln(args);
+    EXPECT_NE(r.rc, 0) << r.output;
+    expect_contains(r, {"--warmup: ", "is not shorter than the run (--epochs", "never decay", "e.g. --warmup 1"},
+                    args);
+    EXPECT_FALSE(contains(r.output, "dataset directory")) << "the data was opened first:\n" << r.output;
+  }
+}
+
+// Item 7: CLI11 clamped --seed 99999999999999999999 to 2^64-1 and trained with it.
+TEST(ValueChecksCli, ASeedBeyond64BitsIsRefused) {
+  for (const std::string seed : {"99999999999999999999", "18446744073709551616", "0x10000000000000000"}) {
+    for (const std::string command : {"train --data /nonexistent/kiln_data", "bench --device cpu --steps 1"}) {
+      const std::string args = command + " --seed " + seed;
+      const Result r = kiln(args);
+      EXPECT_NE(r.rc, 0) << r.output;
+      expect_contains(r, {"--seed: " + seed + " is out of range", "0 to 18446744073709551615", "--seed 1"}, args);
+    }
+  }
+  // The largest seed is a seed: the run goes on to the data.
+  const Result largest = kiln("train --data /nonexistent/kiln_data --seed 18446744073709551615");
+  EXPECT_NE(largest.rc, 0);
+  EXPECT_TRUE(contains(largest.output, "dataset directory")) << largest.output;
+}
+
+// Item 7: --batch 1 with the default --lr went to chance level with rc 0 and no word.
+TEST(ValueChecksCli, BatchOfOneWithBatchNormWarns) {
+  if (!have_digits()) GTEST_SKIP() << "no digits or no kiln binary";
+  TempDir tmp;
+  const std::string data = digits(tmp, 32, 8);
+  const std::string args = kCpu + "--data " + data + " --epochs 1 --batch 1";
+  const Result r = kiln(args);  // may diverge: the warning comes first either way
+  expect_contains(r, {"warning: --batch 1 with batch normalization (4 BN layers in digits_cnn)",
+                      "statistics of one image", "--lr 0.05 is meant for batches", "Use --batch 16 or more",
+                      "--lr 0.00078 is 0.05/64"},
+                  args);
+  // A scaled learning rate: the warning keeps to batch normalization.
+  const Result scaled = kiln(args + " --lr 0.0005");
+  EXPECT_EQ(scaled.rc, 0) << scaled.output;
+  expect_contains(scaled, {"warning: --batch 1 with batch normalization"}, args + " --lr 0.0005");
+  EXPECT_FALSE(contains(scaled.output, "is meant for batches")) << scaled.output;
+  const Result two = kiln(kCpu + "--data " + data + " --epochs 1 --batch 2 --lr 0.001");
+  EXPECT_EQ(two.rc, 0) << two.output;
+  EXPECT_FALSE(contains(two.output, "warning: --batch")) << two.output;
+}
+
+// Item 7: --lr 3 blew the loss up to 5e7, ended at chance and wrote its checkpoint, rc 0.
+TEST(ValueChecksCli, ABlownUpRunStopsAndKeepsTheGoodCheckpoint) {
+  if (!have_digits()) GTEST_SKIP() << "no digits or no kiln binary";
+  TempDir tmp;
+  const std::string data = digits(tmp, 512, 64);
+  const std::string ckpt = tmp.file("run.safetensors");
+  const std::string base = kCpu + "--data " + data + " --batch 64 --checkpoint " + ckpt + " ";
+  const Result good = kiln(base + "--epochs 1");
+  ASSERT_EQ(good.rc, 0) << good.output;
+  const std::vector<uint8_t> kept = read_bytes(ckpt);
+  const std::string args = base + "--epochs 2 --lr 3 --overwrite";
+  const Result r = kiln(args);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  expect_contains(r, {"training diverged: the mean training loss of epoch 1/2 is ",
+                      "more than 10 times the 2.30 (ln 10)",
+                      "Training stopped without writing this epoch's checkpoint (" + ckpt +
+                          ", an earlier run's, is left as it was)",
+                      "--lr 3 now"},
+                  args);
+  EXPECT_FALSE(contains(r.output, "\nepoch 1/2")) << r.output;
+  EXPECT_EQ(read_bytes(ckpt), kept);
+  EXPECT_FALSE(fs::exists(ckpt + ".lock"));
+}
+
+// Item 7: a run that learned nothing ended with rc 0 and no word; now it says so (rc stays 0).
+TEST(ValueChecksCli, ARunAtChanceLevelSaysSo) {
+  if (!have_digits()) GTEST_SKIP() << "no digits or no kiln binary";
+  TempDir tmp;
+  const std::string data = digits(tmp, 512, 64);
+  // --lr 0.5: the loss rises to about 12.6 (under the blow-up bound of 23), the accuracy stays near 0.10
+  // (0.094; the warning's bound over 512 images is 0.140).
+  const std::string args = kCpu + "--data " + data + " --epochs 1 --batch 64 --lr 0.5";
+  const Result r = kiln(args);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  expect_contains(r, {"warning: the training accuracy of the last epoch, 0.",
+                      "is no better than chance (1/10 = 0.1000", "over 512 images", "the model has not learned"},
+                  args);
+  const Result fine = kiln(kCpu + "--data " + data + " --epochs 1 --batch 64");
+  ASSERT_EQ(fine.rc, 0) << fine.output;
+  EXPECT_FALSE(contains(fine.output, "no better than chance")) << fine.output;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// The Trainer refuses, before it trains a step, a test set of another image size than the
-// training set; and a model given images smaller than its poolings and strides allow says how
-// large they must be (issue 20, item 6).
+// The Trainer refuses, before it trains a step, what cannot work: a test set of another image size
+// than the training set, a warm-up as long as the run, a padded crop as large as the images; and a
+// model given images smaller than its poolings and strides allow says how large they must be
+// (issue 20, items 6 and 7).
 #include <gtest/gtest.h>
 
 #include "kiln/compile.h"
@@ -51,6 +52,30 @@ TEST(ValueChecks, ATestSetWithMoreClassesThanTheModelIsRefusedBeforeTheFirstStep
   expect_error([&] { trainer.fit(tiny_dataset(), test, [&](const StepReport&) { ++steps; }); },
                {"test set has 5 classes but the model outputs 3"});
   EXPECT_EQ(steps, 0);
+}
+
+TEST(ValueChecks, AWarmUpAsLongAsTheRunIsRefused) {
+  TrainOptions t = tiny_train(3);
+  t.schedule.warmup_epochs = 3;
+  expect_error([&] { Trainer(tiny_model(), tiny_compile(), t); },
+               {"a warm-up of 3 epochs is not shorter than the run (3 epochs)", "warmup_epochs", "--warmup"});
+  t.schedule.warmup_epochs = 2;
+  Trainer ok(tiny_model(), tiny_compile(), t);  // shorter: accepted
+}
+
+TEST(ValueChecks, APaddedCropAsLargeAsTheImagesIsRefused) {
+  TrainOptions t = tiny_train(1);
+  t.augment.pad_crop = 8;
+  Trainer trainer(tiny_model(), tiny_compile(), t);
+  int steps = 0;
+  expect_error([&] { trainer.fit(tiny_dataset(), Dataset{}, [&](const StepReport&) { ++steps; }); },
+               {"pad (8, TrainOptions::augment.pad_crop, kiln train --crop-pad) is not smaller than the training "
+                "images' side (8)",
+                "use a pad below 8"});
+  EXPECT_EQ(steps, 0);
+  t.augment.pad_crop = 7;
+  Trainer ok(tiny_model(), tiny_compile(), t);
+  EXPECT_EQ(ok.fit(tiny_dataset(), Dataset{}).size(), 1u);
 }
 
 TEST(ValueChecks, TheSmallestInputOfAModelIsFoundByItsShapes) {
