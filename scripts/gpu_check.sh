@@ -192,7 +192,11 @@ PY
     KILN_CUDNN_TUNE=0 "$bin/kiln" bench --device cuda --model "$model" --batch 256 --precision "$precision" \
       --json "$out/kiln_synthetic.jsonl" > "$out/kiln_bench.log" 2>&1 || { tail -5 "$out/kiln_bench.log"; status=1; }
     head -1 "$out/kiln_bench.log"
-    for data in "$photos" "$packed"; do
+    # KILN_TRAIN_FROM: folder, packed or both (default).
+    sources=()
+    [[ " ${KILN_TRAIN_FROM:-folder packed} " == *" folder "* ]] && sources+=("$photos")
+    [[ " ${KILN_TRAIN_FROM:-folder packed} " == *" packed "* ]] && sources+=("$packed")
+    for data in "${sources[@]}"; do
       for decode in ${KILN_TRAIN_DECODE:-cpu gpu}; do
         echo "== $model from $data, --decode $decode"
         KILN_CUDNN_TUNE=0 "$bin/kiln" train --device cuda --model "$model" --data "$data" --batch 256 --decode "$decode" \

@@ -512,6 +512,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   t.schedule.gamma = a.gamma;
   t.seed = a.seed, t.checkpoint = a.checkpoint, t.resume = a.resume, t.overwrite = a.overwrite;
   t.workers = kiln::cli::loader_workers(a.data, data.format);
+  t.decode = kiln::parse_decode_device(a.data.decode);
   const kiln::DataOptions data_opt = kiln::cli::data_options(a.data);
   t.augment = image_files ? data_opt.transform.augment : data_opt.augment;
   t.data_recipe = kiln::cli::data_recipe(a.data, data.format);
@@ -582,12 +583,12 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     const nlohmann::json test_top5 = tested ? nlohmann::json(r.test_top5_accuracy) : nlohmann::json(nullptr);
     if (json.is_open()) {
       json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"data", a.data.data},
-                             {"format", data.format}, {"workers", t.workers}, {"device", device_label(c)},
+                             {"format", data.format}, {"workers", t.workers}, {"decode", a.data.decode}, {"device", device_label(c)},
                              {"precision", o.precision}, {"batch", o.batch}, {"epoch", r.epoch + 1},
                              {"epochs", a.epochs}, {"wall_seconds", wall}, {"train_seconds", r.seconds},
                              {"check_seconds", r.check_seconds}, {"eval_seconds", r.eval_seconds},
                              {"checkpoint_seconds", r.checkpoint_seconds},
-                             {"data_wait_seconds", r.data_wait_seconds},
+                             {"data_wait_seconds", r.data_wait_seconds}, {"decoder", r.decoder},
                              {"train_loss", r.train_loss}, {"train_accuracy", r.train_accuracy},
                              {"test_accuracy", test_top1}, {"train_top5_accuracy", r.train_top5_accuracy},
                              {"test_top5_accuracy", test_top5}, {"images_per_second", r.images_per_second}}
@@ -608,6 +609,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     return report_stop(stopped, live);  // the Trainer, and the checkpoint's lock, go as it returns
   }
   if (!reports.empty()) fmt::print("final loss: {:.6f}\n", reports.back().train_loss);
+  if (!reports.empty() && !reports.back().decoder.empty()) fmt::print("decoded by {}\n", reports.back().decoder);
   warn_at_chance(reports, train);
   print_skipped(train, test);
   if (!tested) {

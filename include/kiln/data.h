@@ -151,8 +151,10 @@ struct LoaderShard {
 // ---- batch loader ----
 
 // Where training images are decoded: on the loader's CPU threads, or by the GPU (nvJPEG, with the
-// CPU threads decoding the share the GPU cannot or does not reach). Auto: the CPU path (see
-// docs/results.md for the measurements behind the choice).
+// CPU threads decoding what the GPU cannot and sharing the rest). Gpu: the GPU decodes as much as
+// it can. Auto: on a CUDA run from JPEGs where nvJPEG is built in, the CPU threads decode and the
+// GPU finishes only the batch the trainer is waiting for; elsewhere the CPU path. docs/results.md
+// has the measurements behind the choice.
 enum class DecodeDevice { Auto, Cpu, Gpu };
 DecodeDevice parse_decode_device(const std::string& name);  // "auto", "cpu", "gpu"; else kiln::Error
 
@@ -198,6 +200,10 @@ class BatchStream {
   virtual bool next(Batch& out) = 0;
   // What decoded the batches so far, for reports (empty: nothing to say).
   virtual std::string describe() const { return {}; }
+  // Seconds next() has held the consumer back so that it stays at most two batches ahead of the
+  // GPU's reads (the GPU decode path; the CPU path's staging buffers pace it elsewhere): time spent
+  // there is not waiting for data.
+  virtual double paced_seconds() const { return 0; }
 };
 
 class BatchLoader : public BatchStream {

@@ -26,6 +26,10 @@ struct TrainOptions {
   uint64_t seed = 1;
   Augment augment;
   int workers = 2;
+  // Who decodes training images on a CUDA run (image folders and packs): the loader's CPU threads,
+  // or nvJPEG on the GPU with those threads helping (see DecodeDevice). Evaluation always decodes
+  // on the CPU, so its samples stay torchvision's pixel for pixel.
+  DecodeDevice decode = DecodeDevice::Auto;
   // Written atomically after every epoch when non-empty. The Trainer's constructor checks that
   // its folder exists and is writable and locks it ("<checkpoint>.lock", CheckpointLock) for the
   // Trainer's lifetime, so a second writer of the same checkpoint fails at once.
@@ -74,6 +78,7 @@ struct EpochReport {
   double train_top5_accuracy = 0, test_top5_accuracy = 0;
   double seconds = 0, images_per_second = 0;  // the training steps alone
   double data_wait_seconds = 0;  // of `seconds`, the time spent waiting for the loader's batches
+  std::string decoder;            // who decoded the images so far (BatchStream::describe), if it says
   // The rest of the epoch: the scan of the state for non-finite values, the evaluation on the
   // test set and writing the checkpoint.
   double check_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
@@ -178,6 +183,9 @@ class Trainer {
   // Whether batches cross to the device as uint8 pixels, normalized there (a GPU program with an
   // F32 input): a quarter of the bytes through PCIe and the host's memory.
   bool pixels_to_device() const;
+  // The training loader opt_.decode asks for (batches of `batch`, shuffled, the last partial one
+  // dropped).
+  std::unique_ptr<BatchStream> training_batches(const SampleSource& train, int batch) const;
   // Copies the batch in and enqueues one training step; reads nothing back.
   void enqueue_step(const Batch& batch, float lr);
   // The running totals (Program::train_totals / inference_totals): reset to none, and read back.

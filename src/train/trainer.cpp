@@ -12,6 +12,7 @@
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
+#include "data/gpu_decode/gpu_decode_loader.h"
 #include "data/transforms.h"
 #include "ops/loss/totals_slots.h"
 
@@ -141,6 +142,25 @@ void Trainer::check_dataset(const SampleSource& data, const char* which) const {
     fail("{} set has {} classes but the model outputs {}", which, data.num_classes(), classes);
 }
 
+std::unique_ptr<BatchStream> Trainer::training_batches(const SampleSource& train, int batch) const {
+  // Auto: the GPU path wherever it can run (a CUDA run, nvJPEG built in, JPEG files through the
+  // ImageNet transform): it takes work only when the CPU threads fall behind (gpu_decode_loader.h).
+  GpuCropPlan probe;
+  const bool gpu_possible = pixels_to_device() && gpu_decode_built() && train.plan_gpu_crop(0, opt_.seed, 0, probe);
+  if (opt_.decode == DecodeDevice::Gpu || (opt_.decode == DecodeDevice::Auto && gpu_possible)) {
+    if (!pixels_to_device())
+      fail("--decode gpu needs a CUDA run with an fp32 input; use --device cuda, or --decode cpu");
+    GpuDecodeSettings g;
+    g.batch = batch, g.seed = opt_.seed, g.workers = opt_.workers;
+    g.gpu_lead = opt_.decode == DecodeDevice::Gpu ? 2 : 1;
+    g.device = exe_->program().options.device_index;
+    return make_gpu_decode_loader(train, g);
+  }
+  auto loader = std::make_unique<BatchLoader>(train, batch, true, true, norm_.mean, norm_.std, opt_.seed, opt_.workers);
+  loader->deliver_pixels(pixels_to_device());
+  return loader;
+}
+
 bool Trainer::pixels_to_device() const {
   const Program& p = exe_->program();
   return p.options.device == Device::CUDA && p.tensors[p.input].dtype == DType::F32;
@@ -149,6 +169,12 @@ bool Trainer::pixels_to_device() const {
 void Trainer::copy_in(const Batch& batch) {
   const Program& p = exe_->program();
   const TensorSpec& input = p.tensors[p.input];
+  if (batch.device) {
+    const PixelAffine affine = make_pixel_affine(norm_.mean, norm_.std, input.shape[3]);
+    exe_->write_device_pixels_ordered(p.input, *batch.device, size_t(numel(input.shape)), affine.scale, affine.bias);
+    exe_->write_ordered(p.label, batch.labels.data(), batch.labels.size() * sizeof(int32_t));
+    return;
+  }
   if (!batch.pixels.empty()) {
     if (int64_t(batch.pixels.size()) != numel(input.shape))
       fail("batch holds {} pixels but the program's input needs {}", batch.pixels.size(), numel(input.shape));
@@ -257,8 +283,8 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
          class_names_.size(), names.size());
   if (!names.empty()) class_names_ = names;
   if (epochs_done_ == 0 || norm_.mean.empty()) norm_ = train.channel_stats();
-  BatchLoader loader(train, batch, true, true, norm_.mean, norm_.std, opt_.seed, opt_.workers);
-  loader.deliver_pixels(pixels_to_device());
+  std::unique_ptr<BatchStream> stream = training_batches(train, batch);
+  BatchStream& loader = *stream;
   const int64_t steps = loader.batches_per_epoch();
   std::vector<EpochReport> reports;
   int started = -1;  // the epoch the loader is already building (started before the last evaluation)
@@ -271,7 +297,8 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
     Batch b;
     std::vector<double> totals;
     int64_t seen = 0, i = 0;
-    double waited = 0;  // seconds spent in loader.next()
+    double waited = 0;  // seconds spent in loader.next() waiting for data
+    double paced_before = loader.paced_seconds();
     // Reads the totals back (a wait for the steps queued so far) and stops at a non-finite loss.
     auto read_and_check = [&] {
       totals = read_totals(p.train_totals);
@@ -286,7 +313,9 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
     auto next_batch = [&] {
       const auto asked = Clock::now();
       const bool got = loader.next(b);
-      waited += seconds_since(asked);
+      const double paced = loader.paced_seconds();  // holding back to the GPU's pace is not waiting for data
+      waited += seconds_since(asked) - (paced - paced_before);
+      paced_before = paced;
       return got;
     };
     // A stop asked for is seen here, between steps: the one under way has been enqueued whole.
@@ -335,6 +364,7 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
     r.seconds = seconds_since(start);
     r.images_per_second = double(seen) / std::max(r.seconds, 1e-9);
     r.data_wait_seconds = waited;
+    r.decoder = loader.describe();
     // A last update can leave non-finite values behind a finite loss.
     auto phase = Clock::now();
     std::vector<NamedTensor> tensors = state();

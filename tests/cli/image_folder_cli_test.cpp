@@ -106,6 +106,32 @@ TEST(ImageFolderCli, PhotoFolderTrainsEvaluatesAndBenchmarks) {
   testing::expect_contains(wrong, {"other classes"}, "eval on other classes");
 }
 
+// --decode gpu is a CUDA run's option: elsewhere it is refused with the fix, before training;
+// --decode auto (the default) falls back to the CPU path; an unknown value names the choices.
+TEST(ImageFolderCli, DecodeOnTheGpuNeedsACudaRunAndSaysSo) {
+  TempDir dir;
+  const std::string photos = dir.file("photos");
+  PhotoFolderOptions o;
+  o.classes = 2, o.train_per_class = 8, o.val_per_class = 2, o.max_side = 96;
+  if (!fs::exists(kOpencvDocDir)) GTEST_SKIP() << "needs Debian's opencv-doc (scripts/setup.sh installs it)";
+  make_photo_folder(o, photos);
+  const std::string common = "train --model resnet18 --device cpu --epochs 1 --lr 0.01 --data " + photos +
+                             " --image-size 32 --eval-resize 40 --batch 4 --workers 2 ";
+  const Result gpu = kiln(common + "--decode gpu");
+  EXPECT_NE(gpu.rc, 0);
+  testing::expect_contains(gpu, {"--decode gpu needs a CUDA run", "--decode cpu"}, "--decode gpu on the CPU");
+  EXPECT_EQ(gpu.output.find("epoch 1/1"), std::string::npos) << "refused before training:\n" << gpu.output;
+  const Result automatic = kiln(common + "--decode auto");
+  ASSERT_EQ(automatic.rc, 0) << automatic.output;
+  testing::expect_contains(automatic, {"epoch 1/1", "test accuracy: "}, "--decode auto on the CPU");
+  const Result unknown = kiln(common + "--decode tpu");
+  EXPECT_NE(unknown.rc, 0);
+  testing::expect_contains(unknown, {"unknown decode device 'tpu'", "cpu, gpu or auto"}, "--decode tpu");
+  const Result bench = kiln("data-bench --data " + photos + " --split val --decode gpu --batches 1");
+  EXPECT_NE(bench.rc, 0);
+  testing::expect_contains(bench, {"--decode gpu times training batches"}, "data-bench --decode gpu --split val");
+}
+
 TEST(ImageFolderCli, ABadFileStopsTheRunWithItsNameOrIsSkippedAndListed) {
   TempDir dir;
   const std::vector<uint8_t> px(24 * 24 * 3, 90);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/gpu_decode/gpu_decode_loader.h"
+#include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/image_folder.h"
 
@@ -66,13 +67,19 @@ int run_data_bench(const DataBenchArgs& a) {
   const int workers = loader_workers(a.data, data.format);
   if (!a.dump.empty()) dump_samples(source, a);
   const ChannelStats norm = data.train->channel_stats();
-  const bool gpu = parse_decode_device(a.data.decode) == DecodeDevice::Gpu;
+  // As training decides: gpu, or auto where the GPU path can run (it then only helps the CPU threads).
+  const DecodeDevice decode = parse_decode_device(a.data.decode);
+  GpuCropPlan probe;
+  const bool gpu = decode == DecodeDevice::Gpu ||
+                   (decode == DecodeDevice::Auto && train && !a.host_normalize && gpu_decode_built() &&
+                    cuda_device_count() > 0 && source.plan_gpu_crop(0, a.seed, a.epoch, probe));
   if (gpu && (!train || a.host_normalize))
     fail("--decode gpu times training batches of uint8 pixels on the GPU; drop --split val and --host-normalize");
   std::unique_ptr<BatchStream> stream;
   if (gpu) {
     GpuDecodeSettings g;
     g.batch = a.batch, g.drop_last = false, g.seed = a.seed, g.workers = workers;
+    g.gpu_lead = decode == DecodeDevice::Gpu ? 2 : 1;
     stream = make_gpu_decode_loader(source, g);
   } else {
     auto cpu = std::make_unique<BatchLoader>(source, a.batch, train, false, norm.mean, norm.std, a.seed, workers);
@@ -85,7 +92,7 @@ int run_data_bench(const DataBenchArgs& a) {
              "threads, {}\n",
              a.data.data, data.format, a.split, source.count(), source.num_classes(), shape.height, shape.width,
              shape.channels, a.batch, workers,
-             gpu ? "decoded on the GPU (nvJPEG)" : a.host_normalize ? "normalized floats" : "uint8 pixels");
+             gpu ? (decode == DecodeDevice::Gpu ? "decode gpu (nvJPEG)" : "decode auto (nvJPEG helping)") : a.host_normalize ? "normalized floats" : "uint8 pixels");
   using Clock = std::chrono::steady_clock;
   Batch b;
   int epoch = a.epoch;
@@ -125,7 +132,7 @@ int run_data_bench(const DataBenchArgs& a) {
     json << nlohmann::json{{"framework", "kiln"},      {"data", a.data.data},      {"format", data.format},
                            {"split", a.split},         {"transform", a.data.transform},
                            {"image_size", shape.height}, {"batch", a.batch},        {"workers", workers},
-                           {"dct_scaling", a.data.dct_scaling}, {"host_normalize", a.host_normalize}, {"decode", gpu ? "gpu" : "cpu"},
+                           {"dct_scaling", a.data.dct_scaling}, {"host_normalize", a.host_normalize}, {"decode", a.data.decode},
                            {"decoder", loader.describe()}, {"images", images}, {"seconds", seconds},
                            {"images_per_second", rate}, {"median_batch_ms", median_ms}}
                 .dump()

@@ -79,8 +79,8 @@ void add_data_options(CLI::App* app, DataArgs& a, bool training) {
   if (training)
     app->add_option("--decode", a.decode,
                     "who decodes training JPEGs on a CUDA run: cpu (the loader threads), gpu (nvJPEG, the GPU's JPEG "
-                    "engines where it has them, the loader threads taking what it cannot decode and sharing the rest) "
-                    "or auto (cpu)")
+                    "engines where it has them, as much as it can; the loader threads take what it cannot decode and "
+                    "share the rest) or auto (the loader threads, the GPU finishing the batch training waits for)")
         ->check(parsed_by([](const std::string& d) { parse_decode_device(d); }))
         ->group(group);
   app->add_flag("--skip-bad", a.skip_bad,

@@ -1,6 +1,6 @@
 // Work sharing: each batch of `batch` positions is built in a slot of a ring (`prefetch` slots).
 // The GPU feeder threads claim runs of kGpuRun positions from the front of the oldest batch with
-// unclaimed positions, the CPU workers runs of kCpuRun from its back; a position the GPU cannot
+// unclaimed positions (among the next gpu_lead), the CPU workers runs of kCpuRun from its back; a position the GPU cannot
 // decode is handed to the CPU workers. GPU samples land in the slot's device buffer, CPU samples
 // in its pinned host buffer; next() copies the CPU samples up and hands the device buffer out.
 // A slot is rebuilt only after the consumer has asked for a later batch (so it has queued its
@@ -11,7 +11,9 @@
 #include <nvjpeg.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -27,6 +29,7 @@ namespace {
 constexpr int kGpuRun = 32;      // positions per GPU claim: one nvjpegDecodeBatched call
 constexpr int kCpuRun = 8;       // positions per CPU claim
 constexpr int kGpuFeeders = 2;   // so one reads and parses files while the other's batch decodes
+
 
 void check_cuda(cudaError_t status, const char* call) {
   if (status != cudaSuccess)
@@ -99,6 +102,7 @@ class GpuDecodeLoader final : public BatchStream {
   GpuDecodeLoader(const SampleSource& source, const GpuDecodeSettings& s) : source_(source), s_(s) {
     if (s_.batch <= 0) fail("GPU decode loader: batch size must be positive, got {}", s_.batch);
     if (s_.prefetch < 2) s_.prefetch = 2;
+    if (s_.gpu_lead < 1) fail("GPU decode loader: gpu_lead must be >= 1, got {}", s_.gpu_lead);
     const SampleShape shape = source.shape();
     if (shape.channels != 3 || shape.height != shape.width)
       fail("GPU decode: samples must be square RGB ({}x{}x{} asked for); use --decode cpu", shape.height, shape.width,
@@ -175,6 +179,13 @@ class GpuDecodeLoader final : public BatchStream {
 
   bool next(Batch& out) override {
     if (!started_) fail("GPU decode loader: call start_epoch(epoch) before next()");
+    if (delivered_ >= 2 && delivered_ < batches_per_epoch()) {
+      // Pace the consumer to the GPU, as the CPU path's staging buffers do: no more than two batches
+      // ahead of the reads. Ahead of that, every next() would look urgent to the GPU feeders.
+      const auto start = std::chrono::steady_clock::now();
+      KILN_GD_CUDA(cudaEventSynchronize(slots_[size_t((delivered_ - 2) % s_.prefetch)].pixels->consumed));
+      paced_ = paced_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     std::unique_lock lock(mu_);
     if (delivered_ >= batches_per_epoch()) return false;
     released_ = delivered_;  // the consumer has queued its reads of every batch before this one
@@ -193,6 +204,8 @@ class GpuDecodeLoader final : public BatchStream {
     out.size = slot.size;
     return true;
   }
+
+  double paced_seconds() const override { return paced_; }
 
   std::string describe() const override {
     const int64_t gpu = gpu_samples_, cpu = cpu_samples_;
@@ -229,8 +242,9 @@ class GpuDecodeLoader final : public BatchStream {
   }
 
   // Under mu_: the oldest buildable batch with unclaimed positions, opened if new; null if none.
-  Slot* claimable() {
-    const int64_t last = std::min(batches_per_epoch(), released_ + s_.prefetch);
+  // `lead`: only among the next `lead` batches the consumer will ask for.
+  Slot* claimable(int64_t lead = INT64_MAX / 2) {
+    const int64_t last = std::min({batches_per_epoch(), released_ + s_.prefetch, delivered_ + lead});
     for (int64_t b = delivered_; b < last; ++b) {
       if (b == opened_) open(opened_++);
       Slot& slot = slots_[size_t(b % s_.prefetch)];
@@ -256,7 +270,7 @@ class GpuDecodeLoader final : public BatchStream {
     std::unique_lock lock(mu_);
     while (true) {
       Slot* slot = nullptr;
-      work_cv_.wait(lock, [&] { return stop_ || (slot = claimable()) != nullptr || all_claimed(); });
+      work_cv_.wait(lock, [&] { return stop_ || (slot = claimable(s_.gpu_lead)) != nullptr || all_claimed(); });
       if (stop_ || !slot) return;
       const int64_t b = slot->number, from = slot->front, to = std::min(slot->back, from + kGpuRun);
       slot->front = to;
@@ -479,6 +493,7 @@ class GpuDecodeLoader final : public BatchStream {
   std::condition_variable work_cv_, ready_cv_;
   std::vector<std::thread> threads_;
   std::atomic<int64_t> gpu_samples_{0}, cpu_samples_{0};
+  std::atomic<double> paced_{0};  // consumer thread writes, reports read
 };
 
 }  // namespace

@@ -23,7 +23,13 @@ struct GpuDecodeSettings {
   uint64_t seed = 0;
   int workers = 2;   // CPU threads
   int device = 0;    // CUDA device
-  int prefetch = 3;  // batches built ahead
+  int prefetch = 4;  // batches built ahead
+  // The GPU takes work only in the next `gpu_lead` batches the consumer will ask for; the CPU
+  // threads work up to `prefetch` ahead. 1 (--decode auto): the CPU threads decode what they can
+  // and the GPU only finishes the batch the trainer is waiting for, so a GPU-bound model loses
+  // nothing to decode kernels, and a loader-bound one gains. 2 (--decode gpu): the GPU decodes as
+  // much as it can (the most crops/s, costing a GPU-bound model ~3%). docs/results.md has both.
+  int gpu_lead = 2;
   LoaderShard shard;
 };
 
