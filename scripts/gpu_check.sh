@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | digits | data
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | digits | data | memcheck
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -206,6 +206,23 @@ PY
       done
     done
   done
+  exit $status
+fi
+if [ "$what" = memcheck ]; then
+  # compute-sanitizer memcheck (out-of-bounds and misaligned device accesses, leaks of device
+  # memory, CUDA API errors) over a set of GPU tests that reach every kernel family and the GPU
+  # decode path (KILN_MEMCHECK_FILTER, a gtest filter), then one short digits training run through
+  # the CLI. Memcheck runs kernels 10-100x slower: the set is small and cuDNN takes its first plans.
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  [ -n "$sanitizer" ] || { echo "compute-sanitizer not found"; exit 1; }
+  filter=${KILN_MEMCHECK_FILTER:-'PixelInputGpu.*:GpuDecode.BatchesMatchTheCpuPathWithinRounding:Precisions/CbrGpu.*/FP16:CudaGraphs.ReplayedStepsMatchOpByOpSteps'}
+  KILN_CUDNN_TUNE=0 "$sanitizer" --tool memcheck --leak-check full --error-exitcode 3 \
+    "$bin/kiln_test_gpu" --gtest_filter="$filter" > "$out/memcheck_tests.log" 2>&1 || status=1
+  grep -E "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$out/memcheck_tests.log"
+  KILN_CUDNN_TUNE=0 "$sanitizer" --tool memcheck --leak-check full --error-exitcode 3 \
+    "$bin/kiln" train --device cuda --model digits_cnn --data "${KILN_DIGITS_DIR:-data/digits}" --epochs 1 --batch 64 \
+    --warmup 0 > "$out/memcheck_train.log" 2>&1 || status=1
+  grep -E "ERROR SUMMARY|test accuracy" "$out/memcheck_train.log"
   exit $status
 fi
 if [ "$what" = stages ]; then
