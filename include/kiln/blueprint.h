@@ -7,70 +7,9 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "kiln/layer_vocabulary.h"
 
 namespace kiln {
-
-enum class LayerKind : uint8_t {
-  Input,
-  Conv,
-  BatchNorm,
-  ReLU,
-  CBR,  // fused Conv -> BatchNorm -> ReLU
-  // A ResNet block end, fused by the compiler (src/ops/resblock/): ConvBN is Conv -> BatchNorm
-  // whose output is the convolution's and whose normalization its one consumer, a BnAddRelu,
-  // applies; BnAddRelu is relu(BN(conv) + shortcut), the shortcut a ConvBN too or any layer.
-  ConvBN,
-  BnAddRelu,
-  MaxPool,
-  AvgPool,
-  GlobalAvgPool,
-  Flatten,
-  Linear,
-  Dropout,
-  Add,  // residual add of two inputs
-  Activation,  // an elementwise activation other than ReLU (LayerAttrs::activation says which)
-  SoftmaxCrossEntropy,
-  // Blueprint-only composites, expanded away by the compiler:
-  Sequence,
-  Residual,
-};
-
-const char* layer_kind_name(LayerKind kind);
-
-// The elementwise activations besides ReLU (whose byte mask and CBR fusion make it a layer of
-// its own), as PyTorch's functionals of the same names define them. Their math is in
-// src/ops/activation/activation_functions.h.
-enum class Activation : uint8_t {
-  ReLU6,      // min(max(x, 0), 6)
-  LeakyReLU,  // x > 0 ? x : alpha * x (alpha: negative slope, PyTorch's default 0.01)
-  ELU,        // x > 0 ? x : alpha * (exp(x) - 1) (alpha default 1)
-  SiLU,       // x * sigmoid(x)
-  Hardswish,  // x * relu6(x + 3) / 6
-  GELU,       // x * Phi(x), the exact (erf) form
-  GELUTanh,   // GELU's tanh approximation (approximate='tanh')
-  Sigmoid,
-  Tanh,
-};
-
-const char* activation_name(Activation a);
-
-struct LayerAttrs {
-  int out_channels = 0;  // Conv, CBR: output channels; Linear: output features
-  int kernel = 0;        // Conv, CBR, pools: square kernel size
-  int stride = 1;
-  int padding = 0;
-  bool bias = false;         // Conv, Linear
-  float eps = 1e-5f;         // BatchNorm, CBR
-  float momentum = 0.1f;     // BatchNorm, CBR: weight of the new batch in running stats
-  float p = 0.f;             // Dropout probability
-  bool first_layer = false;  // set by the compiler: an input is the data batch, so no dX of it is computed
-  bool relu_after = true;    // Residual: apply ReLU after the add
-  Activation activation = Activation::SiLU;  // Activation: which function
-  float alpha = 0.f;                         // Activation: LeakyReLU's slope, ELU's alpha
-  // Linear: > 0 draws the weight from N(0, init_std²) and starts the bias at 0 (torchvision's VGG
-  // classifier, std 0.01); 0 keeps PyTorch's nn.Linear default, U(±1/sqrt(in)) for both.
-  float init_std = 0.f;
-};
 
 class Blueprint;
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/device_pixels.h"
+
 namespace kiln {
 
 // Images are stored NHWC as raw uint8 pixels; labels are class indices in [0, num_classes).
@@ -158,17 +160,6 @@ struct LoaderShard {
 enum class DecodeDevice { Auto, Cpu, Gpu };
 DecodeDevice parse_decode_device(const std::string& name);  // "auto", "cpu", "gpu"; else kiln::Error
 
-// A batch's uint8 pixels already on the GPU (decoded there). The consumer orders its reads after
-// ready_event() and then calls read_on(stream) with the stream that reads them: the loader
-// reuses the buffer only after those reads.
-class DevicePixels {
- public:
-  virtual ~DevicePixels() = default;
-  virtual const uint8_t* data() const = 0;  // device memory, batch * H * W * C bytes, NHWC
-  virtual void* ready_event() const = 0;    // a cudaEvent_t
-  virtual void read_on(void* stream) = 0;   // a cudaStream_t; nullptr: read (or dropped) already
-  virtual void wait_ready() = 0;            // blocks the host until the pixels are there
-};
 
 struct Batch {
   std::vector<float> images;     // batch * H * W * C, NHWC, normalized

@@ -27,7 +27,7 @@ struct HostTensor {
 };
 
 class Backend;
-class DevicePixels;  // kiln/data.h
+class DevicePixels;  // kiln/device_pixels.h
 
 // One op of a profiled step (Executable::profile_step).
 struct OpTime {

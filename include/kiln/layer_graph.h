@@ -4,7 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/blueprint.h"
+#include "kiln/dtype.h"
+#include "kiln/layer_vocabulary.h"
 
 namespace kiln {
 

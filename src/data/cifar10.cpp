@@ -1,6 +1,6 @@
 // CIFAR-10 binary batches: fixed-size records of one label byte followed by a 32x32 image
 // stored channel-planar (1024 R, 1024 G, 1024 B); kiln keeps images interleaved (HWC).
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "kiln/data.h"
 #include "kiln/error.h"
 

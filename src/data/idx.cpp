@@ -2,7 +2,7 @@
 // big-endian uint32 sizes, then the raw bytes.
 #include <cstring>
 
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "kiln/data.h"
 #include "kiln/error.h"
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "kiln/data.h"
+#include "kiln/device_pixels.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "kiln/executable.h"

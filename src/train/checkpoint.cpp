@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "kiln/error.h"
 
 namespace kiln {

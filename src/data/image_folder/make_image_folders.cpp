@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "core/random.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/image/crop_geometry.h"
 #include "data/image/image_codec.h"
 #include "data/image/resize.h"

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/image_folder/image_source.h"
 #include "data/pack/pack_writer.h"
 #include "kiln/error.h"

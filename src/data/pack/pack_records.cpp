@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/pack/pack_writer.h"
 #include "kiln/error.h"
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/image/image_codec.h"
 #include "data/image/resize.h"
 #include "kiln/error.h"

@@ -1,7 +1,7 @@
 #pragma once
 // The elementwise activations (activation_functions.h): y = f(x), and dx = dy * f'(x) from the
 // forward's input.
-#include "kiln/blueprint.h"
+#include "kiln/layer_vocabulary.h"
 #include "runtime/op_contract.h"
 
 namespace kiln {

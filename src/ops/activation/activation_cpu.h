@@ -2,7 +2,7 @@
 // Elementwise activations on the CPU (float for training, double for gradient checks).
 #include <cstdint>
 
-#include "kiln/blueprint.h"
+#include "kiln/layer_vocabulary.h"
 
 namespace kiln::cpu {
 

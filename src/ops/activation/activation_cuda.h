@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kiln/blueprint.h"
+#include "kiln/layer_vocabulary.h"
 #include "kiln/dtype.h"
 
 namespace kiln::cuda {

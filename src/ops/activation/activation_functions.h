@@ -8,7 +8,7 @@
 // blueprint.h, src/model/blueprint.cpp), a struct here and its line in KILN_ACTIVATIONS.
 #include <cmath>
 
-#include "kiln/blueprint.h"
+#include "kiln/layer_vocabulary.h"
 
 #ifdef __CUDACC__
 #define KILN_HOST_DEVICE __host__ __device__

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {

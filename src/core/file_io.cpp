@@ -1,4 +1,4 @@
-#include "data/file_io.h"
+#include "core/file_io.h"
 
 #include <fcntl.h>
 #include <unistd.h>

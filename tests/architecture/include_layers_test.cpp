@@ -1,0 +1,158 @@
+// The layering docs/design.md states, held by the includes: every `#include "..."` of the library
+// (src/, include/kiln/) and the tools goes from a part to a part it may depend on. Bottom up:
+//   core (src/core, errors, dtypes, devices, threads) and the IR (src/ir, the Program, the layer
+//   graph and its vocabulary, options, the memory plan);
+//   on them: the model DSL (src/model, blueprint/zoo), the runtime (src/runtime, executable),
+//   the ops (src/ops: they also use the runtime's backend), the data layer (src/data);
+//   the compiler (src/compile, src/layers) above the DSL, ops and runtime;
+//   training (src/train) above all of those; the tools on top, and kiln.h, the umbrella header.
+// A new public header must be placed in the table below; an include that runs up or across to a
+// part not listed fails with the file and the line to change.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/temp_dir.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Which part each public header belongs to.
+const std::map<std::string, std::string> kPublicHeaders = {
+    {"error.h", "core"},         {"dtype.h", "core"},          {"device.h", "core"},
+    {"threads.h", "core"},       {"device_pixels.h", "core"},  {"program.h", "ir"},
+    {"options.h", "ir"},         {"layer_graph.h", "ir"},      {"layer_vocabulary.h", "ir"},
+    {"memory_plan.h", "ir"},     {"blueprint.h", "model"},     {"zoo.h", "model"},
+    {"executable.h", "runtime"}, {"data.h", "data"},           {"image_folder.h", "data"},
+    {"compile.h", "compile"},    {"trainer.h", "train"},       {"checkpoint.h", "train"},
+    {"schedule.h", "train"},     {"bench.h", "train"},         {"kiln.h", "umbrella"},
+};
+
+// What each part may include (itself included).
+const std::map<std::string, std::set<std::string>> kMayInclude = {
+    {"core", {"core"}},
+    {"ir", {"core", "ir"}},
+    {"model", {"core", "ir", "model"}},
+    {"data", {"core", "data"}},
+    {"runtime", {"core", "ir", "runtime"}},
+    {"ops", {"core", "ir", "runtime", "ops"}},
+    {"compile", {"core", "ir", "model", "runtime", "ops", "compile"}},
+    {"train", {"core", "ir", "model", "runtime", "ops", "data", "compile", "train"}},
+    {"umbrella", {"core", "ir", "model", "runtime", "data", "compile", "train", "umbrella"}},
+    {"tools", {"core", "ir", "model", "runtime", "ops", "data", "compile", "train", "umbrella", "tools"}},
+};
+
+// The part of a file given relative to the repository root ("" for a public header not in the
+// table).
+std::string part_of(const std::string& path) {
+  const fs::path p(path);
+  auto it = p.begin();
+  const std::string top = it->string();
+  if (top == "include") {
+    const auto found = kPublicHeaders.find(p.filename().string());
+    return found == kPublicHeaders.end() ? "" : found->second;
+  }
+  if (top == "tools") return "tools";
+  if (top == "src" && ++it != p.end()) {
+    const std::string area = it->string();
+    if (area == "layers") return "compile";  // the layer lowerings are the compiler's
+    return area;
+  }
+  return "?";
+}
+
+// Where an include names: "kiln/x.h" is a public header, "cli/..." a tool's part, else src/.
+std::string include_target(const std::string& name) {
+  if (name.rfind("kiln/", 0) == 0) return "include/" + name;
+  if (name.rfind("cli/", 0) == 0) return "tools/" + name;
+  return "src/" + name;
+}
+
+// Every include of the files under `root`'s src/, include/ and tools/ (tests excluded) that breaks
+// the table, as "file:line: includes X (part -> part)"; public headers missing from the table too.
+std::vector<std::string> layering_violations(const fs::path& root) {
+  std::vector<std::string> found;
+  const std::regex include_line(R"re(^\s*#\s*include\s+"([^"]+)")re");
+  for (const char* top : {"src", "include", "tools"}) {
+    if (!fs::exists(root / top)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
+      const std::string ext = entry.path().extension().string();
+      const std::string file = entry.path().filename().string();
+      if (!entry.is_regular_file() || (ext != ".h" && ext != ".cpp" && ext != ".cu")) continue;
+      if (file.size() > 9 && file.substr(file.size() - 9) == "_test.cpp") continue;
+      const std::string rel = fs::relative(entry.path(), root).generic_string();
+      const std::string from = part_of(rel);
+      if (from.empty()) {
+        found.push_back(rel + ": a public header that the layering table does not place; add it to kPublicHeaders");
+        continue;
+      }
+      std::ifstream in(entry.path());
+      std::string line;
+      int number = 0;
+      while (std::getline(in, line)) {
+        ++number;
+        std::smatch m;
+        if (!std::regex_search(line, m, include_line)) continue;
+        const std::string to = part_of(include_target(m[1]));
+        const auto allowed = kMayInclude.find(from);
+        if (to.empty() || allowed == kMayInclude.end() || !allowed->second.count(to))
+          found.push_back(rel + ":" + std::to_string(number) + ": includes " + m[1].str() + " (" + from + " -> " +
+                          (to.empty() ? "an unplaced header" : to) + ")");
+      }
+    }
+  }
+  return found;
+}
+
+TEST(IncludeLayers, EveryIncludeFollowsTheLayering) {
+  const std::vector<std::string> violations = layering_violations(KILN_SOURCE_DIR);
+  std::string all;
+  for (const std::string& v : violations) all += "  " + v + "\n";
+  EXPECT_TRUE(violations.empty()) << "includes that break the layering (docs/design.md, \"Layers\"):\n" << all;
+}
+
+TEST(IncludeLayers, ThePartsFormNoCycle) {
+  // Depth-first search over "may include" without self-edges: a back edge is a cycle.
+  std::map<std::string, int> state;  // 0 new, 1 on the path, 2 done
+  std::function<bool(const std::string&)> cyclic = [&](const std::string& part) {
+    state[part] = 1;
+    for (const std::string& next : kMayInclude.at(part)) {
+      if (next == part) continue;
+      if (state[next] == 1 || (state[next] == 0 && cyclic(next))) return true;
+    }
+    state[part] = 2;
+    return false;
+  };
+  for (const auto& [part, _] : kMayInclude) EXPECT_FALSE(state[part] == 0 && cyclic(part)) << part;
+  for (const auto& [header, part] : kPublicHeaders) EXPECT_TRUE(kMayInclude.count(part)) << header;
+}
+
+TEST(IncludeLayers, TheCheckFindsAnIncludeThatRunsUp) {
+  // The check itself: a kernel that includes the model DSL, and an unplaced public header, are
+  // reported; a kernel that includes the IR is not.
+  testing::TempDir dir;
+  const fs::path root(dir.path());
+  fs::create_directories(root / "src/ops/toy");
+  fs::create_directories(root / "include/kiln");
+  std::ofstream(root / "src/ops/toy/toy_cpu.cpp") << "#include \"kiln/layer_vocabulary.h\"\n"
+                                                     "#include \"kiln/blueprint.h\"\n";
+  std::ofstream(root / "include/kiln/stray.h") << "#pragma once\n";
+  const std::vector<std::string> found = layering_violations(root);
+  ASSERT_EQ(found.size(), 2u);
+  const std::string joined = found[0] + "\n" + found[1];
+  EXPECT_NE(joined.find("src/ops/toy/toy_cpu.cpp:2: includes kiln/blueprint.h (ops -> model)"), std::string::npos)
+      << joined;
+  EXPECT_NE(joined.find("include/kiln/stray.h: a public header"), std::string::npos) << joined;
+}
+
+}  // namespace
+}  // namespace kiln
