@@ -69,7 +69,9 @@ double op_flops(const Program& p, const Op& op) {
           p.tensors[id].shape.back() == w[0])
         outputs = std::max(outputs, numel(p.tensors[id].shape));
   int passes = 1;
+  // Backward ops that compute both the data gradient and the weight gradient do two passes.
   if (op.kind == OpKind::CBR_BWD) passes = 2;
+  if (op.kind == OpKind::CONV_BN_BWD) passes = op.out.size() > 1 && op.out[1] >= 0 ? 2 : 1;  // dw, then dx if any
   if (op.kind == OpKind::LINEAR_BWD) passes = op.out.size() > 0 && op.out[0] >= 0 ? 2 : 1;  // dx first
   return 2.0 * double(outputs) * double(per_output) * passes;
 }

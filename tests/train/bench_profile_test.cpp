@@ -1,0 +1,42 @@
+// kiln bench --profile's floors rest on each op's work: a backward op that computes the data
+// gradient and the weight gradient counts two passes of its forward's multiply-adds, one that
+// computes only the weight gradient (a convolution of the data batch) one.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "kiln/bench.h"
+#include "kiln/compile.h"
+#include "kiln/zoo.h"
+
+namespace kiln {
+namespace {
+
+TEST(BenchProfile, BackwardOpsCountTheirDataAndWeightGradientPasses) {
+  CompileOptions c;
+  c.device = Device::CPU;
+  c.batch = 2;
+  c.input_hwc = {16, 16, 3};
+  BenchOptions b;
+  b.steps = 1, b.warmup = 0, b.profile = true;
+  const BenchResult r = bench_training(zoo::by_name("resnet18", 10), c, b);
+  std::map<std::string, double> forward;  // layer -> its forward op's flops
+  for (const OpProfile& o : r.profile)
+    if (o.kind == "CONV_BN_FWD" || o.kind == "CBR_FWD") forward[o.layer] = o.flops;
+  int conv_bn = 0, cbr = 0;
+  for (const OpProfile& o : r.profile) {
+    if (o.kind != "CONV_BN_BWD" && o.kind != "CBR_BWD" && o.kind != "CBR_BWD_FIRST") continue;
+    ASSERT_TRUE(forward.count(o.layer)) << o.kind << " " << o.layer;
+    ASSERT_GT(forward[o.layer], 0) << o.layer;
+    // ResNet-18's only convolution of the data batch is the stem's CBR (CBR_BWD_FIRST).
+    const double passes = o.kind == "CBR_BWD_FIRST" ? 1 : 2;
+    EXPECT_DOUBLE_EQ(o.flops, passes * forward[o.layer]) << o.kind << " " << o.layer;
+    (o.kind == "CONV_BN_BWD" ? conv_bn : cbr)++;
+  }
+  EXPECT_GT(conv_bn, 0);  // the residual block ends were fused, so the rule was exercised
+  EXPECT_GT(cbr, 0);
+}
+
+}  // namespace
+}  // namespace kiln
