@@ -26,7 +26,6 @@ enum class LayerKind : uint8_t {
   Dropout,
   Add,  // residual add of two inputs
   Activation,  // an elementwise activation other than ReLU (LayerAttrs::activation says which)
-  SoftmaxCrossEntropy,
   // Blueprint-only composites, expanded away by the compiler:
   Sequence,
   Residual,

@@ -31,7 +31,6 @@ class Expander {
       case LayerKind::Sequence: return sequence(node.children.at(0), from, name + ".");
       case LayerKind::Residual: return residual(node, from, name);
       case LayerKind::Input:
-      case LayerKind::SoftmaxCrossEntropy:
         fail("layer '{}': {} layers are added by the compiler, not written in a blueprint", name,
              layer_kind_name(node.kind));
       case LayerKind::CBR:

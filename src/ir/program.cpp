@@ -55,7 +55,6 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::Dropout: return "dropout";
     case LayerKind::Add: return "add";
     case LayerKind::Activation: return "activation";
-    case LayerKind::SoftmaxCrossEntropy: return "softmax_ce";
     case LayerKind::Sequence: return "seq";
     case LayerKind::Residual: return "residual";
   }
