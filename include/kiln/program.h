@@ -45,52 +45,25 @@ struct TensorSpec {
 };
 
 // What an op does. Each kind's tensors and attributes are named by its contract, beside its
-// kernels in src/ops/<family>/<family>_contract.h (runtime/op_contract.h says how).
+// kernels in src/ops/<family>/<family>_contract.h (runtime/op_contract.h says how). The one list
+// of kinds: the enum, the names (op_kind_name) and the tests that loop over every kind
+// (tests/architecture/op_kinds_test.cpp) all expand it.
+#define KILN_OP_KINDS(X) \
+  X(CONV_FWD) X(CONV_DGRAD) X(CONV_WGRAD) X(BN_FWD_TRAIN) X(BN_BWD) X(BN_INF) X(RELU_FWD) \
+  X(RELU_BWD) X(RELU_INF) X(CBR_FWD) X(CBR_BWD) X(CBR_BWD_FIRST) X(CBR_INF) X(CONV_BN_FWD) \
+  X(CONV_BN_BWD) X(CONV_BN_INF) X(BN_ADD_RELU_FWD) X(BN_ADD_RELU_BWD) X(BN_ADD_RELU_INF) \
+  X(MAXPOOL_FWD) X(MAXPOOL_BWD) X(MAXPOOL_INF) X(AVGPOOL_FWD) X(AVGPOOL_BWD) X(GAP_FWD) X(GAP_BWD) \
+  X(LINEAR_FWD) X(LINEAR_BWD) X(DROPOUT_FWD) X(DROPOUT_BWD) X(ADD_FWD) X(GRAD_SUM) X(SOFTMAX_CE) \
+  X(CAST) X(SGD_UPDATE) X(ADAMW_UPDATE) X(ACTIVATION_FWD) X(ACTIVATION_BWD) X(ACTIVATION_INF) \
+  X(COUNT_CORRECT) X(FIND_NONFINITE) X(UPDATE_LOSS_SCALE) X(ACCUMULATE_TOTALS)
 enum class OpKind : uint8_t {
-  CONV_FWD,
-  CONV_DGRAD,
-  CONV_WGRAD,
-  BN_FWD_TRAIN,
-  BN_BWD,
-  BN_INF,
-  RELU_FWD,
-  RELU_BWD,
-  RELU_INF,
-  CBR_FWD,
-  CBR_BWD,
-  CBR_BWD_FIRST,
-  CBR_INF,
-  CONV_BN_FWD,
-  CONV_BN_BWD,
-  CONV_BN_INF,
-  BN_ADD_RELU_FWD,
-  BN_ADD_RELU_BWD,
-  BN_ADD_RELU_INF,
-  MAXPOOL_FWD,
-  MAXPOOL_BWD,
-  MAXPOOL_INF,
-  AVGPOOL_FWD,
-  AVGPOOL_BWD,
-  GAP_FWD,
-  GAP_BWD,
-  LINEAR_FWD,
-  LINEAR_BWD,
-  DROPOUT_FWD,
-  DROPOUT_BWD,
-  ADD_FWD,
-  GRAD_SUM,
-  SOFTMAX_CE,
-  CAST,
-  SGD_UPDATE,
-  ADAMW_UPDATE,
-  ACTIVATION_FWD,
-  ACTIVATION_BWD,
-  ACTIVATION_INF,
-  COUNT_CORRECT,
-  FIND_NONFINITE,
-  UPDATE_LOSS_SCALE,
-  ACCUMULATE_TOTALS,
+#define KILN_OP_KIND_ENUM(name) name,
+  KILN_OP_KINDS(KILN_OP_KIND_ENUM)
+#undef KILN_OP_KIND_ENUM
 };
+#define KILN_OP_KIND_ONE(name) +1
+inline constexpr int kOpKindCount = 0 KILN_OP_KINDS(KILN_OP_KIND_ONE);
+#undef KILN_OP_KIND_ONE
 
 const char* op_kind_name(OpKind kind);
 

@@ -21,8 +21,8 @@ const Entry& entry(Device device, OpKind kind) {
   if (device == Device::CPU) register_cpu_ops();
   auto it = registry().find({device, kind});
   if (it == registry().end())
-    fail("op {} has no {} implementation yet; train this model with --device cpu", op_kind_name(kind),
-         device_name(device));
+    fail("op {} has no {} implementation; run this model on {}", op_kind_name(kind), device_name(device),
+         device == Device::CPU ? "the GPU (--device cuda)" : "the CPU (--device cpu)");
   return it->second;
 }
 }  // namespace
