@@ -1,5 +1,7 @@
 // MNIST IDX files: a big-endian magic (0x0000 08 <ndim>, 08 = unsigned byte), ndim
 // big-endian uint32 sizes, then the raw bytes.
+#include <fmt/ranges.h>
+
 #include <cstring>
 
 #include "core/file_io.h"
@@ -38,12 +40,17 @@ std::vector<uint32_t> parse_idx_header(const std::vector<uint8_t>& bytes, const 
   if (bytes.size() < header)
     fail("IDX file '{}' is truncated: {} bytes, the header alone needs {}", path, bytes.size(), header);
   std::vector<uint32_t> dims(ndim);
-  uint64_t payload = 1;
+  // Up to three 32-bit sizes: their product can pass 2^64 (4 x 2^31 x 2^31 would wrap to 0 and pass
+  // as an empty payload), never 2^128.
+  unsigned __int128 payload = 1;
   for (uint32_t d = 0; d < ndim; ++d) {
     dims[d] = read_be32(bytes, 4 + 4 * d);
     payload *= dims[d];
   }
-  uint64_t expected = header + payload;
+  if (payload > bytes.size())
+    fail("IDX file '{}' is truncated: {} bytes, its header promises {} bytes of data ({})", path, bytes.size(),
+         fmt::to_string(payload), fmt::join(dims, " x "));
+  const uint64_t expected = header + uint64_t(payload);
   if (bytes.size() < expected)
     fail("IDX file '{}' is truncated: {} bytes, its header promises {}", path, bytes.size(), expected);
   if (bytes.size() > expected)
