@@ -92,7 +92,13 @@ ResizeCropBox resize_center_crop_box(int width, int height, int resize, int crop
   // torchvision: short side -> resize, long side int(resize * long / short) (true division).
   const bool wide = width > height;
   const int64_t short_side = wide ? height : width, long_side = wide ? width : height;
-  const int new_long = int(double(int64_t(resize) * long_side) / double(short_side));
+  const double exact_long = double(int64_t(resize) * long_side) / double(short_side);
+  // A sliver (a PNG may be 178956970 x 1 within kMaxImagePixels) would be longer than an int can say.
+  if (exact_long >= 2147483648.0)
+    fail("Resize + CenterCrop: resizing the short side of a {}x{} image to {} makes its long side {:.0f} pixels, "
+         "more than an image side can be (2147483647); crop the image to a less extreme aspect ratio, or remove it",
+         width, height, resize, exact_long);
+  const int new_long = int(exact_long);
   ResizeCropBox r;
   r.resized_width = wide ? new_long : resize;
   r.resized_height = wide ? resize : new_long;

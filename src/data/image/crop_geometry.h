@@ -74,7 +74,7 @@ struct ResizeCropBox {
   int pad_left = 0, pad_top = 0;
   int resized_width = 0, resized_height = 0;  // Resize's output size (for reference)
 };
-// Errors (kiln::Error): non-positive image size, resize or crop.
+// Errors (kiln::Error): non-positive image size, resize or crop; a resized long side over 2^31 - 1 pixels.
 ResizeCropBox resize_center_crop_box(int width, int height, int resize, int crop);
 
 }  // namespace kiln

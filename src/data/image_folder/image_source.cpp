@@ -128,7 +128,12 @@ void ImageSource::transform(int64_t record, int64_t key, uint64_t seed, int epoc
   }
 
   // Evaluation: Resize(eval_resize) then CenterCrop(size), as one resample of the crop's source box.
-  const ResizeCropBox rc = resize_center_crop_box(W, H, t_.eval_resize, S);
+  ResizeCropBox rc;
+  try {
+    rc = resize_center_crop_box(W, H, t_.eval_resize, S);
+  } catch (const Error& e) {
+    fail("image '{}': {}", name, e.what());
+  }
   DecodedImage image;
   if (orient) {
     image = decode_oriented();
