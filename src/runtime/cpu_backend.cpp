@@ -29,17 +29,4 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
-#ifndef KILN_WITH_CUDA
-void register_cuda_ops() {}
-
-int cuda_device_count() { return 0; }
-
-size_t cuda_memory_in_use(int) { return 0; }
-
-std::unique_ptr<Backend> make_cuda_backend(int, const CudaOptions&) {
-  fail("this kiln build has no CUDA backend (nvcc, cuDNN or cudnn-frontend were not found when it was "
-       "built); use --device cpu, or rebuild on a machine with them (scripts/setup.sh)");
-}
-#endif
-
 }  // namespace kiln
