@@ -1,0 +1,63 @@
+# Fuzzing (fuzz/). Included once by CMakeLists.txt, after the tests.
+#
+# Always, with the tests: kiln_fuzz_entries, the fuzz targets' entry points as a library (no libFuzzer
+# needed, any compiler), which kiln_test_fuzz_regression (tests/fuzz_regression/) links to replay
+# every input stored in fuzz/corpus/<target>/ in the CPU suite.
+#
+# KILN_FUZZ=ON (clang only, in a build directory of its own: fuzz/run.sh configures build/fuzz with
+# -DKILN_WITH_CUDA=OFF -DKILN_BUILD_TESTS=OFF): every C++ file of the build is compiled with
+# -fsanitize=fuzzer-no-link,address,undefined (coverage for libFuzzer, ASan, UBSan; a sanitizer report
+# aborts), and each target gets a libFuzzer executable kiln_fuzz_<target>; kiln_fuzz_seeds writes their
+# seed inputs. `cmake --build build/fuzz --target kiln_fuzz` builds them all.
+option(KILN_FUZZ "Build the libFuzzer targets of fuzz/ with ASan and UBSan (clang; a build directory of its own)" OFF)
+
+set(KILN_FUZZ_TARGETS idx cifar10 safetensors cli_options image_decode pack)
+# The command line's pieces that cli_options parses with (tools/kiln.cpp's main() builds the rest).
+set(KILN_FUZZ_CLI_SRC tools/cli/data_options.cpp tools/cli/data_bench_command.cpp tools/cli/eval_command.cpp
+    tools/cli/pack_command.cpp)
+
+if(KILN_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "KILN_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++-16 "
+                        "(clang 16 or later; Debian 12: clang-16 and libclang-rt-16-dev), or run fuzz/run.sh")
+  endif()
+  # CMAKE_CXX_FLAGS as it stands at the end of this directory applies to every target in it.
+  string(APPEND CMAKE_CXX_FLAGS
+         " -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g")
+  string(APPEND CMAKE_EXE_LINKER_FLAGS " -fsanitize=address,undefined")
+endif()
+
+if(KILN_BUILD_TESTS OR KILN_FUZZ)
+  add_library(kiln_fuzz_support STATIC fuzz/fuzz_support.cpp)
+  target_include_directories(kiln_fuzz_support PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
+  target_link_libraries(kiln_fuzz_support PUBLIC kiln_core)
+
+  set(entries)
+  foreach(t ${KILN_FUZZ_TARGETS})
+    list(APPEND entries fuzz/${t}_fuzz.cpp)
+  endforeach()
+  add_library(kiln_fuzz_entries STATIC ${entries} ${KILN_FUZZ_CLI_SRC})
+  target_compile_definitions(kiln_fuzz_entries PRIVATE KILN_FUZZ_NO_MAIN)
+  target_include_directories(kiln_fuzz_entries PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tools)
+  target_link_libraries(kiln_fuzz_entries PUBLIC kiln_fuzz_support kiln_engine PRIVATE CLI11::CLI11)
+endif()
+
+if(TARGET kiln_test_fuzz_regression)
+  target_link_libraries(kiln_test_fuzz_regression PRIVATE kiln_fuzz_entries)
+endif()
+
+if(KILN_FUZZ)
+  add_custom_target(kiln_fuzz)
+  foreach(t ${KILN_FUZZ_TARGETS})
+    add_executable(kiln_fuzz_${t} fuzz/${t}_fuzz.cpp)
+    target_link_libraries(kiln_fuzz_${t} PRIVATE kiln_fuzz_support kiln_engine)
+    target_link_options(kiln_fuzz_${t} PRIVATE -fsanitize=fuzzer)
+    add_dependencies(kiln_fuzz kiln_fuzz_${t})
+  endforeach()
+  target_sources(kiln_fuzz_cli_options PRIVATE ${KILN_FUZZ_CLI_SRC})
+  target_include_directories(kiln_fuzz_cli_options PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tools)
+  target_link_libraries(kiln_fuzz_cli_options PRIVATE CLI11::CLI11)
+  add_executable(kiln_fuzz_seeds fuzz/make_seeds.cpp)
+  target_link_libraries(kiln_fuzz_seeds PRIVATE kiln_fuzz_support kiln_engine)
+  add_dependencies(kiln_fuzz kiln_fuzz_seeds)
+endif()

@@ -1,0 +1,154 @@
+// Fuzz target "cli_options": the command line's option parsing, without running anything.
+// tools/kiln.cpp builds its CLI11 app inside main(), so this target builds what is reachable as
+// functions: the subcommands eval, data-bench and pack (add_eval_command, add_data_bench_command,
+// add_pack_command, each with add_data_options) and a "train" with add_data_options(training) plus
+// the options kiln.cpp checks with kiln's parse functions (--model zoo::by_name, --device
+// parse_device_spec, --precision, --optimizer, --schedule, --loss-scale, --decode). kiln.cpp's own
+// numeric validators (--lr, --seed ranges) live in its anonymous namespace and are not reached.
+// Feeds: the input as argv words separated by NUL bytes (argv[0] "kiln" added); every word also
+// goes through each parse function directly.
+// Asserts: parsing succeeds or fails with a CLI11 ParseError (the CLI prints it and exits 1-110),
+// and the parse functions and validators return or throw kiln::Error only. After a successful parse
+// the data options convert (data_options, data_recipe, loader_workers; a kiln::Error is accepted) and,
+// when check_image_transform accepts them, the crop boxes they lead to lie inside images of a few
+// sizes (random_resized_crop_box, resize_center_crop_box).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cli/data_bench_command.h"
+#include "cli/data_options.h"
+#include "cli/eval_command.h"
+#include "cli/pack_command.h"
+#include "data/image/crop_geometry.h"
+#include "data/image/image_codec.h"
+#include "fuzz_support.h"
+#include "kiln/data.h"
+#include "kiln/dtype.h"
+#include "kiln/options.h"
+#include "kiln/schedule.h"
+#include "kiln/zoo.h"
+
+namespace kiln::fuzz {
+namespace {
+
+void parse_word(const std::string& word) {
+  accept_kiln_errors([&] { parse_schedule(word); });
+  accept_kiln_errors([&] { parse_decode_device(word); });
+  accept_kiln_errors([&] { parse_optimizer(word); });
+  accept_kiln_errors([&] { parse_precision(word); });
+  accept_kiln_errors([&] { parse_device_spec(word); });
+  accept_kiln_errors([&] { parse_loss_scale_mode(word); });
+  accept_kiln_errors([&] { zoo::by_name(word); });
+}
+
+CLI::Validator kiln_parse(void (*parse)(const std::string&)) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          parse(text);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "", "");
+}
+
+struct TrainWords {
+  cli::DataArgs data;
+  std::string model = "digits_cnn", device = "auto", precision = "fp32", optimizer = "sgd", schedule = "cosine",
+              loss_scale = "auto";
+};
+
+void check_geometry(const ImageTransform& t) {
+  if (t.kind != ImageTransform::Kind::ImageNet) return;
+  const RandomResizedCropParams params{t.scale_min, t.scale_max, t.ratio_min, t.ratio_max};
+  check_random_resized_crop(params);
+  // Sizes a header may claim: read_image_info accepts up to kMaxImagePixels (a PNG row of 178956970 pixels).
+  constexpr int kLong = int(kMaxImagePixels);
+  for (const auto& [w, h] : {std::pair{1, 1}, {3, 1000}, {1000, 3}, {224, 224}, {65500, 2}, {kLong, 1}, {1, kLong}}) {
+    for (uint64_t key = 0; key < 3; ++key) {
+      const CropBox b = random_resized_crop_box(w, h, params, key);
+      KILN_FUZZ_CHECK(b.width > 0 && b.height > 0 && b.x >= 0 && b.y >= 0);
+      KILN_FUZZ_CHECK(b.x <= w - b.width && b.y <= h - b.height);
+    }
+    const ResizeCropBox r = resize_center_crop_box(w, h, t.eval_resize, t.size);
+    KILN_FUZZ_CHECK(r.out_width >= 1 && r.out_width <= t.size && r.out_height >= 1 && r.out_height <= t.size);
+    KILN_FUZZ_CHECK(r.pad_left >= 0 && r.pad_top >= 0 && r.pad_left + r.out_width <= t.size &&
+                    r.pad_top + r.out_height <= t.size);
+    KILN_FUZZ_CHECK(std::isfinite(r.x) && std::isfinite(r.width) && r.x >= 0 && r.y >= 0 && r.width > 0 &&
+                    r.height > 0 && r.x + r.width <= w + 1e-6 && r.y + r.height <= h + 1e-6);
+  }
+}
+
+void use_data_args(const cli::DataArgs& a) {
+  accept_kiln_errors([&] {
+    const DataOptions o = cli::data_options(a);
+    for (const char* format : {"idx", "imagefolder", "packed"}) {
+      KILN_FUZZ_CHECK(cli::loader_workers(a, format) >= 0);
+      cli::data_recipe(a, format);
+    }
+    check_image_transform(o.transform);
+    check_geometry(o.transform);
+  });
+}
+
+}  // namespace
+
+void cli_options_input(Bytes input) {
+  std::vector<std::string> words{"kiln"};
+  std::string word;
+  for (uint8_t c : input) {
+    if (c == 0) {
+      words.push_back(std::move(word));
+      word.clear();
+    } else {
+      word += char(c);
+    }
+  }
+  words.push_back(std::move(word));
+  if (words.size() > 64) words.resize(64);
+  for (size_t i = 1; i < words.size(); ++i) parse_word(words[i]);
+
+  CLI::App app{"kiln"};
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  TrainWords t;
+  CLI::App* train = app.add_subcommand("train", "train");
+  cli::add_data_options(train, t.data, true);
+  train->add_option("--model,-m", t.model)->check(kiln_parse([](const std::string& s) { zoo::by_name(s); }));
+  train->add_option("--device", t.device)->check(kiln_parse([](const std::string& s) {
+    if (s != "auto") parse_device_spec(s);
+  }));
+  train->add_option("--precision", t.precision)->check(kiln_parse([](const std::string& s) { parse_precision(s); }));
+  train->add_option("--optimizer", t.optimizer)->check(kiln_parse([](const std::string& s) { parse_optimizer(s); }));
+  train->add_option("--schedule", t.schedule)->check(kiln_parse([](const std::string& s) { parse_schedule(s); }));
+  train->add_option("--loss-scale", t.loss_scale)
+      ->check(kiln_parse([](const std::string& s) { parse_loss_scale_mode(s); }));
+  cli::EvalArgs eval_args;
+  CLI::App* eval = cli::add_eval_command(app, eval_args);
+  cli::DataBenchArgs bench_args;
+  CLI::App* bench = cli::add_data_bench_command(app, bench_args);
+  cli::PackCommandArgs pack_args;
+  CLI::App* pack = cli::add_pack_command(app, pack_args);
+
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  try {
+    app.parse(int(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    KILN_FUZZ_CHECK(e.get_exit_code() != 0 || e.get_name() == "CallForHelp" || e.get_name() == "CallForAllHelp" ||
+                    e.get_name() == "CallForVersion" || e.get_name() == "Success");
+    return;
+  }
+  if (train->parsed()) use_data_args(t.data);
+  if (eval->parsed()) use_data_args(eval_args.data);
+  if (bench->parsed()) use_data_args(bench_args.data);
+  if (pack->parsed()) KILN_FUZZ_CHECK(pack_args.quality >= 1 && pack_args.quality <= 100 && pack_args.max_side >= 1);
+}
+
+}  // namespace kiln::fuzz
+
+KILN_FUZZ_TARGET(cli_options_input)
