@@ -234,7 +234,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   json header;
   try {
     header = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number past double's range (1e999)
     fail("safetensors file '{}' has a malformed JSON header: {}", path, e.what());
   }
   if (!header.is_object()) fail("safetensors file '{}': the header is not a JSON object", path);
