@@ -43,19 +43,6 @@ void parse_word(const std::string& word) {
   accept_kiln_errors([&] { zoo::by_name(word); });
 }
 
-CLI::Validator kiln_parse(void (*parse)(const std::string&)) {
-  return CLI::Validator(
-      [parse](std::string& text) -> std::string {
-        try {
-          parse(text);
-        } catch (const Error& e) {
-          return e.what();
-        }
-        return {};
-      },
-      "", "");
-}
-
 struct TrainWords {
   cli::DataArgs data;
   std::string model = "digits_cnn", device = "auto", precision = "fp32", optimizer = "sgd", schedule = "cosine",
@@ -118,15 +105,15 @@ void cli_options_input(Bytes input) {
   TrainWords t;
   CLI::App* train = app.add_subcommand("train", "train");
   cli::add_data_options(train, t.data, true);
-  train->add_option("--model,-m", t.model)->check(kiln_parse([](const std::string& s) { zoo::by_name(s); }));
-  train->add_option("--device", t.device)->check(kiln_parse([](const std::string& s) {
+  train->add_option("--model,-m", t.model)->check(cli::parsed_by([](const std::string& s) { zoo::by_name(s); }));
+  train->add_option("--device", t.device)->check(cli::parsed_by([](const std::string& s) {
     if (s != "auto") parse_device_spec(s);
   }));
-  train->add_option("--precision", t.precision)->check(kiln_parse([](const std::string& s) { parse_precision(s); }));
-  train->add_option("--optimizer", t.optimizer)->check(kiln_parse([](const std::string& s) { parse_optimizer(s); }));
-  train->add_option("--schedule", t.schedule)->check(kiln_parse([](const std::string& s) { parse_schedule(s); }));
+  train->add_option("--precision", t.precision)->check(cli::parsed_by([](const std::string& s) { parse_precision(s); }));
+  train->add_option("--optimizer", t.optimizer)->check(cli::parsed_by([](const std::string& s) { parse_optimizer(s); }));
+  train->add_option("--schedule", t.schedule)->check(cli::parsed_by([](const std::string& s) { parse_schedule(s); }));
   train->add_option("--loss-scale", t.loss_scale)
-      ->check(kiln_parse([](const std::string& s) { parse_loss_scale_mode(s); }));
+      ->check(cli::parsed_by([](const std::string& s) { parse_loss_scale_mode(s); }));
   cli::EvalArgs eval_args;
   CLI::App* eval = cli::add_eval_command(app, eval_args);
   cli::DataBenchArgs bench_args;

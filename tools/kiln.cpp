@@ -41,6 +41,8 @@
 
 namespace {
 
+using kiln::cli::parsed_by;
+
 // ---- option checks, made where CLI11 reads each option ----
 // A bad value stops the run before any work, with a message that CLI11 opens with the flag
 // ("--momentum: ...") and that gives the valid range and a value to use instead.
@@ -80,20 +82,6 @@ CLI::Validator seed_number() {
         if (result.ec != std::errc::result_out_of_range) return {};
         return fmt::format("{} is out of range: it must be a whole number from 0 to {} (64 bits); use e.g. --seed 1",
                            text, std::numeric_limits<uint64_t>::max());
-      },
-      "", "");
-}
-
-// A name that a kiln parse function accepts; its kiln::Error (which lists the accepted names) is the message.
-CLI::Validator parsed_by(std::function<void(const std::string&)> parse) {
-  return CLI::Validator(
-      [parse = std::move(parse)](std::string& text) -> std::string {
-        try {
-          parse(text);
-        } catch (const kiln::Error& e) {
-          return e.what();
-        }
-        return {};
       },
       "", "");
 }

@@ -25,20 +25,6 @@ ImageTransform::Normalize parse_normalize(const std::string& name) {
   fail("unknown normalization '{}': use auto, imagenet or dataset", name);
 }
 
-// A CLI11 check that runs a kiln parse function; its kiln::Error is the message.
-template <class F>
-CLI::Validator parsed_by(F parse) {
-  return CLI::Validator(
-      [parse](std::string& text) -> std::string {
-        try {
-          parse(text);
-        } catch (const Error& e) {
-          return e.what();
-        }
-        return {};
-      },
-      "", "");
-}
 
 std::string number(double x) { return fmt::format("{}", x); }
 
@@ -181,6 +167,19 @@ std::vector<std::pair<std::string, std::string>> data_recipe(const DataArgs& a, 
   }
   r.emplace_back("exif_orientation", t.exif_orientation ? "true" : "false");
   return r;
+}
+
+CLI::Validator parsed_by(std::function<void(const std::string&)> parse) {
+  return CLI::Validator(
+      [parse = std::move(parse)](std::string& text) -> std::string {
+        try {
+          parse(text);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "", "");
 }
 
 }  // namespace kiln::cli

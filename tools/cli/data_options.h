@@ -3,6 +3,7 @@
 // format, and how image files become samples (kiln/image_folder.h).
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct DataArgs {
   int workers = -1;      // -1: the cores left after the training thread (image files), else 2
   std::string decode = "auto";  // training images: cpu, gpu (nvJPEG) or auto
 };
+
+// A CLI11 check that runs a kiln parse function: its kiln::Error, which names the accepted values,
+// is the message.
+CLI::Validator parsed_by(std::function<void(const std::string&)> parse);
 
 // `training`: the options that only matter when training (augmentation) are added too.
 void add_data_options(CLI::App* app, DataArgs& a, bool training);
