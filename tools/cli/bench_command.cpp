@@ -1,0 +1,110 @@
+#include "cli/bench_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "cli/option_checks.h"
+#include "kiln/threads.h"
+#include "kiln/zoo.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string gib(size_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ull << 30)); }
+
+// The profiled step: time against floor by op kind, then the ops furthest above their floors.
+void print_profile(const BenchResult& r) {
+  std::map<std::string, std::array<double, 3>> by_kind;  // ms, floor ms, count
+  double total = 0, floor = 0;
+  for (const OpProfile& op : r.profile) {
+    auto& k = by_kind[op.kind];
+    k[0] += op.ms, k[1] += op.floor_ms, k[2] += 1;
+    total += op.ms, floor += op.floor_ms;
+  }
+  fmt::print("profiled step, op by op with a wait after each: {:.2f} ms (floor {:.2f} ms); by op kind:\n", total, floor);
+  std::vector<std::pair<std::string, std::array<double, 3>>> kinds(by_kind.begin(), by_kind.end());
+  std::sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) { return a.second[0] > b.second[0]; });
+  for (const auto& [kind, k] : kinds)
+    fmt::print("  {:<18} {:4.0f} ops {:8.2f} ms  floor {:8.2f} ms  gap {:7.2f} ms\n", kind, k[2], k[0], k[1], k[0] - k[1]);
+  std::vector<const OpProfile*> ops;
+  for (const OpProfile& op : r.profile) ops.push_back(&op);
+  std::sort(ops.begin(), ops.end(), [](auto* a, auto* b) { return a->ms - a->floor_ms > b->ms - b->floor_ms; });
+  fmt::print("largest gaps to the floor:\n");
+  for (size_t i = 0; i < std::min<size_t>(12, ops.size()); ++i)
+    fmt::print("  {:<8} {:<14} {:<28} {:7.3f} ms  floor {:7.3f} ms ({:.1f} GFLOP, {:.1f} MB)\n", ops[i]->list,
+               ops[i]->kind, ops[i]->layer, ops[i]->ms, ops[i]->floor_ms, ops[i]->flops * 1e-9, ops[i]->bytes * 1e-6);
+}
+
+}  // namespace
+
+CLI::App* add_bench_command(CLI::App& app, CommonOptions& common, BenchArgs& b) {
+  CLI::App* bench = app.add_subcommand(
+      "bench", "train on synthetic data already on the device and print images/s, memory and time to the first step");
+  add_common_options(bench, common);
+  bench->add_option("--steps", b.bench.steps, "timed steps, >= 1")->check(at_least(1, "use e.g. --steps 20"));
+  bench->add_option("--warmup", b.bench.warmup, "untimed steps before them, >= 0")
+      ->check(at_least(0, "use e.g. --warmup 5"));
+  bench->add_option("--seed", b.bench.seed, "random seed (initialization, synthetic data), 0 to 2^64-1")
+      ->check(seed_in_64_bits());
+  bench->add_flag("--profile", b.bench.profile,
+                  "then one step op by op, each op timed and set against its floor (FLOPs at --peak-tflops, bytes at "
+                  "--peak-tbps)");
+  bench->add_option("--peak-tflops", b.bench.peak_tflops, "tensor-core rate for the floors (default: an H200's fp16)")
+      ->check(number_in([](double v) { return v > 0; }, "> 0", "use e.g. --peak-tflops 737"));
+  bench->add_option("--peak-tbps", b.bench.peak_tbps, "memory bandwidth in TB/s for the floors (default: an H200's)")
+      ->check(number_in([](double v) { return v > 0; }, "> 0", "use e.g. --peak-tbps 4.18"));
+  bench->add_option("--json", b.json, "append the result as one JSON line to this file")->type_name("FILE");
+  add_threads_option(bench, b.backend);
+  add_cuda_options(bench, b.backend);
+  return bench;
+}
+
+int run_bench(const CommonOptions& o, const BenchArgs& b) {
+  set_threads(b.backend.threads);
+  CompileOptions c = compile_options(o);
+  c.optimizer.kind = OptimizerKind::SGD;  // PyTorch's recipe in bench/torch_models.py
+  c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 1e-4f;
+  c.cuda = cuda_options(b.backend);
+  std::ofstream json = json_appender(b.json);  // a bad path fails before the benchmark runs
+  const BenchResult r = bench_training(zoo::by_name(o.model, o.classes), c, b.bench);
+  const auto [lo, hi] = std::minmax_element(r.step_ms.begin(), r.step_ms.end());
+  fmt::print("kiln bench: {} on {} {}, batch {}: {:.0f} img/s (median step {:.2f} ms of {}, {:.2f}-{:.2f})\n",
+             o.model, device_label(c), o.precision, o.batch, r.images_per_second, r.median_step_ms,
+             r.step_ms.size(), *lo, *hi);
+  fmt::print("first step after {:.1f} s; memory: planned {} + workspace {}, device {}; loss {:.4f} -> {:.4f}\n",
+             r.first_step_seconds, gib(r.planned_bytes), gib(r.workspace_bytes),
+             c.device == Device::CUDA ? gib(r.device_bytes) : std::string("n/a"), r.first_loss, r.last_loss);
+  if (b.bench.profile) print_profile(r);
+  if (!b.json.empty()) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const OpProfile& op : r.profile)
+      ops.push_back({{"list", op.list}, {"kind", op.kind}, {"layer", op.layer}, {"ms", op.ms}, {"flops", op.flops},
+                     {"bytes", op.bytes}, {"floor_ms", op.floor_ms}});
+    const nlohmann::json j = {{"framework", "kiln"},
+                              {"profile", ops},
+                              {"model", o.model},
+                              {"device", device_label(c)},
+                              {"precision", o.precision},
+                              {"batch", o.batch},
+                              {"fuse_cbr", c.fuse_cbr},
+                              {"warmup", b.bench.warmup},
+                              {"images_per_second", r.images_per_second},
+                              {"median_step_ms", r.median_step_ms},
+                              {"step_ms", r.step_ms},
+                              {"first_step_seconds", r.first_step_seconds},
+                              {"planned_bytes", r.planned_bytes},
+                              {"workspace_bytes", r.workspace_bytes},
+                              {"device_bytes", r.device_bytes},
+                              {"first_loss", r.first_loss},
+                              {"last_loss", r.last_loss}};
+    json << j.dump() << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,26 @@
+#pragma once
+// `kiln bench`: a whole network's training steps on synthetic data already on the device
+// (kiln/bench.h): images/s, memory and the time to the first step, printed and optionally
+// appended as one JSON line for bench/report_models.py.
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "cli/backend_options.h"
+#include "cli/common_options.h"
+#include "kiln/bench.h"
+
+namespace kiln::cli {
+
+struct BenchArgs {
+  BenchOptions bench;   // --steps, --warmup, --seed, --profile, --peak-tflops, --peak-tbps
+  std::string json;     // --json FILE
+  BackendArgs backend;  // --threads and the CUDA backend's options
+};
+
+// The "bench" subcommand with `common` (shared with plan and train) and its own options in `args`.
+// args.backend.threads must hold its default (kiln::threads()) already: --help shows it.
+CLI::App* add_bench_command(CLI::App& app, CommonOptions& common, BenchArgs& args);
+int run_bench(const CommonOptions& common, const BenchArgs& args);
+
+}  // namespace kiln::cli

@@ -1,0 +1,65 @@
+#include "cli/kiln_app.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <string>
+
+#include "cli/plan_command.h"
+#include "cli/train_run.h"
+#include "cli/typo_hints.h"
+#include "cli/version.h"
+#include "kiln/error.h"
+
+namespace kiln::cli {
+
+KilnApp::KilnApp(int default_threads) {
+  // Before the options are added: --help shows the defaults they capture.
+  train_args.backend.threads = bench_args.backend.threads = default_threads;
+  app.set_version_flag("--version", std::function<std::string()>(version_text), "print the version; exit");
+  app.require_subcommand(1);
+  // For every option (subcommands copy these when made): --help shows the default, and a later
+  // value overrides an earlier one, so `scripts/demo.sh --epochs 2` overrides the script's own.
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  plan = add_plan_command(app, common);
+  train = add_train_command(app, common, train_args);
+  bench = add_bench_command(app, common, bench_args);
+  data_bench = add_data_bench_command(app, data_bench_args);
+  eval = add_eval_command(app, eval_args);
+  pack = add_pack_command(app, pack_args);
+}
+
+CLI::App* KilnApp::parsed_subcommand() const {
+  for (CLI::App* sub : {plan, train, bench, data_bench, eval, pack})
+    if (sub->parsed()) return sub;
+  return nullptr;
+}
+
+void KilnApp::parse(int argc, const char* const* argv) {
+  check_subcommand(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    const CLI::App* sub = parsed_subcommand();
+    const std::string message = sub ? unknown_options_message(*sub, sub->remaining()) : std::string();
+    if (message.empty()) throw;
+    throw CLI::ExtrasError(message, CLI::ExitCodes::ExtrasError);
+  }
+  if (train->parsed()) check_train_options(train_args);
+}
+
+int KilnApp::run() {
+  try {
+    if (plan->parsed()) return run_plan(common);
+    if (bench->parsed()) return run_bench(common, bench_args);
+    if (data_bench->parsed()) return run_data_bench(data_bench_args);
+    if (eval->parsed()) return run_eval(eval_args, *eval);
+    if (pack->parsed()) return run_pack(pack_args);
+    return run_train(common, train_args);
+  } catch (const Error& e) {
+    fmt::print(stderr, "\nkiln: error: {}\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,108 @@
+#include "cli/train_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cli/option_checks.h"
+#include "kiln/schedule.h"
+
+namespace kiln::cli {
+namespace {
+
+// Dynamic loss scaling (CompileOptions::loss_scaling, PyTorch's GradScaler); the growth and
+// backoff factors keep PyTorch's 2 and 0.5.
+void add_loss_scale_options(CLI::App* app, TrainArgs& a) {
+  const std::string group = "Loss scaling";
+  app->add_option("--loss-scale", a.loss_scale, "auto (dynamic for fp16, off otherwise), dynamic or off")
+      ->check(parsed_by([](const std::string& name) { parse_loss_scale_mode(name); }))
+      ->group(group);
+  app->add_option("--loss-scale-init", a.loss_scaling.init_scale, "initial loss scale, > 0")
+      ->check(number_in([](double v) { return v > 0 && fits_finite_float(v); }, "finite and > 0",
+                        "use e.g. --loss-scale-init 65536"))
+      ->group(group);
+  app->add_option("--loss-scale-interval", a.loss_scaling.growth_interval,
+                  "steps without inf/NaN gradients before the scale doubles, >= 1")
+      ->check(at_least(1, "use e.g. --loss-scale-interval 2000"))
+      ->group(group);
+}
+
+}  // namespace
+
+CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) {
+  CLI::App* train = app.add_subcommand("train", "train a model on a dataset and report test accuracy");
+  add_common_options(train, common);
+  add_data_options(train, t.data, true);
+  train->add_option("--epochs,-e", t.epochs, "epochs, >= 1")->check(at_least(1, "use e.g. --epochs 10"));
+  train->add_option("--optimizer", t.optimizer, "sgd or adamw")
+      ->check(parsed_by([](const std::string& name) { parse_optimizer(name); }));
+  train->add_option("--lr", t.lr, "peak learning rate, > 0")
+      ->check(number_in([](double v) { return v > 0 && fits_finite_float(v); }, "a finite number > 0",
+                        "use e.g. --lr 0.05 (SGD) or --lr 0.001 (AdamW)"));
+  train->add_option("--momentum", t.momentum, "SGD momentum, in [0, 1)")
+      ->check(number_in([](double v) { return v >= 0 && v < 1; }, "in [0, 1)",
+                        "use e.g. --momentum 0.9, or 0 for plain SGD"));
+  train->add_flag("--nesterov,!--no-nesterov", t.nesterov, "Nesterov momentum (SGD, needs --momentum > 0)");
+  train->add_option("--weight-decay,--wd", t.weight_decay, "weight decay (SGD: L2, AdamW: decoupled), >= 0")
+      ->check(number_in([](double v) { return v >= 0 && fits_finite_float(v); }, "a finite number >= 0",
+                        "use e.g. --weight-decay 5e-4, or 0 for none"));
+  train->add_option("--schedule", t.schedule, "constant, cosine or step")
+      ->check(parsed_by([](const std::string& name) { parse_schedule(name); }));
+  train->add_option("--warmup", t.warmup, "warm-up epochs (linear), >= 0")
+      ->check(at_least(0, "use e.g. --warmup 2, or 0 for no warm-up"));
+  train->add_option("--step-epochs", t.step_epochs, "step schedule: epochs between decays, >= 1")
+      ->check(at_least(1, "use e.g. --step-epochs 30"));
+  train->add_option("--gamma", t.gamma, "step schedule: decay factor, in (0, 1]")
+      ->check(number_in([](double v) { return v > 0 && v <= 1; }, "in (0, 1]", "use e.g. --gamma 0.1"));
+  train->add_option("--label-smoothing", t.label_smoothing, "label smoothing for cross-entropy, in [0, 1)")
+      ->check(number_in([](double v) { return v >= 0 && v < 1; }, "in [0, 1)",
+                        "use e.g. --label-smoothing 0.1, or 0 for none"));
+  train->add_option("--seed", t.seed, "random seed (init, shuffling, augmentation, dropout), 0 to 2^64-1")
+      ->check(seed_in_64_bits());
+  train->add_option("--checkpoint", t.checkpoint,
+                    "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock "
+                    "guards it while training; an existing file is refused unless --resume or --overwrite")
+      ->type_name("FILE");
+  train->add_option("--json", t.json, "append one JSON line per epoch (times, loss, accuracies) to this file")
+      ->type_name("FILE");
+  train->add_flag("--resume", t.resume,
+                  "continue from --checkpoint if it exists, else start fresh (needs --checkpoint); the run's settings "
+                  "must match the checkpoint's, only --epochs may change");
+  train->add_flag("--overwrite", t.overwrite,
+                  "start fresh even though --checkpoint exists: it is replaced after the first epoch (needs "
+                  "--checkpoint; not with --resume)");
+  add_threads_option(train, t.backend);
+  add_cuda_options(train, t.backend);
+  add_loss_scale_options(train, t);
+  return train;
+}
+
+void check_train_options(const TrainArgs& t) {
+  if (t.resume && t.checkpoint.empty())
+    throw CLI::RequiresError("--resume needs --checkpoint FILE, the checkpoint to continue from; add "
+                             "--checkpoint runs/run.safetensors or drop --resume",
+                             CLI::ExitCodes::RequiresError);
+  if (t.overwrite && t.checkpoint.empty())
+    throw CLI::RequiresError("--overwrite needs --checkpoint FILE, the checkpoint to replace; add --checkpoint "
+                             "runs/run.safetensors or drop --overwrite",
+                             CLI::ExitCodes::RequiresError);
+  if (t.resume && t.overwrite)
+    throw CLI::ValidationError("--resume and --overwrite exclude each other: --resume continues the run in "
+                               "--checkpoint, --overwrite replaces it with a fresh one; drop one",
+                               CLI::ExitCodes::ValidationError);
+  // A warm-up as long as the run never reaches --lr (cosine never decays either): the run would end
+  // at the peak of a schedule it never finished.
+  if (t.warmup >= t.epochs)
+    throw CLI::ValidationError(
+        "--warmup", fmt::format("{} is not shorter than the run (--epochs {}): the learning rate would only "
+                                "rise, reaching --lr {} at best at the last step, and never decay; use a warm-up "
+                                "shorter than the run, e.g. --warmup {}",
+                                t.warmup, t.epochs, t.lr,
+                                t.epochs >= 2 ? fmt::format("{} (or 0 for none)", std::max(1, t.epochs / 10))
+                                              : std::string("0 (none), or more --epochs")));
+  if (t.nesterov && t.momentum == 0 && t.optimizer == "sgd")
+    throw CLI::ValidationError("--nesterov", "needs --momentum > 0 (as in PyTorch); use e.g. --momentum 0.9, or "
+                                             "--no-nesterov for plain SGD");
+}
+
+}  // namespace kiln::cli

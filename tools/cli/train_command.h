@@ -1,0 +1,38 @@
+#pragma once
+// `kiln train`'s options: what they are, their checks one by one as CLI11 reads them, and the
+// checks between them after parsing (check_train_options). The run itself is train_run.h's.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "cli/backend_options.h"
+#include "cli/common_options.h"
+#include "cli/data_options.h"
+#include "kiln/options.h"
+
+namespace kiln::cli {
+
+struct TrainArgs {
+  DataArgs data;  // --data, --format, --workers, the image transform (add_data_options)
+  std::string optimizer = "sgd", schedule = "cosine";
+  std::string checkpoint;
+  std::string json;  // --json FILE: one line per epoch
+  int epochs = 10, warmup = 0, step_epochs = 30;
+  float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, label_smoothing = 0.f, gamma = 0.1f;
+  bool nesterov = false, resume = false, overwrite = false;
+  uint64_t seed = 1;
+  BackendArgs backend;              // --threads and the CUDA backend's options
+  std::string loss_scale = "auto";  // --loss-scale, into loss_scaling.mode
+  LossScaling loss_scaling;         // --loss-scale-init, --loss-scale-interval
+};
+
+// The "train" subcommand with `common` (shared with plan and bench) and its own options in `args`.
+// args.backend.threads must hold its default (kiln::threads()) already: --help shows it.
+CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& args);
+
+// Checks between options, after parsing: still errors naming the flags (CLI::ParseError), before
+// any work.
+void check_train_options(const TrainArgs& args);
+
+}  // namespace kiln::cli

@@ -1,0 +1,223 @@
+#include "cli/train_run.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/stop_signals.h"
+#include "cli/train_data_checks.h"
+#include "kiln/error.h"
+#include "kiln/image_folder.h"
+#include "kiln/schedule.h"
+#include "kiln/threads.h"
+#include "kiln/trainer.h"
+#include "kiln/zoo.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string clock_text(double seconds) {
+  const int s = int(seconds + 0.5);
+  return fmt::format("{}:{:02d}", s / 60, s % 60);
+}
+
+// --skip-bad: the files left out, each with why, after the run.
+void print_skipped(const SampleSource& train, const SampleSource& test) {
+  std::vector<std::string> bad = train.skipped();
+  for (std::string& b : test.skipped()) bad.push_back(std::move(b));
+  if (bad.empty()) return;
+  fmt::print("skipped {} unreadable sample{} (--skip-bad):\n", bad.size(), bad.size() == 1 ? "" : "s");
+  for (const std::string& b : bad) fmt::print("  {}\n", b);
+}
+
+// The line after a clean stop; returns the exit code, 128 + the signal (130 SIGINT, 143 SIGTERM).
+int report_stop(const Stopped& s, bool live) {
+  const int sig = stop_signal();
+  const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  const std::string kept = s.checkpoint_epochs > 0
+                               ? fmt::format("{} holds epoch {} (resume with --resume)", s.checkpoint,
+                                             s.checkpoint_epochs)
+                               : std::string("no checkpoint was written");
+  fmt::print("{}kiln: stopped by {} at epoch {}/{}, step {}/{}; {}\n", live ? "\n" : "", name, s.epoch + 1, s.epochs,
+             s.step, s.steps_per_epoch, kept);
+  std::fflush(stdout);
+  return 128 + (sig == SIGTERM ? SIGTERM : SIGINT);
+}
+
+// What the run does with its checkpoint, once the Trainer has resumed it or not.
+void print_checkpoint_start(const TrainArgs& a, const Trainer& trainer, bool replacing) {
+  if (a.checkpoint.empty()) return;
+  if (trainer.resumed()) {
+    const int done = trainer.resumed_epochs();
+    fmt::print("kiln: resumed from {}: epoch {} of {} done{}\n", a.checkpoint, done, a.epochs,
+               done >= a.epochs ? "; nothing left to train (raise --epochs to train on)" : "");
+  } else if (a.resume) {
+    fmt::print("kiln: no checkpoint at {} yet: starting fresh\n", a.checkpoint);
+  } else if (replacing) {
+    fmt::print("kiln: starting fresh; checkpoints go to {}, replacing the earlier run's there after the first epoch "
+               "(--overwrite)\n", a.checkpoint);
+  } else {
+    fmt::print("kiln: starting fresh; checkpoints go to {}\n", a.checkpoint);
+  }
+}
+
+// A run whose mean training loss in an epoch exceeds this many times the loss of a uniform guess
+// (ln classes, where an untrained model starts) has blown up: the learning rate is too high.
+// A model that blew up ends at chance level even when its loss comes back down, so the run stops
+// before that epoch's checkpoint replaces a good one.
+constexpr double kBlownUpLoss = 10;
+
+}  // namespace
+
+int run_train(const CommonOptions& o, const TrainArgs& a) {
+  {  // an existing checkpoint without --resume or --overwrite is refused before anything is read
+    TrainOptions target;
+    target.checkpoint = a.checkpoint, target.resume = a.resume, target.overwrite = a.overwrite;
+    check_checkpoint_target(target);  // the Trainer applies the same rule
+  }
+  std::ofstream json = json_appender(a.json);  // a bad path fails before anything is loaded
+  set_threads(a.backend.threads);
+  const DataSplits data = open_dataset(a.data.data, data_options(a.data));
+  const SampleSource& train = *data.train;
+  const SampleSource& test = *data.test;
+  const SampleShape shape = train.shape();
+  const bool image_files = data.format == "imagefolder" || data.format == "packed";
+  check_data_fits(o, a, data);
+  CompileOptions c = compile_options(o);
+  c.input_hwc = {shape.height, shape.width, shape.channels};
+  c.label_smoothing = a.label_smoothing;
+  c.optimizer.kind = parse_optimizer(a.optimizer);
+  c.optimizer.momentum = a.momentum;
+  c.optimizer.nesterov = a.nesterov;
+  c.optimizer.weight_decay = a.weight_decay;
+  c.cuda = cuda_options(a.backend);
+  c.loss_scaling = a.loss_scaling;
+  c.loss_scaling.mode = parse_loss_scale_mode(a.loss_scale);
+  TrainOptions t;
+  t.epochs = a.epochs;
+  t.schedule.kind = parse_schedule(a.schedule);
+  t.schedule.lr = a.lr, t.schedule.warmup_epochs = a.warmup, t.schedule.step_epochs = a.step_epochs;
+  t.schedule.gamma = a.gamma;
+  t.seed = a.seed, t.checkpoint = a.checkpoint, t.resume = a.resume, t.overwrite = a.overwrite;
+  t.workers = loader_workers(a.data, data.format);
+  t.decode = parse_decode_device(a.data.decode);
+  const DataOptions data_opt = data_options(a.data);
+  t.augment = image_files ? data_opt.transform.augment : data_opt.augment;
+  t.data_recipe = data_recipe(a.data, data.format);
+  t.stop = stop_requested();  // set by StopSignals' handler
+
+  const int classes = o.classes > 0 ? o.classes : train.num_classes();
+  const Blueprint model = zoo::by_name(o.model, classes);
+  Trainer trainer(model, c, t);
+  std::error_code exists_error;
+  const bool replacing = a.overwrite && std::filesystem::exists(a.checkpoint, exists_error);
+  fmt::print("kiln: training {} on {} ({}: {} train / {} test images, {}x{}x{}, {} classes), {} {} {}, batch {}, "
+             "{} epochs, {} loader threads\n",
+             o.model, a.data.data, data.format, train.count(), test.count(), shape.height, shape.width,
+             shape.channels, train.num_classes(), device_label(c), o.precision, a.optimizer, o.batch, a.epochs,
+             t.workers);
+  print_checkpoint_start(a, trainer, replacing);
+  const bool tested = test.count() > 0;  // else no accuracy is measured, and none is printed
+  if (!tested)
+    fmt::print("kiln: no test set: {}, so no test accuracy will be measured\n", no_test_set_reason(a, data.format));
+  warn_batch_of_one(o, a, model, c);
+  if (const auto removed = trainer.removed_temp_files(); !removed.empty())
+    fmt::print("kiln: removed {} temporary file{} of a checkpoint write that was interrupted: {}\n", removed.size(),
+               removed.size() == 1 ? "" : "s", fmt::join(removed, ", "));
+  auto last_print = std::chrono::steady_clock::now();
+  // The live line rewrites itself with carriage returns: only on a terminal. Into a file or a
+  // pipe (a log, CI) each epoch is one plain line and nothing else.
+  const bool live = isatty(fileno(stdout)) != 0;
+  int saved_epochs = trainer.resumed_epochs();  // what --checkpoint holds of this run
+  auto on_step = [&](const StepReport& s) {
+    // A blown-up run stops before this epoch's checkpoint is written (kBlownUpLoss).
+    const double uniform_loss = std::log(double(classes));
+    if (classes >= 2 && s.loss > kBlownUpLoss * uniform_loss) {
+      std::error_code ec;
+      const std::string kept =
+          a.checkpoint.empty()        ? std::string("no checkpoint path was set")
+          : saved_epochs > 0          ? fmt::format("{} holds epoch {}, left as it was", a.checkpoint, saved_epochs)
+          : std::filesystem::exists(a.checkpoint, ec)
+              ? fmt::format("{}, an earlier run's, is left as it was", a.checkpoint)
+              : fmt::format("no checkpoint was written to {}", a.checkpoint);
+      fail("training diverged: the mean training loss of epoch {}/{} is {:.4g} after {} of its {} steps, more "
+           "than {} times the {:.2f} (ln {}) of a model that gives every class the same probability: the "
+           "updates have blown the model up, and such a run ends at chance level. Training stopped without "
+           "writing this epoch's checkpoint ({}). Lower the learning rate (--lr {} now) or add --warmup, and "
+           "start a new run",
+           s.epoch + 1, a.epochs, s.loss, s.step_in_epoch, s.steps_per_epoch, kBlownUpLoss, uniform_loss, classes,
+           kept, a.lr);
+    }
+    if (!live) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (s.step_in_epoch != s.steps_per_epoch && now - last_print < std::chrono::milliseconds(500)) return;
+    last_print = now;
+    fmt::print("\repoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} img/s  data wait {:.0f}%  ETA {}   ", s.epoch + 1,
+               a.epochs, s.step_in_epoch, s.steps_per_epoch, s.loss, s.images_per_second, 100 * s.data_wait_share,
+               clock_text(s.eta_seconds));
+    std::fflush(stdout);
+  };
+  // Wall time per epoch as a user waits for it: training, the state check, evaluation and the
+  // checkpoint (EpochReport::seconds counts the training steps alone).
+  auto epoch_start = std::chrono::steady_clock::now();
+  auto on_epoch = [&](const EpochReport& r) {
+    const auto now = std::chrono::steady_clock::now();
+    const double wall = std::chrono::duration<double>(now - epoch_start).count();
+    epoch_start = now;
+    if (!a.checkpoint.empty()) saved_epochs = r.epoch + 1;
+    // No test set: null in the JSON line and nothing on the epoch's line, never a 0 that reads as
+    // an accuracy.
+    const nlohmann::json test_top1 = tested ? nlohmann::json(r.test_accuracy) : nlohmann::json(nullptr);
+    const nlohmann::json test_top5 = tested ? nlohmann::json(r.test_top5_accuracy) : nlohmann::json(nullptr);
+    if (json.is_open()) {
+      json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"data", a.data.data},
+                             {"format", data.format}, {"workers", t.workers}, {"decode", a.data.decode}, {"device", device_label(c)},
+                             {"precision", o.precision}, {"batch", o.batch}, {"epoch", r.epoch + 1},
+                             {"epochs", a.epochs}, {"wall_seconds", wall}, {"train_seconds", r.seconds},
+                             {"check_seconds", r.check_seconds}, {"eval_seconds", r.eval_seconds},
+                             {"checkpoint_seconds", r.checkpoint_seconds},
+                             {"data_wait_seconds", r.data_wait_seconds}, {"decoder", r.decoder},
+                             {"train_loss", r.train_loss}, {"train_accuracy", r.train_accuracy},
+                             {"test_accuracy", test_top1}, {"train_top5_accuracy", r.train_top5_accuracy},
+                             {"test_top5_accuracy", test_top5}, {"images_per_second", r.images_per_second}}
+                  .dump()
+           << std::endl;
+    }
+    const std::string top5 = classes > 5 ? fmt::format(" (top-5 {:.4f})", r.test_top5_accuracy) : std::string();
+    const std::string test_acc = tested ? fmt::format("  test acc {:.4f}{}", r.test_accuracy, top5) : std::string();
+    fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}{}  {:.1f}s  {:.0f} img/s  data wait {:.0f}%\n",
+               live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, test_acc, r.seconds,
+               r.images_per_second, 100 * r.data_wait_seconds / std::max(r.seconds, 1e-9));
+  };
+  std::vector<EpochReport> reports;
+  try {
+    StopSignals stop_signals;  // only while training
+    reports = trainer.fit(train, test, on_step, on_epoch);
+  } catch (const Stopped& stopped) {
+    return report_stop(stopped, live);  // the Trainer, and the checkpoint's lock, go as it returns
+  }
+  if (!reports.empty()) fmt::print("final loss: {:.6f}\n", reports.back().train_loss);
+  if (!reports.empty() && !reports.back().decoder.empty()) fmt::print("decoded by {}\n", reports.back().decoder);
+  warn_at_chance(reports, train);
+  print_skipped(train, test);
+  if (!tested) {
+    fmt::print("no test set: test accuracy not measured ({})\n", no_test_set_reason(a, data.format));
+    return 0;
+  }
+  Trainer::Accuracy accuracy{reports.empty() ? 0 : reports.back().test_accuracy,
+                             reports.empty() ? 0 : reports.back().test_top5_accuracy};
+  if (reports.empty()) accuracy = trainer.evaluate_accuracy(test);
+  if (classes > 5) fmt::print("test top-5 accuracy: {:.4f}\n", accuracy.top5);
+  fmt::print("test accuracy: {:.4f}\n", accuracy.top1);
+  return 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,74 @@
+#include "cli/typo_hints.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::cli {
+namespace {
+
+// Edit distance with adjacent transpositions counted as one edit ("trian" is 1 from "train").
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The candidate nearest to `word`, if it is close enough to be a likely typo; else empty.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d < best_distance) best = c, best_distance = d;
+  }
+  return best;
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
+
+}  // namespace
+
+void check_subcommand(const CLI::App& app, int argc, const char* const* argv) {
+  const std::vector<std::string> names = subcommand_names(app);
+  const std::string list = fmt::format("{}", fmt::join(names, ", "));
+  if (argc < 2)
+    throw CLI::RequiredError(fmt::format("a subcommand is required: {} (kiln <subcommand> --help)", list),
+                             CLI::ExitCodes::RequiredError);
+  const std::string word = argv[1];
+  if (word.empty() || word[0] == '-' || std::find(names.begin(), names.end(), word) != names.end()) return;
+  const std::string guess = nearest(word, names);
+  throw CLI::ExtrasError(fmt::format("unknown subcommand '{}'{}; the subcommands are {}", word,
+                                     guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess), list),
+                         CLI::ExitCodes::ExtrasError);
+}
+
+std::string unknown_options_message(const CLI::App& sub, const std::vector<std::string>& extras) {
+  std::vector<std::string> known;
+  for (const CLI::Option* opt : sub.get_options())
+    for (const std::string& name : opt->get_lnames()) known.push_back("--" + name);
+  std::string out;
+  for (const std::string& word : extras) {
+    if (word.rfind("--", 0) != 0) continue;
+    const std::string flag = word.substr(0, word.find('='));
+    const std::string guess = nearest(flag, known);
+    out += fmt::format("{}unknown option '{}'{}", out.empty() ? "" : "; ", flag,
+                       guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess));
+  }
+  if (out.empty()) return {};
+  return fmt::format("{}; kiln {} --help lists the options", out, sub.get_name());
+}
+
+}  // namespace kiln::cli
