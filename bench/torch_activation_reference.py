@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """PyTorch's side of kiln's activation GPU test (src/ops/activation/activation_gpu_test.cpp):
 reads a safetensors file with x and dy (fp32 values already rounded to the test's precision) and
-metadata `precision` (fp16, bf16 or fp32) and `functions` ("name:alpha,..." with kiln's names),
-applies torch.nn.functional's function of the same name to x in the compute dtype on the GPU,
-backpropagates dy, and writes y_<name> and dx_<name> (fp32) to the output file.
+metadata `precision` (fp16, bf16 or fp32) and `functions`, a JSON list of {name, alpha, torch}:
+each activation of kiln's list (src/ops/activation/activation_list.def) with the PyTorch
+expression of x and a that computes it there. Evaluates each on x in the compute dtype on the
+GPU, backpropagates dy, and writes y_<name> and dx_<name> (fp32) to the output file.
 
 usage: torch_activation_reference.py IN OUT"""
+import json
 import sys
 
 import torch
@@ -13,17 +15,12 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-FUNCTIONS = {
-    "relu6": lambda x, a: F.relu6(x),
-    "leaky_relu": lambda x, a: F.leaky_relu(x, negative_slope=a),
-    "elu": lambda x, a: F.elu(x, alpha=a),
-    "silu": lambda x, a: F.silu(x),
-    "hardswish": lambda x, a: F.hardswish(x),
-    "gelu": lambda x, a: F.gelu(x, approximate="none"),
-    "gelu_tanh": lambda x, a: F.gelu(x, approximate="tanh"),
-    "sigmoid": lambda x, a: torch.sigmoid(x),
-    "tanh": lambda x, a: torch.tanh(x),
-}
+
+def function_of(expression):
+    """The expression as a function of x and a, with torch and F in scope (the list's expressions
+    are kiln's own source, not user input)."""
+    code = compile(expression, "<activation_list.def>", "eval")
+    return lambda x, a: eval(code, {"torch": torch, "F": F}, {"x": x, "a": a})
 
 
 def main(src, dst):
@@ -32,10 +29,10 @@ def main(src, dst):
         x32, dy32 = f.get_tensor("x").cuda(), f.get_tensor("dy").cuda()
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[meta["precision"]]
     out = {}
-    for item in meta["functions"].split(","):
-        name, alpha = item.split(":")
+    for item in json.loads(meta["functions"]):
+        name = item["name"]
         x = x32.to(dtype).detach().clone().requires_grad_(True)  # a fresh leaf: no gradient carried over
-        y = FUNCTIONS[name](x, float(alpha))
+        y = function_of(item["torch"])(x, float(item["alpha"]))
         y.backward(dy32.to(dtype))
         out["y_" + name] = y.detach().float().cpu().contiguous()
         out["dx_" + name] = x.grad.float().cpu().contiguous()

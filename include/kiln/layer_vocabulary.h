@@ -4,6 +4,9 @@
 // model DSL (kiln/blueprint.h), the compiler and the kernels all speak it, so it depends on none
 // of them.
 #include <cstdint>
+#include <string>
+
+#include "kiln/activation_kinds.h"
 
 namespace kiln {
 
@@ -34,21 +37,13 @@ enum class LayerKind : uint8_t {
 const char* layer_kind_name(LayerKind kind);
 
 // The elementwise activations besides ReLU (whose byte mask and CBR fusion make it a layer of
-// its own), as PyTorch's functionals of the same names define them. Their math is in
-// src/ops/activation/activation_functions.h.
-enum class Activation : uint8_t {
-  ReLU6,      // min(max(x, 0), 6)
-  LeakyReLU,  // x > 0 ? x : alpha * x (alpha: negative slope, PyTorch's default 0.01)
-  ELU,        // x > 0 ? x : alpha * (exp(x) - 1) (alpha default 1)
-  SiLU,       // x * sigmoid(x)
-  Hardswish,  // x * relu6(x + 3) / 6
-  GELU,       // x * Phi(x), the exact (erf) form
-  GELUTanh,   // GELU's tanh approximation (approximate='tanh')
-  Sigmoid,
-  Tanh,
-};
-
+// its own), as PyTorch's functionals of the same names define them: kiln::Activation, written by
+// the build from the activation family's list (src/ops/activation/activation_list.def), so adding
+// one changes no header here.
 const char* activation_name(Activation a);
+// The activation named `name` (activation_name's names: "silu", "leaky_relu", ...); a kiln::Error
+// listing the names otherwise.
+Activation parse_activation(const std::string& name);
 
 struct LayerAttrs {
   int out_channels = 0;  // Conv, CBR: output channels; Linear: output features

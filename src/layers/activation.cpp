@@ -2,16 +2,21 @@
 // forward's input.
 #include "layers/layer_def.h"
 #include "ops/activation/activation_contract.h"
+#include "ops/activation/activation_functions.h"
 
 namespace kiln {
 namespace {
 
 Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
   const LayerAttrs& a = layer.attrs;
-  if (a.activation == Activation::ELU && !(a.alpha > 0))
-    fail("elu '{}': alpha must be positive, got {}", layer.name, a.alpha);
-  if (a.activation == Activation::LeakyReLU && !(a.alpha >= 0))
-    fail("leaky_relu '{}': the negative slope must be >= 0, got {}", layer.name, a.alpha);
+  if (int(a.activation) >= kActivationCount)
+    fail("activation '{}': {} is not a kiln::Activation (there are {}); use one of its enumerators", layer.name,
+         int(a.activation), kActivationCount);
+  const activation::Info& info = activation::info(a.activation);
+  if (info.alpha == activation::AlphaRule::AboveZero && !(a.alpha > 0))
+    fail("{} '{}': alpha must be positive, got {}", info.name, layer.name, a.alpha);
+  if (info.alpha == activation::AlphaRule::AtLeastZero && !(a.alpha >= 0))
+    fail("{} '{}': alpha (the negative slope) must be >= 0, got {}", info.name, layer.name, a.alpha);
   return single_input(layer, inputs);
 }
 

@@ -1,7 +1,8 @@
-// Every elementwise activation trains a small CNN on the real digits on the CPU: the same
+// Every elementwise activation the family lists trains a small CNN on the real digits on the CPU: the same
 // model with ReLU replaced, two epochs, each far past chance.
 #include <gtest/gtest.h>
 
+#include "support/activations.h"
 #include "support/program_fixture.h"
 #include "kiln/trainer.h"
 
@@ -11,11 +12,7 @@ namespace {
 TEST(TrainDigits, EveryActivationTrainsASmallCnn) {
   const std::string dir = testing::shared_digits_dir();
   const Dataset train = load_dataset(dir, "idx", true), test = load_dataset(dir, "idx", false);
-  const std::pair<Activation, float> functions[] = {
-      {Activation::ReLU6, 0.f}, {Activation::LeakyReLU, 0.01f}, {Activation::ELU, 1.f},
-      {Activation::SiLU, 0.f},  {Activation::Hardswish, 0.f}, {Activation::GELU, 0.f},
-      {Activation::GELUTanh, 0.f}, {Activation::Sigmoid, 0.f}, {Activation::Tanh, 0.f}};
-  for (auto [f, alpha] : functions) {
+  for (auto [f, alpha] : testing::every_activation(true)) {
     SCOPED_TRACE(activation_name(f));
     Blueprint m("small");
     m.input(20, 20, 1)

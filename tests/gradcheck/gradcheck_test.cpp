@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kiln/blueprint.h"
+#include "support/activations.h"
 #include "support/gradcheck.h"
 #include "support/program_fixture.h"
 
@@ -101,11 +102,7 @@ TEST(GradCheck, UnfusedConvBnRelu) {
 }
 
 TEST(GradCheck, EveryActivation) {
-  const std::pair<Activation, float> functions[] = {
-      {Activation::ReLU6, 0.f}, {Activation::LeakyReLU, 0.1f}, {Activation::ELU, 0.7f},
-      {Activation::SiLU, 0.f},  {Activation::Hardswish, 0.f}, {Activation::GELU, 0.f},
-      {Activation::GELUTanh, 0.f}, {Activation::Sigmoid, 0.f}, {Activation::Tanh, 0.f}};
-  for (auto [f, alpha] : functions) {
+  for (auto [f, alpha] : testing::every_activation(false)) {
     Blueprint m(activation_name(f));
     // Twice, so the first one's dX is exercised through the second conv's weight gradient.
     m.conv(4, 3, 1, 1, true, "c0").activation(f, alpha, "act0").conv(4, 3, 1, 1, true, "c1").activation(f, alpha, "act1");

@@ -2,18 +2,29 @@
 
 #include "ops/activation/activation_functions.h"
 
+#include <fmt/ranges.h>
+
+#include <string>
+#include <vector>
+
 #include "core/parallel.h"
+#include "kiln/error.h"
 
 namespace kiln {
 
 const char* activation_name(Activation a) {
-  switch (a) {
-#define KILN_ACTIVATION_NAME(E, S, N) \
-  case Activation::E: return N;
-    KILN_ACTIVATIONS(KILN_ACTIVATION_NAME)
-#undef KILN_ACTIVATION_NAME
+  if (size_t(a) >= std::size(activation::kAll)) return "?";
+  return activation::info(a).name;
+}
+
+Activation parse_activation(const std::string& name) {
+  std::vector<std::string> names;
+  for (const activation::Info& i : activation::kAll) {
+    if (name == i.name) return i.kind;
+    names.push_back(i.name);
   }
-  return "?";
+  fail("unknown activation '{}'; the activations are {} (relu is a layer of its own: Blueprint::relu)", name,
+       fmt::join(names, ", "));
 }
 
 namespace cpu {

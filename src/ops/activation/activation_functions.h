@@ -4,9 +4,13 @@
 // with the value and the derivative at x; `a` is the layer's alpha (LeakyReLU's negative slope,
 // ELU's alpha), unused by the others. Definitions as PyTorch's functionals of the same name.
 //
-// Adding an activation: an enumerator in kiln::Activation and its DSL call (include/kiln/
-// blueprint.h, src/model/blueprint.cpp), a struct here and its line in KILN_ACTIVATIONS.
+// Adding an activation: a struct here and its line in activation_list.def (which the build turns
+// into the enumerator of kiln::Activation); the kernels, names, alpha checks, tests and the
+// PyTorch reference follow from the list. blueprint.activation(Activation::X) adds it to a model.
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
 
 #include "kiln/layer_vocabulary.h"
 
@@ -102,26 +106,42 @@ struct Tanh {
   }
 };
 
-// X(enumerator, struct, name): every activation; kernels and names are generated from this list.
-#define KILN_ACTIVATIONS(X)                   \
-  X(ReLU6, ReLU6, "relu6")                    \
-  X(LeakyReLU, LeakyReLU, "leaky_relu")       \
-  X(ELU, ELU, "elu")                          \
-  X(SiLU, SiLU, "silu")                       \
-  X(Hardswish, Hardswish, "hardswish")        \
-  X(GELU, GELU, "gelu")                       \
-  X(GELUTanh, GELUTanh, "gelu_tanh")          \
-  X(Sigmoid, Sigmoid, "sigmoid")              \
-  X(Tanh, Tanh, "tanh")
+// What the layer's alpha may be.
+enum class AlphaRule : uint8_t { Unused, AtLeastZero, AboveZero };
+
+struct Info {
+  Activation kind;
+  const char* name;       // kiln's name (activation_name)
+  AlphaRule alpha;
+  float default_alpha;    // PyTorch's default
+  const char* torch;      // the same function in PyTorch, of x and a (bench/torch_activation_reference.py)
+};
+
+// Every activation, in the enum's order (activation_list.def).
+inline constexpr Info kAll[] = {
+#define KILN_ACTIVATION(E, N, R, A, T) {Activation::E, N, AlphaRule::R, A, T},
+#include "ops/activation/activation_list.def"
+#undef KILN_ACTIVATION
+};
+static_assert(std::size(kAll) == size_t(kActivationCount));
+constexpr bool listed_in_enum_order() {
+  for (size_t i = 0; i < std::size(kAll); ++i)
+    if (kAll[i].kind != Activation(i)) return false;
+  return true;
+}
+static_assert(listed_in_enum_order());
+
+// The entry of `a` (an enumerator of kiln::Activation).
+inline const Info& info(Activation a) { return kAll[size_t(a)]; }
 
 // Calls f(Function{}) for the activation `a`.
 template <class F>
 KILN_HOST_DEVICE auto visit(Activation a, F&& f) {
   switch (a) {
-#define KILN_ACTIVATION_CASE(E, S, N) \
-  case Activation::E: return f(S{});
-    KILN_ACTIVATIONS(KILN_ACTIVATION_CASE)
-#undef KILN_ACTIVATION_CASE
+#define KILN_ACTIVATION(E, N, R, A, T) \
+  case Activation::E: return f(E{});
+#include "ops/activation/activation_list.def"
+#undef KILN_ACTIVATION
   }
   return f(SiLU{});  // unreachable for a valid enumerator
 }

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "kiln/checkpoint.h"
+#include "support/activations.h"
 #include "support/cbr_block.h"
 #include "support/gpu_test_util.h"
 
@@ -17,11 +19,6 @@ using namespace kiln::testing;
 using gpu_test::f32_tensor;
 using gpu_test::f32_values;
 using gpu_test::torch_available;
-
-const std::pair<Activation, float> kFunctions[] = {
-    {Activation::ReLU6, 0.f}, {Activation::LeakyReLU, 0.1f}, {Activation::ELU, 0.7f},
-    {Activation::SiLU, 0.f},  {Activation::Hardswish, 0.f}, {Activation::GELU, 0.f},
-    {Activation::GELUTanh, 0.f}, {Activation::Sigmoid, 0.f}, {Activation::Tanh, 0.f}};
 
 struct Result {
   std::vector<float> y, dx, inference;
@@ -56,9 +53,9 @@ TEST_P(ActivationGpu, MatchesCpuAndPyTorch) {
   std::vector<float> x = random_values(dtype, n, rng, 0.f, 3.f), dy = random_values<float>(dtype, n, rng);
   const double tol = tolerance(precision);
 
-  std::string functions;
+  nlohmann::json functions = nlohmann::json::array();  // what PyTorch computes, from the family's list
   std::map<std::string, Result> gpu;
-  for (auto [f, alpha] : kFunctions) {
+  for (auto [f, alpha] : every_activation(false)) {
     SCOPED_TRACE(activation_name(f));
     const Result cpu = run(f, alpha, Device::CPU, Precision::FP32, x, dy);
     const Result got = run(f, alpha, Device::CUDA, precision, x, dy);
@@ -66,15 +63,14 @@ TEST_P(ActivationGpu, MatchesCpuAndPyTorch) {
     expect_close_to_reference("dx vs cpu", got.dx, cpu.dx, tol);
     expect_close_to_reference("inference y vs cpu", got.inference, cpu.y, tol);
     gpu[activation_name(f)] = got;
-    if (!functions.empty()) functions += ",";
-    functions += std::string(activation_name(f)) + ":" + std::to_string(alpha);
+    functions.push_back({{"name", activation_name(f)}, {"alpha", alpha}, {"torch", activation::info(f).torch}});
   }
 
   if (!torch_available()) GTEST_SKIP() << "compared with the CPU; PyTorch (python3 with torch, safetensors) missing";
   const SafetensorsFile torch =
       gpu_test::torch_reference("torch_activation_reference.py", "kiln_activation_torch", precision_name(precision),
                                 {f32_tensor("x", x), f32_tensor("dy", dy)},
-                                {{"precision", precision_name(precision)}, {"functions", functions}});
+                                {{"precision", precision_name(precision)}, {"functions", functions.dump()}});
   for (const auto& [name, got] : gpu) {
     SCOPED_TRACE(name);
     expect_close_to_reference("y vs torch", got.y, f32_values(torch, "y_" + name), tol);

@@ -2,11 +2,18 @@
 // results, derivatives against central differences in float64, and the ops through the registry.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "ops/activation/activation_contract.h"
 #include "ops/activation/activation_cpu.h"
+#include "ops/activation/activation_functions.h"
+#include "kiln/blueprint.h"
+#include "kiln/compile.h"
 #include "support/cpu_test_util.h"
 #include "support/gradcheck.h"
 #include "support/op_bench.h"
@@ -40,6 +47,7 @@ const Known kKnown[] = {
     {Activation::Sigmoid, 0, 0.0, 0.5},
     {Activation::Sigmoid, 0, 2.0, 0.8807970779778823},
     {Activation::Tanh, 0, 0.5, 0.46211715726000974},
+    {Activation::Tanh, 0, -2.0, -0.9640275800758169},
 };
 
 TEST(ActivationCpu, ValuesMatchTheDefinitions) {
@@ -50,11 +58,17 @@ TEST(ActivationCpu, ValuesMatchTheDefinitions) {
   }
 }
 
-constexpr Activation kAll[] = {Activation::ReLU6, Activation::LeakyReLU, Activation::ELU,
-                               Activation::SiLU,  Activation::Hardswish, Activation::GELU,
-                               Activation::GELUTanh, Activation::Sigmoid, Activation::Tanh};
+// Every registered activation has known values above: adding one to activation_list.def without
+// them fails here.
+TEST(ActivationCpu, EveryActivationHasKnownValues) {
+  for (const activation::Info& info : activation::kAll) {
+    const auto count = std::count_if(std::begin(kKnown), std::end(kKnown), [&](const Known& k) { return k.f == info.kind; });
+    EXPECT_GE(count, 2) << info.name << ": add two points of it, from its definition, to kKnown";
+  }
+}
 
-float alpha_of(Activation f) { return f == Activation::LeakyReLU ? 0.1f : f == Activation::ELU ? 0.7f : 0.f; }
+// A non-default alpha where the function takes one (the default would hide a swapped alpha).
+float alpha_of(const activation::Info& info) { return info.alpha == activation::AlphaRule::Unused ? 0.f : 0.7f; }
 
 // Points away from the kinks (0 for the piecewise ones, 6 for ReLU6, +-3 for Hardswish).
 std::vector<double> sample_points() {
@@ -67,9 +81,10 @@ TEST(ActivationCpu, DerivativesMatchCentralDifferencesInDouble) {
   const std::vector<double> x = sample_points();
   const int64_t n = int64_t(x.size());
   const double h = 1e-6;
-  for (Activation f : kAll) {
-    SCOPED_TRACE(activation_name(f));
-    const float a = alpha_of(f);
+  for (const activation::Info& info : activation::kAll) {
+    SCOPED_TRACE(info.name);
+    const Activation f = info.kind;
+    const float a = alpha_of(info);
     std::vector<double> ones(x.size(), 1.0), dx(x.size()), numeric(x.size());
     cpu::activation_backward<double>(f, a, ones.data(), x.data(), n, dx.data());
     // f'(x_i): central differences of f at each point on its own.
@@ -105,14 +120,16 @@ TEST(ActivationCpu, FloatMatchesDouble) {
   const std::vector<double> x = sample_points();
   const int64_t n = int64_t(x.size());
   const std::vector<float> xf(x.begin(), x.end());
-  for (Activation f : kAll) {
-    SCOPED_TRACE(activation_name(f));
+  for (const activation::Info& info : activation::kAll) {
+    SCOPED_TRACE(info.name);
+    const Activation f = info.kind;
+    const float a = alpha_of(info);
     std::vector<double> y(x.size()), dx(x.size()), dy(x.size(), 0.5);
     std::vector<float> yf(x.size()), dxf(x.size()), dyf(x.size(), 0.5f);
-    cpu::activation_forward<double>(f, alpha_of(f), x.data(), n, y.data());
-    cpu::activation_backward<double>(f, alpha_of(f), dy.data(), x.data(), n, dx.data());
-    cpu::activation_forward<float>(f, alpha_of(f), xf.data(), n, yf.data());
-    cpu::activation_backward<float>(f, alpha_of(f), dyf.data(), xf.data(), n, dxf.data());
+    cpu::activation_forward<double>(f, a, x.data(), n, y.data());
+    cpu::activation_backward<double>(f, a, dy.data(), x.data(), n, dx.data());
+    cpu::activation_forward<float>(f, a, xf.data(), n, yf.data());
+    cpu::activation_backward<float>(f, a, dyf.data(), xf.data(), n, dxf.data());
     for (size_t i = 0; i < x.size(); ++i) {
       EXPECT_NEAR(yf[i], y[i], 1e-6 * (1 + std::abs(y[i])));
       EXPECT_NEAR(dxf[i], dx[i], 1e-6 * (1 + std::abs(dx[i])));
@@ -146,6 +163,39 @@ TEST(ActivationCpu, NamesAreThoseOfPyTorchsFunctionals) {
   EXPECT_STREQ(activation_name(Activation::SiLU), "silu");
   EXPECT_STREQ(activation_name(Activation::GELUTanh), "gelu_tanh");
   EXPECT_STREQ(activation_name(Activation::LeakyReLU), "leaky_relu");
+}
+
+// Every name is distinct and parses back to its activation; an unknown one is an error listing them.
+TEST(ActivationCpu, EveryNameParsesBackAndUnknownNamesAreErrors) {
+  std::set<std::string> names;
+  for (const activation::Info& info : activation::kAll) {
+    EXPECT_TRUE(names.insert(info.name).second) << info.name << " is listed twice";
+    EXPECT_EQ(parse_activation(info.name), info.kind) << info.name;
+    EXPECT_STREQ(activation_name(info.kind), info.name);
+    EXPECT_NE(std::string(info.torch).find('x'), std::string::npos) << info.name << ": its PyTorch expression";
+  }
+  EXPECT_EQ(names.size(), size_t(kActivationCount));
+  kiln::testing::expect_error([] { parse_activation("swish"); }, {"unknown activation 'swish'", "silu", "tanh"});
+}
+
+// The layer checks alpha by the list's rule: an ELU alpha of 0 and a negative LeakyReLU slope are
+// errors naming the layer; 0 where alpha is unused, and the PyTorch defaults, compile.
+TEST(ActivationCpu, TheLayerChecksAlphaByTheListsRule) {
+  for (const activation::Info& info : activation::kAll) {
+    SCOPED_TRACE(info.name);
+    auto model = [&](float alpha) {
+      Blueprint m("act");
+      m.input(4, 4, 2).activation(info.kind, alpha, "act");
+      CompileOptions o;
+      o.batch = 2, o.loss = false;
+      return compile(m, o);
+    };
+    EXPECT_NO_THROW(model(info.default_alpha));
+    if (info.alpha == activation::AlphaRule::AboveZero)
+      kiln::testing::expect_error([&] { model(0.f); }, {info.name, "'act'", "alpha must be positive"});
+    if (info.alpha == activation::AlphaRule::AtLeastZero)
+      kiln::testing::expect_error([&] { model(-0.5f); }, {info.name, "'act'", "must be >= 0"});
+  }
 }
 
 }  // namespace
