@@ -106,6 +106,25 @@ struct Tanh {
   }
 };
 
+struct Mish {
+  template <class T>  // log(1 + e^x), as log1p so small e^x keep their digits; e^x overflowing gives x
+  KILN_HOST_DEVICE static T softplus(T x) { return x > T(20) ? x : std::log1p(std::exp(x)); }
+  template <class T>
+  KILN_HOST_DEVICE static T value(T x, T) { return x * std::tanh(softplus(x)); }
+  template <class T>  // PyTorch's: tanh(sp) + x * sigmoid(x) * (1 - tanh(sp)^2)
+  KILN_HOST_DEVICE static T derivative(T x, T) {
+    const T t = std::tanh(softplus(x));
+    return t + x * Sigmoid::value(x, T(0)) * (T(1) - t * t);
+  }
+};
+
+struct Hardsigmoid {
+  template <class T>
+  KILN_HOST_DEVICE static T value(T x, T) { return ReLU6::value(x + T(3), T(0)) / T(6); }
+  template <class T>  // PyTorch's: 1/6 strictly inside (-3, 3), 0 at and beyond both ends
+  KILN_HOST_DEVICE static T derivative(T x, T) { return x > T(-3) && x < T(3) ? T(1) / T(6) : T(0); }
+};
+
 // What the layer's alpha may be.
 enum class AlphaRule : uint8_t { Unused, AtLeastZero, AboveZero };
 

@@ -48,6 +48,11 @@ const Known kKnown[] = {
     {Activation::Sigmoid, 0, 2.0, 0.8807970779778823},
     {Activation::Tanh, 0, 0.5, 0.46211715726000974},
     {Activation::Tanh, 0, -2.0, -0.9640275800758169},
+    {Activation::Mish, 0, 1.0, 0.8650983882673103},
+    {Activation::Mish, 0, -2.0, -0.2525014826957089},
+    {Activation::Hardsigmoid, 0, 1.0, 0.6666666666666666},
+    {Activation::Hardsigmoid, 0, -4.0, 0.0},
+    {Activation::Hardsigmoid, 0, 4.0, 1.0},
 };
 
 TEST(ActivationCpu, ValuesMatchTheDefinitions) {
@@ -70,7 +75,7 @@ TEST(ActivationCpu, EveryActivationHasKnownValues) {
 // A non-default alpha where the function takes one (the default would hide a swapped alpha).
 float alpha_of(const activation::Info& info) { return info.alpha == activation::AlphaRule::Unused ? 0.f : 0.7f; }
 
-// Points away from the kinks (0 for the piecewise ones, 6 for ReLU6, +-3 for Hardswish).
+// Points away from the kinks (0 for the piecewise ones, 6 for ReLU6, +-3 for Hardswish and Hardsigmoid).
 std::vector<double> sample_points() {
   std::vector<double> x;
   for (double v = -7.95; v < 8; v += 0.1) x.push_back(v);
@@ -107,7 +112,8 @@ TEST(ActivationCpu, DerivativesAtTheKinksFollowPyTorch) {
     double x, dx;
   } kinks[] = {{Activation::ReLU6, 0, 0.0, 0.0},      {Activation::ReLU6, 0, 6.0, 0.0},
                {Activation::LeakyReLU, 0.25f, 0.0, 0.25}, {Activation::ELU, 0.5f, 0.0, 0.5},
-               {Activation::Hardswish, 0, -3.0, 0.0}, {Activation::Hardswish, 0, 3.0, 1.0}};
+               {Activation::Hardswish, 0, -3.0, 0.0}, {Activation::Hardswish, 0, 3.0, 1.0},
+               {Activation::Hardsigmoid, 0, -3.0, 0.0}, {Activation::Hardsigmoid, 0, 3.0, 0.0}};
   for (const auto& k : kinks) {
     const double dy = 1.0;
     double dx = -1;
