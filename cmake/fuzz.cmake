@@ -12,9 +12,11 @@
 option(KILN_FUZZ "Build the libFuzzer targets of fuzz/ with ASan and UBSan (clang; a build directory of its own)" OFF)
 
 set(KILN_FUZZ_TARGETS idx cifar10 safetensors cli_options image_decode pack)
-# The command line's pieces that cli_options parses with (tools/kiln.cpp's main() builds the rest).
-set(KILN_FUZZ_CLI_SRC tools/cli/data_options.cpp tools/cli/data_bench_command.cpp tools/cli/eval_command.cpp
-    tools/cli/pack_command.cpp)
+# cli_options parses with the real command line (tools/cli/kiln_app.h), so it is built from all of
+# tools/cli/, the files kiln_cli has besides main() (KILN_CLI_SRC, CMakeLists.txt), with the
+# definitions `kiln --version` reads there.
+set(KILN_FUZZ_CLI_SRC ${KILN_CLI_SRC})
+set(KILN_FUZZ_CLI_DEFINITIONS KILN_VERSION="${PROJECT_VERSION}" KILN_GIT_COMMIT="${KILN_GIT_COMMIT}")
 
 if(KILN_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
@@ -37,7 +39,7 @@ if(KILN_BUILD_TESTS OR KILN_FUZZ)
     list(APPEND entries fuzz/${t}_fuzz.cpp)
   endforeach()
   add_library(kiln_fuzz_entries STATIC ${entries} ${KILN_FUZZ_CLI_SRC})
-  target_compile_definitions(kiln_fuzz_entries PRIVATE KILN_FUZZ_NO_MAIN)
+  target_compile_definitions(kiln_fuzz_entries PRIVATE KILN_FUZZ_NO_MAIN ${KILN_FUZZ_CLI_DEFINITIONS})
   target_include_directories(kiln_fuzz_entries PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tools)
   target_link_libraries(kiln_fuzz_entries PUBLIC kiln_fuzz_support kiln_engine PRIVATE CLI11::CLI11)
 endif()
@@ -55,6 +57,7 @@ if(KILN_FUZZ)
     add_dependencies(kiln_fuzz kiln_fuzz_${t})
   endforeach()
   target_sources(kiln_fuzz_cli_options PRIVATE ${KILN_FUZZ_CLI_SRC})
+  target_compile_definitions(kiln_fuzz_cli_options PRIVATE ${KILN_FUZZ_CLI_DEFINITIONS})
   target_include_directories(kiln_fuzz_cli_options PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tools)
   target_link_libraries(kiln_fuzz_cli_options PRIVATE CLI11::CLI11)
   add_executable(kiln_fuzz_seeds fuzz/make_seeds.cpp)

@@ -1,26 +1,22 @@
-// Fuzz target "cli_options": the command line's option parsing, without running anything.
-// tools/kiln.cpp builds its CLI11 app inside main(), so this target builds what is reachable as
-// functions: the subcommands eval, data-bench and pack (add_eval_command, add_data_bench_command,
-// add_pack_command, each with add_data_options) and a "train" with add_data_options(training) plus
-// the options kiln.cpp checks with kiln's parse functions (--model zoo::by_name, --device
-// parse_device_spec, --precision, --optimizer, --schedule, --loss-scale, --decode). kiln.cpp's own
-// numeric validators (--lr, --seed ranges) live in its anonymous namespace and are not reached.
-// Feeds: the input as argv words separated by NUL bytes (argv[0] "kiln" added); every word also
-// goes through each parse function directly.
+// Fuzz target "cli_options": the `kiln` command line's parsing, without running anything. It parses
+// with the real app, tools/cli/kiln_app.h's KilnApp (all six subcommands and every check of
+// tools/cli/: the range validators of --lr, --seed, --threads ..., the typo hints, train's checks
+// between options such as --warmup against --epochs), through KilnApp::parse, the call main() makes
+// before it runs a subcommand; KilnApp::run is never called.
+// Feeds: the input as argv words separated by NUL bytes (argv[0] "kiln" added); the first 8 words
+// also go through each of kiln's parse functions directly.
 // Asserts: parsing succeeds or fails with a CLI11 ParseError (the CLI prints it and exits 1-110),
 // and the parse functions and validators return or throw kiln::Error only. After a successful parse
-// the data options convert (data_options, data_recipe, loader_workers; a kiln::Error is accepted) and,
-// when check_image_transform accepts them, the crop boxes they lead to lie inside images of a few
-// sizes (random_resized_crop_box, resize_center_crop_box).
+// the data options of train, eval and data-bench convert (data_options, data_recipe,
+// loader_workers; a kiln::Error is accepted) and, when check_image_transform accepts them, the crop
+// boxes they lead to lie inside images of a few sizes (random_resized_crop_box,
+// resize_center_crop_box); pack's options are in their ranges.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
 
-#include "cli/data_bench_command.h"
-#include "cli/data_options.h"
-#include "cli/eval_command.h"
-#include "cli/pack_command.h"
+#include "cli/kiln_app.h"
 #include "data/image/crop_geometry.h"
 #include "data/image/image_codec.h"
 #include "fuzz_support.h"
@@ -28,6 +24,7 @@
 #include "kiln/dtype.h"
 #include "kiln/options.h"
 #include "kiln/schedule.h"
+#include "kiln/threads.h"
 #include "kiln/zoo.h"
 
 namespace kiln::fuzz {
@@ -42,12 +39,6 @@ void parse_word(const std::string& word) {
   accept_kiln_errors([&] { parse_loss_scale_mode(word); });
   accept_kiln_errors([&] { zoo::by_name(word); });
 }
-
-struct TrainWords {
-  cli::DataArgs data;
-  std::string model = "digits_cnn", device = "auto", precision = "fp32", optimizer = "sgd", schedule = "cosine",
-              loss_scale = "auto";
-};
 
 void check_geometry(const ImageTransform& t) {
   if (t.kind != ImageTransform::Kind::ImageNet) return;
@@ -84,48 +75,6 @@ void use_data_args(const cli::DataArgs& a) {
 
 }  // namespace
 
-// The apps are built once and cleared between inputs (building them, ~60 options with their
-// validators, cost most of an execution under ASan); the variables they write are reset to their
-// defaults before each parse, so every input starts from what a fresh `kiln` process sees.
-struct Apps {
-  CLI::App app{"kiln"};
-  TrainWords train_args;
-  cli::EvalArgs eval_args;
-  cli::DataBenchArgs bench_args;
-  cli::PackCommandArgs pack_args;
-  CLI::App *train, *eval, *bench, *pack;
-
-  Apps() {
-    app.require_subcommand(1);
-    app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    TrainWords& t = train_args;
-    train = app.add_subcommand("train", "train");
-    cli::add_data_options(train, t.data, true);
-    train->add_option("--model,-m", t.model)->check(cli::parsed_by([](const std::string& s) { zoo::by_name(s); }));
-    train->add_option("--device", t.device)->check(cli::parsed_by([](const std::string& s) {
-      if (s != "auto") parse_device_spec(s);
-    }));
-    train->add_option("--precision", t.precision)
-        ->check(cli::parsed_by([](const std::string& s) { parse_precision(s); }));
-    train->add_option("--optimizer", t.optimizer)
-        ->check(cli::parsed_by([](const std::string& s) { parse_optimizer(s); }));
-    train->add_option("--schedule", t.schedule)->check(cli::parsed_by([](const std::string& s) { parse_schedule(s); }));
-    train->add_option("--loss-scale", t.loss_scale)
-        ->check(cli::parsed_by([](const std::string& s) { parse_loss_scale_mode(s); }));
-    eval = cli::add_eval_command(app, eval_args);
-    bench = cli::add_data_bench_command(app, bench_args);
-    pack = cli::add_pack_command(app, pack_args);
-  }
-
-  void reset() {
-    app.clear();
-    train_args = TrainWords{};
-    eval_args = cli::EvalArgs{};
-    bench_args = cli::DataBenchArgs{};
-    pack_args = cli::PackCommandArgs{};
-  }
-};
-
 void cli_options_input(Bytes input) {
   std::vector<std::string> words{"kiln"};
   std::string word;
@@ -143,22 +92,25 @@ void cli_options_input(Bytes input) {
   // microseconds: the first 8 words go through them (the rest reach them as option values).
   for (size_t i = 1; i < std::min<size_t>(words.size(), 9); ++i) parse_word(words[i]);
 
-  static Apps apps;
-  apps.reset();
+  // Built once and reset between inputs (building it, every subcommand's options with their
+  // validators, would cost most of an execution under ASan): every input starts from what a fresh
+  // `kiln` process sees.
+  static cli::KilnApp kiln(threads());
+  kiln.reset();
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
   try {
-    apps.app.parse(int(argv.size()), argv.data());
+    kiln.parse(int(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {
     KILN_FUZZ_CHECK(e.get_exit_code() != 0 || e.get_name() == "CallForHelp" || e.get_name() == "CallForAllHelp" ||
                     e.get_name() == "CallForVersion" || e.get_name() == "Success");
     return;
   }
-  if (apps.train->parsed()) use_data_args(apps.train_args.data);
-  if (apps.eval->parsed()) use_data_args(apps.eval_args.data);
-  if (apps.bench->parsed()) use_data_args(apps.bench_args.data);
-  if (apps.pack->parsed()) {
-    const cli::PackCommandArgs& p = apps.pack_args;
+  if (kiln.train->parsed()) use_data_args(kiln.train_args.data);
+  if (kiln.eval->parsed()) use_data_args(kiln.eval_args.data);
+  if (kiln.data_bench->parsed()) use_data_args(kiln.data_bench_args.data);
+  if (kiln.pack->parsed()) {
+    const cli::PackCommandArgs& p = kiln.pack_args;
     KILN_FUZZ_CHECK(p.quality >= 1 && p.quality <= 100 && p.max_side >= 1);
   }
 }

@@ -13,7 +13,7 @@
 
 namespace kiln::cli {
 
-KilnApp::KilnApp(int default_threads) {
+KilnApp::KilnApp(int default_threads) : default_threads_(default_threads) {
   // Before the options are added: --help shows the defaults they capture.
   train_args.backend.threads = bench_args.backend.threads = default_threads;
   app.set_version_flag("--version", std::function<std::string()>(version_text), "print the version; exit");
@@ -27,6 +27,20 @@ KilnApp::KilnApp(int default_threads) {
   data_bench = add_data_bench_command(app, data_bench_args);
   eval = add_eval_command(app, eval_args);
   pack = add_pack_command(app, pack_args);
+}
+
+void KilnApp::reset() {
+  app.clear();
+  // T() rather than T{}: from the aggregate initialization GCC 12 takes a string in CudaOptions for
+  // uninitialized (a false -Wmaybe-uninitialized).
+  common = CommonOptions();
+  train_args = TrainArgs();
+  train_args.backend.threads = default_threads_;
+  bench_args = BenchArgs();
+  bench_args.backend.threads = default_threads_;
+  data_bench_args = DataBenchArgs();
+  eval_args = EvalArgs();
+  pack_args = PackCommandArgs();
 }
 
 CLI::App* KilnApp::parsed_subcommand() const {

@@ -1,7 +1,8 @@
 #pragma once
 // The whole `kiln` command line: the CLI11 app with its six subcommands (plan, train, bench,
 // data-bench, eval, pack) and --version, parsed with kiln's own errors (typo hints, the checks
-// between train's options), and the run of the subcommand given, for tools/kiln.cpp's main().
+// between train's options), and the run of the subcommand given. tools/kiln.cpp's main() and the
+// cli_options fuzz target (fuzz/) both use it, so what the fuzzer parses is what users type.
 #include <CLI/CLI.hpp>
 
 #include "cli/bench_command.h"
@@ -31,6 +32,11 @@ class KilnApp {
   // "kiln: error: ..." and returns 2.
   int run();
 
+  // Back to the state before any parse: the results cleared and every option at its default, so
+  // one app can parse many command lines as fresh processes would (building it again costs far
+  // more; the cli_options fuzz target parses one per input).
+  void reset();
+
   CLI::App app{"kiln: a static-graph CNN training engine with a fused Conv+BN+ReLU operator"};
   CommonOptions common;  // plan, train and bench
   TrainArgs train_args;
@@ -44,6 +50,8 @@ class KilnApp {
  private:
   // The subcommand parse() found, or nullptr before a parse.
   CLI::App* parsed_subcommand() const;
+
+  int default_threads_;
 };
 
 }  // namespace kiln::cli
