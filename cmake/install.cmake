@@ -89,7 +89,7 @@ install(TARGETS ${KILN_FULL_INSTALL_TARGETS} EXPORT kiln-targets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY include/kiln DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT cpu FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY ${CMAKE_BINARY_DIR}/generated/include/kiln DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT cpu
-        FILES_MATCHING PATTERN "*.h")  # written by the build (cmake/activations.cmake)
+        FILES_MATCHING PATTERN "*.h")  # written by the build (cmake/activations.cmake, op_kinds.cmake)
 install(EXPORT kiln-cpu-targets NAMESPACE kiln:: DESTINATION ${KILN_INSTALL_CMAKEDIR} COMPONENT cpu)
 install(EXPORT kiln-targets NAMESPACE kiln:: DESTINATION ${KILN_INSTALL_CMAKEDIR} COMPONENT full)
 

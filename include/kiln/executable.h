@@ -44,7 +44,7 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   const Program& program() const { return program_; }
-  const MemoryPlan& plan() const { return plan_; }
+  const MemoryPlan& plan() const { return program_.memory; }
 
   // Re-initializes parameters (Kaiming/uniform as PyTorch), buffers and optimizer state.
   void init_state(uint64_t seed);
@@ -117,7 +117,6 @@ class Executable {
   std::byte* memory_for_copy(int id, size_t bytes, const char* copy) const;
   void prepare_ops();
   Program program_;
-  MemoryPlan plan_;
   std::unique_ptr<Backend> backend_;
   std::byte* arena_ = nullptr;
   enum Graph { kTrainStep, kInference, kGraphs };

@@ -1,14 +1,15 @@
 #pragma once
 // Static memory plan: one arena per program, every tensor at a fixed 256-byte aligned offset.
 // Persistent tensors (inputs, outputs, parameters, gradients, optimizer state, buffers) come
-// first, each role in one contiguous region; activations share the rest by lifetime.
+// first, each role in one contiguous region; activations share the rest by lifetime. Part of the
+// compiled Program (Program::memory): compile() plans it, the runtime only reads it.
 #include <cstddef>
 #include <string>
 #include <vector>
 
-#include "kiln/program.h"
-
 namespace kiln {
+
+struct Program;
 
 constexpr size_t kAlignment = 256;
 
@@ -27,7 +28,8 @@ struct MemoryPlan {
   size_t activation_sum_bytes = 0;   // what activations would take without sharing
 };
 
-// Schedule order used for lifetimes: forward, backward, update, inference.
+// Schedule order used for lifetimes: forward, backward, update, inference. compile() stores the
+// result in Program::memory; a program changed after compile() is planned again with this.
 MemoryPlan plan_memory(const Program& program);
 
 // Throws kiln::Error if two tensors with overlapping lifetimes share bytes (a self-check).

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kiln/layer_graph.h"
+#include "kiln/memory_plan.h"
+#include "kiln/op_kinds.h"
 #include "kiln/options.h"
 
 namespace kiln {
@@ -44,18 +46,11 @@ struct TensorSpec {
   size_t bytes() const;
 };
 
-// What an op does. Each kind's tensors and attributes are named by its contract, beside its
-// kernels in src/ops/<family>/<family>_contract.h (runtime/op_contract.h says how). The one list
-// of kinds: the enum, the names (op_kind_name) and the tests that loop over every kind
-// (tests/architecture/op_kinds_test.cpp) all expand it.
-#define KILN_OP_KINDS(X) \
-  X(CONV_FWD) X(CONV_DGRAD) X(CONV_WGRAD) X(BN_FWD_TRAIN) X(BN_BWD) X(BN_INF) X(RELU_FWD) \
-  X(RELU_BWD) X(RELU_INF) X(CBR_FWD) X(CBR_BWD) X(CBR_BWD_FIRST) X(CBR_INF) X(CONV_BN_FWD) \
-  X(CONV_BN_BWD) X(CONV_BN_INF) X(BN_ADD_RELU_FWD) X(BN_ADD_RELU_BWD) X(BN_ADD_RELU_INF) \
-  X(MAXPOOL_FWD) X(MAXPOOL_BWD) X(MAXPOOL_INF) X(AVGPOOL_FWD) X(AVGPOOL_BWD) X(GAP_FWD) X(GAP_BWD) \
-  X(LINEAR_FWD) X(LINEAR_BWD) X(DROPOUT_FWD) X(DROPOUT_BWD) X(ADD_FWD) X(GRAD_SUM) X(SOFTMAX_CE) \
-  X(CAST) X(SGD_UPDATE) X(ADAMW_UPDATE) X(ACTIVATION_FWD) X(ACTIVATION_BWD) X(ACTIVATION_INF) \
-  X(COUNT_CORRECT) X(FIND_NONFINITE) X(UPDATE_LOSS_SCALE) X(ACCUMULATE_TOTALS)
+// What an op does. Each kind is declared in its family's list, src/ops/<family>/<family>_op_kinds.def,
+// beside the contract that names its tensors and attributes (<family>_contract.h;
+// runtime/op_contract.h says how); the build collects the lists into KILN_OP_KINDS
+// (kiln/op_kinds.h, cmake/op_kinds.cmake), which the enum, the names (op_kind_name) and the tests
+// that loop over every kind (tests/architecture/op_kinds_test.cpp) all expand.
 enum class OpKind : uint8_t {
 #define KILN_OP_KIND_ENUM(name) name,
   KILN_OP_KINDS(KILN_OP_KIND_ENUM)
@@ -125,6 +120,10 @@ struct Program {
   // clean steps since it last changed (I32 [1]) and whether this step's gradients hold inf/NaN
   // (I32 [1], written by FIND_NONFINITE).
   int loss_scale = -1, loss_scale_clean_steps = -1, found_nonfinite = -1;
+
+  // Where every tensor lives in the one arena (kiln/memory_plan.h), planned by compile(); the
+  // Executable allocates and places tensors by it and never plans.
+  MemoryPlan memory;
 
   int find(const std::string& tensor_name) const;  // -1 if absent
   const Layer& layer_of(const Op& op) const { return graph.layers.at(op.layer); }

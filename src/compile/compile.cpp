@@ -1,4 +1,5 @@
 #include "kiln/compile.h"
+#include "kiln/memory_plan.h"
 
 #include "compile/loss_scaling.h"
 #include "compile/lower_context.h"
@@ -85,7 +86,9 @@ Program compile(const Blueprint& blueprint, const CompileOptions& options) {
   }
   if (!options.input_grad) mark_first_layer(graph);
   check_target_limits(graph, options);
-  return lower(std::move(graph), options);
+  Program program = lower(std::move(graph), options);
+  program.memory = plan_memory(program);
+  return program;
 }
 
 }  // namespace kiln

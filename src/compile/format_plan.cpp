@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "kiln/memory_plan.h"
+#include "kiln/program.h"
 
 namespace kiln {
 namespace {

@@ -1,4 +1,5 @@
 #include "kiln/memory_plan.h"
+#include "kiln/program.h"
 
 #include <algorithm>
 

@@ -55,8 +55,12 @@ Executable::Executable(Program program, uint64_t seed) : program_(std::move(prog
     backend_ = make_cpu_backend();
     register_cpu_ops();
   }
-  plan_ = plan_memory(program_);
-  arena_ = backend_->allocate(plan_.arena_bytes);
+  const MemoryPlan& plan = program_.memory;
+  if (plan.offset.size() != program_.tensors.size() || plan.lifetime.size() != program_.tensors.size())
+    fail("the program's memory plan covers {} of its {} tensors: run the Executable on a Program as compile() "
+         "returns it, or plan a changed one again (program.memory = plan_memory(program))",
+         plan.offset.size(), program_.tensors.size());
+  arena_ = backend_->allocate(plan.arena_bytes);
   init_state(seed);
   prepare_ops();
 }
@@ -89,7 +93,7 @@ void Executable::prepare_ops() {
 OpCall Executable::bind(const Op& op, const StepScalars& scalars) {
   auto arg = [&](int id) {
     TensorArg a;
-    if (id >= 0) a.spec = &program_.tensors[id], a.data = arena_ + plan_.offset[id];
+    if (id >= 0) a.spec = &program_.tensors[id], a.data = arena_ + program_.memory.offset[id];
     return a;
   };
   OpCall call{op, program_, {}, {}, scalars, backend_.get(), backend_->device_scalars()};
@@ -115,7 +119,7 @@ void Executable::init_state(uint64_t seed) {
       if (t.dtype == DType::F32) fill_init(t, reinterpret_cast<float*>(host.data()), seed);
       if (t.dtype == DType::F64) fill_init(t, reinterpret_cast<double*>(host.data()), seed);
       if (t.dtype == DType::I32) fill_init(t, reinterpret_cast<int32_t*>(host.data()), seed);
-      backend_->copy_in(arena_ + plan_.offset[i], host.data(), host.size());
+      backend_->copy_in(arena_ + program_.memory.offset[i], host.data(), host.size());
     }
   }
   copies_stale_ = true;
@@ -125,7 +129,7 @@ HostTensor Executable::tensor(int id) {
   if (id < 0 || size_t(id) >= program_.tensors.size()) fail("tensor id {} is out of range", id);
   if (backend_->device() != Device::CPU)
     fail("tensor '{}' lives on the GPU; use Executable::read/write to copy it", program_.tensors[id].name);
-  return {&program_.tensors[id], arena_ + plan_.offset[id]};
+  return {&program_.tensors[id], arena_ + program_.memory.offset[id]};
 }
 
 HostTensor Executable::tensor(const std::string& name) { return tensor(id(name)); }
@@ -140,7 +144,7 @@ int Executable::id(const std::string& name) const {
 std::byte* Executable::memory_for_copy(int id, size_t bytes, const char* copy) const {
   const TensorSpec& t = program_.tensors.at(id);
   if (bytes != t.bytes()) fail("{} {} bytes: tensor '{}' holds {} bytes", copy, bytes, t.name, t.bytes());
-  return arena_ + plan_.offset[id];
+  return arena_ + program_.memory.offset[id];
 }
 
 // A parameter, the parameter region, or a view of either: what the compute copies are made of.

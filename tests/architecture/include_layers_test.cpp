@@ -35,8 +35,9 @@ const std::map<std::string, std::string> kPublicHeaders = {
     {"executable.h", "runtime"}, {"data.h", "data"},           {"image_folder.h", "data"},
     {"compile.h", "compile"},    {"trainer.h", "train"},       {"checkpoint.h", "train"},
     {"schedule.h", "train"},     {"bench.h", "train"},         {"kiln.h", "umbrella"},
-    // Written by the build from an op family's list (cmake/activations.cmake), in <build>/generated/include.
-    {"activation_kinds.h", "ir"},
+    // Written by the build from the op families' lists (cmake/activations.cmake, cmake/op_kinds.cmake),
+    // in <build>/generated/include.
+    {"activation_kinds.h", "ir"}, {"op_kinds.h", "ir"},
 };
 
 // What each part may include (itself included).

@@ -7,6 +7,8 @@
 
 #include "kiln/compile.h"
 #include "kiln/error.h"
+#include "kiln/executable.h"
+#include "support/cpu_test_util.h"
 #include "kiln/zoo.h"
 
 namespace kiln {
@@ -138,6 +140,35 @@ TEST(MemoryPlan, PlanTextListsLayersTensorsAndTotals) {
   EXPECT_NE(text.find("conv1.conv.weight"), std::string::npos);
   EXPECT_NE(text.find("activations"), std::string::npos);
   EXPECT_NE(text.find("total"), std::string::npos);
+}
+
+// The plan is part of the compiled Program: compile() makes it, the Executable places tensors by
+// it as it stands (it never plans), and a Program whose plan does not cover its tensors is refused.
+TEST(MemoryPlan, TheCompiledProgramHoldsThePlanTheExecutableUses) {
+  CompileOptions o;
+  o.batch = 2;
+  const Program p = compile(zoo::digits_cnn(), o);
+  ASSERT_EQ(p.memory.offset.size(), p.tensors.size());
+  const MemoryPlan fresh = plan_memory(p);
+  EXPECT_EQ(p.memory.offset, fresh.offset);
+  EXPECT_EQ(p.memory.arena_bytes, fresh.arena_bytes);
+  EXPECT_EQ(live_overlaps(p, p.memory, false), 0);
+
+  // The Executable takes the program's plan, even one that is not plan_memory's: every offset
+  // moved up by 512 bytes in a larger arena is where the tensors land.
+  Program shifted = p;
+  for (size_t& offset : shifted.memory.offset) offset += 512;
+  shifted.memory.arena_bytes += 512;
+  Executable exe(shifted, 1);
+  EXPECT_EQ(exe.plan().offset, shifted.memory.offset);
+  const int input = exe.program().input;
+  EXPECT_EQ(static_cast<char*>(exe.tensor(input).data) - static_cast<char*>(exe.tensor(0).data),
+            std::ptrdiff_t(shifted.memory.offset[input]) - std::ptrdiff_t(shifted.memory.offset[0]));
+
+  Program unplanned = p;
+  unplanned.memory = MemoryPlan{};
+  testing::expect_error([&] { Executable refused(unplanned, 1); },
+                        {"memory plan covers 0 of its", "as compile() returns it"});
 }
 
 }  // namespace

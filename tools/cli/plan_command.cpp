@@ -15,9 +15,8 @@ CLI::App* add_plan_command(CLI::App& app, CommonOptions& common) {
 
 int run_plan(const CommonOptions& o) {
   const Program program = compile(zoo::by_name(o.model, o.classes), compile_options(o));
-  const MemoryPlan plan = plan_memory(program);
-  verify_memory_plan(program, plan);
-  fmt::print("{}", format_plan(program, plan));
+  verify_memory_plan(program, program.memory);
+  fmt::print("{}", format_plan(program, program.memory));
   return 0;
 }
 
