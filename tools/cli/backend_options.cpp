@@ -3,11 +3,32 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <vector>
 
 #include "cli/option_checks.h"
+#include "ir/cuda_option_table.h"
 #include "kiln/threads.h"
 
 namespace kiln::cli {
+
+namespace {
+// The position in BackendArgs::numbers of the switch `field` (its place among the table's numbers).
+size_t number_index(bool CudaOptions::*field) {
+  size_t number = 0;
+  for (const CudaOptionField& f : cuda_option_fields()) {
+    if (f.switch_field == field) return number;
+    if (f.type != CudaOptionField::Type::File) ++number;
+  }
+  return number;
+}
+}  // namespace
+
+// The numbers start as CudaOptions' defaults.
+BackendArgs::BackendArgs() {
+  size_t number = 0;
+  for (const CudaOptionField& f : cuda_option_fields())
+    if (f.type != CudaOptionField::Type::File) numbers.at(number++) = cuda_option_number(cuda, f);
+}
 
 // Data loader workers are not counted in --threads: they sleep while the prefetch queue is full
 // and build a batch in a small fraction of a step, and while one runs, the pool's other threads
@@ -31,60 +52,38 @@ void add_threads_option(CLI::App* app, BackendArgs& a) {
 // bad value is an error naming the flag.
 void add_cuda_options(CLI::App* app, BackendArgs& a) {
   const std::string group = "CUDA backend (--device cuda; KILN_* variables override these)";
+  const std::vector<CudaOptionField>& fields = cuda_option_fields();
+  CLI::Option* tune = nullptr;
+  CLI::Option* tune_plans = nullptr;
+  for (size_t i = 0, number = 0; i < fields.size(); ++i) {
+    const CudaOptionField& f = fields[i];
+    const std::string help = fmt::format("{} [{}]", f.help, f.env);
+    CLI::Option* option = nullptr;
+    if (f.type == CudaOptionField::Type::File) {
+      option = app->add_option(f.flag, a.cuda.*f.file_field, help)->type_name("FILE");
+    } else {
+      option = app->add_option(f.flag, a.numbers.at(number++), help)
+                   ->check(CLI::Range(f.lo, f.hi))
+                   ->type_name(f.type == CudaOptionField::Type::Switch ? "0|1" : "N");
+    }
+    option->group(group);
+    if (f.switch_field == &CudaOptions::tune) tune = option;
+    if (f.count_field == &CudaOptions::tune_plans) tune_plans = option;
+  }
+  // The short form, kept from before --cudnn-tune existed: --no-cudnn-tune is --cudnn-tune 0.
   CLI::Option* no_tune = app->add_flag_callback(
-      "--no-cudnn-tune", [&a] { a.cuda.tune = false; },
-      "keep cuDNN's first usable plan (or the plan cache's) instead of timing the plans [KILN_CUDNN_TUNE=0]");
-  no_tune->group(group);
-  app->add_option("--tune-plans", a.cuda.tune_plans,
-                  "time only the first N cuDNN plans that build; 0: every plan [KILN_CUDNN_TUNE_PLANS]")
-      ->check(CLI::Range(0, 9999))
-      ->excludes(no_tune)
-      ->type_name("N")
-      ->group(group);
-  app->add_option("--plan-cache", a.cuda.plan_cache,
-                  "file of tuned plan choices: later runs on the same GPU and cuDNN rebuild them without tuning "
-                  "[KILN_PLAN_CACHE]")
-      ->type_name("FILE")
-      ->group(group);
-  app->add_option("--tune-log", a.cuda.tune_log, "append what tuning found, one JSON line per graph [KILN_TUNE_LOG]")
-      ->type_name("FILE")
-      ->group(group);
-  app->add_option("--side-stream", a.side_stream,
-                  "1: run wgrad beside dgrad on a second stream (default); 0: after it [KILN_SIDE_STREAM]")
-      ->check(CLI::Range(0, 1))
-      ->type_name("0|1")
-      ->group(group);
-  app->add_option("--overlap-ops", a.overlap_ops,
-                  "1: an op's wgrad may run on beside the next op (default); 0: every op joins its streams "
-                  "[KILN_OVERLAP_OPS]")
-      ->check(CLI::Range(0, 1))
-      ->type_name("0|1")
-      ->group(group);
-  app->add_option("--cuda-graphs", a.cuda_graphs,
-                  "1: replay each step as one captured CUDA Graph (default); 0: launch every op [KILN_CUDA_GRAPHS]")
-      ->check(CLI::Range(0, 1))
-      ->type_name("0|1")
-      ->group(group);
-  app->add_option("--conv-tf32", a.conv_tf32,
-                  "1: fp32 convolutions may use TF32 tensor cores, as PyTorch's default; 0: true fp32 only "
-                  "(default) [KILN_CONV_TF32]")
-      ->check(CLI::Range(0, 1))
-      ->type_name("0|1")
-      ->group(group);
-  app->add_option("--pipeline-chunks", a.cuda.pipeline_chunks,
-                  "batch slices the CBR backward pipelines its data gradient over; 1: off (default) "
-                  "[KILN_PIPELINE_CHUNKS]")
-      ->check(CLI::Range(1, 99))
-      ->type_name("N")
-      ->group(group);
+      "--no-cudnn-tune",
+      [&a, tune_index = number_index(&CudaOptions::tune)] { a.numbers.at(tune_index) = 0; },
+      "--cudnn-tune 0: keep cuDNN's first usable plan (or the plan cache's) instead of timing the plans");
+  no_tune->group(group)->excludes(tune);
+  tune_plans->excludes(no_tune);
 }
 
 CudaOptions cuda_options(const BackendArgs& a) {
   CudaOptions c = a.cuda;
-  c.side_stream = a.side_stream == 1;
-  c.overlap_ops = a.overlap_ops == 1;
-  c.conv_tf32 = a.conv_tf32 == 1;
-  c.graphs = a.cuda_graphs == 1;
+  size_t number = 0;
+  for (const CudaOptionField& f : cuda_option_fields())
+    if (f.type != CudaOptionField::Type::File) set_cuda_option_number(c, f, a.numbers.at(number++));
   return c;
 }
 

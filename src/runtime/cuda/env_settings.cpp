@@ -2,46 +2,30 @@
 
 #include <cstdlib>
 
+#include "ir/cuda_option_table.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
 
-namespace {
-// The ranges of the numeric settings, shared by the option checks and the variables.
-constexpr int kMaxTunePlans = 9999;
-constexpr int kMaxPipelineChunks = 99;
-}  // namespace
-
 CudaOptions with_env_overrides(CudaOptions o) {
-  o.tune = env_int("KILN_CUDNN_TUNE", 0, 1, o.tune ? 1 : 0,
-                   "1 to time cuDNN's plans and keep the fastest or 0 to keep the heuristics' first") == 1;
-  o.tune_plans = env_int("KILN_CUDNN_TUNE_PLANS", 0, kMaxTunePlans, o.tune_plans,
-                         "how many plans to time (0: every plan)");
-  if (auto path = env_text("KILN_PLAN_CACHE")) o.plan_cache = std::move(*path);
-  if (auto path = env_text("KILN_TUNE_LOG")) o.tune_log = std::move(*path);
-  o.side_stream = env_int("KILN_SIDE_STREAM", 0, 1, o.side_stream ? 1 : 0,
-                          "1 to run wgrad beside dgrad (the default) or 0 to run it after") == 1;
-  o.pipeline_chunks = env_int("KILN_PIPELINE_CHUNKS", 1, kMaxPipelineChunks, o.pipeline_chunks,
-                              "the number of batch slices (1: off, the default)");
-  o.overlap_ops = env_int("KILN_OVERLAP_OPS", 0, 1, o.overlap_ops ? 1 : 0,
-                          "1 to let an op's wgrad run on beside the next op (the default) or 0 to join it "
-                          "at the end of its op") == 1;
-  o.conv_tf32 = env_int("KILN_CONV_TF32", 0, 1, o.conv_tf32 ? 1 : 0,
-                        "1 to let fp32 convolutions use TF32 tensor cores or 0 for true fp32 only (the default)") == 1;
-  o.graphs = env_int("KILN_CUDA_GRAPHS", 0, 1, o.graphs ? 1 : 0,
-                     "1 to replay each step as a captured CUDA Graph (the default) or 0 to launch every op") == 1;
+  for (const CudaOptionField& f : cuda_option_fields()) {
+    if (f.type == CudaOptionField::Type::File) {
+      if (auto path = env_text(f.env)) o.*f.file_field = std::move(*path);
+      continue;
+    }
+    set_cuda_option_number(o, f, env_int(f.env, f.lo, f.hi, cuda_option_number(o, f), f.help));
+  }
   return o;
 }
 
 void check_cuda_options(const CudaOptions& o) {
-  if (o.tune_plans < 0 || o.tune_plans > kMaxTunePlans)
-    fail("CompileOptions::cuda.tune_plans = {} is not valid: it takes how many plans to time, from 0 (every plan) "
-         "to {}",
-         o.tune_plans, kMaxTunePlans);
-  if (o.pipeline_chunks < 1 || o.pipeline_chunks > kMaxPipelineChunks)
-    fail("CompileOptions::cuda.pipeline_chunks = {} is not valid: it takes the number of batch slices, from 1 "
-         "(off) to {}",
-         o.pipeline_chunks, kMaxPipelineChunks);
+  for (const CudaOptionField& f : cuda_option_fields()) {
+    if (f.type != CudaOptionField::Type::Count) continue;
+    const int v = cuda_option_number(o, f);
+    if (v < f.lo || v > f.hi)
+      fail("CompileOptions::cuda.{} = {} is not valid: it takes {}, from {} to {} ({}, {} in kiln's CLI)", f.member,
+           v, f.help, f.lo, f.hi, f.env, f.flag);
+  }
 }
 
 std::optional<std::string> env_text(const char* name) {

@@ -9,19 +9,12 @@
 
 namespace kiln::cuda {
 
-// `options` with every KILN_* variable that is set (and not empty) in place of its field:
-//   KILN_CUDNN_TUNE=0|1         tune
-//   KILN_CUDNN_TUNE_PLANS=N     tune_plans (0 to 9999; 0: every plan)
-//   KILN_PLAN_CACHE=<file>      plan_cache
-//   KILN_TUNE_LOG=<file>        tune_log
-//   KILN_SIDE_STREAM=0|1        side_stream
-//   KILN_PIPELINE_CHUNKS=N      pipeline_chunks (1 to 99)
-//   KILN_OVERLAP_OPS=0|1        overlap_ops
-//   KILN_CUDA_GRAPHS=0|1        graphs
+// `options` with every KILN_* variable that is set (and not empty) in place of its field; the
+// variables, their fields and ranges are ir/cuda_option_table.h's (README.md lists them).
 CudaOptions with_env_overrides(CudaOptions options);
 
-// kiln::Error naming the field (CompileOptions::cuda.<field>) and its range unless every field is
-// in range: tune_plans 0 to 9999, pipeline_chunks 1 to 99.
+// kiln::Error naming the field (CompileOptions::cuda.<field>) and its range unless every count
+// field is in its table range (tune_plans 0 to 9999, pipeline_chunks 1 to 99).
 void check_cuda_options(const CudaOptions& options);
 
 // The variable's text, or nothing when it is unset or empty.

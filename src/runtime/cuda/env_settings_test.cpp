@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "ir/cuda_option_table.h"
 #include "support/cpu_test_util.h"
 #include "support/scoped_env.h"
 
@@ -44,16 +47,13 @@ TEST(EnvSettings, AnythingElseIsAnErrorNamingTheVariableAndTheRange) {
   }
 }
 
-// The six variables of CudaOptions: saved and unset for one test (so that a variable set where the
-// tests run, e.g. by scripts/gpu_check.sh, changes nothing here), restored afterwards.
-constexpr const char* kOverrides[] = {"KILN_CUDNN_TUNE", "KILN_CUDNN_TUNE_PLANS", "KILN_PLAN_CACHE",
-                                      "KILN_TUNE_LOG",   "KILN_SIDE_STREAM",      "KILN_PIPELINE_CHUNKS",
-                                      "KILN_OVERLAP_OPS", "KILN_CONV_TF32"};
-
+// The variables of CudaOptions (ir/cuda_option_table.h): saved and unset for one test (so that a
+// variable set where the tests run, e.g. by scripts/gpu_check.sh, changes nothing here), restored
+// afterwards.
 class CudaEnvOverrides : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : kOverrides) unset_.emplace_back(name, nullptr);
+    for (const CudaOptionField& f : cuda_option_fields()) unset_.emplace_back(f.env, nullptr);
   }
   void TearDown() override { unset_.clear(); }
 
@@ -68,21 +68,18 @@ CudaOptions non_default_options() {
   return o;
 }
 
+// Every field of the table equal.
 void expect_same(const CudaOptions& a, const CudaOptions& b) {
-  EXPECT_EQ(a.tune, b.tune);
-  EXPECT_EQ(a.tune_plans, b.tune_plans);
-  EXPECT_EQ(a.plan_cache, b.plan_cache);
-  EXPECT_EQ(a.tune_log, b.tune_log);
-  EXPECT_EQ(a.side_stream, b.side_stream);
-  EXPECT_EQ(a.pipeline_chunks, b.pipeline_chunks);
-  EXPECT_EQ(a.overlap_ops, b.overlap_ops);
-  EXPECT_EQ(a.conv_tf32, b.conv_tf32);
+  for (const CudaOptionField& f : cuda_option_fields()) {
+    if (f.file_field) EXPECT_EQ(a.*f.file_field, b.*f.file_field) << f.member;
+    else EXPECT_EQ(cuda_option_number(a, f), cuda_option_number(b, f)) << f.member;
+  }
 }
 
 TEST_F(CudaEnvOverrides, UnsetOrEmptyVariablesKeepTheOptions) {
   expect_same(with_env_overrides(CudaOptions{}), CudaOptions{});
   expect_same(with_env_overrides(non_default_options()), non_default_options());
-  for (const char* name : kOverrides) setenv(name, "", 1);
+  for (const CudaOptionField& f : cuda_option_fields()) setenv(f.env, "", 1);
   expect_same(with_env_overrides(non_default_options()), non_default_options());
 }
 
@@ -113,14 +110,38 @@ TEST_F(CudaEnvOverrides, EachVariableReplacesItsField) {
   EXPECT_EQ(on.tune_plans, 12);
 }
 
+// Over the whole table: each variable, set alone to a value its field does not hold, changes that
+// field to it and nothing else.
+TEST_F(CudaEnvOverrides, EveryFieldOfTheTableHasItsVariable) {
+  for (const CudaOptionField& f : cuda_option_fields()) {
+    SCOPED_TRACE(f.env);
+    const CudaOptions base;
+    CudaOptions want = base;
+    std::string text;
+    if (f.file_field) {
+      text = "/tmp/kiln-" + std::string(f.member);
+      want.*f.file_field = text;
+    } else {
+      const int v = cuda_option_number(base, f) == f.hi ? f.lo : f.hi;
+      text = std::to_string(v);
+      set_cuda_option_number(want, f, v);
+    }
+    setenv(f.env, text.c_str(), 1);
+    expect_same(with_env_overrides(base), want);
+    unsetenv(f.env);
+  }
+}
+
 TEST_F(CudaEnvOverrides, MalformedValuesAreErrorsNamingTheVariable) {
-  const std::vector<std::vector<std::string>> cases = {
+  std::vector<std::vector<std::string>> cases = {
       {"KILN_CUDNN_TUNE", "yes", "from 0 to 1"},        {"KILN_CUDNN_TUNE", "2", "from 0 to 1"},
       {"KILN_CUDNN_TUNE_PLANS", "-1", "from 0 to 9999"}, {"KILN_CUDNN_TUNE_PLANS", "10000", "from 0 to 9999"},
       {"KILN_SIDE_STREAM", "off", "from 0 to 1"},       {"KILN_PIPELINE_CHUNKS", "0", "from 1 to 99"},
       {"KILN_PIPELINE_CHUNKS", "two", "from 1 to 99"}, {"KILN_OVERLAP_OPS", "2", "from 0 to 1"},
       {"KILN_CONV_TF32", "yes", "from 0 to 1"},
   };
+  for (const CudaOptionField& f : cuda_option_fields())  // and a value past every number's range
+    if (!f.file_field) cases.push_back({f.env, std::to_string(f.hi + 1), fmt::format("from {} to {}", f.lo, f.hi)});
   for (const auto& c : cases) {
     SCOPED_TRACE(c[0] + "=" + c[1]);
     setenv(c[0].c_str(), c[1].c_str(), 1);
@@ -140,7 +161,8 @@ TEST(CudaOptionsCheck, FieldsOutOfRangeAreErrorsNamingTheField) {
   o.pipeline_chunks = 0;
   kiln::testing::expect_error([&] { check_cuda_options(o); }, {"cuda.pipeline_chunks", "0", "99"});
   o.pipeline_chunks = 100;
-  kiln::testing::expect_error([&] { check_cuda_options(o); }, {"cuda.pipeline_chunks", "100", "99"});
+  kiln::testing::expect_error([&] { check_cuda_options(o); },
+                              {"cuda.pipeline_chunks", "100", "99", "KILN_PIPELINE_CHUNKS", "--pipeline-chunks"});
 }
 
 }  // namespace

@@ -1,0 +1,67 @@
+#include "ir/cuda_option_table.h"
+
+namespace kiln {
+
+namespace {
+
+using Type = CudaOptionField::Type;
+
+CudaOptionField switch_row(const char* member, const char* flag, const char* env, bool CudaOptions::*field,
+                           const char* help) {
+  CudaOptionField f{member, flag, env, Type::Switch, 0, 1, help};
+  f.switch_field = field;
+  return f;
+}
+
+CudaOptionField count_row(const char* member, const char* flag, const char* env, int CudaOptions::*field, int lo,
+                          int hi, const char* help) {
+  CudaOptionField f{member, flag, env, Type::Count, lo, hi, help};
+  f.count_field = field;
+  return f;
+}
+
+CudaOptionField file_row(const char* member, const char* flag, const char* env, std::string CudaOptions::*field,
+                         const char* help) {
+  CudaOptionField f{member, flag, env, Type::File, 0, 0, help};
+  f.file_field = field;
+  return f;
+}
+
+}  // namespace
+
+const std::vector<CudaOptionField>& cuda_option_fields() {
+  static const std::vector<CudaOptionField> fields = {
+      switch_row("tune", "--cudnn-tune", "KILN_CUDNN_TUNE", &CudaOptions::tune,
+                 "1: time the plans cuDNN's heuristics offer and keep the fastest (default); 0: keep the first "
+                 "usable plan (or the plan cache's)"),
+      count_row("tune_plans", "--tune-plans", "KILN_CUDNN_TUNE_PLANS", &CudaOptions::tune_plans, 0, 9999,
+                "how many of the plans that build to time, in heuristic order; 0: every plan (default)"),
+      file_row("plan_cache", "--plan-cache", "KILN_PLAN_CACHE", &CudaOptions::plan_cache,
+               "file of tuned plan choices: later runs on the same GPU and cuDNN rebuild them without tuning"),
+      file_row("tune_log", "--tune-log", "KILN_TUNE_LOG", &CudaOptions::tune_log,
+               "append what tuning found, one JSON line per graph"),
+      switch_row("side_stream", "--side-stream", "KILN_SIDE_STREAM", &CudaOptions::side_stream,
+                 "1: run wgrad beside dgrad on a second stream (default); 0: after it"),
+      switch_row("overlap_ops", "--overlap-ops", "KILN_OVERLAP_OPS", &CudaOptions::overlap_ops,
+                 "1: an op's wgrad may run on beside the next op (default); 0: every op joins its streams"),
+      switch_row("graphs", "--cuda-graphs", "KILN_CUDA_GRAPHS", &CudaOptions::graphs,
+                 "1: replay each step as one captured CUDA Graph (default); 0: launch every op"),
+      switch_row("conv_tf32", "--conv-tf32", "KILN_CONV_TF32", &CudaOptions::conv_tf32,
+                 "1: fp32 convolutions may use TF32 tensor cores, as PyTorch's default; 0: true fp32 only (default)"),
+      count_row("pipeline_chunks", "--pipeline-chunks", "KILN_PIPELINE_CHUNKS", &CudaOptions::pipeline_chunks, 1, 99,
+                "batch slices the CBR backward pipelines its data gradient over; 1: off (default)"),
+  };
+  return fields;
+}
+
+int cuda_option_number(const CudaOptions& options, const CudaOptionField& field) {
+  if (field.switch_field) return options.*field.switch_field ? 1 : 0;
+  return field.count_field ? options.*field.count_field : 0;
+}
+
+void set_cuda_option_number(CudaOptions& options, const CudaOptionField& field, int value) {
+  if (field.switch_field) options.*field.switch_field = value != 0;
+  if (field.count_field) options.*field.count_field = value;
+}
+
+}  // namespace kiln
