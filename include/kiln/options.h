@@ -56,6 +56,16 @@ struct CudaOptions {
   // (torch.backends.cudnn.allow_tf32). Off: only true fp32 plans. fp16/bf16 are not affected, nor
   // are linear layers. KILN_CONV_TF32=0|1.
   bool conv_tf32 = false;
+  // Prefer cuDNN plans without a NONDETERMINISTIC note (same inputs, same bytes); a nondeterministic
+  // plan is used only where no other builds. false lets tuning pick the fastest of all.
+  // KILN_CUDNN_DETERMINISTIC=0|1.
+  bool deterministic = true;
+  // The most workspace one cuDNN plan may ask for, in MiB; plans needing more are skipped. 1 to
+  // 65536. KILN_CUDNN_WORKSPACE_MIB=N.
+  int workspace_mib = 1024;
+  // Timed runs per plan when tuning (after one warm-up; the median counts). 1 to 100.
+  // KILN_CUDNN_TIMED_RUNS=N.
+  int tune_runs = 5;
 };
 
 // Dynamic loss scaling, as PyTorch's torch.amp.GradScaler: the loss gradient is multiplied by a

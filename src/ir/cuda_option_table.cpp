@@ -48,6 +48,13 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                  "1: replay each step as one captured CUDA Graph (default); 0: launch every op"),
       switch_row("conv_tf32", "--conv-tf32", "KILN_CONV_TF32", &CudaOptions::conv_tf32,
                  "1: fp32 convolutions may use TF32 tensor cores, as PyTorch's default; 0: true fp32 only (default)"),
+      switch_row("deterministic", "--cudnn-deterministic", "KILN_CUDNN_DETERMINISTIC", &CudaOptions::deterministic,
+                 "1: prefer cuDNN plans that give the same bytes for the same inputs (default); 0: the fastest of "
+                 "all"),
+      count_row("workspace_mib", "--cudnn-workspace-mib", "KILN_CUDNN_WORKSPACE_MIB", &CudaOptions::workspace_mib, 1,
+                65536, "the most workspace one cuDNN plan may use, in MiB; plans needing more are skipped (default 1024)"),
+      count_row("tune_runs", "--tune-runs", "KILN_CUDNN_TIMED_RUNS", &CudaOptions::tune_runs, 1, 100,
+                "timed runs per plan when tuning, after one warm-up; the median counts (default 5)"),
       count_row("pipeline_chunks", "--pipeline-chunks", "KILN_PIPELINE_CHUNKS", &CudaOptions::pipeline_chunks, 1, 99,
                 "batch slices the CBR backward pipelines its data gradient over; 1: off (default)"),
   };

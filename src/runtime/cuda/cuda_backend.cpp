@@ -81,13 +81,17 @@ void append_tune_log(const CudnnGraphs& graphs, const std::string& path) {
 
 // One graph cache per device and graph options for the whole process: every executable on a
 // device shares the built and tuned plans, so a shape is tuned once however many programs use it
-// (programs asking for other tuning settings or another plan cache file get a cache of their own).
+// (programs asking for other graph options — tuning, TF32, determinism, workspace, timed runs, plan
+// cache file — get a cache of their own: the cache applies its own options to every graph).
 CudnnGraphs& shared_graphs(int device, const CudaOptions& options) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, bool, int, std::string>, std::unique_ptr<CudnnGraphs>> caches;
+  using Key = std::tuple<int, bool, bool, bool, int64_t, int, int, std::string>;
+  static std::map<Key, std::unique_ptr<CudnnGraphs>> caches;
+  const CudnnGraphsOptions o = cudnn_graphs_options(options);
   std::lock_guard<std::mutex> lock(mutex);
-  auto& cache = caches[{device, options.tune, options.tune_plans, options.plan_cache}];
-  if (!cache) cache = std::make_unique<CudnnGraphs>(cudnn_graphs_options(options));
+  auto& cache = caches[Key{device, o.tune, o.allow_tf32, o.prefer_deterministic, o.max_workspace_bytes, o.timed_runs,
+                           o.max_plans_tuned, o.plan_cache}];
+  if (!cache) cache = std::make_unique<CudnnGraphs>(o);
   return *cache;
 }
 }  // namespace

@@ -73,6 +73,9 @@ CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda) {
   o.max_plans_tuned = cuda.tune_plans;
   o.plan_cache = cuda.plan_cache;
   o.allow_tf32 = cuda.conv_tf32;
+  o.prefer_deterministic = cuda.deterministic;
+  o.max_workspace_bytes = int64_t(cuda.workspace_mib) << 20;
+  o.timed_runs = cuda.tune_runs;
   return o;
 }
 

@@ -88,8 +88,8 @@ struct CudnnGraphsOptions {
   std::string plan_cache;
 };
 
-// The graph options of a backend's CudaOptions (tune, tune_plans, plan_cache, conv_tf32); the rest
-// default.
+// The graph options of a backend's CudaOptions (tune, tune_plans, plan_cache, conv_tf32,
+// deterministic, workspace_mib, tune_runs).
 CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda);
 
 // What engine choice found for one graph.
