@@ -1,6 +1,8 @@
-// Every op kind of the one list (KILN_OP_KINDS, kiln/program.h) has a distinct name and a CPU
-// kernel: a kind added to the list without its kernel, or a kernel table that loses one, fails
-// here by name. (The CUDA tables: src/runtime/cuda/cuda_op_kinds_test.cpp.)
+// Every op kind of the one list (KILN_OP_KINDS, which the build collects from the families'
+// src/ops/<family>/<family>_op_kinds.def into kiln/op_kinds.h) has a distinct name and a CPU
+// kernel: a kind added to a family's list without its kernel, or a kernel table that loses one,
+// fails here by name, so the families' tests need no registration checks of their own. (The CUDA
+// tables: src/runtime/cuda/cuda_op_kinds_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <set>

@@ -79,11 +79,6 @@ struct CbrIds {
 
 const Geometry kGeom{2, 5, 5, 3, 4, 3, 2, 1};
 
-TEST(CbrOps, AllFourKindsAreRegistered) {
-  for (OpKind kind : {OpKind::CBR_FWD, OpKind::CBR_BWD, OpKind::CBR_BWD_FIRST, OpKind::CBR_INF})
-    EXPECT_NO_THROW(find_op(Device::CPU, kind)) << op_kind_name(kind);
-}
-
 TEST(CbrOps, RegisteredOpsBindTheTensorsTheirContractsName) {
   OpBench b = features3();
   const CbrIds id(b, kGeom, DType::F32);

@@ -23,11 +23,6 @@ using kiln::testing::OpBench;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-TEST(LossScaleOps, AreRegistered) {
-  for (OpKind kind : {OpKind::FIND_NONFINITE, OpKind::UPDATE_LOSS_SCALE})
-    EXPECT_NO_THROW(find_op(Device::CPU, kind)) << op_kind_name(kind);
-}
-
 // The flag of FIND_NONFINITE over `values` (F32), starting from `stale`.
 int32_t found_in(const std::vector<double>& values, int32_t stale = 0) {
   OpBench b;

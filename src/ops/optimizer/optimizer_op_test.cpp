@@ -19,11 +19,6 @@ using kiln::testing::expect_error;
 // The benches here hold only flat F64 update regions; update ops belong to no layer.
 using kiln::testing::OpBench;
 
-TEST(UpdateOps, BothKindsAreRegistered) {
-  for (OpKind kind : {OpKind::SGD_UPDATE, OpKind::ADAMW_UPDATE})
-    EXPECT_NO_THROW(find_op(Device::CPU, kind)) << op_kind_name(kind);
-}
-
 const std::vector<double> kGrad{0.5, -1.5, 0.25}, kParam{1.0, -2.0, 0.5};
 
 TEST(UpdateOps, SgdTakesAttributesAndLearningRate) {
