@@ -1,4 +1,4 @@
-// End to end on the real digits: the README's configuration (scripts/demo.sh) reaches >= 98.5% test accuracy,
+// End to end on the real digits: the README's configuration (scripts/demo.sh) reaches its accuracy on any CPU,
 // one seed gives one result, and a resumed run continues exactly where it stopped.
 #include <gtest/gtest.h>
 
@@ -43,15 +43,50 @@ TrainOptions digits_train(int epochs) {
   return t;
 }
 
-TEST(TrainDigits, ReachesAtLeast985TestAccuracy) {
+// The README's recipe (30 epochs, seed 1) trains the digits CNN to its accuracy on any x86-64 CPU.
+// The bytes, and so the accuracy, depend on the CPU and the build's instruction set (Eigen's GEMM
+// rounds differently with SSE, AVX2 and AVX-512), which acts like another seed. Measured
+// (docs/results.md, "The digits test's bound"), test accuracy on the 1,000 test digits:
+//   x86-64-v2 build, Intel Xeon, ../shared's digits, seeds 1-6: 0.987 0.989 0.985 0.986 0.987 0.989
+//     (mean 0.9872, sd 0.0016)
+//   -march=native, AMD EPYC, seed 1: 0.983 (where the old bound, 0.985, failed a correct build)
+// so a run of a correct build lands in about 0.983-0.989 (one run's binomial sd on 1,000 digits
+// is 0.0037). The bound, 0.978, is 0.5 points under the lowest
+// measured and ~4 sd under the mean, so no correct build on another CPU should fail it; the two
+// checks after it show it still rejects broken models: the same network after 3 of its 30 epochs
+// (a run whose learning stalls: 0.97 measured) and the trained network with BatchNorm's running
+// statistics never updated (evaluation with mean 0, variance 1) both fall under it.
+constexpr double kDigitsBound = 0.978;
+
+TEST(TrainDigits, ReachesTheRecipesAccuracyOnAnyCpu) {
   DigitsRun data;
   Trainer trainer(zoo::digits_cnn(), digits_compile(), digits_train(30));
   const auto reports = trainer.fit(data.train, data.test);
   ASSERT_EQ(reports.size(), 30u);
-  std::printf("digits: final loss %.5f, test accuracy %.4f\n", reports.back().train_loss, reports.back().test_accuracy);
-  EXPECT_GE(reports.back().test_accuracy, 0.985);
+  std::printf("digits: final loss %.5f, test accuracy %.4f (after 3 epochs %.4f)\n", reports.back().train_loss,
+              reports.back().test_accuracy, reports[2].test_accuracy);
+  EXPECT_GE(reports.back().test_accuracy, kDigitsBound);
   EXPECT_LT(reports.back().train_loss, reports.front().train_loss);
   EXPECT_DOUBLE_EQ(trainer.evaluate(data.test), reports.back().test_accuracy);
+
+  // The bound is not vacuous: a run that stopped learning after 3 epochs fails it ...
+  EXPECT_LT(reports[2].test_accuracy, kDigitsBound);
+  // ... and so does the trained network evaluated with BatchNorm statistics that were never kept.
+  Executable& exe = trainer.executable();
+  int reset = 0;
+  for (int id : exe.program().buffers) {
+    const TensorSpec& t = exe.program().tensors[id];
+    const bool mean = t.name.ends_with(".running_mean"), var = t.name.ends_with(".running_var");
+    if (!mean && !var) continue;
+    ASSERT_EQ(t.dtype, DType::F32) << t.name;
+    const std::vector<float> value(size_t(numel(t.shape)), mean ? 0.f : 1.f);
+    exe.write(id, value.data(), value.size() * sizeof(float));
+    ++reset;
+  }
+  ASSERT_GT(reset, 0);
+  const double untracked = trainer.evaluate(data.test);
+  std::printf("digits: with BatchNorm's running statistics at their initial values: test accuracy %.4f\n", untracked);
+  EXPECT_LT(untracked, kDigitsBound);
 }
 
 TEST(TrainDigits, SameSeedSameLossAndResumeContinuesExactly) {
