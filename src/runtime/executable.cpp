@@ -5,47 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/random.h"
 #include "runtime/backend.h"
+#include "runtime/initializers.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
-namespace {
-
-// FNV-1a: a stable per-tensor random stream, independent of declaration order.
-uint64_t name_hash(const std::string& name) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
-template <class T>
-void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
-  const int64_t n = numel(t.shape);
-  const uint64_t stream = name_hash(t.name);
-  switch (t.init) {
-    case Init::None: return;
-    case Init::Zeros: std::fill(data, data + n, T(0)); return;
-    case Init::Ones: std::fill(data, data + n, T(1)); return;
-    case Init::Constant: std::fill(data, data + n, T(t.init_value)); return;
-    case Init::KaimingNormalFanOut: {  // gain sqrt(2) for ReLU, as torchvision initializes convs
-      const double std = std::sqrt(2.0 / double(t.fan_out));
-      for (int64_t i = 0; i < n; ++i) data[i] = T(std * random_normal(seed, stream, uint64_t(i)));
-      return;
-    }
-    case Init::Normal:
-      for (int64_t i = 0; i < n; ++i) data[i] = T(t.init_value * random_normal(seed, stream, uint64_t(i)));
-      return;
-    case Init::UniformFanIn: {  // PyTorch's default for nn.Linear and conv bias
-      const double bound = 1.0 / std::sqrt(double(t.fan_in));
-      for (int64_t i = 0; i < n; ++i)
-        data[i] = T(bound * (2.0 * random_uniform(seed, stream, uint64_t(i)) - 1.0));
-      return;
-    }
-  }
-}
-
-}  // namespace
 
 Executable::Executable(Program program, uint64_t seed) : program_(std::move(program)) {
   if (program_.options.device == Device::CUDA) {
@@ -109,17 +73,9 @@ void Executable::init_state(uint64_t seed) {
   for (bool views : {false, true}) {
     for (size_t i = 0; i < program_.tensors.size(); ++i) {
       const TensorSpec& t = program_.tensors[i];
-      if (t.role == TensorRole::Activation || (t.alias_of >= 0) != views) continue;
-      // I32 state (the loss scaler's counters) takes constant initializers only.
-      const bool constant = t.init == Init::Zeros || t.init == Init::Ones || t.init == Init::Constant;
-      const bool filled = t.dtype == DType::F32 || t.dtype == DType::F64 || (t.dtype == DType::I32 && constant);
-      if (t.init == Init::None || !filled) continue;
-      // Values are made on the host and copied in, so every device starts from the same numbers.
+      if (t.role == TensorRole::Activation || t.init == Init::None || (t.alias_of >= 0) != views) continue;
       std::vector<std::byte> host(t.bytes());
-      if (t.dtype == DType::F32) fill_init(t, reinterpret_cast<float*>(host.data()), seed);
-      if (t.dtype == DType::F64) fill_init(t, reinterpret_cast<double*>(host.data()), seed);
-      if (t.dtype == DType::I32) fill_init(t, reinterpret_cast<int32_t*>(host.data()), seed);
-      backend_->copy_in(arena_ + program_.memory.offset[i], host.data(), host.size());
+      if (initial_values(t, seed, host.data())) backend_->copy_in(arena_ + program_.memory.offset[i], host.data(), host.size());
     }
   }
   copies_stale_ = true;

@@ -1,0 +1,58 @@
+#include "runtime/initializers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/random.h"
+
+namespace kiln {
+
+namespace {
+
+// FNV-1a: a stable per-tensor random stream, independent of declaration order.
+uint64_t name_hash(const std::string& name) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+template <class T>
+void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
+  const int64_t n = numel(t.shape);
+  const uint64_t stream = name_hash(t.name);
+  switch (t.init) {
+    case Init::None: return;
+    case Init::Zeros: std::fill(data, data + n, T(0)); return;
+    case Init::Ones: std::fill(data, data + n, T(1)); return;
+    case Init::Constant: std::fill(data, data + n, T(t.init_value)); return;
+    case Init::KaimingNormalFanOut: {  // gain sqrt(2) for ReLU, as torchvision initializes convs
+      const double std = std::sqrt(2.0 / double(t.fan_out));
+      for (int64_t i = 0; i < n; ++i) data[i] = T(std * random_normal(seed, stream, uint64_t(i)));
+      return;
+    }
+    case Init::Normal:
+      for (int64_t i = 0; i < n; ++i) data[i] = T(t.init_value * random_normal(seed, stream, uint64_t(i)));
+      return;
+    case Init::UniformFanIn: {  // PyTorch's default for nn.Linear and conv bias
+      const double bound = 1.0 / std::sqrt(double(t.fan_in));
+      for (int64_t i = 0; i < n; ++i)
+        data[i] = T(bound * (2.0 * random_uniform(seed, stream, uint64_t(i)) - 1.0));
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+bool initial_values(const TensorSpec& t, uint64_t seed, std::byte* host) {
+  if (t.role == TensorRole::Activation || t.init == Init::None) return false;
+  const bool constant = t.init == Init::Zeros || t.init == Init::Ones || t.init == Init::Constant;
+  if (t.dtype == DType::F32) fill_init(t, reinterpret_cast<float*>(host), seed);
+  else if (t.dtype == DType::F64) fill_init(t, reinterpret_cast<double*>(host), seed);
+  else if (t.dtype == DType::I32 && constant) fill_init(t, reinterpret_cast<int32_t*>(host), seed);
+  else return false;
+  return true;
+}
+
+}  // namespace kiln
