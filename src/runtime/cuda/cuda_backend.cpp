@@ -1,7 +1,6 @@
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/pixel_normalize_cuda.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -15,6 +14,7 @@
 #include "runtime/cuda/cudnn_graphs.h"
 #include "runtime/cuda/env_settings.h"
 #include "runtime/cuda/step_scalars_cuda.h"
+#include "runtime/cuda/tune_log.h"
 
 namespace kiln::cuda {
 
@@ -54,30 +54,6 @@ CudaBackend::CudaBackend(int index, const CudaOptions& options) {
 }
 
 namespace {
-// CudaOptions::tune_log (KILN_TUNE_LOG=<file>): appends what engine choice found for every graph
-// (one JSON object a line) that no backend has logged yet.
-void append_tune_log(const CudnnGraphs& graphs, const std::string& path) {
-  if (path.empty()) return;
-  static std::mutex mutex;
-  static std::map<const CudnnGraphs*, size_t> logged;  // records already logged (caches outlive backends)
-  std::lock_guard<std::mutex> lock(mutex);
-  size_t& written = logged[&graphs];
-  const std::vector<TuneRecord> records = graphs.tune_records();
-  if (records.size() <= written) return;
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (!f) return;
-  for (size_t i = written; i < records.size(); ++i) {
-    const TuneRecord& r = records[i];
-    std::fprintf(f,
-                 "{\"kind\": \"%s\", \"problem\": \"%s\", \"plans_offered\": %d, \"plans_tried\": %d, "
-                 "\"first_plan_ms\": %.4f, \"best_plan_ms\": %.4f, \"workspace\": %zu, \"plan\": \"%s\", "
-                 "\"from_plan_cache\": %s}\n",
-                 r.kind.c_str(), conv_problem_str(r.problem).c_str(), r.plans_offered, r.plans_tried,
-                 r.first_plan_ms, r.best_plan_ms, r.workspace, r.plan_name.c_str(), r.from_cache ? "true" : "false");
-  }
-  written = records.size();
-  std::fclose(f);
-}
 
 // One graph cache per device and graph options for the whole process: every executable on a
 // device shares the built and tuned plans, so a shape is tuned once however many programs use it
