@@ -132,8 +132,15 @@ DataOptions data_options(const DataArgs& a) {
   t.kind = parse_transform(a.transform);
   t.size = a.image_size;
   t.eval_resize = a.eval_resize;
-  t.scale_min = a.crop_scale.at(0), t.scale_max = a.crop_scale.at(1);
-  t.ratio_min = a.crop_ratio.at(0), t.ratio_max = a.crop_ratio.at(1);
+  // CLI11 takes one value as well as two here (--crop-scale 1.0): a range needs both ends.
+  auto range = [](const std::vector<double>& v, const char* flag, const char* example) {
+    if (v.size() != 2)
+      fail("{} takes a range, two numbers MIN,MAX; it got {}; use e.g. {} {}", flag, v.size(), flag, example);
+  };
+  range(a.crop_scale, "--crop-scale", "0.08,1");
+  range(a.crop_ratio, "--crop-ratio", "0.75,1.3333");
+  t.scale_min = a.crop_scale[0], t.scale_max = a.crop_scale[1];
+  t.ratio_min = a.crop_ratio[0], t.ratio_max = a.crop_ratio[1];
   t.channels = a.channels;
   t.normalize = parse_normalize(a.normalize);
   t.dct_scaling = a.dct_scaling == 1;
