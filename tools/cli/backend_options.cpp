@@ -11,23 +11,11 @@
 
 namespace kiln::cli {
 
-namespace {
-// The position in BackendArgs::numbers of the switch `field` (its place among the table's numbers).
-size_t number_index(bool CudaOptions::*field) {
-  size_t number = 0;
-  for (const CudaOptionField& f : cuda_option_fields()) {
-    if (f.switch_field == field) return number;
-    if (f.type != CudaOptionField::Type::File) ++number;
-  }
-  return number;
-}
-}  // namespace
-
 // The numbers start as CudaOptions' defaults.
 BackendArgs::BackendArgs() {
-  size_t number = 0;
-  for (const CudaOptionField& f : cuda_option_fields())
-    if (f.type != CudaOptionField::Type::File) numbers.at(number++) = cuda_option_number(cuda, f);
+  const std::vector<CudaOptionField>& fields = cuda_option_fields();
+  for (size_t i = 0; i < fields.size(); ++i)
+    if (fields[i].type != CudaOptionField::Type::File) numbers.at(i) = cuda_option_number(cuda, fields[i]);
 }
 
 // Data loader workers are not counted in --threads: they sleep while the prefetch queue is full
@@ -55,25 +43,26 @@ void add_cuda_options(CLI::App* app, BackendArgs& a) {
   const std::vector<CudaOptionField>& fields = cuda_option_fields();
   CLI::Option* tune = nullptr;
   CLI::Option* tune_plans = nullptr;
-  for (size_t i = 0, number = 0; i < fields.size(); ++i) {
+  size_t tune_row = 0;
+  for (size_t i = 0; i < fields.size(); ++i) {
     const CudaOptionField& f = fields[i];
     const std::string help = fmt::format("{} [{}]", f.help, f.env);
     CLI::Option* option = nullptr;
     if (f.type == CudaOptionField::Type::File) {
       option = app->add_option(f.flag, a.cuda.*f.file_field, help)->type_name("FILE");
     } else {
-      option = app->add_option(f.flag, a.numbers.at(number++), help)
+      option = app->add_option(f.flag, a.numbers.at(i), help)
                    ->check(CLI::Range(f.lo, f.hi))
                    ->type_name(f.type == CudaOptionField::Type::Switch ? "0|1" : "N");
     }
     option->group(group);
-    if (f.switch_field == &CudaOptions::tune) tune = option;
+    if (f.switch_field == &CudaOptions::tune) tune = option, tune_row = i;
     if (f.count_field == &CudaOptions::tune_plans) tune_plans = option;
   }
   // The short form, kept from before --cudnn-tune existed: --no-cudnn-tune is --cudnn-tune 0.
   CLI::Option* no_tune = app->add_flag_callback(
       "--no-cudnn-tune",
-      [&a, tune_index = number_index(&CudaOptions::tune)] { a.numbers.at(tune_index) = 0; },
+      [&a, tune_row] { a.numbers.at(tune_row) = 0; },
       "--cudnn-tune 0: keep cuDNN's first usable plan (or the plan cache's) instead of timing the plans");
   no_tune->group(group)->excludes(tune);
   tune_plans->excludes(no_tune);
@@ -81,9 +70,9 @@ void add_cuda_options(CLI::App* app, BackendArgs& a) {
 
 CudaOptions cuda_options(const BackendArgs& a) {
   CudaOptions c = a.cuda;
-  size_t number = 0;
-  for (const CudaOptionField& f : cuda_option_fields())
-    if (f.type != CudaOptionField::Type::File) set_cuda_option_number(c, f, a.numbers.at(number++));
+  const std::vector<CudaOptionField>& fields = cuda_option_fields();
+  for (size_t i = 0; i < fields.size(); ++i)
+    if (fields[i].type != CudaOptionField::Type::File) set_cuda_option_number(c, fields[i], a.numbers.at(i));
   return c;
 }
 

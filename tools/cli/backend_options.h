@@ -9,12 +9,12 @@
 
 namespace kiln::cli {
 
-// Room for the numbers of the CUDA settings (the table's switches and counts), bound to their flags.
+// Room for the numbers of the CUDA settings, one slot per row of the table (a file row's unused).
 inline constexpr int kMaxCudaOptionNumbers = 16;
 
 struct BackendArgs {
-  // The CUDA settings the flags ask for: the files bound to cuda's fields, the numbers to `numbers`
-  // (the table's order), put into their fields by cuda_options().
+  // The CUDA settings the flags ask for: the files bound to cuda's fields, the switches and counts to
+  // `numbers` at their row of the table, put into their fields by cuda_options().
   CudaOptions cuda;
   std::array<int, kMaxCudaOptionNumbers> numbers{};
   int threads = 1;  // --threads; set to kiln::threads() before the option is added, for --help
