@@ -202,6 +202,12 @@ TEST(ActivationCpu, TheLayerChecksAlphaByTheListsRule) {
     if (info.alpha == activation::AlphaRule::AtLeastZero)
       kiln::testing::expect_error([&] { model(-0.5f); }, {info.name, "'act'", "must be >= 0"});
   }
+  // A value past the list (a cast integer) is an error naming the layer, not a read past the table.
+  Blueprint m("act");
+  m.input(4, 4, 2).activation(Activation(kActivationCount + 3), 0.f, "act");
+  CompileOptions o;
+  o.batch = 2, o.loss = false;
+  kiln::testing::expect_error([&] { compile(m, o); }, {"activation 'act'", "is not a kiln::Activation"});
 }
 
 }  // namespace
