@@ -26,6 +26,10 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
   std::string best;
   size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
   for (const std::string& c : candidates) {
+    // The distance is at least the difference in length: a word far longer than every option name
+    // (a pasted path, a stray argument) is dismissed without filling its table.
+    const size_t length_gap = word.size() > c.size() ? word.size() - c.size() : c.size() - word.size();
+    if (length_gap >= best_distance) continue;
     const size_t d = edit_distance(word, c);
     if (d < best_distance) best = c, best_distance = d;
   }
