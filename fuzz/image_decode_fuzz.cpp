@@ -8,7 +8,10 @@
 // Asserts: success or kiln::Error; on success the pixels are width x height x channels as asked,
 // the full size is the header's, the step is 1, 2, 4 or 8 (1 for PNG), a step-1 region is exact and
 // any region is covered; orientation swaps the sides for tags 5..8; a sample fills its shape.
-// Images whose output would exceed 2^22 pixels are only read to their header (time per execution).
+// Images whose output would exceed 2^16 pixels are only read to their header: instrumented, every
+// pixel costs, and at 2^22 the per-pixel loops (resampling, orientation, conversion) took 90% of the
+// time (about 700 executions/s). The loops run the same code at 256 x 256 as at 2048 x 2048, and
+// sizes past the cap still reach the header parsers and their checks.
 #include <memory>
 
 #include "data/image/image_codec.h"
@@ -18,7 +21,7 @@
 namespace kiln::fuzz {
 namespace {
 
-constexpr int64_t kMaxDecodePixels = int64_t(1) << 22;
+constexpr int64_t kMaxDecodePixels = int64_t(1) << 16;
 
 class OneRecord : public RecordReader {
  public:
