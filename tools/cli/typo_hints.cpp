@@ -9,16 +9,18 @@ namespace {
 
 // Edit distance with adjacent transpositions counted as one edit ("trian" is 1 from "train").
 size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  const size_t w = b.size() + 1;  // one flat table: a row per character of a
+  std::vector<size_t> d((a.size() + 1) * w);
+  auto at = [&](size_t i, size_t j) -> size_t& { return d[i * w + j]; };
+  for (size_t i = 0; i <= a.size(); ++i) at(i, 0) = i;
+  for (size_t j = 0; j <= b.size(); ++j) at(0, j) = j;
   for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      at(i, j) = std::min({at(i - 1, j) + 1, at(i, j - 1) + 1, at(i - 1, j - 1) + (a[i - 1] != b[j - 1])});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        at(i, j) = std::min(at(i, j), at(i - 2, j - 2) + 1);
     }
-  return d[a.size()][b.size()];
+  return at(a.size(), b.size());
 }
 
 // The candidate nearest to `word`, if it is close enough to be a likely typo; else empty.
