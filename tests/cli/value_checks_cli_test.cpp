@@ -192,6 +192,21 @@ TEST(ValueChecksCli, ACropRangeOfOneNumberIsAnErrorNotACrash) {
   }
 }
 
+// A negated flag given a number past 64 bits (`--no-nesterov=5555...`) made CLI11 2.1 throw
+// std::out_of_range out of its parse: rc 134 (found by the cli_options fuzz target; its input is
+// fuzz/corpus/cli_options/crash-negated-flag-huge-number). Now a parse error naming the word.
+TEST(ValueChecksCli, AFlagGivenAHugeNumberIsAnErrorNotACrash) {
+  const std::string huge(40, '5');
+  for (const std::string& word : {"--no-nesterov=" + huge, "--no-nesterov=-" + huge}) {
+    const std::string args = "train --device cpu --epochs 1 --data /nonexistent/kiln_data " + word;
+    const Result r = kiln(args);
+    EXPECT_NE(r.rc, 0) << r.output;
+    EXPECT_NE(r.rc, 134) << r.output;
+    expect_contains(r, {"'" + word + "'", "a flag takes true, false, 1 or 0"}, args);
+    EXPECT_FALSE(contains(r.output, "terminate")) << r.output;
+  }
+}
+
 // Item 7: a warm-up as long as the run never reaches --lr.
 TEST(ValueChecksCli, AWarmUpAsLongAsTheRunIsRefused) {
   for (const std::string args : {"train --epochs 3 --warmup 3 --data /nonexistent/kiln_data",

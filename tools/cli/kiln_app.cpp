@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "cli/plan_command.h"
@@ -49,6 +50,22 @@ CLI::App* KilnApp::parsed_subcommand() const {
   return nullptr;
 }
 
+namespace {
+
+// The word holding a number too long for 64 bits (its value after '=' when it has one), or a
+// placeholder when none does.
+std::string out_of_range_word(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    std::string value = word.substr(word.find('=') == std::string::npos ? 0 : word.find('=') + 1);
+    if (!value.empty() && (value[0] == '-' || value[0] == '+')) value.erase(0, 1);
+    if (value.size() > 18 && value.find_first_not_of("0123456789") == std::string::npos) return "'" + word + "'";
+  }
+  return "a value on the command line";
+}
+
+}  // namespace
+
 void KilnApp::parse(int argc, const char* const* argv) {
   check_subcommand(app, argc, argv);
   try {
@@ -58,6 +75,12 @@ void KilnApp::parse(int argc, const char* const* argv) {
     const std::string message = sub ? unknown_options_message(*sub, sub->remaining()) : std::string();
     if (message.empty()) throw;
     throw CLI::ExtrasError(message, CLI::ExitCodes::ExtrasError);
+  } catch (const std::out_of_range&) {
+    // CLI11 2.1 reads a flag's value (`--no-nesterov=N`) with std::stoll and lets a number past
+    // 64 bits escape as std::out_of_range rather than a ParseError.
+    throw CLI::ConversionError(fmt::format("{}: a number too large for any option; a flag takes true, false, 1 or 0",
+                                           out_of_range_word(argc, argv)),
+                               CLI::ExitCodes::ConversionError);
   }
   if (train->parsed()) check_train_options(train_args);
 }
