@@ -103,7 +103,7 @@ class CudaBackend final : public Backend {
   void* workspace_[kStreams] = {};
   size_t workspace_bytes_[kStreams] = {}, requested_bytes_[kStreams] = {};
   CudaOptions options_;
-  CudnnGraphs* graphs_ = nullptr;  // the process-wide cache of this device and graph options
+  std::shared_ptr<CudnnGraphs> graphs_;  // the process-wide cache of this device and graph options
   // The step's scalars on the device, written in stream order by a kernel whose argument they
   // are (step_scalars_cuda.h).
   StepScalars* device_scalars_ = nullptr;
