@@ -10,6 +10,7 @@
 #include "kiln/error.h"
 #include "kiln/executable.h"
 #include "kiln/memory_plan.h"
+#include "runtime/op_cost.h"
 
 namespace kiln {
 namespace {
@@ -41,47 +42,6 @@ void fill_synthetic_batch(Executable& exe, uint64_t seed) {
   std::vector<int32_t> labels(static_cast<size_t>(p.tensors[p.label].shape[0]));
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(random_bits(seed, 2, i) % uint64_t(classes));
   exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
-}
-
-// Multiply-adds x 2 of the convolutions and GEMMs an op runs, from its weight's shape: a
-// convolution weight (K, R, S, C) costs R*S*C per output element, a linear weight (O, F) costs F
-// per output; CBR and linear backward run two GEMMs (data and weight gradient) unless the op
-// computes no data gradient.
-bool weight_like(const TensorSpec& t) {
-  const bool role = t.role == TensorRole::Param || t.role == TensorRole::ComputeParam || t.role == TensorRole::Grad ||
-                    t.role == TensorRole::ComputeGrad;
-  return role && (t.shape.size() == 4 || t.shape.size() == 2);
-}
-
-double op_flops(const Program& p, const Op& op) {
-  const TensorSpec* weight = nullptr;  // the weight read (forward, data gradient) or its gradient written
-  for (const auto* ids : {&op.in, &op.out})
-    for (int id : *ids)
-      if (id >= 0 && !weight && weight_like(p.tensors[id])) weight = &p.tensors[id];
-  if (!weight || op.kind == OpKind::CAST || op.kind == OpKind::SGD_UPDATE || op.kind == OpKind::ADAMW_UPDATE) return 0;
-  const Shape& w = weight->shape;
-  const int64_t per_output = w.size() == 4 ? w[1] * w[2] * w[3] : w[1];
-  int64_t outputs = 0;  // the largest activation whose last dimension is the weight's K (or O)
-  for (const auto* ids : {&op.in, &op.out})
-    for (int id : *ids)
-      if (id >= 0 && !weight_like(p.tensors[id]) && p.tensors[id].role != TensorRole::Param &&
-          p.tensors[id].role != TensorRole::Grad && !p.tensors[id].shape.empty() &&
-          p.tensors[id].shape.back() == w[0])
-        outputs = std::max(outputs, numel(p.tensors[id].shape));
-  int passes = 1;
-  // Backward ops that compute both the data gradient and the weight gradient do two passes.
-  if (op.kind == OpKind::CBR_BWD) passes = 2;
-  if (op.kind == OpKind::CONV_BN_BWD) passes = op.out.size() > 1 && op.out[1] >= 0 ? 2 : 1;  // dw, then dx if any
-  if (op.kind == OpKind::LINEAR_BWD) passes = op.out.size() > 0 && op.out[0] >= 0 ? 2 : 1;  // dx first
-  return 2.0 * double(outputs) * double(per_output) * passes;
-}
-
-double op_bytes(const Program& p, const Op& op) {
-  double bytes = 0;
-  for (const auto* ids : {&op.in, &op.out})
-    for (int id : *ids)
-      if (id >= 0) bytes += double(p.tensors[id].bytes());
-  return bytes;
 }
 
 }  // namespace
@@ -126,7 +86,8 @@ BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& opt
       OpProfile o;
       o.list = t.list, o.kind = op_kind_name(t.op->kind), o.ms = t.ms;
       o.layer = t.op->layer >= 0 ? p.layer_of(*t.op).name : "";
-      o.flops = op_flops(p, *t.op), o.bytes = op_bytes(p, *t.op);
+      const OpCost cost = op_cost(p, *t.op);  // the op family's rule (src/ops/<family>/<family>_op_costs.cpp)
+      o.flops = cost.flops, o.bytes = cost.bytes;
       o.floor_ms = std::max(o.flops / (bench.peak_tflops * 1e12), o.bytes / (bench.peak_tbps * 1e12)) * 1e3;
       r.profile.push_back(std::move(o));
     }

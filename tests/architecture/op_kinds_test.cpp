@@ -1,6 +1,6 @@
 // Every op kind of the one list (KILN_OP_KINDS, which the build collects from the families'
 // src/ops/<family>/<family>_op_kinds.def into kiln/op_kinds.h) has a distinct name and a CPU
-// kernel: a kind added to a family's list without its kernel, or a kernel table that loses one,
+// kernel and a cost rule: a kind added to a family's list without its kernel, or a table that loses one,
 // fails here by name, so the families' tests need no registration checks of their own. (The CUDA
 // tables: src/runtime/cuda/cuda_op_kinds_test.cpp.)
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include "kiln/error.h"
 #include "kiln/program.h"
 #include "runtime/op_call.h"
+#include "runtime/op_cost.h"
 
 namespace kiln {
 namespace {
@@ -37,6 +38,12 @@ TEST(OpKinds, EveryKindHasACpuKernel) {
     EXPECT_NO_THROW(find_op(Device::CPU, OpKind(k))) << op_kind_name(OpKind(k));
   }
   EXPECT_THROW(find_op(Device::CPU, OpKind(kOpKindCount)), Error);  // the lookup does fail for a missing one
+}
+
+TEST(OpKinds, EveryKindHasACostRule) {
+  // src/ops/<family>/<family>_op_costs.cpp: kiln bench --profile's floors read them.
+  for (int k = 0; k < kOpKindCount; ++k) EXPECT_NE(find_op_cost(OpKind(k)), nullptr) << op_kind_name(OpKind(k));
+  EXPECT_EQ(find_op_cost(OpKind(kOpKindCount)), nullptr);  // the lookup does fail for a missing one
 }
 
 }  // namespace

@@ -1,0 +1,25 @@
+// The optimizers' costs: they only move bytes, and read and rewrite the parameters and their state
+// (momentum; AdamW's two moments).
+#include "ops/optimizer/optimizer_contract.h"
+#include "runtime/op_cost.h"
+
+namespace kiln {
+namespace {
+
+OpCost sgd(const Program& p, const Op& op) {
+  const auto f = op_fields<SgdUpdate>(op);
+  return {0, each_tensor_once(p, op) + tensor_bytes(p, f.params) + tensor_bytes(p, f.momentum_buffer)};
+}
+OpCost adamw(const Program& p, const Op& op) {
+  const auto f = op_fields<AdamWUpdate>(op);
+  return {0, each_tensor_once(p, op) + tensor_bytes(p, f.params) + tensor_bytes(p, f.exp_avg) +
+                 tensor_bytes(p, f.exp_avg_sq)};
+}
+
+}  // namespace
+
+namespace ops {
+extern const OpCostTable optimizer_op_costs;
+const OpCostTable optimizer_op_costs{{OpKind::SGD_UPDATE, &sgd}, {OpKind::ADAMW_UPDATE, &adamw}};
+}  // namespace ops
+}  // namespace kiln
