@@ -66,17 +66,6 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
               int64_t c, bool relu, void* y, uint8_t* bitmask, uint8_t* bytemask,
               cudaStream_t stream, const std::string& where);
 
-// --- Residual add + ReLU (ResNet's block end, ops/resblock/resblock_contract.h) ---
-// v = a * scale_a + shift_a + b', with b' = b * scale_b + shift_b when scale_b is given (the
-// shortcut is a conv output still to normalize) and b' = b when it is nullptr (identity
-// shortcut); y = v > 0 ? v : 0, and bitmask (nullable: inference) gets "v > 0" (a NaN v gives
-// y = 0 and a 0 bit, as bn_apply). a, b and y have the same dtype and (m, c) shape; y may alias
-// a or b. scale_b and shift_b are given together or not at all.
-void bn_add_relu_apply(DType dtype, const void* a, const float* scale_a, const float* shift_a,
-                       const void* b, const float* scale_b, const float* shift_b, int64_t m,
-                       int64_t c, void* y, uint8_t* bitmask, cudaStream_t stream,
-                       const std::string& where);
-
 // --- Backward ---
 // With g = dy (zero where relu_bitmask, if given, has a 0 bit: dy * mask is never stored) and
 // xhat = (x - saved_mean) * saved_inv_std recomputed from x:
@@ -95,18 +84,5 @@ void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask,
                        const float* gamma, const float* saved_mean, const float* saved_inv_std,
                        const float* sum_dy, const float* sum_dy_xhat, int64_t m, int64_t c,
                        int64_t count, void* dx, cudaStream_t stream, const std::string& where);
-
-// A residual block end's backward apply in one pass (resblock's BN_ADD_RELU_BWD): with
-// g = dy * bitmask (never stored), da = BN's input gradient of g for branch a (as
-// bn_backward_apply over all m rows) and db the same for branch b when branch_b is given (a
-// normalized downsample shortcut), else db = g (an identity shortcut). Each branch's sums come
-// from bn_backward_reduce over the same g. Reads dy, the mask, a (and b) once; da and db must
-// not overlap each other, nor any input at another element.
-struct BnBranch {
-  const float *gamma, *saved_mean, *saved_inv_std, *sum_dy, *sum_dy_xhat;
-};
-void bn_add_relu_backward_apply(DType dtype, const void* dy, const uint8_t* bitmask, const void* a,
-                                const BnBranch& branch_a, const void* b, const BnBranch* branch_b, int64_t m,
-                                int64_t c, void* da, void* db, cudaStream_t stream, const std::string& where);
 
 }  // namespace kiln::cuda

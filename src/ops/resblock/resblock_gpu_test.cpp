@@ -29,6 +29,7 @@
 #include "kiln/error.h"
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/resblock/resblock_contract.h"
+#include "ops/resblock/resblock_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/op_call.h"
 #include "support/cbr_test_reference.h"

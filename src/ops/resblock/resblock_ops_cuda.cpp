@@ -23,6 +23,7 @@
 #include "ops/conv/conv_cuda.h"
 #include "ops/conv/conv_stats_cuda.h"
 #include "ops/resblock/resblock_contract.h"
+#include "ops/resblock/resblock_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 
 namespace kiln::cuda {
