@@ -56,4 +56,8 @@ double matmul_pass_flops(const Program& program, TensorId out, TensorId weight) 
   return 2.0 * double(numel(program.tensors[out].shape)) * per_output;
 }
 
+OpCost matmul_cost(const Program& program, const Op& op, TensorId out, TensorId weight, int passes) {
+  return {passes * matmul_pass_flops(program, out, weight), each_tensor_once(program, op)};
+}
+
 }  // namespace kiln

@@ -42,6 +42,10 @@ OpCost memory_bound(const Program& program, const Op& op);
 // A convolution's or a matrix product's pass: 2 x (elements of `out`) x (the weight's elements per
 // output channel, its first dimension being the output channels).
 double matmul_pass_flops(const Program& program, TensorId out, TensorId weight);
+// An op whose arithmetic is `passes` such passes and which moves each of its tensors once.
+OpCost matmul_cost(const Program& program, const Op& op, TensorId out, TensorId weight, int passes = 1);
+// Backward ops: the weight gradient always, the data gradient where the layer has one.
+inline int gradient_passes(TensorId dx) { return dx.present() ? 2 : 1; }
 
 namespace cost_detail {
 // Reads a contract's fields from an Op in fields() order: tensor ids, no memory.

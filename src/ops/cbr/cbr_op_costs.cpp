@@ -9,17 +9,17 @@ namespace {
 
 OpCost forward(const Program& p, const Op& op) {
   const auto f = op_fields<CbrForward>(op);
-  return {matmul_pass_flops(p, f.conv_out, f.w),
-          each_tensor_once(p, op) + tensor_bytes(p, f.running_mean) + tensor_bytes(p, f.running_var)};
+  OpCost cost = matmul_cost(p, op, f.conv_out, f.w);
+  cost.bytes += tensor_bytes(p, f.running_mean) + tensor_bytes(p, f.running_var);
+  return cost;
 }
 OpCost backward(const Program& p, const Op& op) {
   const auto f = op_fields<CbrBackward>(op);
-  const int passes = f.dx.present() ? 2 : 1;
-  return {passes * matmul_pass_flops(p, f.dy, f.w), each_tensor_once(p, op)};
+  return matmul_cost(p, op, f.dy, f.w, gradient_passes(f.dx));
 }
 OpCost inference(const Program& p, const Op& op) {
   const auto f = op_fields<CbrInference>(op);
-  return {matmul_pass_flops(p, f.y, f.w), each_tensor_once(p, op)};
+  return matmul_cost(p, op, f.y, f.w);
 }
 
 }  // namespace

@@ -8,15 +8,15 @@ namespace {
 
 OpCost forward(const Program& p, const Op& op) {
   const auto f = op_fields<ConvForward>(op);
-  return {matmul_pass_flops(p, f.y, f.w), each_tensor_once(p, op)};
+  return matmul_cost(p, op, f.y, f.w);
 }
 OpCost dgrad(const Program& p, const Op& op) {
   const auto f = op_fields<ConvDgrad>(op);
-  return {matmul_pass_flops(p, f.dy, f.w), each_tensor_once(p, op)};
+  return matmul_cost(p, op, f.dy, f.w);
 }
 OpCost wgrad(const Program& p, const Op& op) {
   const auto f = op_fields<ConvWgrad>(op);
-  return {matmul_pass_flops(p, f.dy, f.dw), each_tensor_once(p, op)};
+  return matmul_cost(p, op, f.dy, f.dw);
 }
 
 }  // namespace

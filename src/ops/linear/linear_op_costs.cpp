@@ -8,12 +8,11 @@ namespace {
 
 OpCost forward(const Program& p, const Op& op) {
   const auto f = op_fields<LinearForward>(op);
-  return {matmul_pass_flops(p, f.y, f.w), each_tensor_once(p, op)};
+  return matmul_cost(p, op, f.y, f.w);
 }
 OpCost backward(const Program& p, const Op& op) {
   const auto f = op_fields<LinearBackward>(op);
-  const int passes = f.dx.present() ? 2 : 1;
-  return {passes * matmul_pass_flops(p, f.dy, f.w), each_tensor_once(p, op)};
+  return matmul_cost(p, op, f.dy, f.w, gradient_passes(f.dx));
 }
 
 }  // namespace

@@ -9,17 +9,17 @@ namespace {
 
 OpCost conv_bn_forward(const Program& p, const Op& op) {
   const auto f = op_fields<ConvBnForward>(op);
-  return {matmul_pass_flops(p, f.conv_out, f.w),
-          each_tensor_once(p, op) + tensor_bytes(p, f.running_mean) + tensor_bytes(p, f.running_var)};
+  OpCost cost = matmul_cost(p, op, f.conv_out, f.w);
+  cost.bytes += tensor_bytes(p, f.running_mean) + tensor_bytes(p, f.running_var);
+  return cost;
 }
 OpCost conv_bn_inference(const Program& p, const Op& op) {
   const auto f = op_fields<ConvBnInference>(op);
-  return {matmul_pass_flops(p, f.conv_out, f.w), each_tensor_once(p, op)};
+  return matmul_cost(p, op, f.conv_out, f.w);
 }
 OpCost conv_bn_backward(const Program& p, const Op& op) {
   const auto f = op_fields<ConvBnBackward>(op);
-  const int passes = f.dx.present() ? 2 : 1;
-  return {passes * matmul_pass_flops(p, f.dconv, f.w), each_tensor_once(p, op)};
+  return matmul_cost(p, op, f.dconv, f.w, gradient_passes(f.dx));
 }
 
 }  // namespace
