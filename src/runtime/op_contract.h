@@ -61,6 +61,15 @@ struct Encode {
   }
 };
 
+// An attribute as Op::attrs stores it (a double), back in its field's type.
+template <class A>
+A attr_from_double(double stored) {
+  if constexpr (std::is_enum_v<A>)
+    return static_cast<A>(static_cast<std::underlying_type_t<A>>(stored));
+  else
+    return static_cast<A>(stored);
+}
+
 // Reads a contract's fields back from a bound call, in the same order; a missing required tensor
 // is an error naming the op, its layer and the field.
 template <class Call, class Arg>
@@ -77,11 +86,7 @@ struct Decode {
   template <class A>
   void attr(const char* name, A& value) {
     if (next_attr >= call.op.attrs.size()) missing(name);
-    const double stored = call.op.attrs[next_attr++];
-    if constexpr (std::is_enum_v<A>)
-      value = static_cast<A>(static_cast<std::underlying_type_t<A>>(stored));
-    else
-      value = static_cast<A>(stored);
+    value = attr_from_double<A>(call.op.attrs[next_attr++]);
   }
   Arg take(const std::vector<Arg>& list, size_t& next, const char* name, Presence p) {
     if (next >= list.size()) missing(name);

@@ -9,7 +9,6 @@
 //   const OpCostTable conv_op_costs{{OpKind::CONV_FWD, &conv_fwd_cost}, ...};
 //
 // and the build collects the tables (cmake/op_tables.cmake); every op kind has one rule.
-#include <type_traits>
 #include <vector>
 
 #include "kiln/program.h"
@@ -59,11 +58,7 @@ struct ReadIds {
   }
   template <class A>
   void attr(const char*, A& value) {
-    const double stored = attr_at < op.attrs.size() ? op.attrs[attr_at++] : 0.0;
-    if constexpr (std::is_enum_v<A>)
-      value = static_cast<A>(static_cast<std::underlying_type_t<A>>(stored));
-    else
-      value = static_cast<A>(stored);
+    value = contract_detail::attr_from_double<A>(attr_at < op.attrs.size() ? op.attrs[attr_at++] : 0.0);
   }
 };
 }  // namespace cost_detail
