@@ -1,9 +1,12 @@
-# Collects every layer definition of src/layers/*.cpp (`extern const LayerDef k<Name>Layer{LayerKind::...}`)
-# into one generated list, so adding a layer edits no list by hand; cmake re-runs when a layer
-# file changes, so a definition added to an existing file is found too.
+# Collects every layer definition (`extern const LayerDef k<Name>Layer{<kind>, ...}`) of the layer
+# lowering files, src/ops/<family>/*_layer.cpp beside the ops they emit and src/compile/*_layer.cpp
+# for the layers that emit none of their own, into one generated list, so adding a layer edits no
+# list by hand; cmake re-runs when a layer file changes, so a definition added to an existing file
+# is found too.
 #   kiln_layer_defs(<output file>)
 function(kiln_layer_defs output)
-  file(GLOB layer_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/layers/*.cpp)
+  file(GLOB layer_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/ops/*/*_layer.cpp
+       ${CMAKE_SOURCE_DIR}/src/compile/*_layer.cpp)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${layer_files})
   set(names "")
   foreach(file ${layer_files})
@@ -17,8 +20,8 @@ function(kiln_layer_defs output)
   list(JOIN names ", " declarations)
   list(TRANSFORM names PREPEND "&")
   list(JOIN names ", " entries)
-  file(CONFIGURE OUTPUT ${output} CONTENT "// Written by cmake/layer_defs.cmake: the layer definitions of src/layers/*.cpp.
-#include \"layers/layer_def.h\"
+  file(CONFIGURE OUTPUT ${output} CONTENT "// Written by cmake/layer_defs.cmake: the layer definitions of src/ops/*/*_layer.cpp and src/compile/*_layer.cpp.
+#include \"compile/layer_def.h\"
 
 namespace kiln {
 

@@ -15,12 +15,7 @@ enum class LayerKind : uint8_t {
   Conv,
   BatchNorm,
   ReLU,
-  CBR,  // fused Conv -> BatchNorm -> ReLU
-  // A ResNet block end, fused by the compiler (src/ops/resblock/): ConvBN is Conv -> BatchNorm
-  // whose output is the convolution's and whose normalization its one consumer, a BnAddRelu,
-  // applies; BnAddRelu is relu(BN(conv) + shortcut), the shortcut a ConvBN too or any layer.
-  ConvBN,
-  BnAddRelu,
+  CBR,  // fused Conv -> BatchNorm -> ReLU (the compiler fuses it; a Blueprint may also write it)
   MaxPool,
   AvgPool,
   GlobalAvgPool,
@@ -32,6 +27,9 @@ enum class LayerKind : uint8_t {
   // Blueprint-only composites, expanded away by the compiler:
   Sequence,
   Residual,
+  // The kinds the compiler's fusions add (the ResNet block ends, ...) count up from here. They
+  // are not part of the model language: their families declare them (src/ir/fused_layer_kinds.h).
+  FirstFused = 64,
 };
 
 const char* layer_kind_name(LayerKind kind);

@@ -3,7 +3,7 @@
 
 #include "compile/loss_scaling.h"
 #include "compile/lower_context.h"
-#include "layers/layer_def.h"
+#include "compile/layer_def.h"
 #include "ops/loss/loss_contract.h"
 
 namespace kiln {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "kiln/compile.h"
-#include "layers/layer_def.h"
+#include "compile/layer_def.h"
 
 namespace kiln {
 namespace {

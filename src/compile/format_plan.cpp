@@ -1,6 +1,7 @@
 // The text `kiln plan` prints: layers after the passes, every tensor, and the arena totals.
 #include <fmt/format.h>
 
+#include "ir/fused_layer_kinds.h"
 #include "kiln/memory_plan.h"
 #include "kiln/program.h"
 
@@ -43,7 +44,7 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
                        shape_str(l.out_shape), inputs, l.attrs.first_layer ? "  [first layer: no dX]" : "");
   }
   out += fmt::format("  CBR layers: {}, fused block ends: {}\n", p.graph.count(LayerKind::CBR),
-                     p.graph.count(LayerKind::BnAddRelu));
+                     p.graph.count(fused_layer::BnAddRelu));
   out += "\ntensors:\n";
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorSpec& t = p.tensors[i];

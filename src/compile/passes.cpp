@@ -1,4 +1,5 @@
 // Graph passes between expansion and lowering.
+#include "ir/fused_layer_kinds.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
 
@@ -81,7 +82,7 @@ void fuse_residual_tails(LayerGraph& graph) {
   };
   auto make_conv_bn = [&](int conv_index, int bn_index) {
     Layer& bn = graph.layers[bn_index];
-    bn = fused_conv_bn(LayerKind::ConvBN, graph.layers[conv_index], bn, bn.out_shape);
+    bn = fused_conv_bn(fused_layer::ConvBN, graph.layers[conv_index], bn, bn.out_shape);
     removed[conv_index] = true;
   };
   for (size_t r = 0; r < graph.layers.size(); ++r) {
@@ -98,7 +99,7 @@ void fuse_residual_tails(LayerGraph& graph) {
     if (shortcut_conv >= 0) make_conv_bn(shortcut_conv, shortcut);
     Layer& relu = graph.layers[r];
     Layer tail;
-    tail.kind = LayerKind::BnAddRelu;
+    tail.kind = fused_layer::BnAddRelu;
     tail.name = relu.name;
     tail.inputs = {body, shortcut};
     tail.out_shape = relu.out_shape;
@@ -127,7 +128,7 @@ void check_target_limits(const LayerGraph& graph, const CompileOptions& options)
   if (options.device != Device::CUDA || !mixed) return;
   for (const Layer& layer : graph.layers) {
     const int k = layer.attrs.out_channels;
-    if ((layer.kind == LayerKind::CBR || layer.kind == LayerKind::ConvBN) && k % 8 != 0)
+    if ((layer.kind == LayerKind::CBR || layer.kind == fused_layer::ConvBN) && k % 8 != 0)
       fail("{} '{}': {} output channels; the fused op on GPU in {} needs a multiple of 8 — use {} or pad the channels "
            "to {}",
            layer_kind_name(layer.kind), layer.name, k, precision_name(options.precision), std::max(8, k / 8 * 8),

@@ -1,5 +1,6 @@
 #include "kiln/program.h"
 
+#include "ir/fused_layer_kinds.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -45,8 +46,6 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::BatchNorm: return "bn";
     case LayerKind::ReLU: return "relu";
     case LayerKind::CBR: return "cbr";
-    case LayerKind::ConvBN: return "conv_bn";
-    case LayerKind::BnAddRelu: return "bn_add_relu";
     case LayerKind::MaxPool: return "maxpool";
     case LayerKind::AvgPool: return "avgpool";
     case LayerKind::GlobalAvgPool: return "global_avgpool";
@@ -57,8 +56,10 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::Activation: return "activation";
     case LayerKind::Sequence: return "seq";
     case LayerKind::Residual: return "residual";
+    case LayerKind::FirstFused: break;  // a fused kind's value, named by its family's list below
   }
-  return "?";
+  const char* fused = fused_layer_kind_name(kind);
+  return fused ? fused : "?";
 }
 
 const char* op_kind_name(OpKind kind) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "ir/fused_layer_kinds.h"
 #include "kiln/compile.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
@@ -28,8 +29,8 @@ TEST(Compile, ZooModelsHaveExpectedCbrCountsAndShapes) {
   EXPECT_EQ(r50.graph.count(LayerKind::CBR), 33);
   // Every bottleneck ends in one fused block end: conv3 + bn3 (and the 4 downsamples) become
   // conv_bn layers, the add and ReLU one bn_add_relu; no unfused Conv, BN, Add or ReLU is left.
-  EXPECT_EQ(r50.graph.count(LayerKind::BnAddRelu), 16);
-  EXPECT_EQ(r50.graph.count(LayerKind::ConvBN), 16 + 4);
+  EXPECT_EQ(r50.graph.count(fused_layer::BnAddRelu), 16);
+  EXPECT_EQ(r50.graph.count(fused_layer::ConvBN), 16 + 4);
   for (LayerKind k : {LayerKind::Conv, LayerKind::BatchNorm, LayerKind::Add, LayerKind::ReLU})
     EXPECT_EQ(r50.graph.count(k), 0) << layer_kind_name(k);
   EXPECT_EQ(r50.tensors[r50.logits].shape, (Shape{2, 1000}));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/fused_layer_kinds.h"
 #include "kiln/compile.h"
 #include "kiln/executable.h"
 #include "kiln/zoo.h"
@@ -57,8 +58,8 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
 TEST(ResidualFusion, BlockEndsAreFusedWithTheUnfusedParameters) {
   const Program fused = compile(blocks(), fp64(true));
   const Program unfused = compile(blocks(), fp64(false));
-  EXPECT_EQ(fused.graph.count(LayerKind::BnAddRelu), 3);
-  EXPECT_EQ(fused.graph.count(LayerKind::ConvBN), 4);
+  EXPECT_EQ(fused.graph.count(fused_layer::BnAddRelu), 3);
+  EXPECT_EQ(fused.graph.count(fused_layer::ConvBN), 4);
   EXPECT_EQ(fused.graph.count(LayerKind::Add), 0);
   ASSERT_EQ(fused.params.size(), unfused.params.size());
   for (size_t i = 0; i < fused.params.size(); ++i)
@@ -72,7 +73,7 @@ TEST(ResidualFusion, OnlyWholeBlockEndsFuse) {
   Blueprint no_relu("no_relu");
   no_relu.input(6, 6, 3).residual(body, std::nullopt, /*relu_after=*/false, "block").global_avgpool("pool").fc(2);
   const Program p = compile(no_relu, fp64(true));
-  EXPECT_EQ(p.graph.count(LayerKind::BnAddRelu), 0);
+  EXPECT_EQ(p.graph.count(fused_layer::BnAddRelu), 0);
   EXPECT_EQ(p.graph.count(LayerKind::Add), 1);
   EXPECT_EQ(p.graph.count(LayerKind::Conv), 1);
 
@@ -81,7 +82,7 @@ TEST(ResidualFusion, OnlyWholeBlockEndsFuse) {
   Blueprint biased("biased");
   biased.input(6, 6, 3).residual(biased_body, std::nullopt, true, "block").global_avgpool("pool").fc(2);
   const Program q = compile(biased, fp64(true));
-  EXPECT_EQ(q.graph.count(LayerKind::BnAddRelu), 0);
+  EXPECT_EQ(q.graph.count(fused_layer::BnAddRelu), 0);
   EXPECT_GE(q.find("block.conv.bias"), 0);
 }
 
@@ -100,8 +101,8 @@ Blueprint swapped_block() {
 
 TEST(ResidualFusion, AShortcutConvBnBesideAnyBodyFuses) {
   const Program fused_program = compile(swapped_block(), fp64(true));
-  ASSERT_EQ(fused_program.graph.count(LayerKind::BnAddRelu), 1);
-  ASSERT_EQ(fused_program.graph.count(LayerKind::ConvBN), 1);
+  ASSERT_EQ(fused_program.graph.count(fused_layer::BnAddRelu), 1);
+  ASSERT_EQ(fused_program.graph.count(fused_layer::ConvBN), 1);
   Executable fused(compile(swapped_block(), fp64(true)), 9);
   Executable unfused(compile(swapped_block(), fp64(false)), 9);
   std::mt19937 rng(4);
@@ -161,7 +162,7 @@ TEST(ResidualFusion, ZooResnetInferenceEqualsUnfused) {
   Executable fused(compile(zoo::resnet18_cifar(), o), 3);
   o.fuse_cbr = false;
   Executable unfused(compile(zoo::resnet18_cifar(), o), 3);
-  ASSERT_EQ(fused.program().graph.count(LayerKind::BnAddRelu), 8);
+  ASSERT_EQ(fused.program().graph.count(fused_layer::BnAddRelu), 8);
   std::mt19937 rng(5);
   fill_normal(fused.tensor(fused.program().input), rng);
   unfused.write(unfused.program().input, fused.tensor(fused.program().input).data,

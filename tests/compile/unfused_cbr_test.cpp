@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "ir/fused_layer_kinds.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
 #include "kiln/executable.h"
@@ -45,9 +46,9 @@ void expect_unfused_like_fused(const Blueprint& model) {
   const Program fused = compile(model, options(true));
   const Program unfused = compile(model, options(false));
   const int cbr = fused.graph.count(LayerKind::CBR);
-  const int conv_bn = fused.graph.count(LayerKind::ConvBN), tails = fused.graph.count(LayerKind::BnAddRelu);
+  const int conv_bn = fused.graph.count(fused_layer::ConvBN), tails = fused.graph.count(fused_layer::BnAddRelu);
   EXPECT_GT(cbr, 0);
-  for (LayerKind k : {LayerKind::CBR, LayerKind::ConvBN, LayerKind::BnAddRelu}) EXPECT_EQ(unfused.graph.count(k), 0);
+  for (LayerKind k : {LayerKind::CBR, fused_layer::ConvBN, fused_layer::BnAddRelu}) EXPECT_EQ(unfused.graph.count(k), 0);
   // Each block end was Conv + BN (one or two) + Add + ReLU.
   EXPECT_EQ(unfused.graph.count(LayerKind::Conv), fused.graph.count(LayerKind::Conv) + cbr + conv_bn);
   EXPECT_EQ(unfused.graph.count(LayerKind::BatchNorm), fused.graph.count(LayerKind::BatchNorm) + cbr + conv_bn);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/fused_layer_kinds.h"
 #include "kiln/compile.h"
 #include "kiln/executable.h"
 #include "support/cbr_block.h"
@@ -49,8 +50,8 @@ Values run(Device device, Precision precision, bool fuse, const std::vector<floa
   Executable e(compile(two_blocks(), o), 7);
   const Program& p = e.program();
   if (fuse) {
-    EXPECT_EQ(p.graph.count(LayerKind::BnAddRelu), 2);
-    EXPECT_EQ(p.graph.count(LayerKind::ConvBN), 3);
+    EXPECT_EQ(p.graph.count(fused_layer::BnAddRelu), 2);
+    EXPECT_EQ(p.graph.count(fused_layer::ConvBN), 3);
   }
   write_floats(e, p.input, x);
   e.write(p.label, labels.data(), labels.size() * sizeof(int32_t));

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/fused_layer_kinds.h"
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
 #include "support/cbr_block.h"
@@ -92,8 +93,8 @@ TEST_P(ResblockTorch, MatchesTorchvisionBottleneckUnderAutocast) {
     o.loss = false, o.input_grad = true;
     Executable exe(compile(bottleneck(c), o), 31);
     const Program& p = exe.program();
-    ASSERT_EQ(p.graph.count(LayerKind::BnAddRelu), 1);
-    ASSERT_EQ(p.graph.count(LayerKind::ConvBN), c.downsample ? 2 : 1);
+    ASSERT_EQ(p.graph.count(fused_layer::BnAddRelu), 1);
+    ASSERT_EQ(p.graph.count(fused_layer::ConvBN), c.downsample ? 2 : 1);
 
     // Fresh inputs in the activation dtype; kiln's initialized weights; random BN affine
     // parameters (written to kiln), so scale and shift are not 1 and 0.

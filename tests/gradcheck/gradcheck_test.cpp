@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "ir/fused_layer_kinds.h"
 #include "kiln/blueprint.h"
 #include "support/activations.h"
 #include "support/gradcheck.h"
@@ -156,8 +157,8 @@ TEST(GradCheck, FusedResidualBlockEnds) {
   CompileOptions o;
   o.precision = Precision::FP64, o.batch = 3, o.input_hwc = {6, 6, 2};
   const Program p = compile(residual_blocks(), o);
-  ASSERT_EQ(p.graph.count(LayerKind::BnAddRelu), 3);  // the fused ops are what is checked
-  ASSERT_EQ(p.graph.count(LayerKind::ConvBN), 4);
+  ASSERT_EQ(p.graph.count(fused_layer::BnAddRelu), 3);  // the fused ops are what is checked
+  ASSERT_EQ(p.graph.count(fused_layer::ConvBN), 4);
   check_gradients({"residual fused", residual_blocks(), {6, 6, 2}});
 }
 

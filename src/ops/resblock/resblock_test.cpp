@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "ir/fused_layer_kinds.h"
 #include "ops/resblock/resblock_contract.h"
 #include "support/op_bench.h"
 
@@ -47,7 +48,7 @@ struct TailIds {
   }
 };
 
-OpBench tail_bench() { return OpBench(0, "layer1.0.relu", LayerKind::BnAddRelu); }
+OpBench tail_bench() { return OpBench(0, "layer1.0.relu", fused_layer::BnAddRelu); }
 
 TEST(ResblockOps, TailApplyAddsTheShortcutBeforeTheRelu) {
   for (bool normalized : {false, true}) {

@@ -1,5 +1,5 @@
 // Max, average and global average pooling: no parameters, one op each way.
-#include "layers/layer_def.h"
+#include "compile/layer_def.h"
 #include "ops/pool/pool_contract.h"
 #include "ops/pool/pool_cpu.h"
 

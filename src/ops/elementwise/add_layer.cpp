@@ -1,5 +1,5 @@
 // Residual add. Its backward is free: both inputs receive the output gradient itself.
-#include "layers/layer_def.h"
+#include "compile/layer_def.h"
 #include "ops/elementwise/elementwise_contract.h"
 
 namespace kiln {

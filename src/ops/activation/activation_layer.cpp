@@ -1,6 +1,6 @@
 // An elementwise activation layer (kiln::Activation): any input shape; its backward needs the
 // forward's input.
-#include "layers/layer_def.h"
+#include "compile/layer_def.h"
 #include "ops/activation/activation_contract.h"
 #include "ops/activation/activation_functions.h"
 

@@ -1,8 +1,9 @@
 #pragma once
-// Each layer kind is described in one file of src/layers/: how its output shape follows from
-// its inputs, which tensors it needs and which ops it emits for forward, backward and
-// inference. The file defines `extern const LayerDef k<Name>Layer{LayerKind::<Name>, ...}`;
-// the build collects every such definition (cmake/layer_defs.cmake), so no list is kept by hand.
+// Each layer kind is described in one file beside the ops it emits, src/ops/<family>/*_layer.cpp
+// (src/compile/*_layer.cpp for a layer that emits none): how its output shape follows from its
+// inputs, which tensors it needs and which ops it emits for forward, backward and inference. The
+// file defines `extern const LayerDef k<Name>Layer{<kind>, ...}`; the build collects every such
+// definition (cmake/layer_defs.cmake), so no list is kept by hand.
 #include <vector>
 
 #include "compile/lower_context.h"

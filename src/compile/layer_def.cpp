@@ -1,4 +1,5 @@
-#include "layers/layer_def.h"
+#include "compile/layer_def.h"
+#include "ir/fused_layer_kinds.h"
 
 namespace kiln {
 
@@ -27,7 +28,7 @@ int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, 
   if (kernel <= 0) fail("{} '{}': kernel size must be positive, got {}", kind, layer.name, kernel);
   if (stride <= 0) fail("{} '{}': stride must be positive, got {}", kind, layer.name, stride);
   if (padding < 0) fail("{} '{}': padding must be >= 0, got {}", kind, layer.name, padding);
-  if (layer.kind != LayerKind::Conv && layer.kind != LayerKind::CBR && layer.kind != LayerKind::ConvBN &&
+  if (layer.kind != LayerKind::Conv && layer.kind != LayerKind::CBR && layer.kind != fused_layer::ConvBN &&
       2 * padding > kernel)
     fail("{} '{}': padding {} exceeds half the kernel {}; use padding <= {}", kind, layer.name,
          padding, kernel, kernel / 2);

@@ -1,6 +1,6 @@
 // Flatten is free: NHWC memory already is (N, H*W*C) row-major, so output and gradient are
 // views of their sources, no op is emitted.
-#include "layers/layer_def.h"
+#include "compile/layer_def.h"
 
 namespace kiln {
 namespace {

@@ -3,7 +3,8 @@
 // input 1, the shortcut, is another conv_bn (a downsample projection, normalized here too) or
 // any layer (the identity shortcut). The gradients this layer hands back are those of the
 // convolutions' outputs (BN's backward runs here), or the shortcut's own gradient.
-#include "layers/conv_bn.h"
+#include "ir/fused_layer_kinds.h"
+#include "ops/resblock/conv_bn_layer.h"
 #include "ops/resblock/resblock_contract.h"
 
 namespace kiln {
@@ -11,7 +12,7 @@ namespace {
 
 const ConvBnSaved* conv_bn_input(const LowerContext& ctx, int index, int i) {
   const int in = ctx.layer(index).inputs.at(i);
-  return ctx.layer(in).kind == LayerKind::ConvBN ? &ctx.saved<ConvBnSaved>(in) : nullptr;
+  return ctx.layer(in).kind == fused_layer::ConvBN ? &ctx.saved<ConvBnSaved>(in) : nullptr;
 }
 
 Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
@@ -72,6 +73,6 @@ void lower_backward(LowerContext& ctx, int index) {
 
 }  // namespace
 
-extern const LayerDef kBnAddReluLayer{LayerKind::BnAddRelu, infer, lower_forward, lower_backward};
+extern const LayerDef kBnAddReluLayer{fused_layer::BnAddRelu, infer, lower_forward, lower_backward};
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-#include "layers/layer_def.h"
+#include "compile/layer_def.h"
 
 #include <utility>
 

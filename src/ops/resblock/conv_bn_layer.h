@@ -1,7 +1,7 @@
 #pragma once
-// What a conv_bn layer (conv_bn.cpp) records for its consumer, the bn_add_relu layer that
+// What a conv_bn layer (conv_bn_layer.cpp) records for its consumer, the bn_add_relu layer that
 // applies its normalization, and for its own backward.
-#include "layers/layer_def.h"
+#include "compile/layer_def.h"
 #include "ops/resblock/resblock_contract.h"
 
 namespace kiln {

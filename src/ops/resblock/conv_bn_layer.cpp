@@ -2,8 +2,9 @@
 // statistics; the normalization itself is applied by the one consumer, a bn_add_relu layer, in
 // its pass. So this layer's output tensor is the convolution's output, and the gradient it
 // receives is that of the convolution's output (BN's backward runs in the consumer's op).
-#include "layers/conv_bn.h"
+#include "ops/resblock/conv_bn_layer.h"
 
+#include "ir/fused_layer_kinds.h"
 #include "ops/resblock/resblock_contract.h"
 
 namespace kiln {
@@ -59,6 +60,6 @@ void lower_backward(LowerContext& ctx, int index) {
 
 }  // namespace
 
-extern const LayerDef kConvBnLayer{LayerKind::ConvBN, infer, lower_forward, lower_backward};
+extern const LayerDef kConvBnLayer{fused_layer::ConvBN, infer, lower_forward, lower_backward};
 
 }  // namespace kiln
