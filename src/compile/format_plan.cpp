@@ -43,8 +43,11 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
     out += fmt::format("  {:4} {:<15} {:<34} {:<18} <- {}{}\n", i, l.kind == LayerKind::Activation ? activation_name(l.attrs.activation) : layer_kind_name(l.kind), l.name,
                        shape_str(l.out_shape), inputs, l.attrs.first_layer ? "  [first layer: no dX]" : "");
   }
-  out += fmt::format("  CBR layers: {}, fused block ends: {}\n", p.graph.count(LayerKind::CBR),
-                     p.graph.count(fused_layer::BnAddRelu));
+  std::string fused;  // every kind the fusions add, by its family's name for it
+  for (int i = 0; i < fused_layer::kCount; ++i)
+    fused += fmt::format(", {} layers: {}", layer_kind_name(fused_layer::kind_at(i)),
+                         p.graph.count(fused_layer::kind_at(i)));
+  out += fmt::format("  CBR layers: {}{}\n", p.graph.count(LayerKind::CBR), fused);
   out += "\ntensors:\n";
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorSpec& t = p.tensors[i];

@@ -29,6 +29,12 @@ KILN_FUSED_LAYER_KINDS(KILN_FUSED_LAYER_CONSTANT)
 
 static_assert(static_cast<int>(LayerKind::FirstFused) + detail::kCount <= 255, "too many fused layer kinds");
 
+inline constexpr int kCount = detail::kCount;
+// The i-th fused kind, 0 <= i < kCount (to loop over all of them).
+constexpr LayerKind kind_at(int i) {
+  return static_cast<LayerKind>(static_cast<int>(LayerKind::FirstFused) + i);
+}
+
 }  // namespace fused_layer
 
 // Whether `kind` is one a fusion adds (never written in a Blueprint).

@@ -23,8 +23,7 @@ namespace {
 std::vector<LayerKind> lowered_kinds() {
   std::vector<LayerKind> kinds;
   for (int k = 0; k < static_cast<int>(LayerKind::Sequence); ++k) kinds.push_back(static_cast<LayerKind>(k));
-  for (int i = 0; i < fused_layer::detail::kCount; ++i)
-    kinds.push_back(static_cast<LayerKind>(static_cast<int>(LayerKind::FirstFused) + i));
+  for (int i = 0; i < fused_layer::kCount; ++i) kinds.push_back(fused_layer::kind_at(i));
   return kinds;
 }
 
@@ -35,8 +34,8 @@ TEST(LayerKinds, EveryKindHasADistinctName) {
     EXPECT_NE(name, "?") << "kind " << k;
     EXPECT_TRUE(names.insert(name).second) << name << " named twice";
   }
-  for (int i = 0; i < fused_layer::detail::kCount; ++i) {
-    const LayerKind kind = static_cast<LayerKind>(static_cast<int>(LayerKind::FirstFused) + i);
+  for (int i = 0; i < fused_layer::kCount; ++i) {
+    const LayerKind kind = fused_layer::kind_at(i);
     ASSERT_TRUE(is_fused_layer_kind(kind));
     ASSERT_NE(fused_layer_kind_name(kind), nullptr) << "fused kind " << i;
     EXPECT_STREQ(layer_kind_name(kind), fused_layer_kind_name(kind));
@@ -47,7 +46,7 @@ TEST(LayerKinds, EveryKindHasADistinctName) {
   EXPECT_STREQ(layer_kind_name(fused_layer::BnAddRelu), "bn_add_relu");
   EXPECT_FALSE(is_fused_layer_kind(LayerKind::CBR));  // the model language may write a CBR itself
   // Past both lists: no name.
-  const LayerKind past = static_cast<LayerKind>(static_cast<int>(LayerKind::FirstFused) + fused_layer::detail::kCount);
+  const LayerKind past = fused_layer::kind_at(fused_layer::kCount);
   EXPECT_STREQ(layer_kind_name(past), "?");
   EXPECT_STREQ(layer_kind_name(static_cast<LayerKind>(static_cast<int>(LayerKind::Residual) + 1)), "?");
 }
