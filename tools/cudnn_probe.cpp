@@ -6,8 +6,9 @@
 //
 // --only keeps the rows whose name contains TEXT (tuning every plan of every row takes minutes).
 //
-// Patterns that CudnnGraphs offers go through CudnnGraphs::prepare (the path the engine uses); the
-// others are defined here directly and built/tuned by CudnnGraphs::probe.
+// Graphs the op families define (their CudnnGraphDefs, ops/<family>/*_cudnn_graphs_cuda.h) go
+// through CudnnGraphs::prepare (the path the engine uses); the others are defined here directly and
+// built/tuned by CudnnGraphs::probe.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <cudnn_frontend.h>
@@ -21,13 +22,15 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "ops/cbr/cbr_cudnn_graphs_cuda.h"
+#include "ops/conv/conv_cudnn_graphs_cuda.h"
 #include "runtime/cuda/cudnn_graphs.h"
 
 namespace fe = cudnn_frontend;
 using kiln::DType;
 using kiln::cuda::ConvProblem;
+using kiln::cuda::CudnnGraphDef;
 using kiln::cuda::CudnnGraphs;
-using kiln::cuda::GraphKind;
 using kiln::cuda::PlanChoice;
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 
@@ -147,15 +150,15 @@ std::string first_line(const std::string& s, size_t max = 240) {
   return line.size() > max ? line.substr(0, max) + "..." : line;
 }
 
-Cell kind_cell(CudnnGraphs& graphs, GraphKind kind, const ConvProblem& p) {
+Cell kind_cell(CudnnGraphs& graphs, const CudnnGraphDef& graph, const ConvProblem& p) {
   try {
-    graphs.prepare(kind, p);
+    graphs.prepare(graph, p);
   } catch (const kiln::Error& e) {
     return {"not supported", first_line(e.what(), 400)};
   }
   for (const auto& r : graphs.tune_records()) {
     const auto& q = r.problem;
-    if (r.kind == kiln::cuda::graph_kind_name(kind) && q.n == p.n && q.h == p.h && q.c == p.c && q.k == p.k &&
+    if (r.kind == graph.name && q.n == p.n && q.h == p.h && q.c == p.c && q.k == p.k &&
         q.r == p.r && q.io == p.io)
       return {timing_text(graphs.options().tune, r.best_plan_ms, r.first_plan_ms, r.plans_tried),
               fmt::format("{} of {} offered; plan {}; workspace {} B{}", r.plans_tried, r.plans_offered, r.plan_name,
@@ -243,8 +246,8 @@ int main(int argc, char** argv) {
       problems.push_back(kiln::cuda::make_conv_problem(batch, s.hw, s.hw, s.c, s.k, s.r, s.r, 1, s.r / 2, io));
 
     using Row = std::pair<std::string, std::function<Cell(const ConvProblem&)>>;
-    auto kind_row = [&](const char* name, GraphKind kind) {
-      return Row{name, [&graphs, kind](const ConvProblem& p) { return kind_cell(graphs, kind, p); }};
+    auto kind_row = [&](const char* name, const CudnnGraphDef& graph) {
+      return Row{name, [&graphs, &graph](const ConvProblem& p) { return kind_cell(graphs, graph, p); }};
     };
     auto probe_row = [&](const char* name, auto define_variants) {
       return Row{name, [&graphs, io, define_variants](const ConvProblem& p) {
@@ -252,29 +255,29 @@ int main(int argc, char** argv) {
                  }};
     };
     std::vector<Row> rows = {
-        kind_row("conv_fprop", GraphKind::CONV_FPROP),
-        kind_row("conv_fprop + genstats (sum, sum²)", GraphKind::CONV_FPROP_GENSTATS),
+        kind_row("conv_fprop", kiln::cuda::kConvFpropGraph),
+        kind_row("conv_fprop + genstats (sum, sum²)", kiln::cuda::kConvFpropGenstatsGraph),
         probe_row("scale·x+bias → ReLU → conv_fprop + genstats (BN of the previous layer in the prologue)",
                   [](const ConvProblem& p) {
                     return std::vector<Variant>{
                         {"fp32 scale/bias", [p](fe::graph::Graph& g) { sbr_conv_genstats(g, p, false); }},
                         {"io-dtype scale/bias", [p](fe::graph::Graph& g) { sbr_conv_genstats(g, p, true); }}};
                   }),
-        kind_row("conv_dgrad", GraphKind::CONV_DGRAD),
+        kind_row("conv_dgrad", kiln::cuda::kConvDgradGraph),
         probe_row("conv_dgrad → dReLU (recomputed from BN of X) → dbn_weight",
                   [](const ConvProblem& p) {
                     return std::vector<Variant>{
                         {"fp32 outputs", [p](fe::graph::Graph& g) { dgrad_drelu_dbn_weight(g, p, false); }},
                         {"io-dtype outputs", [p](fe::graph::Graph& g) { dgrad_drelu_dbn_weight(g, p, true); }}};
                   }),
-        kind_row("conv_wgrad", GraphKind::CONV_WGRAD),
+        kind_row("conv_wgrad", kiln::cuda::kConvWgradGraph),
         probe_row("scale·x+bias → ReLU → conv_wgrad",
                   [](const ConvProblem& p) {
                     return std::vector<Variant>{
                         {"fp32 scale/bias", [p](fe::graph::Graph& g) { sbr_wgrad(g, p, false); }},
                         {"io-dtype scale/bias", [p](fe::graph::Graph& g) { sbr_wgrad(g, p, true); }}};
                   }),
-        kind_row("inference: conv → ·scale → +shift → ReLU", GraphKind::CONV_SCALE_SHIFT_RELU),
+        kind_row("inference: conv → ·scale → +shift → ReLU", kiln::cuda::kConvScaleShiftReluGraph),
         probe_row("batchnorm_backward, no mask",
                   [](const ConvProblem& p) {
                     return std::vector<Variant>{{"", [p](fe::graph::Graph& g) { bn_backward(g, p, false, false); }}};

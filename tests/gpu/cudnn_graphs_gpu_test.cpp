@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "ops/cbr/cbr_cudnn_graphs_cuda.h"
+#include "ops/conv/conv_cudnn_graphs_cuda.h"
 #include "runtime/cuda/cudnn_graphs.h"
 #include "runtime/cuda/env_settings.h"
 #include "support/cpu_test_util.h"
@@ -138,12 +140,12 @@ ConvProblem problem_of(const Case& c, DType io) {
   return make_conv_problem(c.n, c.h, c.w, c.c, c.k, c.r, c.s, c.stride, c.pad, io);
 }
 
-// Runs `kind` on `p` with the given pointers and a fresh workspace, then synchronizes.
-void run_graph(CudnnGraphs& g, GraphKind kind, const ConvProblem& p, const Pointers& ptrs) {
-  const size_t ws = g.prepare(kind, p);
+// Runs `graph` on `p` with the given pointers and a fresh workspace, then synchronizes.
+void run_graph(CudnnGraphs& g, const CudnnGraphDef& graph, const ConvProblem& p, const Pointers& ptrs) {
+  const size_t ws = g.prepare(graph, p);
   void* workspace = nullptr;
   if (ws > 0) cuda_check(cudaMalloc(&workspace, ws), "cudaMalloc workspace");
-  g.run(kind, p, ptrs, workspace, nullptr, "cudnn_graphs_gpu_test");
+  g.run(graph, p, ptrs, workspace, nullptr, "cudnn_graphs_gpu_test");
   cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   if (workspace) cudaFree(workspace);
 }
@@ -165,7 +167,7 @@ void check_fprop(CudnnGraphs& g, const ConvProblem& p, std::mt19937& rng) {
   const DeviceTensor y = DeviceTensor::poisoned(p.io, static_cast<size_t>(p.n * p.ho * p.wo * p.k));
   Pointers ptrs;
   ptrs.x = d.x.ptr(), ptrs.w = d.w.ptr(), ptrs.y = y.ptr();
-  run_graph(g, GraphKind::CONV_FPROP, p, ptrs);
+  run_graph(g, kConvFpropGraph, p, ptrs);
   EXPECT_LE(rel_l2(y.get(), ref_fprop(p, d.x.values, d.w.values)), tolerance(p.io));
 }
 
@@ -175,7 +177,7 @@ void check_dgrad(CudnnGraphs& g, const ConvProblem& p, std::mt19937& rng) {
   const DeviceTensor dx = DeviceTensor::poisoned(p.io, static_cast<size_t>(p.n * p.h * p.w * p.c));
   Pointers ptrs;
   ptrs.dy = d.dy.ptr(), ptrs.w = d.w.ptr(), ptrs.dx = dx.ptr();
-  run_graph(g, GraphKind::CONV_DGRAD, p, ptrs);
+  run_graph(g, kConvDgradGraph, p, ptrs);
   EXPECT_LE(rel_l2(dx.get(), ref_dgrad(p, d.dy.values, d.w.values)), tolerance(p.io));
 }
 
@@ -185,7 +187,7 @@ void check_wgrad(CudnnGraphs& g, const ConvProblem& p, std::mt19937& rng) {
   const DeviceTensor dw = DeviceTensor::poisoned(p.io, static_cast<size_t>(p.k * p.r * p.s * p.c));
   Pointers ptrs;
   ptrs.dy = d.dy.ptr(), ptrs.x = d.x.ptr(), ptrs.dw = dw.ptr();
-  run_graph(g, GraphKind::CONV_WGRAD, p, ptrs);
+  run_graph(g, kConvWgradGraph, p, ptrs);
   EXPECT_LE(rel_l2(dw.get(), ref_wgrad(p, d.dy.values, d.x.values)), tolerance(p.io));
 }
 
@@ -210,32 +212,32 @@ TEST(CudnnGraphsGpu, WgradMatchesCpu) {
     for (const Case& c : kCases) check_wgrad(graphs(), problem_of(c, io), rng);
 }
 
-// Fused kinds may be unsupported (then callers fall back to CONV_FPROP + own kernels). Each check
+// Fused graphs may be unsupported (then callers fall back to CONV_FPROP + own kernels). Each check
 // runs per dtype and states what it compared: in fp16 the H200 builds every case (its baseline, 
 // docs/cudnn-support.md), so each must run; in fp32 (no TF32 allowed) cuDNN may offer no plan
 // at all, and a check that compared nothing is reported as skipped with the reason, never as passed.
 class CudnnFusedGraphs : public ::testing::TestWithParam<DType> {
  protected:
-  // Runs `check` on every fused case `kind` supports; then fails or skips if some or all were not.
+  // Runs `check` on every fused case `graph` supports; then fails or skips if some or all were not.
   template <class Check>
-  void for_supported_cases(GraphKind kind, const char* kind_name, Check check) {
+  void for_supported_cases(const CudnnGraphDef& graph, Check check) {
     const DType io = GetParam();
     size_t ran = 0;
     for (const Case& c : kFusedCases) {
       const ConvProblem p = problem_of(c, io);
       SCOPED_TRACE(conv_problem_str(p));
-      if (!graphs().supported(kind, p)) {
-        std::printf("[ note ] %s unsupported for %s\n", kind_name, conv_problem_str(p).c_str());
+      if (!graphs().supported(graph, p)) {
+        std::printf("[ note ] %s unsupported for %s\n", graph.name, conv_problem_str(p).c_str());
         continue;
       }
       ++ran;
       check(p);
     }
     if (io == DType::F16) {
-      EXPECT_EQ(ran, kFusedCases.size()) << kind_name << " built for " << ran << " of " << kFusedCases.size()
+      EXPECT_EQ(ran, kFusedCases.size()) << graph.name << " built for " << ran << " of " << kFusedCases.size()
                                          << " fp16 cases";
     } else if (ran == 0) {
-      GTEST_SKIP() << kind_name << " builds for none of the " << kFusedCases.size() << " " << dtype_name(io)
+      GTEST_SKIP() << graph.name << " builds for none of the " << kFusedCases.size() << " " << dtype_name(io)
                    << " cases on this GPU: nothing compared";
     }
   }
@@ -245,7 +247,7 @@ TEST_P(CudnnFusedGraphs, FpropGenstatsMatchesCpu) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(4);
   const DType io = GetParam();
-  for_supported_cases(GraphKind::CONV_FPROP_GENSTATS, "CONV_FPROP_GENSTATS", [&](const ConvProblem& p) {
+  for_supported_cases(kConvFpropGenstatsGraph, [&](const ConvProblem& p) {
     const ConvData d = make_inputs(p, rng);
     const DeviceTensor y = DeviceTensor::poisoned(io, static_cast<size_t>(p.n * p.ho * p.wo * p.k));
     // Pre-filled with a large value: the sums must be overwritten, not accumulated into.
@@ -254,7 +256,7 @@ TEST_P(CudnnFusedGraphs, FpropGenstatsMatchesCpu) {
     Pointers ptrs;
     ptrs.x = d.x.ptr(), ptrs.w = d.w.ptr(), ptrs.y = y.ptr();
     ptrs.sum = sum.f32(), ptrs.sq_sum = sq_sum.f32();
-    run_graph(graphs(), GraphKind::CONV_FPROP_GENSTATS, p, ptrs);
+    run_graph(graphs(), kConvFpropGenstatsGraph, p, ptrs);
     const auto ref = ref_fprop(p, d.x.values, d.w.values);
     std::vector<double> ref_sum(static_cast<size_t>(p.k), 0.0), ref_sq(static_cast<size_t>(p.k), 0.0);
     for (size_t i = 0; i < ref.size(); ++i) {
@@ -271,7 +273,7 @@ TEST_P(CudnnFusedGraphs, ScaleShiftReluMatchesCpu) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(5);
   const DType io = GetParam();
-  for_supported_cases(GraphKind::CONV_SCALE_SHIFT_RELU, "CONV_SCALE_SHIFT_RELU", [&](const ConvProblem& p) {
+  for_supported_cases(kConvScaleShiftReluGraph, [&](const ConvProblem& p) {
     const ConvData d = make_inputs(p, rng);
     const Input scale(DType::F32, uniform_nonzero(static_cast<size_t>(p.k), 0.5, 1.5, rng));
     const Input shift(DType::F32, uniform_nonzero(static_cast<size_t>(p.k), -0.5, 0.5, rng));
@@ -279,7 +281,7 @@ TEST_P(CudnnFusedGraphs, ScaleShiftReluMatchesCpu) {
     Pointers ptrs;
     ptrs.x = d.x.ptr(), ptrs.w = d.w.ptr(), ptrs.y = y.ptr();
     ptrs.scale = scale.f32(), ptrs.shift = shift.f32();
-    run_graph(graphs(), GraphKind::CONV_SCALE_SHIFT_RELU, p, ptrs);
+    run_graph(graphs(), kConvScaleShiftReluGraph, p, ptrs);
     auto ref = ref_fprop(p, d.x.values, d.w.values);
     for (size_t i = 0; i < ref.size(); ++i)
       ref[i] = std::max(0.0, ref[i] * scale.values[i % p.k] + shift.values[i % p.k]);
@@ -375,12 +377,12 @@ TEST(CudnnGraphsGpu, SecondPrepareHitsTheCacheAndRunsAreBitwiseRepeatable) {
   KILN_REQUIRE_GPU();
   const ConvProblem p = make_conv_problem(2, 11, 11, 16, 32, 3, 3, 1, 1, DType::F16);  // used nowhere else
   const size_t before = graphs().graphs_built();
-  const size_t ws1 = graphs().prepare(GraphKind::CONV_FPROP, p);
+  const size_t ws1 = graphs().prepare(kConvFpropGraph, p);
   EXPECT_EQ(graphs().graphs_built(), before + 1);
-  const size_t ws2 = graphs().prepare(GraphKind::CONV_FPROP, p);
+  const size_t ws2 = graphs().prepare(kConvFpropGraph, p);
   EXPECT_EQ(graphs().graphs_built(), before + 1) << "second prepare rebuilt the graph";
   EXPECT_EQ(ws1, ws2);
-  EXPECT_TRUE(graphs().supported(GraphKind::CONV_FPROP, p));
+  EXPECT_TRUE(graphs().supported(kConvFpropGraph, p));
   EXPECT_EQ(graphs().graphs_built(), before + 1);
 
   std::mt19937 rng(7);
@@ -389,9 +391,9 @@ TEST(CudnnGraphsGpu, SecondPrepareHitsTheCacheAndRunsAreBitwiseRepeatable) {
                      y2 = DeviceTensor::poisoned(p.io, static_cast<size_t>(p.n * p.ho * p.wo * p.k));
   Pointers ptrs;
   ptrs.x = d.x.ptr(), ptrs.w = d.w.ptr(), ptrs.y = y1.ptr();
-  run_graph(graphs(), GraphKind::CONV_FPROP, p, ptrs);
+  run_graph(graphs(), kConvFpropGraph, p, ptrs);
   ptrs.y = y2.ptr();
-  run_graph(graphs(), GraphKind::CONV_FPROP, p, ptrs);
+  run_graph(graphs(), kConvFpropGraph, p, ptrs);
   EXPECT_EQ(y1.get(), y2.get());
   EXPECT_EQ(graphs().graphs_built(), before + 1);
 }
@@ -401,9 +403,9 @@ TEST(CudnnGraphsGpu, SecondPrepareHitsTheCacheAndRunsAreBitwiseRepeatable) {
 TEST(CudnnGraphsGpu, RunIsCapturableInACudaGraph) {
   KILN_REQUIRE_GPU();
   const ConvProblem p = make_conv_problem(4, 9, 9, 16, 32, 3, 3, 1, 1, DType::F16);
-  const GraphKind kind =
-      graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p) ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
-  const size_t ws = graphs().prepare(kind, p);
+  const CudnnGraphDef& cudnn_graph =
+      graphs().supported(kConvFpropGenstatsGraph, p) ? kConvFpropGenstatsGraph : kConvFpropGraph;
+  const size_t ws = graphs().prepare(cudnn_graph, p);
   std::mt19937 rng(8);
   const ConvData d = make_inputs(p, rng);
   const DeviceTensor y = DeviceTensor::poisoned(p.io, static_cast<size_t>(p.n * p.ho * p.wo * p.k)),
@@ -421,7 +423,7 @@ TEST(CudnnGraphsGpu, RunIsCapturableInACudaGraph) {
   cudaGraphExec_t exec = nullptr;
   cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
   try {
-    graphs().run(kind, p, ptrs, workspace, stream, "captured run");
+    graphs().run(cudnn_graph, p, ptrs, workspace, stream, "captured run");
   } catch (const Error& e) {
     ADD_FAILURE() << e.what();
   }
@@ -432,7 +434,7 @@ TEST(CudnnGraphsGpu, RunIsCapturableInACudaGraph) {
 
   const auto ref = ref_fprop(p, d.x.values, d.w.values);
   EXPECT_LE(rel_l2(y.get(), ref), tolerance(p.io));
-  if (kind == GraphKind::CONV_FPROP_GENSTATS) {
+  if (&cudnn_graph == &kConvFpropGenstatsGraph) {
     std::vector<double> ref_sum(static_cast<size_t>(p.k), 0.0);
     for (size_t i = 0; i < ref.size(); ++i) ref_sum[i % p.k] += ref[i];
     EXPECT_LE(rel_l2(sum.get(), ref_sum), tolerance(p.io)) << "sum after two replays";
@@ -446,25 +448,36 @@ TEST(CudnnGraphsGpu, RunIsCapturableInACudaGraph) {
 TEST(CudnnGraphsGpu, ImpossibleProblemsThrowNamingTheKind) {
   KILN_REQUIRE_GPU();
   ConvProblem zero_k = make_conv_problem(2, 8, 8, 16, 0, 3, 3, 1, 1, DType::F16);
-  expect_error([&] { graphs().prepare(GraphKind::CONV_FPROP, zero_k); }, {"CONV_FPROP"});
-  EXPECT_FALSE(graphs().supported(GraphKind::CONV_FPROP, zero_k));
+  expect_error([&] { graphs().prepare(kConvFpropGraph, zero_k); }, {"CONV_FPROP"});
+  EXPECT_FALSE(graphs().supported(kConvFpropGraph, zero_k));
 
   ConvProblem int_io = make_conv_problem(2, 8, 8, 16, 16, 3, 3, 1, 1, DType::I32);
-  expect_error([&] { graphs().prepare(GraphKind::CONV_DGRAD, int_io); }, {"CONV_DGRAD"});
-  expect_error([&] { graphs().prepare(GraphKind::CONV_DGRAD, int_io); }, {"I32"});
+  expect_error([&] { graphs().prepare(kConvDgradGraph, int_io); }, {"CONV_DGRAD"});
+  expect_error([&] { graphs().prepare(kConvDgradGraph, int_io); }, {"I32"});
 
   ConvProblem wrong_out = make_conv_problem(2, 8, 8, 16, 16, 3, 3, 1, 1, DType::F16);
   wrong_out.ho = 5;
-  expect_error([&] { graphs().prepare(GraphKind::CONV_WGRAD, wrong_out); }, {"CONV_WGRAD"});
+  expect_error([&] { graphs().prepare(kConvWgradGraph, wrong_out); }, {"CONV_WGRAD"});
 
   ConvProblem fine = make_conv_problem(2, 8, 8, 16, 16, 3, 3, 1, 1, DType::F16);
   Pointers none;
   expect_error(
-      [&] { graphs().run(GraphKind::CONV_SCALE_SHIFT_RELU, fine, none, nullptr, nullptr, "layer 'conv1'"); },
+      [&] { graphs().run(kConvScaleShiftReluGraph, fine, none, nullptr, nullptr, "layer 'conv1'"); },
       {"CONV_SCALE_SHIFT_RELU"});  // never prepared
-  graphs().prepare(GraphKind::CONV_FPROP, fine);
-  expect_error([&] { graphs().run(GraphKind::CONV_FPROP, fine, none, nullptr, nullptr, "layer 'conv1'"); },
+  graphs().prepare(kConvFpropGraph, fine);
+  expect_error([&] { graphs().run(kConvFpropGraph, fine, none, nullptr, nullptr, "layer 'conv1'"); },
                {"layer 'conv1'"});
+}
+
+// Graph names key the plan cache file: a second definition under a name already built would
+// replay the first one's plans, so the cache refuses it.
+TEST(CudnnGraphsGpu, TwoDefinitionsOfOneNameAreRefused) {
+  KILN_REQUIRE_GPU();
+  static const CudnnGraphDef impostor{"CONV_FPROP", [](const ConvProblem&, cudnn_frontend::graph::Graph&) {}};
+  const ConvProblem p = make_conv_problem(2, 8, 8, 16, 16, 3, 3, 1, 1, DType::F16);
+  graphs().prepare(kConvFpropGraph, p);
+  expect_error([&] { graphs().prepare(impostor, p); }, {"CONV_FPROP", "already has the name"});
+  EXPECT_FALSE(graphs().supported(impostor, p));
 }
 
 }  // namespace

@@ -14,11 +14,13 @@
 
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/cbr/cbr_contract.h"
+#include "ops/cbr/cbr_cudnn_graphs_cuda.h"
 #include "ops/cbr/cbr_cuda_kernels.h"
 #include "ops/common/op_args.h"
 #include "ops/common/pipeline_slices.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_cudnn_graphs_cuda.h"
 #include "ops/conv/conv_stats_cuda.h"
 #include "ops/conv/conv_wgrad_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -113,7 +115,7 @@ void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
     return;
   }
   const int slices = backward_slices(be, a, p);
-  const size_t dgrad = be.graphs().prepare(GraphKind::CONV_DGRAD, batch_slice(p, slices));
+  const size_t dgrad = be.graphs().prepare(kConvDgradGraph, batch_slice(p, slices));
   if (slices == 1) {  // wgrad on the side stream, dgrad on the main one
     be.request_workspace(scratch(nullptr, m, p.k, dgrad).used, 0);
     be.request_workspace(wgrad, 1);
@@ -139,7 +141,7 @@ void backward_in_order(CudaBackend& be, const CbrBackward<TensorArg>& a, const C
   if (overlaps(dx, x)) be.order(1, 0);
   Pointers dg;
   dg.dy = dconv.data, dg.w = a.w.data, dg.dx = dx.data;
-  be.graphs().run(GraphKind::CONV_DGRAD, p, dg, s.conv, be.stream(0), where);
+  be.graphs().run(kConvDgradGraph, p, dg, s.conv, be.stream(0), where);
 }
 
 void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
@@ -179,7 +181,7 @@ void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
       dg.dy = static_cast<const std::byte*>(dconv.data) + i * dconv_step;
       dg.w = w.data;
       dg.dx = static_cast<std::byte*>(dx.data) + i * dx_step;
-      be.graphs().run(GraphKind::CONV_DGRAD, slice, dg, be.workspace(1), be.stream(1), where);
+      be.graphs().run(kConvDgradGraph, slice, dg, be.workspace(1), be.stream(1), where);
     }
     run_wgrad(be, p, x.data, dconv.data, a.dw.data, s.conv, be.stream(0), where);
     be.order(1, 0);  // the side stream wrote dx slice by slice, which the next op reads
@@ -197,11 +199,11 @@ void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
 // graph for the comparison alone, at the first step. The same answer at prepare and at run: both
 // read the times prepare recorded.
 bool fused_inference(CudaBackend& be, const ConvProblem& p) {
-  if (!be.graphs().supported(GraphKind::CONV_SCALE_SHIFT_RELU, p)) return false;
-  if (be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p)) return true;
-  const double fused = be.graphs().plan_ms(GraphKind::CONV_SCALE_SHIFT_RELU, p);
+  if (!be.graphs().supported(kConvScaleShiftReluGraph, p)) return false;
+  if (be.graphs().supported(kConvFpropGenstatsGraph, p)) return true;
+  const double fused = be.graphs().plan_ms(kConvScaleShiftReluGraph, p);
   if (fused <= 0) return true;
-  const double conv = be.graphs().plan_ms(GraphKind::CONV_FPROP, p);
+  const double conv = be.graphs().plan_ms(kConvFpropGraph, p);
   return conv <= 0 || fused <= 2 * conv;
 }
 
@@ -220,7 +222,7 @@ void prepare_inf(const OpCall& call, const CbrInference<TensorArg>& a) {
   const ConvProblem p = conv_problem(call, a.x, a.w, a.y, a.stride, a.padding);
   const bool fused = fused_inference(be, p);
   log_inference_choice(p, fused);
-  const size_t conv = be.graphs().prepare(fused ? GraphKind::CONV_SCALE_SHIFT_RELU : GraphKind::CONV_FPROP, p);
+  const size_t conv = be.graphs().prepare(fused ? kConvScaleShiftReluGraph : kConvFpropGraph, p);
   be.request_workspace(scratch(nullptr, rows(a.y), p.k, conv).used);
 }
 
@@ -236,9 +238,9 @@ void cbr_inf(const OpCall& call, const CbrInference<TensorArg>& a) {
   Pointers ptr;
   ptr.x = x.data, ptr.w = a.w.data, ptr.y = y.data, ptr.scale = s.scale, ptr.shift = s.shift;
   if (fused_inference(be, p)) {
-    be.graphs().run(GraphKind::CONV_SCALE_SHIFT_RELU, p, ptr, s.conv, be.stream(0), where);
+    be.graphs().run(kConvScaleShiftReluGraph, p, ptr, s.conv, be.stream(0), where);
   } else {
-    be.graphs().run(GraphKind::CONV_FPROP, p, ptr, s.conv, be.stream(0), where);
+    be.graphs().run(kConvFpropGraph, p, ptr, s.conv, be.stream(0), where);
     bn_apply(y.dtype(), y.data, s.scale, s.shift, m, p.k, true, y.data, nullptr, nullptr, be.stream(0), where);
   }
 }

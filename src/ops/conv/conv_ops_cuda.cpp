@@ -2,6 +2,7 @@
 // executable is prepared, run on the main stream with the backend's workspace.
 #include "ops/conv/conv_contract.h"
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_cudnn_graphs_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 
 namespace kiln::cuda {
@@ -24,39 +25,39 @@ ConvProblem problem(const OpCall& call, const ConvWgrad<TensorArg>& a) {
 void prepare_fwd(const OpCall& call, const ConvForward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   reject_bias(call, a.bias);
-  be.request_workspace(be.graphs().prepare(GraphKind::CONV_FPROP, problem(call, a)));
+  be.request_workspace(be.graphs().prepare(kConvFpropGraph, problem(call, a)));
 }
 
 void prepare_dgrad(const OpCall& call, const ConvDgrad<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
-  be.request_workspace(be.graphs().prepare(GraphKind::CONV_DGRAD, problem(call, a)));
+  be.request_workspace(be.graphs().prepare(kConvDgradGraph, problem(call, a)));
 }
 
 void prepare_wgrad(const OpCall& call, const ConvWgrad<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   reject_bias(call, a.dbias);
-  be.request_workspace(be.graphs().prepare(GraphKind::CONV_WGRAD, problem(call, a)));
+  be.request_workspace(be.graphs().prepare(kConvWgradGraph, problem(call, a)));
 }
 
 void conv_fwd(const OpCall& call, const ConvForward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   Pointers p;
   p.x = a.x.data, p.w = a.w.data, p.y = a.y.data;
-  be.graphs().run(GraphKind::CONV_FPROP, problem(call, a), p, be.workspace(0), be.stream(0), call.where());
+  be.graphs().run(kConvFpropGraph, problem(call, a), p, be.workspace(0), be.stream(0), call.where());
 }
 
 void conv_dgrad(const OpCall& call, const ConvDgrad<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   Pointers p;
   p.dy = a.dy.data, p.w = a.w.data, p.dx = a.dx.data;
-  be.graphs().run(GraphKind::CONV_DGRAD, problem(call, a), p, be.workspace(0), be.stream(0), call.where());
+  be.graphs().run(kConvDgradGraph, problem(call, a), p, be.workspace(0), be.stream(0), call.where());
 }
 
 void conv_wgrad(const OpCall& call, const ConvWgrad<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   Pointers p;
   p.dy = a.dy.data, p.x = a.x.data, p.dw = a.dw.data;
-  be.graphs().run(GraphKind::CONV_WGRAD, problem(call, a), p, be.workspace(0), be.stream(0), call.where());
+  be.graphs().run(kConvWgradGraph, problem(call, a), p, be.workspace(0), be.stream(0), call.where());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_cudnn_graphs_cuda.h"
 #include "ops/conv/engine_choices.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "runtime/cuda/event_timing.h"
@@ -29,8 +30,8 @@ EngineChoices<Way> choices;
 
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
   switch (w) {
-    case Way::kGenstats: return be.graphs().prepare(GraphKind::CONV_FPROP_GENSTATS, p);
-    case Way::kConvThenSums: return be.graphs().prepare(GraphKind::CONV_FPROP, p);
+    case Way::kGenstats: return be.graphs().prepare(kConvFpropGenstatsGraph, p);
+    case Way::kConvThenSums: return be.graphs().prepare(kConvFpropGraph, p);
     default: return few_channel_fprop_workspace_bytes(conv_shape(p));
   }
 }
@@ -44,10 +45,10 @@ void run_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, cons
   ptr.x = x, ptr.w = w, ptr.y = y;
   if (way == Way::kGenstats) {
     ptr.sum = sum, ptr.sq_sum = sqsum;
-    be.graphs().run(GraphKind::CONV_FPROP_GENSTATS, p, ptr, workspace, stream, where);
+    be.graphs().run(kConvFpropGenstatsGraph, p, ptr, workspace, stream, where);
     return;
   }
-  be.graphs().run(GraphKind::CONV_FPROP, p, ptr, workspace, stream, where);
+  be.graphs().run(kConvFpropGraph, p, ptr, workspace, stream, where);
   channel_sums(p.io, y, rows_of(p), p.k, sum, sqsum, reduce, reduce_bytes, stream, where);
 }
 
@@ -75,13 +76,13 @@ size_t prepare_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, 
                           const std::string& where) {
   if (const std::optional<Way> way = choices.find(be.graphs(), p)) return workspace_bytes(be, p, *way);
   const Way cudnn =
-      be.graphs().supported(GraphKind::CONV_FPROP_GENSTATS, p) ? Way::kGenstats : Way::kConvThenSums;
+      be.graphs().supported(kConvFpropGenstatsGraph, p) ? Way::kGenstats : Way::kConvThenSums;
   Way chosen = cudnn;
   if (few_channel_conv_supported(conv_shape(p))) {
-    const GraphKind kind = cudnn == Way::kGenstats ? GraphKind::CONV_FPROP_GENSTATS : GraphKind::CONV_FPROP;
+    const CudnnGraphDef& graph = cudnn == Way::kGenstats ? kConvFpropGenstatsGraph : kConvFpropGraph;
     // Without a tuned plan there was no timing at prepare: the cuDNN way stays.
     double cudnn_ms = 0, few_ms = 0;
-    if (be.graphs().plan_ms(kind, p) > 0) {
+    if (be.graphs().plan_ms(graph, p) > 0) {
       cudnn_ms = time_way(be, p, cudnn, x, w, y, where);
       few_ms = time_way(be, p, Way::kFewChannel, x, w, y, where);
       if (few_ms >= 0 && (cudnn_ms < 0 || few_ms < cudnn_ms)) chosen = Way::kFewChannel;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_cudnn_graphs_cuda.h"
 #include "ops/conv/engine_choices.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "ops/conv/wgrad_direct_cuda.h"
@@ -33,7 +34,7 @@ size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Engine e) {
   switch (e) {
     case Engine::kDirect: return wgrad_direct_workspace_bytes(conv_shape(p));
     case Engine::kFewChannel: return few_channel_wgrad_workspace_bytes(conv_shape(p));
-    default: return be.graphs().prepare(GraphKind::CONV_WGRAD, p);
+    default: return be.graphs().prepare(kConvWgradGraph, p);
   }
 }
 
@@ -66,10 +67,10 @@ size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const
   std::vector<Engine> kernels;
   if (wgrad_direct_supported(conv_shape(p))) kernels.push_back(Engine::kDirect);
   if (few_channel_conv_supported(conv_shape(p))) kernels.push_back(Engine::kFewChannel);
-  const bool cudnn_fits = kernels.empty() || be.graphs().supported(GraphKind::CONV_WGRAD, p);
+  const bool cudnn_fits = kernels.empty() || be.graphs().supported(kConvWgradGraph, p);
   Engine chosen = cudnn_fits ? Engine::kCudnn : kernels.front();
   if (!kernels.empty()) {
-    const double cudnn_ms = cudnn_fits ? be.graphs().plan_ms(GraphKind::CONV_WGRAD, p) : 0;
+    const double cudnn_ms = cudnn_fits ? be.graphs().plan_ms(kConvWgradGraph, p) : 0;
     double best_ms = cudnn_fits ? cudnn_ms : std::numeric_limits<double>::infinity();
     std::string times;
     // Without a tuned plan time there is nothing to compare with: cuDNN's plan stays.
@@ -93,7 +94,7 @@ void run_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const void*
   if (e != Engine::kCudnn) return run_kernel(p, e, x, dy, dw, workspace, stream, where);
   Pointers ptr;
   ptr.x = x, ptr.dy = dy, ptr.dw = dw;
-  be.graphs().run(GraphKind::CONV_WGRAD, p, ptr, workspace, stream, where);
+  be.graphs().run(kConvWgradGraph, p, ptr, workspace, stream, where);
 }
 
 }  // namespace kiln::cuda

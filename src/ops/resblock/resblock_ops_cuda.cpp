@@ -21,6 +21,7 @@
 #include "ops/common/op_args.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_cudnn_graphs_cuda.h"
 #include "ops/conv/conv_stats_cuda.h"
 #include "ops/resblock/resblock_contract.h"
 #include "ops/resblock/resblock_cuda.h"
@@ -165,7 +166,7 @@ void prepare_conv_bn_inf(const OpCall& call, const ConvBnInference<TensorArg>& a
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   check_inf(call, a, p.k);
-  be.request_workspace(be.graphs().prepare(GraphKind::CONV_FPROP, p));
+  be.request_workspace(be.graphs().prepare(kConvFpropGraph, p));
 }
 
 void conv_bn_inf(const OpCall& call, const ConvBnInference<TensorArg>& a) {
@@ -178,7 +179,7 @@ void conv_bn_inf(const OpCall& call, const ConvBnInference<TensorArg>& a) {
                            be.stream(0), where);
   Pointers ptr;
   ptr.x = a.x.data, ptr.w = a.w.data, ptr.y = a.conv_out.data;
-  be.graphs().run(GraphKind::CONV_FPROP, p, ptr, be.workspace(0), be.stream(0), where);
+  be.graphs().run(kConvFpropGraph, p, ptr, be.workspace(0), be.stream(0), where);
 }
 
 // --- CONV_BN_BWD ---
@@ -200,8 +201,8 @@ void prepare_conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a)
   const ConvProblem p = conv_problem(call, a.x, a.w, a.dconv, a.stride, a.padding);
   check_bwd(call, a);
   // wgrad uses the side stream's workspace, dgrad the main one's.
-  be.request_workspace(be.graphs().prepare(GraphKind::CONV_WGRAD, p), 1);
-  if (a.dx) be.request_workspace(be.graphs().prepare(GraphKind::CONV_DGRAD, p), 0);
+  be.request_workspace(be.graphs().prepare(kConvWgradGraph, p), 1);
+  if (a.dx) be.request_workspace(be.graphs().prepare(kConvDgradGraph, p), 0);
 }
 
 void conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
@@ -212,13 +213,13 @@ void conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
   be.order(0, 1);  // dconv was written on the main stream
   Pointers wg;
   wg.dy = a.dconv.data, wg.x = a.x.data, wg.dw = a.dw.data;
-  be.graphs().run(GraphKind::CONV_WGRAD, p, wg, be.workspace(1), be.stream(1), where);
+  be.graphs().run(kConvWgradGraph, p, wg, be.workspace(1), be.stream(1), where);
   if (a.dx) {  // absent when the convolution reads the data batch
     // Write after read: if dx is placed over x, dgrad may only start once wgrad has read x.
     if (overlaps(a.dx, a.x)) be.order(1, 0);
     Pointers dg;
     dg.dy = a.dconv.data, dg.w = a.w.data, dg.dx = a.dx.data;
-    be.graphs().run(GraphKind::CONV_DGRAD, p, dg, be.workspace(0), be.stream(0), where);
+    be.graphs().run(kConvDgradGraph, p, dg, be.workspace(0), be.stream(0), where);
   }
   be.end_side_work();  // wgrad may run on beside the next op
 }

@@ -1,9 +1,12 @@
 #pragma once
-// The cudnn-frontend side shared by the cuDNN graph files: the graph type whose plans can be
-// inspected, the fixed tensor uids, and the definition of each GraphKind's tensors and nodes.
+// The cudnn-frontend side of the cuDNN graphs: the toolkit the op families define their graphs
+// with (CudnnGraphDef, cudnn_graphs.h) — the fixed tensor uids, the frontend dtype, and the NHWC /
+// KRSC / per-channel tensors of a ConvProblem — and, in detail, what the cache files of this
+// folder share: the graph type whose plans can be inspected and the check of a problem.
 //
-// Includes cudnn_frontend.h (very slow to compile): only the cudnn_*.cpp files of this folder
-// include this header (cudnn_graphs.h stays free of the frontend).
+// Includes cudnn_frontend.h (very slow to compile): only the cudnn_*.cpp files of this folder and
+// the families' *_cudnn_graphs_cuda.cpp include this header (cudnn_graphs.h and the families'
+// headers stay free of the frontend).
 // The frontend defines a static function in a header that not every file uses (-Wunused-function).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -12,12 +15,43 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 
 #include "runtime/cuda/cudnn_graphs.h"
 
 namespace kiln::cuda {
 
 namespace fe = cudnn_frontend;
+
+// ---- the toolkit of graph definitions ------------------------------------------------------------
+
+// Fixed uids so that run() can map Pointers to the variant pack without looking up tensors: a
+// graph's user tensor of role x takes UID_X and is read from (or written to) Pointers::x, and so on.
+enum Uid : int64_t { UID_X = 1, UID_W, UID_Y, UID_DY, UID_DX, UID_DW, UID_SUM, UID_SQ_SUM, UID_SCALE, UID_SHIFT };
+
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+// The frontend's dtype of F32, F16 or BF16 (kiln::Error for any other).
+fe::DataType_t fe_dtype(DType dtype);
+
+// An activation (n,h,w,c) in NHWC memory order, as dims {N,C,H,W} with NHWC strides; its dtype is
+// the graph's io dtype.
+fe::graph::Tensor_attributes nhwc(const char* name, int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w);
+// Makes a node's result an NHWC output tensor (n,h,w,c) of the io dtype.
+void make_output_nhwc(const TensorPtr& t, int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w);
+// The filter (K,R,S,C) in memory, as dims {K,C,R,S} for cuDNN.
+fe::graph::Tensor_attributes krsc(const char* name, int64_t uid, const ConvProblem& p);
+// An fp32 vector of k channels (dims {1,k,1,1}): scale, shift, statistics.
+fe::graph::Tensor_attributes per_channel(const char* name, int64_t uid, int64_t k);
+// Makes a node's result an fp32 per-channel output of k channels.
+void make_output_channels(const TensorPtr& t, int64_t uid, int64_t k);
+
+// The convolution's input x (UID_X) and filter w (UID_W) of `p`, added to `g`.
+TensorPtr conv_x(fe::graph::Graph& g, const ConvProblem& p);
+TensorPtr conv_w(fe::graph::Graph& g, const ConvProblem& p);
+// The conv_fprop node of `p` (its padding and stride, no dilation) on x and w; its result is
+// virtual (fp32, the intermediate dtype) until made an output.
+TensorPtr conv_fprop(fe::graph::Graph& g, const TensorPtr& x, const TensorPtr& w, const ConvProblem& p);
 
 namespace detail {
 
@@ -37,17 +71,9 @@ class NotedGraph : public fe::graph::Graph {
   }
 };
 
-// Fixed uids so that run() can map Pointers to the variant pack without looking up tensors.
-enum Uid : int64_t { UID_X = 1, UID_W, UID_Y, UID_DY, UID_DX, UID_DW, UID_SUM, UID_SQ_SUM, UID_SCALE, UID_SHIFT };
-
-// The frontend's dtype of F32, F16 or BF16 (kiln::Error for any other).
-fe::DataType_t fe_dtype(DType dtype);
-
-// Adds the tensors and nodes of `kind` for problem `p` to an empty graph.
-void define_conv_graph(GraphKind kind, const ConvProblem& p, fe::graph::Graph& g);
-
-// kiln::Error naming the kind, the shape and what is wrong unless `p` is a valid problem.
-void validate_problem(GraphKind kind, const ConvProblem& p);
+// kiln::Error naming the graph, the shape and what is wrong unless `p` is a valid problem (every
+// graph takes a ConvProblem, so the check is the cache's, made before any definition runs).
+void validate_problem(const CudnnGraphDef& graph, const ConvProblem& p);
 
 std::string frontend_message(fe::error_t status);
 

@@ -1,5 +1,6 @@
 // cuDNN graph-API convolutions: the graph cache, its plan choice (from the plan cache file or by
-// tuning) and runs. The graphs themselves are defined in cudnn_graph_defs.cpp, plans tuned in
+// tuning) and runs. The graphs themselves are defined by the op families that use them
+// (ops/<family>/*_cudnn_graphs_cuda.cpp, with the toolkit of cudnn_graph_defs.cpp), plans tuned in
 // cudnn_plan_tuning.cpp and replayed from the plan cache in cudnn_plan_replay.cpp.
 #include "runtime/cuda/cudnn_graphs.h"
 
@@ -56,17 +57,6 @@ std::string conv_problem_str(const ConvProblem& p) {
                      p.s, p.stride, p.pad, p.ho, p.wo, dtype_name(p.io));
 }
 
-const char* graph_kind_name(GraphKind kind) {
-  switch (kind) {
-    case GraphKind::CONV_FPROP: return "CONV_FPROP";
-    case GraphKind::CONV_FPROP_GENSTATS: return "CONV_FPROP_GENSTATS";
-    case GraphKind::CONV_DGRAD: return "CONV_DGRAD";
-    case GraphKind::CONV_WGRAD: return "CONV_WGRAD";
-    case GraphKind::CONV_SCALE_SHIFT_RELU: return "CONV_SCALE_SHIFT_RELU";
-  }
-  return "UNKNOWN_GRAPH_KIND";
-}
-
 CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda) {
   CudnnGraphsOptions o;
   o.tune = cuda.tune;
@@ -95,25 +85,35 @@ CudnnGraphs::~CudnnGraphs() {
   if (handle_) cudnnDestroy(handle_);
 }
 
-std::string CudnnGraphs::plan_cache_key(GraphKind kind, const ConvProblem& p) const {
+std::string CudnnGraphs::plan_cache_key(const CudnnGraphDef& graph, const ConvProblem& p) const {
   // Everything that decides which plans may be chosen: the GPU and libraries, the graph, and the
   // options that filter plans.
-  return fmt::format("{} | {} {} | tf32={} deterministic={} workspace<={}", device_tag_, graph_kind_name(kind),
+  return fmt::format("{} | {} {} | tf32={} deterministic={} workspace<={}", device_tag_, graph.name,
                      conv_problem_str(p), options_.allow_tf32, options_.prefer_deterministic,
                      options_.max_workspace_bytes);
 }
 
-CudnnGraphs::Entry& CudnnGraphs::get_or_build(GraphKind kind, const ConvProblem& p) {
-  validate_problem(kind, p);
-  const std::string where = fmt::format("cuDNN graph {} for {}", graph_kind_name(kind), conv_problem_str(p));
+CudnnGraphs::Key CudnnGraphs::key(const CudnnGraphDef& graph, const ConvProblem& p, int device) {
+  return {&graph, {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, int64_t(p.io), device}};
+}
+
+CudnnGraphs::Entry& CudnnGraphs::get_or_build(const CudnnGraphDef& graph, const ConvProblem& p) {
+  validate_problem(graph, p);
+  const std::string where = fmt::format("cuDNN graph {} for {}", graph.name, conv_problem_str(p));
   const int device = current_device(where);
   if (device != device_)
     fail("{}: the cuDNN handle belongs to device {} but device {} is current; use one CudnnGraphs per device",
          where, device_, device);
-  Key key{int64_t(kind), p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, int64_t(p.io), device};
-  auto it = cache_.find(key);
+  Key k = key(graph, p, device);
+  auto it = cache_.find(k);
   if (it != cache_.end()) return *it->second;
 
+  // The name keys the plan cache file and the tune records: two definitions sharing one would
+  // replay each other's plans.
+  const auto named = names_.emplace(graph.name, &graph).first;
+  if (named->second != &graph)
+    fail("{}: another cuDNN graph definition already has the name {}; each graph needs its own name", where,
+         graph.name);
   ++builds_;
   auto entry = std::make_unique<Entry>();
   // A fresh graph with its tensors and nodes (a failed plan replay leaves its plan in the old one).
@@ -123,14 +123,14 @@ CudnnGraphs::Entry& CudnnGraphs::get_or_build(GraphKind kind, const ConvProblem&
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
     try {
-      define_conv_graph(kind, p, *entry->graph);
+      graph.define(p, *entry->graph);
     } catch (const std::exception& e) {
       entry->error = fmt::format("defining the graph failed: {}", e.what());
     }
   };
   define();
   if (entry->error.empty()) {
-    const std::string cache_key = plan_cache_ ? plan_cache_key(kind, p) : std::string();
+    const std::string cache_key = plan_cache_ ? plan_cache_key(graph, p) : std::string();
     if (const auto cached = plan_cache_ ? plan_cache_->find(cache_key) : std::nullopt) {
       entry->choice = replay_plan(*entry->graph, handle_, options_, *cached, entry->uids);
       if (!entry->choice.supported) {
@@ -154,52 +154,50 @@ CudnnGraphs::Entry& CudnnGraphs::get_or_build(GraphKind kind, const ConvProblem&
     entry->graph.reset();
   } else {
     const PlanChoice& c = entry->choice;
-    records_.push_back(TuneRecord{graph_kind_name(kind), p, c.plans_tried, c.first_plan_ms, c.best_plan_ms,
+    records_.push_back(TuneRecord{graph.name, p, c.plans_tried, c.first_plan_ms, c.best_plan_ms,
                                   c.workspace, c.plans_offered, c.plan_name, c.deterministic, c.from_cache});
   }
-  return *cache_.emplace(std::move(key), std::move(entry)).first->second;
+  return *cache_.emplace(std::move(k), std::move(entry)).first->second;
 }
 
-size_t CudnnGraphs::prepare(GraphKind kind, const ConvProblem& problem) {
+size_t CudnnGraphs::prepare(const CudnnGraphDef& graph, const ConvProblem& problem) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Entry& e = get_or_build(kind, problem);
+  Entry& e = get_or_build(graph, problem);
   if (!e.graph)
     fail("cuDNN graph {} is not supported for {} (check supported() and fall back to CONV_FPROP plus separate "
          "kernels): {}",
-         graph_kind_name(kind), conv_problem_str(problem), e.error);
+         graph.name, conv_problem_str(problem), e.error);
   return e.choice.workspace;
 }
 
-double CudnnGraphs::plan_ms(GraphKind kind, const ConvProblem& problem) {
-  prepare(kind, problem);
+double CudnnGraphs::plan_ms(const CudnnGraphDef& graph, const ConvProblem& problem) {
+  prepare(graph, problem);
   std::lock_guard<std::mutex> lock(mutex_);
-  return get_or_build(kind, problem).choice.best_plan_ms;
+  return get_or_build(graph, problem).choice.best_plan_ms;
 }
 
-bool CudnnGraphs::supported(GraphKind kind, const ConvProblem& problem) {
+bool CudnnGraphs::supported(const CudnnGraphDef& graph, const ConvProblem& problem) {
   try {
-    prepare(kind, problem);
+    prepare(graph, problem);
     return true;
   } catch (const Error&) {
     return false;
   }
 }
 
-void CudnnGraphs::run(GraphKind kind, const ConvProblem& p, const Pointers& ptr, void* workspace,
+void CudnnGraphs::run(const CudnnGraphDef& graph, const ConvProblem& p, const Pointers& ptr, void* workspace,
                       cudaStream_t stream, const std::string& where) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const char* kind_name = graph_kind_name(kind);
-  Key key{int64_t(kind), p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, int64_t(p.io), device_};
-  auto it = cache_.find(key);
+  auto it = cache_.find(key(graph, p, device_));
   if (it == cache_.end() || !it->second->graph)
     fail("{}: cuDNN graph {} for {} was not prepared{}; call prepare() first (never under CUDA Graph capture)",
-         where, kind_name, conv_problem_str(p), it == cache_.end() ? "" : " (it is not supported)");
+         where, graph.name, conv_problem_str(p), it == cache_.end() ? "" : " (it is not supported)");
   Entry& e = *it->second;
   if (e.choice.workspace > 0 && workspace == nullptr)
-    fail("{}: cuDNN graph {} needs a {}-byte workspace but got none", where, kind_name, e.choice.workspace);
+    fail("{}: cuDNN graph {} needs a {}-byte workspace but got none", where, graph.name, e.choice.workspace);
 
   std::array<void*, 16> ptrs{};  // no allocation per run; a graph has at most 10 user tensors
-  if (e.uids.size() > ptrs.size()) fail("{}: cuDNN graph {} has too many tensors", where, kind_name);
+  if (e.uids.size() > ptrs.size()) fail("{}: cuDNN graph {} has too many tensors", where, graph.name);
   size_t count = 0;
   for (int64_t uid : e.uids) {
     const void* v = nullptr;
@@ -215,9 +213,9 @@ void CudnnGraphs::run(GraphKind kind, const ConvProblem& p, const Pointers& ptr,
       case UID_SQ_SUM: v = ptr.sq_sum, name = "sq_sum"; break;
       case UID_SCALE: v = ptr.scale, name = "scale"; break;
       case UID_SHIFT: v = ptr.shift, name = "shift"; break;
-      default: fail("{}: cuDNN graph {} has an unexpected tensor uid {}", where, kind_name, uid);
+      default: fail("{}: cuDNN graph {} has an unexpected tensor uid {}", where, graph.name, uid);
     }
-    if (v == nullptr) fail("{}: cuDNN graph {} needs pointer '{}' but it is null", where, kind_name, name);
+    if (v == nullptr) fail("{}: cuDNN graph {} needs pointer '{}' but it is null", where, graph.name, name);
     ptrs[count++] = const_cast<void*>(v);
   }
   KILN_CUDA(cudnnSetStream(handle_, stream), where);
@@ -226,10 +224,10 @@ void CudnnGraphs::run(GraphKind kind, const ConvProblem& p, const Pointers& ptr,
     status = e.graph->execute_plan_at_index(handle_, ptrs.data(), static_cast<int>(count), workspace,
                                             e.choice.plan_index);
   } catch (const std::exception& ex) {
-    fail("{}: cuDNN graph {} for {} failed to execute: {}", where, kind_name, conv_problem_str(p), ex.what());
+    fail("{}: cuDNN graph {} for {} failed to execute: {}", where, graph.name, conv_problem_str(p), ex.what());
   }
   if (status.is_bad())
-    fail("{}: cuDNN graph {} for {} failed to execute: {}", where, kind_name, conv_problem_str(p),
+    fail("{}: cuDNN graph {} for {} failed to execute: {}", where, graph.name, conv_problem_str(p),
          status.get_message());
 }
 

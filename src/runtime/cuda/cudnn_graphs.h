@@ -7,7 +7,8 @@
 // (cudnn-frontend assumes that alignment when it picks engines and rejects misaligned pointers).
 //
 // This header does not include cudnn_frontend.h (very slow to compile): only the cudnn_*.cpp files
-// of this folder (through cudnn_graph_defs.h) and tools/cudnn_probe.cpp do.
+// of this folder and the families' *_cudnn_graphs_cuda.cpp (through cudnn_graph_defs.h) and
+// tools/cudnn_probe.cpp do.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -44,16 +45,25 @@ ConvProblem make_conv_problem(int64_t n, int64_t h, int64_t w, int64_t c, int64_
                               int64_t stride, int64_t pad, DType io);
 std::string conv_problem_str(const ConvProblem& p);  // "N=.. HxW=.. C=.. -> K=.. RxS=.. stride .. pad .. f16"
 
-enum class GraphKind : uint8_t {
-  CONV_FPROP,             // x, w -> y
-  CONV_FPROP_GENSTATS,    // x, w -> y, sum[k], sq_sum[k] (fp32 per-channel sum and sum of squares of y)
-  CONV_DGRAD,             // dy, w -> dx
-  CONV_WGRAD,             // dy, x -> dw
-  CONV_SCALE_SHIFT_RELU,  // x, w, scale[k], shift[k] (fp32) -> y = relu(conv(x, w) * scale + shift)
+// One cuDNN graph over a ConvProblem: what the cache below builds, tunes and runs. The graphs
+// live with the op family that uses them (ops/conv/conv_cudnn_graphs_cuda.h: CONV_FPROP,
+// CONV_FPROP_GENSTATS, CONV_DGRAD, CONV_WGRAD; ops/cbr/cbr_cudnn_graphs_cuda.h:
+// CONV_SCALE_SHIFT_RELU), each a `const CudnnGraphDef` with static storage, so adding a fused
+// graph touches only its family's folder. Their definitions include cudnn_frontend.h through
+// cudnn_graph_defs.h (its tensor toolkit); this header only forward-declares the graph type.
+struct CudnnGraphDef {
+  // Unique, and part of every plan cache key, tune record and error message: renaming a graph
+  // orphans the plans that earlier runs stored for it.
+  const char* name;
+  // Adds the graph's tensors and nodes for `p` to an empty graph whose io dtype is p.io and whose
+  // intermediate and compute dtypes are fp32. Its user tensors take the fixed uids of
+  // cudnn_graph_defs.h (Uid), which run() maps to the Pointers fields of the same names; it may
+  // throw (the problem is then reported unsupported with its message).
+  void (*define)(const ConvProblem& p, cudnn_frontend::graph::Graph& g);
 };
-const char* graph_kind_name(GraphKind kind);  // "CONV_FPROP", ...
 
-// Device pointers for one run; each kind reads only the ones listed above (the rest may be null).
+// Device pointers for one run; each graph reads only the ones its definition names (the rest may be
+// null).
 struct Pointers {
   const void* x = nullptr;
   const void* w = nullptr;
@@ -94,7 +104,7 @@ CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda);
 
 // What engine choice found for one graph.
 struct TuneRecord {
-  std::string kind;
+  std::string kind;  // the graph's CudnnGraphDef::name
   ConvProblem problem;
   int plans_tried = 0;         // plans built and timed (0 when tuning is off)
   double first_plan_ms = 0;    // heuristics' first usable plan (0 when not timed)
@@ -127,19 +137,20 @@ class CudnnGraphs {
   CudnnGraphs(const CudnnGraphs&) = delete;
   CudnnGraphs& operator=(const CudnnGraphs&) = delete;
 
-  // Builds the graph for (kind, problem) unless cached, choosing its plan (timing plans on the device
-  // when tuning is on: it allocates temporary buffers and synchronizes, so never call it under CUDA
-  // Graph capture). Returns the workspace bytes run() needs. Throws kiln::Error naming the kind and
-  // the shape when the problem is invalid or cuDNN supports no plan for it.
-  size_t prepare(GraphKind kind, const ConvProblem& problem);
+  // Builds `graph` for `problem` unless cached, choosing its plan (timing plans on the device when
+  // tuning is on: it allocates temporary buffers and synchronizes, so never call it under CUDA
+  // Graph capture). Returns the workspace bytes run() needs. Throws kiln::Error naming the graph
+  // and the shape when the problem is invalid or cuDNN supports no plan for it, or when another
+  // definition already used the graph's name.
+  size_t prepare(const CudnnGraphDef& graph, const ConvProblem& problem);
   // Whether prepare() would succeed (builds and caches, failures included).
-  bool supported(GraphKind kind, const ConvProblem& problem);
+  bool supported(const CudnnGraphDef& graph, const ConvProblem& problem);
   // The measured time of the plan prepare() kept, in ms: timed by tuning or recorded in the plan
   // cache; 0 when it was not timed (tuning off). Prepares the graph; throws as prepare() does.
-  double plan_ms(GraphKind kind, const ConvProblem& problem);
+  double plan_ms(const CudnnGraphDef& graph, const ConvProblem& problem);
   // Enqueues the prepared graph on `stream` (capturable: no allocation, no sync, no tuning).
   // `workspace` must hold prepare()'s bytes. Throws kiln::Error prefixed with `where`.
-  void run(GraphKind kind, const ConvProblem& problem, const Pointers& pointers, void* workspace,
+  void run(const CudnnGraphDef& graph, const ConvProblem& problem, const Pointers& pointers, void* workspace,
            cudaStream_t stream, const std::string& where);
 
   std::vector<TuneRecord> tune_records() const;
@@ -156,9 +167,12 @@ class CudnnGraphs {
   struct Entry;  // a built graph and its chosen plan (defined in cudnn_graphs.cpp)
 
  private:
-  using Key = std::vector<int64_t>;
-  Entry& get_or_build(GraphKind kind, const ConvProblem& problem);
-  std::string plan_cache_key(GraphKind kind, const ConvProblem& problem) const;
+  // The definition (its address: the name is checked unique when a graph is built) and the
+  // problem's fields and device.
+  using Key = std::pair<const CudnnGraphDef*, std::vector<int64_t>>;
+  static Key key(const CudnnGraphDef& graph, const ConvProblem& problem, int device);
+  Entry& get_or_build(const CudnnGraphDef& graph, const ConvProblem& problem);
+  std::string plan_cache_key(const CudnnGraphDef& graph, const ConvProblem& problem) const;
 
   CudnnGraphsOptions options_;
   int device_ = 0;
@@ -166,6 +180,7 @@ class CudnnGraphs {
   cudaStream_t tune_stream_ = nullptr;
   mutable std::mutex mutex_;
   std::map<Key, std::unique_ptr<Entry>> cache_;
+  std::map<std::string, const CudnnGraphDef*> names_;  // each name built so far, and its definition
   std::vector<TuneRecord> records_;
   size_t builds_ = 0;
   std::unique_ptr<PlanCache> plan_cache_;  // null without a plan cache file

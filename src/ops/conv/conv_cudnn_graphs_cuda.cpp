@@ -1,0 +1,52 @@
+// The convolution family's cuDNN graphs: their tensors and nodes, built from the toolkit of
+// runtime/cuda/cudnn_graph_defs.h (which includes cudnn_frontend.h: only this file of the family
+// does).
+#include "ops/conv/conv_cudnn_graphs_cuda.h"
+
+#include "runtime/cuda/cudnn_graph_defs.h"
+
+namespace kiln::cuda {
+namespace {
+
+void define_fprop(const ConvProblem& p, fe::graph::Graph& g) {
+  auto y = conv_fprop(g, conv_x(g, p), conv_w(g, p), p);
+  make_output_nhwc(y, UID_Y, p.n, p.k, p.ho, p.wo);
+}
+
+void define_fprop_genstats(const ConvProblem& p, fe::graph::Graph& g) {
+  auto y = conv_fprop(g, conv_x(g, p), conv_w(g, p), p);
+  make_output_nhwc(y, UID_Y, p.n, p.k, p.ho, p.wo);
+  auto [sum, sq_sum] = g.genstats(y, fe::graph::Genstats_attributes().set_name("stats"));
+  make_output_channels(sum, UID_SUM, p.k);
+  make_output_channels(sq_sum, UID_SQ_SUM, p.k);
+}
+
+void define_dgrad(const ConvProblem& p, fe::graph::Graph& g) {
+  auto dy = g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
+  auto dx = g.conv_dgrad(dy, conv_w(g, p),
+                         fe::graph::Conv_dgrad_attributes()
+                             .set_padding({p.pad, p.pad})
+                             .set_stride({p.stride, p.stride})
+                             .set_dilation({1, 1}));
+  make_output_nhwc(dx, UID_DX, p.n, p.c, p.h, p.w);
+}
+
+void define_wgrad(const ConvProblem& p, fe::graph::Graph& g) {
+  auto dy = g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
+  auto dw = g.conv_wgrad(dy, conv_x(g, p),
+                         fe::graph::Conv_wgrad_attributes()
+                             .set_padding({p.pad, p.pad})
+                             .set_stride({p.stride, p.stride})
+                             .set_dilation({1, 1}));
+  // The filter gradient in the filter's KRSC layout.
+  dw->set_uid(UID_DW).set_dim({p.k, p.c, p.r, p.s}).set_stride({p.c * p.r * p.s, 1, p.s * p.c, p.c}).set_output(true);
+}
+
+}  // namespace
+
+const CudnnGraphDef kConvFpropGraph{"CONV_FPROP", define_fprop};
+const CudnnGraphDef kConvFpropGenstatsGraph{"CONV_FPROP_GENSTATS", define_fprop_genstats};
+const CudnnGraphDef kConvDgradGraph{"CONV_DGRAD", define_dgrad};
+const CudnnGraphDef kConvWgradGraph{"CONV_WGRAD", define_wgrad};
+
+}  // namespace kiln::cuda
