@@ -1,5 +1,9 @@
 #include "runtime/cuda/plan_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -49,6 +53,30 @@ std::map<std::string, CachedPlan> read_plans(const std::string& path) {
   return plans;
 }
 
+// Holds an exclusive flock(2) on "<cache>.lock" for its lifetime, so that two processes that tune
+// at once (the cache is shared by default) do not both read the file, merge and rename, each over
+// the other's new entries. Without the lock (a folder that is not writable, a file system without
+// flock) the write goes ahead unlocked: the rename still never leaves a half-written file, at
+// worst one process's newest entries are tuned again by a later run.
+class WriterLock {
+ public:
+  explicit WriterLock(const std::string& cache) {
+    fd_ = ::open((cache + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~WriterLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+  }
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace
 
 PlanCache::PlanCache(std::string path) : path_(std::move(path)) {
@@ -72,6 +100,12 @@ void PlanCache::forget(const std::string& key) {
 }
 
 void PlanCache::write(const std::string* dropped) {
+  const std::filesystem::path target(path_);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);  // a failure surfaces below
+  }
+  const WriterLock lock(path_);
   // Another process may have tuned other graphs since this one read the file: keep theirs too.
   std::map<std::string, CachedPlan> merged;
   try {
@@ -85,11 +119,6 @@ void PlanCache::write(const std::string* dropped) {
 
   json doc = {{"format", kFormat}, {"version", kVersion}, {"plans", json::object()}};
   for (const auto& [key, plan] : plans_) doc["plans"][key] = to_json(plan);
-  const std::filesystem::path target(path_);
-  if (target.has_parent_path()) {
-    std::error_code ec;
-    std::filesystem::create_directories(target.parent_path(), ec);  // a failure surfaces below
-  }
   const std::string text = doc.dump(1) + "\n";
   write_file_atomic(path_, {std::as_bytes(std::span<const char>(text.data(), text.size()))});
 }

@@ -3,6 +3,7 @@
 #include "runtime/cuda/plan_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -68,6 +69,39 @@ TEST_F(PlanCacheFile, TwoWritersKeepEachOthersEntries) {
   EXPECT_EQ(third.size(), 2u);
   expect_same(*third.find("x"), plan(1, 1.0));
   expect_same(*third.find("y"), plan(2, 2.0));
+}
+
+TEST_F(PlanCacheFile, ProcessesWritingAtOnceLoseNoEntry) {
+  // The cache is shared by every run on the machine: several processes tuning at once each add
+  // their graphs. Without the writer lock, one's read-merge-rename can land between another's read
+  // and rename and drop its entries (this test then loses some of the 6 x 25).
+  constexpr int kProcesses = 6, kEntries = 25;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int rc = 0;
+      try {
+        PlanCache mine(file());
+        for (int e = 0; e < kEntries; ++e) mine.store("p" + std::to_string(p) + "e" + std::to_string(e), plan(p, e));
+      } catch (...) {
+        rc = 1;
+      }
+      ::_exit(rc);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  PlanCache all(file());
+  EXPECT_EQ(all.size(), size_t{kProcesses * kEntries});
+  for (int p = 0; p < kProcesses; ++p)
+    for (int e = 0; e < kEntries; ++e)
+      EXPECT_TRUE(all.find("p" + std::to_string(p) + "e" + std::to_string(e)).has_value()) << p << " " << e;
 }
 
 TEST_F(PlanCacheFile, StoreReplacesAndForgetRemoves) {
