@@ -66,6 +66,13 @@ struct CudaOptions {
   // Timed runs per plan when tuning (after one warm-up; the median counts). 1 to 100.
   // KILN_CUDNN_TIMED_RUNS=N.
   int tune_runs = 5;
+  // The most workspace one linear layer's GEMM may ask cuBLASLt for, in MiB (the split-K partial
+  // sums of the largest VGG classifier layers need a few); 0 allows only algorithms without
+  // workspace. 0 to 65536. KILN_LINEAR_WORKSPACE_MIB=N.
+  int linear_workspace_mib = 32;
+  // How many of cuBLASLt's heuristic candidates a linear GEMM looks at, best first, for one whose
+  // split-K partial sums stay fp32. 1 to 128. KILN_LINEAR_CANDIDATES=N.
+  int linear_candidates = 16;
 };
 
 // Dynamic loss scaling, as PyTorch's torch.amp.GradScaler: the loss gradient is multiplied by a

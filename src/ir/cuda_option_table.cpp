@@ -57,6 +57,14 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 "timed runs per plan when tuning, after one warm-up; the median counts (default 5)"),
       count_row("pipeline_chunks", "--pipeline-chunks", "KILN_PIPELINE_CHUNKS", &CudaOptions::pipeline_chunks, 1, 99,
                 "batch slices the CBR backward pipelines its data gradient over; 1: off (default)"),
+      count_row("linear_workspace_mib", "--linear-workspace-mib", "KILN_LINEAR_WORKSPACE_MIB",
+                &CudaOptions::linear_workspace_mib, 0, 65536,
+                "the most workspace one linear layer's cuBLASLt GEMM may use, in MiB; 0: only algorithms without "
+                "(default 32)"),
+      count_row("linear_candidates", "--linear-candidates", "KILN_LINEAR_CANDIDATES", &CudaOptions::linear_candidates,
+                1, 128,
+                "cuBLASLt heuristic candidates a linear GEMM looks through, best first, for one whose split-K "
+                "partial sums stay fp32 (default 16)"),
   };
   return fields;
 }

@@ -23,7 +23,7 @@
 // Bias dtype. cuBLASLt documents the bias (and bias gradient) vector as having D's type, except
 // for int8 (IMMA) and fp8 kernels (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), so with an
 // fp16/bf16 D the bias is fp16/bf16: the layer keeps fp32 masters and hands over fp16/bf16 copies
-// of both weight and bias (src/layers/linear.cpp). BIAS_DATA_TYPE is left at its default.
+// of both weight and bias (src/ops/linear/linear_layer.cpp). BIAS_DATA_TYPE is left at its default.
 //
 // Accuracy: CUBLAS_COMPUTE_32F for every dtype (fp32 accumulation; never TF32 for fp32 data), and
 // only algorithms whose split-K partial sums stay fp32 (reduction scheme none or compute type):
@@ -45,12 +45,6 @@
 namespace kiln::cuda {
 namespace {
 
-// The most workspace one GEMM may ask for (the split-K partials of the largest VGG layers need a
-// few MiB); the backend allocates the largest any op requests.
-constexpr uint64_t kMaxWorkspaceBytes = 32ull << 20;
-// Heuristic candidates looked at, best first, for one whose partial sums stay fp32.
-constexpr int kCandidates = 16;
-
 enum class Role { Forward, Dgrad, Wgrad };
 enum class Epilogue { None, Bias, BiasGrad };
 
@@ -60,7 +54,10 @@ const char* epilogue_name(Epilogue e) {
 }
 
 // One GEMM of the mapping above. `alignment`: the largest power of two (at most 256 bytes) that
-// every pointer the GEMM touches is a multiple of; the algorithms cuBLASLt may pick depend on it.
+// every pointer the GEMM touches is a multiple of; the algorithms cuBLASLt may pick depend on it,
+// as on `limits` (CudaOptions::linear_workspace_mib and linear_candidates: the most workspace one
+// GEMM may ask for, of which the backend allocates the largest any op requests, and how many
+// heuristic candidates are looked at for one whose partial sums stay fp32).
 struct Gemm {
   int device;
   Role role;
@@ -68,6 +65,7 @@ struct Gemm {
   DType dtype;
   Epilogue epilogue;
   int alignment;
+  LinearLimits limits;
 
   bool trans_a() const { return role == Role::Forward; }
   bool trans_b() const { return role == Role::Wgrad; }
@@ -80,8 +78,11 @@ struct Gemm {
   int64_t b_rows() const { return trans_b() ? n() : k(); }
   int64_t b_cols() const { return trans_b() ? k() : n(); }
 
-  using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int, int, int>;
-  Key key() const { return {device, int(role), s.n, s.in, s.out, int(dtype), int(epilogue), alignment}; }
+  using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int, int, int, uint64_t, int>;
+  Key key() const {
+    return {device,    int(role), s.n, s.in, s.out, int(dtype), int(epilogue),
+            alignment, limits.max_workspace_bytes, limits.candidates};
+  }
 };
 
 // "the wgrad GEMM of x [64, 1600], w [128, 1600] in f16 (m=1600 n=128 k=64, op(A)=N op(B)=T,
@@ -190,7 +191,7 @@ Plan choose_plan(const Gemm& g, const void* bias, const std::string& where) {
   Descriptors desc(g, bias, where);
   cublasLtMatmulPreferenceOpaque_t pref{};
   check(cublasLtMatmulPreferenceInit(&pref), "cublasLtMatmulPreferenceInit", g, where);
-  const uint64_t max_workspace = kMaxWorkspaceBytes;
+  const uint64_t max_workspace = g.limits.max_workspace_bytes;
   check(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
                                              sizeof(max_workspace)),
         "cublasLtMatmulPreferenceSetAttribute", g, where);
@@ -200,10 +201,11 @@ Plan choose_plan(const Gemm& g, const void* bias, const std::string& where) {
     check(cublasLtMatmulPreferenceSetAttribute(&pref, attr, &alignment, sizeof(alignment)),
           "cublasLtMatmulPreferenceSetAttribute", g, where);
 
-  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(size_t(std::max(1, g.limits.candidates)));
   int count = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_handle(g, where), desc.op(), desc.a(), desc.b(),
-                                                               desc.d(), desc.d(), &pref, kCandidates, results, &count);
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(lt_handle(g, where), desc.op(), desc.a(), desc.b(), desc.d(), desc.d(), &pref,
+                                     int(results.size()), results.data(), &count);
   Plan plan;
   plan.heuristic = status;
   // An epilogue cuBLASLt cannot do for this problem is a refusal (not supported, or invalid for
@@ -264,9 +266,10 @@ Plan plan_of(const Gemm& g, const void* bias, Mode mode, const std::string& wher
   const Plan& plan = it->second.second;
   if (!plan.offered && g.epilogue == Epilogue::None)
     fail("{}: cuBLASLt offers no algorithm for {} (heuristic: {}; {} candidates, {} of them dropped for split-K "
-         "partial sums rounded to {})",
+         "partial sums rounded to {}) within {} MiB of workspace among its first {} candidates; more may find one: "
+         "--linear-workspace-mib / KILN_LINEAR_WORKSPACE_MIB, --linear-candidates / KILN_LINEAR_CANDIDATES",
          where, describe(g), cublasLtGetStatusName(plan.heuristic), plan.candidates, plan.rejected,
-         dtype_name(g.dtype));
+         dtype_name(g.dtype), g.limits.max_workspace_bytes >> 20, g.limits.candidates);
   return plan;
 }
 
@@ -285,23 +288,23 @@ Step step(Gemm g, const void* bias, Mode mode, const std::string& where) {
   return {g, plan_of(g, nullptr, mode, where)};
 }
 
-Step forward_step(int device, const LinearShape& s, DType dtype, const LinearTensors& t, Mode mode,
-                  const std::string& where) {
+Step forward_step(int device, const LinearShape& s, DType dtype, const LinearTensors& t, const LinearLimits& limits,
+                  Mode mode, const std::string& where) {
   const Gemm g{device, Role::Forward, s, dtype, t.bias ? Epilogue::Bias : Epilogue::None,
-               alignment_of({t.x, t.w, t.bias, t.y})};
+               alignment_of({t.x, t.w, t.bias, t.y}), limits};
   return step(g, t.bias, mode, where);
 }
 
-Step wgrad_step(int device, const LinearShape& s, DType dtype, const LinearTensors& t, Mode mode,
-                const std::string& where) {
+Step wgrad_step(int device, const LinearShape& s, DType dtype, const LinearTensors& t, const LinearLimits& limits,
+                Mode mode, const std::string& where) {
   const Gemm g{device, Role::Wgrad, s, dtype, t.dbias ? Epilogue::BiasGrad : Epilogue::None,
-               alignment_of({t.x, t.dy, t.dw, t.dbias})};
+               alignment_of({t.x, t.dy, t.dw, t.dbias}), limits};
   return step(g, t.dbias, mode, where);
 }
 
-Step dgrad_step(int device, const LinearShape& s, DType dtype, const LinearTensors& t, Mode mode,
-                const std::string& where) {
-  const Gemm g{device, Role::Dgrad, s, dtype, Epilogue::None, alignment_of({t.dy, t.w, t.dx})};
+Step dgrad_step(int device, const LinearShape& s, DType dtype, const LinearTensors& t, const LinearLimits& limits,
+                Mode mode, const std::string& where) {
+  const Gemm g{device, Role::Dgrad, s, dtype, Epilogue::None, alignment_of({t.dy, t.w, t.dx}), limits};
   return step(g, nullptr, mode, where);
 }
 
@@ -322,13 +325,13 @@ void run(const Step& st, const void* a, const void* b, void* d, const void* bias
 }  // namespace
 
 size_t linear_forward_prepare(int device, const LinearShape& s, DType dtype, const LinearTensors& t,
-                              const std::string& where) {
-  return forward_step(device, s, dtype, t, Mode::Prepare, where).plan.workspace;
+                              const LinearLimits& limits, const std::string& where) {
+  return forward_step(device, s, dtype, t, limits, Mode::Prepare, where).plan.workspace;
 }
 
-void linear_forward(int device, const LinearShape& s, DType dtype, const LinearTensors& t, void* workspace,
-                    cudaStream_t stream, const std::string& where) {
-  const Step st = forward_step(device, s, dtype, t, Mode::Run, where);
+void linear_forward(int device, const LinearShape& s, DType dtype, const LinearTensors& t, const LinearLimits& limits,
+                    void* workspace, cudaStream_t stream, const std::string& where) {
+  const Step st = forward_step(device, s, dtype, t, limits, Mode::Run, where);
   if (st.gemm.epilogue == Epilogue::Bias) {
     run(st, t.w, t.x, t.y, t.bias, 0.f, workspace, stream, where);
   } else if (t.bias) {  // y = bias rows, then y += x w^T: one rounding of the sum
@@ -340,19 +343,21 @@ void linear_forward(int device, const LinearShape& s, DType dtype, const LinearT
 }
 
 size_t linear_backward_prepare(int device, const LinearShape& s, DType dtype, const LinearTensors& t,
-                               const std::string& where) {
-  size_t bytes = wgrad_step(device, s, dtype, t, Mode::Prepare, where).plan.workspace;
-  if (t.dx) bytes = std::max(bytes, dgrad_step(device, s, dtype, t, Mode::Prepare, where).plan.workspace);
+                               const LinearLimits& limits, const std::string& where) {
+  size_t bytes = wgrad_step(device, s, dtype, t, limits, Mode::Prepare, where).plan.workspace;
+  if (t.dx) bytes = std::max(bytes, dgrad_step(device, s, dtype, t, limits, Mode::Prepare, where).plan.workspace);
   return bytes;  // the GEMMs run one after the other on one stream: they share the workspace
 }
 
-void linear_backward(int device, const LinearShape& s, DType dtype, const LinearTensors& t, void* workspace,
-                     cudaStream_t stream, const std::string& where) {
-  const Step wgrad = wgrad_step(device, s, dtype, t, Mode::Run, where);
+void linear_backward(int device, const LinearShape& s, DType dtype, const LinearTensors& t, const LinearLimits& limits,
+                     void* workspace, cudaStream_t stream, const std::string& where) {
+  const Step wgrad = wgrad_step(device, s, dtype, t, limits, Mode::Run, where);
   run(wgrad, t.x, t.dy, t.dw, wgrad.gemm.epilogue == Epilogue::BiasGrad ? t.dbias : nullptr, 0.f, workspace, stream,
       where);
   if (t.dbias && wgrad.gemm.epilogue != Epilogue::BiasGrad) linear_bias_grad(dtype, t.dy, s.n, s.out, t.dbias, stream, where);
-  if (t.dx) run(dgrad_step(device, s, dtype, t, Mode::Run, where), t.w, t.dy, t.dx, nullptr, 0.f, workspace, stream, where);
+  if (t.dx)
+    run(dgrad_step(device, s, dtype, t, limits, Mode::Run, where), t.w, t.dy, t.dx, nullptr, 0.f, workspace, stream,
+        where);
 }
 
 std::vector<std::string> linear_plans() {
@@ -361,14 +366,16 @@ std::vector<std::string> linear_plans() {
   std::vector<std::string> lines;
   for (const auto& [key, entry] : cache.plans) {
     const auto& [g, plan] = entry;
+    const std::string limits =
+        fmt::format("limits {} MiB, {} candidates", g.limits.max_workspace_bytes >> 20, g.limits.candidates);
     lines.push_back(plan.offered ? fmt::format("{}: offered, {} split(s), reduction scheme {}, workspace {} bytes "
-                                               "({} candidates, {} dropped for 16-bit partial sums)",
+                                               "({} candidates, {} dropped for 16-bit partial sums; {})",
                                                describe(g), plan.splits, plan.reduction, plan.workspace,
-                                               plan.candidates, plan.rejected)
+                                               plan.candidates, plan.rejected, limits)
                                  : fmt::format("{}: not offered (heuristic: {}; {} candidates, {} dropped for "
-                                               "16-bit partial sums)",
+                                               "16-bit partial sums; {})",
                                                describe(g), cublasLtGetStatusName(plan.heuristic), plan.candidates,
-                                               plan.rejected));
+                                               plan.rejected, limits));
   }
   return lines;
 }

@@ -8,9 +8,10 @@
 // as the CPU does) and every result is rounded once to the dtype.
 //
 // Prepare functions run when an executable is built: they choose the cuBLASLt algorithm of each
-// GEMM (once per problem, device and pointer alignment for the whole process) and return the
-// workspace bytes the run needs. Run functions only enqueue work on `stream`. Both throw
-// kiln::Error naming `where` (the op and its layer), the problem and the failing status.
+// GEMM (once per problem, device, pointer alignment and limits for the whole process) and return
+// the workspace bytes the run needs. Run functions only enqueue work on `stream`, with the limits
+// their prepare had. Both throw kiln::Error naming `where` (the op and its layer), the problem and
+// the failing status.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -25,6 +26,14 @@ namespace kiln::cuda {
 struct LinearShape {
   int64_t n;        // batch rows
   int64_t in, out;  // F and O
+};
+
+// What the algorithm search may use: CudaOptions::linear_workspace_mib (in bytes here) and
+// CudaOptions::linear_candidates, as the backend holds them (KILN_* overrides applied). Part of
+// each chosen plan's key: programs with other limits get plans of their own.
+struct LinearLimits {
+  uint64_t max_workspace_bytes = 32ull << 20;
+  int candidates = 16;  // >= 1
 };
 
 // One op's device tensors; the ones it does not have are nullptr (bias and dbias without a bias,
@@ -42,16 +51,16 @@ struct LinearTensors {
 
 // y = x w^T (+ bias). Uses x, w, bias, y.
 size_t linear_forward_prepare(int device, const LinearShape& s, DType dtype, const LinearTensors& t,
-                              const std::string& where);
-void linear_forward(int device, const LinearShape& s, DType dtype, const LinearTensors& t, void* workspace,
-                    cudaStream_t stream, const std::string& where);
+                              const LinearLimits& limits, const std::string& where);
+void linear_forward(int device, const LinearShape& s, DType dtype, const LinearTensors& t, const LinearLimits& limits,
+                    void* workspace, cudaStream_t stream, const std::string& where);
 
 // dw = dy^T x, dbias = column sums of dy (when dbias is given), dx = dy w (when dx is given); the
 // gradients are overwritten. Uses dy, x, w, dx, dw, dbias.
 size_t linear_backward_prepare(int device, const LinearShape& s, DType dtype, const LinearTensors& t,
-                               const std::string& where);
-void linear_backward(int device, const LinearShape& s, DType dtype, const LinearTensors& t, void* workspace,
-                     cudaStream_t stream, const std::string& where);
+                               const LinearLimits& limits, const std::string& where);
+void linear_backward(int device, const LinearShape& s, DType dtype, const LinearTensors& t, const LinearLimits& limits,
+                     void* workspace, cudaStream_t stream, const std::string& where);
 
 // One line per GEMM chosen so far in this process (device, role, shape, dtype, epilogue asked
 // for and whether cuBLASLt offered it, split-K reduction, workspace): what the tests print.

@@ -1,6 +1,7 @@
 // LINEAR_FWD / LINEAR_BWD on the GPU through cuBLASLt (linear_cuda.cpp): each op's algorithms
-// are chosen when the executable is prepared, which also requests their workspace; the GEMMs run
-// on the backend's main stream with its workspace.
+// are chosen when the executable is prepared, within the backend's CudaOptions::linear_* limits,
+// which also requests their workspace; the GEMMs run on the backend's main stream with its
+// workspace.
 #include "ops/common/op_args.h"
 #include "ops/linear/linear_contract.h"
 #include "ops/linear/linear_cuda.h"
@@ -66,22 +67,32 @@ LinearTensors tensors(const LinearBackward<TensorArg>& a) {
   return t;
 }
 
+// The algorithm search's limits, from the options the backend holds (KILN_* overrides applied;
+// the ranges were checked when it started).
+LinearLimits limits_of(const CudaBackend& be) {
+  const CudaOptions& o = be.options();
+  return {uint64_t(o.linear_workspace_mib) << 20, o.linear_candidates};
+}
+
 void prepare_fwd(const OpCall& call, const LinearForward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const LinearShape s = checked(call, a);
-  be.request_workspace(linear_forward_prepare(be.device_ordinal(), s, a.x.dtype(), tensors(a), call.where()));
+  be.request_workspace(linear_forward_prepare(be.device_ordinal(), s, a.x.dtype(), tensors(a), limits_of(be),
+                                            call.where()));
 }
 
 void prepare_bwd(const OpCall& call, const LinearBackward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const LinearShape s = checked(call, a);
-  be.request_workspace(linear_backward_prepare(be.device_ordinal(), s, a.x.dtype(), tensors(a), call.where()));
+  be.request_workspace(linear_backward_prepare(be.device_ordinal(), s, a.x.dtype(), tensors(a), limits_of(be),
+                                             call.where()));
 }
 
 void linear_fwd(const OpCall& call, const LinearForward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const LinearShape s = checked(call, a);
-  linear_forward(be.device_ordinal(), s, a.x.dtype(), tensors(a), be.workspace(0), be.stream(0), call.where());
+  linear_forward(be.device_ordinal(), s, a.x.dtype(), tensors(a), limits_of(be), be.workspace(0), be.stream(0),
+                 call.where());
 }
 
 // Both GEMMs (and the bias reduction, where cuBLASLt's epilogue cannot do it) on the main stream:
@@ -89,7 +100,8 @@ void linear_fwd(const OpCall& call, const LinearForward<TensorArg>& a) {
 void linear_bwd(const OpCall& call, const LinearBackward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const LinearShape s = checked(call, a);
-  linear_backward(be.device_ordinal(), s, a.x.dtype(), tensors(a), be.workspace(0), be.stream(0), call.where());
+  linear_backward(be.device_ordinal(), s, a.x.dtype(), tensors(a), limits_of(be), be.workspace(0), be.stream(0),
+                  call.where());
 }
 
 }  // namespace
