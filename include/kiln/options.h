@@ -75,6 +75,18 @@ struct CudaOptions {
   int linear_candidates = 16;
 };
 
+// Settings of the CPU backend (read when an executable makes it; the CUDA backend ignores them).
+// Unlike CudaOptions' variables, KILN_THREADS does not override the field: it is the default the
+// field leaves in place (ctest gives every test KILN_THREADS=1, and the tests of thread-count
+// independence ask for their own counts). src/ir/cpu_option_table.h has the flag and the range.
+struct CpuOptions {
+  // Threads of the CPU kernels (kiln/threads.h). The pool is one per process, so this is applied
+  // (kiln::set_threads) when a CPU Executable is made: the last one made with a count sets it for
+  // all. 0 leaves the pool as it is: KILN_THREADS when set, else the cores this process may use,
+  // unless kiln::set_threads changed it. 0 to kiln::max_threads(). --threads N.
+  int threads = 0;
+};
+
 // Dynamic loss scaling, as PyTorch's torch.amp.GradScaler: the loss gradient is multiplied by a
 // scale kept in the program, so small fp16 gradients do not flush to zero; the optimizer divides
 // it out and skips a step whose gradients hold inf/NaN, which also multiplies the scale by
@@ -117,6 +129,7 @@ struct CompileOptions {
   float label_smoothing = 0.f;
   OptimizerConfig optimizer;
   LossScaling loss_scaling;
+  CpuOptions cpu;    // when device is CPU
   CudaOptions cuda;  // when device is CUDA
 };
 

@@ -13,6 +13,7 @@ namespace kiln {
 int threads();
 
 // Resizes the pool to `n` threads (1 <= n <= max_threads(), else a kiln::Error with the fix).
+// Making a CPU Executable whose CompileOptions::cpu.threads is nonzero calls it with that count.
 // Waits for a loop running on another thread to finish first; calling it from inside a kernel's
 // loop is an error. When the system refuses a thread (too many threads or too little memory for
 // their stacks), a kiln::Error names the count and a smaller one to use.

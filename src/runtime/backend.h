@@ -91,7 +91,11 @@ class Backend {
   virtual void after_ops() {}
 };
 
-std::unique_ptr<Backend> make_cpu_backend();
+// The CPU backend with the CPU settings of the program (CompileOptions::cpu): a nonzero thread
+// count resizes the process's one pool (kiln::set_threads), so the last CPU executable made with a
+// count sets it for every executable; 0 leaves the pool as it is. Throws kiln::Error when a
+// setting is out of range (ir/cpu_option_table.h).
+std::unique_ptr<Backend> make_cpu_backend(const CpuOptions& options);
 // GPU `index` (cudaSetDevice ordinal) with the CUDA settings of the program (CompileOptions::cuda;
 // the KILN_* environment variables override them); throws kiln::Error when built without CUDA,
 // when that GPU does not exist or when a setting is invalid.

@@ -1,9 +1,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ir/cpu_option_table.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/memory_plan.h"
+#include "kiln/threads.h"
 #include "runtime/backend.h"
 #include "runtime/op_call.h"
 
@@ -12,6 +14,12 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
+  // The pool is the process's, not the backend's: a count set here stays after the backend goes
+  // (kiln/options.h, CpuOptions::threads).
+  explicit CpuBackend(const CpuOptions& options) {
+    check_cpu_options(options);
+    if (options.threads > 0) set_threads(options.threads);
+  }
   Device device() const override { return Device::CPU; }
   std::byte* allocate(size_t bytes) override {
     const size_t rounded = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
@@ -27,6 +35,6 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(const CpuOptions& options) { return std::make_unique<CpuBackend>(options); }
 
 }  // namespace kiln

@@ -16,7 +16,7 @@ Executable::Executable(Program program, uint64_t seed) : program_(std::move(prog
     backend_ = make_cuda_backend(program_.options.device_index, program_.options.cuda);
     register_cuda_ops();
   } else {
-    backend_ = make_cpu_backend();
+    backend_ = make_cpu_backend(program_.options.cpu);
     register_cpu_ops();
   }
   const MemoryPlan& plan = program_.memory;

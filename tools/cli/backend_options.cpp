@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/option_checks.h"
+#include "ir/cpu_option_table.h"
 #include "ir/cuda_option_table.h"
 #include "kiln/threads.h"
 
@@ -21,19 +22,27 @@ BackendArgs::BackendArgs() {
 // Data loader workers are not counted in --threads: they sleep while the prefetch queue is full
 // and build a batch in a small fraction of a step, and while one runs, the pool's other threads
 // take the pieces of the thread it delays (a kernel's pieces go to whichever thread is free).
-// The cap is kiln::max_threads(), the one rule of set_threads and KILN_THREADS too.
+// The flag, its variable, range and help are the row of ir/cpu_option_table.h; its cap is
+// kiln::max_threads(), the one rule of set_threads and KILN_THREADS too. The flag has no 0: its
+// default is the pool's size already (KILN_THREADS or the cores), shown by --help.
 void add_threads_option(CLI::App* app, BackendArgs& a) {
-  const int cap = max_threads(), cores = available_cores();
-  app->add_option("--threads", a.threads,
-                  fmt::format("threads for the CPU kernels, 1 to {}; default: the cores this process may use, or "
-                              "KILN_THREADS",
-                              cap))
-      ->check(number_in([cap](double v) { return v >= 1 && v <= cap; },
-                        fmt::format(">= 1 and at most {} (4 x the {} cores this process may use, at least 64: more "
+  const CpuOptionField& f = cpu_option_fields().at(0);
+  const int cap = f.hi(), cores = available_cores();
+  app->add_option(f.flag, a.threads,
+                  fmt::format("{}, {} to {}; default: the cores this process may use, or {}", f.help, f.lo, cap,
+                              f.env))
+      ->check(number_in([&f, cap](double v) { return v >= f.lo && v <= cap; },
+                        fmt::format(">= {} and at most {} (4 x the {} cores this process may use, at least 64: more "
                                     "threads than cores only take turns on them)",
-                                    cap, cores),
-                        fmt::format("use e.g. --threads {} (the cores this process may use), or 1 for a single thread",
-                                    cores)));
+                                    f.lo, cap, cores),
+                        fmt::format("use e.g. {} {} (the cores this process may use), or 1 for a single thread",
+                                    f.flag, cores)));
+}
+
+CpuOptions cpu_options(const BackendArgs& a) {
+  CpuOptions c;
+  c.threads = a.threads;
+  return c;
 }
 
 // The KILN_* environment variables override these (README.md, GPU). Ranges are checked here, so a

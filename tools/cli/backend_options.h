@@ -21,8 +21,12 @@ struct BackendArgs {
   BackendArgs();
 };
 
-// --threads: the CPU kernels' thread pool (kiln/threads.h), 1 to kiln::max_threads().
+// --threads: the CPU kernels' thread pool (kiln/threads.h), 1 to kiln::max_threads(); the row of
+// ir/cpu_option_table.h.
 void add_threads_option(CLI::App* app, BackendArgs& a);
+
+// The CPU settings the options ask for (CompileOptions::cpu).
+CpuOptions cpu_options(const BackendArgs& a);
 
 // A flag for every row of ir/cuda_option_table.h (--cudnn-tune 0|1, --tune-plans N, --plan-cache
 // FILE, ...), each with its range and variable in its help, and --no-cudnn-tune, --cudnn-tune 0's

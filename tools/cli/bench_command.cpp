@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "cli/option_checks.h"
-#include "kiln/threads.h"
 #include "kiln/zoo.h"
 
 namespace kiln::cli {
@@ -65,8 +64,8 @@ CLI::App* add_bench_command(CLI::App& app, CommonOptions& common, BenchArgs& b) 
 }
 
 int run_bench(const CommonOptions& o, const BenchArgs& b) {
-  set_threads(b.backend.threads);
   CompileOptions c = compile_options(o);
+  c.cpu = cpu_options(b.backend);  // the CPU backend sizes the pool with it
   c.optimizer.kind = OptimizerKind::SGD;  // PyTorch's recipe in bench/torch_models.py
   c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 1e-4f;
   c.cuda = cuda_options(b.backend);

@@ -84,6 +84,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     check_checkpoint_target(target);  // the Trainer applies the same rule
   }
   std::ofstream json = json_appender(a.json);  // a bad path fails before anything is loaded
+  // Sized now rather than when the program is made (CompileOptions::cpu, set below to the same
+  // count): opening an image folder scans it on the pool.
   set_threads(a.backend.threads);
   const DataSplits data = open_dataset(a.data.data, data_options(a.data));
   const SampleSource& train = *data.train;
@@ -98,6 +100,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.optimizer.momentum = a.momentum;
   c.optimizer.nesterov = a.nesterov;
   c.optimizer.weight_decay = a.weight_decay;
+  c.cpu = cpu_options(a.backend);
   c.cuda = cuda_options(a.backend);
   c.loss_scaling = a.loss_scaling;
   c.loss_scaling.mode = parse_loss_scale_mode(a.loss_scale);
