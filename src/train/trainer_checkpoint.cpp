@@ -10,6 +10,7 @@
 #include "kiln/error.h"
 #include "kiln/trainer.h"
 #include "train/non_finite_text.h"
+#include "train/recipe_fields.h"
 
 namespace kiln {
 namespace {
@@ -27,26 +28,12 @@ constexpr const char* kFormat = "kiln-checkpoint-2";        // with the recipe
 constexpr const char* kLegacyFormat = "kiln-checkpoint-1";  // without: only the seed is compared
 constexpr const char* kRecipePrefix = "recipe.";
 
-const char* optimizer_name(OptimizerKind kind) { return kind == OptimizerKind::SGD ? "sgd" : "adamw"; }
-
-const char* schedule_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::Constant: return "constant";
-    case ScheduleKind::Cosine: return "cosine";
-    case ScheduleKind::Step: return "step";
-  }
-  return "?";
-}
-
 // The optimizer whose state a checkpoint tensor is ("" for other tensors).
 std::string optimizer_of_state(const std::string& tensor) {
   if (tensor == "optimizer.momentum_buffer") return "sgd";
   if (tensor == "optimizer.exp_avg" || tensor == "optimizer.exp_avg_sq") return "adamw";
   return "";
 }
-
-// Shortest text that reads back as the same float.
-std::string number(float x) { return fmt::format("{}", x); }
 }  // namespace
 
 // "" when every value is finite; else what the tensor holds, for a message.
@@ -98,40 +85,9 @@ std::string Trainer::last_good_checkpoint() const {
   return fmt::format("There is no good checkpoint: this run has not written '{}' yet", opt_.checkpoint);
 }
 
+// The rows of train/recipe_fields.cpp, then the data's.
 std::vector<std::pair<std::string, std::string>> Trainer::recipe() const {
-  const Program& p = exe_->program();
-  const Shape& in = p.tensors[p.input].shape;
-  const CompileOptions& c = p.options;
-  const OptimizerConfig& o = c.optimizer;
-  const LrSchedule& s = opt_.schedule;
-  std::vector<std::pair<std::string, std::string>> r;
-  auto add = [&](const char* key, std::string value) { r.emplace_back(key, std::move(value)); };
-  add("model", model_name_);
-  add("input", fmt::format("{}x{}x{}", in[1], in[2], in[3]));
-  if (p.logits >= 0) add("classes", std::to_string(p.tensors[p.logits].shape[1]));
-  add("batch", std::to_string(in[0]));
-  add("precision", precision_name(c.precision));
-  add("optimizer", optimizer_name(o.kind));
-  if (o.kind == OptimizerKind::SGD) {
-    add("momentum", number(o.momentum));
-    add("nesterov", o.nesterov ? "true" : "false");
-  } else {
-    add("beta1", number(o.beta1));
-    add("beta2", number(o.beta2));
-    add("eps", number(o.eps));
-  }
-  add("weight_decay", number(o.weight_decay));
-  add("schedule", schedule_name(s.kind));
-  add("lr", number(s.lr));
-  add("warmup", std::to_string(s.warmup_epochs));
-  if (s.kind == ScheduleKind::Step) {
-    add("step_epochs", std::to_string(s.step_epochs));
-    add("gamma", number(s.gamma));
-  }
-  add("label_smoothing", number(c.label_smoothing));
-  add("seed", std::to_string(opt_.seed));
-  add("crop_pad", std::to_string(opt_.augment.pad_crop));
-  add("hflip", opt_.augment.hflip ? "true" : "false");
+  std::vector<std::pair<std::string, std::string>> r = recipe_values({exe_->program(), model_name_, opt_});
   for (const auto& [key, value] : opt_.data_recipe) r.emplace_back(key, value);
   return r;
 }
@@ -167,24 +123,30 @@ void Trainer::check_recipe(const std::string& path, const std::map<std::string, 
   }
   const auto mine = recipe();
   std::map<std::string, std::string> mine_by_key(mine.begin(), mine.end());
-  // Another optimizer or schedule has other settings; those are not differences of their own.
   auto differs = [&](const char* key) {
     auto a = theirs.find(key), b = mine_by_key.find(key);
     return a != theirs.end() && b != mine_by_key.end() && a->second != b->second;
   };
-  const bool other_kinds = differs("optimizer") || differs("schedule");
+  // A setting of another optimizer or schedule, recorded on one side only, is no difference of its
+  // own: the optimizer's or schedule's is listed.
+  auto other_kind = [&](const std::string& key) {
+    const RecipeField* row = recipe_field(key);
+    return row && row->decided_by && differs(row->decided_by);
+  };
   std::vector<std::string> differences;
   for (const auto& [key, value] : mine) {
     auto it = theirs.find(key);
     if (it == theirs.end()) {
-      if (!legacy && !other_kinds)
+      if (!legacy && !other_kind(key))
         differences.push_back(fmt::format("{}: not recorded in the checkpoint, {} in this run", key, value));
     } else if (it->second != value) {
-      differences.push_back(fmt::format("{}: {} in the checkpoint, {} in this run", key, it->second, value));
+      const RecipeField* row = recipe_field(key);
+      differences.push_back(fmt::format("{}: {} in the checkpoint, {} in this run{}", key, it->second, value,
+                                        row ? "; resume with " + recipe_fix(*row, it->second) : ""));
     }
   }
   for (const auto& [key, value] : theirs)
-    if (!mine_by_key.count(key) && !other_kinds)
+    if (!mine_by_key.count(key) && !other_kind(key))
       differences.push_back(fmt::format("{}: {} in the checkpoint, not used in this run", key, value));
   if (differences.empty()) return;
   std::string list;

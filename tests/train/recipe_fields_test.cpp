@@ -1,0 +1,184 @@
+// The recipe a resumed run must share comes from one table (src/train/recipe_fields.cpp): every
+// row yields its value where it applies, in the table's order, and a resume that changes any one
+// setting is refused naming that setting alone, with the flag (or field) that gives the
+// checkpoint's value back.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <set>
+
+#include "support/cpu_test_util.h"
+#include "support/temp_dir.h"
+#include "train/recipe_fields.h"
+#include "train/tiny_run.h"
+
+namespace kiln {
+namespace {
+
+using testing::contains;
+using testing::error_of;
+using testing::TempDir;
+using testing::tiny_compile;
+using testing::tiny_train;
+
+// tiny_model's layers with `classes` outputs.
+Blueprint tiny_model(const std::string& name = "tiny", int classes = 3) {
+  Blueprint m(name);
+  m.input(8, 8, 1).conv(4, 3, 1, 1, false, "conv1").bn("bn1").relu("relu1").maxpool(2, 2, 0, "pool1");
+  m.flatten("flatten").fc(classes, true, "fc");
+  return m;
+}
+
+// The two runs whose rows together are the whole table: SGD on the step schedule, AdamW on cosine.
+struct RunSettings {
+  std::string model = "tiny";
+  int classes = 3;
+  CompileOptions compile;
+  TrainOptions train;
+};
+
+RunSettings sgd_step_run(const std::string& ckpt = {}) {
+  RunSettings r;
+  r.compile = tiny_compile(OptimizerKind::SGD);
+  r.train = tiny_train(3, ckpt);
+  r.train.schedule.kind = ScheduleKind::Step;
+  return r;
+}
+
+RunSettings adamw_run(const std::string& ckpt = {}) {
+  RunSettings r;
+  r.compile = tiny_compile(OptimizerKind::AdamW);
+  r.train = tiny_train(3, ckpt);
+  return r;
+}
+
+std::map<std::string, std::string> recipe_of(const RunSettings& r) {
+  Trainer trainer(tiny_model(r.model, r.classes), r.compile, r.train);
+  const auto recipe = trainer.recipe();
+  return {recipe.begin(), recipe.end()};
+}
+
+RunSettings resuming(RunSettings r) {
+  r.train.resume = true;
+  return r;
+}
+
+TEST(RecipeFields, EveryRowYieldsItsValueInTableOrder) {
+  std::set<std::string> seen;
+  for (const RunSettings& run : {sgd_step_run(), adamw_run()}) {
+    Trainer trainer(tiny_model(), run.compile, run.train);
+    const auto recipe = trainer.recipe();
+    const RecipeRun source{trainer.executable().program(), run.model, run.train};
+    size_t i = 0;
+    for (const RecipeField& row : recipe_fields()) {
+      if (row.applies && !row.applies(source)) continue;
+      ASSERT_LT(i, recipe.size()) << row.key;
+      EXPECT_EQ(recipe[i].first, row.key);
+      EXPECT_FALSE(recipe[i].second.empty()) << row.key;
+      seen.insert(row.key);
+      ++i;
+    }
+    EXPECT_EQ(i, recipe.size()) << "rows the table does not have";
+  }
+  EXPECT_EQ(seen.size(), recipe_fields().size()) << "a row that neither run yields";
+
+  const std::map<std::string, std::string> sgd = recipe_of(sgd_step_run());
+  EXPECT_EQ(sgd.at("step_epochs"), "30");
+  EXPECT_EQ(sgd.at("gamma"), "0.1");
+  EXPECT_EQ(sgd.at("momentum"), "0.9");
+  EXPECT_FALSE(sgd.count("beta1"));
+  const std::map<std::string, std::string> adamw = recipe_of(adamw_run());
+  EXPECT_EQ(adamw.at("beta1"), "0.9");
+  EXPECT_EQ(adamw.at("beta2"), "0.999");
+  EXPECT_EQ(adamw.at("eps"), "1e-08");
+  EXPECT_EQ(adamw.at("schedule"), "cosine");
+  EXPECT_FALSE(adamw.count("momentum"));
+  EXPECT_FALSE(adamw.count("step_epochs"));
+}
+
+// One setting changed from a checkpoint's run, and the line the refusal must hold for it.
+struct Change {
+  const char* key;
+  bool adamw;  // from adamw_run's checkpoint, else sgd_step_run's
+  std::function<void(RunSettings&)> change;
+  std::string line;
+};
+
+std::vector<Change> changes() {
+  return {
+      {"model", false, [](RunSettings& r) { r.model = "tiny2"; },
+       "model: tiny in the checkpoint, tiny2 in this run; resume with --model tiny"},
+      {"input", false, [](RunSettings& r) { r.compile.input_hwc = {10, 10, 1}; },
+       "input: 8x8x1 in the checkpoint, 10x10x1 in this run; resume with 8x8x1 as CompileOptions::input_hwc"},
+      {"classes", false, [](RunSettings& r) { r.classes = 4; },
+       "classes: 3 in the checkpoint, 4 in this run; resume with --classes 3"},
+      {"batch", false, [](RunSettings& r) { r.compile.batch = 8; },
+       "batch: 16 in the checkpoint, 8 in this run; resume with --batch 16 (CompileOptions::batch)"},
+      {"precision", false, [](RunSettings& r) { r.compile.precision = Precision::FP64; },
+       "precision: fp32 in the checkpoint, fp64 in this run; resume with --precision fp32"},
+      {"optimizer", false, [](RunSettings& r) { r.compile.optimizer.kind = OptimizerKind::AdamW; },
+       "optimizer: sgd in the checkpoint, adamw in this run; resume with --optimizer sgd"},
+      {"momentum", false, [](RunSettings& r) { r.compile.optimizer.momentum = 0.8f; },
+       "momentum: 0.9 in the checkpoint, 0.8 in this run; resume with --momentum 0.9"},
+      {"nesterov", false, [](RunSettings& r) { r.compile.optimizer.nesterov = true; },
+       "nesterov: false in the checkpoint, true in this run; resume with --no-nesterov"},
+      {"beta1", true, [](RunSettings& r) { r.compile.optimizer.beta1 = 0.8f; },
+       "beta1: 0.9 in the checkpoint, 0.8 in this run; resume with 0.9 as CompileOptions::optimizer.beta1"},
+      {"beta2", true, [](RunSettings& r) { r.compile.optimizer.beta2 = 0.99f; },
+       "beta2: 0.999 in the checkpoint, 0.99 in this run; resume with 0.999 as CompileOptions::optimizer.beta2"},
+      {"eps", true, [](RunSettings& r) { r.compile.optimizer.eps = 1e-6f; },
+       "eps: 1e-08 in the checkpoint, 1e-06 in this run; resume with 1e-08 as CompileOptions::optimizer.eps"},
+      {"weight_decay", false, [](RunSettings& r) { r.compile.optimizer.weight_decay = 1e-4f; },
+       "weight_decay: 0 in the checkpoint, 0.0001 in this run; resume with --weight-decay 0"},
+      {"schedule", false, [](RunSettings& r) { r.train.schedule.kind = ScheduleKind::Cosine; },
+       "schedule: step in the checkpoint, cosine in this run; resume with --schedule step"},
+      {"lr", false, [](RunSettings& r) { r.train.schedule.lr = 0.1f; },
+       "lr: 0.05 in the checkpoint, 0.1 in this run; resume with --lr 0.05 (TrainOptions::schedule.lr)"},
+      {"warmup", false, [](RunSettings& r) { r.train.schedule.warmup_epochs = 1; },
+       "warmup: 0 in the checkpoint, 1 in this run; resume with --warmup 0"},
+      {"step_epochs", false, [](RunSettings& r) { r.train.schedule.step_epochs = 5; },
+       "step_epochs: 30 in the checkpoint, 5 in this run; resume with --step-epochs 30"},
+      {"gamma", false, [](RunSettings& r) { r.train.schedule.gamma = 0.5f; },
+       "gamma: 0.1 in the checkpoint, 0.5 in this run; resume with --gamma 0.1"},
+      {"label_smoothing", false, [](RunSettings& r) { r.compile.label_smoothing = 0.1f; },
+       "label_smoothing: 0 in the checkpoint, 0.1 in this run; resume with --label-smoothing 0"},
+      {"seed", false, [](RunSettings& r) { r.train.seed = 2; },
+       "seed: 1 in the checkpoint, 2 in this run; resume with --seed 1 (TrainOptions::seed)"},
+      {"crop_pad", false, [](RunSettings& r) { r.train.augment.pad_crop = 1; },
+       "crop_pad: 0 in the checkpoint, 1 in this run; resume with --crop-pad 0"},
+      {"hflip", false, [](RunSettings& r) { r.train.augment.hflip = true; },
+       "hflip: false in the checkpoint, true in this run; resume with --no-hflip (TrainOptions::augment.hflip)"},
+  };
+}
+
+TEST(RecipeFields, EachChangedSettingIsNamedAloneInTheResumeErrorWithItsFix) {
+  std::set<std::string> covered;
+  for (const Change& c : changes()) covered.insert(c.key);
+  for (const RecipeField& row : recipe_fields()) EXPECT_TRUE(covered.count(row.key)) << "no change of " << row.key;
+
+  TempDir dir;
+  const std::string sgd_ckpt = dir.file("sgd.safetensors"), adamw_ckpt = dir.file("adamw.safetensors");
+  for (const RunSettings& run : {sgd_step_run(sgd_ckpt), adamw_run(adamw_ckpt)}) {
+    Trainer trainer(tiny_model(), run.compile, run.train);
+    trainer.save_checkpoint(run.train.checkpoint, 1);
+  }
+  for (const Change& c : changes()) {
+    SCOPED_TRACE(c.key);
+    RunSettings run = resuming(c.adamw ? adamw_run(adamw_ckpt) : sgd_step_run(sgd_ckpt));
+    c.change(run);
+    const std::string msg =
+        error_of([&] { Trainer trainer(tiny_model(run.model, run.classes), run.compile, run.train); });
+    EXPECT_TRUE(contains(msg, "cannot resume from checkpoint")) << msg;
+    EXPECT_TRUE(contains(msg, "\n  " + c.line)) << msg;
+    // The one line: another optimizer's or schedule's settings are no differences of their own.
+    EXPECT_EQ(msg.find("\n  "), msg.rfind("\n  ")) << msg;
+  }
+  for (const RunSettings& unchanged : {resuming(sgd_step_run(sgd_ckpt)), resuming(adamw_run(adamw_ckpt))}) {
+    Trainer trainer(tiny_model(), unchanged.compile, unchanged.train);
+    EXPECT_TRUE(trainer.resumed()) << unchanged.train.checkpoint;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
