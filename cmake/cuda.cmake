@@ -50,6 +50,10 @@ target_link_libraries(kiln_cuda PUBLIC kiln_ops kiln_data CUDA::cudart CUDA::cub
 target_compile_options(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
 # fmt 9's consteval format strings do not compile under nvcc; constexpr checking does.
 target_compile_definitions(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:FMT_USE_CONSTEXPR=1>)
+# Part of every plan cache key (src/runtime/cuda/cudnn_plan_replay.cpp): a release may define a
+# graph differently under the same name.
+set_property(SOURCE src/runtime/cuda/cudnn_plan_replay.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+             KILN_VERSION="${PROJECT_VERSION}")
 set_target_properties(kiln_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
 target_link_libraries(kiln_engine PUBLIC kiln_cuda)
 include(cmake/nvjpeg.cmake)

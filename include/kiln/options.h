@@ -26,11 +26,17 @@ struct CudaOptions {
   bool tune = true;
   // Time only the first N plans that build, in heuristic order (building dominates tuning: about
   // 5 s per graph at batch 256 on an H200 with every plan); 0 times every plan. 0 to 9999.
-  // KILN_CUDNN_TUNE_PLANS=N.
-  int tune_plans = 0;
+  // KILN_CUDNN_TUNE_PLANS=N. Bounded by default so that a first run starts in seconds; exhaustive
+  // tuning is tune_plans = 0 with tune_budget_ms = 0.
+  int tune_plans = 4;
+  // Milliseconds one graph's tuning may spend building plans; once spent, the plans built so far
+  // are timed (at least one). 0: no limit. 0 to 600000. KILN_CUDNN_TUNE_BUDGET_MS=N.
+  int tune_budget_ms = 2000;
   // File of tuned plan choices shared by runs (src/runtime/cuda/plan_cache.h): a graph found there
-  // rebuilds the recorded plan instead of tuning, and every tuned choice is added. Empty: no file.
-  // KILN_PLAN_CACHE=<file>.
+  // rebuilds the recorded plan instead of tuning, and every tuned choice is added; safe for several
+  // processes at once. Empty (the default): the user's cache folder, $XDG_CACHE_HOME/kiln/
+  // cudnn-plans.json, else ~/.cache/kiln/cudnn-plans.json (a default file that cannot be read or
+  // written is warned about and left out); "none": no file. KILN_PLAN_CACHE=<file>|none.
   std::string plan_cache;
   // File to which what tuning found is appended, one JSON object a line per graph, when the
   // executable is destroyed. Empty: no log. KILN_TUNE_LOG=<file>.

@@ -35,9 +35,14 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                  "1: time the plans cuDNN's heuristics offer and keep the fastest (default); 0: keep the first "
                  "usable plan (or the plan cache's)"),
       count_row("tune_plans", "--tune-plans", "KILN_CUDNN_TUNE_PLANS", &CudaOptions::tune_plans, 0, 9999,
-                "how many of the plans that build to time, in heuristic order; 0: every plan (default)"),
+                "how many of the plans that build to time, in heuristic order (default 4); 0: every plan"),
+      count_row("tune_budget_ms", "--tune-budget-ms", "KILN_CUDNN_TUNE_BUDGET_MS", &CudaOptions::tune_budget_ms, 0,
+                600000,
+                "milliseconds one graph may spend building plans to time, at least one plan built (default 2000); 0: "
+                "no limit (with --tune-plans 0: exhaustive tuning)"),
       file_row("plan_cache", "--plan-cache", "KILN_PLAN_CACHE", &CudaOptions::plan_cache,
-               "file of tuned plan choices: later runs on the same GPU and cuDNN rebuild them without tuning"),
+               "file of tuned plan choices: later runs on the same GPU, driver, cuDNN and kiln rebuild them without "
+               "tuning (default: ~/.cache/kiln/cudnn-plans.json, or under $XDG_CACHE_HOME; none: no file)"),
       file_row("tune_log", "--tune-log", "KILN_TUNE_LOG", &CudaOptions::tune_log,
                "append what tuning found, one JSON line per graph"),
       switch_row("side_stream", "--side-stream", "KILN_SIDE_STREAM", &CudaOptions::side_stream,

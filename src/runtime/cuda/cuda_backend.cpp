@@ -57,9 +57,9 @@ namespace {
 
 // One graph cache per device and graph options for the whole process: every executable on a
 // device shares the built and tuned plans, so a shape is tuned once however many programs use it
-// (programs asking for other graph options — tuning, TF32, determinism, workspace, timed runs, plan
-// cache file — get a cache of their own: the cache applies its own options to every graph).
-using GraphCacheKey = std::tuple<int, bool, bool, bool, int64_t, int, int, std::string>;
+// (programs asking for other graph options — tuning and its bounds, TF32, determinism, workspace,
+// timed runs, plan cache file — get a cache of their own: the cache applies its own options to every graph).
+using GraphCacheKey = std::tuple<int, bool, bool, bool, int64_t, int, int, double, std::string>;
 using GraphCaches = std::map<GraphCacheKey, std::shared_ptr<CudnnGraphs>>;
 
 // Never destroyed as statics are: release_graph_caches empties it at exit.
@@ -86,7 +86,8 @@ std::shared_ptr<CudnnGraphs> shared_graphs(int device, const CudaOptions& option
   const CudnnGraphsOptions o = cudnn_graphs_options(options);
   std::lock_guard<std::mutex> lock(graph_caches_mutex());
   auto& cache = graph_caches()[GraphCacheKey{device, o.tune, o.allow_tf32, o.prefer_deterministic,
-                                             o.max_workspace_bytes, o.timed_runs, o.max_plans_tuned, o.plan_cache}];
+                                             o.max_workspace_bytes, o.timed_runs, o.max_plans_tuned, o.tune_budget_s,
+                                             o.plan_cache}];
   if (!cache) {
     cache = std::make_shared<CudnnGraphs>(o);
     static const bool registered = std::atexit(release_graph_caches) == 0;

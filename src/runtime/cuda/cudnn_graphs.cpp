@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -61,7 +62,15 @@ CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda) {
   CudnnGraphsOptions o;
   o.tune = cuda.tune;
   o.max_plans_tuned = cuda.tune_plans;
-  o.plan_cache = cuda.plan_cache;
+  o.tune_budget_s = cuda.tune_budget_ms * 1e-3;
+  if (cuda.plan_cache == "none") {
+    o.plan_cache.clear();
+  } else if (cuda.plan_cache.empty()) {
+    o.plan_cache = default_plan_cache_path();
+    o.plan_cache_is_default = true;
+  } else {
+    o.plan_cache = cuda.plan_cache;
+  }
   o.allow_tf32 = cuda.conv_tf32;
   o.prefer_deterministic = cuda.deterministic;
   o.max_workspace_bytes = int64_t(cuda.workspace_mib) << 20;
@@ -74,8 +83,28 @@ CudnnGraphs::CudnnGraphs(CudnnGraphsOptions options) : options_(options) {
   device_ = current_device("CudnnGraphs");
   KILN_CUDA(cudnnCreate(&handle_), "CudnnGraphs");
   if (!options_.plan_cache.empty()) {
-    plan_cache_ = std::make_unique<PlanCache>(options_.plan_cache);
+    try {
+      plan_cache_ = std::make_unique<PlanCache>(options_.plan_cache);
+    } catch (const Error& e) {
+      // A file the user named is theirs to mend; the default one is only a speed-up.
+      if (!options_.plan_cache_is_default) throw;
+      std::fprintf(stderr, "kiln: warning: running without the plan cache: %s\n", e.what());
+    }
     device_tag_ = device_tag(device_);
+  }
+}
+
+void CudnnGraphs::update_plan_cache(const std::string& key, const CachedPlan* plan) {
+  try {
+    if (plan)
+      plan_cache_->store(key, *plan);
+    else
+      plan_cache_->forget(key);
+  } catch (const Error& e) {
+    if (!options_.plan_cache_is_default) throw;
+    std::fprintf(stderr, "kiln: warning: the plan cache cannot be written, so this run goes on without it: %s\n",
+                 e.what());
+    plan_cache_.reset();
   }
 }
 
@@ -129,14 +158,19 @@ CudnnGraphs::Entry& CudnnGraphs::get_or_build(const CudnnGraphDef& graph, const 
     }
   };
   define();
+  const auto start = std::chrono::steady_clock::now();
   if (entry->error.empty()) {
     const std::string cache_key = plan_cache_ ? plan_cache_key(graph, p) : std::string();
-    if (const auto cached = plan_cache_ ? plan_cache_->find(cache_key) : std::nullopt) {
+    auto cached = plan_cache_ ? plan_cache_->find(cache_key) : std::nullopt;
+    // Exhaustive tuning asked for: a choice that bounded tuning cached is tuned again (and replaced).
+    const bool exhaustive = options_.tune && options_.max_plans_tuned == 0 && options_.tune_budget_s == 0;
+    if (cached && exhaustive && !cached->exhaustive) cached.reset();
+    if (cached) {
       entry->choice = replay_plan(*entry->graph, handle_, options_, *cached, entry->uids);
       if (!entry->choice.supported) {
         std::fprintf(stderr, "kiln: %s: the cached plan %s no longer builds (%s); tuning again\n", where.c_str(),
                      cached->name.c_str(), entry->choice.why_not.c_str());
-        plan_cache_->forget(cache_key);
+        update_plan_cache(cache_key, nullptr);
         define();
       }
     }
@@ -145,17 +179,21 @@ CudnnGraphs::Entry& CudnnGraphs::get_or_build(const CudnnGraphDef& graph, const 
         KILN_CUDA(cudaStreamCreateWithFlags(&tune_stream_, cudaStreamNonBlocking), where);
       entry->choice = choose_plan(*entry->graph, handle_, tune_stream_, p.io, options_, entry->uids);
       const PlanChoice& c = entry->choice;
-      if (c.supported && plan_cache_ && c.plans_tried > 0 && !c.plan_name.empty())
-        plan_cache_->store(cache_key, CachedPlan{c.plan_name, c.best_plan_ms, c.workspace});
+      if (c.supported && plan_cache_ && c.plans_tried > 0 && !c.plan_name.empty()) {
+        const CachedPlan tuned{c.plan_name, c.best_plan_ms, c.workspace, c.exhaustive};
+        update_plan_cache(cache_key, &tuned);
+      }
     }
     if (entry->error.empty() && !entry->choice.supported) entry->error = entry->choice.why_not;
   }
   if (!entry->error.empty()) {
     entry->graph.reset();
   } else {
-    const PlanChoice& c = entry->choice;
-    records_.push_back(TuneRecord{graph.name, p, c.plans_tried, c.first_plan_ms, c.best_plan_ms,
-                                  c.workspace, c.plans_offered, c.plan_name, c.deterministic, c.from_cache});
+    PlanChoice& c = entry->choice;
+    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    records_.push_back(TuneRecord{graph.name, p, c.plans_tried, c.first_plan_ms, c.best_plan_ms, c.workspace,
+                                  c.plans_offered, c.plan_name, c.deterministic, c.from_cache, c.exhaustive,
+                                  c.seconds});
   }
   return *cache_.emplace(std::move(k), std::move(entry)).first->second;
 }

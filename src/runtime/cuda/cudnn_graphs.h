@@ -32,6 +32,7 @@ class Graph;
 namespace kiln::cuda {
 
 class PlanCache;
+struct CachedPlan;
 
 // One 2-D convolution: x (n,h,w,c) NHWC, w (k,r,s,c) KRSC, y (n,ho,wo,k) NHWC. Square stride and
 // symmetric padding, no dilation, no groups. ho/wo must equal (h + 2*pad - r) / stride + 1.
@@ -93,13 +94,19 @@ struct CudnnGraphsOptions {
   // 0: build and time every plan offered; N: only the first N that build, in heuristic order (building
   // dominates tuning time: about 5 s per graph at batch 256 on an H200 with every plan).
   int max_plans_tuned = 0;
+  // Seconds one graph's tuning may spend building plans: once they are spent, the plans built so far
+  // are timed and no more are built (at least one always is). 0: no limit.
+  double tune_budget_s = 0;
   // File of tuned plan choices shared by processes (plan_cache.h): a graph found there rebuilds
   // the recorded plan instead of tuning, and every tuned choice is added. Empty: no file.
   std::string plan_cache;
+  // plan_cache is the user's cache folder's (the default) rather than a file the user named: one
+  // that cannot be read or written is warned about and left out, not an error.
+  bool plan_cache_is_default = false;
 };
 
-// The graph options of a backend's CudaOptions (tune, tune_plans, plan_cache, conv_tf32,
-// deterministic, workspace_mib, tune_runs).
+// The graph options of a backend's CudaOptions (tune, tune_plans, tune_budget_ms, plan_cache,
+// conv_tf32, deterministic, workspace_mib, tune_runs).
 CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda);
 
 // What engine choice found for one graph.
@@ -114,6 +121,8 @@ struct TuneRecord {
   std::string plan_name;       // cuDNN's name of the kept plan
   bool deterministic = true;   // false when only NONDETERMINISTIC plans built
   bool from_cache = false;     // rebuilt from the plan cache file (best_plan_ms: its recorded time)
+  bool exhaustive = false;     // every plan that builds was timed (no count or time bound cut it short)
+  double seconds = 0;          // wall time spent choosing the plan (building, timing or replaying)
 };
 
 // Result of building and tuning an arbitrary frontend graph (used by tools/cudnn_probe.cpp).
@@ -127,6 +136,8 @@ struct PlanChoice {
   std::string plan_name;
   bool deterministic = true;
   bool from_cache = false;
+  bool exhaustive = false;  // tuned over every plan that builds (see TuneRecord)
+  double seconds = 0;
 };
 
 class CudnnGraphs {
@@ -173,6 +184,9 @@ class CudnnGraphs {
   static Key key(const CudnnGraphDef& graph, const ConvProblem& problem, int device);
   Entry& get_or_build(const CudnnGraphDef& graph, const ConvProblem& problem);
   std::string plan_cache_key(const CudnnGraphDef& graph, const ConvProblem& problem) const;
+  // Adds a tuned choice to the plan cache (`plan`), or drops one that no longer builds (null); a
+  // default cache that cannot be written is left out from then on.
+  void update_plan_cache(const std::string& key, const CachedPlan* plan);
 
   CudnnGraphsOptions options_;
   int device_ = 0;
@@ -184,7 +198,7 @@ class CudnnGraphs {
   std::vector<TuneRecord> records_;
   size_t builds_ = 0;
   std::unique_ptr<PlanCache> plan_cache_;  // null without a plan cache file
-  std::string device_tag_;                 // GPU, compute capability, cuDNN and frontend versions
+  std::string device_tag_;  // GPU, compute capability, driver, cuDNN, frontend and kiln versions
 };
 
 }  // namespace kiln::cuda

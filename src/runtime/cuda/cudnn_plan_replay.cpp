@@ -46,6 +46,7 @@ PlanChoice replay_plan(NotedGraph& g, cudnnHandle_t handle, const CudnnGraphsOpt
     c.plans_built = 1;
     c.workspace = static_cast<size_t>(workspace);
     c.best_plan_ms = cached.ms;
+    c.exhaustive = cached.exhaustive;
     c.plan_name = cached.name;
     c.deterministic = !g.has_note(index, fe::NumericalNote_t::NONDETERMINISTIC);
   } catch (const std::exception& e) {
@@ -59,8 +60,11 @@ PlanChoice replay_plan(NotedGraph& g, cudnnHandle_t handle, const CudnnGraphsOpt
 std::string device_tag(int device) {
   cudaDeviceProp prop{};
   KILN_CUDA(cudaGetDeviceProperties(&prop, device), "CudnnGraphs");
-  return fmt::format("{} sm{}{} {}SMs cudnn{} frontend{}", prop.name, prop.major, prop.minor,
-                     prop.multiProcessorCount, cudnnGetVersion(), CUDNN_FRONTEND_VERSION);
+  int driver = 0;
+  KILN_CUDA(cudaDriverGetVersion(&driver), "CudnnGraphs");
+  // kiln's version too: a release may define a graph differently under the same name.
+  return fmt::format("{} sm{}{} {}SMs driver{} cudnn{} frontend{} kiln{}", prop.name, prop.major, prop.minor,
+                     prop.multiProcessorCount, driver, cudnnGetVersion(), CUDNN_FRONTEND_VERSION, KILN_VERSION);
 }
 
 }  // namespace kiln::cuda::detail

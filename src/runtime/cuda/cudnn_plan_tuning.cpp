@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <random>
@@ -78,12 +79,26 @@ struct Built {
   int64_t workspace;
 };
 
-// Builds the plans that may be used, in heuristic order; stops at the first when `first_only`.
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Builds the plans that may be used, in heuristic order; stops at the first when `first_only`, after
+// o.max_plans_tuned plans, or once o.tune_budget_s has passed since `start` with a plan built.
+// `cut_short` says whether one of those bounds, rather than the list's end, stopped it.
 std::vector<Built> build_plans(NotedGraph& g, DType io, const CudnnGraphsOptions& o, bool allow_nondeterministic,
-                               bool first_only, std::string& failures, int& skipped_tf32, int& skipped_nondet) {
+                               bool first_only, Clock::time_point start, bool& cut_short, std::string& failures,
+                               int& skipped_tf32, int& skipped_nondet) {
   std::vector<Built> built;
+  cut_short = false;
   const int64_t count = g.get_execution_plan_count();
   for (int64_t i = 0; i < count; ++i) {
+    if (!built.empty() && o.tune_budget_s > 0 && seconds_since(start) > o.tune_budget_s) {
+      cut_short = true;
+      break;
+    }
     if (io == DType::F32 && !o.allow_tf32 &&
         (g.has_note(i, fe::NumericalNote_t::TENSOR_CORE) || g.has_note(i, fe::NumericalNote_t::DOWN_CONVERT_INPUTS))) {
       ++skipped_tf32;
@@ -103,7 +118,10 @@ std::vector<Built> build_plans(NotedGraph& g, DType io, const CudnnGraphsOptions
       status = g.get_workspace_size_plan_at_index(i, ws);
       if (status.is_bad() || ws > o.max_workspace_bytes) continue;
       built.push_back({i, ws});
-      if (first_only || (o.max_plans_tuned > 0 && built.size() >= static_cast<size_t>(o.max_plans_tuned))) break;
+      if (first_only || (o.max_plans_tuned > 0 && built.size() >= static_cast<size_t>(o.max_plans_tuned))) {
+        cut_short = i + 1 < count;
+        break;
+      }
     } catch (const std::exception& e) {
       if (failures.size() < 2000) failures += fmt::format("\n  plan {}: {}", i, e.what());
     }
@@ -127,6 +145,7 @@ double time_plan(NotedGraph& g, cudnnHandle_t handle, int64_t index, std::vector
 PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream, DType io,
                        const CudnnGraphsOptions& o, std::vector<int64_t>& uids_out) {
   PlanChoice c;
+  const Clock::time_point start = Clock::now();
   const std::string where = "cuDNN plan choice";
   auto step = [&](fe::error_t status, const char* what) { return frontend_step(status, what, c); };
   try {
@@ -138,10 +157,12 @@ PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream,
 
     std::string failures;
     int skipped_tf32 = 0, skipped_nondet = 0;
-    auto built = build_plans(g, io, o, !o.prefer_deterministic, !o.tune, failures, skipped_tf32, skipped_nondet);
+    bool cut_short = false;
+    auto built = build_plans(g, io, o, !o.prefer_deterministic, !o.tune, start, cut_short, failures, skipped_tf32,
+                             skipped_nondet);
     if (built.empty() && o.prefer_deterministic && skipped_nondet > 0) {
       skipped_tf32 = 0;
-      built = build_plans(g, io, o, true, !o.tune, failures, skipped_tf32, skipped_nondet);
+      built = build_plans(g, io, o, true, !o.tune, start, cut_short, failures, skipped_tf32, skipped_nondet);
       c.deterministic = false;
     }
     c.plans_built = static_cast<int>(built.size());
@@ -184,6 +205,7 @@ PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream,
         return c;
       }
       c.best_plan_ms = best_ms;
+      c.exhaustive = !cut_short;
     }
     c.plan_index = best.index;
     c.workspace = static_cast<size_t>(best.workspace);
@@ -195,6 +217,7 @@ PlanChoice choose_plan(NotedGraph& g, cudnnHandle_t handle, cudaStream_t stream,
     c.supported = false;
     c.why_not = e.what();
   }
+  c.seconds = seconds_since(start);
   return c;
 }
 

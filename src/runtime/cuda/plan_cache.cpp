@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -19,13 +20,16 @@ constexpr int kVersion = 2;  // 1 held engine ids and frontend knob types
 
 using nlohmann::json;
 
-json to_json(const CachedPlan& p) { return {{"name", p.name}, {"ms", p.ms}, {"workspace", p.workspace}}; }
+json to_json(const CachedPlan& p) {
+  return {{"name", p.name}, {"ms", p.ms}, {"workspace", p.workspace}, {"exhaustive", p.exhaustive}};
+}
 
 CachedPlan from_json(const json& j) {
   CachedPlan p;
   p.name = j.at("name").get<std::string>();
   p.ms = j.at("ms").get<double>();
   p.workspace = j.at("workspace").get<size_t>();
+  p.exhaustive = j.value("exhaustive", false);  // absent in files of kiln 0.1.0's first releases
   if (p.name.empty()) throw std::runtime_error("empty plan name");
   return p;
 }
@@ -78,6 +82,14 @@ class WriterLock {
 };
 
 }  // namespace
+
+std::string default_plan_cache_path() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && xdg[0] == '/') return std::string(xdg) + "/kiln/cudnn-plans.json";
+  const char* home = std::getenv("HOME");
+  if (home && home[0] != '\0') return std::string(home) + "/.cache/kiln/cudnn-plans.json";
+  return "";
+}
 
 PlanCache::PlanCache(std::string path) : path_(std::move(path)) {
   if (path_.empty()) fail("plan cache: the file name is empty; set KILN_PLAN_CACHE to a file path");

@@ -21,7 +21,15 @@ struct CachedPlan {
   std::string name;   // cuDNN's tag of the engine configuration, e.g. "eng62_k2=6_k13=1"
   double ms = 0;      // its time when tuned
   size_t workspace = 0;  // bytes
+  // Chosen over every plan that built (exhaustive tuning); a choice of bounded tuning is replaced
+  // when a run asks for exhaustive tuning.
+  bool exhaustive = false;
 };
+
+// The plan cache every run shares unless told otherwise: $XDG_CACHE_HOME/kiln/cudnn-plans.json
+// when XDG_CACHE_HOME is set to an absolute path (the XDG base directory rules), else
+// $HOME/.cache/kiln/cudnn-plans.json; "" when neither variable gives a folder.
+std::string default_plan_cache_path();
 
 class PlanCache {
  public:

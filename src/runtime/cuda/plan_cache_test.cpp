@@ -12,6 +12,7 @@
 
 #include "kiln/error.h"
 #include "support/cpu_test_util.h"
+#include "support/scoped_env.h"
 #include "support/temp_dir.h"
 
 namespace kiln::cuda {
@@ -102,6 +103,38 @@ TEST_F(PlanCacheFile, ProcessesWritingAtOnceLoseNoEntry) {
   for (int p = 0; p < kProcesses; ++p)
     for (int e = 0; e < kEntries; ++e)
       EXPECT_TRUE(all.find("p" + std::to_string(p) + "e" + std::to_string(e)).has_value()) << p << " " << e;
+}
+
+TEST(DefaultPlanCache, IsInTheUsersCacheFolder) {
+  {
+    kiln::testing::ScopedEnv xdg("XDG_CACHE_HOME", "/data/cache"), home("HOME", "/home/ana");
+    EXPECT_EQ(default_plan_cache_path(), "/data/cache/kiln/cudnn-plans.json");
+  }
+  {
+    // A relative XDG_CACHE_HOME is invalid by the XDG rules and ignored.
+    kiln::testing::ScopedEnv xdg("XDG_CACHE_HOME", "cache"), home("HOME", "/home/ana");
+    EXPECT_EQ(default_plan_cache_path(), "/home/ana/.cache/kiln/cudnn-plans.json");
+  }
+  {
+    kiln::testing::ScopedEnv xdg("XDG_CACHE_HOME", nullptr), home("HOME", nullptr);
+    EXPECT_EQ(default_plan_cache_path(), "");
+  }
+}
+
+TEST_F(PlanCacheFile, ABoundedChoiceIsMarkedSoExhaustiveTuningReplacesIt) {
+  CachedPlan bounded = plan(3, 1.5), exhaustive = plan(4, 1.4);
+  exhaustive.exhaustive = true;
+  {
+    PlanCache cache(file());
+    cache.store("b", bounded);
+    cache.store("e", exhaustive);
+  }
+  PlanCache again(file());
+  EXPECT_FALSE(again.find("b")->exhaustive);
+  EXPECT_TRUE(again.find("e")->exhaustive);
+  // A file written before the mark existed reads as bounded choices.
+  write_text(R"({"format": "kiln-plan-cache", "version": 2, "plans": {"k": {"name": "eng1", "ms": 1, "workspace": 0}}})");
+  EXPECT_FALSE(PlanCache(file()).find("k")->exhaustive);
 }
 
 TEST_F(PlanCacheFile, StoreReplacesAndForgetRemoves) {

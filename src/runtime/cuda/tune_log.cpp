@@ -30,7 +30,9 @@ void append_tune_log(const CudnnGraphs& graphs, const std::string& path) {
                                  {"best_plan_ms", r.best_plan_ms},
                                  {"workspace", r.workspace},
                                  {"plan", r.plan_name},
-                                 {"from_plan_cache", r.from_cache}};
+                                 {"from_plan_cache", r.from_cache},
+                                 {"exhaustive", r.exhaustive},
+                                 {"seconds", r.seconds}};
     out << line.dump() << '\n';
   }
   written = records.size();
