@@ -2,6 +2,7 @@
 // that name the file for everything that is not a plan cache.
 #include "runtime/cuda/plan_cache.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,7 +86,7 @@ TEST_F(PlanCacheFile, ProcessesWritingAtOnceLoseNoEntry) {
       int rc = 0;
       try {
         PlanCache mine(file());
-        for (int e = 0; e < kEntries; ++e) mine.store("p" + std::to_string(p) + "e" + std::to_string(e), plan(p, e));
+        for (int e = 0; e < kEntries; ++e) mine.store(fmt::format("p{}e{}", p, e), plan(p, e));
       } catch (...) {
         rc = 1;
       }
@@ -102,7 +103,7 @@ TEST_F(PlanCacheFile, ProcessesWritingAtOnceLoseNoEntry) {
   EXPECT_EQ(all.size(), size_t{kProcesses * kEntries});
   for (int p = 0; p < kProcesses; ++p)
     for (int e = 0; e < kEntries; ++e)
-      EXPECT_TRUE(all.find("p" + std::to_string(p) + "e" + std::to_string(e)).has_value()) << p << " " << e;
+      EXPECT_TRUE(all.find(fmt::format("p{}e{}", p, e)).has_value()) << p << " " << e;
 }
 
 TEST(DefaultPlanCache, IsInTheUsersCacheFolder) {
