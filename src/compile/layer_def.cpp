@@ -1,5 +1,4 @@
 #include "compile/layer_def.h"
-#include "ir/fused_layer_kinds.h"
 
 namespace kiln {
 
@@ -23,13 +22,12 @@ const Shape& single_nhwc_input(const Layer& layer, const std::vector<Shape>& inp
   return x;
 }
 
-int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int padding) {
+int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int padding, WindowPadding rule) {
   const char* kind = layer_kind_name(layer.kind);
   if (kernel <= 0) fail("{} '{}': kernel size must be positive, got {}", kind, layer.name, kernel);
   if (stride <= 0) fail("{} '{}': stride must be positive, got {}", kind, layer.name, stride);
   if (padding < 0) fail("{} '{}': padding must be >= 0, got {}", kind, layer.name, padding);
-  if (layer.kind != LayerKind::Conv && layer.kind != LayerKind::CBR && layer.kind != fused_layer::ConvBN &&
-      2 * padding > kernel)
+  if (rule == WindowPadding::AtMostHalfTheKernel && 2 * padding > kernel)
     fail("{} '{}': padding {} exceeds half the kernel {}; use padding <= {}", kind, layer.name,
          padding, kernel, kernel / 2);
   if (size + 2 * padding < kernel)
@@ -44,8 +42,8 @@ Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs) {
   const LayerAttrs& a = layer.attrs;
   if (a.out_channels <= 0)
     fail("{} '{}': output channels must be positive, got {}", layer_kind_name(layer.kind), layer.name, a.out_channels);
-  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding),
-          window_output(layer, x[2], a.kernel, a.stride, a.padding), a.out_channels};
+  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding, WindowPadding::Any),
+          window_output(layer, x[2], a.kernel, a.stride, a.padding, WindowPadding::Any), a.out_channels};
 }
 
 ConvBnParams declare_conv_bn_params(LowerContext& ctx, int index) {

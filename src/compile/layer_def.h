@@ -28,9 +28,12 @@ const std::vector<const LayerDef*>& all_layer_defs();  // generated
 // Shared checks for shape inference.
 const Shape& single_input(const Layer& layer, const std::vector<Shape>& inputs);
 const Shape& single_nhwc_input(const Layer& layer, const std::vector<Shape>& inputs);
+// How much padding a sliding window accepts: a convolution any (zeros), a pooling window at most
+// half its kernel (PyTorch's rule: more would let a window see padding only).
+enum class WindowPadding { Any, AtMostHalfTheKernel };
 // Output size of a sliding window; rejects non-positive kernel/stride, negative padding,
-// padding of half the kernel or more, and windows larger than the padded input.
-int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int padding);
+// padding the rule does not allow, and windows larger than the padded input.
+int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int padding, WindowPadding rule);
 // Output shape of a convolution (conv, CBR): checks channels and window, names the layer.
 Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs);
 

@@ -158,6 +158,10 @@ TEST(Compile, BadModelsGiveErrorsNamingTheLayer) {
   Blueprint pool_pad("m");
   pool_pad.input(8, 8, 1).maxpool(2, 2, 2, "pp").flatten().fc(2);
   expect_error(build(pool_pad), {"pp", "padding"});
+  // A convolution may pad more than half its kernel (with zeros), alone or fused into a CBR.
+  Blueprint conv_pad("m");
+  conv_pad.input(8, 8, 1).conv(4, 3, 1, 2, false, "wide").cbr(4, 3, 1, 2, "wide_cbr").flatten().fc(2);
+  EXPECT_NO_THROW(compile(conv_pad, options(4)));
   Blueprint fc_on_map("m");
   fc_on_map.input(8, 8, 1).fc(10, true, "early_fc");
   expect_error(build(fc_on_map), {"early_fc", "flatten"});

@@ -9,8 +9,8 @@ namespace {
 Shape infer_window(const Layer& layer, const std::vector<Shape>& inputs) {
   const Shape& x = single_nhwc_input(layer, inputs);
   const LayerAttrs& a = layer.attrs;
-  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding),
-          window_output(layer, x[2], a.kernel, a.stride, a.padding), x[3]};
+  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding, WindowPadding::AtMostHalfTheKernel),
+          window_output(layer, x[2], a.kernel, a.stride, a.padding, WindowPadding::AtMostHalfTheKernel), x[3]};
 }
 
 // Max pooling saves a U8 window index per output (pool_cpu.h): a byte indexes a window of at most
