@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/device_pixels.h"
@@ -64,6 +65,8 @@ class Backend {
   // stream's is allocated once afterwards, as large as its largest request.
   virtual void request_workspace(size_t bytes, int stream = 0) { (void)bytes, (void)stream; }
   virtual void finish_prepare() {}
+  // What preparing has done so far that takes time, for the progress line ("" when nothing does).
+  virtual std::string prepare_status() const { return ""; }
   // What the ops' scratch memory takes in all, beside the arena.
   virtual size_t workspace_total_bytes() const { return 0; }
   // Waits until all work issued so far has finished.

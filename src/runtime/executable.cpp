@@ -8,6 +8,7 @@
 #include "runtime/backend.h"
 #include "runtime/initializers.h"
 #include "runtime/op_call.h"
+#include "runtime/prepare_progress.h"
 
 namespace kiln {
 
@@ -44,14 +45,20 @@ Executable::~Executable() {
 void Executable::prepare_ops() {
   const StepScalars zero{};
   backend_->activate();
-  for (const auto* list :
-       {&program_.refresh_copies, &program_.forward, &program_.backward, &program_.update, &program_.inference}) {
+  const auto lists = {&program_.refresh_copies, &program_.forward, &program_.backward, &program_.update,
+                      &program_.inference};
+  int total = 0, done = 0;
+  for (const auto* list : lists) total += static_cast<int>(list->size());
+  PrepareProgress progress = PrepareProgress::to_stderr(total);
+  for (const auto* list : lists) {
     for (const Op& op : *list) {
       find_op(program_.options.device, op.kind);
       if (PrepareFn prepare = find_prepare(program_.options.device, op.kind)) prepare(bind(op, zero));
+      progress.op_done(++done, backend_->prepare_status());
     }
   }
   backend_->finish_prepare();
+  progress.finish(backend_->prepare_status());
 }
 
 OpCall Executable::bind(const Op& op, const StepScalars& scalars) {

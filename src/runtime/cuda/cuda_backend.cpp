@@ -97,6 +97,8 @@ std::shared_ptr<CudnnGraphs> shared_graphs(int device, const CudaOptions& option
 }
 }  // namespace
 
+std::string CudaBackend::prepare_status() const { return graphs_ ? graphs_->progress() : std::string(); }
+
 CudaBackend::~CudaBackend() {
   // Destructors must not throw: errors here only mean the device is already gone.
   if (graphs_) append_tune_log(*graphs_, options_.tune_log);

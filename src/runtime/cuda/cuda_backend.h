@@ -48,6 +48,7 @@ class CudaBackend final : public Backend {
                                        const PixelNormalization& n) override;
   void request_workspace(size_t bytes, int stream = 0) override;
   void finish_prepare() override;
+  std::string prepare_status() const override;
   void synchronize() override;
   void activate() override;
   const StepScalars* device_scalars() const override { return device_scalars_; }

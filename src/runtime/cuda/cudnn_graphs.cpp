@@ -198,6 +198,13 @@ CudnnGraphs::Entry& CudnnGraphs::get_or_build(const CudnnGraphDef& graph, const 
   return *cache_.emplace(std::move(k), std::move(entry)).first->second;
 }
 
+std::string CudnnGraphs::progress() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t tuned = 0, cached = 0;
+  for (const TuneRecord& r : records_) tuned += r.plans_tried > 0 && !r.from_cache, cached += r.from_cache;
+  return fmt::format("cuDNN graphs: {} ({} tuned, {} from the plan cache)", records_.size(), tuned, cached);
+}
+
 size_t CudnnGraphs::prepare(const CudnnGraphDef& graph, const ConvProblem& problem) {
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& e = get_or_build(graph, problem);

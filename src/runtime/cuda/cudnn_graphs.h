@@ -166,6 +166,9 @@ class CudnnGraphs {
 
   std::vector<TuneRecord> tune_records() const;
   size_t graphs_built() const;  // graph builds so far (cache misses), for tests and logs
+  // "cuDNN graphs: 23 (12 tuned, 11 from the plan cache)": the graphs this cache holds, for the
+  // progress line while a program is prepared.
+  std::string progress() const;
   cudnnHandle_t handle() const { return handle_; }
   int device() const { return device_; }
   const CudnnGraphsOptions& options() const { return options_; }
