@@ -36,6 +36,21 @@ TEST(CudaOptionsCli, NumbersOutOfRangeAreRefusedNamingTheFlag) {
 }
 
 // README.md's table of the settings: a row for each field, with its variable, flag and field name.
+TEST(CudaOptionsCli, TuneByNameIsBoundedOrExhaustiveAndExcludesTheNumbers) {
+  const testing::Result ok = testing::kiln("train --device cpu --epochs 1 --tune exhaustive --help");
+  EXPECT_EQ(ok.rc, 0) << ok.output;
+  testing::expect_contains(ok, {"--tune", "bounded|exhaustive"}, "train --help");
+  const testing::Result unknown = testing::kiln("train --device cpu --epochs 1 --tune fastest");
+  EXPECT_NE(unknown.rc, 0);
+  testing::expect_contains(unknown, {"--tune", "fastest", "exhaustive"}, "--tune fastest");
+  for (const char* both : {"--tune exhaustive --tune-plans 3", "--tune exhaustive --tune-budget-ms 100",
+                           "--tune bounded --no-cudnn-tune"}) {
+    const testing::Result r = testing::kiln(std::string("train --device cpu --epochs 1 ") + both);
+    EXPECT_NE(r.rc, 0) << both;
+    testing::expect_contains(r, {"excludes"}, both);
+  }
+}
+
 TEST(CudaOptionsCli, ReadmeListsEveryField) {
   std::ifstream in(KILN_SOURCE_DIR "/README.md");
   ASSERT_TRUE(in) << "README.md";

@@ -10,7 +10,7 @@
 namespace kiln::cli {
 
 // Room for the numbers of the CUDA settings, one slot per row of the table (a file row's unused).
-inline constexpr int kMaxCudaOptionNumbers = 16;
+inline constexpr int kMaxCudaOptionNumbers = 32;
 
 struct BackendArgs {
   // The CUDA settings the flags ask for: the files bound to cuda's fields, the switches and counts to
