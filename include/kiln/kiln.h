@@ -9,5 +9,6 @@
 #include "kiln/executable.h"
 #include "kiln/schedule.h"
 #include "kiln/threads.h"
+#include "kiln/torch_weights.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"

@@ -35,7 +35,7 @@ const std::map<std::string, std::string> kPublicHeaders = {
     {"memory_plan.h", "ir"},     {"blueprint.h", "model"},     {"zoo.h", "model"},
     {"executable.h", "runtime"}, {"data.h", "data"},           {"image_folder.h", "data"},
     {"compile.h", "compile"},    {"trainer.h", "train"},       {"checkpoint.h", "train"},
-    {"schedule.h", "train"},     {"bench.h", "train"},         {"kiln.h", "umbrella"},
+    {"schedule.h", "train"},     {"bench.h", "train"},         {"torch_weights.h", "train"},         {"kiln.h", "umbrella"},
     // Written by the build from the op families' lists (cmake/activations.cmake, cmake/op_kinds.cmake),
     // in <build>/generated/include.
     {"activation_kinds.h", "ir"}, {"op_kinds.h", "ir"},

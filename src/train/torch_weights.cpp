@@ -1,0 +1,238 @@
+#include "kiln/torch_weights.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstring>
+#include <set>
+
+#include "kiln/checkpoint.h"
+#include "kiln/error.h"
+#include "train/non_finite_text.h"
+
+namespace kiln {
+namespace {
+
+bool all_digits(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+// "a.b.c" -> {"a.b", "c"}; "c" -> {"", "c"}.
+std::pair<std::string, std::string> split_last(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos) return {"", name};
+  return {name.substr(0, dot), name.substr(dot + 1)};
+}
+
+std::string join(const std::string& parent, const std::string& child) {
+  return parent.empty() ? child : parent + "." + child;
+}
+
+bool is_cbr_composite(const Layer& l) {
+  return l.kind == LayerKind::CBR && l.conv_name == l.name + ".conv" && l.bn_name == l.name + ".bn";
+}
+
+// kiln module name -> PyTorch module name, for the modules whose names differ (Blueprint::cbr
+// composites); every other module keeps its name.
+std::map<std::string, std::string> module_names(const LayerGraph& graph) {
+  std::map<std::string, std::string> renamed;
+  // Sequences holding cbr composites under numbered names ("features.3"): PyTorch numbers each of
+  // the composite's conv, BN and ReLU modules, and every other layer as one.
+  std::map<std::string, int> next_index;  // sequence -> its next PyTorch index
+  std::set<std::string> numbered;         // sequences with a composite among their numbered layers
+  for (const Layer& l : graph.layers) {
+    const auto [parent, last] = split_last(l.name);
+    if (is_cbr_composite(l) && all_digits(last)) numbered.insert(parent);
+  }
+  for (const Layer& l : graph.layers) {
+    const auto [parent, last] = split_last(l.name);
+    if (is_cbr_composite(l) && last.size() > 4 && last.rfind("conv", 0) == 0 && all_digits(last.substr(4))) {
+      // ResNet: conv1 -> conv1 + bn1, layer1.0.conv2 -> layer1.0.conv2 + layer1.0.bn2.
+      renamed[l.conv_name] = l.name;
+      renamed[l.bn_name] = join(parent, "bn" + last.substr(4));
+      continue;
+    }
+    if (!all_digits(last) || !numbered.count(parent)) continue;
+    int& index = next_index[parent];
+    if (is_cbr_composite(l)) {
+      renamed[l.conv_name] = join(parent, std::to_string(index));
+      renamed[l.bn_name] = join(parent, std::to_string(index + 1));
+      index += 3;  // conv, BN, ReLU
+    } else {
+      renamed[l.name] = join(parent, std::to_string(index));
+      index += 1;
+    }
+  }
+  return renamed;
+}
+
+// The linear layers whose input is a flattened feature map of more than one position, and that
+// map's (H, W, C): PyTorch flattens it C,H,W, kiln H,W,C.
+std::map<std::string, Shape> flattened_maps(const LayerGraph& graph) {
+  std::map<std::string, Shape> found;
+  for (const Layer& l : graph.layers) {
+    if (l.kind != LayerKind::Linear || l.inputs.size() != 1) continue;
+    const Layer& flatten = graph.layers[l.inputs[0]];
+    if (flatten.kind != LayerKind::Flatten || flatten.inputs.size() != 1) continue;
+    const Shape& map = graph.layers[flatten.inputs[0]].out_shape;
+    if (map.size() == 4 && map[1] * map[2] > 1) found[l.name + ".weight"] = {map[1], map[2], map[3]};
+  }
+  return found;
+}
+
+bool is_loaded(const TensorSpec& t) {
+  if (t.role == TensorRole::Param) return true;
+  const std::string last = split_last(t.name).second;
+  return t.role == TensorRole::Buffer && (last == "running_mean" || last == "running_var");
+}
+
+}  // namespace
+
+std::map<std::string, std::string> torch_names(const Program& program) {
+  const std::map<std::string, std::string> modules = module_names(program.graph);
+  std::map<std::string, std::string> names;
+  for (const auto* ids : {&program.params, &program.buffers}) {
+    for (int id : *ids) {
+      const TensorSpec& t = program.tensors[id];
+      if (!is_loaded(t)) continue;
+      const auto [module, field] = split_last(t.name);
+      const auto it = modules.find(module);
+      names[t.name] = it == modules.end() ? t.name : join(it->second, field);
+    }
+  }
+  return names;
+}
+
+TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, const TorchWeightsOptions& options) {
+  const Program& p = exe.program();
+  const SafetensorsFile file = load_safetensors(path);
+  const std::map<std::string, std::string> names = torch_names(p);
+  const std::map<std::string, Shape> flattened = flattened_maps(p.graph);
+  // The head: the last linear layer's weight and bias.
+  std::set<std::string> head;
+  for (const Layer& l : p.graph.layers)
+    if (l.kind == LayerKind::Linear) head = {l.name + ".weight", l.name + ".bias"};
+
+  // A convolution with a bias that BN follows (torchvision's VGG convolutions have one; kiln's fused
+  // conv + BN has none): BN's batch statistics cancel the bias in training, and in evaluation
+  // BN(x + b) with running mean m is BN(x) with running mean m - b, so the bias folds into the mean.
+  std::map<std::string, std::string> folded_bias;  // kiln running_mean name -> the file's bias name
+  {
+    const std::map<std::string, std::string> modules = module_names(p.graph);
+    auto torch_module = [&](const std::string& m) {
+      const auto it = modules.find(m);
+      return it == modules.end() ? m : it->second;
+    };
+    for (const Layer& l : p.graph.layers) {
+      if (l.conv_name.empty() || l.bn_name.empty() || names.count(l.conv_name + ".bias")) continue;
+      const std::string bias = torch_module(l.conv_name) + ".bias";
+      if (file.find(bias)) folded_bias[l.bn_name + ".running_mean"] = bias;
+    }
+  }
+
+  std::vector<std::string> problems;
+  std::vector<std::pair<int, std::vector<float>>> writes;
+  std::set<std::string> used;
+  for (const auto& [kiln_name, torch_name] : names) {
+    const int id = exe.id(kiln_name);
+    const TensorSpec& t = p.tensors[id];
+    const bool new_head = options.new_head && head.count(kiln_name);
+    const NamedTensor* saved = file.find(torch_name);
+    if (saved) used.insert(torch_name);
+    if (new_head) continue;
+    if (!saved) {
+      problems.push_back(fmt::format("missing: '{}' (kiln's '{}', {})", torch_name, kiln_name, shape_str(t.shape)));
+      continue;
+    }
+    if (saved->dtype != DType::F32) {
+      problems.push_back(fmt::format("'{}' is {}; save the state_dict in float32 ({{k: v.float() for k, v in ...}})",
+                                     torch_name, dtype_name(saved->dtype)));
+      continue;
+    }
+    // The shape PyTorch gives this tensor: a convolution's OIHW for kiln's KRSC, else kiln's.
+    const bool conv = t.shape.size() == 4;
+    const Shape torch_shape = conv ? Shape{t.shape[0], t.shape[3], t.shape[1], t.shape[2]} : t.shape;
+    if (saved->shape != torch_shape) {
+      problems.push_back(fmt::format("'{}' is {} but kiln's '{}' needs {} here{}", torch_name, shape_str(saved->shape),
+                                     kiln_name, shape_str(torch_shape),
+                                     head.count(kiln_name) ? " (another number of classes: fine-tune with a new head)"
+                                                           : ""));
+      continue;
+    }
+    if (const std::string bad = non_finite_text(*saved); !bad.empty()) {
+      problems.push_back(bad);
+      continue;
+    }
+    std::vector<float> src(numel(saved->shape)), dst(src.size());
+    std::memcpy(src.data(), saved->data.data(), saved->data.size());
+    if (conv) {  // OIHW -> KRSC
+      const int64_t K = t.shape[0], R = t.shape[1], S = t.shape[2], C = t.shape[3];
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t s = 0; s < S; ++s) dst[((k * R + r) * S + s) * C + c] = src[((k * C + c) * R + r) * S + s];
+    } else if (const auto map = flattened.find(kiln_name); map != flattened.end()) {
+      // Columns C,H,W (PyTorch's flatten of NCHW) -> H,W,C (kiln's of NHWC).
+      const int64_t H = map->second[0], W = map->second[1], C = map->second[2], out = t.shape[0], in = t.shape[1];
+      if (H * W * C != in) fail("internal: linear '{}' reads {} features from a {}x{}x{} map", kiln_name, in, H, W, C);
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w)
+            for (int64_t c = 0; c < C; ++c) dst[o * in + (h * W + w) * C + c] = src[o * in + (c * H + h) * W + w];
+    } else {
+      dst = std::move(src);
+    }
+    if (const auto fold = folded_bias.find(kiln_name); fold != folded_bias.end()) {
+      const NamedTensor& bias = *file.find(fold->second);
+      used.insert(fold->second);
+      if (bias.dtype != DType::F32 || bias.shape != t.shape) {
+        problems.push_back(fmt::format("'{}' is {} {} but the convolution has {} channels", fold->second,
+                                       dtype_name(bias.dtype), shape_str(bias.shape), t.shape[0]));
+        continue;
+      }
+      std::vector<float> b(dst.size());
+      std::memcpy(b.data(), bias.data.data(), bias.data.size());
+      for (size_t i = 0; i < dst.size(); ++i) dst[i] -= b[i];
+    }
+    writes.emplace_back(id, std::move(dst));
+  }
+  TorchWeightsLoaded loaded;
+  std::vector<std::string> unused;
+  for (const NamedTensor& t : file.tensors) {
+    if (used.count(t.name)) continue;
+    const std::string last = split_last(t.name).second;
+    if (last == "num_batches_tracked") {  // PyTorch's BN counter; kiln's momentum is fixed
+      loaded.left_out.push_back(t.name);
+      continue;
+    }
+    unused.push_back(fmt::format("not used: '{}' {} (this model has no tensor of that name)", t.name, shape_str(t.shape)));
+  }
+  if (!problems.empty() || !unused.empty()) {
+    // Both kinds, a dozen of each at most: a wrong architecture shows as many of both.
+    std::string list;
+    for (const std::vector<std::string>* kind : {&problems, &unused}) {
+      for (size_t i = 0; i < kind->size() && i < 12; ++i) list += "\n  " + (*kind)[i];
+      if (kind->size() > 12) list += fmt::format("\n  ... and {} more like it", kind->size() - 12);
+    }
+    fail("'{}' does not fit this model ({} problems; nothing was loaded):{}\nIs it the state_dict of the same "
+         "architecture? Names follow PyTorch's modules (kiln::torch_names)",
+         path, problems.size() + unused.size(), list);
+  }
+  for (const auto& [id, values] : writes) {
+    if (p.tensors[id].dtype == DType::F64) {  // float64 programs (the gradient checks)
+      const std::vector<double> wide(values.begin(), values.end());
+      exe.write(id, wide.data(), wide.size() * sizeof(double));
+    } else {
+      exe.write(id, values.data(), values.size() * sizeof(float));
+    }
+  }
+  for (const std::string& name : head)
+    if (options.new_head && file.find(names.at(name))) loaded.left_out.push_back(names.at(name));
+  loaded.tensors = static_cast<int>(writes.size());
+  return loaded;
+}
+
+}  // namespace kiln
