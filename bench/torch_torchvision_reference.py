@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""PyTorch's side of tests/gpu/torchvision_weights_gpu_test.cpp: a torchvision model with random
+weights and random BatchNorm statistics (so that the running statistics matter), its weights
+written as tools/torch_to_safetensors.py writes them, and its eval-mode logits for a batch.
+
+Usage: torch_torchvision_reference.py IN OUT
+
+IN: the fp32 tensor x (the batch, NCHW) and string metadata: model (a torchvision model name),
+seed, weights (the path where the state_dict goes). OUT: logits (fp32, from float32 on the CPU) and
+logits_cuda (float32 on the GPU, TF32 off)."""
+import importlib.util
+import os
+import sys
+
+import torch
+import torchvision
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("convert", os.path.join(HERE, "..", "tools", "torch_to_safetensors.py"))
+convert = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(convert)
+
+
+def main():
+    src, dst = sys.argv[1], sys.argv[2]
+    with safe_open(src, "pt") as f:
+        x = f.get_tensor("x")
+        meta = f.metadata()
+    torch.manual_seed(int(meta["seed"]))
+    model = getattr(torchvision.models, meta["model"])(weights=None)
+    with torch.no_grad():  # BN statistics and affine parameters away from their defaults
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    model.eval()
+    save_file(convert.kiln_tensors(model.state_dict()), meta["weights"])
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    with torch.no_grad():
+        logits = model(x).float()
+        logits_cuda = model.cuda()(x.cuda()).float().cpu()
+    save_file({"logits": logits.contiguous(), "logits_cuda": logits_cuda.contiguous()}, dst)
+
+
+if __name__ == "__main__":
+    main()
