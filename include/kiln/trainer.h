@@ -15,6 +15,7 @@
 #include "kiln/data.h"
 #include "kiln/error.h"
 #include "kiln/executable.h"
+#include "kiln/torch_weights.h"
 #include "kiln/options.h"
 #include "kiln/schedule.h"
 
@@ -159,6 +160,9 @@ class Trainer {
   // checkpoint, whatever recipe trained it (its optimizer state is left out). The same checks of
   // every tensor as load_checkpoint; nothing is restored unless all pass.
   void load_weights(const std::string& path);
+  // Starts from a PyTorch state_dict saved as safetensors (kiln/torch_weights.h says how names and
+  // layouts map); refused, loading nothing, when it does not fit the model.
+  TorchWeightsLoaded load_torch_weights(const std::string& path, const TorchWeightsOptions& options = {});
 
   // What a checkpoint must share to be resumed by this trainer, in a fixed order: model, input,
   // classes, batch, precision, optimizer and its hyper-parameters, schedule and its settings,

@@ -160,6 +160,10 @@ int Trainer::load_checkpoint(const std::string& path) { return restore(path, fal
 
 void Trainer::load_weights(const std::string& path) { restore(path, true); }
 
+TorchWeightsLoaded Trainer::load_torch_weights(const std::string& path, const TorchWeightsOptions& options) {
+  return kiln::load_torch_weights(*exe_, path, options);
+}
+
 int Trainer::restore(const std::string& path, bool weights_only) {
   const SafetensorsFile file = load_safetensors(path);
   const Program& p = exe_->program();

@@ -71,6 +71,13 @@ CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) 
   train->add_flag("--overwrite", t.overwrite,
                   "start fresh even though --checkpoint exists: it is replaced after the first epoch (needs "
                   "--checkpoint; not with --resume)");
+  train->add_option("--init-from", t.init_from,
+                    "start from PyTorch weights: a state_dict saved as safetensors (tools/torch_to_safetensors.py "
+                    "writes torchvision's); names and layouts map as torchvision names its models")
+      ->type_name("FILE");
+  train->add_flag("--new-head", t.new_head,
+                  "with --init-from: leave the last linear layer as initialized, for another number of classes "
+                  "(fine-tuning)");
   add_threads_option(train, t.backend);
   add_cuda_options(train, t.backend);
   add_loss_scale_options(train, t);
@@ -85,6 +92,10 @@ void check_train_options(const TrainArgs& t) {
   if (t.overwrite && t.checkpoint.empty())
     throw CLI::RequiresError("--overwrite needs --checkpoint FILE, the checkpoint to replace; add --checkpoint "
                              "runs/run.safetensors or drop --overwrite",
+                             CLI::ExitCodes::RequiresError);
+  if (t.new_head && t.init_from.empty())
+    throw CLI::RequiresError("--new-head needs --init-from FILE, the weights whose classifier it replaces; add "
+                             "--init-from resnet50.safetensors or drop --new-head",
                              CLI::ExitCodes::RequiresError);
   if (t.resume && t.overwrite)
     throw CLI::ValidationError("--resume and --overwrite exclude each other: --resume continues the run in "

@@ -21,6 +21,8 @@ struct TrainArgs {
   int epochs = 10, warmup = 0, step_epochs = 30;
   float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, label_smoothing = 0.f, gamma = 0.1f;
   bool nesterov = false, resume = false, overwrite = false;
+  std::string init_from;  // --init-from: PyTorch weights to start from
+  bool new_head = false;  // --new-head: leave the classifier as initialized
   uint64_t seed = 1;
   BackendArgs backend;              // --threads and the CUDA backend's options
   std::string loss_scale = "auto";  // --loss-scale, into loss_scaling.mode

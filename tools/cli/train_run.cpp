@@ -1,6 +1,7 @@
 #include "cli/train_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -128,6 +129,17 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
              shape.channels, train.num_classes(), device_label(c), o.precision, a.optimizer, o.batch, a.epochs,
              t.workers);
   print_checkpoint_start(a, trainer, replacing);
+  if (!a.init_from.empty()) {
+    if (trainer.resumed()) {
+      fmt::print("kiln: --init-from {} not used: the run continues from its checkpoint\n", a.init_from);
+    } else {
+      TorchWeightsOptions w;
+      w.new_head = a.new_head;
+      const TorchWeightsLoaded loaded = trainer.load_torch_weights(a.init_from, w);
+      fmt::print("kiln: initialized from {}: {} tensors{}\n", a.init_from, loaded.tensors,
+                 loaded.left_out.empty() ? "" : fmt::format("; left out: {}", fmt::join(loaded.left_out, ", ")));
+    }
+  }
   const bool tested = test.count() > 0;  // else no accuracy is measured, and none is printed
   if (!tested)
     fmt::print("kiln: no test set: {}, so no test accuracy will be measured\n", no_test_set_reason(a, data.format));
