@@ -29,10 +29,10 @@ void PrepareProgress::op_done(int done, const std::string& detail, Clock::time_p
   if (settings_.terminal) {
     // In place: rewriting costs nothing, but a few times a second is all a reader can follow.
     if (last_shown_s_ >= 0 && seconds - last_shown_s_ < 0.25) return;
-    write_("\r" + line(done, detail, seconds) + "\x1b[K");  // erase what a longer line left
+    write_(fmt::format("\r{}\x1b[K", line(done, detail, seconds)));  // erase what a longer line left
   } else {
     if (last_shown_s_ >= 0 && seconds - last_shown_s_ < settings_.every_s) return;
-    write_(line(done, detail, seconds) + "\n");
+    write_(fmt::format("{}\n", line(done, detail, seconds)));
   }
   last_shown_s_ = seconds;
 }
@@ -42,7 +42,7 @@ void PrepareProgress::finish(const std::string& detail, Clock::time_point now) {
   const double seconds = std::chrono::duration<double>(now - start_).count();
   const std::string text = fmt::format("kiln: prepared the program's {} ops in {:.1f} s{}{}", total_, seconds,
                                        detail.empty() ? "" : "; ", detail);
-  write_(settings_.terminal ? "\r" + text + "\x1b[K\n" : text + "\n");
+  write_(settings_.terminal ? fmt::format("\r{}\x1b[K\n", text) : fmt::format("{}\n", text));
 }
 
 }  // namespace kiln

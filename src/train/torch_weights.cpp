@@ -52,7 +52,7 @@ std::map<std::string, std::string> module_names(const LayerGraph& graph) {
     if (is_cbr_composite(l) && last.size() > 4 && last.rfind("conv", 0) == 0 && all_digits(last.substr(4))) {
       // ResNet: conv1 -> conv1 + bn1, layer1.0.conv2 -> layer1.0.conv2 + layer1.0.bn2.
       renamed[l.conv_name] = l.name;
-      renamed[l.bn_name] = join(parent, "bn" + last.substr(4));
+      renamed[l.bn_name] = join(parent, fmt::format("bn{}", last.substr(4)));
       continue;
     }
     if (!all_digits(last) || !numbered.count(parent)) continue;
