@@ -108,7 +108,18 @@ std::map<std::string, std::string> torch_names(const Program& program) {
 
 TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, const TorchWeightsOptions& options) {
   const Program& p = exe.program();
-  const SafetensorsFile file = load_safetensors(path);
+  SafetensorsFile file;
+  try {
+    file = load_safetensors(path);
+  } catch (const Error& e) {
+    // The likeliest cause: safetensors.torch.save_file(model.state_dict()) keeps BN's int64
+    // num_batches_tracked counters, a dtype kiln's reader does not take.
+    if (std::string(e.what()).find("\"I64\"") == std::string::npos) throw;
+    fail("{}\nA PyTorch state_dict holds int64 counters (BatchNorm's num_batches_tracked), which kiln does not "
+         "read: write the file with tools/torch_to_safetensors.py --state-dict FILE.pth (it leaves them out), or "
+         "save {{k: v for k, v in state_dict.items() if v.is_floating_point()}}",
+         e.what());
+  }
   const std::map<std::string, std::string> names = torch_names(p);
   const std::map<std::string, Shape> flattened = flattened_maps(p.graph);
   // The head: the last linear layer's weight and bias.

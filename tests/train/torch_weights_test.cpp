@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -199,6 +200,23 @@ TEST(TorchWeights, LogitsMatchPyTorchsLayoutsComputedInNchw) {
   double moved = 0;
   for (size_t i = 0; i < off.size(); ++i) moved = std::max(moved, std::abs(off[i] - want[i]));
   EXPECT_GT(moved, 1e-2);
+}
+
+TEST(TorchWeights, AStateDictWithItsInt64CountersIsRefusedNamingTheConverter) {
+  // What safetensors.torch.save_file(model.state_dict()) writes for a BatchNorm: its float tensors
+  // and num_batches_tracked, an int64 scalar.
+  testing::TempDir dir;
+  const std::string file = dir.file("raw_state_dict.safetensors");
+  const std::string header =
+      R"({"bn.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+      R"("bn.num_batches_tracked":{"dtype":"I64","shape":[],"data_offsets":[4,12]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  bytes += header + std::string(12, '\0');
+  std::ofstream(file, std::ios::binary) << bytes;
+  Executable exe(compile(kiln_net(), cpu(2)), 1);
+  testing::expect_error([&] { load_torch_weights(exe, file); },
+                        {file, "I64", "num_batches_tracked", "tools/torch_to_safetensors.py"});
 }
 
 TEST(TorchWeights, AFileThatDoesNotFitIsRefusedListingItAndLoadsNothing) {
