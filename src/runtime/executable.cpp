@@ -50,15 +50,16 @@ void Executable::prepare_ops() {
   int total = 0, done = 0;
   for (const auto* list : lists) total += static_cast<int>(list->size());
   PrepareProgress progress = PrepareProgress::to_stderr(total);
+  const PrepareProgress::Detail status = [this] { return backend_->prepare_status(); };
   for (const auto* list : lists) {
     for (const Op& op : *list) {
       find_op(program_.options.device, op.kind);
       if (PrepareFn prepare = find_prepare(program_.options.device, op.kind)) prepare(bind(op, zero));
-      progress.op_done(++done, backend_->prepare_status());
+      progress.op_done(++done, status);
     }
   }
   backend_->finish_prepare();
-  progress.finish(backend_->prepare_status());
+  progress.finish(status);
 }
 
 OpCall Executable::bind(const Op& op, const StepScalars& scalars) {

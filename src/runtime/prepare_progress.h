@@ -26,11 +26,13 @@ class PrepareProgress {
   // Stderr, rewriting in place when it is a terminal.
   static PrepareProgress to_stderr(int total_ops);
 
-  // After op `done` (1-based) of the total; `detail` is what the backend adds, e.g. the cuDNN
-  // plans tuned so far ("" for none). `now` is for tests; real callers use the clock.
-  void op_done(int done, const std::string& detail, Clock::time_point now = Clock::now());
+  // What the backend adds to a line, e.g. the cuDNN plans tuned so far ("" for nothing); asked for
+  // only when a line is written.
+  using Detail = std::function<std::string()>;
+  // After op `done` (1-based) of the total. `now` is for tests; real callers use the clock.
+  void op_done(int done, const Detail& detail, Clock::time_point now = Clock::now());
   // Once every op is prepared.
-  void finish(const std::string& detail, Clock::time_point now = Clock::now());
+  void finish(const Detail& detail, Clock::time_point now = Clock::now());
 
  private:
   std::string line(int done, const std::string& detail, double seconds) const;

@@ -131,17 +131,12 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
   // conv + BN has none): BN's batch statistics cancel the bias in training, and in evaluation
   // BN(x + b) with running mean m is BN(x) with running mean m - b, so the bias folds into the mean.
   std::map<std::string, std::string> folded_bias;  // kiln running_mean name -> the file's bias name
-  {
-    const std::map<std::string, std::string> modules = module_names(p.graph);
-    auto torch_module = [&](const std::string& m) {
-      const auto it = modules.find(m);
-      return it == modules.end() ? m : it->second;
-    };
-    for (const Layer& l : p.graph.layers) {
-      if (l.conv_name.empty() || l.bn_name.empty() || names.count(l.conv_name + ".bias")) continue;
-      const std::string bias = torch_module(l.conv_name) + ".bias";
-      if (file.find(bias)) folded_bias[l.bn_name + ".running_mean"] = bias;
-    }
+  for (const Layer& l : p.graph.layers) {
+    // The bias sits beside the convolution's weight in PyTorch's module.
+    const auto weight = names.find(l.conv_name + ".weight");
+    if (l.bn_name.empty() || weight == names.end() || names.count(l.conv_name + ".bias")) continue;
+    const std::string bias = split_last(weight->second).first + ".bias";
+    if (file.find(bias)) folded_bias[l.bn_name + ".running_mean"] = bias;
   }
 
   std::vector<std::string> problems;

@@ -28,8 +28,14 @@ TEST(PrepareProgress, AQuickPrepareSaysNothing) {
   Written w;
   const Clock::time_point t0 = Clock::now();
   PrepareProgress p(40, {}, w.sink(), t0);
-  for (int i = 1; i <= 40; ++i) p.op_done(i, "", at(t0, i * 0.01));
-  p.finish("", at(t0, 0.5));
+  int asked = 0;  // the detail costs nothing while nothing is shown
+  const PrepareProgress::Detail detail = [&] {
+    ++asked;
+    return std::string();
+  };
+  for (int i = 1; i <= 40; ++i) p.op_done(i, detail, at(t0, i * 0.01));
+  p.finish(detail, at(t0, 0.5));
+  EXPECT_EQ(asked, 0);
   EXPECT_TRUE(w.pieces.empty());
 }
 
@@ -40,12 +46,12 @@ TEST(PrepareProgress, IntoAFileALineEveryFewSecondsThenTheTotal) {
   s.quiet_s = 2, s.every_s = 10, s.terminal = false;
   PrepareProgress p(200, s, w.sink(), t0);
   // One op a second for 25 s: quiet until 2 s, then lines at 2.5 s, 12.5 s and 22.5 s.
-  for (int i = 1; i <= 25; ++i) p.op_done(i, "cuDNN graphs: " + std::to_string(i), at(t0, i + 0.5));
+  for (int i = 1; i <= 25; ++i) p.op_done(i, [i] { return "cuDNN graphs: " + std::to_string(i); }, at(t0, i + 0.5));
   ASSERT_EQ(w.pieces.size(), 3u);
   EXPECT_EQ(w.pieces[0], "kiln: preparing the program: op 2/200; cuDNN graphs: 2, 2 s\n");  // 2.5 s, rounded down
   EXPECT_EQ(w.pieces[1], "kiln: preparing the program: op 12/200; cuDNN graphs: 12, 12 s\n");
   EXPECT_EQ(w.pieces[2], "kiln: preparing the program: op 22/200; cuDNN graphs: 22, 22 s\n");
-  p.finish("cuDNN graphs: 25", at(t0, 26));
+  p.finish([] { return std::string("cuDNN graphs: 25"); }, at(t0, 26));
   ASSERT_EQ(w.pieces.size(), 4u);
   EXPECT_EQ(w.pieces[3], "kiln: prepared the program's 200 ops in 26.0 s; cuDNN graphs: 25\n");
 }
@@ -56,14 +62,15 @@ TEST(PrepareProgress, OnATerminalOneLineIsRewrittenInPlace) {
   PrepareProgress::Settings s;
   s.terminal = true;
   PrepareProgress p(10, s, w.sink(), t0);
-  for (int i = 1; i <= 10; ++i) p.op_done(i, "", at(t0, 2 + i * 0.5));
+  const PrepareProgress::Detail none = [] { return std::string(); };
+  for (int i = 1; i <= 10; ++i) p.op_done(i, none, at(t0, 2 + i * 0.5));
   ASSERT_EQ(w.pieces.size(), 10u);
   for (const std::string& piece : w.pieces) {
     EXPECT_EQ(piece.front(), '\r');
     EXPECT_EQ(piece.find('\n'), std::string::npos);
   }
   EXPECT_EQ(w.pieces.back(), "\rkiln: preparing the program: op 10/10, 7 s\x1b[K");
-  p.finish("", at(t0, 8));
+  p.finish(none, at(t0, 8));
   EXPECT_EQ(w.pieces.back(), "\rkiln: prepared the program's 10 ops in 8.0 s\x1b[K\n");
 }
 

@@ -189,11 +189,10 @@ CudnnGraphs::Entry& CudnnGraphs::get_or_build(const CudnnGraphDef& graph, const 
   if (!entry->error.empty()) {
     entry->graph.reset();
   } else {
-    PlanChoice& c = entry->choice;
-    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const PlanChoice& c = entry->choice;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     records_.push_back(TuneRecord{graph.name, p, c.plans_tried, c.first_plan_ms, c.best_plan_ms, c.workspace,
-                                  c.plans_offered, c.plan_name, c.deterministic, c.from_cache, c.exhaustive,
-                                  c.seconds});
+                                  c.plans_offered, c.plan_name, c.deterministic, c.from_cache, c.exhaustive, seconds});
   }
   return *cache_.emplace(std::move(k), std::move(entry)).first->second;
 }

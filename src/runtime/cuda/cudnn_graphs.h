@@ -137,7 +137,6 @@ struct PlanChoice {
   bool deterministic = true;
   bool from_cache = false;
   bool exhaustive = false;  // tuned over every plan that builds (see TuneRecord)
-  double seconds = 0;
 };
 
 class CudnnGraphs {
