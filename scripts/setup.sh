@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build libeigen3-dev libcli11-dev nlohmann-json3-dev
-          libfmt-dev libgtest-dev libpng-dev libjpeg62-turbo-dev opencv-doc)
+          libfmt-dev libgtest-dev libpng-dev libjpeg62-turbo-dev opencv-doc python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -59,6 +59,19 @@ PY
   else
     echo "setup: nvJPEG unavailable; building without the GPU decode path"
   fi
+fi
+
+# The Python the CPU suite checks kiln's files with (onnxruntime runs exported ONNX models, tensorboard
+# reads the event files), in a venv of its own so the system's Python is left as it is; pinned in
+# tests/python-requirements.txt. The tests find it as KILN_PYTHON (CMakeLists.txt).
+pyenv=third_party/pyenv
+if [ ! -f "$pyenv/.installed" ] || ! cmp -s tests/python-requirements.txt "$pyenv/.installed"; then
+  echo "setup: installing the test suite's Python packages into $pyenv"
+  python=/usr/bin/python3
+  [ -x "$python" ] || python=python3
+  "$python" -m venv "$pyenv"
+  "$pyenv/bin/python" -m pip install -q --disable-pip-version-check -r tests/python-requirements.txt
+  cp tests/python-requirements.txt "$pyenv/.installed"
 fi
 
 jobs=$(nproc)
