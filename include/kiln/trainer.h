@@ -144,6 +144,25 @@ class Trainer {
     double top1 = 0, top5 = 0;  // a row counts for top-5 when fewer than 5 logits outrank its label
   };
   Accuracy evaluate_accuracy(const SampleSource& data);
+  // Eval mode over every sample of `data`, in order, one batch at a time: `on_batch` gets the
+  // index of the batch's first sample, its real rows (a last partial batch's padding left out),
+  // their logits (rows x classes, row-major, widened to double from the program's dtype) and
+  // labels. The logits are read back after every batch (a wait on the GPU), which
+  // evaluate_accuracy avoids: this is for reports that need each row (evaluate_in_detail) and
+  // for prediction.
+  using LogitsBatch =
+      std::function<void(int64_t first, int64_t rows, const double* logits, const int32_t* labels)>;
+  void infer(const SampleSource& data, const LogitsBatch& on_batch);
+  // What `kiln eval` reports: accuracies as evaluate_accuracy counts them (same rank rule, so
+  // the same values), the mean softmax cross-entropy of the eval-mode logits (no label
+  // smoothing, summed in double in sample order), and per class (by label, one entry per model
+  // output) the samples and those whose top-1 prediction is right.
+  struct Evaluation {
+    int64_t images = 0;
+    double loss = 0, top1 = 0, top5 = 0;
+    std::vector<int64_t> class_correct, class_count;
+  };
+  Evaluation evaluate_in_detail(const SampleSource& data);
   // One training step on an already normalized NHWC batch; returns the loss. A non-finite loss
   // is a kiln::Error (the step's update has been applied by then).
   double step(const Batch& batch, float lr);

@@ -1,6 +1,8 @@
 #pragma once
-// `kiln eval --checkpoint C --data D`: a trained model's accuracy on a dataset's evaluation split,
-// with the model, input geometry and image transform the checkpoint records.
+// `kiln eval --checkpoint C --data D`: a trained model on a dataset's evaluation split, with the
+// model, input geometry and image transform the checkpoint records: top-1 and top-5 accuracy, the
+// mean cross-entropy loss in eval mode and the accuracy of each class, as text or (--json) one
+// JSON object.
 #include <CLI/CLI.hpp>
 
 #include <string>
@@ -14,6 +16,7 @@ struct EvalArgs {
   std::string checkpoint, device = "auto", precision;  // precision: the checkpoint's unless given
   int batch = 0;                                       // 0: the checkpoint's
   std::string split = "val";                           // val | train (the training files, evaluation transform)
+  bool json = false;                                   // one JSON object on stdout instead of text
 };
 
 CLI::App* add_eval_command(CLI::App& app, EvalArgs& args);
