@@ -21,7 +21,12 @@ int min_input_side(const Blueprint& blueprint, const CompileOptions& options);
 void fuse_conv_bn_relu(LayerGraph& graph);  // run by compile() when options.fuse_cbr is on
 // Then ResNet block ends: Add(BN(Conv), shortcut) -> ReLU becomes conv_bn + bn_add_relu layers.
 void fuse_residual_tails(LayerGraph& graph);
+// Marks the layers reading the data batch (first_layer: no dX), and, whatever input_grad asks,
+// the layers reading a frozen layer's output.
 void mark_first_layer(LayerGraph& graph);
+// Marks layers 1..k frozen, k the last layer named `through` or inside the block of that name; a
+// kiln::Error naming the model's blocks when no layer matches, or when nothing would be left to train.
+void mark_frozen(LayerGraph& graph, const std::string& through);
 void check_target_limits(const LayerGraph& graph, const CompileOptions& options);
 Program lower(LayerGraph graph, const CompileOptions& options);
 

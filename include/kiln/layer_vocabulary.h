@@ -53,6 +53,9 @@ struct LayerAttrs {
   float momentum = 0.1f;     // BatchNorm, CBR: weight of the new batch in running stats
   float p = 0.f;             // Dropout probability
   bool first_layer = false;  // set by the compiler: an input is the data batch, so no dX of it is computed
+  // Set by the compiler (CompileOptions::freeze): the layer runs as in inference (BN on its running
+  // statistics, no dropout), has no backward, and the optimizer leaves its parameters alone.
+  bool frozen = false;
   bool relu_after = true;    // Residual: apply ReLU after the add
   Activation activation = Activation::SiLU;  // Activation: which function
   float alpha = 0.f;                         // Activation: LeakyReLU's slope, ELU's alpha

@@ -133,6 +133,13 @@ struct CompileOptions {
   // by default layers reading the data batch skip it (first-layer backward).
   bool input_grad = false;
   float label_smoothing = 0.f;
+  // Fine-tuning: the layers up to and including this one ("layer3" for a block, every layer whose
+  // name is it or starts with "layer3."; the names `kiln plan` shows) are frozen, as PyTorch users
+  // freeze a backbone: they compute as in eval mode (BatchNorm on its running statistics, which stay
+  // as they are; no dropout), no gradient is computed for them, and the optimizer neither updates
+  // nor decays their parameters. Their tensors keep their names, so checkpoints and weights move
+  // between frozen and unfrozen programs. Empty: nothing is frozen.
+  std::string freeze;
   OptimizerConfig optimizer;
   LossScaling loss_scaling;
   CpuOptions cpu;    // when device is CPU

@@ -7,6 +7,25 @@
 #include "ops/loss/loss_contract.h"
 
 namespace kiln {
+namespace {
+
+// A frozen layer computes in training what it computes in inference: its lowering emits both, and
+// the training forward takes the inference ops (BatchNorm on running statistics it leaves as they
+// are, no dropout) in place of its own, writing the tensors the inference program reads. Those
+// tensors then live from the training forward to the inference ops (the memory plan's lifetimes
+// span every list), so neither program overwrites the other's.
+void lower_frozen_forward(LowerContext& ctx, int index) {
+  Program& p = ctx.program;
+  const size_t forward_from = p.forward.size(), inference_from = p.inference.size();
+  ctx.set_lowering_frozen(true);
+  layer_def(p.graph.layers[index].kind).lower_forward(ctx, index);
+  ctx.set_lowering_frozen(false);
+  p.forward.resize(forward_from);
+  p.forward.insert(p.forward.end(), p.inference.begin() + long(inference_from), p.inference.end());
+  ctx.set_out(index, ctx.infer_out(index));
+}
+
+}  // namespace
 
 Program lower(LayerGraph graph, const CompileOptions& options) {
   const bool scale_loss = loss_scaling_on(options);
@@ -15,7 +34,10 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
   program.graph = std::move(graph);
   LowerContext ctx(program);
   const int n = int(program.graph.layers.size());
-  for (int i = 0; i < n; ++i) layer_def(program.graph.layers[i].kind).lower_forward(ctx, i);
+  for (int i = 0; i < n; ++i) {
+    if (program.graph.layers[i].attrs.frozen) lower_frozen_forward(ctx, i);
+    else layer_def(program.graph.layers[i].kind).lower_forward(ctx, i);
+  }
 
   const int last = n - 1;
   const Layer& out_layer = program.graph.layers[last];
@@ -73,7 +95,8 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
     ctx.set_loss_grad(last, program.output_grad);
   }
 
-  for (int i = last; i >= 0; --i) layer_def(program.graph.layers[i].kind).lower_backward(ctx, i);
+  for (int i = last; i >= 0; --i)
+    if (!program.graph.layers[i].attrs.frozen) layer_def(program.graph.layers[i].kind).lower_backward(ctx, i);
   ctx.finish();
   return program;
 }
@@ -85,6 +108,7 @@ Program compile(const Blueprint& blueprint, const CompileOptions& options) {
     fuse_residual_tails(graph);
   }
   if (!options.input_grad) mark_first_layer(graph);
+  if (!options.freeze.empty()) mark_frozen(graph, options.freeze);
   check_target_limits(graph, options);
   Program program = lower(std::move(graph), options);
   program.memory = plan_memory(program);

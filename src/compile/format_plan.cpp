@@ -41,7 +41,9 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
     std::string inputs;
     for (int in : l.inputs) inputs += (inputs.empty() ? "" : ", ") + p.graph.layers[in].name;
     out += fmt::format("  {:4} {:<15} {:<34} {:<18} <- {}{}\n", i, l.kind == LayerKind::Activation ? activation_name(l.attrs.activation) : layer_kind_name(l.kind), l.name,
-                       shape_str(l.out_shape), inputs, l.attrs.first_layer ? "  [first layer: no dX]" : "");
+                       shape_str(l.out_shape), inputs,
+                       l.attrs.frozen ? "  [frozen: eval mode, not trained]"
+                       : l.attrs.first_layer ? "  [first layer: no dX]" : "");
   }
   std::string fused;  // every kind the fusions add, by its family's name for it
   for (int i = 0; i < fused_layer::kCount; ++i)

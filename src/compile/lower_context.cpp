@@ -58,6 +58,7 @@ int LowerContext::view(const std::string& name, const Shape& shape, int of) {
 
 int LowerContext::param(const std::string& name, const Shape& shape, Init init, int64_t fan_in,
                         int64_t fan_out, bool compute_copy) {
+  if (lowering_frozen_) return frozen_param(name, shape, init, fan_in, fan_out, compute_copy);
   TensorSpec t;
   t.name = name, t.shape = shape, t.dtype = param_dtype, t.role = TensorRole::Param;
   t.init = init, t.fan_in = fan_in, t.fan_out = fan_out;
@@ -76,6 +77,25 @@ int LowerContext::param(const std::string& name, const Shape& shape, Init init, 
     TensorSpec c;
     c.name = name + ":compute", c.shape = shape, c.dtype = act_dtype, c.role = TensorRole::ComputeParam;
     compute_param_[id] = add_tensor(std::move(c));
+  }
+  return id;
+}
+
+int LowerContext::frozen_param(const std::string& name, const Shape& shape, Init init, int64_t fan_in,
+                               int64_t fan_out, bool compute_copy) {
+  TensorSpec t;
+  t.name = name, t.shape = shape, t.dtype = param_dtype, t.role = TensorRole::Param;
+  t.init = init, t.fan_in = fan_in, t.fan_out = fan_out;
+  const int id = add_tensor(t);
+  program.buffers.push_back(id);
+  if (compute_copy && mixed_precision()) {
+    // Its own copy, outside the region the update rewrites: refreshed with the region's copies
+    // whenever the host writes parameters.
+    TensorSpec c;
+    c.name = name + ":compute", c.shape = shape, c.dtype = act_dtype, c.role = TensorRole::ComputeParam;
+    const int copy = add_tensor(std::move(c));
+    compute_param_[id] = copy;
+    program.refresh_copies.push_back(make_op(Cast<TensorId>{id, copy}, -1));
   }
   return id;
 }

@@ -29,7 +29,11 @@ class LowerContext {
   int activation(const std::string& name, const Shape& shape) { return activation(name, shape, act_dtype); }
   // A new tensor name with another shape over the same bytes as `of` (flatten and its gradient).
   int view(const std::string& name, const Shape& shape, int of);
-  // Trainable parameter (placed in the parameter region by finish()); returns its id.
+  // While a frozen layer is lowered (CompileOptions::freeze), param() makes frozen parameters.
+  void set_lowering_frozen(bool frozen) { lowering_frozen_ = frozen; }
+  // Trainable parameter (placed in the parameter region by finish()); returns its id. A frozen
+  // layer's parameter keeps the role Param (initialized, loaded, checkpointed and refreshing
+  // compute copies like any) but joins program.buffers: no gradient, outside the optimizer's region.
   // `compute_copy`: in mixed precision the ops read an fp16/bf16 copy, which the optimizer update
   // keeps equal to the rounded master, and write the gradient in fp16/bf16, the parameter's only
   // gradient (conv and linear weights).
@@ -58,10 +62,13 @@ class LowerContext {
   int grad_out(int layer);
   int grad_in(int layer, int i);
   void set_grad_in(int layer, int i, int tensor);
-  // True when input i is the data batch and no gradient of it is wanted (the first-layer pass,
-  // src/compile/passes.cpp, marks such layers unless CompileOptions::input_grad asks for dX).
+  // True when no gradient of input i is wanted: it is the data batch (the first-layer pass,
+  // src/compile/passes.cpp, marks such layers unless CompileOptions::input_grad asks for dX), or
+  // the output of a frozen layer (mark_frozen).
   bool input_is_data(int layer, int i) const {
-    return this->layer(layer).attrs.first_layer && this->layer(layer).inputs.at(i) == 0;
+    const Layer& l = this->layer(layer);
+    const int producer = l.inputs.at(i);
+    return l.attrs.first_layer && (producer == 0 ? !program.options.input_grad : this->layer(producer).attrs.frozen);
   }
   void set_loss_grad(int layer, int tensor) { loss_grad_[layer] = tensor; }
 
@@ -89,6 +96,9 @@ class LowerContext {
 
  private:
   std::vector<int> consumer_slots(int layer) const;  // (consumer, input index) encoded
+  int frozen_param(const std::string& name, const Shape& shape, Init init, int64_t fan_in, int64_t fan_out,
+                   bool compute_copy);
+  bool lowering_frozen_ = false;
   std::map<int, int> out_, infer_out_, loss_grad_, grad_total_;
   std::map<std::pair<int, int>, int> grad_slot_;  // (consumer layer, input index) -> tensor
   std::map<int, int> grad_of_param_;

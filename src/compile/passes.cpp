@@ -3,7 +3,11 @@
 #include "kiln/compile.h"
 #include "kiln/error.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -115,6 +119,46 @@ void mark_first_layer(LayerGraph& graph) {
   for (Layer& layer : graph.layers)
     layer.attrs.first_layer = layer.kind != LayerKind::Input &&
                               std::find(layer.inputs.begin(), layer.inputs.end(), 0) != layer.inputs.end();
+}
+
+// Freezing ends after the last layer that is `through` or lies in its block. A fused conv_bn
+// leaves its BatchNorm to the block end reading it (bn_add_relu normalizes with batch statistics
+// in training), so a frozen conv_bn read by a layer that trains would mix eval and training
+// BatchNorm in one block: freezing must take whole residual blocks.
+void mark_frozen(LayerGraph& graph, const std::string& through) {
+  auto in_block = [&](const std::string& name) {
+    return name == through || (name.size() > through.size() && name.compare(0, through.size(), through) == 0 &&
+                               name[through.size()] == '.');
+  };
+  int last = -1;
+  for (size_t i = 1; i < graph.layers.size(); ++i)
+    if (in_block(graph.layers[i].name)) last = int(i);
+  if (last < 0) {
+    std::vector<std::string> blocks;
+    for (size_t i = 1; i < graph.layers.size(); ++i) {
+      const std::string& name = graph.layers[i].name;
+      const std::string top = name.substr(0, name.find('.'));
+      if (blocks.empty() || blocks.back() != top) blocks.push_back(top);
+    }
+    fail("--freeze '{}': the model has no layer or block of that name; its blocks are {} (`kiln plan` lists every "
+         "layer)", through, fmt::join(blocks, ", "));
+  }
+  if (last == int(graph.layers.size()) - 1)
+    fail("--freeze '{}' would freeze every layer up to the last ('{}'), leaving nothing to train; name an earlier "
+         "layer", through, graph.layers[last].name);
+  for (int i = 1; i <= last; ++i) graph.layers[i].attrs.frozen = true;
+  for (size_t i = last + 1; i < graph.layers.size(); ++i) {
+    Layer& layer = graph.layers[i];
+    for (int in : layer.inputs) {
+      const Layer& producer = graph.layers[in];
+      if (!producer.attrs.frozen) continue;
+      if (producer.kind == fused_layer::ConvBN)
+        fail("--freeze '{}' ends inside a residual block: '{}' is frozen but '{}', which finishes its BatchNorm, is "
+             "not. Freeze whole blocks: name the block (e.g. '{}') or an earlier layer", through, producer.name,
+             layer.name, producer.name.substr(0, producer.name.rfind('.')));
+      layer.attrs.first_layer = true;  // no gradient flows into a frozen layer
+    }
+  }
 }
 
 void check_target_limits(const LayerGraph& graph, const CompileOptions& options) {

@@ -27,6 +27,7 @@ bool sgd(const RecipeRun& r) { return optimizer(r).kind == OptimizerKind::SGD; }
 bool adamw(const RecipeRun& r) { return optimizer(r).kind == OptimizerKind::AdamW; }
 bool step_schedule(const RecipeRun& r) { return r.train.schedule.kind == ScheduleKind::Step; }
 bool has_logits(const RecipeRun& r) { return r.program.logits >= 0; }
+bool frozen(const RecipeRun& r) { return !compiled(r).freeze.empty(); }
 
 }  // namespace
 
@@ -80,6 +81,8 @@ const std::vector<RecipeField>& recipe_fields() {
        "TrainOptions::augment.pad_crop"},
       {"hflip", [](R r) { return truth(r.train.augment.hflip); }, nullptr, nullptr, "--hflip",
        "TrainOptions::augment.hflip", true},
+      // Recorded only when set, so that the checkpoints of runs without it match as before.
+      {"freeze", [](R r) { return compiled(r).freeze; }, frozen, nullptr, "--freeze", "CompileOptions::freeze"},
   };
   return fields;
 }

@@ -49,6 +49,7 @@ RunSettings sgd_step_run(const std::string& ckpt = {}) {
 RunSettings adamw_run(const std::string& ckpt = {}) {
   RunSettings r;
   r.compile = tiny_compile(OptimizerKind::AdamW);
+  r.compile.freeze = "conv1";  // a row recorded only when set
   r.train = tiny_train(3, ckpt);
   return r;
 }
@@ -149,6 +150,8 @@ std::vector<Change> changes() {
        "crop_pad: 0 in the checkpoint, 1 in this run; resume with --crop-pad 0"},
       {"hflip", false, [](RunSettings& r) { r.train.augment.hflip = true; },
        "hflip: false in the checkpoint, true in this run; resume with --no-hflip (TrainOptions::augment.hflip)"},
+      {"freeze", true, [](RunSettings& r) { r.compile.freeze = "pool1"; },
+       "freeze: conv1 in the checkpoint, pool1 in this run; resume with --freeze conv1 (CompileOptions::freeze)"},
   };
 }
 

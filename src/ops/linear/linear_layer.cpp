@@ -63,6 +63,11 @@ void lower_backward(LowerContext& ctx, int index) {
   LinearBackward<TensorId> bwd;
   bwd.dy = ctx.grad_out(index), bwd.x = s.fwd.x, bwd.w = s.fwd.w;
   bwd.dx = ctx.grad_in(index, 0);
+  // Reading a frozen layer (CompileOptions::freeze), no dX is wanted: the CPU kernel computes it
+  // with the weight gradient, so it goes to a scratch tensor.
+  if (!bwd.dx.present())
+    bwd.dx = ctx.activation(ctx.layer(index).name + ":unused_dx", ctx.program.tensors.at(s.fwd.x).shape,
+                            ctx.program.tensors.at(s.fwd.x).dtype);
   bwd.dw = ctx.grad_of(s.weight);
   bwd.dbias = s.bias.present() ? TensorId(ctx.grad_of(s.bias)) : TensorId();
   ctx.backward(make_op(bwd, index));
