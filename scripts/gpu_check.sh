@@ -67,6 +67,8 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
     grep -qE "test suites? ran" "$out/gpu_tests.log" || tail -20 "$out/gpu_tests.log"  # crashed before the summary
     status=1
   fi
+  # Device memory after the default start, measured device-wide: alone on the GPU, after the shards.
+  python3 bench/check_prepare_memory.py "$bin/kiln" "$out/prepare_memory.jsonl" ${KILN_MEMORY_MODELS:-} || status=1
 fi
 if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = kiln-bench ]; then
   # Every graph is tuned over the first ${KILN_CUDNN_TUNE_PLANS:-12} plans that build (all of them
