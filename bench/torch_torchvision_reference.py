@@ -5,7 +5,8 @@ written as tools/torch_to_safetensors.py writes them, and its eval-mode logits f
 
 Usage: torch_torchvision_reference.py IN OUT
 
-IN: the fp32 tensor x (the batch, NCHW) and string metadata: model (a torchvision model name),
+IN: the fp32 tensor x (the batch, NCHW) and string metadata: model (a torchvision model name, or
+timm:NAME for timm's),
 seed, weights (the path where the state_dict goes). OUT: logits (fp32, from float32 on the CPU) and
 logits_cuda (float32 on the GPU, TF32 off)."""
 import importlib.util
@@ -29,7 +30,12 @@ def main():
         x = f.get_tensor("x")
         meta = f.metadata()
     torch.manual_seed(int(meta["seed"]))
-    model = getattr(torchvision.models, meta["model"])(weights=None)
+    if meta["model"].startswith("timm:"):  # timm's model of that name, its names mapped by the converter
+        import timm
+
+        model = timm.create_model(meta["model"][len("timm:"):], pretrained=False)
+    else:
+        model = getattr(torchvision.models, meta["model"])(weights=None)
     with torch.no_grad():  # BN statistics and affine parameters away from their defaults
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
@@ -38,7 +44,7 @@ def main():
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.5, 0.5)
     model.eval()
-    save_file(convert.kiln_tensors(model.state_dict()), meta["weights"])
+    save_file(convert.kiln_tensors(convert.torchvision_names(model.state_dict())), meta["weights"])
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     with torch.no_grad():

@@ -24,6 +24,14 @@ if [ -z "${KILN_PREBUILT:-}" ]; then
 fi
 venv=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
 export KILN_SOURCE_DIR="$PWD"
+# timm, for the test of timm's weights: the GPU machine has no network, so a timm wheel carried in
+# <prebuilt>/wheels (pip download --no-deps timm) is installed beside the output (it needs only torch).
+if ! python3 -c 'import timm' 2>/dev/null; then
+  wheel=$(ls "$bin"/wheels/timm-*.whl 2>/dev/null | head -1)
+  if [ -n "$wheel" ] && python3 -m pip install -q --no-deps --target "$out/pylib" "$wheel"; then
+    export PYTHONPATH="$(cd "$out/pylib" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+fi
 export LD_LIBRARY_PATH="$PWD/$bin/lib:$venv/cudnn/lib:$venv/cu13/lib:${LD_LIBRARY_PATH:-}"
 
 env_json=$(python3 - <<'PY'

@@ -3,10 +3,12 @@
 // statistics away from their defaults, writes its state_dict as tools/torch_to_safetensors.py does
 // and its eval-mode logits for a random batch; kiln loads the file into the zoo model of the same
 // name (kiln::load_torch_weights) and runs inference on the same batch, fp32 on the CPU and on the
-// GPU (no TF32 on either side).
+// GPU (no TF32 on either side). timm's ResNet-50 and VGG16-BN likewise, their names mapped to
+// torchvision's by the converter (timm's VGG classifier is two convolutions and a head).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 
@@ -48,7 +50,10 @@ class TorchvisionWeights : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TorchvisionWeights, LogitsMatchTorchvisionOnCpuAndGpu) {
   if (!torch_available()) GTEST_SKIP() << "needs a GPU and python3 with torch, torchvision and safetensors";
-  const std::string model = GetParam();
+  const std::string model = GetParam();  // "timm:NAME": timm's model of kiln's zoo model NAME
+  const std::string zoo_name = model.substr(model.find(':') + 1);
+  if (model != zoo_name && std::system("python3 -c 'import timm' >/dev/null 2>&1") != 0)
+    GTEST_FAIL() << "timm is not importable: scripts/gpu_check.sh installs it from a timm wheel in <prebuilt>/wheels";
   constexpr int N = 2, C = 3, H = 224, W = 224;
   std::vector<float> x(N * C * H * W);
   std::mt19937 rng(11);
@@ -56,13 +61,13 @@ TEST_P(TorchvisionWeights, LogitsMatchTorchvisionOnCpuAndGpu) {
   for (float& v : x) v = normal(rng);
   const auto dir = std::filesystem::temp_directory_path() / "kiln_torchvision";
   std::filesystem::create_directories(dir);
-  const std::string weights = (dir / (model + ".safetensors")).string();
+  const std::string weights = (dir / (zoo_name + (model == zoo_name ? "" : ".timm") + ".safetensors")).string();
   const SafetensorsFile torch = gpu_test::torch_reference(
       "torch_torchvision_reference.py", "kiln_torchvision", model,
       {gpu_test::f32_tensor("x", x, {N, C, H, W})}, {{"model", model}, {"seed", "5"}, {"weights", weights}});
   const std::vector<float> want = gpu_test::f32_values(torch, "logits");
   const std::vector<float> want_cuda = gpu_test::f32_values(torch, "logits_cuda");
-  const Blueprint bp = zoo::by_name(model);
+  const Blueprint bp = zoo::by_name(zoo_name);
   const double cpu = relative_gap(kiln_logits(bp, Device::CPU, weights, x, N, C, H, W), want);
   const double gpu = relative_gap(kiln_logits(bp, Device::CUDA, weights, x, N, C, H, W), want_cuda);
   std::printf("%s: kiln vs torchvision logits, largest gap / largest logit: CPU %.2e, GPU %.2e\n", model.c_str(), cpu,
@@ -74,7 +79,13 @@ TEST_P(TorchvisionWeights, LogitsMatchTorchvisionOnCpuAndGpu) {
   EXPECT_LT(gpu, 2e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TorchvisionWeights, ::testing::Values("resnet50", "vgg16_bn"));
+INSTANTIATE_TEST_SUITE_P(Models, TorchvisionWeights,
+                         ::testing::Values("resnet50", "vgg16_bn", "timm:resnet50", "timm:vgg16_bn"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == ':' ? '_' : c;
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace kiln
