@@ -79,6 +79,8 @@ struct EpochReport {
   double train_top5_accuracy = 0, test_top5_accuracy = 0;
   double seconds = 0, images_per_second = 0;  // the training steps alone
   double data_wait_seconds = 0;  // of `seconds`, the time spent waiting for the loader's batches
+  double lr = 0;                  // the learning rate of the epoch's first step
+  double loss_scale = 0;          // dynamic loss scaling (fp16): the scale after the epoch; 0 without
   std::string decoder;            // who decoded the images so far (BatchStream::describe), if it says
   // The rest of the epoch: the scan of the state for non-finite values, the evaluation on the
   // test set and writing the checkpoint.

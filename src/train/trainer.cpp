@@ -306,6 +306,8 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
     r.seconds = seconds_since(start);
     r.images_per_second = double(seen) / std::max(r.seconds, 1e-9);
     r.data_wait_seconds = waited;
+    r.lr = opt_.schedule.at(first_step, steps, opt_.epochs);
+    if (p.loss_scale >= 0) r.loss_scale = exe_->read<float>(p.loss_scale)[0];
     r.decoder = loader.describe();
     // A last update can leave non-finite values behind a finite loss.
     auto phase = Clock::now();

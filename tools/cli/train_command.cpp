@@ -65,6 +65,11 @@ CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) 
       ->type_name("FILE");
   train->add_option("--json", t.json, "append one JSON line per epoch (times, loss, accuracies) to this file")
       ->type_name("FILE");
+  train->add_option("--tensorboard", t.tensorboard,
+                    "write TensorBoard event files into this folder (made when missing; a new file per run): per "
+                    "epoch train/loss, train/accuracy, test/accuracy, test/top5, lr, images_per_second (and "
+                    "loss_scale in fp16), and train/step_loss at the optimizer steps the loss is read")
+      ->type_name("DIR");
   train->add_flag("--resume", t.resume,
                   "continue from --checkpoint if it exists, else start fresh (needs --checkpoint); the run's settings "
                   "must match the checkpoint's, only --epochs may change");

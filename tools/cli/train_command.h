@@ -18,6 +18,7 @@ struct TrainArgs {
   std::string optimizer = "sgd", schedule = "cosine";
   std::string checkpoint;
   std::string json;  // --json FILE: one line per epoch
+  std::string tensorboard;  // --tensorboard DIR: TensorBoard event files
   int epochs = 10, warmup = 0, step_epochs = 30;
   float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, label_smoothing = 0.f, gamma = 0.1f;
   bool nesterov = false, resume = false, overwrite = false;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/stop_signals.h"
+#include "cli/train_events.h"
 #include "cli/train_data_checks.h"
 #include "kiln/error.h"
 #include "kiln/image_folder.h"
@@ -21,6 +22,7 @@
 #include "kiln/threads.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
+#include "train/tensorboard_writer.h"
 
 namespace kiln::cli {
 namespace {
@@ -85,6 +87,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     check_checkpoint_target(target);  // the Trainer applies the same rule
   }
   std::ofstream json = json_appender(a.json);  // a bad path fails before anything is loaded
+  if (!a.tensorboard.empty()) TensorBoardWriter::check_folder(a.tensorboard);  // so does a file as the folder
   // Sized now rather than when the program is made (CompileOptions::cpu, set below to the same
   // count): opening an image folder scans it on the pool.
   set_threads(a.backend.threads);
@@ -147,6 +150,9 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   if (const auto removed = trainer.removed_temp_files(); !removed.empty())
     fmt::print("kiln: removed {} temporary file{} of a checkpoint write that was interrupted: {}\n", removed.size(),
                removed.size() == 1 ? "" : "s", fmt::join(removed, ", "));
+  // Made once the run is set up, so that a run refused earlier leaves no event file behind.
+  TrainEvents events(a.tensorboard);
+  if (!events.path().empty()) fmt::print("kiln: TensorBoard events go to {}\n", events.path());
   auto last_print = std::chrono::steady_clock::now();
   // The live line rewrites itself with carriage returns: only on a terminal. Into a file or a
   // pipe (a log, CI) each epoch is one plain line and nothing else.
@@ -171,6 +177,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
            s.epoch + 1, a.epochs, s.loss, s.step_in_epoch, s.steps_per_epoch, kBlownUpLoss, uniform_loss, classes,
            kept, a.lr);
     }
+    events.on_step(s);
     if (!live) return;
     const auto now = std::chrono::steady_clock::now();
     if (s.step_in_epoch != s.steps_per_epoch && now - last_print < std::chrono::milliseconds(500)) return;
@@ -202,10 +209,13 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                              {"data_wait_seconds", r.data_wait_seconds}, {"decoder", r.decoder},
                              {"train_loss", r.train_loss}, {"train_accuracy", r.train_accuracy},
                              {"test_accuracy", test_top1}, {"train_top5_accuracy", r.train_top5_accuracy},
-                             {"test_top5_accuracy", test_top5}, {"images_per_second", r.images_per_second}}
+                             {"test_top5_accuracy", test_top5}, {"images_per_second", r.images_per_second},
+                             {"lr", r.lr},
+                             {"loss_scale", r.loss_scale > 0 ? nlohmann::json(r.loss_scale) : nlohmann::json(nullptr)}}
                   .dump()
            << std::endl;
     }
+    events.on_epoch(r, tested);
     const std::string top5 = classes > 5 ? fmt::format(" (top-5 {:.4f})", r.test_top5_accuracy) : std::string();
     const std::string test_acc = tested ? fmt::format("  test acc {:.4f}{}", r.test_accuracy, top5) : std::string();
     fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}{}  {:.1f}s  {:.0f} img/s  data wait {:.0f}%\n",
