@@ -1,10 +1,14 @@
 // `kiln train --tensorboard DIR` read back by TensorBoard's own reader (the tensorboard package in
 // the CPU suite's Python, KILN_PYTHON) and compared with the same run's --json lines; and `kiln plot`
-// drawing such a run as SVG and PNG.
+// drawing such a run as SVG and PNG, both read back and checked against the run's values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <sstream>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "data/image/image_codec.h"
 #include "support/kiln_cli.h"
 #include "support/program_fixture.h"
 #include "support/temp_dir.h"
@@ -148,6 +153,154 @@ TEST(TensorBoardCli, EventsReadBackByTensorBoardMatchTheJsonLines) {
   testing::expect_contains(refused, {not_a_folder, "is a file, not a folder"}, "train --tensorboard FILE");
   EXPECT_EQ(refused.output.find("kiln: training"), std::string::npos) << refused.output;
   EXPECT_EQ(testing::read_text(not_a_folder), "keep");
+}
+
+// The value of attribute `name` in the tag text `tag`; "" when absent.
+std::string attribute(const std::string& tag, const std::string& name) {
+  const std::string key = " " + name + "=\"";
+  const size_t at = tag.find(key);
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size();
+  return tag.substr(from, tag.find('"', from) - from);
+}
+
+// Every `<element ...>` tag of `text`, whole.
+std::vector<std::string> tags(const std::string& text, const std::string& element) {
+  std::vector<std::string> out;
+  for (size_t at = text.find("<" + element + " "); at != std::string::npos; at = text.find("<" + element + " ", at + 1))
+    out.push_back(text.substr(at, text.find('>', at) - at + 1));
+  return out;
+}
+
+struct SvgPanel {
+  double left = 0, top = 0, width = 0, height = 0, x_min = 0, x_max = 0, y_min = 0, y_max = 0;
+  std::map<std::string, std::vector<std::pair<double, double>>> series;  // data-series -> points
+  std::map<std::string, std::string> stroke;
+};
+
+std::map<std::string, SvgPanel> panels_of(const std::string& svg) {
+  std::map<std::string, SvgPanel> panels;
+  for (size_t at = svg.find("<g class=\"panel\""); at != std::string::npos; at = svg.find("<g class=\"panel\"", at + 1)) {
+    const std::string group = svg.substr(at, svg.find("</g>", at) - at);
+    SvgPanel& p = panels[attribute(tags(group, "g").at(0), "id")];
+    const std::string rect = tags(group, "rect").at(0);
+    EXPECT_EQ(attribute(rect, "class"), "plot-area");
+    p.left = std::stod(attribute(rect, "x")), p.top = std::stod(attribute(rect, "y"));
+    p.width = std::stod(attribute(rect, "width")), p.height = std::stod(attribute(rect, "height"));
+    p.x_min = std::stod(attribute(rect, "data-x-min")), p.x_max = std::stod(attribute(rect, "data-x-max"));
+    p.y_min = std::stod(attribute(rect, "data-y-min")), p.y_max = std::stod(attribute(rect, "data-y-max"));
+    for (const std::string& line : tags(group, "polyline")) {
+      const std::string id = attribute(line, "data-series");
+      p.stroke[id] = attribute(line, "stroke");
+      std::istringstream points(attribute(line, "points"));
+      for (std::string xy; points >> xy;)
+        p.series[id].emplace_back(std::stod(xy.substr(0, xy.find(','))), std::stod(xy.substr(xy.find(',') + 1)));
+    }
+  }
+  return panels;
+}
+
+// A run of 3 epochs drawn as SVG: a panel each for the loss, the accuracies and the learning rate,
+// every series a point per epoch at the place its --json value maps to, the y range the values'
+// own padded by 5%, the x range the epochs'. The same run as PNG: the picture's size, white where
+// nothing is drawn, a curve's colour at every one of those points. Existing pictures are replaced
+// only with --overwrite; bad lines are named.
+TEST(PlotCli, SvgAndPngOfARealRunPutEveryEpochWhereItsValueIs) {
+  TempDir dir;
+  Result run;
+  const std::vector<nlohmann::json> lines = train_digits(dir, "--epochs 3", run);
+  ASSERT_EQ(run.rc, 0) << run.output;
+  ASSERT_EQ(lines.size(), 3u);
+  const std::string jsonl = dir.file("run.jsonl"), svg_path = dir.file("curves.svg"), png_path = dir.file("curves.png");
+  const Result plotted = kiln("plot " + jsonl + " -o " + svg_path);
+  ASSERT_EQ(plotted.rc, 0) << plotted.output;
+  testing::expect_contains(plotted, {"epochs 1-3", svg_path}, "plot");
+  const std::string svg = testing::read_text(svg_path);
+  const std::map<std::string, SvgPanel> panels = panels_of(svg);
+  const std::map<std::string, std::vector<std::string>> expected = {
+      {"loss", {"train_loss"}}, {"accuracy", {"train_accuracy", "test_accuracy"}}, {"lr", {"lr"}}};
+  ASSERT_EQ(panels.size(), expected.size()) << svg;
+  std::vector<std::tuple<double, double, std::string>> drawn;  // every point, with its series' colour
+  for (const auto& [panel_id, keys] : expected) {
+    ASSERT_TRUE(panels.count(panel_id)) << panel_id;
+    const SvgPanel& p = panels.at(panel_id);
+    ASSERT_EQ(p.series.size(), keys.size()) << panel_id;
+    double lo = INFINITY, hi = -INFINITY;
+    for (const std::string& key : keys)
+      for (const nlohmann::json& l : lines) lo = std::min(lo, l[key].get<double>()), hi = std::max(hi, l[key].get<double>());
+    EXPECT_NEAR(p.y_min, lo - 0.05 * (hi - lo), 1e-12) << panel_id;
+    EXPECT_NEAR(p.y_max, hi + 0.05 * (hi - lo), 1e-12) << panel_id;
+    EXPECT_EQ(p.x_min, 1);
+    EXPECT_EQ(p.x_max, 3);
+    for (const std::string& key : keys) {
+      ASSERT_TRUE(p.series.count(key)) << panel_id << " has no " << key;
+      const auto& points = p.series.at(key);
+      ASSERT_EQ(points.size(), lines.size()) << key;
+      for (size_t e = 0; e < lines.size(); ++e) {
+        const double v = lines[e][key].get<double>();
+        EXPECT_NEAR(points[e].first, p.left + double(e) / 2 * p.width, 0.002) << key << " epoch " << e + 1;
+        EXPECT_NEAR(points[e].second, p.top + (p.y_max - v) / (p.y_max - p.y_min) * p.height, 0.002) << key;
+        drawn.emplace_back(points[e].first, points[e].second, p.stroke.at(key));
+      }
+      // The extremes sit 5% of the range inside the frame: 1/22 of the height from its edges.
+      const auto [low, high] = std::minmax_element(points.begin(), points.end(),
+                                                   [](auto& a, auto& b) { return a.second < b.second; });
+      if (keys.size() == 1) {
+        EXPECT_NEAR(low->second, p.top + p.height / 22, 0.002) << key << ": the largest value";
+        EXPECT_NEAR(high->second, p.top + p.height * 21 / 22, 0.002) << key << ": the smallest value";
+      }
+    }
+  }
+
+  ASSERT_EQ(kiln("plot " + jsonl + " -o " + png_path).rc, 0);
+  const std::vector<uint8_t> png = testing::read_bytes(png_path);
+  const DecodedImage image = decode_image(png.data(), png.size(), png_path);
+  ASSERT_EQ(image.width, 800);
+  ASSERT_EQ(image.height, 900);
+  auto pixel = [&](double x, double y) {
+    const size_t at = (size_t(std::lround(y)) * size_t(image.width) + size_t(std::lround(x))) * 3;
+    return fmt::format("#{:02x}{:02x}{:02x}", image.pixels[at], image.pixels[at + 1], image.pixels[at + 2]);
+  };
+  EXPECT_EQ(pixel(3, 3), "#ffffff");
+  EXPECT_EQ(pixel(799, 899), "#ffffff");
+  std::vector<std::string> colours;
+  for (const auto& [x, y, colour] : drawn) colours.push_back(colour);
+  for (const auto& [x, y, colour] : drawn)
+    EXPECT_NE(std::find(colours.begin(), colours.end(), pixel(x, y)), colours.end())
+        << "no curve at (" << x << ", " << y << "): " << pixel(x, y);
+  // Half-way between two epochs the train loss curve passes through its segment's middle (give or
+  // take the rounding of a line to pixels).
+  const SvgPanel& loss = panels.at("loss");
+  const auto& l = loss.series.at("train_loss");
+  const double mx = (l[0].first + l[1].first) / 2, my = (l[0].second + l[1].second) / 2;
+  bool crossed = false;
+  for (int dy = -2; dy <= 2; ++dy) crossed = crossed || pixel(mx, my + dy) == loss.stroke.at("train_loss");
+  EXPECT_TRUE(crossed) << "no train loss curve at (" << mx << ", " << my << ")";
+
+  // Existing pictures stay unless --overwrite.
+  const std::string before = testing::read_text(svg_path);
+  testing::write_bytes(svg_path, {'m', 'i', 'n', 'e'});
+  const Result refused = kiln("plot " + jsonl + " -o " + svg_path);
+  EXPECT_EQ(refused.rc, 2) << refused.output;
+  testing::expect_contains(refused, {svg_path, "already exists", "--overwrite"}, "plot over a file");
+  EXPECT_EQ(testing::read_text(svg_path), "mine");
+  ASSERT_EQ(kiln("plot " + jsonl + " -o " + svg_path + " --overwrite").rc, 0);
+  EXPECT_EQ(testing::read_text(svg_path), before);
+
+  // Bad input, named.
+  const std::string bad = dir.file("bad.jsonl"), empty = dir.file("empty.jsonl");
+  std::ofstream(bad) << lines[0].dump() << "\n\n{\"epoch\": 2, \"train_loss\": \"low\", \"train_accuracy\": 0.5}\n";
+  std::ofstream(empty) << "\n";
+  const Result r_bad = kiln("plot " + bad + " -o " + dir.file("bad.svg"));
+  EXPECT_EQ(r_bad.rc, 2) << r_bad.output;
+  testing::expect_contains(r_bad, {bad, "line 3", "train_loss", "not a number"}, "plot a bad line");
+  const Result r_empty = kiln("plot " + empty + " -o " + dir.file("empty.svg"));
+  EXPECT_EQ(r_empty.rc, 2) << r_empty.output;
+  testing::expect_contains(r_empty, {empty, "no epoch lines"}, "plot an empty file");
+  const Result r_type = kiln("plot " + jsonl + " -o " + dir.file("curves.gif"));
+  EXPECT_EQ(r_type.rc, 2) << r_type.output;
+  testing::expect_contains(r_type, {"curves.gif", ".svg or .png"}, "plot to a gif");
+  EXPECT_FALSE(fs::exists(dir.file("bad.svg")) || fs::exists(dir.file("empty.svg")) || fs::exists(dir.file("curves.gif")));
 }
 
 }  // namespace

@@ -1,0 +1,66 @@
+#include "cli/plot_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <filesystem>
+#include <span>
+
+#include "core/file_io.h"
+#include "kiln/error.h"
+#include "train/run_log.h"
+#include "train/training_chart.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string extension(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return ext;
+}
+
+}  // namespace
+
+CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "plot", "draw a run's kiln train --json lines (loss, accuracy, learning rate per epoch) as SVG or PNG");
+  cmd->add_option("run", a.run, "the JSON lines kiln train --json wrote")->required()->type_name("RUN.jsonl");
+  cmd->add_option("--output,-o", a.output, "the picture to write: .svg (with labels) or .png (curves and axes only)")
+      ->required()
+      ->type_name("FILE");
+  cmd->add_option("--title", a.title, "the chart's title; default: the run file's name");
+  cmd->add_option("--width", a.width, "picture width in pixels")->check(CLI::Range(200, 8000));
+  cmd->add_option("--height", a.height, "picture height in pixels")->check(CLI::Range(200, 8000));
+  cmd->add_flag("--overwrite", a.overwrite, "replace the --output file when it exists");
+  return cmd;
+}
+
+int run_plot(const PlotArgs& a) {
+  const std::string ext = extension(a.output);
+  if (ext != ".svg" && ext != ".png")
+    fail("-o '{}': kiln plot writes .svg or .png files; name the output curves.svg or curves.png", a.output);
+  std::error_code ec;
+  if (!a.overwrite && std::filesystem::exists(a.output, ec))
+    fail("'{}' already exists: kiln plot would replace it. Give --overwrite to replace it, or another -o path; '{}' "
+         "is left as it was", a.output, a.output);
+  const RunLog run = read_run_log(a.run);
+  const Chart chart = training_chart(run, a.title.empty() ? std::filesystem::path(a.run).filename().string() : a.title,
+                                     a.width, a.height);
+  if (ext == ".svg") {
+    const std::string svg = chart_svg(chart);
+    write_file_atomic(a.output, {std::as_bytes(std::span(svg.data(), svg.size()))});
+  } else {
+    const std::vector<uint8_t> png = chart_png(chart);
+    write_file_atomic(a.output, {std::as_bytes(std::span(png.data(), png.size()))});
+  }
+  const EpochLine &first = run.epochs.front(), &last = run.epochs.back();
+  fmt::print("kiln plot: epochs {}-{} of {} (lines {}-{}{}) -> {}\n", first.epoch, last.epoch, a.run, first.line,
+             last.line, run.runs > 1 ? fmt::format(", the last of {} runs in the file", run.runs) : std::string(),
+             a.output);
+  return 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,19 @@
+#pragma once
+// `kiln plot RUN.jsonl -o curves.svg|curves.png`: the loss, accuracy and learning rate of a run's
+// `kiln train --json` lines against the epochs, drawn as SVG (with labels) or PNG (curves and axes).
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace kiln::cli {
+
+struct PlotArgs {
+  std::string run, output, title;
+  int width = 800, height = 900;
+  bool overwrite = false;
+};
+
+CLI::App* add_plot_command(CLI::App& app, PlotArgs& args);
+int run_plot(const PlotArgs& args);
+
+}  // namespace kiln::cli
