@@ -88,5 +88,40 @@ TEST(InitFromCli, PyTorchWeightsStartWhereTheirTrainingEnded) {
   testing::expect_contains(head, {"--new-head needs --init-from"}, "--new-head alone");
 }
 
+// Fine-tuning on top of a frozen backbone: --freeze pool2 keeps every convolution and BN statistic
+// of the PyTorch weights as they came, and the new head learns on its features.
+TEST(InitFromCli, FrozenBackboneKeepsItsWeightsAndTheHeadLearns) {
+  testing::TempDir dir;
+  const std::string data = "--data " + testing::shared_digits_dir() + " ";
+  const std::string ck = dir.file("trained.safetensors"), pt = dir.file("pytorch.safetensors");
+  const std::string tuned = dir.file("tuned.safetensors");
+  const Result trained = kiln(kRun + data + "--epochs 2 --lr 0.05 --checkpoint " + ck);
+  ASSERT_EQ(trained.rc, 0) << trained.output;
+  write_as_pytorch(ck, pt);
+  const Result fine =
+      kiln(kRun + data + "--epochs 1 --lr 0.05 --new-head --freeze pool2 --init-from " + pt + " --checkpoint " + tuned);
+  ASSERT_EQ(fine.rc, 0) << fine.output;
+  EXPECT_GT(testing::test_accuracy(fine), 0.9) << "a head on trained features learns in one epoch\n" << fine.output;
+  const SafetensorsFile before = load_safetensors(ck), after = load_safetensors(tuned);
+  int frozen = 0;
+  for (const NamedTensor& t : before.tensors) {
+    if (t.name.rfind("conv", 0) != 0) continue;
+    const NamedTensor* now = after.find(t.name);
+    ASSERT_NE(now, nullptr) << t.name;
+    EXPECT_EQ(now->data, t.data) << t.name << " changed although frozen";
+    ++frozen;
+  }
+  EXPECT_EQ(frozen, 4 * 5) << "4 CBR layers: weight, gamma, beta, running mean and variance";
+  EXPECT_NE(after.find("fc1.weight")->data, before.find("fc1.weight")->data);
+  EXPECT_EQ(load_safetensors(tuned).metadata.at("recipe.freeze"), "pool2");
+
+  const Result plan = kiln("plan --model digits_cnn --freeze pool2");
+  ASSERT_EQ(plan.rc, 0) << plan.output;
+  testing::expect_contains(plan, {"[frozen: eval mode, not trained]"}, "plan --freeze");
+  const Result bad = kiln(kRun + data + "--epochs 1 --freeze conv9");
+  EXPECT_NE(bad.rc, 0);
+  testing::expect_contains(bad, {"--freeze 'conv9'", "conv1, conv2, pool1"}, "--freeze of no layer");
+}
+
 }  // namespace
 }  // namespace kiln

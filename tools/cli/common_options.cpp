@@ -26,6 +26,10 @@ void add_common_options(CLI::App* app, CommonOptions& o) {
   app->add_option("--classes", o.classes, "number of classes, >= 1; -1: the model's, or the dataset's")
       ->check(number_in([](double v) { return v == -1 || v >= 1; }, "-1 or >= 1",
                         "use e.g. --classes 10, or -1 for the model's (plan) or the dataset's (train) count"));
+  app->add_option("--freeze", o.freeze,
+                  "fine-tuning: freeze the layers up to and including this one (a layer or a block, e.g. layer3; "
+                  "`kiln plan` lists the names): eval-mode BatchNorm, no gradient, no update")
+      ->type_name("LAYER");
 }
 
 CompileOptions compile_options(const CommonOptions& o) {
@@ -35,6 +39,7 @@ CompileOptions compile_options(const CommonOptions& o) {
   c.device = spec.device, c.device_index = spec.index;
   c.precision = parse_precision(o.precision);
   c.fuse_cbr = !o.no_fuse;
+  c.freeze = o.freeze;
   return c;
 }
 

@@ -16,9 +16,10 @@ struct CommonOptions {
   std::string device = "auto", precision = "fp32";
   bool no_fuse = false;
   int classes = -1;
+  std::string freeze;  // --freeze: CompileOptions::freeze
 };
 
-// --model, --batch, --device, --precision, --no-fuse, --classes.
+// --model, --batch, --device, --precision, --no-fuse, --classes, --freeze.
 void add_common_options(CLI::App* app, CommonOptions& o);
 
 // The compile settings the options ask for, --device resolved ("auto" picks the GPU when there is one).
