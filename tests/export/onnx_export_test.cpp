@@ -1,0 +1,129 @@
+// ONNX export against onnxruntime: every zoo model with random weights and BatchNorm statistics away
+// from their defaults, exported with BN folded and kept, gives kiln's own eval-mode logits on a
+// random batch when onnxruntime runs the file (tests/export/run_onnx.py, in the CPU suite's Python);
+// a deliberately wrong file (a transposed filter, a linear layer's columns left in kiln's order) and
+// another input do not. Then every layer kind and activation, fused and unfused, and the refusals.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "kiln/compile.h"
+#include "kiln/export.h"
+#include "kiln/zoo.h"
+#include "onnx_runner.h"
+#include "support/temp_dir.h"
+
+namespace kiln {
+namespace {
+
+using testing::OnnxRun;
+
+// Where kiln and onnxruntime may differ: both compute in fp32, in other summation orders (Eigen's
+// GEMM over KRSC/NHWC against MLAS over OIHW/NCHW), and folding rounds gamma / sqrt(var + eps) into
+// the weights once. Through resnet50's 50 layers the gap measured 1e-7 to 2e-6 of the largest logit
+// (the torchvision comparison of the GPU suite sees the same, docs/results.md); 5e-5 leaves room
+// for other CPUs' kernels. A layout error is of the order of the logits themselves: the tampered
+// files below land at 0.1 to 1, four orders of magnitude above.
+constexpr double kBound = 5e-5;
+constexpr double kWrong = 100 * kBound;  // what a wrong file must at least be off by
+
+// The side each zoo model is tested at: its own when small, else 64 (ImageNet models take any size
+// from 32 on; 64 keeps a 2x2 map before VGG's classifier, so its columns are permuted).
+int test_side(const Blueprint& bp) { return int(std::min<int64_t>(bp.input_hwc()->at(0), 64)); }
+
+struct Exported {
+  std::vector<float> x, other_x, kiln;  // inputs and kiln's logits for x
+  Shape shape;                          // NCHW
+  std::string folded, kept;             // the two files
+  int convs = 0, batch_norms = 0;       // in the model
+};
+
+Exported export_both_ways(const Blueprint& bp, const CompileOptions& o, const std::filesystem::path& dir,
+                          uint32_t seed) {
+  Executable exe(compile(bp, o), seed);
+  testing::randomize_batch_norms(exe, seed + 1);
+  Exported e;
+  const Shape& in = exe.program().tensors[exe.program().input].shape;
+  e.shape = {in[0], in[3], in[1], in[2]};
+  e.x = testing::normal_floats(size_t(numel(e.shape)), seed + 2);
+  e.other_x = testing::normal_floats(size_t(numel(e.shape)), seed + 3);
+  e.kiln = testing::kiln_logits(exe, e.x, e.shape);
+  for (const Layer& l : exe.program().graph.layers) {
+    e.convs += !l.conv_name.empty() || l.kind == LayerKind::Conv;
+    e.batch_norms += !l.bn_name.empty() || l.kind == LayerKind::BatchNorm;
+  }
+  OnnxExportOptions options;
+  options.info.model = bp.name();
+  e.folded = (dir / (bp.name() + ".folded.onnx")).string();
+  e.kept = (dir / (bp.name() + ".kept.onnx")).string();
+  const OnnxExportSummary folded = export_onnx(exe, e.folded, options);
+  EXPECT_EQ(folded.opset, 17);
+  EXPECT_EQ(folded.op_counts.count("BatchNormalization"), 0u);
+  options.fold_bn = false;
+  const OnnxExportSummary kept = export_onnx(exe, e.kept, options);
+  EXPECT_EQ(kept.op_counts.at("BatchNormalization"), e.batch_norms);
+  EXPECT_EQ(kept.nodes, folded.nodes + e.batch_norms);
+  return e;
+}
+
+class ZooOnnx : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooOnnx, OnnxruntimeGivesKilnsLogitsFoldedAndKept) {
+  const Blueprint bp = zoo::by_name(GetParam(), 10);
+  const int side = test_side(bp);
+  CompileOptions o;
+  o.batch = 2;
+  o.input_hwc = {side, side, bp.input_hwc()->at(2)};
+  testing::TempDir dir;
+  const Exported e = export_both_ways(bp, o, dir.path(), 7);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+
+  std::vector<OnnxRun> runs = {{e.folded, e.x, e.shape, nullptr, {}, {}},
+                               {e.kept, e.x, e.shape, nullptr, {}, {}},
+                               {e.folded, e.other_x, e.shape, nullptr, {}, {}},
+                               {e.kept, e.x, e.shape, {{"transpose_conv", true}}, {}, {}}};
+  // A linear layer reading a feature map of more than one position: digits_cnn's fc1 (5x5x64) and,
+  // at 64x64, VGG16-BN's classifier.0 (2x2x512).
+  const Program p = compile(bp, o);
+  for (const Layer& l : p.graph.layers) {
+    if (l.kind != LayerKind::Flatten) continue;
+    const Shape& map = p.graph.layers[l.inputs[0]].out_shape;
+    if (map[1] * map[2] > 1) runs.push_back({e.folded, e.x, e.shape, {{"hwc_columns", {map[1], map[2], map[3]}}}, {}, {}});
+  }
+  testing::run_onnx(runs, dir.path());
+  ASSERT_FALSE(::testing::Test::HasFailure());
+
+  const double folded = testing::logit_gap(runs[0].logits, e.kiln), kept = testing::logit_gap(runs[1].logits, e.kiln);
+  std::printf("%s at %dx%d: onnxruntime against kiln, largest gap / largest logit: BN folded %.2e, kept %.2e\n",
+              GetParam().c_str(), side, side, folded, kept);
+  EXPECT_LT(folded, kBound);
+  EXPECT_LT(kept, kBound);
+  // The bound can fail: another input, a transposed filter and unpermuted columns land far above it.
+  EXPECT_GT(testing::logit_gap(runs[2].logits, e.kiln), kWrong) << "another input";
+  EXPECT_GT(testing::logit_gap(runs[3].logits, e.kiln), kWrong) << "a transposed filter";
+  for (size_t i = 4; i < runs.size(); ++i)
+    EXPECT_GT(testing::logit_gap(runs[i].logits, e.kiln), kWrong) << "columns in kiln's H,W,C order";
+  if (GetParam() == "digits_cnn" || GetParam() == "vgg16_bn") {
+    EXPECT_EQ(runs.size(), 5u) << "a flatten of a map";
+  }
+
+  // What the file says it is.
+  const nlohmann::json& report = runs[0].report;
+  EXPECT_EQ(report["opset"], 17);
+  EXPECT_EQ(report["input_name"], "input");
+  EXPECT_EQ(report["output_name"], "logits");
+  EXPECT_EQ(report["input"], nlohmann::json({"N", e.shape[1], e.shape[2], e.shape[3]}));
+  EXPECT_EQ(report["output"], nlohmann::json({"N", 10}));
+  EXPECT_EQ(report["metadata"]["model"], GetParam());
+  EXPECT_EQ(report["metadata"]["batch_norm"], "folded");
+  EXPECT_EQ(runs[1].report["metadata"]["batch_norm"], "kept");
+  EXPECT_EQ(report["ops"]["Conv"], e.convs);
+  EXPECT_FALSE(report["ops"].contains("BatchNormalization"));
+  EXPECT_EQ(runs[1].report["ops"]["BatchNormalization"], e.batch_norms);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryZooModel, ZooOnnx, ::testing::ValuesIn(zoo::names()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,193 @@
+// ONNX export of every layer kind and activation, beyond the zoo's: a model with a biased
+// convolution before BN, average and max pooling with padding, a residual add without ReLU, a
+// projection block, a BatchNorm after an add and one on flat features, a flatten read by an
+// activation (not a linear layer) and dropout, compiled fused and unfused; and each activation on its
+// own. onnxruntime must give kiln's logits (the bound of onnx_export_test.cpp), and the export's
+// refusals must name the culprit and change nothing.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "kiln/compile.h"
+#include "kiln/export.h"
+#include "kiln/zoo.h"
+#include "onnx_runner.h"
+#include "support/temp_dir.h"
+
+namespace kiln {
+namespace {
+
+using testing::OnnxRun;
+
+constexpr double kBound = 5e-5;  // onnx_export_test.cpp says why
+
+Blueprint every_layer() {
+  Blueprint m("every_layer");
+  m.input(12, 10, 3);
+  m.conv(8, 3, 1, 1, /*bias=*/true, "stem").bn("stem_bn").relu("stem_relu");  // a biased conv is never fused
+  m.cbr(8, 3, 1, 1, "cbr");
+  m.avgpool(3, 1, 1, "avg");  // counts the padding, as PyTorch
+  Blueprint body("body");
+  body.conv(8, 3, 1, 1, false, "conv").bn("bn");
+  m.residual(body, std::nullopt, /*relu_after=*/false, "plain_add");
+  m.bn("bn_after_add");  // a BatchNorm after anything but a convolution stays one
+  m.maxpool(3, 2, 1, "max");
+  Blueprint block("block");
+  block.cbr(16, 3, 2, 1, "conv1").conv(16, 3, 1, 1, false, "conv2").bn("bn2");
+  Blueprint projection("downsample");
+  projection.conv(16, 1, 2, 0, false, "0").bn("1");
+  m.residual(block, projection, true, "block");
+  m.flatten("flatten").leaky_relu(0.1f, "flat_act");  // a flatten read by an activation, not a linear layer
+  m.bn("flat_bn").dropout(0.5f, "drop").fc(24, true, "fc1").relu("fc1_relu").fc(5, false, "head");
+  return m;
+}
+
+struct Case {
+  std::string name;
+  Blueprint model;
+  bool fuse = true;
+};
+
+// Exports each case's model both ways and runs them all in one onnxruntime process.
+void expect_onnxruntime_agrees(const std::vector<Case>& cases) {
+  testing::TempDir dir;
+  std::vector<OnnxRun> runs;
+  std::vector<std::vector<float>> want;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CompileOptions o;
+    o.batch = 3;
+    o.fuse_cbr = cases[i].fuse;
+    Executable exe(compile(cases[i].model, o), 20 + uint32_t(i));
+    testing::randomize_batch_norms(exe, 40 + uint32_t(i));
+    const Shape& in = exe.program().tensors[exe.program().input].shape;
+    const Shape shape = {in[0], in[3], in[1], in[2]};
+    const std::vector<float> x = testing::normal_floats(size_t(numel(shape)), 60 + uint32_t(i));
+    want.push_back(testing::kiln_logits(exe, x, shape));
+    for (bool fold : {true, false}) {
+      OnnxExportOptions options;
+      options.fold_bn = fold;
+      const std::string file = dir.file(fmt::format("{}.{}.onnx", cases[i].name, fold ? "folded" : "kept"));
+      export_onnx(exe, file, options);
+      runs.push_back({file, x, shape, nullptr, {}, {}});
+    }
+  }
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  testing::run_onnx(runs, dir.path());
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const double gap = testing::logit_gap(runs[i].logits, want[i / 2]);
+    EXPECT_LT(gap, kBound) << runs[i].model;
+    std::printf("%s: gap %.2e\n", std::filesystem::path(runs[i].model).filename().c_str(), gap);
+  }
+}
+
+TEST(OnnxLayers, EveryLayerKindFusedAndUnfused) {
+  // Fused: CBR, conv_bn and bn_add_relu layers; unfused: Conv, BatchNorm, ReLU and Add layers.
+  for (bool fuse : {true, false}) {
+    CompileOptions o;
+    o.batch = 1, o.fuse_cbr = fuse;
+    const Program p = compile(every_layer(), o);
+    const bool fused_block = p.graph.count(LayerKind::CBR) > 0;
+    EXPECT_EQ(fused_block, fuse);
+  }
+  expect_onnxruntime_agrees({{"fused", every_layer(), true}, {"unfused", every_layer(), false}});
+}
+
+TEST(OnnxLayers, EveryActivation) {
+  std::vector<Case> cases;
+  for (int a = 0; a < kActivationCount; ++a) {
+    const Activation act = Activation(a);
+    Blueprint m(activation_name(act));
+    // Inputs of both signs and of several sizes reach the activation: after a BN with random
+    // statistics, and through a linear layer on the flattened map.
+    m.input(6, 6, 2).cbr(4, 3, 1, 1, "cbr").conv(4, 3, 1, 1, false, "conv").bn("bn");
+    m.activation(act, act == Activation::LeakyReLU ? 0.2f : (act == Activation::ELU ? 0.7f : 0.f), "act");
+    m.flatten("flatten").fc(8, true, "fc1").activation(act, act == Activation::ELU ? 1.3f : 0.f, "act2").fc(3);
+    cases.push_back({activation_name(act), m, true});
+  }
+  expect_onnxruntime_agrees(cases);
+}
+
+TEST(OnnxExportErrors, RefusalsNameTheCulpritAndWriteNothing) {
+  testing::TempDir dir;
+  CompileOptions o;
+  o.batch = 1;
+  Executable exe(compile(zoo::digits_cnn(), o), 1);
+  const std::string file = dir.file("m.onnx");
+  testing::write_bytes(file, {1, 2, 3});
+  // An existing file is left as it was unless overwrite is set.
+  try {
+    export_onnx(exe, file);
+    ADD_FAILURE() << "an existing file was replaced";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already exists"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("OnnxExportOptions::overwrite"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(testing::read_bytes(file), std::vector<uint8_t>({1, 2, 3}));
+  OnnxExportOptions overwrite;
+  overwrite.overwrite = true;
+  EXPECT_GT(export_onnx(exe, file, overwrite).bytes, 100000);
+  EXPECT_GT(std::filesystem::file_size(file), 100000u);
+
+  // A folder that does not exist; class names that do not fit the outputs; a diverged model.
+  EXPECT_THROW(
+      {
+        try {
+          export_onnx(exe, dir.file("missing/m.onnx"));
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  OnnxExportOptions names;
+  names.info.class_names = {"zero", "one"};
+  EXPECT_THROW(
+      {
+        try {
+          export_onnx(exe, dir.file("names.onnx"), names);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("2 class names were given for a model of 10 outputs"),
+                    std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  const int w = exe.id("fc2.bias");
+  std::vector<float> bias = exe.read<float>(w);
+  bias[3] = NAN;
+  exe.write(w, bias.data(), bias.size() * sizeof(float));
+  EXPECT_THROW(
+      {
+        try {
+          export_onnx(exe, dir.file("nan.onnx"));
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("'fc2.bias' holds 1 non-finite value (the first, nan, at index 3)"),
+                    std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("names.onnx")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("nan.onnx")));
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << "a temporary was left behind";
+}
+
+TEST(OnnxExportErrors, AModelWithoutLogitsIsRefused) {
+  Blueprint m("backbone");
+  m.input(8, 8, 3).cbr(4, 3, 1, 1, "cbr");
+  CompileOptions o;
+  o.batch = 1, o.loss = false;
+  Executable exe(compile(m, o), 1);
+  testing::TempDir dir;
+  try {
+    export_onnx(exe, dir.file("m.onnx"));
+    ADD_FAILURE() << "a model without (N, classes) logits was exported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("last layer 'cbr' gives [1,8,8,4]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,139 @@
+#pragma once
+// What the export tests share: kiln's own eval-mode logits for an NCHW batch, the BatchNorm
+// statistics and affine parameters set away from their defaults, and onnxruntime's logits for an
+// exported file, through the CPU suite's Python (KILN_PYTHON, third_party/pyenv) running
+// tests/export/run_onnx.py.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/executable.h"
+#include "support/temp_dir.h"
+
+namespace kiln::testing {
+
+// NCHW values in kiln's NHWC order.
+inline std::vector<float> nhwc_of(const std::vector<float>& nchw, const Shape& s) {
+  const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+  std::vector<float> nhwc(nchw.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w) nhwc[((n * H + h) * W + w) * C + c] = nchw[((n * C + c) * H + h) * W + w];
+  return nhwc;
+}
+
+inline std::vector<float> normal_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// kiln's inference logits (eval mode) for the NCHW batch `nchw` of shape `s`.
+inline std::vector<float> kiln_logits(Executable& exe, const std::vector<float>& nchw, const Shape& s) {
+  const std::vector<float> nhwc = nhwc_of(nchw, s);
+  exe.write(exe.program().input, nhwc.data(), nhwc.size() * sizeof(float));
+  exe.run_inference({});
+  return exe.read<float>(exe.program().inference_logits);
+}
+
+// Every BatchNorm's running statistics and affine parameters drawn as the torchvision reference
+// draws them (bench/torch_torchvision_reference.py), so that BN in eval mode is far from the
+// identity and a wrong statistic, epsilon or folding shows.
+inline void randomize_batch_norms(Executable& exe, uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto fill = [&](const std::string& name, float lo, float hi) {
+    const int id = exe.id(name);
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(size_t(numel(exe.program().tensors[id].shape)));
+    for (float& x : v) x = u(rng);
+    exe.write(id, v.data(), v.size() * sizeof(float));
+  };
+  for (const Layer& l : exe.program().graph.layers) {
+    const std::string bn = l.kind == LayerKind::BatchNorm ? l.name : l.bn_name;
+    if (bn.empty()) continue;
+    fill(bn + ".running_mean", -0.5f, 0.5f);
+    fill(bn + ".running_var", 0.5f, 2.0f);
+    fill(bn + ".weight", 0.5f, 1.5f);
+    fill(bn + ".bias", -0.5f, 0.5f);
+  }
+}
+
+// One model run in onnxruntime: the file, its input (NCHW), optionally a deliberate corruption
+// (run_onnx.py's "tamper"); after run_onnx, the logits and the report on the file.
+struct OnnxRun {
+  std::string model;
+  std::vector<float> input;
+  Shape shape;
+  nlohmann::json tamper;  // null: the file as written
+  std::vector<float> logits;
+  nlohmann::json report;
+};
+
+inline std::string python() {
+  if (!std::filesystem::exists(KILN_PYTHON))
+    ADD_FAILURE() << KILN_PYTHON << " is missing: the ONNX export tests run onnxruntime in the CPU suite's Python; "
+                     "run scripts/setup.sh (it makes third_party/pyenv)";
+  return KILN_PYTHON;
+}
+
+// Runs every run's model in one Python process (files in `dir`); fails the test when it cannot.
+inline void run_onnx(std::vector<OnnxRun>& runs, const std::filesystem::path& dir) {
+  const std::string py = python();
+  if (::testing::Test::HasFailure()) return;
+  nlohmann::json job;
+  job["runs"] = nlohmann::json::array();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string in = (dir / fmt::format("run{}.in.f32", i)).string();
+    std::ofstream(in, std::ios::binary)
+        .write(reinterpret_cast<const char*>(runs[i].input.data()), std::streamsize(runs[i].input.size() * 4));
+    job["runs"].push_back({{"model", runs[i].model},
+                           {"input", in},
+                           {"shape", runs[i].shape},
+                           {"output", (dir / fmt::format("run{}.out.f32", i)).string()},
+                           {"tamper", runs[i].tamper}});
+  }
+  const std::string job_file = (dir / "job.json").string(), report = (dir / "report.json").string(),
+                    errors = (dir / "errors.txt").string();
+  std::ofstream(job_file) << job.dump();
+  const std::string cmd = fmt::format("'{}' '{}/tests/export/run_onnx.py' '{}' > '{}' 2> '{}'", py, KILN_SOURCE_DIR,
+                                      job_file, report, errors);
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << cmd << " failed:\n" << read_text(errors);
+    return;
+  }
+  const nlohmann::json reports = nlohmann::json::parse(read_text(report), nullptr, false);
+  if (!reports.is_object() || reports["runs"].size() != runs.size()) {
+    ADD_FAILURE() << "run_onnx.py wrote no report for each run:\n" << read_text(report);
+    return;
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::vector<uint8_t> bytes = read_bytes(job["runs"][i]["output"].get<std::string>());
+    runs[i].logits.resize(bytes.size() / 4);
+    std::memcpy(runs[i].logits.data(), bytes.data(), runs[i].logits.size() * 4);
+    runs[i].report = reports["runs"][i];
+  }
+}
+
+// max |a - b| / max |b|, or infinity when the sizes differ: how far a is from the reference b, on
+// the scale of its largest logit.
+inline double logit_gap(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || b.empty()) return INFINITY;
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(double(a[i]) - double(b[i]))), scale = std::max(scale, std::abs(double(b[i])));
+  return worst / std::max(scale, 1e-30);
+}
+
+}  // namespace kiln::testing
