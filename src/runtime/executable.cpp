@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "core/half_bits.h"
 #include "runtime/backend.h"
 #include "runtime/initializers.h"
 #include "runtime/op_call.h"
@@ -176,6 +179,46 @@ void Executable::read_many(const std::vector<int>& ids, std::vector<std::vector<
     copies.push_back({reads[i].data(), memory_for_copy(ids[i], reads[i].size(), "reading"), reads[i].size()});
   }
   backend_->copy_out_many(copies);
+}
+
+std::vector<float> Executable::gradient(const std::string& param) {
+  const int param_id = program_.find(param);
+  size_t i = 0;
+  while (i < program_.params.size() && program_.params[i] != param_id) ++i;
+  if (param_id < 0 || i == program_.params.size())
+    fail("'{}' is not a trainable parameter of this program, so it has no gradient{}", param,
+         program_.params.empty() ? std::string()
+                                 : fmt::format(" (parameters are named as '{}')",
+                                               program_.tensors[program_.params.front()].name));
+  const TensorSpec& g = program_.tensors[program_.grads[i]];
+  std::vector<std::byte> bytes(g.bytes());
+  read(program_.grads[i], bytes.data(), bytes.size());
+  // With loss scaling the backward wrote gradients times the scale (the optimizer divides it out).
+  double unscale = 1;
+  if (program_.loss_scale >= 0) {
+    float scale = 0;
+    read(program_.loss_scale, &scale, sizeof scale);
+    unscale = 1.0 / scale;
+  }
+  const size_t n = size_t(numel(g.shape)), size = dtype_size(g.dtype);
+  std::vector<float> out(n);
+  for (size_t k = 0; k < n; ++k) {
+    const std::byte* p = bytes.data() + k * size;
+    double v = 0;
+    if (g.dtype == DType::F32) {
+      float f;
+      std::memcpy(&f, p, sizeof f);
+      v = f;
+    } else if (g.dtype == DType::F64) {
+      std::memcpy(&v, p, sizeof v);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, p, sizeof h);
+      v = g.dtype == DType::F16 ? half_bits_to_double(h) : bf16_bits_to_double(h);
+    }
+    out[k] = static_cast<float>(v * unscale);
+  }
+  return out;
 }
 
 void Executable::synchronize() { backend_->synchronize(); }
