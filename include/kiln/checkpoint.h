@@ -33,10 +33,30 @@ struct NamedTensor {
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// A tensor load_safetensors read past (SafetensorsReadOptions::skip_unsupported_dtypes): its
+// dtype is one the safetensors format lists but kiln does not compute in, so it has no DType.
+struct SkippedTensor {
+  std::string name;
+  std::string dtype;  // as the file spells it: "I64", "BOOL", "F8_E4M3", ...
+  Shape shape;
+};
+
 struct SafetensorsFile {
   std::vector<NamedTensor> tensors;  // in file data order
+  std::vector<SkippedTensor> skipped;  // in file data order; empty unless asked for
   std::map<std::string, std::string> metadata;  // without the checksums, which load verified
   const NamedTensor* find(const std::string& name) const;  // nullptr if absent
+  const SkippedTensor* find_skipped(const std::string& name) const;  // nullptr if absent
+};
+
+struct SafetensorsReadOptions {
+  // Files written by PyTorch hold tensors of dtypes kiln has no DType for (BatchNorm's int64
+  // num_batches_tracked; I8..U64, BOOL, C64, the F8/F6/F4 formats). With this set they are read
+  // past and listed in SafetensorsFile::skipped, without their data; their header entries and
+  // byte ranges are checked as strictly as any tensor's (and a kiln checksum of one, verified).
+  // A dtype the format does not list is refused either way. Off, such a tensor is refused: a
+  // kiln checkpoint never holds one.
+  bool skip_unsupported_dtypes = false;
 };
 
 // Reads and validates the whole file; any inconsistency (truncation, bad header length or
@@ -45,7 +65,7 @@ struct SafetensorsFile {
 // checksum is verified: a mismatch (or a checksum that is not 8 hex digits, or names no tensor
 // of the file) throws kiln::Error saying the file is corrupt and naming the tensor. Tensors
 // without one (files of older kiln versions or of other tools) are read unverified.
-SafetensorsFile load_safetensors(const std::string& path);
+SafetensorsFile load_safetensors(const std::string& path, const SafetensorsReadOptions& options = {});
 
 // kiln's version, recorded in the checkpoints the trainer writes ("kiln_version").
 inline constexpr const char* kVersion = "0.1.0";

@@ -76,15 +76,49 @@ bool parse_dtype(const std::string& text, DType& out) {
   return false;
 }
 
+// Every dtype the safetensors format lists (its Dtype enum, safetensors 0.6) and the width of
+// one element in bits: F4 and F6 pack elements across bytes.
+struct FormatDtype {
+  std::string_view name;
+  unsigned bits;
+};
+constexpr FormatDtype kFormatDtypes[] = {
+    {"BOOL", 8},     {"F4", 4},       {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},   {"F8_E5M2", 8},
+    {"F8_E4M3", 8},  {"F8_E8M0", 8},  {"I16", 16},    {"U16", 16},    {"F16", 16}, {"BF16", 16}, {"I32", 32},
+    {"U32", 32},     {"F32", 32},     {"C64", 64},    {"F64", 64},    {"I64", 64}, {"U64", 64}};
+
+const FormatDtype* format_dtype(const std::string& text) {
+  for (const FormatDtype& d : kFormatDtypes)
+    if (d.name == text) return &d;
+  return nullptr;
+}
+
+std::string format_dtype_list() {
+  std::string list;
+  for (const FormatDtype& d : kFormatDtypes) list += list.empty() ? std::string(d.name) : fmt::format(", {}", d.name);
+  return list;
+}
+
+enum class Bytes { Fit, Overflow, PartByte };
+
+// numel(shape) elements of `bits` bits, in bytes, without overflow. A tensor of packed elements
+// (F4, F6) must end on a byte, as the format requires.
+Bytes packed_bytes(const Shape& shape, unsigned bits, uint64_t& out) {
+  unsigned __int128 elements = 1;
+  for (int64_t d : shape) {
+    elements *= uint64_t(d);  // at most 2^64 * 2^63: no overflow of 128 bits
+    if (elements > UINT64_MAX) return Bytes::Overflow;
+  }
+  const unsigned __int128 total = elements * bits;
+  if (total % 8 != 0) return Bytes::PartByte;
+  if (total / 8 > UINT64_MAX) return Bytes::Overflow;
+  out = uint64_t(total / 8);
+  return Bytes::Fit;
+}
+
 // numel(shape) * dtype size without overflow; false if it does not fit in 64 bits.
 bool tensor_bytes(const Shape& shape, DType dtype, uint64_t& out) {
-  unsigned __int128 total = dtype_size(dtype);
-  for (int64_t d : shape) {
-    total *= uint64_t(d);
-    if (total > UINT64_MAX) return false;
-  }
-  out = uint64_t(total);
-  return true;
+  return packed_bytes(shape, unsigned(dtype_size(dtype)) * 8, out) == Bytes::Fit;
 }
 
 struct Entry {
@@ -92,18 +126,27 @@ struct Entry {
   DType dtype;
   Shape shape;
   uint64_t begin, end;
+  std::string skipped_dtype;  // a format dtype kiln has no DType for, read past; else empty
 };
 
-Entry parse_entry(const std::string& path, const std::string& name, const json& value, uint64_t data_bytes) {
+Entry parse_entry(const std::string& path, const std::string& name, const json& value, uint64_t data_bytes,
+                  bool skip_unsupported) {
   auto bad = [&](const std::string& what) -> Entry {
     fail("safetensors file '{}': tensor '{}': {}", path, name, what);
   };
   if (!value.is_object()) return bad("entry is not a JSON object");
-  Entry e{name, DType::F32, {}, 0, 0};
+  Entry e{name, DType::F32, {}, 0, 0, {}};
   auto dtype = value.find("dtype");
   if (dtype == value.end() || !dtype->is_string()) return bad("missing string field \"dtype\"");
-  if (!parse_dtype(dtype->get<std::string>(), e.dtype))
-    return bad("unsupported dtype \"" + dtype->get<std::string>() + "\" (kiln reads F32, F64, F16, BF16, I32, U8)");
+  const std::string dtype_text = dtype->get<std::string>();
+  const FormatDtype* format = format_dtype(dtype_text);
+  if (!parse_dtype(dtype_text, e.dtype)) {
+    if (!skip_unsupported)
+      return bad(fmt::format("unsupported dtype \"{}\" (kiln reads F32, F64, F16, BF16, I32, U8)", dtype_text));
+    if (!format)
+      return bad(fmt::format("unknown dtype \"{}\": the safetensors format has {}", dtype_text, format_dtype_list()));
+    e.skipped_dtype = dtype_text;
+  }
   auto shape = value.find("shape");
   if (shape == value.end() || !shape->is_array()) return bad("missing array field \"shape\"");
   for (const json& d : *shape) {
@@ -122,9 +165,14 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
     return bad(fmt::format("data_offsets [{}, {}] run past the {} data bytes in the file (truncated?)",
                            e.begin, e.end, data_bytes));
   uint64_t expected = 0;
-  if (!tensor_bytes(e.shape, e.dtype, expected) || expected != e.end - e.begin)
+  const unsigned bits = format ? format->bits : unsigned(dtype_size(e.dtype)) * 8;
+  const Bytes fit = packed_bytes(e.shape, bits, expected);
+  if (fit == Bytes::PartByte)
+    return bad(fmt::format("shape {} of {} ends inside a byte ({}-bit elements); the format needs whole bytes",
+                           shape_str(e.shape), dtype_text, bits));
+  if (fit == Bytes::Overflow || expected != e.end - e.begin)
     return bad(fmt::format("shape {} of {} needs {} bytes but data_offsets [{}, {}] hold {}",
-                           shape_str(e.shape), dtype_name(e.dtype), expected, e.begin, e.end, e.end - e.begin));
+                           shape_str(e.shape), dtype_text, expected, e.begin, e.end, e.end - e.begin));
   return e;
 }
 
@@ -209,7 +257,13 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   write_file_atomic(path, chunks);
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
+const SkippedTensor* SafetensorsFile::find_skipped(const std::string& name) const {
+  for (const SkippedTensor& t : skipped)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+SafetensorsFile load_safetensors(const std::string& path, const SafetensorsReadOptions& options) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     fail("checkpoint '{}' does not exist or is not a regular file", path);
@@ -244,7 +298,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::vector<Entry> entries;
   for (const auto& [key, value] : header.items()) {
     if (key == kMetadataKey) file.metadata = parse_metadata(path, value);
-    else entries.push_back(parse_entry(path, key, value, data_bytes));
+    else entries.push_back(parse_entry(path, key, value, data_bytes, options.skip_unsupported_dtypes));
   }
   check_layout(path, entries, data_bytes);
   const std::map<std::string, uint32_t> checksums = take_checksums(path, file.metadata);
@@ -256,14 +310,22 @@ SafetensorsFile load_safetensors(const std::string& path) {
                    fmt::format("its metadata holds a checksum of tensor '{}', which the file does not have", name));
 
   for (const Entry& e : entries) {
+    const auto crc = checksums.find(e.name);
+    // A skipped tensor's bytes are read only to verify a checksum (kiln writes none for one).
+    const bool skipped = !e.skipped_dtype.empty();
+    if (skipped && crc == checksums.end()) {
+      file.skipped.push_back({e.name, e.skipped_dtype, e.shape});
+      continue;
+    }
     NamedTensor t{e.name, e.dtype, e.shape, std::vector<std::byte>(e.end - e.begin)};
     in.seekg(std::streamoff(data_start + e.begin));
     if (!t.data.empty() && !in.read(reinterpret_cast<char*>(t.data.data()), std::streamsize(t.data.size())))
       fail("safetensors file '{}': error reading tensor '{}'", path, e.name);
     // No checksum (older kiln, other writers): nothing to verify.
-    if (auto crc = checksums.find(e.name); crc != checksums.end() && checksum(t.data) != crc->second)
+    if (crc != checksums.end() && checksum(t.data) != crc->second)
       fail_corrupt(path, fmt::format("tensor '{}' does not match the checksum written with it", e.name));
-    file.tensors.push_back(std::move(t));
+    if (skipped) file.skipped.push_back({e.name, e.skipped_dtype, e.shape});
+    else file.tensors.push_back(std::move(t));
   }
   return file;
 }
