@@ -28,13 +28,16 @@ struct TorchWeightsOptions {
 
 struct TorchWeightsLoaded {
   int tensors = 0;                    // kiln tensors written
-  std::vector<std::string> left_out;  // the file's tensors not used: num_batches_tracked, the head
+  std::vector<std::string> left_out;  // the file's tensors not used: num_batches_tracked, the old head
 };
 
 // Writes every parameter and BN running statistic of `exe` from the file, or nothing: a kiln::Error
 // lists each tensor missing from the file, each shape that does not fit, each tensor of the file
-// that this model has no place for, and names a dtype other than F32 or a non-finite
-// value, before anything is written.
+// that this model has no place for, each tensor whose dtype is not floating point (naming it),
+// and each non-finite value, before anything is written. F32, F16, BF16 and F64 tensors load
+// (fp16 and bf16 exactly, F64 rounded to float32; one past float32's range is refused).
+// BatchNorm's num_batches_tracked counters, of any dtype (int64 in PyTorch's state_dicts), are
+// left out: kiln's BN momentum is fixed, so they have no use.
 TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, const TorchWeightsOptions& options = {});
 
 }  // namespace kiln

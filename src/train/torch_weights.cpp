@@ -2,13 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
-#include <cstring>
+#include <cmath>
 #include <set>
 
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 #include "train/non_finite_text.h"
+#include "train/tensor_f32.h"
 
 namespace kiln {
 namespace {
@@ -83,6 +85,20 @@ std::map<std::string, Shape> flattened_maps(const LayerGraph& graph) {
   return found;
 }
 
+// PyTorch's BatchNorm counter: it sets the averaging factor only when momentum is None (a
+// cumulative average). kiln's BN momentum is fixed, so the count has no use here.
+bool is_bn_counter(const std::string& name) { return split_last(name).second == "num_batches_tracked"; }
+
+// What a floating-point tensor of the file holds that float32 cannot: "" when every value fits.
+// non_finite_text has refused NaNs and infinities already, so an infinity here is an F64 value
+// past float32's range.
+std::string out_of_f32_range(const NamedTensor& saved, const std::vector<float>& values) {
+  const auto inf = std::find_if(values.begin(), values.end(), [](float v) { return std::isinf(v); });
+  if (inf == values.end()) return "";
+  return fmt::format("'{}' is {} and holds a value past float32's range (at index {}); kiln computes in float32",
+                     saved.name, dtype_name(saved.dtype), inf - values.begin());
+}
+
 bool is_loaded(const TensorSpec& t) {
   if (t.role == TensorRole::Param) return true;
   const std::string last = split_last(t.name).second;
@@ -108,18 +124,11 @@ std::map<std::string, std::string> torch_names(const Program& program) {
 
 TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, const TorchWeightsOptions& options) {
   const Program& p = exe.program();
-  SafetensorsFile file;
-  try {
-    file = load_safetensors(path);
-  } catch (const Error& e) {
-    // The likeliest cause: safetensors.torch.save_file(model.state_dict()) keeps BN's int64
-    // num_batches_tracked counters, a dtype kiln's reader does not take.
-    if (std::string(e.what()).find("\"I64\"") == std::string::npos) throw;
-    fail("{}\nA PyTorch state_dict holds int64 counters (BatchNorm's num_batches_tracked), which kiln does not "
-         "read: write the file with tools/torch_to_safetensors.py --state-dict FILE.pth (it leaves them out), or "
-         "save {{k: v for k, v in state_dict.items() if v.is_floating_point()}}",
-         e.what());
-  }
+  // safetensors.torch.save_file(model.state_dict()) keeps BN's int64 num_batches_tracked: read
+  // past it (and any other dtype kiln has no use for, refused below unless it is such a counter).
+  SafetensorsReadOptions read;
+  read.skip_unsupported_dtypes = true;
+  const SafetensorsFile file = load_safetensors(path, read);
   const std::map<std::string, std::string> names = torch_names(p);
   const std::map<std::string, Shape> flattened = flattened_maps(p.graph);
   // The head: the last linear layer's weight and bias.
@@ -147,15 +156,25 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
     const TensorSpec& t = p.tensors[id];
     const bool new_head = options.new_head && head.count(kiln_name);
     const NamedTensor* saved = file.find(torch_name);
-    if (saved) used.insert(torch_name);
+    const SkippedTensor* skipped = file.find_skipped(torch_name);
+    if (saved || skipped) used.insert(torch_name);
     if (new_head) continue;
+    // An integer (or quantized) tensor where kiln needs weights.
+    auto not_floating = [&](const std::string& dtype, const Shape& shape) {
+      problems.push_back(fmt::format("'{}' is {} {}, not floating point: kiln loads F32, F16, BF16 or F64 weights "
+                                     "(kiln's '{}'); save the float model's state_dict",
+                                     torch_name, dtype, shape_str(shape), kiln_name));
+    };
+    if (skipped) {
+      not_floating(skipped->dtype, skipped->shape);
+      continue;
+    }
     if (!saved) {
       problems.push_back(fmt::format("missing: '{}' (kiln's '{}', {})", torch_name, kiln_name, shape_str(t.shape)));
       continue;
     }
-    if (saved->dtype != DType::F32) {
-      problems.push_back(fmt::format("'{}' is {}; save the state_dict in float32 ({{k: v.float() for k, v in ...}})",
-                                     torch_name, dtype_name(saved->dtype)));
+    if (!is_floating_point(saved->dtype)) {
+      not_floating(dtype_name(saved->dtype), saved->shape);
       continue;
     }
     // The shape PyTorch gives this tensor: a convolution's OIHW for kiln's KRSC, else kiln's.
@@ -172,8 +191,12 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
       problems.push_back(bad);
       continue;
     }
-    std::vector<float> src(numel(saved->shape)), dst(src.size());
-    std::memcpy(src.data(), saved->data.data(), saved->data.size());
+    // fp16 and bf16 widen exactly; float64 rounds to float32, which kiln's weights are.
+    std::vector<float> src = f32_values(*saved), dst(src.size());
+    if (const std::string bad = out_of_f32_range(*saved, src); !bad.empty()) {
+      problems.push_back(bad);
+      continue;
+    }
     if (conv) {  // OIHW -> KRSC
       const int64_t K = t.shape[0], R = t.shape[1], S = t.shape[2], C = t.shape[3];
       for (int64_t k = 0; k < K; ++k)
@@ -194,13 +217,18 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
     if (const auto fold = folded_bias.find(kiln_name); fold != folded_bias.end()) {
       const NamedTensor& bias = *file.find(fold->second);
       used.insert(fold->second);
-      if (bias.dtype != DType::F32 || bias.shape != t.shape) {
+      if (!is_floating_point(bias.dtype) || bias.shape != t.shape) {
         problems.push_back(fmt::format("'{}' is {} {} but the convolution has {} channels", fold->second,
                                        dtype_name(bias.dtype), shape_str(bias.shape), t.shape[0]));
         continue;
       }
-      std::vector<float> b(dst.size());
-      std::memcpy(b.data(), bias.data.data(), bias.data.size());
+      const std::vector<float> b = f32_values(bias);
+      std::string bad = non_finite_text(bias);
+      if (bad.empty()) bad = out_of_f32_range(bias, b);
+      if (!bad.empty()) {
+        problems.push_back(bad);
+        continue;
+      }
       for (size_t i = 0; i < dst.size(); ++i) dst[i] -= b[i];
     }
     writes.emplace_back(id, std::move(dst));
@@ -209,12 +237,20 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
   std::vector<std::string> unused;
   for (const NamedTensor& t : file.tensors) {
     if (used.count(t.name)) continue;
-    const std::string last = split_last(t.name).second;
-    if (last == "num_batches_tracked") {  // PyTorch's BN counter; kiln's momentum is fixed
+    if (is_bn_counter(t.name)) {
       loaded.left_out.push_back(t.name);
       continue;
     }
     unused.push_back(fmt::format("not used: '{}' {} (this model has no tensor of that name)", t.name, shape_str(t.shape)));
+  }
+  for (const SkippedTensor& t : file.skipped) {
+    if (used.count(t.name)) continue;
+    if (is_bn_counter(t.name)) {  // int64 in every PyTorch state_dict
+      loaded.left_out.push_back(t.name);
+      continue;
+    }
+    unused.push_back(fmt::format("not used: '{}' {} {}, a dtype kiln does not load (this model has no tensor of "
+                                 "that name)", t.name, t.dtype, shape_str(t.shape)));
   }
   if (!problems.empty() || !unused.empty()) {
     // Both kinds, a dozen of each at most: a wrong architecture shows as many of both.
@@ -236,7 +272,8 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
     }
   }
   for (const std::string& name : head)
-    if (options.new_head && file.find(names.at(name))) loaded.left_out.push_back(names.at(name));
+    if (options.new_head && (file.find(names.at(name)) || file.find_skipped(names.at(name))))
+      loaded.left_out.push_back(names.at(name));
   loaded.tensors = static_cast<int>(writes.size());
   return loaded;
 }

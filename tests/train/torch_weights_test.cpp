@@ -1,7 +1,9 @@
 // PyTorch state_dicts into kiln programs (kiln/torch_weights.h): the names torchvision gives the zoo
 // models' tensors, and a small VGG-style network whose logits, with weights written in PyTorch's
 // layouts (OIHW, a biased convolution before BN, a C,H,W flatten), match a reference computed here
-// in PyTorch's own NCHW order. Bad files are refused listing what does not fit, loading nothing.
+// in PyTorch's own NCHW order; files as safetensors.torch.save_file writes a state_dict (BN's int64
+// counters, fp16/bf16/float64 weights) load. Bad files are refused listing what does not fit,
+// loading nothing.
 #include "kiln/torch_weights.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +18,10 @@
 
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
+#include "hand_written_safetensors.h"
 #include "kiln/zoo.h"
 #include "support/cpu_test_util.h"
+#include "support/half_host.h"
 #include "support/temp_dir.h"
 
 namespace kiln {
@@ -120,25 +124,55 @@ struct TorchNet {
     }
     return out;
   }
-  // (PyTorch's BN counter, num_batches_tracked, is int64, which kiln's safetensors reader does not
-  // take: tools/torch_to_safetensors.py leaves it out, as here.)
+  struct Named {
+    std::string name;
+    Shape shape;
+    const std::vector<float>* values;
+  };
+  // The state_dict's floating-point tensors, PyTorch's names and shapes.
+  std::vector<Named> state() const {
+    return {{"features.0.weight", {K, C, 3, 3}, &conv_w}, {"features.0.bias", {K}, &conv_b},
+            {"features.1.weight", {K}, &gamma},           {"features.1.bias", {K}, &beta},
+            {"features.1.running_mean", {K}, &mean},      {"features.1.running_var", {K}, &var},
+            {"classifier.0.weight", {O, K * 4}, &fc_w},   {"classifier.0.bias", {O}, &fc_b}};
+  }
+  // In float32 through kiln's writer, as tools/torch_to_safetensors.py writes it: without BN's
+  // num_batches_tracked.
   void save(const std::string& path) const {
-    auto tensor = [](const std::string& name, Shape shape, const std::vector<float>& v) {
-      NamedTensor t;
-      t.name = name, t.dtype = DType::F32, t.shape = std::move(shape);
-      t.data.resize(v.size() * sizeof(float));
-      std::memcpy(t.data.data(), v.data(), t.data.size());
-      return t;
-    };
-    std::vector<NamedTensor> ts = {tensor("features.0.weight", {K, C, 3, 3}, conv_w),
-                                   tensor("features.0.bias", {K}, conv_b),
-                                   tensor("features.1.weight", {K}, gamma),
-                                   tensor("features.1.bias", {K}, beta),
-                                   tensor("features.1.running_mean", {K}, mean),
-                                   tensor("features.1.running_var", {K}, var),
-                                   tensor("classifier.0.weight", {O, K * 4}, fc_w),
-                                   tensor("classifier.0.bias", {O}, fc_b)};
+    std::vector<NamedTensor> ts;
+    for (const Named& n : state()) {
+      NamedTensor t{n.name, DType::F32, n.shape, std::vector<std::byte>(n.values->size() * sizeof(float))};
+      std::memcpy(t.data.data(), n.values->data(), t.data.size());
+      ts.push_back(std::move(t));
+    }
     save_safetensors(path, ts);
+  }
+  // As safetensors.torch.save_file(model.state_dict(), path) writes it: BN's num_batches_tracked,
+  // an int64 scalar, first (save_file lays the widest dtype out first), then the floating-point
+  // tensors in `dtype` (F32, F16, BF16 or F64), then `extra`.
+  void save_as_pytorch(const std::string& path, DType dtype = DType::F32,
+                       const std::vector<testing::RawTensor>& extra = {}) const {
+    std::vector<testing::RawTensor> ts = {
+        {"features.1.num_batches_tracked", "I64", {}, testing::le_bytes(std::vector<int64_t>{4711})}};
+    for (const Named& n : state()) {
+      std::vector<uint8_t> bytes;
+      if (dtype == DType::F64) {
+        bytes = testing::le_bytes(std::vector<double>(n.values->begin(), n.values->end()));
+      } else {
+        const std::vector<std::byte> encoded = testing::encode(dtype, *n.values);
+        for (std::byte b : encoded) bytes.push_back(uint8_t(b));
+      }
+      ts.push_back({n.name, dtype_name(dtype), n.shape, bytes});
+    }
+    ts.insert(ts.end(), extra.begin(), extra.end());
+    testing::write_safetensors_by_hand(path, ts);
+  }
+  // The same network with every weight and statistic rounded to `dtype` (F16 or BF16).
+  TorchNet rounded(DType dtype) const {
+    TorchNet r = *this;
+    for (auto* v : {&r.conv_w, &r.conv_b, &r.gamma, &r.beta, &r.mean, &r.var, &r.fc_w, &r.fc_b})
+      *v = testing::rounded(dtype, *v);
+    return r;
   }
 };
 
@@ -202,21 +236,137 @@ TEST(TorchWeights, LogitsMatchPyTorchsLayoutsComputedInNchw) {
   EXPECT_GT(moved, 1e-2);
 }
 
-TEST(TorchWeights, AStateDictWithItsInt64CountersIsRefusedNamingTheConverter) {
-  // What safetensors.torch.save_file(model.state_dict()) writes for a BatchNorm: its float tensors
-  // and num_batches_tracked, an int64 scalar.
+std::vector<float> test_input() {
+  std::vector<float> x(TorchNet::N * TorchNet::C * TorchNet::H * TorchNet::W);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for (float& v : x) v = u(rng);
+  return x;
+}
+
+// The largest difference between kiln's logits and a reference, over the reference's scale (at least 1).
+double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double worst = 0, scale = 1;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    worst = std::max(worst, std::abs(got[i] - want[i])), scale = std::max(scale, std::abs(want[i]));
+  return worst / scale;
+}
+
+std::vector<float> logits_from(const std::string& file, TorchWeightsLoaded* loaded = nullptr) {
+  Executable exe(compile(kiln_net(), cpu(TorchNet::N)), 1);
+  const TorchWeightsLoaded l = load_torch_weights(exe, file);
+  if (loaded) *loaded = l;
+  return inference_logits(exe, test_input());
+}
+
+TEST(TorchWeights, AStateDictWithBnsInt64CountersLoadsAsTheSameFileWithout) {
   testing::TempDir dir;
-  const std::string file = dir.file("raw_state_dict.safetensors");
-  const std::string header =
-      R"({"bn.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-      R"("bn.num_batches_tracked":{"dtype":"I64","shape":[],"data_offsets":[4,12]}})";
-  std::string bytes(8, '\0');
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
-  bytes += header + std::string(12, '\0');
-  std::ofstream(file, std::ios::binary) << bytes;
-  Executable exe(compile(kiln_net(), cpu(2)), 1);
+  const TorchNet net(11);
+  const std::string converted = dir.file("converted.safetensors"), raw = dir.file("state_dict.safetensors");
+  net.save(converted);
+  net.save_as_pytorch(raw);
+  TorchWeightsLoaded loaded;
+  const std::vector<float> want = logits_from(converted), got = logits_from(raw, &loaded);
+  EXPECT_EQ(got, want);  // the same float32 weights, bit for bit the same logits
+  EXPECT_LT(relative_error(got, net.logits(test_input())), 1e-5);
+  EXPECT_EQ(loaded.tensors, 7);
+  EXPECT_EQ(loaded.left_out, std::vector<std::string>{"features.1.num_batches_tracked"});
+
+  // A counter of another dtype (a kiln-readable int32, a float) is left out the same way.
+  for (const char* dtype : {"I32", "F32"}) {
+    const std::string other = dir.file(fmt::format("counter_{}.safetensors", dtype));
+    std::vector<testing::RawTensor> ts = {{"features.1.num_batches_tracked", dtype, {}, {1, 0, 0, 0}}};
+    for (const TorchNet::Named& n : net.state()) ts.push_back({n.name, "F32", n.shape, testing::le_bytes(*n.values)});
+    testing::write_safetensors_by_hand(other, ts);
+    EXPECT_EQ(logits_from(other, &loaded), want) << dtype;
+    EXPECT_EQ(loaded.left_out, std::vector<std::string>{"features.1.num_batches_tracked"}) << dtype;
+  }
+}
+
+TEST(TorchWeights, ATensorOfADtypeKilnCannotTakeIsRefusedNamingItAndItsDtype) {
+  testing::TempDir dir;
+  const TorchNet net(12);
+  const std::string file = dir.file("extra.safetensors");
+  Executable exe(compile(kiln_net(), cpu(TorchNet::N)), 1);
+  const std::vector<float> before = exe.read<float>(exe.id("classifier.0.weight"));
+
+  // An int64 tensor that is not a BN counter, which this model has no place for.
+  net.save_as_pytorch(file, DType::F32,
+                      {{"features.1.step", "I64", {2}, testing::le_bytes(std::vector<int64_t>{1, 2})}});
   testing::expect_error([&] { load_torch_weights(exe, file); },
-                        {file, "I64", "num_batches_tracked", "tools/torch_to_safetensors.py"});
+                        {file, "nothing was loaded", "not used: 'features.1.step' I64 [2]", "a dtype kiln does not load"});
+
+  // A weight the model needs, stored as int8 (quantized) or int32: refused by name and dtype.
+  auto replace = [&](const std::string& dtype, size_t width) {
+    std::vector<testing::RawTensor> ts;
+    for (const TorchNet::Named& n : net.state()) {
+      if (n.name == "classifier.0.bias") ts.push_back({n.name, dtype, n.shape, std::vector<uint8_t>(TorchNet::O * width, 1)});
+      else ts.push_back({n.name, "F32", n.shape, testing::le_bytes(*n.values)});
+    }
+    testing::write_safetensors_by_hand(file, ts);
+  };
+  replace("I8", 1);
+  testing::expect_error([&] { load_torch_weights(exe, file); },
+                        {"nothing was loaded", "'classifier.0.bias' is I8 [5], not floating point",
+                         "kiln loads F32, F16, BF16 or F64 weights"});
+  replace("I32", 4);
+  testing::expect_error([&] { load_torch_weights(exe, file); }, {"'classifier.0.bias' is I32 [5], not floating point"});
+  EXPECT_EQ(exe.read<float>(exe.id("classifier.0.weight")), before);  // nothing was written
+}
+
+TEST(TorchWeights, AMalformedInt64EntryIsRefused) {
+  testing::TempDir dir;
+  const TorchNet net(13);
+  const std::string file = dir.file("malformed.safetensors");
+  std::vector<testing::RawTensor> ts;
+  for (const TorchNet::Named& n : net.state()) ts.push_back({n.name, "F32", n.shape, testing::le_bytes(*n.values)});
+  uint64_t data_bytes = 0;
+  for (const auto& t : ts) data_bytes += t.data.size();
+  // The counter's offsets run past the end of the data: a truncated download.
+  ts.push_back({"features.1.num_batches_tracked", "I64", {}, testing::le_bytes(std::vector<int64_t>{9}),
+                std::make_pair(data_bytes, data_bytes + 16)});
+  testing::write_safetensors_by_hand(file, ts);
+  Executable exe(compile(kiln_net(), cpu(TorchNet::N)), 1);
+  testing::expect_error([&] { load_torch_weights(exe, file); },
+                        {file, "tensor 'features.1.num_batches_tracked'", "run past the", "truncated?"});
+}
+
+TEST(TorchWeights, HalfBfloatAndDoubleWeightsLoadWithinTheirRounding) {
+  testing::TempDir dir;
+  const TorchNet net(14);
+  const std::vector<float> x = test_input();
+  const std::vector<double> exact = net.logits(x);
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    const std::string file = dir.file(fmt::format("{}.safetensors", dtype_name(dtype)));
+    net.save_as_pytorch(file, dtype);
+    const std::vector<float> got = logits_from(file);
+    // fp16 and bf16 widen to float32 exactly: kiln computes the rounded network's logits, to
+    // float32's precision...
+    EXPECT_LT(relative_error(got, net.rounded(dtype).logits(x)), 1e-5) << dtype_name(dtype);
+    // ...which the rounding of the weights moves away from the float32 network's, more than that
+    // (so the check above tells the rounded weights from the exact ones), but not by much.
+    const double moved = relative_error(got, exact);
+    EXPECT_GT(moved, 1e-5) << dtype_name(dtype);
+    EXPECT_LT(moved, 4 * (dtype == DType::F16 ? 0x1p-11 : 0x1p-8)) << dtype_name(dtype);  // 4 units of rounding
+  }
+  // float64 weights that are float32 values: the float32 file's logits, bit for bit.
+  const std::string f32_file = dir.file("f32.safetensors"), f64_file = dir.file("f64.safetensors");
+  net.save_as_pytorch(f32_file, DType::F32);
+  net.save_as_pytorch(f64_file, DType::F64);
+  EXPECT_EQ(logits_from(f64_file), logits_from(f32_file));
+
+  // A float64 value past float32's range is refused, naming the tensor.
+  std::vector<testing::RawTensor> ts;
+  for (const TorchNet::Named& n : net.state()) {
+    std::vector<double> v(n.values->begin(), n.values->end());
+    if (n.name == "classifier.0.weight") v[3] = 1e300;
+    ts.push_back({n.name, "F64", n.shape, testing::le_bytes(v)});
+  }
+  testing::write_safetensors_by_hand(f64_file, ts);
+  Executable exe(compile(kiln_net(), cpu(TorchNet::N)), 1);
+  testing::expect_error([&] { load_torch_weights(exe, f64_file); },
+                        {"nothing was loaded", "'classifier.0.weight' is F64", "past float32's range (at index 3)"});
 }
 
 TEST(TorchWeights, AFileThatDoesNotFitIsRefusedListingItAndLoadsNothing) {
