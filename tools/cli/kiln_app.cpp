@@ -28,6 +28,9 @@ KilnApp::KilnApp(int default_threads) : default_threads_(default_threads) {
   data_bench = add_data_bench_command(app, data_bench_args);
   eval = add_eval_command(app, eval_args);
   pack = add_pack_command(app, pack_args);
+  exporter = add_export_command(app, export_args);
+  predict = add_predict_command(app, predict_args);
+  plot = add_plot_command(app, plot_args);
 }
 
 void KilnApp::reset() {
@@ -42,10 +45,13 @@ void KilnApp::reset() {
   data_bench_args = DataBenchArgs();
   eval_args = EvalArgs();
   pack_args = PackCommandArgs();
+  export_args = ExportArgs();
+  predict_args = PredictArgs();
+  plot_args = PlotArgs();
 }
 
 CLI::App* KilnApp::parsed_subcommand() const {
-  for (CLI::App* sub : {plan, train, bench, data_bench, eval, pack})
+  for (CLI::App* sub : {plan, train, bench, data_bench, eval, pack, predict, exporter, plot})
     if (sub->parsed()) return sub;
   return nullptr;
 }
@@ -92,6 +98,9 @@ int KilnApp::run() {
     if (data_bench->parsed()) return run_data_bench(data_bench_args);
     if (eval->parsed()) return run_eval(eval_args, *eval);
     if (pack->parsed()) return run_pack(pack_args);
+    if (exporter->parsed()) return run_export(export_args);
+    if (predict->parsed()) return run_predict(predict_args);
+    if (plot->parsed()) return run_plot(plot_args);
     return run_train(common, train_args);
   } catch (const Error& e) {
     fmt::print(stderr, "\nkiln: error: {}\n", e.what());

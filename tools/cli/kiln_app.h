@@ -9,7 +9,10 @@
 #include "cli/common_options.h"
 #include "cli/data_bench_command.h"
 #include "cli/eval_command.h"
+#include "cli/export_command.h"
 #include "cli/pack_command.h"
+#include "cli/plot_command.h"
+#include "cli/predict_command.h"
 #include "cli/train_command.h"
 
 namespace kiln::cli {
@@ -44,8 +47,14 @@ class KilnApp {
   DataBenchArgs data_bench_args;
   EvalArgs eval_args;
   PackCommandArgs pack_args;
+  ExportArgs export_args;
+  PredictArgs predict_args;
+  PlotArgs plot_args;
   CLI::App *plan = nullptr, *train = nullptr, *bench = nullptr, *data_bench = nullptr, *eval = nullptr,
            *pack = nullptr;
+  CLI::App* exporter = nullptr;  // `kiln export` (export is a C++ keyword)
+  CLI::App* predict = nullptr;
+  CLI::App* plot = nullptr;
 
  private:
   // The subcommand parse() found, or nullptr before a parse.
