@@ -28,7 +28,10 @@ struct TorchWeightsOptions {
 
 struct TorchWeightsLoaded {
   int tensors = 0;                    // kiln tensors written
-  std::vector<std::string> left_out;  // the file's tensors not used: num_batches_tracked, the old head
+  std::vector<std::string> left_out;  // the file's tensors not used: the old head (new_head)
+  // BatchNorm's num_batches_tracked counters of the file, not used (one per BatchNorm in a PyTorch
+  // state_dict: kiln's BN momentum is fixed).
+  std::vector<std::string> bn_counters;
 };
 
 // Writes every parameter and BN running statistic of `exe` from the file, or nothing: a kiln::Error

@@ -238,7 +238,7 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
   for (const NamedTensor& t : file.tensors) {
     if (used.count(t.name)) continue;
     if (is_bn_counter(t.name)) {
-      loaded.left_out.push_back(t.name);
+      loaded.bn_counters.push_back(t.name);
       continue;
     }
     unused.push_back(fmt::format("not used: '{}' {} (this model has no tensor of that name)", t.name, shape_str(t.shape)));
@@ -246,7 +246,7 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
   for (const SkippedTensor& t : file.skipped) {
     if (used.count(t.name)) continue;
     if (is_bn_counter(t.name)) {  // int64 in every PyTorch state_dict
-      loaded.left_out.push_back(t.name);
+      loaded.bn_counters.push_back(t.name);
       continue;
     }
     unused.push_back(fmt::format("not used: '{}' {} {}, a dtype kiln does not load (this model has no tensor of "

@@ -20,6 +20,7 @@
 #include "kiln/image_folder.h"
 #include "kiln/schedule.h"
 #include "kiln/threads.h"
+#include "kiln/torch_weights.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
 #include "train/tensorboard_writer.h"
@@ -30,6 +31,17 @@ namespace {
 std::string clock_text(double seconds) {
   const int s = int(seconds + 0.5);
   return fmt::format("{}:{:02d}", s / 60, s % 60);
+}
+
+// --init-from: what of the file was not loaded. BN's counters are counted, not named: a PyTorch
+// state_dict has one per BatchNorm (53 in ResNet-50's).
+std::string left_out_text(const TorchWeightsLoaded& loaded) {
+  std::vector<std::string> parts;
+  if (const size_t n = loaded.bn_counters.size(); n > 0)
+    parts.push_back(fmt::format("{} BatchNorm num_batches_tracked counter{} (kiln's BN momentum is fixed)", n,
+                                n == 1 ? "" : "s"));
+  parts.insert(parts.end(), loaded.left_out.begin(), loaded.left_out.end());
+  return parts.empty() ? "" : fmt::format("; left out: {}", fmt::join(parts, ", "));
 }
 
 // --skip-bad: the files left out, each with why, after the run.
@@ -139,8 +151,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
       TorchWeightsOptions w;
       w.new_head = a.new_head;
       const TorchWeightsLoaded loaded = trainer.load_torch_weights(a.init_from, w);
-      fmt::print("kiln: initialized from {}: {} tensors{}\n", a.init_from, loaded.tensors,
-                 loaded.left_out.empty() ? "" : fmt::format("; left out: {}", fmt::join(loaded.left_out, ", ")));
+      fmt::print("kiln: initialized from {}: {} tensors{}\n", a.init_from, loaded.tensors, left_out_text(loaded));
     }
   }
   const bool tested = test.count() > 0;  // else no accuracy is measured, and none is printed
