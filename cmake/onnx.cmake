@@ -23,6 +23,8 @@ if(KILN_WITH_ONNX)
   else()
     message(STATUS "kiln: ONNX export off: libonnx-dev / libprotobuf-dev not found (scripts/setup.sh installs them)")
   endif()
+else()
+  message(STATUS "kiln: ONNX export off (KILN_WITH_ONNX=OFF)")
 endif()
 
 file(GLOB KILN_EXPORT_SRC CONFIGURE_DEPENDS src/export/*.cpp)

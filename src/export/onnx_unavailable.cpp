@@ -7,7 +7,7 @@ namespace kiln::onnx_export {
 
 void require_onnx_library(const std::string& path) {
   fail("cannot write '{}': this kiln was built without the ONNX library. Install it (Debian: apt-get install "
-       "libonnx-dev libprotobuf-dev protobuf-compiler; scripts/setup.sh does) and build kiln again (cmake finds it)",
+       "libonnx-dev libprotobuf-dev; scripts/setup.sh does) and build kiln again: cmake finds it when it configures",
        path);
 }
 
