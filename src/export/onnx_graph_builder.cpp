@@ -60,10 +60,10 @@ class Builder {
         // A BatchNorm that is this convolution's one consumer folds into it.
         const int bn = folding_batch_norm(i);
         if (bn < 0) {
-          y = conv(l, l.name, "", x, l.name);
+          y = conv(l, l.name, "", 0.f, x, l.name);
         } else {
           folded_.insert(bn);
-          y = value_[bn] = conv(l, l.name, layers_[bn].name, x, layers_[bn].name);
+          y = value_[bn] = conv(l, l.name, layers_[bn].name, layers_[bn].attrs.eps, x, layers_[bn].name);
         }
         return;
       }
@@ -71,7 +71,7 @@ class Builder {
         if (!folded_.count(i)) y = batch_norm(layers_[i].name, l.attrs.eps, x, l.name);
         return;
       case LayerKind::CBR:
-        y = out_.node("Relu", {conv(l, l.conv_name, l.bn_name, x, l.name + ":bn")}, l.name);
+        y = out_.node("Relu", {conv(l, l.conv_name, l.bn_name, l.attrs.eps, x, l.name + ":bn")}, l.name);
         return;
       case LayerKind::ReLU:
         y = out_.node("Relu", {x}, l.name);
@@ -108,7 +108,7 @@ class Builder {
       default: break;
     }
     if (l.kind == fused_layer::ConvBN) {  // Conv -> BN, whose normalization kiln applies in the block end
-      y = conv(l, l.conv_name, l.bn_name, x, l.name + ":bn");
+      y = conv(l, l.conv_name, l.bn_name, l.attrs.eps, x, l.name + ":bn");
     } else if (l.kind == fused_layer::BnAddRelu) {  // both inputs come normalized from their conv_bn
       y = out_.node("Relu", {out_.node("Add", {x, value_[l.inputs.at(1)]}, l.name + ":add")}, l.name);
     } else {
@@ -129,10 +129,11 @@ class Builder {
     return {A::integers("kernel_shape", {k, k}), A::integers("strides", {s, s}), A::integers("pads", {p, p, p, p})};
   }
 
-  // Convolution `conv_name` of layer `l` from x, then BatchNorm `bn_name` (none when empty), folded
-  // into it or as a node of its own; the result is named y.
-  std::string conv(const Layer& l, const std::string& conv_name, const std::string& bn_name, const std::string& x,
-                   const std::string& y) {
+  // Convolution `conv_name` of layer `l` from x, then BatchNorm `bn_name` with epsilon `eps` (none when
+  // the name is empty; a fused layer's attributes hold its BatchNorm's eps, a Conv layer's do not),
+  // folded into it or as a node of its own; the result is named y.
+  std::string conv(const Layer& l, const std::string& conv_name, const std::string& bn_name, float eps,
+                   const std::string& x, const std::string& y) {
     const std::string weight = conv_name + ".weight";
     const Shape krsc = exe_.program().tensors.at(exe_.id(weight)).shape;
     std::vector<float> w = krsc_to_oihw(read_floats(exe_, weight), krsc);
@@ -142,13 +143,13 @@ class Builder {
     const bool fold = !bn_name.empty() && options_.fold_bn;
     if (fold) {
       if (b.empty()) b.assign(size_t(krsc[0]), 0.f);
-      fold_batch_norm(w, b, read_batch_norm(exe_, bn_name, l.attrs.eps));
+      fold_batch_norm(w, b, read_batch_norm(exe_, bn_name, eps));
     }
     std::vector<std::string> inputs = {x, initializer(weight, oihw_shape(krsc), std::move(w))};
     if (!b.empty()) inputs.push_back(initializer(conv_name + ".bias", {krsc[0]}, std::move(b)));
     const std::string conv_out = bn_name.empty() || fold ? y : y + ":conv";
     out_.node("Conv", std::move(inputs), conv_out, attributes);
-    return bn_name.empty() || fold ? y : batch_norm(bn_name, l.attrs.eps, conv_out, y);
+    return bn_name.empty() || fold ? y : batch_norm(bn_name, eps, conv_out, y);
   }
 
   std::string batch_norm(const std::string& bn, float eps, const std::string& x, const std::string& y) {

@@ -24,8 +24,10 @@ constexpr double kBound = 5e-5;  // onnx_export_test.cpp says why
 Blueprint every_layer() {
   Blueprint m("every_layer");
   m.input(12, 10, 3);
-  m.conv(8, 3, 1, 1, /*bias=*/true, "stem").bn("stem_bn").relu("stem_relu");  // a biased conv is never fused
-  m.cbr(8, 3, 1, 1, "cbr");
+  // BatchNorms with an epsilon of their own (a misread one moves the logits by about 1e-3 here).
+  m.conv(8, 3, 1, 1, /*bias=*/true, "stem").bn("stem_bn", 0.05f).relu("stem_relu");  // a biased conv is never fused
+  m.conv(8, 3, 1, 1, false, "cbr").bn("cbr_bn", 0.02f).relu("cbr_relu");  // fused into a CBR
+  m.cbr(8, 3, 1, 1, "cbr2");
   m.avgpool(3, 1, 1, "avg");  // counts the padding, as PyTorch
   Blueprint body("body");
   body.conv(8, 3, 1, 1, false, "conv").bn("bn");
@@ -33,9 +35,9 @@ Blueprint every_layer() {
   m.bn("bn_after_add");  // a BatchNorm after anything but a convolution stays one
   m.maxpool(3, 2, 1, "max");
   Blueprint block("block");
-  block.cbr(16, 3, 2, 1, "conv1").conv(16, 3, 1, 1, false, "conv2").bn("bn2");
+  block.cbr(16, 3, 2, 1, "conv1").conv(16, 3, 1, 1, false, "conv2").bn("bn2", 0.03f);
   Blueprint projection("downsample");
-  projection.conv(16, 1, 2, 0, false, "0").bn("1");
+  projection.conv(16, 1, 2, 0, false, "0").bn("1", 0.04f);
   m.residual(block, projection, true, "block");
   m.flatten("flatten").leaky_relu(0.1f, "flat_act");  // a flatten read by an activation, not a linear layer
   m.bn("flat_bn").dropout(0.5f, "drop").fc(24, true, "fc1").relu("fc1_relu").fc(5, false, "head");
