@@ -208,8 +208,16 @@ class Builder {
   }
 
   // The model's result becomes "logits": the node making it is renamed, unless another node reads it
-  // too (then an Identity copies it).
-  void name_output(const std::string& result) {
+  // too (then an Identity copies it). A layer the user named "logits" first gives the name up.
+  void name_output(std::string result) {
+    const std::string renamed = fmt::format("{}:layer", kOutputName);
+    for (Node& n : graph_.nodes) {
+      for (std::string& in : n.inputs)
+        if (in == kOutputName) in = renamed;
+      for (std::string& out : n.outputs)
+        if (out == kOutputName) out = n.name = renamed;
+    }
+    if (result == kOutputName) result = renamed;
     bool read_elsewhere = result == kInputName;
     for (const Node& n : graph_.nodes)
       for (const std::string& in : n.inputs) read_elsewhere = read_elsewhere || in == result;

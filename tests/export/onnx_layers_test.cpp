@@ -40,7 +40,8 @@ Blueprint every_layer() {
   projection.conv(16, 1, 2, 0, false, "0").bn("1", 0.04f);
   m.residual(block, projection, true, "block");
   m.flatten("flatten").leaky_relu(0.1f, "flat_act");  // a flatten read by an activation, not a linear layer
-  m.bn("flat_bn").dropout(0.5f, "drop").fc(24, true, "fc1").relu("fc1_relu").fc(5, false, "head");
+  // A layer named as the graph's output ("logits") before the last.
+  m.bn("flat_bn").dropout(0.5f, "drop").fc(24, true, "logits").relu("fc1_relu").fc(5, false, "head");
   return m;
 }
 
