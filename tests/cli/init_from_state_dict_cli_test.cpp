@@ -15,7 +15,7 @@
 #include "support/kiln_cli.h"
 #include "support/program_fixture.h"
 #include "support/temp_dir.h"
-#include "train/hand_written_safetensors.h"
+#include "support/hand_written_safetensors.h"
 
 namespace kiln {
 namespace {

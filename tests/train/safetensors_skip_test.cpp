@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "hand_written_safetensors.h"
+#include "support/hand_written_safetensors.h"
 #include "kiln/checkpoint.h"
 #include "support/cpu_test_util.h"
 #include "support/temp_dir.h"

@@ -18,7 +18,7 @@
 
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
-#include "hand_written_safetensors.h"
+#include "support/hand_written_safetensors.h"
 #include "kiln/zoo.h"
 #include "support/cpu_test_util.h"
 #include "support/half_host.h"
