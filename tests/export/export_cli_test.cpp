@@ -111,7 +111,8 @@ TEST(ExportCli, RefusalsNameTheCulpritAndWriteNothing) {
 
   const Result missing = kiln(fmt::format("export --checkpoint {} --onnx {}", dir.file("none.safetensors"), onnx));
   EXPECT_EQ(missing.rc, 2);
-  testing::expect_contains(missing, {"checkpoint '" + dir.file("none.safetensors") + "' does not exist"}, "missing");
+  testing::expect_contains(missing, {fmt::format("checkpoint '{}' does not exist", dir.file("none.safetensors"))},
+                           "missing");
   EXPECT_FALSE(std::filesystem::exists(onnx));
 
   testing::write_bytes(onnx, {7, 7, 7});
