@@ -1,6 +1,6 @@
 #pragma once
-// The whole `kiln` command line: the CLI11 app with its six subcommands (plan, train, bench,
-// data-bench, eval, pack) and --version, parsed with kiln's own errors (typo hints, the checks
+// The whole `kiln` command line: the CLI11 app with its subcommands (plan, train, bench,
+// data-bench, eval, pack, export, predict, plot) and --version, parsed with kiln's own errors (typo hints, the checks
 // between train's options), and the run of the subcommand given. tools/kiln.cpp's main() and the
 // cli_options fuzz target (fuzz/) both use it, so what the fuzzer parses is what users type.
 #include <CLI/CLI.hpp>
