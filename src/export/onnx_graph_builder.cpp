@@ -15,6 +15,7 @@
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 #include "kiln/torch_weights.h"
+#include "train/torch_layouts.h"
 
 namespace kiln::onnx_export {
 namespace {
@@ -136,7 +137,7 @@ class Builder {
                    const std::string& x, const std::string& y) {
     const std::string weight = conv_name + ".weight";
     const Shape krsc = exe_.program().tensors.at(exe_.id(weight)).shape;
-    std::vector<float> w = krsc_to_oihw(read_floats(exe_, weight), krsc);
+    std::vector<float> w = torch_layout::krsc_to_oihw(read_floats(exe_, weight), krsc);
     std::vector<float> b;
     if (l.attrs.bias) b = read_floats(exe_, conv_name + ".bias");
     const std::vector<A> attributes = window(l);
@@ -145,7 +146,7 @@ class Builder {
       if (b.empty()) b.assign(size_t(krsc[0]), 0.f);
       fold_batch_norm(w, b, read_batch_norm(exe_, bn_name, eps));
     }
-    std::vector<std::string> inputs = {x, initializer(weight, oihw_shape(krsc), std::move(w))};
+    std::vector<std::string> inputs = {x, initializer(weight, torch_layout::oihw_shape(krsc), std::move(w))};
     if (!b.empty()) inputs.push_back(initializer(conv_name + ".bias", {krsc[0]}, std::move(b)));
     const std::string conv_out = bn_name.empty() || fold ? y : y + ":conv";
     out_.node("Conv", std::move(inputs), conv_out, attributes);
@@ -186,7 +187,7 @@ class Builder {
     const std::string weight = l.name + ".weight";
     const Shape shape = exe_.program().tensors.at(exe_.id(weight)).shape;  // (out, in), as PyTorch's
     std::vector<float> w = read_floats(exe_, weight);
-    if (auto map = chw_columns_.find(l.name); map != chw_columns_.end()) w = hwc_columns_to_chw(w, shape[0], map->second);
+    if (auto map = chw_columns_.find(l.name); map != chw_columns_.end()) w = torch_layout::hwc_columns_to_chw(w, shape[0], map->second);
     std::vector<std::string> inputs = {x, initializer(weight, shape, std::move(w))};
     if (l.attrs.bias) inputs.push_back(initializer(l.name + ".bias", {shape[0]}, read_floats(exe_, l.name + ".bias")));
     return out_.node("Gemm", std::move(inputs), l.name, {A::integer("transB", 1)});

@@ -10,6 +10,7 @@
 #include "kiln/checkpoint.h"
 #include "kiln/export.h"
 #include "kiln/torch_weights.h"
+#include "train/torch_layouts.h"
 
 namespace kiln {
 namespace {
@@ -47,7 +48,7 @@ TorchExportSummary export_torch_weights(Executable& exe, const std::string& path
   metadata["format"] = "pt";  // as safetensors.torch.save_file marks a PyTorch state_dict
   metadata["exported_by"] = fmt::format("kiln {}", kVersion);
   const std::map<std::string, std::string> names = torch_names(p);
-  const std::map<std::string, Shape> flattened = export_layout::linear_layers_reading_maps(p.graph);
+  const std::map<std::string, Shape> flattened = torch_layout::flattened_maps(p.graph);
   const std::map<std::string, int64_t> before_bn =
       options.conv_bias_before_bn ? convolutions_before_bn(p) : std::map<std::string, int64_t>{};
   std::vector<NamedTensor> tensors;
@@ -57,9 +58,9 @@ TorchExportSummary export_torch_weights(Executable& exe, const std::string& path
     if (name == names.end()) continue;
     std::vector<float> values = export_layout::read_floats(exe, t.name);
     if (t.shape.size() == 4) {
-      tensors.push_back(f32(name->second, export_layout::oihw_shape(t.shape), export_layout::krsc_to_oihw(values, t.shape)));
+      tensors.push_back(f32(name->second, torch_layout::oihw_shape(t.shape), torch_layout::krsc_to_oihw(values, t.shape)));
     } else if (auto map = flattened.find(t.name); map != flattened.end()) {
-      tensors.push_back(f32(name->second, t.shape, export_layout::hwc_columns_to_chw(values, t.shape[0], map->second)));
+      tensors.push_back(f32(name->second, t.shape, torch_layout::hwc_columns_to_chw(values, t.shape[0], map->second)));
     } else {
       tensors.push_back(f32(name->second, t.shape, values));
     }

@@ -11,6 +11,7 @@
 #include "kiln/error.h"
 #include "train/non_finite_text.h"
 #include "train/tensor_f32.h"
+#include "train/torch_layouts.h"
 
 namespace kiln {
 namespace {
@@ -71,20 +72,6 @@ std::map<std::string, std::string> module_names(const LayerGraph& graph) {
   return renamed;
 }
 
-// The linear layers whose input is a flattened feature map of more than one position, and that
-// map's (H, W, C): PyTorch flattens it C,H,W, kiln H,W,C.
-std::map<std::string, Shape> flattened_maps(const LayerGraph& graph) {
-  std::map<std::string, Shape> found;
-  for (const Layer& l : graph.layers) {
-    if (l.kind != LayerKind::Linear || l.inputs.size() != 1) continue;
-    const Layer& flatten = graph.layers[l.inputs[0]];
-    if (flatten.kind != LayerKind::Flatten || flatten.inputs.size() != 1) continue;
-    const Shape& map = graph.layers[flatten.inputs[0]].out_shape;
-    if (map.size() == 4 && map[1] * map[2] > 1) found[l.name + ".weight"] = {map[1], map[2], map[3]};
-  }
-  return found;
-}
-
 // PyTorch's BatchNorm counter: it sets the averaging factor only when momentum is None (a
 // cumulative average). kiln's BN momentum is fixed, so the count has no use here.
 bool is_bn_counter(const std::string& name) { return split_last(name).second == "num_batches_tracked"; }
@@ -130,7 +117,7 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
   read.skip_unsupported_dtypes = true;
   const SafetensorsFile file = load_safetensors(path, read);
   const std::map<std::string, std::string> names = torch_names(p);
-  const std::map<std::string, Shape> flattened = flattened_maps(p.graph);
+  const std::map<std::string, Shape> flattened = torch_layout::flattened_maps(p.graph);
   // The head: the last linear layer's weight and bias.
   std::set<std::string> head;
   for (const Layer& l : p.graph.layers)
@@ -192,25 +179,15 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
       continue;
     }
     // fp16 and bf16 widen exactly; float64 rounds to float32, which kiln's weights are.
-    std::vector<float> src = f32_values(*saved), dst(src.size());
+    std::vector<float> src = f32_values(*saved), dst;
     if (const std::string bad = out_of_f32_range(*saved, src); !bad.empty()) {
       problems.push_back(bad);
       continue;
     }
-    if (conv) {  // OIHW -> KRSC
-      const int64_t K = t.shape[0], R = t.shape[1], S = t.shape[2], C = t.shape[3];
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t r = 0; r < R; ++r)
-            for (int64_t s = 0; s < S; ++s) dst[((k * R + r) * S + s) * C + c] = src[((k * C + c) * R + r) * S + s];
+    if (conv) {
+      dst = torch_layout::oihw_to_krsc(src, t.shape);
     } else if (const auto map = flattened.find(kiln_name); map != flattened.end()) {
-      // Columns C,H,W (PyTorch's flatten of NCHW) -> H,W,C (kiln's of NHWC).
-      const int64_t H = map->second[0], W = map->second[1], C = map->second[2], out = t.shape[0], in = t.shape[1];
-      if (H * W * C != in) fail("internal: linear '{}' reads {} features from a {}x{}x{} map", kiln_name, in, H, W, C);
-      for (int64_t o = 0; o < out; ++o)
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w)
-            for (int64_t c = 0; c < C; ++c) dst[o * in + (h * W + w) * C + c] = src[o * in + (c * H + h) * W + w];
+      dst = torch_layout::chw_columns_to_hwc(src, t.shape[0], map->second);  // PyTorch's flatten of NCHW
     } else {
       dst = std::move(src);
     }
