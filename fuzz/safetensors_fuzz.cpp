@@ -1,6 +1,7 @@
 // Fuzz target "safetensors": the checkpoint reader (load_safetensors, kiln/checkpoint.h), which
 // kiln train --resume, kiln eval and Trainer::load_weights open first.
 // Feeds: the whole input as one file (written to tmpfs each execution).
+// Also read with SafetensorsReadOptions::skip_unsupported_dtypes (PyTorch's own files).
 // Asserts: success or kiln::Error; on success every tensor's bytes match its shape and dtype, names
 // are unique and found by find(), no checksum is left in the metadata, find_non_finite stays within
 // the tensor, and a file saved back from what was read (when save_safetensors accepts it) loads
@@ -25,6 +26,28 @@ bool same(const SafetensorsFile& a, const SafetensorsFile& b) {
 }  // namespace
 
 void safetensors_input(Bytes input) {
+  // Read as load_torch_weights reads PyTorch's files (dtypes kiln has no DType for read past):
+  // every name once, among the tensors or the skipped entries, each skipped shape non-negative.
+  accept_kiln_errors([&] {
+    const std::string path = write_scratch("state_dict.safetensors", input);
+    SafetensorsReadOptions lenient;
+    lenient.skip_unsupported_dtypes = true;
+    const SafetensorsFile file = load_safetensors(path, lenient);
+    std::set<std::string> names;
+    for (const NamedTensor& t : file.tensors) KILN_FUZZ_CHECK(names.insert(t.name).second);
+    for (const SkippedTensor& t : file.skipped) {
+      KILN_FUZZ_CHECK(names.insert(t.name).second);
+      KILN_FUZZ_CHECK(file.find_skipped(t.name) == &t);
+      for (int64_t d : t.shape) KILN_FUZZ_CHECK(d >= 0);
+    }
+    // A file the strict read takes holds nothing to skip, and reads the same either way.
+    try {
+      const SafetensorsFile strict = load_safetensors(path);
+      KILN_FUZZ_CHECK(file.skipped.empty() && same(strict, file));
+    } catch (const Error&) {
+      KILN_FUZZ_CHECK(!file.skipped.empty());
+    }
+  });
   accept_kiln_errors([&] {
     const std::string path = write_scratch("checkpoint.safetensors", input);
     const SafetensorsFile file = load_safetensors(path);
