@@ -80,11 +80,11 @@ class Executable {
     return out;
   }
   // The gradient of trainable parameter `param` (by name, as Program::params names them) that the
-  // last backward wrote, in the parameter's layout, as fp32: in mixed precision read from its
-  // fp16/bf16 gradient (Program::grads), and with loss scaling divided by the scale that backward
-  // multiplied it by. Read it before run_update: the update may change the scale. A name that is
-  // not a trainable parameter is a kiln::Error naming it.
-  std::vector<float> gradient(const std::string& param);
+  // last backward wrote, in the parameter's layout, widened exactly to double: in mixed precision
+  // read from its fp16/bf16 gradient (Program::grads), and with loss scaling divided by the scale
+  // that backward multiplied it by. Read it before run_update: the update may change the scale. A
+  // name that is not a trainable parameter is a kiln::Error naming it.
+  std::vector<double> gradient(const std::string& param);
   // Several tensors at once (one wait on the GPU instead of one per tensor): reads[i] receives
   // tensor ids[i], resized to its bytes.
   void read_many(const std::vector<int>& ids, std::vector<std::vector<std::byte>>& reads);

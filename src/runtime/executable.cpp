@@ -181,7 +181,7 @@ void Executable::read_many(const std::vector<int>& ids, std::vector<std::vector<
   backend_->copy_out_many(copies);
 }
 
-std::vector<float> Executable::gradient(const std::string& param) {
+std::vector<double> Executable::gradient(const std::string& param) {
   const int param_id = program_.find(param);
   size_t i = 0;
   while (i < program_.params.size() && program_.params[i] != param_id) ++i;
@@ -201,7 +201,7 @@ std::vector<float> Executable::gradient(const std::string& param) {
     unscale = 1.0 / scale;
   }
   const size_t n = size_t(numel(g.shape)), size = dtype_size(g.dtype);
-  std::vector<float> out(n);
+  std::vector<double> out(n);
   for (size_t k = 0; k < n; ++k) {
     const std::byte* p = bytes.data() + k * size;
     double v = 0;
@@ -216,7 +216,7 @@ std::vector<float> Executable::gradient(const std::string& param) {
       std::memcpy(&h, p, sizeof h);
       v = g.dtype == DType::F16 ? half_bits_to_double(h) : bf16_bits_to_double(h);
     }
-    out[k] = static_cast<float>(v * unscale);
+    out[k] = v * unscale;
   }
   return out;
 }

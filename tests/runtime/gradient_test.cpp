@@ -49,8 +49,8 @@ TEST(Gradient, IsTheBackwardsGradientTensorByParameterName) {
   for (size_t i = 0; i < p.params.size(); ++i) {
     const std::string& name = p.tensors[p.params[i]].name;
     const std::vector<float> raw = exe->read<float>(p.grads[i]);
-    const std::vector<float> got = exe->gradient(name);
-    EXPECT_EQ(got, raw) << name;
+    const std::vector<double> got = exe->gradient(name);
+    EXPECT_EQ(got, std::vector<double>(raw.begin(), raw.end())) << name;
     double norm = 0;
     for (float g : got) norm += double(g) * g;
     EXPECT_GT(norm, 0) << name << ": the backward wrote no gradient";
@@ -61,17 +61,17 @@ TEST(Gradient, DividesTheLossScaleOut) {
   auto plain = after_backward({});
   LossScaling dynamic;
   dynamic.mode = LossScaleMode::Dynamic;
-  dynamic.init_scale = 1024.f;  // a power of two: scaling and unscaling are exact
+  dynamic.init_scale = 1024.f;  // a power of two: scaling and unscaling are exact, so equal to the bit
   auto scaled = after_backward(dynamic);
   const Program& p = scaled->program();
   for (size_t i = 0; i < p.params.size(); ++i) {
     const std::string& name = p.tensors[p.params[i]].name;
-    const std::vector<float> raw = scaled->read<float>(p.grads[i]), want = plain->gradient(name);
-    const std::vector<float> got = scaled->gradient(name);
+    const std::vector<float> raw = scaled->read<float>(p.grads[i]);
+    const std::vector<double> want = plain->gradient(name), got = scaled->gradient(name);
     ASSERT_EQ(got.size(), want.size()) << name;
     for (size_t k = 0; k < got.size(); ++k) {
-      EXPECT_FLOAT_EQ(raw[k], 1024.f * want[k]) << name << "[" << k << "]: the raw tensor holds the scaled gradient";
-      EXPECT_FLOAT_EQ(got[k], want[k]) << name << "[" << k << "]";
+      EXPECT_EQ(double(raw[k]), 1024 * want[k]) << name << "[" << k << "]: the raw tensor holds the scaled gradient";
+      EXPECT_EQ(got[k], want[k]) << name << "[" << k << "]";
     }
   }
 }

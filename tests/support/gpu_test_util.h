@@ -44,10 +44,24 @@ inline bool cuda_available() {
     if (!::kiln::gpu_test::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
-// A GPU, and python3 with torch (CUDA) and safetensors: what the comparisons with PyTorch need.
+// The Python interpreter of the PyTorch references: KILN_TORCH_PYTHON when set (e.g. a venv with a
+// CPU build of torch on a machine without a GPU), else python3.
+inline std::string torch_python() {
+  const char* env = std::getenv("KILN_TORCH_PYTHON");
+  return env && *env ? env : "python3";
+}
+
+// A GPU, and torch_python() with torch (CUDA) and safetensors: what the comparisons with PyTorch need.
 inline bool torch_available() {
   return cuda_available() &&
-         std::system("python3 -c 'import torch, safetensors; assert torch.cuda.is_available()' >/dev/null 2>&1") == 0;
+         std::system((torch_python() + " -c 'import torch, safetensors; assert torch.cuda.is_available()' >/dev/null "
+                                       "2>&1").c_str()) == 0;
+}
+
+// torch_python() with torch, torchvision and safetensors, CUDA or not: what the CPU halves of the
+// comparisons need (they run the reference on PyTorch's CPU).
+inline bool torch_cpu_available() {
+  return std::system((torch_python() + " -c 'import torch, torchvision, safetensors' >/dev/null 2>&1").c_str()) == 0;
 }
 
 #ifdef KILN_SOURCE_DIR
@@ -80,7 +94,7 @@ inline std::vector<float> f32_values(const SafetensorsFile& f, const std::string
 }
 
 #ifdef KILN_SOURCE_DIR
-// Runs a PyTorch reference script, `python3 bench/<script> IN OUT`: writes `inputs` and `metadata`
+// Runs a PyTorch reference script, `<torch_python()> bench/<script> IN OUT`: writes `inputs` and `metadata`
 // to IN, <temp>/<folder>/<stem>.in.safetensors (name the stem by precision and case: precisions
 // may run as parallel test processes), and returns what the script wrote to OUT. A stale OUT is
 // removed first; a script that fails is a kiln::Error naming its command.
@@ -92,7 +106,7 @@ inline SafetensorsFile torch_reference(const std::string& script, const std::str
   const std::string in = (dir / (stem + ".in.safetensors")).string(), out = (dir / (stem + ".out.safetensors")).string();
   save_safetensors(in, inputs, metadata);
   std::filesystem::remove(out);  // never read a stale answer
-  const std::string cmd = "python3 " + source_dir() + "/bench/" + script + " " + in + " " + out;
+  const std::string cmd = torch_python() + " " + source_dir() + "/bench/" + script + " " + in + " " + out;
   if (std::system(cmd.c_str()) != 0) fail("the PyTorch reference failed: {}", cmd);
   return load_safetensors(out);
 }

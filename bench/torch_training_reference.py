@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""PyTorch's side of tests/gpu/whole_network_equivalence_gpu_test.cpp and
+tests/gpu/digits_curve_gpu_test.cpp: kiln's zoo models as PyTorch modules (torchvision's own for
+resnet18, resnet50 and vgg16_bn; twins built here from src/model/zoo.cpp's layer lists for
+digits_cnn and the *_cifar variants, their modules named as kiln::torch_names maps kiln's tensors),
+one training step of each, and a training curve.
+
+Usage: torch_training_reference.py IN OUT
+
+IN holds tensors and string metadata; `mode` says what to do.
+
+mode=init: model, seed, weights (a path). Builds the model with torch.manual_seed(seed), moves
+  every BatchNorm's statistics and affine parameters away from their defaults (so that the running
+  statistics and gamma/beta matter) and writes its state_dict as tools/torch_to_safetensors.py does
+  to `weights`. OUT: an empty marker tensor.
+
+mode=step: model, weights (the init file), device (cpu|cuda), precision (fp32|fp16|bf16),
+  loss_scale (fp16: the fixed scale the loss is multiplied by), sgd_lr, sgd_momentum,
+  sgd_weight_decay, adamw_lr, adamw_weight_decay, adamw_eps, out_dir; tensors x (NCHW), y (int32
+  labels) and mask/<module> (fp32 0/1, the dropout masks kiln drew, for each nn.Dropout by its module
+  name). One training-mode forward (autocast in fp16/bf16), mean cross-entropy, backward; then,
+  from the starting weights, one SGD step (torch.optim.SGD) and one AdamW step (torch.optim.AdamW)
+  on those gradients. Writes <out_dir>/<variant>.<group>.safetensors, each a whole state_dict in
+  PyTorch's names and layouts (so that kiln::load_torch_weights reads it into kiln's layouts):
+    grad:  every parameter's gradient (unscaled, fp32) and the BN running statistics after the step
+    sgd:   the parameters after the SGD step, and the running statistics
+    adamw: the parameters after the AdamW step, and the running statistics
+  and OUT: <variant>/logits and <variant>/loss. Variants: `main` (the precision asked for), and
+  for fp16/bf16 also `fp32` (the same step in float32: the spread rounding alone causes) and two
+  deliberately wrong references the test must tell apart from kiln: `biased_var` (grad group only:
+  running_var updated with the biased batch variance) and `no_weight_decay` (adamw group only:
+  AdamW without its weight decay). fp32 writes the wrong variants too.
+
+mode=curve: weights, device, lr, momentum, weight_decay, seeds (comma-separated), wrong_lr;
+  tensors x [S, N, C, H, W] and y [S, N]: S steps of SGD on those batches in that order, from the
+  init weights, once per seed (the seed draws the dropout masks). OUT: losses [seeds, S] (fp32) and
+  losses_wrong [S] (the first seed with lr = wrong_lr, a recipe the test must tell apart).
+
+Convolutions the BN follows carry no bias in kiln; torchvision's VGG convolutions have one (zero at
+initialization): it is frozen here (BN's batch statistics cancel it in training) and left out of
+the state_dicts written after the step. TF32 is off; cuDNN runs deterministically."""
+import copy
+import importlib.util
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("convert", os.path.join(HERE, "..", "tools", "torch_to_safetensors.py"))
+convert = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(convert)
+
+
+# --- The models ---------------------------------------------------------------------------------
+
+class DigitsCnn(nn.Module):
+    """kiln's zoo::digits_cnn: four CBRs (conv1..conv4 named as torch_names maps a cbr composite:
+    convN + bnN), two max pools, fc1 (128) + ReLU + dropout 0.25, fc2."""
+
+    def __init__(self, side=20, classes=10):
+        super().__init__()
+        for i, (cin, cout) in enumerate([(1, 32), (32, 32), (32, 64), (64, 64)], start=1):
+            setattr(self, f"conv{i}", nn.Conv2d(cin, cout, 3, 1, 1, bias=False))
+            setattr(self, f"bn{i}", nn.BatchNorm2d(cout))
+        self.pool1 = nn.MaxPool2d(2, 2)
+        self.pool2 = nn.MaxPool2d(2, 2)
+        self.fc1 = nn.Linear(64 * (side // 4) ** 2, 128)
+        self.drop1 = nn.Dropout(0.25)
+        self.fc2 = nn.Linear(128, classes)
+        for m in self.modules():  # as kiln's zoo: Kaiming normal (fan-out) convolutions
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        cbr = lambda i, t: F.relu(getattr(self, f"bn{i}")(getattr(self, f"conv{i}")(t)))
+        x = self.pool1(cbr(2, cbr(1, x)))
+        x = self.pool2(cbr(4, cbr(3, x)))
+        x = self.drop1(F.relu(self.fc1(torch.flatten(x, 1))))
+        return self.fc2(x)
+
+
+class VggCifar(nn.Module):
+    """kiln's zoo::vgg16_bn_cifar: torchvision's vgg16_bn features (32x32 -> 1x1x512), flatten, one
+    linear layer named classifier."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.features = torchvision.models.vgg16_bn(weights=None).features
+        self.classifier = nn.Linear(512, classes)
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+def resnet_cifar(name, classes=10):
+    """kiln's zoo::resnet18_cifar / resnet50_cifar: torchvision's ResNet with the CIFAR stem (3x3
+    stride-1 convolution, no max pool)."""
+    model = getattr(torchvision.models, name)(weights=None, num_classes=classes)
+    model.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+    nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+    model.maxpool = nn.Identity()
+    return model
+
+
+def build(name, side):
+    if name == "digits_cnn":
+        return DigitsCnn(side)
+    if name == "vgg16_bn_cifar":
+        return VggCifar()
+    if name in ("resnet18_cifar", "resnet50_cifar"):
+        return resnet_cifar(name.replace("_cifar", ""))
+    if name in ("resnet18", "resnet50", "vgg16_bn"):
+        return getattr(torchvision.models, name)(weights=None)
+    sys.exit(f"unknown model {name}")
+
+
+def load_model(name, side, weights, device):
+    model = build(name, side)
+    missing, unexpected = model.load_state_dict(load_file(weights), strict=False)
+    if unexpected or any(not k.endswith("num_batches_tracked") for k in missing):
+        sys.exit(f"{weights} does not fit {name}: missing {missing}, unexpected {unexpected}")
+    for m in model.modules():  # kiln's convolutions before BN have no bias (see the docstring)
+        if isinstance(m, nn.Conv2d) and m.bias is not None:
+            m.bias.requires_grad_(False)
+    return model.to(device).train()
+
+
+class MaskedDropout(nn.Module):
+    """nn.Dropout with the mask given (kiln's): x * mask / (1 - p)."""
+
+    def __init__(self, mask, p):
+        super().__init__()
+        self.mask, self.scale = mask, 1.0 / (1.0 - p)
+
+    def forward(self, x):
+        return x * self.mask.to(x.dtype) * self.scale
+
+
+def use_masks(model, masks):
+    modules = dict(model.named_modules())
+    for name, mask in masks.items():
+        if not isinstance(modules.get(name), nn.Dropout):
+            sys.exit(f"mask for {name}, which is no nn.Dropout of the model")
+        parent, _, child = name.rpartition(".")
+        setattr(modules[parent] if parent else model, child, MaskedDropout(mask, modules[name].p))
+    left = [n for n, m in model.named_modules() if isinstance(m, nn.Dropout)]
+    if left:
+        sys.exit(f"no mask given for the dropout modules {left}")
+
+
+# --- One step ------------------------------------------------------------------------------------
+
+def trained(model):
+    """The (name, parameter) pairs the optimizers update: kiln's parameters."""
+    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+
+def running_stats(model):
+    return {n: b.detach().cpu().clone() for n, b in model.named_buffers() if "running_" in n}
+
+
+def forward_backward(model, x, y, precision, loss_scale):
+    """Logits, loss, gradients by name (fp32, unscaled) and the BN layers' element counts per
+    channel (for the biased-variance variant)."""
+    counts = {}
+    hooks = [m.register_forward_hook(lambda m, i, o, name=n: counts.__setitem__(name, i[0].numel() // i[0].shape[1]))
+             for n, m in model.named_modules() if isinstance(m, nn.BatchNorm2d)]
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
+        logits = model(x)
+        loss = F.cross_entropy(logits.float() if dtype else logits, y)
+    (loss * loss_scale).backward()
+    for h in hooks:
+        h.remove()
+    grads = {n: (p.grad / loss_scale).cpu() for n, p in trained(model)}
+    return logits.detach().cpu(), loss.detach().cpu().reshape(1), grads, counts
+
+
+def optimizer_step(start, grads, make_optimizer):
+    """The parameters after one step of make_optimizer(params) from `start` with `grads`."""
+    params = {n: p.detach().clone().requires_grad_(True) for n, p in start.items()}
+    for n, p in params.items():
+        p.grad = grads[n].to(p.device, p.dtype)
+    opt = make_optimizer(list(params.values()))
+    opt.step()
+    return {n: p.detach().cpu() for n, p in params.items()}
+
+
+def biased_running_var(before, after, counts, momentum):
+    """running_var as a BN using the biased batch variance would leave it: the batch's variance
+    (after - (1 - momentum) before) / momentum is unbiased (m / (m - 1) times the biased one)."""
+    wrong = dict(after)
+    for name, m in counts.items():
+        key = f"{name}.running_var"
+        batch_var = (after[key] - (1 - momentum) * before[key]) / momentum
+        wrong[key] = (1 - momentum) * before[key] + momentum * batch_var * (m - 1) / m
+    return wrong
+
+
+def as_kiln_holds(model, grads, precision, loss_scale):
+    """The gradients as kiln's mixed-precision program holds them: those of convolution and linear
+    layers (which have fp16/bf16 compute copies in kiln) rounded to the compute dtype at the loss
+    scale. PyTorch's autocast gradients of those layers already are such values (the casts'
+    backward widens them), so this changes nothing there; it makes the AdamW reference take exactly
+    the gradients the test writes into kiln."""
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    if dtype is None:
+        return grads
+    modules = dict(model.named_modules())
+    held = {}
+    for name, g in grads.items():
+        module = modules[name.rpartition(".")[0]]
+        rounded = isinstance(module, (nn.Conv2d, nn.Linear))
+        held[name] = (g * loss_scale).to(dtype).to(g.dtype) / loss_scale if rounded else g
+    return held
+
+
+def step(meta, x, y, masks, out):
+    device, precision = meta["device"], meta["precision"]
+    x, y = x.to(device), y.to(device).long()
+    masks = {k: v.to(device) for k, v in masks.items()}
+    sgd = lambda params, wd: torch.optim.SGD(params, lr=float(meta["sgd_lr"]), momentum=float(meta["sgd_momentum"]),
+                                             weight_decay=wd, foreach=False)
+    adamw = lambda params, wd: torch.optim.AdamW(params, lr=float(meta["adamw_lr"]), eps=float(meta["adamw_eps"]),
+                                                 betas=(float(meta["adamw_beta1"]), float(meta["adamw_beta2"])),
+                                                 weight_decay=wd, foreach=False)
+    sgd_wd, adamw_wd = float(meta["sgd_weight_decay"]), float(meta["adamw_weight_decay"])
+    results, files = {}, {}
+
+    def run(variant, run_precision, loss_scale):
+        model = load_model(meta["model"], int(meta["side"]), meta["weights"], device)
+        dtype = torch.float64 if run_precision == "fp64" else torch.float32
+        model = model.to(dtype)
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.momentum = float(meta["bn_momentum"])
+        use_masks(model, masks)
+        start = {n: p.detach().clone() for n, p in trained(model)}
+        before = running_stats(model)
+        logits, loss, grads, counts = forward_backward(model, x.to(dtype), y, run_precision, loss_scale)
+        after = running_stats(model)
+        results[f"{variant}/logits"], results[f"{variant}/loss"] = logits.double().contiguous(), loss.double()
+        files[f"{variant}.grad"] = {**grads, **after}
+        files[f"{variant}.sgd"] = {**optimizer_step(start, grads, lambda p: sgd(p, sgd_wd)), **after}
+        return model, start, grads, before, after, counts
+
+    # The reference one precision up: float64 for fp32 runs, float32 for fp16/bf16 (autocast); none
+    # for float64 runs.
+    scale = float(meta["loss_scale"]) if precision == "fp16" else 1.0
+    if precision != "fp64":
+        run("ref", "fp64" if precision == "fp32" else "fp32", 1.0)
+    model, start, grads, before, after, counts = run("main", precision, scale)
+    held = as_kiln_holds(model, grads, precision, scale)
+    files["main.adamw"] = {**optimizer_step(start, held, lambda p: adamw(p, adamw_wd)), **after}
+    files["biased_var.grad"] = {**grads, **biased_running_var(before, after, counts, float(meta["bn_momentum"]))}
+    files["no_weight_decay.adamw"] = {**optimizer_step(start, held, lambda p: adamw(p, 0.0)), **after}
+    for name, tensors in files.items():
+        save_state(tensors, os.path.join(meta["out_dir"], name), precision == "fp64")
+    save_file(results, out)
+
+
+def save_state(tensors, stem, exact):
+    """A state_dict as <stem>.safetensors in float32, which kiln::load_torch_weights reads; `exact`
+    (float64 results) adds <stem>.lo.safetensors with what float32 rounded off (v - float32(v), in
+    float32): the two read through the same layout conversion add up to the float64 value to about
+    1e-14."""
+    hi = {k: v.float().contiguous() for k, v in tensors.items()}
+    save_file(hi, f"{stem}.safetensors")
+    if exact:
+        save_file({k: (v.double() - hi[k].double()).float().contiguous() for k, v in tensors.items()},
+                  f"{stem}.lo.safetensors")
+
+
+# --- A training curve ----------------------------------------------------------------------------
+
+def curve(meta, x, y, out):
+    device = meta["device"]
+    x, y = x.to(device), y.to(device).long()
+
+    def losses(seed, lr):
+        torch.manual_seed(seed)  # the dropout masks
+        model = load_model(meta["model"], int(meta["side"]), meta["weights"], device)
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=float(meta["momentum"]),
+                              weight_decay=float(meta["weight_decay"]), foreach=False)
+        out = []
+        for s in range(x.shape[0]):
+            loss = F.cross_entropy(model(x[s]), y[s])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            out.append(loss.item())
+        return torch.tensor(out, dtype=torch.float32)
+
+    seeds = [int(s) for s in meta["seeds"].split(",")]
+    save_file({"losses": torch.stack([losses(s, float(meta["lr"])) for s in seeds]).contiguous(),
+               "losses_wrong": losses(seeds[0], float(meta["wrong_lr"])).contiguous()}, out)
+
+
+def init(meta, out):
+    torch.manual_seed(int(meta["seed"]))
+    model = build(meta["model"], int(meta["side"]))
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    save_file(convert.kiln_tensors(model.state_dict()), meta["weights"])
+    save_file({"done": torch.ones(1)}, out)
+
+
+def main():
+    src, dst = sys.argv[1], sys.argv[2]
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    with safe_open(src, "pt") as f:
+        meta = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    mode = meta["mode"]
+    if mode == "init":
+        init(meta, dst)
+    elif mode == "step":
+        masks = {k[len("mask/"):]: v for k, v in tensors.items() if k.startswith("mask/")}
+        step(meta, tensors["x"], tensors["y"], masks, dst)
+    elif mode == "curve":
+        curve(meta, tensors["x"], tensors["y"], dst)
+    else:
+        sys.exit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()
