@@ -7,39 +7,43 @@ one training step of each, and a training curve.
 
 Usage: torch_training_reference.py IN OUT
 
-IN holds tensors and string metadata; `mode` says what to do.
+IN holds tensors and string metadata; `mode` says what to do. `model` names the zoo model and
+`side` its input's height and width (the digits CNN's first linear layer depends on it).
 
-mode=init: model, seed, weights (a path). Builds the model with torch.manual_seed(seed), moves
+mode=init: model, side, seed, weights (a path). Builds the model with torch.manual_seed(seed), moves
   every BatchNorm's statistics and affine parameters away from their defaults (so that the running
   statistics and gamma/beta matter) and writes its state_dict as tools/torch_to_safetensors.py does
-  to `weights`. OUT: an empty marker tensor.
+  to `weights`. OUT: a marker tensor.
 
-mode=step: model, weights (the init file), device (cpu|cuda), precision (fp32|fp16|bf16),
-  loss_scale (fp16: the fixed scale the loss is multiplied by), sgd_lr, sgd_momentum,
-  sgd_weight_decay, adamw_lr, adamw_weight_decay, adamw_eps, out_dir; tensors x (NCHW), y (int32
-  labels) and mask/<module> (fp32 0/1, the dropout masks kiln drew, for each nn.Dropout by its module
-  name). One training-mode forward (autocast in fp16/bf16), mean cross-entropy, backward; then,
-  from the starting weights, one SGD step (torch.optim.SGD) and one AdamW step (torch.optim.AdamW)
-  on those gradients. Writes <out_dir>/<variant>.<group>.safetensors, each a whole state_dict in
-  PyTorch's names and layouts (so that kiln::load_torch_weights reads it into kiln's layouts):
-    grad:  every parameter's gradient (unscaled, fp32) and the BN running statistics after the step
+mode=step: model, side, weights (the init file), device (cpu|cuda), precision (fp64|fp32|fp16|bf16),
+  loss_scale (fp16: the fixed scale the loss is multiplied by), bn_momentum, sgd_lr, sgd_momentum,
+  sgd_weight_decay, adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_weight_decay (kiln's float
+  hyper-parameters, written exactly), out_dir; tensors x (NCHW), y (int32 labels) and mask/<module>
+  (0/1, the dropout masks kiln drew, for each nn.Dropout by its module name). One training-mode
+  forward (under autocast for fp16/bf16), mean cross-entropy, backward; then, from the starting
+  weights, one SGD step (torch.optim.SGD) and one AdamW step (torch.optim.AdamW) on those gradients.
+  Writes <out_dir>/<variant>.<group>.safetensors, each a whole state_dict in PyTorch's names and
+  layouts, so that kiln::load_torch_weights reads it into kiln's (float64 results also as
+  <variant>.<group>.lo.safetensors: what float32 rounded off):
+    grad:  every parameter's gradient (unscaled) and the BN running statistics after the step
     sgd:   the parameters after the SGD step, and the running statistics
-    adamw: the parameters after the AdamW step, and the running statistics
-  and OUT: <variant>/logits and <variant>/loss. Variants: `main` (the precision asked for), and
-  for fp16/bf16 also `fp32` (the same step in float32: the spread rounding alone causes) and two
-  deliberately wrong references the test must tell apart from kiln: `biased_var` (grad group only:
-  running_var updated with the biased batch variance) and `no_weight_decay` (adamw group only:
-  AdamW without its weight decay). fp32 writes the wrong variants too.
+    adamw: the parameters after the AdamW step, and the running statistics; in fp16/bf16 from the
+           gradients as kiln holds them (those of convolutions and linear layers rounded to the
+           compute dtype at the loss scale: what the test writes into kiln for the same step)
+  and OUT: <variant>/logits and <variant>/loss (float64). Variants: `main` (the precision asked
+  for); `ref`, the same step one precision up (float64 for fp32, fp32 for fp16/bf16: the spread
+  rounding alone makes; none for float64), groups grad and sgd; and two deliberately wrong
+  references the test must tell apart from kiln: `biased_var` (grad only: running_var updated with
+  the biased batch variance) and `no_weight_decay` (adamw only: AdamW without its weight decay).
 
-mode=curve: weights, device, lr, momentum, weight_decay, seeds (comma-separated), wrong_lr;
-  tensors x [S, N, C, H, W] and y [S, N]: S steps of SGD on those batches in that order, from the
-  init weights, once per seed (the seed draws the dropout masks). OUT: losses [seeds, S] (fp32) and
-  losses_wrong [S] (the first seed with lr = wrong_lr, a recipe the test must tell apart).
+mode=curve: model, side, weights, device, lr, momentum, weight_decay, seeds (comma-separated),
+  wrong_lr; tensors x [S, N, C, H, W] and y [S, N]: S steps of SGD on those batches in that order,
+  from the init weights, once per seed (the seed draws the dropout masks). OUT: losses [seeds, S]
+  and losses_wrong [S] (the first seed with lr = wrong_lr, a recipe the test must tell apart).
 
 Convolutions the BN follows carry no bias in kiln; torchvision's VGG convolutions have one (zero at
 initialization): it is frozen here (BN's batch statistics cancel it in training) and left out of
 the state_dicts written after the step. TF32 is off; cuDNN runs deterministically."""
-import copy
 import importlib.util
 import os
 import sys
