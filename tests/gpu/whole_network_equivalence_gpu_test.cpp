@@ -5,7 +5,9 @@
 // running statistics after the step, and the weights after one SGD step and after one AdamW step
 // equal PyTorch's. float64 and fp32 on the CPU, fp32 on the GPU (no TF32 on either side), and fp16
 // and bf16 on the GPU against PyTorch's autocast (fp16 with the loss scaled by a fixed 1024 on both
-// sides, bf16 unscaled).
+// sides, bf16 unscaled). kiln's SGD (L2 added to the gradient) and AdamW (decoupled) decay every
+// parameter, BN's gamma and beta and the biases included, so PyTorch's optimizers take all of them
+// in one group with the same weight decay.
 //
 // Every quantity is compared tensor by tensor as ||kiln - PyTorch|| / ||PyTorch|| (relative L2 over
 // the tensor), and the worst tensor counts. The bounds, by precision:
@@ -312,7 +314,7 @@ Gap worst_gap(const Tensors& got, const Tensors& want, const std::vector<std::st
   return g;
 }
 
-Gap scalar_gap(double got, double want) { return {std::abs(got - want) / std::abs(want), "(scalar)"}; }
+Gap scalar_gap(double got, double want) { return {std::abs(got - want) / std::abs(want), "scalar"}; }
 
 class Report {
  public:
@@ -387,7 +389,7 @@ TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
                                      gpu_test::i32_tensor("y", batch.labels, {N})};
   for (const auto& [layer, mask] : k.masks) {
     const std::vector<float> m(mask.begin(), mask.end());
-    inputs.push_back(gpu_test::f32_tensor("mask/" + layer, m, {N, int64_t(m.size()) / N}));
+    inputs.push_back(gpu_test::f32_tensor(fmt::format("mask/{}", layer), m, {N, int64_t(m.size()) / N}));
   }
   const std::map<std::string, std::string> meta = {
       {"mode", "step"},
@@ -416,8 +418,8 @@ TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
 
   // Logits and loss.
   const std::vector<double> logits = gpu_test::values(torch, "main/logits");
-  report.check("logits", Kind::Continuous, {rel_l2(k.logits, logits), "(all)"},
-               exact ? none : Gap{rel_l2(logits, gpu_test::values(torch, "ref/logits")), "(all)"});
+  report.check("logits", Kind::Continuous, {rel_l2(k.logits, logits), "all"},
+               exact ? none : Gap{rel_l2(logits, gpu_test::values(torch, "ref/logits")), "all"});
   const double loss = gpu_test::values(torch, "main/loss").at(0);
   report.check("loss", Kind::Continuous, scalar_gap(k.loss, loss),
                exact ? none : scalar_gap(loss, gpu_test::values(torch, "ref/loss").at(0)));
