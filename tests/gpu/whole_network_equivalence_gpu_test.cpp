@@ -11,24 +11,26 @@
 //
 // Every quantity is compared tensor by tensor as ||kiln - PyTorch|| / ||PyTorch|| (relative L2 over
 // the tensor), and the worst tensor counts. The bounds, by precision:
-// - float64 (CPU): 1e-9 for everything. Both sides compute the same formulas to ~1e-15; the margin
-//   covers what BN layers over few values per channel amplify. This is the exact check of the
-//   math: a missing term or a wrong constant shows at 1e-5 or more.
-// - fp32: the larger of 1e-5 and 3 times PyTorch's own spread, the same quantity's gap between
-//   PyTorch in fp32 and in float64 (measured in the same run, on the same device: two
-//   implementations rounding alike each sit about one spread from the exact result). The logits,
-//   the loss and the BN statistics are continuous in the weights and the batch, and meet it
-//   (measured on the CPU: 1e-6 to 4e-5). The gradients (and the SGD step, made of them) are not:
-//   a ReLU whose input lies within the two sides' rounding of 0 passes its gradient on one side
-//   and not on the other. Measured: ResNet-18 at 64x64, batch 4: one element of layer3.1.conv1's
-//   output, 3.8e-6 above 0 in PyTorch (2.7e-6 in float64), is below 0 in kiln, whose convolution
-//   sums its 2,304 products in another order; that channel's BN bias gradient differs by 3.5e-2 and
-//   every earlier layer's gradient by 1.2%, while PyTorch's fp32 and float64 happen to agree to
-//   4e-6. Which element flips, if any, depends on the CPU's or GPU's summation order, so the
-//   gradients' bound in fp32 is the larger of 0.1 and 3 spreads: it catches a wrong layout or
-//   formula, and the float64 cases check the gradients' math to 1e-9.
+// - float64 (CPU): 1e-9 (measured: 1e-16 to 6e-11). Both sides compute the same formulas to ~1e-15;
+//   the margin covers what BN layers over few values per channel amplify. This is the exact check
+//   of the math: a missing term or a wrong constant shows at 1e-5 or more.
+// - fp32: the larger of 1e-5 and 4 times PyTorch's own spread, the same quantity's gap between
+//   PyTorch in fp32 and in float64 (measured in the same run, on the same device). Two
+//   implementations rounding alike each sit about one spread from the exact result, so about two
+//   apart; kiln's CPU convolutions, without FMA in the portable x86-64-v2 build, round more than
+//   PyTorch's (measured up to 2.3 spreads; 2.1 for VGG16-BN's logits, where the spread sets the
+//   bound). The logits, the loss and the BN statistics are continuous in the weights and the batch
+//   and meet it (measured on the CPU: 1e-7 to 4e-5). The gradients (and the SGD step, made of them)
+//   are not: a ReLU whose input lies within the two sides' rounding of 0 passes its gradient on one
+//   side and not on the other. Measured: ResNet-18 at 64x64, batch 4: one element of
+//   layer3.1.conv1's output, 3.8e-6 above 0 in PyTorch (2.7e-6 in float64), is below 0 in kiln,
+//   whose convolution sums its 2,304 products in another order; that channel's BN bias gradient
+//   differs by 3.5e-2 and every earlier layer's gradient by 1.2%, while PyTorch's fp32 and float64
+//   happen to agree to 4e-6. Which element flips, if any, depends on the CPU's or GPU's summation
+//   order, so the gradients' bound in fp32 is the larger of 0.1 and 4 spreads: it catches a wrong
+//   layout or formula, and the float64 cases check the gradients' math to 1e-9.
 // - fp16 and bf16: the larger of a floor (fp16 1e-3, bf16 8e-3) and 3 times PyTorch's spread
-//   between its autocast and fp32 (which holds the ReLU flips as well).
+//   between its autocast and fp32 (which holds the ReLU flips as well; both sides run cuDNN).
 //
 // The bounds catch wrong results: PyTorch's script also writes deliberately wrong references, and
 // kiln's gap to each must be far above the bound (10 times in float64 and fp32, twice in fp16/bf16,
@@ -39,13 +41,13 @@
 //
 // AdamW is compared from the same gradients: kiln's update is driven with PyTorch's gradients
 // (written into the program's gradient tensors, at the loss scale, in the compute dtype) and
-// compared with torch.optim.AdamW's on those gradients (the optimizer's arithmetic alone: 1e-6
-// in fp32 and below, 1e-9 in float64). From each side's own gradients the comparison measures
-// AdamW's first step instead: lr * g / (|g| + eps) has slope lr / eps = 1e5 at g = 0, so fp32
-// gradients that agree to 1e-6 of their scale still move the weights of near-zero gradients up to
-// 2 lr apart (PyTorch's fp32 against its float64: 8e-3 of ResNet-18's weight changes). That gap is
-// bounded in float64 (1e-5: the gradients' 6e-11 times the slope; measured 1e-11 to 4.5e-7) and
-// printed otherwise.
+// compared with torch.optim.AdamW's on those gradients: the optimizer's arithmetic alone, 1e-6 (it
+// runs in fp32 for fp32, fp16 and bf16 programs) and 1e-9 in float64. From each side's own
+// gradients the comparison measures AdamW's first step instead: lr * g / (|g| + eps) has slope
+// lr / eps = 1e5 at g = 0, so fp32 gradients that agree to 1e-6 of their scale still move the
+// weights of near-zero gradients up to 2 lr apart (PyTorch's fp32 against its float64: 8e-3 of
+// ResNet-18's weight changes). That gap is bounded in float64 (1e-5: the gradients' 6e-11 times the
+// slope; measured 1e-11 to 4e-7) and printed otherwise.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -107,7 +109,7 @@ double bound(Precision p, Kind kind, double spread) {
     case Precision::FP64: return 1e-9;
     case Precision::FP16: return std::max(1e-3, 3 * spread);
     case Precision::BF16: return std::max(8e-3, 3 * spread);
-    default: return std::max(kind == Kind::ThroughRelu ? 0.1 : 1e-5, 3 * spread);
+    default: return std::max(kind == Kind::ThroughRelu ? 0.1 : 1e-5, 4 * spread);
   }
 }
 
