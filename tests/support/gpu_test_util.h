@@ -52,16 +52,21 @@ inline std::string torch_python() {
 }
 
 // A GPU, and torch_python() with torch (CUDA) and safetensors: what the comparisons with PyTorch need.
+// Asked once per process (importing torch takes seconds).
 inline bool torch_available() {
-  return cuda_available() &&
-         std::system((torch_python() + " -c 'import torch, safetensors; assert torch.cuda.is_available()' >/dev/null "
-                                       "2>&1").c_str()) == 0;
+  static const bool available =
+      cuda_available() &&
+      std::system((torch_python() + " -c 'import torch, safetensors; assert torch.cuda.is_available()' >/dev/null "
+                                    "2>&1").c_str()) == 0;
+  return available;
 }
 
 // torch_python() with torch, torchvision and safetensors, CUDA or not: what the CPU halves of the
-// comparisons need (they run the reference on PyTorch's CPU).
+// comparisons need (they run the reference on PyTorch's CPU). Asked once per process.
 inline bool torch_cpu_available() {
-  return std::system((torch_python() + " -c 'import torch, torchvision, safetensors' >/dev/null 2>&1").c_str()) == 0;
+  static const bool available =
+      std::system((torch_python() + " -c 'import torch, torchvision, safetensors' >/dev/null 2>&1").c_str()) == 0;
+  return available;
 }
 
 #ifdef KILN_SOURCE_DIR
