@@ -63,7 +63,7 @@ class DigitsCurve : public ::testing::TestWithParam<Device> {};
 TEST_P(DigitsCurve, KilnTracksPyTorchsTrainingCurve) {
   const Device device = GetParam();
   if (device == Device::CUDA) {
-    if (!gpu_test::torch_available())
+    if (!gpu_test::torch_available() || !gpu_test::torch_cpu_available())  // the latter: torchvision
       GTEST_SKIP() << "needs a GPU and " << gpu_test::torch_python() << " with torch (CUDA), torchvision, safetensors";
   } else if (!gpu_test::torch_cpu_available()) {
     GTEST_SKIP() << "needs " << gpu_test::torch_python()

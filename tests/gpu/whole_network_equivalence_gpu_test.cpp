@@ -354,7 +354,7 @@ class WholeNetwork : public ::testing::TestWithParam<StepCase> {};
 TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
   const StepCase c = GetParam();
   if (c.device == Device::CUDA) {
-    if (!gpu_test::torch_available())
+    if (!gpu_test::torch_available() || !gpu_test::torch_cpu_available())  // the latter: torchvision
       GTEST_SKIP() << "needs a GPU and " << gpu_test::torch_python() << " with torch (CUDA), torchvision, safetensors";
   } else if (!gpu_test::torch_cpu_available()) {
     GTEST_SKIP() << "needs " << gpu_test::torch_python()
