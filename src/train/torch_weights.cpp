@@ -34,35 +34,60 @@ std::string join(const std::string& parent, const std::string& child) {
   return parent.empty() ? child : parent + "." + child;
 }
 
-bool is_cbr_composite(const Layer& l) {
-  return l.kind == LayerKind::CBR && l.conv_name == l.name + ".conv" && l.bn_name == l.name + ".bn";
+// A Blueprint::cbr composite's convolution and BN names ("X.conv", "X.bn"), by the composite's name:
+// the fused CBR layer, or with fusion off (CompileOptions::fuse_cbr) the ReLU layer "X" after the
+// Conv "X.conv" and BatchNorm "X.bn" it stands for (src/compile/expand.cpp keeps those names).
+struct Composite {
+  std::string conv, bn;
+};
+std::map<std::string, Composite> cbr_composites(const LayerGraph& graph) {
+  std::map<std::string, LayerKind> kinds;
+  for (const Layer& l : graph.layers) kinds[l.name] = l.kind;
+  auto is = [&](const std::string& name, LayerKind kind) {
+    auto it = kinds.find(name);
+    return it != kinds.end() && it->second == kind;
+  };
+  std::map<std::string, Composite> found;
+  for (const Layer& l : graph.layers) {
+    const std::string conv = l.name + ".conv", bn = l.name + ".bn";
+    if ((l.kind == LayerKind::CBR && l.conv_name == conv && l.bn_name == bn) ||
+        (l.kind == LayerKind::ReLU && is(conv, LayerKind::Conv) && is(bn, LayerKind::BatchNorm)))
+      found[l.name] = {conv, bn};
+  }
+  return found;
 }
 
 // kiln module name -> PyTorch module name, for the modules whose names differ (Blueprint::cbr
 // composites); every other module keeps its name.
 std::map<std::string, std::string> module_names(const LayerGraph& graph) {
   std::map<std::string, std::string> renamed;
+  const std::map<std::string, Composite> composites = cbr_composites(graph);
+  auto composite = [&](const Layer& l) -> const Composite* {
+    auto it = composites.find(l.name);
+    return it == composites.end() ? nullptr : &it->second;
+  };
   // Sequences holding cbr composites under numbered names ("features.3"): PyTorch numbers each of
   // the composite's conv, BN and ReLU modules, and every other layer as one.
   std::map<std::string, int> next_index;  // sequence -> its next PyTorch index
   std::set<std::string> numbered;         // sequences with a composite among their numbered layers
   for (const Layer& l : graph.layers) {
     const auto [parent, last] = split_last(l.name);
-    if (is_cbr_composite(l) && all_digits(last)) numbered.insert(parent);
+    if (composite(l) && all_digits(last)) numbered.insert(parent);
   }
   for (const Layer& l : graph.layers) {
     const auto [parent, last] = split_last(l.name);
-    if (is_cbr_composite(l) && last.size() > 4 && last.rfind("conv", 0) == 0 && all_digits(last.substr(4))) {
+    const Composite* cbr = composite(l);
+    if (cbr && last.size() > 4 && last.rfind("conv", 0) == 0 && all_digits(last.substr(4))) {
       // ResNet: conv1 -> conv1 + bn1, layer1.0.conv2 -> layer1.0.conv2 + layer1.0.bn2.
-      renamed[l.conv_name] = l.name;
-      renamed[l.bn_name] = join(parent, fmt::format("bn{}", last.substr(4)));
+      renamed[cbr->conv] = l.name;
+      renamed[cbr->bn] = join(parent, fmt::format("bn{}", last.substr(4)));
       continue;
     }
     if (!all_digits(last) || !numbered.count(parent)) continue;
     int& index = next_index[parent];
-    if (is_cbr_composite(l)) {
-      renamed[l.conv_name] = join(parent, std::to_string(index));
-      renamed[l.bn_name] = join(parent, std::to_string(index + 1));
+    if (cbr) {
+      renamed[cbr->conv] = join(parent, std::to_string(index));
+      renamed[cbr->bn] = join(parent, std::to_string(index + 1));
       index += 3;  // conv, BN, ReLU
     } else {
       renamed[l.name] = join(parent, std::to_string(index));

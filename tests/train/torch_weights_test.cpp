@@ -56,6 +56,18 @@ TEST(TorchNames, Vgg16BnTakesTorchvisionsSequentialIndices) {
   EXPECT_EQ(torch_names(p).at("features.3.bn.running_var"), "features.8.running_var");
 }
 
+// With fusion off (--no-fuse) a cbr() is a Conv, a BatchNorm and a ReLU of the same names: the same
+// PyTorch names, so --init-from loads into an unfused program too.
+TEST(TorchNames, UnfusedProgramsTakeTheSameNames) {
+  for (const char* model : {"resnet18", "vgg16_bn", "digits_cnn"}) {
+    CompileOptions unfused = cpu(1);
+    unfused.fuse_cbr = false;
+    const auto want = torch_names(compile(zoo::by_name(model), cpu(1)));
+    EXPECT_EQ(torch_names(compile(zoo::by_name(model), unfused)), want) << model;
+    EXPECT_GT(want.size(), 10u) << model;
+  }
+}
+
 TEST(TorchNames, ResNetsTakeTorchvisionsConvAndBnNames) {
   const auto r18 = torch_names(compile(zoo::resnet18(), cpu(1)));
   EXPECT_EQ(r18.at("conv1.conv.weight"), "conv1.weight");
