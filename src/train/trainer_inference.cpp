@@ -7,27 +7,12 @@
 
 #include "kiln/error.h"
 #include "kiln/trainer.h"
+#include "core/half_bits.h"
 #include "ops/loss/loss_cpu.h"
 #include "ops/loss/totals_slots.h"
 
 namespace kiln {
 namespace {
-
-double half_to_double(uint16_t h) {
-  const int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
-  double v;
-  if (exponent == 0) v = std::ldexp(double(mantissa), -24);  // zero and subnormals
-  else if (exponent == 31) v = mantissa != 0 ? NAN : INFINITY;
-  else v = std::ldexp(double(mantissa + 1024), exponent - 25);
-  return (h >> 15) ? -v : v;
-}
-
-double bf16_to_double(uint16_t b) {
-  const uint32_t bits = uint32_t(b) << 16;  // bf16 is the top half of an fp32
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 // The first `count` values of a logits tensor read back as bytes, widened exactly to double (every
 // F32, F16 and BF16 value is a double, so ranks and ties stay those the device counted).
@@ -47,7 +32,7 @@ std::vector<double> widen(const std::vector<std::byte>& bytes, DType dtype, int6
       case DType::BF16: {
         uint16_t h;
         std::memcpy(&h, p, sizeof h);
-        out[i] = dtype == DType::F16 ? half_to_double(h) : bf16_to_double(h);
+        out[i] = dtype == DType::F16 ? half_bits_to_double(h) : bf16_bits_to_double(h);
         break;
       }
       default: fail("the inference logits are {}, not a floating-point dtype", dtype_name(dtype));
