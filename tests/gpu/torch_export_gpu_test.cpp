@@ -12,30 +12,14 @@
 #include "kiln/export.h"
 #include "kiln/zoo.h"
 #include "support/gpu_test_util.h"
+#include "support/random_batch_norms.h"
 
 namespace kiln {
 namespace {
 
 using gpu_test::torch_available;
 
-// As bench/torch_torchvision_reference.py draws them.
-void randomize_batch_norms(Executable& exe, std::mt19937& rng) {
-  auto fill = [&](const std::string& name, float lo, float hi) {
-    const int id = exe.id(name);
-    std::uniform_real_distribution<float> u(lo, hi);
-    std::vector<float> v(size_t(numel(exe.program().tensors[id].shape)));
-    for (float& x : v) x = u(rng);
-    exe.write(id, v.data(), v.size() * sizeof(float));
-  };
-  for (const Layer& l : exe.program().graph.layers) {
-    const std::string bn = l.kind == LayerKind::BatchNorm ? l.name : l.bn_name;
-    if (bn.empty()) continue;
-    fill(bn + ".running_mean", -0.5f, 0.5f);
-    fill(bn + ".running_var", 0.5f, 2.0f);
-    fill(bn + ".weight", 0.5f, 1.5f);
-    fill(bn + ".bias", -0.5f, 0.5f);
-  }
-}
+using testing::randomize_batch_norms;
 
 // The largest difference relative to the largest logit.
 double relative_gap(const std::vector<float>& a, const std::vector<float>& b) {
