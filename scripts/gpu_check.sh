@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | digits | data | memcheck
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | start | digits | data | memcheck
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -122,6 +122,44 @@ if [ "$what" = models ]; then
   done
   python3 bench/report_models.py "$out/kiln_models.jsonl" "$out/torch_models.jsonl" \
     "$out/models_${model}_${precision}.json" "$out/env.json" || status=1
+  exit $status
+fi
+if [ "$what" = start ]; then
+  # The default start beside PyTorch's (issue: a fast, lean start by default), in one call, for each
+  # of KILN_MODELS (default resnet50 vgg16_bn), batch KILN_BATCH (256), fp16, default flags:
+  # kiln bench with an empty plan cache (cold), again with the cache it filled (warm), PyTorch eager
+  # and torch.compile each in a fresh process, then kiln warm again (a second round for the rate).
+  # Then, for KILN_TUNE_COMPARE (default vgg16_bn), exhaustive tuning fills its own cache and
+  # interleaved 100-step runs set the default's rate against it. bench/report_start.py joins them.
+  batch=${KILN_BATCH:-256}
+  export XDG_CACHE_HOME=/tmp/kiln-start-cache
+  rm -rf "$XDG_CACHE_HOME" "$out"/start_*.jsonl
+  for model in ${KILN_MODELS:-resnet50 vgg16_bn}; do
+    common=(--device cuda --model "$model" --batch "$batch" --precision fp16)
+    for run in cold warm; do
+      timeout 200 "$bin/kiln" bench "${common[@]}" --steps 30 --warmup 5 --json "$out/start_kiln_$run.jsonl" \
+        2> "$out/start_kiln.err" || status=1
+    done
+    for mode in eager compile; do
+      timeout 240 python3 bench/torch_models.py --model "$model" --batch "$batch" --precision fp16 --modes "$mode" \
+        >> "$out/start_torch.jsonl" 2> "$out/start_torch.err" || { tail -3 "$out/start_torch.err"; status=1; }
+    done
+    timeout 120 "$bin/kiln" bench "${common[@]}" --steps 30 --warmup 5 --json "$out/start_kiln_warm.jsonl" \
+      2> "$out/start_kiln.err" || status=1
+  done
+  for model in ${KILN_TUNE_COMPARE-vgg16_bn}; do
+    common=(--device cuda --model "$model" --batch "$batch" --precision fp16)
+    exhaustive=(--tune exhaustive --plan-cache "$out/start_exhaustive_plans.json")
+    timeout 300 "$bin/kiln" bench "${common[@]}" "${exhaustive[@]}" --steps 3 --warmup 2 \
+      --json "$out/start_exhaustive_fill.jsonl" 2> "$out/start_kiln.err" || { echo "exhaustive fill failed"; status=1; }
+    for round in 1 2; do
+      timeout 100 "$bin/kiln" bench "${common[@]}" --steps 100 --warmup 10 --json "$out/start_rate_bounded.jsonl" \
+        2> "$out/start_kiln.err" || status=1
+      timeout 100 "$bin/kiln" bench "${common[@]}" "${exhaustive[@]}" --steps 100 --warmup 10 \
+        --json "$out/start_rate_exhaustive.jsonl" 2> "$out/start_kiln.err" || status=1
+    done
+  done
+  python3 bench/report_start.py "$out" "$out/start_results.json" "$out/env.json" || status=1
   exit $status
 fi
 if [ "$what" = digits ]; then

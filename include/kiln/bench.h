@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/blueprint.h"
+#include "kiln/executable.h"
 #include "kiln/options.h"
 
 namespace kiln {
@@ -33,6 +34,11 @@ struct OpProfile {
 
 struct BenchResult {
   double first_step_seconds = 0;  // compile, memory plan, plan tuning and the first step
+  // Its parts: compile() (passes and memory plan), the Executable's construction by phase, and the
+  // first step itself (op by op; libraries load their kernels lazily).
+  double compile_seconds = 0;
+  StartSeconds start;
+  double step_one_seconds = 0;
   std::vector<double> step_ms;    // every timed step: host clock to a full device synchronize
   double median_step_ms = 0, images_per_second = 0;  // from the median step
   double first_loss = 0, last_loss = 0;

@@ -36,6 +36,13 @@ struct OpTime {
   double ms = 0;
 };
 
+// Where the Executable's construction spent its time, in seconds: the backend (device context,
+// library handles), the arena, initializing the state, preparing every op (kernel choice, cuDNN
+// plans and their tuning). `kiln bench` reports them beside the first step.
+struct StartSeconds {
+  double backend = 0, allocate = 0, init_state = 0, prepare_ops = 0;
+};
+
 class Executable {
  public:
   Executable(Program program, uint64_t seed);
@@ -91,6 +98,7 @@ class Executable {
   void synchronize();  // waits for all issued work (a no-op on CPU)
   // Scratch memory the ops asked for while being prepared (all streams), beside the arena.
   size_t workspace_bytes() const;
+  const StartSeconds& start_seconds() const { return start_seconds_; }
 
   // One training step: forward (loss included), backward and update. On the GPU with
   // CompileOptions::cuda.graphs the second step is captured as a CUDA Graph and every later
@@ -128,6 +136,7 @@ class Executable {
   enum Graph { kTrainStep, kInference, kGraphs };
   int graph_runs_[kGraphs] = {};  // runs of each graph so far (captured on the second)
   bool copies_stale_ = true;      // parameters written since refresh_copies last ran
+  StartSeconds start_seconds_;
 };
 
 }  // namespace kiln

@@ -16,6 +16,13 @@
 namespace kiln {
 
 Executable::Executable(Program program, uint64_t seed) : program_(std::move(program)) {
+  using Clock = std::chrono::steady_clock;
+  auto lap = [t = Clock::now()]() mutable {  // seconds since the last lap
+    const auto now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - t).count();
+    t = now;
+    return seconds;
+  };
   if (program_.options.device == Device::CUDA) {
     backend_ = make_cuda_backend(program_.options.device_index, program_.options.cuda);
     register_cuda_ops();
@@ -28,9 +35,13 @@ Executable::Executable(Program program, uint64_t seed) : program_(std::move(prog
     fail("the program's memory plan covers {} of its {} tensors: run the Executable on a Program as compile() "
          "returns it, or plan a changed one again (program.memory = plan_memory(program))",
          plan.offset.size(), program_.tensors.size());
+  start_seconds_.backend = lap();
   arena_ = backend_->allocate(plan.arena_bytes);
+  start_seconds_.allocate = lap();
   init_state(seed);
+  start_seconds_.init_state = lap();
   prepare_ops();
+  start_seconds_.prepare_ops = lap();
 }
 
 Executable::~Executable() {

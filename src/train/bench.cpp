@@ -54,7 +54,10 @@ BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& opt
   const size_t used_before = cuda ? cuda_memory_in_use(options.device_index) : 0;
   BenchResult r;
   const auto start = Clock::now();
-  Executable exe(compile(blueprint, options), bench.seed);
+  Program program = compile(blueprint, options);
+  r.compile_seconds = seconds_since(start);
+  Executable exe(std::move(program), bench.seed);
+  r.start = exe.start_seconds();
   fill_synthetic_batch(exe, bench.seed);
   const int loss = exe.program().loss;
   auto step = [&](int64_t i) {
@@ -69,7 +72,9 @@ BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& opt
       fail("bench: step {} gave a non-finite loss ({}); the model diverged on synthetic data", i, value);
     return value;
   };
+  const auto step_one = Clock::now();
   step(0);
+  r.step_one_seconds = seconds_since(step_one);
   r.first_step_seconds = seconds_since(start);
   r.first_loss = loss_at(0);
   int64_t i = 1;

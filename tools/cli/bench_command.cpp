@@ -78,6 +78,10 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
   fmt::print("first step after {:.1f} s; memory: planned {} + workspace {}, device {}; loss {:.4f} -> {:.4f}\n",
              r.first_step_seconds, gib(r.planned_bytes), gib(r.workspace_bytes),
              c.device == Device::CUDA ? gib(r.device_bytes) : std::string("n/a"), r.first_loss, r.last_loss);
+  fmt::print("first step's parts: compile {:.1f} s, backend {:.1f} s, arena {:.1f} s, initial state {:.1f} s, preparing ops "
+             "{:.1f} s, the step {:.1f} s\n",
+             r.compile_seconds, r.start.backend, r.start.allocate, r.start.init_state, r.start.prepare_ops,
+             r.step_one_seconds);
   if (b.bench.profile) print_profile(r);
   if (!b.json.empty()) {
     nlohmann::json ops = nlohmann::json::array();
@@ -96,6 +100,13 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"median_step_ms", r.median_step_ms},
                               {"step_ms", r.step_ms},
                               {"first_step_seconds", r.first_step_seconds},
+                              {"start_seconds",
+                               {{"compile", r.compile_seconds},
+                                {"backend", r.start.backend},
+                                {"allocate", r.start.allocate},
+                                {"init_state", r.start.init_state},
+                                {"prepare_ops", r.start.prepare_ops},
+                                {"step_one", r.step_one_seconds}}},
                               {"planned_bytes", r.planned_bytes},
                               {"workspace_bytes", r.workspace_bytes},
                               {"device_bytes", r.device_bytes},
