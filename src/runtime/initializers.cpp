@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/parallel.h"
 #include "core/random.h"
 
 namespace kiln {
@@ -17,6 +18,15 @@ uint64_t name_hash(const std::string& name) {
   return h;
 }
 
+// Element i's value depends on (seed, tensor, i) alone, so the pool may fill blocks in any order:
+// VGG16-BN's 138 million parameters took 5.7 s of its start on one thread.
+template <class F>
+void fill_random(int64_t n, F&& value_at) {
+  parallel_blocks(n, 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) value_at(i);
+  });
+}
+
 template <class T>
 void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
   const int64_t n = numel(t.shape);
@@ -28,16 +38,15 @@ void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
     case Init::Constant: std::fill(data, data + n, T(t.init_value)); return;
     case Init::KaimingNormalFanOut: {  // gain sqrt(2) for ReLU, as torchvision initializes convs
       const double std = std::sqrt(2.0 / double(t.fan_out));
-      for (int64_t i = 0; i < n; ++i) data[i] = T(std * random_normal(seed, stream, uint64_t(i)));
+      fill_random(n, [&](int64_t i) { data[i] = T(std * random_normal(seed, stream, uint64_t(i))); });
       return;
     }
     case Init::Normal:
-      for (int64_t i = 0; i < n; ++i) data[i] = T(t.init_value * random_normal(seed, stream, uint64_t(i)));
+      fill_random(n, [&](int64_t i) { data[i] = T(t.init_value * random_normal(seed, stream, uint64_t(i))); });
       return;
     case Init::UniformFanIn: {  // PyTorch's default for nn.Linear and conv bias
       const double bound = 1.0 / std::sqrt(double(t.fan_in));
-      for (int64_t i = 0; i < n; ++i)
-        data[i] = T(bound * (2.0 * random_uniform(seed, stream, uint64_t(i)) - 1.0));
+      fill_random(n, [&](int64_t i) { data[i] = T(bound * (2.0 * random_uniform(seed, stream, uint64_t(i)) - 1.0)); });
       return;
     }
   }
