@@ -31,6 +31,8 @@ class Backend {
   virtual std::byte* allocate(size_t bytes) = 0;
   virtual void release(std::byte* memory) = 0;
   virtual void copy_in(void* dst, const void* host_src, size_t bytes) = 0;
+  // Zero bytes in device memory, in place: no host buffer, no copy.
+  virtual void zero(void* dst, size_t bytes) = 0;
   virtual void copy_out(void* host_dst, const void* src, size_t bytes) = 0;
   // Several copy_outs; a backend may issue them all before one wait.
   struct CopyOut {

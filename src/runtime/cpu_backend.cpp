@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
   }
   void release(std::byte* memory) override { std::free(memory); }
   void copy_in(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
   void copy_out(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 };
 

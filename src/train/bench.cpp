@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/parallel.h"
 #include "core/random.h"
 #include "kiln/compile.h"
 #include "kiln/device.h"
@@ -27,13 +28,20 @@ void fill_synthetic_batch(Executable& exe, uint64_t seed) {
   const Program& p = exe.program();
   const TensorSpec& input = p.tensors[p.input];
   const int64_t n = numel(input.shape);
+  // In parallel blocks (a value depends on its index alone): 38.5 million values at batch 256 and
+  // 224² took 1.5 s of the first step on one thread.
+  auto fill = [&](auto* x) {
+    parallel_blocks(n, 1 << 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) x[i] = random_normal(seed, 1, uint64_t(i));
+    });
+  };
   if (input.dtype == DType::F32) {
     std::vector<float> x(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(random_normal(seed, 1, uint64_t(i)));
+    fill(x.data());
     exe.write(p.input, x.data(), x.size() * sizeof(float));
   } else if (input.dtype == DType::F64) {
     std::vector<double> x(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = random_normal(seed, 1, uint64_t(i));
+    fill(x.data());
     exe.write(p.input, x.data(), x.size() * sizeof(double));
   } else {
     fail("bench: a training program's input is fp32 or fp64, not {}", dtype_name(input.dtype));

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/random.h"
+#include "kiln/threads.h"
 #include "runtime/initializers.h"
 
 namespace kiln {
@@ -55,6 +57,34 @@ TEST(Initializers, OneStreamPerSeedAndName) {
   EXPECT_EQ(values(a, 7), values(a, 7));  // same seed, same name: same values
   EXPECT_NE(values(a, 7), values(a, 8));
   EXPECT_NE(values(a, 7), values(b, 7));  // the name, not the declaration order, picks the stream
+}
+
+// The random initializers fill in parallel blocks; a value depends on (seed, name, index) alone, so
+// the thread count changes no byte. Large enough for many blocks of every initializer, and each
+// value is checked against its own serial draw.
+TEST(Initializers, ParallelFillsGiveTheSameBytesAtAnyThreadCount) {
+  const int before = threads();
+  TensorSpec normal = spec("big.normal", {300001}, Init::Normal), kaiming = spec("big.conv", {512, 3, 3, 64},
+                                                                                    Init::KaimingNormalFanOut);
+  TensorSpec uniform = spec("big.fc", {1000, 400}, Init::UniformFanIn);
+  normal.init_value = 0.01f, kaiming.fan_out = 512 * 9, uniform.fan_in = 400;
+  for (const TensorSpec* t : {&normal, &kaiming, &uniform}) {
+    set_threads(1);
+    const std::vector<float> one = values(*t, 5);
+    set_threads(7);
+    const std::vector<float> seven = values(*t, 5);
+    ASSERT_EQ(std::memcmp(one.data(), seven.data(), one.size() * sizeof(float)), 0) << t->name;
+  }
+  set_threads(4);
+  const std::vector<float> v = values(normal, 5);
+  const uint64_t stream = [] {  // initializers.cpp's FNV-1a of the name
+    uint64_t h = 1469598103934665603ULL;
+    for (unsigned char c : std::string("big.normal")) h = (h ^ c) * 1099511628211ULL;
+    return h;
+  }();
+  for (size_t i : {size_t(0), size_t(65535), size_t(65536), size_t(300000)})
+    EXPECT_EQ(v[i], float(0.01f * random_normal(5, stream, i))) << i;
+  set_threads(before);
 }
 
 TEST(Initializers, ConstantsFillEveryDtypeAndNoneOrActivationsTakeNothing) {

@@ -145,6 +145,12 @@ void CudaBackend::copy_in(void* dst, const void* src, size_t bytes) {
   KILN_CUDA(cudaStreamSynchronize(streams_[0]), "copy to device");
 }
 
+void CudaBackend::zero(void* dst, size_t bytes) {
+  activate();
+  KILN_CUDA(cudaMemsetAsync(dst, 0, bytes, streams_[0]), "zeroing device memory");
+  KILN_CUDA(cudaStreamSynchronize(streams_[0]), "zeroing device memory");
+}
+
 CudaBackend::Staging& CudaBackend::stage(const void* src, size_t bytes, const char* what) {
   activate();
   Staging& s = staging_[next_staging_];

@@ -32,6 +32,7 @@ class CudaBackend final : public Backend {
   std::byte* allocate(size_t bytes) override;
   void release(std::byte* memory) override;
   void copy_in(void* dst, const void* host_src, size_t bytes) override;
+  void zero(void* dst, size_t bytes) override;
   void copy_out(void* host_dst, const void* src, size_t bytes) override;
   // Into one pinned buffer on the main stream, one wait, then out to the hosts' memory.
   void copy_out_many(const std::vector<CopyOut>& copies) override;
