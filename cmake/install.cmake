@@ -6,11 +6,15 @@
 #   target_link_libraries(app PRIVATE kiln::kiln)     # or, without CUDA: COMPONENTS cpu, kiln::cpu
 # The package config (cmake/kiln-config.cmake.in) finds kiln's link dependencies itself.
 #
-# Two install components, two export sets:
-#   cpu  (kiln-cpu-targets.cmake): kiln::cpu, the public API on the CPU, linking no CUDA library
-#        even where kiln is built with its CUDA backend (kiln_engine_cpu, CMakeLists.txt), so its
-#        programs run where no CUDA library is installed; with the headers and the package files.
-#   full (kiln-targets.cmake): kiln::kiln, the engine with the CUDA backend where it is built.
+# Three install components, three export sets:
+#   cpu    (kiln-cpu-targets.cmake): kiln::cpu, the public API on the CPU, linking no CUDA library
+#          even where kiln is built with its CUDA backend (kiln_engine_cpu, CMakeLists.txt), so its
+#          programs run where no CUDA library is installed; with the headers and the package files.
+#   full   (kiln-targets.cmake): kiln::kiln, the engine with the CUDA backend where it is built.
+#   export (kiln-export-targets.cmake): kiln::export, the exporters of kiln/export.h (kiln_export,
+#          cmake/onnx.cmake) above full's engine; with ONNX where kiln was built with libonnx-dev.
+#          A set of its own so that kiln::kiln never needs ONNX: find_package(kiln COMPONENTS export)
+#          alone looks for it.
 # `cmake --install <build> --component cpu` installs the first alone (after building only
 # kiln_cpu_libs: no CUDA code is compiled for it).
 include(GNUInstallDirs)
@@ -57,9 +61,17 @@ if(TARGET kiln_cuda)
     set(KILN_PACKAGE_NVJPEG_LIBRARY "${KILN_NVJPEG_LIBRARY}")
   endif()
 endif()
+# kiln::export (kiln_export is defined by cmake/onnx.cmake, included before this file, which has also
+# set KILN_ONNX_FOUND for the package config). It links the engine of kiln::kiln, so the component
+# `export` needs `full` (the package config loads both). kiln_export links ONNX privately, but a
+# static library's private links are still the user's to link: its export names them as
+# $<LINK_ONLY:onnx>, and the package config finds Protobuf and ONNX for it where kiln_WITH_ONNX.
+add_library(kiln::export ALIAS kiln_export)
+set_target_properties(kiln_export PROPERTIES EXPORT_NAME export)
+
 # Every installed library (the `package` preset builds this target only).
 add_custom_target(kiln_libs)
-add_dependencies(kiln_libs kiln_cpu_libs kiln_engine)
+add_dependencies(kiln_libs kiln_cpu_libs kiln_engine kiln_export)
 if(TARGET kiln_cuda)
   add_dependencies(kiln_libs kiln_cuda)
 endif()
@@ -87,11 +99,15 @@ install(TARGETS ${KILN_CPU_INSTALL_TARGETS} EXPORT kiln-cpu-targets
 install(TARGETS ${KILN_FULL_INSTALL_TARGETS} EXPORT kiln-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT full
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS kiln_export EXPORT kiln-export-targets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT export
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})  # kiln/export.h comes with the cpu component's headers
 install(DIRECTORY include/kiln DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT cpu FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY ${CMAKE_BINARY_DIR}/generated/include/kiln DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT cpu
         FILES_MATCHING PATTERN "*.h")  # written by the build (cmake/activations.cmake, op_kinds.cmake)
 install(EXPORT kiln-cpu-targets NAMESPACE kiln:: DESTINATION ${KILN_INSTALL_CMAKEDIR} COMPONENT cpu)
 install(EXPORT kiln-targets NAMESPACE kiln:: DESTINATION ${KILN_INSTALL_CMAKEDIR} COMPONENT full)
+install(EXPORT kiln-export-targets NAMESPACE kiln:: DESTINATION ${KILN_INSTALL_CMAKEDIR} COMPONENT export)
 
 configure_package_config_file(cmake/kiln-config.cmake.in ${CMAKE_BINARY_DIR}/kiln-config.cmake
                               INSTALL_DESTINATION ${KILN_INSTALL_CMAKEDIR})
@@ -101,9 +117,10 @@ install(FILES ${CMAKE_BINARY_DIR}/kiln-config.cmake ${CMAKE_BINARY_DIR}/kiln-con
         DESTINATION ${KILN_INSTALL_CMAKEDIR} COMPONENT cpu)
 
 # The package's test (label cpu): install into build/…/install-test/prefix, then configure and build
-# tests/install/consumer (the README's short program) against it with find_package(kiln); and a
+# tests/install/consumer (the README's short program) against it with find_package(kiln); a
 # program on kiln::cpu that must link no CUDA library, run, and find only portable instructions in
-# the installed libraries (tests/install/install_test.cmake).
+# the installed libraries; and a program on kiln::export that writes an ONNX model (where kiln has
+# ONNX) and a state_dict (tests/install/install_test.cmake).
 if(KILN_BUILD_TESTS)
   set(KILN_INSTALL_REFUSED OFF)
   if(KILN_ARCH STREQUAL "native" AND NOT KILN_INSTALL_NATIVE)
@@ -113,7 +130,7 @@ if(KILN_BUILD_TESTS)
            COMMAND ${CMAKE_COMMAND} -DKILN_BINARY_DIR=${CMAKE_BINARY_DIR}
                    -DKILN_SOURCE_DIR=${CMAKE_SOURCE_DIR} -DKILN_GENERATOR=${CMAKE_GENERATOR}
                    -DKILN_CXX_COMPILER=${CMAKE_CXX_COMPILER} -DKILN_BUILD_TYPE=${CMAKE_BUILD_TYPE}
-                   -DKILN_ARCH=${KILN_ARCH} -DKILN_WITH_CUDA=${KILN_PACKAGE_CUDA}
+                   -DKILN_ARCH=${KILN_ARCH} -DKILN_WITH_CUDA=${KILN_PACKAGE_CUDA} -DKILN_WITH_ONNX=${KILN_ONNX_FOUND}
                    -DKILN_INSTALL_REFUSED=${KILN_INSTALL_REFUSED}
                    -P ${CMAKE_SOURCE_DIR}/tests/install/install_test.cmake)
   set_tests_properties(kiln_install_package PROPERTIES LABELS "cpu;install" TIMEOUT 300)

@@ -1,9 +1,11 @@
 # The exporters (src/export/, include/kiln/export.h): `kiln export`, ONNX models and PyTorch
 # state_dicts. Included by CMakeLists.txt after the targets that link them (kiln_cli, the tests).
 #
-# kiln_export is a library of its own above the engine, so that kiln::kiln (and its install package)
-# never depends on ONNX. The ONNX writer goes through the ONNX library, Debian bookworm's libonnx-dev
-# 1.12 (scripts/setup.sh installs it with libprotobuf-dev and protobuf-compiler): its CMake package
+# kiln_export is a library of its own above the engine, so that kiln::kiln (and its install package's
+# cpu and full components) never depends on ONNX; the package installs it as its export component,
+# kiln::export (cmake/install.cmake, included after this file: it reads KILN_ONNX_FOUND).
+# The ONNX writer goes through the ONNX library, Debian bookworm's libonnx-dev 1.12
+# (scripts/setup.sh installs it with libprotobuf-dev and protobuf-compiler): its CMake package
 # (ONNXConfig.cmake) gives the imported target `onnx` with ONNX_NAMESPACE=onnx and ONNX_ML=1 (its
 # protobuf classes are built with the ML types: onnx/onnx_pb.h includes onnx-ml.pb.h) and links
 # onnx_proto, which links protobuf::libprotobuf without finding Protobuf itself, so FindProtobuf runs

@@ -5,16 +5,22 @@
 #     KILN_INSTALL_NATIVE=1; the package records its -march level (kiln_ARCH), and the libraries
 #     of a portable build hold no instruction beyond it (objdump: no AVX/AVX-512/FMA/BMI/MOVBE
 #     for x86-64-v2, no SSSE3/SSE4/POPCNT either for x86-64).
-#  2. Both components (prefix/): tests/install/consumer (the README's short program, kiln::kiln)
+#  2. All components (prefix/): tests/install/consumer (the README's short program, kiln::kiln)
 #     configures and builds.
 #  3. The cpu component alone (prefix-cpu/, cmake --install --component cpu): tests/install/
 #     consumer_cpu (kiln::cpu) configures with CUDAToolkit unfindable, links none of libcuda,
 #     libcudart, libcublas(Lt), libcudnn, libnvrtc, libnvjpeg (readelf, ldd) and runs: one epoch of
 #     a tiny CNN on the CPU, a CUDA device refused. In a build with CUDA, find_package(kiln) without
 #     components then fails with a message that points to COMPONENTS cpu.
+#  4. The export component (prefix/; the cpu component installs no kiln-export-targets.cmake, and
+#     find_package(kiln COMPONENTS export) in prefix-cpu/ fails saying export needs the full
+#     component): tests/install/consumer_export (kiln::export) builds and runs in its build folder,
+#     writing a tiny CNN as an ONNX model and a PyTorch state_dict; both files must be there and
+#     non-empty. In a kiln built without ONNX (KILN_WITH_ONNX OFF) export_onnx must refuse, saying
+#     what to install, and the state_dict is still written. The package records kiln_WITH_ONNX.
 # Run with -DKILN_BINARY_DIR=... -DKILN_SOURCE_DIR=... -DKILN_GENERATOR=... -DKILN_CXX_COMPILER=...
-#          -DKILN_BUILD_TYPE=... -DKILN_ARCH=... -DKILN_WITH_CUDA=... -DKILN_INSTALL_REFUSED=...
-#          -P install_test.cmake
+#          -DKILN_BUILD_TYPE=... -DKILN_ARCH=... -DKILN_WITH_CUDA=... -DKILN_WITH_ONNX=...
+#          -DKILN_INSTALL_REFUSED=... -P install_test.cmake
 set(work ${KILN_BINARY_DIR}/install-test)
 set(prefix ${work}/prefix)
 set(cpu_prefix ${work}/prefix-cpu)
@@ -47,13 +53,15 @@ endif()
 step("cmake --install" ${install_env} ${CMAKE_COMMAND} --install ${KILN_BINARY_DIR} --prefix ${prefix})
 step("cmake --install --component cpu" ${install_env} ${CMAKE_COMMAND} --install ${KILN_BINARY_DIR}
      --prefix ${cpu_prefix} --component cpu)
-foreach(f include/kiln/kiln.h lib/cmake/kiln/kiln-config.cmake lib/cmake/kiln/kiln-config-version.cmake
-          lib/cmake/kiln/kiln-cpu-targets.cmake lib/cmake/kiln/kiln-targets.cmake)
+foreach(f include/kiln/kiln.h include/kiln/export.h lib/cmake/kiln/kiln-config.cmake
+          lib/cmake/kiln/kiln-config-version.cmake lib/cmake/kiln/kiln-cpu-targets.cmake
+          lib/cmake/kiln/kiln-targets.cmake lib/cmake/kiln/kiln-export-targets.cmake lib/libkiln_export.a)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "install test: ${prefix}/${f} was not installed")
   endif()
 endforeach()
-foreach(f lib/cmake/kiln/kiln-targets.cmake lib/libkiln_cuda.a)
+foreach(f lib/cmake/kiln/kiln-targets.cmake lib/cmake/kiln/kiln-export-targets.cmake lib/libkiln_cuda.a
+          lib/libkiln_export.a)
   if(EXISTS ${cpu_prefix}/${f})
     message(FATAL_ERROR "install test: the cpu component installed ${f}")
   endif()
@@ -62,6 +70,10 @@ endforeach()
 file(STRINGS ${prefix}/lib/cmake/kiln/kiln-config.cmake arch_line REGEX "^set\\(kiln_ARCH ")
 if(NOT arch_line STREQUAL "set(kiln_ARCH \"${KILN_ARCH}\")")
   message(FATAL_ERROR "install test: the package records '${arch_line}', the build -march='${KILN_ARCH}'")
+endif()
+file(STRINGS ${prefix}/lib/cmake/kiln/kiln-config.cmake onnx_line REGEX "^set\\(kiln_WITH_ONNX ")
+if(NOT onnx_line STREQUAL "set(kiln_WITH_ONNX ${KILN_WITH_ONNX})")
+  message(FATAL_ERROR "install test: the package records '${onnx_line}', the build ONNX ${KILN_WITH_ONNX}")
 endif()
 # Instructions beyond the level, as objdump writes them after an address and a tab: every VEX/EVEX
 # instruction (AVX, AVX2, FMA, F16C, AVX-512: v...), AVX-512 mask instructions, BMI1/2, LZCNT, MOVBE;
@@ -144,3 +156,42 @@ if(KILN_WITH_CUDA)
   endif()
   message(STATUS "install test: find_package(kiln) without CUDA points to COMPONENTS cpu ok")
 endif()
+
+# 4. kiln::export: an ONNX model (where kiln has ONNX) and a state_dict, written by the program.
+step("configure the kiln::export consumer" ${CMAKE_COMMAND} -S ${KILN_SOURCE_DIR}/tests/install/consumer_export
+     -B ${work}/consumer_export -G ${KILN_GENERATOR} -DCMAKE_BUILD_TYPE=${KILN_BUILD_TYPE}
+     -DCMAKE_CXX_COMPILER=${KILN_CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+step("build the kiln::export consumer" ${CMAKE_COMMAND} --build ${work}/consumer_export)
+set(onnx_mode no-onnx)
+if(KILN_WITH_ONNX)
+  set(onnx_mode onnx)
+endif()
+step("run the kiln::export consumer (${onnx_mode})" ${CMAKE_COMMAND} -E chdir ${work}/consumer_export
+     ${CMAKE_COMMAND} -E env KILN_THREADS=1 ${work}/consumer_export/app_export ${onnx_mode})
+message(STATUS "${step_output}")
+set(exported ${work}/consumer_export/tiny.safetensors)
+if(KILN_WITH_ONNX)
+  list(APPEND exported ${work}/consumer_export/tiny.onnx)
+elseif(EXISTS ${work}/consumer_export/tiny.onnx)
+  message(FATAL_ERROR "install test: the kiln::export consumer wrote tiny.onnx in a kiln built without ONNX")
+endif()
+foreach(f ${exported})
+  if(NOT EXISTS ${f})
+    message(FATAL_ERROR "install test: the kiln::export consumer wrote no ${f}")
+  endif()
+  file(SIZE ${f} bytes)
+  if(bytes EQUAL 0)
+    message(FATAL_ERROR "install test: the kiln::export consumer wrote an empty ${f}")
+  endif()
+endforeach()
+message(STATUS "install test: the kiln::export consumer wrote its files ok")
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${KILN_SOURCE_DIR}/tests/install/consumer_export
+                        -B ${work}/consumer_export_cpu_only -G ${KILN_GENERATOR} -DCMAKE_CXX_COMPILER=${KILN_CXX_COMPILER}
+                        -DCMAKE_PREFIX_PATH=${cpu_prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+string(REGEX REPLACE "[ \t\r\n]+" " " flat "${out}")  # CMake wraps the message, as in step 1
+if(rc EQUAL 0 OR NOT flat MATCHES "kiln::export needs the full component")
+  message(FATAL_ERROR "install test: find_package(kiln COMPONENTS export) in a cpu-only install did not fail "
+          "saying export needs the full component (${rc}):\n${out}")
+endif()
+message(STATUS "install test: find_package(kiln COMPONENTS export) in a cpu-only install says it needs full ok")
