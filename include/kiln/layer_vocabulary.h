@@ -56,6 +56,11 @@ struct LayerAttrs {
   // Set by the compiler (CompileOptions::freeze): the layer runs as in inference (BN on its running
   // statistics, no dropout), has no backward, and the optimizer leaves its parameters alone.
   bool frozen = false;
+  // Set by the compiler (CompileOptions::fuse_seams, src/compile/seams.cpp): seam_out, this CBR's
+  // BatchNorm + ReLU output is never written, its consumers apply them as they read its convolution's
+  // output; seam_in, this CBR is such a consumer.
+  bool seam_out = false;
+  bool seam_in = false;
   bool relu_after = true;    // Residual: apply ReLU after the add
   Activation activation = Activation::SiLU;  // Activation: which function
   float alpha = 0.f;                         // Activation: LeakyReLU's slope, ELU's alpha

@@ -109,6 +109,10 @@ Program compile(const Blueprint& blueprint, const CompileOptions& options) {
   }
   if (!options.input_grad) mark_first_layer(graph);
   if (!options.freeze.empty()) mark_frozen(graph, options.freeze);
+  if (options.fuse_seams) {
+    if (!options.fuse_cbr) fail("fusion across layers (--fuse-seams) fuses CBR layers; it cannot go with --no-fuse");
+    mark_seams(graph);
+  }
   check_target_limits(graph, options);
   Program program = lower(std::move(graph), options);
   program.memory = plan_memory(program);

@@ -32,18 +32,23 @@ const char* role_name(TensorRole role) {
 std::string format_plan(const Program& p, const MemoryPlan& plan) {
   std::string out;
   const auto& o = p.options;
-  out += fmt::format("program: {} layers, device {}, precision {}, batch {}, cbr fusion {}\n",
+  int seams = 0;
+  for (const Layer& l : p.graph.layers) seams += l.attrs.seam_out;
+  out += fmt::format("program: {} layers, device {}, precision {}, batch {}, cbr fusion {}, fusion across layers {}\n",
                      p.graph.layers.size() - 1, device_name(o.device), precision_name(o.precision), o.batch,
-                     o.fuse_cbr ? "on" : "off");
+                     o.fuse_cbr ? "on" : "off", o.fuse_seams ? fmt::format("on ({} seams)", seams) : "off");
   out += "\nlayers (after passes):\n";
   for (size_t i = 1; i < p.graph.layers.size(); ++i) {
     const Layer& l = p.graph.layers[i];
     std::string inputs;
     for (int in : l.inputs) inputs += (inputs.empty() ? "" : ", ") + p.graph.layers[in].name;
+    std::string marks = l.attrs.frozen ? "  [frozen: eval mode, not trained]"
+                        : l.attrs.first_layer ? "  [first layer: no dX]" : "";
+    // Fusion across layers: who applies this layer's BatchNorm + ReLU, whose this layer applies.
+    if (l.attrs.seam_in) marks += "  [applies its input's BN+ReLU]";
+    if (l.attrs.seam_out) marks += "  [BN+ReLU applied by its consumers]";
     out += fmt::format("  {:4} {:<15} {:<34} {:<18} <- {}{}\n", i, l.kind == LayerKind::Activation ? activation_name(l.attrs.activation) : layer_kind_name(l.kind), l.name,
-                       shape_str(l.out_shape), inputs,
-                       l.attrs.frozen ? "  [frozen: eval mode, not trained]"
-                       : l.attrs.first_layer ? "  [first layer: no dX]" : "");
+                       shape_str(l.out_shape), inputs, marks);
   }
   std::string fused;  // every kind the fusions add, by its family's name for it
   for (int i = 0; i < fused_layer::kCount; ++i)

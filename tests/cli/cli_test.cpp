@@ -154,6 +154,22 @@ TEST(Cli, PlanWithoutFusionListsNoCbrLayer) {
   EXPECT_NE(fused.output.find(" cbr   "), std::string::npos) << fused.output;
 }
 
+// --fuse-seams: the plan names the seams (digits_cnn: conv1 -> conv2 and conv3 -> conv4), the
+// producers' BN+ReLU outputs are gone from its tensors, and --no-fuse refuses it.
+TEST(Cli, PlanWithFusionAcrossLayersShowsTheSeams) {
+  const Result seams = kiln("plan --model digits_cnn --batch 2 --device cpu --fuse-seams");
+  ASSERT_EQ(seams.rc, 0) << seams.output;
+  expect_contains(seams, {"fusion across layers on (2 seams)", "[BN+ReLU applied by its consumers]",
+                          "[applies its input's BN+ReLU]", "conv1:scale", "conv3:shift"},
+                  "plan --fuse-seams");
+  EXPECT_EQ(seams.output.find("conv1:bitmask"), std::string::npos) << seams.output;
+  const Result plain = kiln("plan --model digits_cnn --batch 2 --device cpu");
+  expect_contains(plain, {"fusion across layers off", "conv1:bitmask"}, "plan");
+  const Result no_fuse = kiln("plan --model digits_cnn --batch 2 --device cpu --fuse-seams --no-fuse");
+  EXPECT_NE(no_fuse.rc, 0);
+  expect_contains(no_fuse, {"--fuse-seams", "--no-fuse"}, "plan --fuse-seams --no-fuse");
+}
+
 }  // namespace
 
 namespace {

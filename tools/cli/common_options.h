@@ -15,11 +15,12 @@ struct CommonOptions {
   int batch = 64;
   std::string device = "auto", precision = "fp32";
   bool no_fuse = false;
+  bool fuse_seams = false;  // --fuse-seams: CompileOptions::fuse_seams
   int classes = -1;
   std::string freeze;  // --freeze: CompileOptions::freeze
 };
 
-// --model, --batch, --device, --precision, --no-fuse, --classes, --freeze.
+// --model, --batch, --device, --precision, --no-fuse, --fuse-seams, --classes, --freeze.
 void add_common_options(CLI::App* app, CommonOptions& o);
 
 // The compile settings the options ask for, --device resolved ("auto" picks the GPU when there is one).

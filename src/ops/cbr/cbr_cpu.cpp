@@ -98,10 +98,19 @@ void cbr_mask_to_bytes(const uint8_t* bits, int64_t numel, uint8_t* bytes) {
   for (int64_t i = 0; i < numel; ++i) bytes[i] = mask_bit(bits, i) ? 1 : 0;
 }
 
+// A seam consumer's input: relu(x * in_scale + in_shift) into x_applied, as the producer's apply
+// would have written it; x itself (no seam) otherwise.
+template <class T>
+const T* conv_input(const ConvGeom& g, const T* x, const T* in_scale, const T* in_shift, T* x_applied) {
+  if (!in_scale) return x;
+  scale_shift_relu(x, g.n * g.h * g.w, g.c, in_scale, in_shift, x_applied, static_cast<uint8_t*>(nullptr));
+  return x_applied;
+}
+
 template <class T>
 void cbr_forward(const ConvGeom& g, const CbrForwardTensors<T>& t, double eps, double momentum) {
   const int64_t rows = g.n * g.ho * g.wo, channels = g.k;
-  conv_fwd<T>(g, t.x, t.w, nullptr, t.conv_out);
+  conv_fwd<T>(g, conv_input(g, t.x, t.in_scale, t.in_shift, t.x_applied), t.w, nullptr, t.conv_out);
 
   // Stage 1: statistics.
   std::vector<double> sum(channels), sq_sum(channels);
@@ -133,8 +142,14 @@ void cbr_forward(const ConvGeom& g, const CbrForwardTensors<T>& t, double eps, d
     t.running_var[c] = static_cast<T>((1 - momentum) * t.running_var[c] + momentum * var * unbias);
   }
 
-  // Stage 3: apply + ReLU + bit mask.
-  scale_shift_relu(z, rows, channels, scale.data(), shift.data(), t.y, t.bitmask);
+  // Stage 3: apply + ReLU + bit mask, or, in a seam's producer, the scale and shift its consumers
+  // apply.
+  if (t.y) {
+    scale_shift_relu(z, rows, channels, scale.data(), shift.data(), t.y, t.bitmask);
+  } else {
+    std::copy(scale.begin(), scale.end(), t.scale);
+    std::copy(shift.begin(), shift.end(), t.shift);
+  }
 }
 
 template <class T>
@@ -145,6 +160,15 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
   const T* mean = t.saved_mean;
   const T* inv_std = t.saved_inv_std;
   const uint8_t* bits = t.bitmask;
+  // Where ReLU passed the gradient: the forward's bit, or, in a seam's producer, the same test the
+  // apply makes (scale_shift_relu: y > 0 exactly where z * scale + shift > 0).
+  const T* scale = t.scale;
+  const T* shift = t.shift;
+  auto passed = [&](int64_t i, int64_t c) {
+    if (bits) return mask_bit(bits, i);
+    const T v = z[i] * scale[c] + shift[c];
+    return v > T(0);
+  };
 
   // Pass 1: dbeta = sum(dy * mask), dgamma = sum(dy * mask * xhat); xhat is recomputed.
   std::vector<double> dbeta(channels), dgamma(channels);
@@ -152,7 +176,7 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
                   [&](int64_t m, double* db, double* dg) {
                     const int64_t base = m * channels;
                     for (int64_t c = 0; c < channels; ++c) {
-                      if (!mask_bit(bits, base + c)) continue;
+                      if (!passed(base + c, c)) continue;
                       const double gy = dy[base + c];
                       const T xhat = (z[base + c] - mean[c]) * inv_std[c];
                       db[c] += gy;
@@ -177,7 +201,7 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
     for (int64_t m = chunks.begin(k); m < chunks.end(k); ++m) {
       const int64_t base = m * channels;
       for (int64_t c = 0; c < channels; ++c) {
-        const T gy = mask_bit(bits, base + c) ? dy[base + c] : T(0);
+        const T gy = passed(base + c, c) ? dy[base + c] : T(0);
         const T xhat = (z[base + c] - mean[c]) * inv_std[c];
         dconv[base + c] = k_gy[c] * gy - k_mean[c] - k_xhat[c] * xhat;
       }
@@ -185,7 +209,7 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
   });
 
   // wgrad reads x before dgrad may overwrite it (dx can share x's storage).
-  conv_wgrad<T>(g, dconv, t.x, t.dw, nullptr);
+  conv_wgrad<T>(g, dconv, conv_input(g, t.x, t.in_scale, t.in_shift, t.x_applied), t.dw, nullptr);
   if (t.dx) conv_dgrad<T>(g, dconv, t.w, t.dx);
 }
 

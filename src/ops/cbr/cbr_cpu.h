@@ -26,6 +26,10 @@ inline int64_t cbr_mask_bytes(int64_t numel) { return (numel + 7) / 8; }
 // Expands a bit-packed mask into one byte per element (0 or 1): the unfused ReLU's mask format.
 void cbr_mask_to_bytes(const uint8_t* bits, int64_t numel, uint8_t* bytes);
 
+// Fusion across layers (a seam: cbr_contract.h): a producer gives scale and shift instead of y and
+// bitmask; a consumer gives in_scale, in_shift and x_applied, scratch of x's shape that receives
+// relu(x * in_scale + in_shift), the input it convolves. The values are those the unfused layers
+// compute: the apply is the same expression.
 template <class T>
 struct CbrForwardTensors {
   const T* x = nullptr;        // (N, H, W, C)
@@ -33,24 +37,34 @@ struct CbrForwardTensors {
   const T* gamma = nullptr;    // (K)
   const T* beta = nullptr;     // (K)
   T* conv_out = nullptr;       // (N, Ho, Wo, K), kept for backward
-  T* y = nullptr;              // (N, Ho, Wo, K)
+  T* y = nullptr;              // (N, Ho, Wo, K); nullptr in a seam's producer
   T* saved_mean = nullptr;     // (K) batch mean
   T* saved_inv_std = nullptr;  // (K) 1 / sqrt(biased batch var + eps)
-  uint8_t* bitmask = nullptr;  // cbr_mask_bytes(N * Ho * Wo * K) bytes
+  uint8_t* bitmask = nullptr;  // cbr_mask_bytes(N * Ho * Wo * K) bytes; nullptr with y
   T* running_mean = nullptr;   // (K), updated in place
   T* running_var = nullptr;    // (K), updated in place
+  T* scale = nullptr;          // (K): a seam's producer writes its BatchNorm's scale and shift
+  T* shift = nullptr;
+  const T* in_scale = nullptr;  // (C): a seam's consumer applies the producer's to x
+  const T* in_shift = nullptr;
+  T* x_applied = nullptr;  // (N, H, W, C) scratch, with in_scale
 };
 
 template <class T>
 struct CbrBackwardTensors {
   const T* dy = nullptr;  // (N, Ho, Wo, K)
-  const uint8_t* bitmask = nullptr;
+  const uint8_t* bitmask = nullptr;  // nullptr in a seam's producer: the mask comes from scale and shift
   const T* conv_out = nullptr;
   const T* x = nullptr;
   const T* w = nullptr;
   const T* gamma = nullptr;
   const T* saved_mean = nullptr;
   const T* saved_inv_std = nullptr;
+  const T* scale = nullptr;  // (K), without bitmask
+  const T* shift = nullptr;
+  const T* in_scale = nullptr;  // (C), a seam's consumer
+  const T* in_shift = nullptr;
+  T* x_applied = nullptr;  // (N, H, W, C) scratch, with in_scale
   T* dx = nullptr;  // nullptr: first layer, dgrad is skipped. May share storage with x.
   T* dw = nullptr;
   T* dgamma = nullptr;

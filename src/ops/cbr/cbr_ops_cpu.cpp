@@ -13,6 +13,20 @@ namespace {
 using cpu::ConvGeom;
 using Checker = CpuOpChecker;
 
+// A seam's consumer (cbr_contract.h): the producer's scale and shift, one per input channel, and
+// scratch of the input's shape to apply them into. All three or none.
+void check_seam_input(const Checker& check, const TensorArg& in_scale, const TensorArg& in_shift,
+                      const TensorArg& x_applied, const TensorArg& x, const ConvGeom& g, DType dt) {
+  if (!in_scale && !in_shift && !x_applied) return;
+  if (!in_scale || !in_shift || !x_applied)
+    fail("{} layer '{}': a seam's consumer binds 'in_scale', 'in_shift' and 'x_applied' together; the program "
+         "binds only some (recompile it)", check.op, check.layer);
+  check.per_channel(in_scale, g.c, dt, "in_scale");
+  check.per_channel(in_shift, g.c, dt, "in_shift");
+  check.shape(x_applied, x.shape(), "x_applied");
+  check.dtype(x_applied, dt, "x_applied");
+}
+
 void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   const Checker check{call, "CBR_FWD"};
   const TensorArg &x = a.x, &w = a.w, &gamma = a.gamma, &beta = a.beta;
@@ -22,18 +36,29 @@ void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   const DType dt = check.activation_dtype(x);
   const Shape out_shape{g.n, g.ho, g.wo, g.k};
   check.dtype(w, dt, "weight");
-  for (const auto* t : {&conv_out, &y}) {
-    check.shape(*t, out_shape, "output");
-    check.dtype(*t, dt, "output");
+  check.shape(conv_out, out_shape, "output");
+  check.dtype(conv_out, dt, "output");
+  // A seam's producer writes scale and shift instead of y and the bit mask (cbr_contract.h).
+  const bool producer = !y;
+  if (producer) {
+    if (bits || !a.scale || !a.shift)
+      fail("CBR_FWD layer '{}': without 'y' the op writes 'scale' and 'shift' and no 'bitmask'; the program binds "
+           "them otherwise (recompile it)", check.layer);
+    check.per_channel(a.scale, g.k, dt, "scale");
+    check.per_channel(a.shift, g.k, dt, "shift");
+  } else {
+    check.shape(y, out_shape, "output");
+    check.dtype(y, dt, "output");
+    check.shape(bits, {cpu::cbr_mask_bytes(numel(out_shape))}, "bitmask");
+    check.dtype(bits, DType::U8, "bitmask");
   }
+  check_seam_input(check, a.in_scale, a.in_shift, a.x_applied, x, g, dt);
   check.per_channel(gamma, g.k, dt, "gamma");
   check.per_channel(beta, g.k, dt, "beta");
   check.per_channel(mean, g.k, dt, "saved_mean");
   check.per_channel(inv_std, g.k, dt, "saved_inv_std");
   check.per_channel(rmean, g.k, dt, "running_mean");
   check.per_channel(rvar, g.k, dt, "running_var");
-  check.shape(bits, {cpu::cbr_mask_bytes(numel(out_shape))}, "bitmask");
-  check.dtype(bits, DType::U8, "bitmask");
   check.batch_statistics(g.n * g.ho * g.wo);
   dispatch_float(dt, "CBR_FWD", [&](auto zero) {
     using T = decltype(zero);
@@ -43,6 +68,8 @@ void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
     t.saved_mean = mean.as<T>(), t.saved_inv_std = inv_std.as<T>();
     t.bitmask = bits.as<uint8_t>();
     t.running_mean = rmean.as<T>(), t.running_var = rvar.as<T>();
+    t.scale = a.scale.as<T>(), t.shift = a.shift.as<T>();
+    t.in_scale = a.in_scale.as<T>(), t.in_shift = a.in_shift.as<T>(), t.x_applied = a.x_applied.as<T>();
     cpu::cbr_forward<T>(g, t, a.eps, a.momentum);
   });
 }
@@ -69,8 +96,17 @@ void cbr_bwd_impl(const OpCall& call, const CbrBackward<TensorArg>& a, const cha
     check.shape(*t, out_shape, "tensor");
     check.dtype(*t, dt, "tensor");
   }
-  check.shape(bits, {cpu::cbr_mask_bytes(numel(out_shape))}, "bitmask");
-  check.dtype(bits, DType::U8, "bitmask");
+  if (bits) {
+    check.shape(bits, {cpu::cbr_mask_bytes(numel(out_shape))}, "bitmask");
+    check.dtype(bits, DType::U8, "bitmask");
+  } else {  // a seam's producer: the mask is recomputed from scale and shift
+    if (!a.scale || !a.shift)
+      fail("{} layer '{}': without 'bitmask' the op needs 'scale' and 'shift' to recompute the ReLU mask; the "
+           "program binds neither (recompile it)", op, check.layer);
+    check.per_channel(a.scale, g.k, dt, "scale");
+    check.per_channel(a.shift, g.k, dt, "shift");
+  }
+  check_seam_input(check, a.in_scale, a.in_shift, a.x_applied, x, g, dt);
   check.shape(dw, w.shape(), "dw");
   check.dtype(dw, dt, "dw");
   check.dtype(w, dt, "weight");
@@ -92,6 +128,8 @@ void cbr_bwd_impl(const OpCall& call, const CbrBackward<TensorArg>& a, const cha
     t.dx = dx ? dx->as<T>() : nullptr;
     t.dw = dw.as<T>(), t.dgamma = dgamma.as<T>(), t.dbeta = dbeta.as<T>();
     t.dconv = dconv.as<T>();
+    t.scale = a.scale.as<T>(), t.shift = a.shift.as<T>();
+    t.in_scale = a.in_scale.as<T>(), t.in_shift = a.in_shift.as<T>(), t.x_applied = a.x_applied.as<T>();
     cpu::cbr_backward<T>(g, t);
   });
 }

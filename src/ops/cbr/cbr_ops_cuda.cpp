@@ -51,7 +51,17 @@ Scratch scratch(void* base, int64_t m, int64_t c, size_t conv_bytes) {
 
 int64_t rows(const TensorArg& y) { return y.numel() / y.shape().back(); }
 
+// Fusion across layers (the contracts' optional seam fields) has no GPU kernels yet: a CUDA program
+// compiled with it (whose memory plan `kiln plan` can show) is refused when it is prepared.
+void refuse_seam(bool seam, const OpCall& call) {
+  if (seam)
+    fail("{}: fusion across layers (--fuse-seams, CompileOptions::fuse_seams) has no GPU kernels yet; leave it "
+         "off for --device cuda",
+         call.where());
+}
+
 void prepare_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
+  refuse_seam(a.in_scale || !a.y || !a.bitmask, call);
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   const size_t conv = prepare_conv_stats(be, p, a.x.data, a.w.data, a.conv_out.data, call.where());
@@ -106,6 +116,7 @@ ConvProblem batch_slice(ConvProblem p, int slices) {
 }
 
 void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
+  refuse_seam(a.in_scale || !a.bitmask, call);
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   const size_t wgrad = prepare_wgrad(be, p, a.x.data, a.dconv.data, a.dw.data, call.where());

@@ -1,0 +1,32 @@
+// Fusion across layers (CompileOptions::fuse_seams): where a CBR's output feeds only other CBR
+// layers, its BatchNorm + ReLU is applied inside each consumer (the consumer's prologue) instead of
+// in a pass of its own, so the normalized output is never written and read back.
+#include "kiln/compile.h"
+
+#include <vector>
+
+namespace kiln {
+
+// A seam joins a CBR layer (the producer) to consumers that are all CBR layers reading it as their
+// input, none of them frozen (a frozen layer runs its inference ops, which read the normalized
+// output). The producer then writes only its convolution's output, its statistics and the
+// per-channel scale and shift of its BatchNorm; each consumer applies relu(x * scale + shift) to
+// that output as it reads it, and the producer's backward recomputes its ReLU mask from the same
+// three tensors. The network's last layer has no consumers and keeps its output.
+void mark_seams(LayerGraph& graph) {
+  const auto consumers = graph.consumers();
+  for (size_t p = 1; p < graph.layers.size(); ++p) {
+    Layer& producer = graph.layers[p];
+    if (producer.kind != LayerKind::CBR || producer.attrs.frozen || consumers[p].empty()) continue;
+    bool all_cbr = true;
+    for (int c : consumers[p]) {
+      const Layer& consumer = graph.layers[c];
+      all_cbr &= consumer.kind == LayerKind::CBR && !consumer.attrs.frozen && consumer.inputs.size() == 1;
+    }
+    if (!all_cbr) continue;
+    producer.attrs.seam_out = true;
+    for (int c : consumers[p]) graph.layers[c].attrs.seam_in = true;
+  }
+}
+
+}  // namespace kiln

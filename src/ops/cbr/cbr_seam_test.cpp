@@ -1,0 +1,218 @@
+// Fusion across layers (CompileOptions::fuse_seams, src/compile/seams.cpp) on the CPU: a program
+// whose CBR layers apply their input's BatchNorm + ReLU computes what the program without seams
+// computes (the reference, on the same weights and batch): the loss, every parameter's gradient,
+// the BN running statistics and the weights after an SGD step; and it writes no BN+ReLU output
+// or mask for the layers whose consumers apply them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/compile.h"
+#include "kiln/error.h"
+#include "kiln/executable.h"
+#include "kiln/zoo.h"
+
+namespace kiln {
+namespace {
+
+// Seams: c1 -> c2 (one consumer), c2 -> {c3a, c3b} (two consumers, their outputs added), and
+// c4 -> pool (no seam: a pool is not a CBR). A strided and a 1x1 consumer are among them.
+Blueprint seam_net() {
+  Blueprint b("seams");
+  b.input(10, 10, 3);
+  b.cbr(8, 3, 1, 1, "c1").cbr(8, 3, 1, 1, "c2");
+  Blueprint left("left"), right("right");
+  left.cbr(12, 3, 2, 1, "a");
+  right.cbr(12, 1, 2, 0, "b");
+  b.residual(left, right, false, "c3");
+  b.cbr(16, 3, 1, 1, "c4").maxpool(2, 2, 0, "pool").flatten("flatten").fc(5, true, "fc");
+  return b;
+}
+
+CompileOptions options(Precision precision, bool seams) {
+  CompileOptions o;
+  o.batch = 4;
+  o.precision = precision;
+  o.fuse_seams = seams;
+  o.optimizer.kind = OptimizerKind::SGD;
+  o.optimizer.momentum = 0.9f, o.optimizer.weight_decay = 1e-3f;
+  return o;
+}
+
+template <class T>
+std::vector<double> widen(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+struct StepResult {
+  double loss = 0;
+  std::vector<std::vector<double>> grads, stats, weights;  // in Program::params / buffers order
+  std::vector<std::string> names;
+};
+
+// One training step of `blueprint` from the same initial state and batch.
+StepResult train_step(const Blueprint& blueprint, Precision precision, bool seams) {
+  Executable exe(compile(blueprint, options(precision, seams)), 7);
+  const Program& p = exe.program();
+  const bool f64 = precision == Precision::FP64;
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal;
+  const int64_t n = numel(p.tensors[p.input].shape);
+  if (f64) {
+    std::vector<double> x(n);
+    for (double& v : x) v = normal(rng);
+    exe.write(p.input, x.data(), x.size() * sizeof(double));
+  } else {
+    std::vector<float> x(n);
+    for (float& v : x) v = float(normal(rng));
+    exe.write(p.input, x.data(), x.size() * sizeof(float));
+  }
+  const std::vector<int32_t> labels = {0, 3, 1, 4};
+  exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
+  const StepScalars s{0.05f, 0, 1};
+  exe.run_forward(s);
+  exe.run_backward(s);
+  StepResult r;
+  r.loss = f64 ? exe.read<double>(p.loss)[0] : exe.read<float>(p.loss)[0];
+  for (int id : p.params) {
+    r.names.push_back(p.tensors[id].name);
+    r.grads.push_back(exe.gradient(p.tensors[id].name));
+  }
+  exe.run_update(s);
+  auto read = [&](int id) { return f64 ? exe.read<double>(id) : widen(exe.read<float>(id)); };
+  for (int id : p.params) r.weights.push_back(read(id));
+  for (int id : p.buffers) r.stats.push_back(read(id));
+  return r;
+}
+
+// The largest difference over the largest magnitude of the reference, across one tensor.
+double relative_gap(const std::vector<double>& got, const std::vector<double>& want) {
+  double gap = 0, scale = 1e-30;
+  for (size_t i = 0; i < want.size(); ++i) {
+    gap = std::max(gap, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return gap / scale;
+}
+
+void expect_same_step(Precision precision, double bound) {
+  const StepResult ref = train_step(seam_net(), precision, false);
+  const StepResult fused = train_step(seam_net(), precision, true);
+  ASSERT_EQ(ref.names, fused.names);  // the same parameters, in the same order
+  EXPECT_LE(std::abs(fused.loss - ref.loss), bound * std::abs(ref.loss));
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    EXPECT_LE(relative_gap(fused.grads[i], ref.grads[i]), bound) << "gradient of " << ref.names[i];
+    EXPECT_LE(relative_gap(fused.weights[i], ref.weights[i]), bound) << "updated " << ref.names[i];
+  }
+  ASSERT_EQ(ref.stats.size(), fused.stats.size());
+  for (size_t i = 0; i < ref.stats.size(); ++i) EXPECT_LE(relative_gap(fused.stats[i], ref.stats[i]), bound) << i;
+}
+
+// The seams apply the same expression to the same numbers the unfused apply does, and the
+// producers' backward recomputes the same mask: the two programs agree to the last bits. The
+// bounds leave room for a compiler contracting x * scale + shift into one rounding in one place
+// and not the other (one ulp, at a ReLU's edge at most a value's gradient).
+TEST(CbrSeams, OneTrainingStepEqualsTheProgramWithoutSeamsInDouble) { expect_same_step(Precision::FP64, 1e-12); }
+TEST(CbrSeams, OneTrainingStepEqualsTheProgramWithoutSeamsInFloat) { expect_same_step(Precision::FP32, 2e-6); }
+
+// The bound above is not loose enough to hide a wrong seam: a consumer that read its producer's
+// convolution output without the BatchNorm + ReLU would train another network. The same blueprint
+// with the BN+ReLU between c1 and c2 left out (c1 a plain conv) lands far from it.
+TEST(CbrSeams, TheBoundCatchesAConsumerThatSkipsItsInputsBatchNorm) {
+  Blueprint skipped("seams");
+  skipped.input(10, 10, 3);
+  skipped.conv(8, 3, 1, 1, false, "c1").cbr(8, 3, 1, 1, "c2");
+  Blueprint left("left"), right("right");
+  left.cbr(12, 3, 2, 1, "a");
+  right.cbr(12, 1, 2, 0, "b");
+  skipped.residual(left, right, false, "c3");
+  skipped.cbr(16, 3, 1, 1, "c4").maxpool(2, 2, 0, "pool").flatten("flatten").fc(5, true, "fc");
+  const StepResult ref = train_step(seam_net(), Precision::FP64, false);
+  const StepResult wrong = train_step(skipped, Precision::FP64, true);
+  EXPECT_GT(std::abs(wrong.loss - ref.loss), 1e-3 * std::abs(ref.loss));
+  const auto c2 = std::find(ref.names.begin(), ref.names.end(), "c2.conv.weight") - ref.names.begin();
+  const auto c2_wrong = std::find(wrong.names.begin(), wrong.names.end(), "c2.conv.weight") - wrong.names.begin();
+  ASSERT_LT(size_t(c2), ref.names.size());
+  ASSERT_LT(size_t(c2_wrong), wrong.names.size());
+  EXPECT_GT(relative_gap(wrong.grads[c2_wrong], ref.grads[c2]), 1e-3);
+}
+
+// What the pass marks, and what the fused program no longer holds: the BN+ReLU outputs and masks
+// of the seams' producers. Layers feeding anything but CBR layers keep theirs.
+TEST(CbrSeams, ProducersWriteNeitherOutputNorMaskAndThePlanShowsTheSeams) {
+  const Program fused = compile(seam_net(), options(Precision::FP32, true));
+  const Program plain = compile(seam_net(), options(Precision::FP32, false));
+  auto layer = [](const Program& p, const std::string& name) -> const Layer& {
+    for (const Layer& l : p.graph.layers)
+      if (l.name == name) return l;
+    throw std::runtime_error("no layer " + name);
+  };
+  EXPECT_TRUE(layer(fused, "c1").attrs.seam_out);
+  EXPECT_TRUE(layer(fused, "c2").attrs.seam_in);
+  EXPECT_TRUE(layer(fused, "c2").attrs.seam_out);  // read by both branches of c3
+  EXPECT_TRUE(layer(fused, "c3.a").attrs.seam_in);
+  EXPECT_TRUE(layer(fused, "c3.right.b").attrs.seam_in);
+  EXPECT_FALSE(layer(fused, "c3.a").attrs.seam_out);  // read by the add
+  EXPECT_FALSE(layer(fused, "c4").attrs.seam_out);    // read by the pool
+  EXPECT_FALSE(layer(plain, "c1").attrs.seam_out);    // off unless asked for
+  for (const char* name : {"c1", "c1:bitmask", "c2", "c2:bitmask"}) {
+    EXPECT_GE(plain.find(name), 0) << name;
+    EXPECT_LT(fused.find(name), 0) << name << " is still in the fused program";
+  }
+  for (const char* name : {"c1:scale", "c1:shift", "c2:scale", "c4", "c4:bitmask"}) EXPECT_GE(fused.find(name), 0) << name;
+  EXPECT_LT(plain.find("c1:scale"), 0);
+}
+
+TEST(CbrSeams, TheZooModelsHaveTheirSeamsAndNoFuseRefusesThem) {
+  auto seams = [](const Blueprint& b) {
+    CompileOptions o = options(Precision::FP32, true);
+    o.batch = 2;
+    int n = 0;
+    for (const Layer& l : compile(b, o).graph.layers) n += l.attrs.seam_out;
+    return n;
+  };
+  EXPECT_EQ(seams(zoo::by_name("vgg16_bn", 10)), 8);   // 13 CBRs, 5 of them before a pool
+  EXPECT_EQ(seams(zoo::by_name("resnet50", 10)), 16);  // each bottleneck's first CBR feeds its second
+  CompileOptions unfused = options(Precision::FP32, true);
+  unfused.fuse_cbr = false;
+  try {
+    compile(seam_net(), unfused);
+    ADD_FAILURE() << "fuse_seams compiled without fuse_cbr";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--no-fuse"), std::string::npos) << e.what();
+  }
+}
+
+// The memory the seams take out of a GPU program's plan (VGG16-BN, batch 256, fp16, as `kiln
+// bench` runs it): each producer's BN+ReLU output (fp16) and its bit mask, live from the forward to
+// the backward, leave the arena; the GPU keeps no scratch for the applied input. The plan compiles
+// without a GPU (the CUDA ops refuse the seams only when prepared).
+TEST(CbrSeams, AGpuPlanLosesTheProducersOutputsAndMasks) {
+  CompileOptions o;
+  o.device = Device::CUDA, o.precision = Precision::FP16, o.batch = 256;
+  const Program plain = compile(zoo::by_name("vgg16_bn", 1000), o);
+  o.fuse_seams = true;
+  const Program fused = compile(zoo::by_name("vgg16_bn", 1000), o);
+  int64_t removed = 0;
+  for (const Layer& l : fused.graph.layers) {
+    if (!l.attrs.seam_out) continue;
+    removed += plain.tensors[plain.find(l.name)].bytes() + plain.tensors[plain.find(l.name + ":bitmask")].bytes();
+    EXPECT_LT(fused.find(l.name + ":x_applied"), 0);
+  }
+  const double gib = double(1 << 30);
+  std::printf("VGG16-BN fp16 batch 256: arena %.2f GiB -> %.2f GiB with seams (their outputs and masks: %.2f GiB)\n",
+              double(plain.memory.arena_bytes) / gib, double(fused.memory.arena_bytes) / gib, double(removed) / gib);
+  // Every removed tensor lived from the forward into the backward, but the planner places tensors
+  // first-fit by lifetime, not at the smallest peak, so the arena need not drop by all of them:
+  // measured 13.88 -> 11.05 GiB for 3.76 GiB removed. At least half of them must come off.
+  EXPECT_GT(removed, int64_t(3) << 30);  // 8 producers' outputs at batch 256: several GiB
+  EXPECT_LE(fused.memory.arena_bytes, plain.memory.arena_bytes - removed / 2);
+}
+
+}  // namespace
+}  // namespace kiln
