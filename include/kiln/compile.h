@@ -27,8 +27,8 @@ void mark_first_layer(LayerGraph& graph);
 // Marks layers 1..k frozen, k the last layer named `through` or inside the block of that name; a
 // kiln::Error naming the model's blocks when no layer matches, or when nothing would be left to train.
 void mark_frozen(LayerGraph& graph, const std::string& through);
-// Fusion across layers (CompileOptions::fuse_seams): marks each CBR whose output feeds only CBR
-// layers (seam_out) and those consumers (seam_in), which apply its BatchNorm + ReLU as they read.
+// Fusion across layers (CompileOptions::fuse_seams): marks each CBR whose output feeds only CBR or
+// conv_bn layers (seam_out) and those consumers (seam_in), which apply its BatchNorm + ReLU as they read.
 void mark_seams(LayerGraph& graph);
 void check_target_limits(const LayerGraph& graph, const CompileOptions& options);
 Program lower(LayerGraph graph, const CompileOptions& options);

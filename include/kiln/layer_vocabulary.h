@@ -58,7 +58,7 @@ struct LayerAttrs {
   bool frozen = false;
   // Set by the compiler (CompileOptions::fuse_seams, src/compile/seams.cpp): seam_out, this CBR's
   // BatchNorm + ReLU output is never written, its consumers apply them as they read its convolution's
-  // output; seam_in, this CBR is such a consumer.
+  // output; seam_in, this CBR or conv_bn is such a consumer.
   bool seam_out = false;
   bool seam_in = false;
   bool relu_after = true;    // Residual: apply ReLU after the add

@@ -125,7 +125,7 @@ struct CompileOptions {
   int batch = 32;
   Shape input_hwc;            // empty: take the blueprint's own input geometry
   bool fuse_cbr = true;       // fuse Conv -> BN -> ReLU into CBR, and ResNet block ends (conv_bn + bn_add_relu)
-  // Fusion across layers (with fuse_cbr): a CBR whose output feeds only CBR layers leaves its
+  // Fusion across layers (with fuse_cbr): a CBR whose output feeds only CBR or conv_bn layers leaves its
   // BatchNorm + ReLU to them, applied as they read its convolution's output (`kiln plan` shows the
   // seams). CPU only so far: the GPU's fused kernels are not written yet; a CUDA program compiles
   // (its memory plan shows what the seams save) but is refused when an Executable prepares it.

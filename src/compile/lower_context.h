@@ -72,6 +72,19 @@ class LowerContext {
   }
   void set_loss_grad(int layer, int tensor) { loss_grad_[layer] = tensor; }
 
+  // Fusion across layers (src/compile/seams.cpp): what a seam's producer leaves its consumers, its
+  // convolution's output and the scale and shift they apply to it (relu(conv_out * scale + shift)).
+  struct SeamOutput {
+    int conv_out = -1, scale = -1, shift = -1;
+  };
+  void set_seam_output(int layer, SeamOutput s) { seam_output_[layer] = s; }
+  const SeamOutput& seam_output(int layer) const {
+    auto it = seam_output_.find(layer);
+    if (it == seam_output_.end())
+      fail("internal: layer '{}' is marked as a seam's producer but left no seam output", this->layer(layer).name);
+    return it->second;
+  }
+
   // Emit ops: make_op(contract, layer) of the op's contract (runtime/op_contract.h).
   void forward(Op op) { program.forward.push_back(std::move(op)); }
   void backward(Op op) { program.backward.push_back(std::move(op)); }
@@ -104,6 +117,7 @@ class LowerContext {
   std::map<int, int> grad_of_param_;
   std::map<int, int> compute_param_;                 // param id -> its fp16/bf16 copy
   std::map<int, std::any> saved_;                    // layer -> what its forward saved
+  std::map<int, SeamOutput> seam_output_;            // seam producer -> what its consumers apply
   std::vector<std::vector<std::pair<int, int>>> consumers_;  // per layer: (consumer, input index)
 };
 

@@ -98,10 +98,10 @@ void cbr_mask_to_bytes(const uint8_t* bits, int64_t numel, uint8_t* bytes) {
   for (int64_t i = 0; i < numel; ++i) bytes[i] = mask_bit(bits, i) ? 1 : 0;
 }
 
-// A seam consumer's input: relu(x * in_scale + in_shift) into x_applied, as the producer's apply
-// would have written it; x itself (no seam) otherwise.
+// The producer's own apply (scale_shift_relu), so the consumer convolves the values the producer
+// would have written.
 template <class T>
-const T* conv_input(const ConvGeom& g, const T* x, const T* in_scale, const T* in_shift, T* x_applied) {
+const T* cbr_seam_input(const ConvGeom& g, const T* x, const T* in_scale, const T* in_shift, T* x_applied) {
   if (!in_scale) return x;
   scale_shift_relu(x, g.n * g.h * g.w, g.c, in_scale, in_shift, x_applied, static_cast<uint8_t*>(nullptr));
   return x_applied;
@@ -110,7 +110,7 @@ const T* conv_input(const ConvGeom& g, const T* x, const T* in_scale, const T* i
 template <class T>
 void cbr_forward(const ConvGeom& g, const CbrForwardTensors<T>& t, double eps, double momentum) {
   const int64_t rows = g.n * g.ho * g.wo, channels = g.k;
-  conv_fwd<T>(g, conv_input(g, t.x, t.in_scale, t.in_shift, t.x_applied), t.w, nullptr, t.conv_out);
+  conv_fwd<T>(g, cbr_seam_input(g, t.x, t.in_scale, t.in_shift, t.x_applied), t.w, nullptr, t.conv_out);
 
   // Stage 1: statistics.
   std::vector<double> sum(channels), sq_sum(channels);
@@ -209,7 +209,7 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
   });
 
   // wgrad reads x before dgrad may overwrite it (dx can share x's storage).
-  conv_wgrad<T>(g, dconv, conv_input(g, t.x, t.in_scale, t.in_shift, t.x_applied), t.dw, nullptr);
+  conv_wgrad<T>(g, dconv, cbr_seam_input(g, t.x, t.in_scale, t.in_shift, t.x_applied), t.dw, nullptr);
   if (t.dx) conv_dgrad<T>(g, dconv, t.w, t.dx);
 }
 
@@ -230,6 +230,7 @@ void cbr_inference(const ConvGeom& g, const T* x, const T* w, const T* gamma, co
 }
 
 #define KILN_CBR_INSTANTIATE(T)                                                               \
+  template const T* cbr_seam_input<T>(const ConvGeom&, const T*, const T*, const T*, T*);     \
   template void cbr_forward<T>(const ConvGeom&, const CbrForwardTensors<T>&, double, double); \
   template void cbr_backward<T>(const ConvGeom&, const CbrBackwardTensors<T>&);               \
   template void cbr_inference<T>(const ConvGeom&, const T*, const T*, const T*, const T*,     \

@@ -72,6 +72,12 @@ struct CbrBackwardTensors {
   T* dconv = nullptr;  // workspace of conv_out's shape: dL/d(conv_out)
 };
 
+// A seam consumer's input (of any op that convolves it, conv_bn's too): relu(x * in_scale + in_shift)
+// written into x_applied, exactly as the producer's CBR would have written its output; x itself when
+// in_scale is null (no seam).
+template <class T>
+const T* cbr_seam_input(const ConvGeom& g, const T* x, const T* in_scale, const T* in_shift, T* x_applied);
+
 // Training forward. Needs N * Ho * Wo > 1 (the unbiased variance divides by count - 1).
 template <class T>
 void cbr_forward(const ConvGeom& g, const CbrForwardTensors<T>& t, double eps, double momentum);

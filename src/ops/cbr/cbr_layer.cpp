@@ -1,4 +1,5 @@
 #include "compile/layer_def.h"
+#include "compile/seam_scratch.h"
 
 #include <utility>
 
@@ -19,14 +20,6 @@ struct CbrSaved {
   TensorId weight;
 };
 
-// A seam consumer's scratch for its applied input, where the backend convolves a materialized input
-// (the CPU's); a GPU kernel applies scale and shift as it loads the input and needs none.
-TensorId applied_input(LowerContext& ctx, int index, const char* suffix) {
-  if (ctx.program.options.device != Device::CPU) return TensorId();
-  const Layer& layer = ctx.layer(index);
-  return ctx.activation(layer.name + suffix, ctx.layer(layer.inputs[0]).out_shape);
-}
-
 // One fused operator with all its tensors fixed up front (CBR.md): the conv output and batch
 // statistics are kept for backward, the ReLU mask is packed 8 elements per byte.
 void lower_forward(LowerContext& ctx, int index) {
@@ -37,9 +30,9 @@ void lower_forward(LowerContext& ctx, int index) {
   CbrForward<TensorId> f;
   f.x = ctx.in(index, 0);
   if (a.seam_in) {  // the producer's convolution output, its BatchNorm + ReLU applied here
-    const CbrForward<TensorId>& producer = ctx.saved<CbrSaved>(layer.inputs[0]).fwd;
+    const LowerContext::SeamOutput& producer = ctx.seam_output(layer.inputs[0]);
     f.x = producer.conv_out, f.in_scale = producer.scale, f.in_shift = producer.shift;
-    f.x_applied = applied_input(ctx, index, ":x_applied");
+    f.x_applied = seam_scratch(ctx, index, ":x_applied");
   }
   f.w = p.w, f.gamma = p.gamma, f.beta = p.beta, f.running_mean = p.running_mean, f.running_var = p.running_var;
   f.conv_out = ctx.activation(layer.name + ":conv_out", layer.out_shape);
@@ -55,6 +48,7 @@ void lower_forward(LowerContext& ctx, int index) {
   f.stride = a.stride, f.padding = a.padding, f.eps = a.eps, f.momentum = a.momentum;
   ctx.forward(make_op(f, index));
   ctx.set_out(index, a.seam_out ? f.conv_out : f.y);  // a seam's consumers read conv_out, with scale and shift
+  if (a.seam_out) ctx.set_seam_output(index, {f.conv_out, f.scale, f.shift});
   ctx.save(index, CbrSaved{f, p.weight});
 
   CbrInference<TensorId> inf;
@@ -80,7 +74,7 @@ void lower_backward(LowerContext& ctx, int index) {
   b.scale = f.scale, b.shift = f.shift;  // a seam's producer: the mask is recomputed from them
   if (layer.attrs.seam_in) {
     b.in_scale = f.in_scale, b.in_shift = f.in_shift;
-    b.x_applied = applied_input(ctx, index, ":x_applied_bwd");
+    b.x_applied = seam_scratch(ctx, index, ":x_applied_bwd");
   }
   b.dw = ctx.grad_of(saved.weight), b.dgamma = ctx.grad_of(f.gamma), b.dbeta = ctx.grad_of(f.beta);
   b.stride = f.stride, b.padding = f.padding;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/fused_layer_kinds.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
 #include "kiln/executable.h"
@@ -120,6 +121,44 @@ void expect_same_step(Precision precision, double bound) {
 TEST(CbrSeams, OneTrainingStepEqualsTheProgramWithoutSeamsInDouble) { expect_same_step(Precision::FP64, 1e-12); }
 TEST(CbrSeams, OneTrainingStepEqualsTheProgramWithoutSeamsInFloat) { expect_same_step(Precision::FP32, 2e-6); }
 
+// ResNet blocks: a bottleneck's CBRs feed a CBR and then the block end's conv_bn (whose output
+// bn_add_relu normalizes), with a downsample shortcut; the same step as without seams.
+Blueprint bottleneck_net() {
+  Blueprint b("blocks");
+  b.input(8, 8, 4);
+  b.cbr(8, 3, 1, 1, "stem");
+  Blueprint body("body"), down("down");
+  body.cbr(4, 1, 1, 0, "conv1").cbr(4, 3, 2, 1, "conv2").conv(16, 1, 1, 0, false, "conv3").bn("bn3");
+  down.conv(16, 1, 2, 0, false, "conv").bn("bn");
+  b.residual(body, down, true, "block");
+  b.maxpool(2, 2, 0, "pool").flatten("flatten").fc(5, true, "fc");
+  return b;
+}
+
+TEST(CbrSeams, AResidualBlocksConvBnConsumesASeamAsWithoutIt) {
+  for (Precision precision : {Precision::FP64, Precision::FP32}) {
+    const double bound = precision == Precision::FP64 ? 1e-12 : 2e-6;  // as the CBR seams above
+    const StepResult ref = train_step(bottleneck_net(), precision, false);
+    const StepResult fused = train_step(bottleneck_net(), precision, true);
+    ASSERT_EQ(ref.names, fused.names);
+    EXPECT_LE(std::abs(fused.loss - ref.loss), bound * std::abs(ref.loss));
+    for (size_t i = 0; i < ref.grads.size(); ++i) {
+      EXPECT_LE(relative_gap(fused.grads[i], ref.grads[i]), bound) << "gradient of " << ref.names[i];
+      EXPECT_LE(relative_gap(fused.weights[i], ref.weights[i]), bound) << "updated " << ref.names[i];
+    }
+    for (size_t i = 0; i < ref.stats.size(); ++i) EXPECT_LE(relative_gap(fused.stats[i], ref.stats[i]), bound) << i;
+  }
+  const Program fused = compile(bottleneck_net(), options(Precision::FP32, true));
+  int seams = 0, conv_bn_consumers = 0;
+  for (const Layer& l : fused.graph.layers) {
+    seams += l.attrs.seam_out;
+    conv_bn_consumers += l.attrs.seam_in && l.kind == fused_layer::ConvBN;
+  }
+  // stem -> {conv1, the downsample's conv_bn}, conv1 -> conv2, conv2 -> conv3's conv_bn.
+  EXPECT_EQ(seams, 3);
+  EXPECT_EQ(conv_bn_consumers, 2);
+}
+
 // The bound above is not loose enough to hide a wrong seam: a consumer that read its producer's
 // convolution output without the BatchNorm + ReLU would train another network. The same blueprint
 // with the BN+ReLU between c1 and c2 left out (c1 a plain conv) lands far from it.
@@ -177,7 +216,10 @@ TEST(CbrSeams, TheZooModelsHaveTheirSeamsAndNoFuseRefusesThem) {
     return n;
   };
   EXPECT_EQ(seams(zoo::by_name("vgg16_bn", 10)), 8);   // 13 CBRs, 5 of them before a pool
-  EXPECT_EQ(seams(zoo::by_name("resnet50", 10)), 16);  // each bottleneck's first CBR feeds its second
+  // Each bottleneck's conv1 feeds conv2 (CBR) and conv2 feeds conv3 (conv_bn); the block outputs feed
+  // the next block's shortcut too, and the stem a pool.
+  EXPECT_EQ(seams(zoo::by_name("resnet50", 10)), 32);
+  EXPECT_EQ(seams(zoo::by_name("resnet18", 10)), 8);  // each basic block's conv1 feeds its conv2 (conv_bn)
   CompileOptions unfused = options(Precision::FP32, true);
   unfused.fuse_cbr = false;
   try {
@@ -188,30 +230,33 @@ TEST(CbrSeams, TheZooModelsHaveTheirSeamsAndNoFuseRefusesThem) {
   }
 }
 
-// The memory the seams take out of a GPU program's plan (VGG16-BN, batch 256, fp16, as `kiln
-// bench` runs it): each producer's BN+ReLU output (fp16) and its bit mask, live from the forward to
-// the backward, leave the arena; the GPU keeps no scratch for the applied input. The plan compiles
+// The memory the seams take out of a GPU program's plan (batch 256, fp16, as `kiln bench` runs
+// it): each producer's BN+ReLU output (fp16) and its bit mask, live from the forward to the
+// backward, leave the arena; the GPU keeps no scratch for the applied input. The plan compiles
 // without a GPU (the CUDA ops refuse the seams only when prepared).
 TEST(CbrSeams, AGpuPlanLosesTheProducersOutputsAndMasks) {
-  CompileOptions o;
-  o.device = Device::CUDA, o.precision = Precision::FP16, o.batch = 256;
-  const Program plain = compile(zoo::by_name("vgg16_bn", 1000), o);
-  o.fuse_seams = true;
-  const Program fused = compile(zoo::by_name("vgg16_bn", 1000), o);
-  int64_t removed = 0;
-  for (const Layer& l : fused.graph.layers) {
-    if (!l.attrs.seam_out) continue;
-    removed += plain.tensors[plain.find(l.name)].bytes() + plain.tensors[plain.find(l.name + ":bitmask")].bytes();
-    EXPECT_LT(fused.find(l.name + ":x_applied"), 0);
+  for (const char* model : {"vgg16_bn", "resnet50"}) {
+    CompileOptions o;
+    o.device = Device::CUDA, o.precision = Precision::FP16, o.batch = 256;
+    const Program plain = compile(zoo::by_name(model, 1000), o);
+    o.fuse_seams = true;
+    const Program fused = compile(zoo::by_name(model, 1000), o);
+    int64_t removed = 0;
+    for (const Layer& l : fused.graph.layers) {
+      if (!l.attrs.seam_out) continue;
+      removed += plain.tensors[plain.find(l.name)].bytes() + plain.tensors[plain.find(l.name + ":bitmask")].bytes();
+      EXPECT_LT(fused.find(l.name + ":x_applied"), 0);
+    }
+    const double gib = double(1 << 30);
+    std::printf("%s fp16 batch 256: arena %.2f GiB -> %.2f GiB with seams (their outputs and masks: %.2f GiB)\n",
+                model, double(plain.memory.arena_bytes) / gib, double(fused.memory.arena_bytes) / gib,
+                double(removed) / gib);
+    // Every removed tensor lived from the forward into the backward, but the planner places
+    // tensors first-fit by lifetime, not at the smallest peak, so the arena need not drop by all of
+    // them: measured 13.88 -> 11.05 GiB for VGG16-BN's 3.76 GiB. At least half must come off.
+    EXPECT_GT(removed, int64_t(1) << 30) << model;  // the producers' outputs at batch 256: GiBs
+    EXPECT_LE(fused.memory.arena_bytes, plain.memory.arena_bytes - removed / 2) << model;
   }
-  const double gib = double(1 << 30);
-  std::printf("VGG16-BN fp16 batch 256: arena %.2f GiB -> %.2f GiB with seams (their outputs and masks: %.2f GiB)\n",
-              double(plain.memory.arena_bytes) / gib, double(fused.memory.arena_bytes) / gib, double(removed) / gib);
-  // Every removed tensor lived from the forward into the backward, but the planner places tensors
-  // first-fit by lifetime, not at the smallest peak, so the arena need not drop by all of them:
-  // measured 13.88 -> 11.05 GiB for 3.76 GiB removed. At least half of them must come off.
-  EXPECT_GT(removed, int64_t(3) << 30);  // 8 producers' outputs at batch 256: several GiB
-  EXPECT_LE(fused.memory.arena_bytes, plain.memory.arena_bytes - removed / 2);
 }
 
 }  // namespace

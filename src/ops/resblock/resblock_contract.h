@@ -15,20 +15,29 @@
 
 namespace kiln {
 
+// A seam's consumer (fusion across layers, src/compile/seams.cpp) reads the producing CBR's conv_out
+// as x with its in_scale / in_shift and convolves relu(x * in_scale + in_shift); x_applied is
+// scratch of x's shape where the backend materializes that input (the CPU's). The same three in
+// ConvBnBackward, whose wgrad convolves the applied input and whose dx is the gradient of the
+// producer's (never written) BN+ReLU output.
 template <class T>
 struct ConvBnForward {
   static constexpr OpKind kind = OpKind::CONV_BN_FWD;
   T x, w, gamma, beta;
+  T in_scale, in_shift;  // optional: a seam's consumer
   T conv_out, saved_mean, saved_inv_std, scale, shift;
   T running_mean, running_var;  // updated in place
+  T x_applied;                  // optional scratch: a seam consumer's input, applied
   int stride = 1, padding = 0;
   float eps = 1e-5f, momentum = 0.1f;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("w", w), v.in("gamma", gamma), v.in("beta", beta);
+    v.in("in_scale", in_scale, kOptional), v.in("in_shift", in_shift, kOptional);
     v.out("conv_out", conv_out), v.out("saved_mean", saved_mean), v.out("saved_inv_std", saved_inv_std);
     v.out("scale", scale), v.out("shift", shift);
     v.out("running_mean", running_mean), v.out("running_var", running_var);
+    v.out("x_applied", x_applied, kOptional);
     v.attr("stride", stride), v.attr("padding", padding), v.attr("eps", eps), v.attr("momentum", momentum);
   }
 };
@@ -58,12 +67,15 @@ struct ConvBnBackward {
   // wgrad may still run on the GPU's side stream beside the next op (Op::side_work_outlives).
   static constexpr bool side_work_outlives_op = true;
   T dconv, x, w;
+  T in_scale, in_shift;  // optional: a seam's consumer
   T dw, dx;
+  T x_applied;  // optional scratch: a seam consumer's input, applied
   int stride = 1, padding = 0;
   template <class V>
   void fields(V& v) {
     v.in("dconv", dconv), v.in("x", x), v.in("w", w);
-    v.out("dw", dw), v.out("dx", dx, kOptional);
+    v.in("in_scale", in_scale, kOptional), v.in("in_shift", in_shift, kOptional);
+    v.out("dw", dw), v.out("dx", dx, kOptional), v.out("x_applied", x_applied, kOptional);
     v.attr("stride", stride), v.attr("padding", padding);
   }
 };

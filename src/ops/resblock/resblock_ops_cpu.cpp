@@ -1,5 +1,6 @@
 // The fused ResNet block ends on the CPU: check the bound tensors against the layer's geometry
 // (naming the layer and tensor at fault), then dispatch on dtype to resblock_cpu.cpp.
+#include "ops/cbr/cbr_cpu.h"
 #include "ops/common/cpu_op_checker.h"
 #include "ops/resblock/resblock_contract.h"
 #include "ops/resblock/resblock_cpu.h"
@@ -12,6 +13,19 @@ using cpu::ConvGeom;
 
 Shape out_shape(const ConvGeom& g) { return {g.n, g.ho, g.wo, g.k}; }
 
+// A seam's consumer (resblock_contract.h): the producer's scale and shift, one per input channel,
+// and scratch of the input's shape to apply them into; all three or none.
+void check_seam_input(const CpuOpChecker& check, const TensorArg& in_scale, const TensorArg& in_shift,
+                      const TensorArg& x_applied, const TensorArg& x, const ConvGeom& g, DType dt) {
+  if (!in_scale && !in_shift && !x_applied) return;
+  if (!in_scale || !in_shift || !x_applied)
+    fail("{} layer '{}': a seam's consumer binds 'in_scale', 'in_shift' and 'x_applied' together; the program "
+         "binds only some (recompile it)", check.op, check.layer);
+  check.per_channel(in_scale, g.c, dt, "in_scale");
+  check.per_channel(in_shift, g.c, dt, "in_shift");
+  check.like(x_applied, x.shape(), dt, "x_applied");
+}
+
 void conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
   const CpuOpChecker check{call, "CONV_BN_FWD"};
   const ConvGeom g = check.geometry(a.x, a.w, a.stride, a.padding);
@@ -22,10 +36,12 @@ void conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
                         &a.running_var})
     check.per_channel(*t, g.k, dt, "per-channel tensor");
   check.batch_statistics(g.n * g.ho * g.wo);
+  check_seam_input(check, a.in_scale, a.in_shift, a.x_applied, a.x, g, dt);
   dispatch_float(dt, "CONV_BN_FWD", [&](auto zero) {
     using T = decltype(zero);
     cpu::ConvBnForwardTensors<T> t;
-    t.x = a.x.as<T>(), t.w = a.w.as<T>(), t.gamma = a.gamma.as<T>(), t.beta = a.beta.as<T>();
+    t.x = cpu::cbr_seam_input(g, a.x.as<T>(), a.in_scale.as<T>(), a.in_shift.as<T>(), a.x_applied.as<T>());
+    t.w = a.w.as<T>(), t.gamma = a.gamma.as<T>(), t.beta = a.beta.as<T>();
     t.conv_out = a.conv_out.as<T>(), t.saved_mean = a.saved_mean.as<T>(), t.saved_inv_std = a.saved_inv_std.as<T>();
     t.scale = a.scale.as<T>(), t.shift = a.shift.as<T>();
     t.running_mean = a.running_mean.as<T>(), t.running_var = a.running_var.as<T>();
@@ -56,10 +72,11 @@ void conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
   check.like(a.dconv, out_shape(g), dt, "dconv");
   check.like(a.dw, a.w.shape(), dt, "dw");
   if (a.dx) check.like(a.dx, a.x.shape(), dt, "dx");
+  check_seam_input(check, a.in_scale, a.in_shift, a.x_applied, a.x, g, dt);
   dispatch_float(dt, "CONV_BN_BWD", [&](auto zero) {
     using T = decltype(zero);
-    cpu::conv_bn_backward<T>(g, a.dconv.as<T>(), a.x.as<T>(), a.w.as<T>(), a.dw.as<T>(),
-                             a.dx ? a.dx.as<T>() : nullptr);
+    const T* x = cpu::cbr_seam_input(g, a.x.as<T>(), a.in_scale.as<T>(), a.in_shift.as<T>(), a.x_applied.as<T>());
+    cpu::conv_bn_backward<T>(g, a.dconv.as<T>(), x, a.w.as<T>(), a.dw.as<T>(), a.dx ? a.dx.as<T>() : nullptr);
   });
 }
 

@@ -123,7 +123,17 @@ int64_t check_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a, const C
   return m;
 }
 
+// Fusion across layers (the contracts' optional seam fields) has no GPU kernels yet: a CUDA program
+// compiled with it is refused when it is prepared.
+void refuse_seam(bool seam, const OpCall& call) {
+  if (seam)
+    fail("{}: fusion across layers (--fuse-seams, CompileOptions::fuse_seams) has no GPU kernels yet; leave it "
+         "off for --device cuda",
+         call.where());
+}
+
 void prepare_conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
+  refuse_seam(bool(a.in_scale), call);
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   const int64_t m = check_fwd(call, a, p);
@@ -197,6 +207,7 @@ void check_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
 }
 
 void prepare_conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
+  refuse_seam(bool(a.in_scale), call);
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.dconv, a.stride, a.padding);
   check_bwd(call, a);
