@@ -26,6 +26,7 @@ struct GradCase {
   Blueprint model;
   Shape input_hwc;
   bool fuse = true;
+  bool seams = false;  // CompileOptions::fuse_seams
 };
 
 // Checks d(loss)/d(every parameter element in a sample) and d(loss)/d(input) is not needed:
@@ -37,6 +38,7 @@ void check_gradients(const GradCase& c) {
   o.batch = 3;
   o.input_hwc = c.input_hwc;
   o.fuse_cbr = c.fuse;
+  o.fuse_seams = c.seams;
   Executable exe(compile(c.model, o), 7);
   std::mt19937 rng(123);
   fill_normal(exe.tensor(exe.program().input), rng);
@@ -160,6 +162,21 @@ TEST(GradCheck, FusedResidualBlockEnds) {
   ASSERT_EQ(p.graph.count(fused_layer::BnAddRelu), 3);  // the fused ops are what is checked
   ASSERT_EQ(p.graph.count(fused_layer::ConvBN), 4);
   check_gradients({"residual fused", residual_blocks(), {6, 6, 2}});
+}
+
+// Fusion across layers: the producers' masks recomputed from scale and shift, the consumers' wgrad
+// of the applied input and their dgrad into the producers' (never written) outputs, against finite
+// differences: cbr -> cbr (three in a row), and in the residual blocks cbr -> conv_bn.
+TEST(GradCheck, FusionAcrossLayers) {
+  Blueprint m("cbr");
+  m.cbr(8, 3, 1, 1, "first").cbr(8, 1, 2, 0, "second").cbr(6, 3, 1, 1, "third");
+  check_gradients({"seams", head(m), {6, 5, 3}, true, true});
+  CompileOptions o;
+  o.precision = Precision::FP64, o.batch = 3, o.input_hwc = {6, 6, 2}, o.fuse_seams = true;
+  int seams = 0;
+  for (const Layer& l : compile(residual_blocks(), o).graph.layers) seams += l.attrs.seam_out;
+  ASSERT_EQ(seams, 2);  // block1.conv1 -> conv2, block2.conv1 -> conv2; the stem is not (block1's add reads it)
+  check_gradients({"residual seams", residual_blocks(), {6, 6, 2}, true, true});
 }
 
 TEST(GradCheck, UnfusedResidualBlocks) {
