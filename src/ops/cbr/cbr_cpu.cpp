@@ -152,23 +152,16 @@ void cbr_forward(const ConvGeom& g, const CbrForwardTensors<T>& t, double eps, d
   }
 }
 
-template <class T>
-void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
-  const int64_t rows = g.n * g.ho * g.wo, channels = g.k;
+namespace {
+
+// dgamma, dbeta and dconv of CBR's backward (CBR.md), with `passed(i, c)` telling where the ReLU
+// passed the gradient (element i, channel c).
+template <class T, class Passed>
+void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t channels, Passed passed) {
   const T* z = t.conv_out;
   const T* dy = t.dy;
   const T* mean = t.saved_mean;
   const T* inv_std = t.saved_inv_std;
-  const uint8_t* bits = t.bitmask;
-  // Where ReLU passed the gradient: the forward's bit, or, in a seam's producer, the same test the
-  // apply makes (scale_shift_relu: y > 0 exactly where z * scale + shift > 0).
-  const T* scale = t.scale;
-  const T* shift = t.shift;
-  auto passed = [&](int64_t i, int64_t c) {
-    if (bits) return mask_bit(bits, i);
-    const T v = z[i] * scale[c] + shift[c];
-    return v > T(0);
-  };
 
   // Pass 1: dbeta = sum(dy * mask), dgamma = sum(dy * mask * xhat); xhat is recomputed.
   std::vector<double> dbeta(channels), dgamma(channels);
@@ -207,10 +200,29 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
       }
     }
   });
+}
+
+}  // namespace
+
+template <class T>
+void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
+  const int64_t rows = g.n * g.ho * g.wo, channels = g.k;
+  // Where ReLU passed the gradient: the forward's bit, or, in a seam's producer, the same test the
+  // apply makes (scale_shift_relu: y > 0 exactly where z * scale + shift > 0). One instantiation
+  // each, so the common case's loops carry no test of which.
+  if (const uint8_t* bits = t.bitmask) {
+    cbr_bn_backward(t, rows, channels, [bits](int64_t i, int64_t) { return mask_bit(bits, i); });
+  } else {
+    const T *z = t.conv_out, *scale = t.scale, *shift = t.shift;
+    cbr_bn_backward(t, rows, channels, [z, scale, shift](int64_t i, int64_t c) {
+      const T v = z[i] * scale[c] + shift[c];
+      return v > T(0);
+    });
+  }
 
   // wgrad reads x before dgrad may overwrite it (dx can share x's storage).
-  conv_wgrad<T>(g, dconv, cbr_seam_input(g, t.x, t.in_scale, t.in_shift, t.x_applied), t.dw, nullptr);
-  if (t.dx) conv_dgrad<T>(g, dconv, t.w, t.dx);
+  conv_wgrad<T>(g, t.dconv, cbr_seam_input(g, t.x, t.in_scale, t.in_shift, t.x_applied), t.dw, nullptr);
+  if (t.dx) conv_dgrad<T>(g, t.dconv, t.w, t.dx);
 }
 
 template <class T>
