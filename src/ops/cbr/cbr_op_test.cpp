@@ -144,6 +144,17 @@ TEST(CbrOps, BadBindingsNameTheLayerAndTensor) {
   expect_error(fwd_with([&](auto& c) { c.x = half_x; }), {"features.3", "F16", "fp32"});
   expect_error(fwd_with([&](auto& c) { c.w = wrong_c; }), {"features.3", "channels"});
 
+  // Fusion across layers' optional fields, bound half-way: a consumer's in_scale without its
+  // in_shift and scratch, a producer without y that has no scale and shift, a backward without the
+  // mask that cannot recompute it.
+  const int in_scale = b.add("features.2:scale", {kGeom.c}, DType::F32);
+  expect_error(fwd_with([&](auto& c) { c.in_scale = in_scale; }), {"features.3", "in_scale", "x_applied"});
+  expect_error(fwd_with([&](auto& c) { c.y = TensorId(), c.bitmask = TensorId(); }),
+               {"features.3", "'scale' and 'shift'"});
+  CbrBackward<TensorId> no_mask = id.bwd(kGeom);
+  no_mask.bitmask = TensorId();
+  expect_error([&] { b.run(make_op(no_mask, 0)); }, {"features.3", "bitmask", "'scale' and 'shift'"});
+
   // CBR_BWD (not the first layer's) without dx.
   CbrBackward<TensorId> no_dx = id.bwd(kGeom);
   no_dx.dx = TensorId();

@@ -13,20 +13,6 @@ namespace {
 using cpu::ConvGeom;
 using Checker = CpuOpChecker;
 
-// A seam's consumer (cbr_contract.h): the producer's scale and shift, one per input channel, and
-// scratch of the input's shape to apply them into. All three or none.
-void check_seam_input(const Checker& check, const TensorArg& in_scale, const TensorArg& in_shift,
-                      const TensorArg& x_applied, const TensorArg& x, const ConvGeom& g, DType dt) {
-  if (!in_scale && !in_shift && !x_applied) return;
-  if (!in_scale || !in_shift || !x_applied)
-    fail("{} layer '{}': a seam's consumer binds 'in_scale', 'in_shift' and 'x_applied' together; the program "
-         "binds only some (recompile it)", check.op, check.layer);
-  check.per_channel(in_scale, g.c, dt, "in_scale");
-  check.per_channel(in_shift, g.c, dt, "in_shift");
-  check.shape(x_applied, x.shape(), "x_applied");
-  check.dtype(x_applied, dt, "x_applied");
-}
-
 void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   const Checker check{call, "CBR_FWD"};
   const TensorArg &x = a.x, &w = a.w, &gamma = a.gamma, &beta = a.beta;
@@ -52,7 +38,7 @@ void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
     check.shape(bits, {cpu::cbr_mask_bytes(numel(out_shape))}, "bitmask");
     check.dtype(bits, DType::U8, "bitmask");
   }
-  check_seam_input(check, a.in_scale, a.in_shift, a.x_applied, x, g, dt);
+  check.seam_input(a.in_scale, a.in_shift, a.x_applied, x, g.c, dt);
   check.per_channel(gamma, g.k, dt, "gamma");
   check.per_channel(beta, g.k, dt, "beta");
   check.per_channel(mean, g.k, dt, "saved_mean");
@@ -106,7 +92,7 @@ void cbr_bwd_impl(const OpCall& call, const CbrBackward<TensorArg>& a, const cha
     check.per_channel(a.scale, g.k, dt, "scale");
     check.per_channel(a.shift, g.k, dt, "shift");
   }
-  check_seam_input(check, a.in_scale, a.in_shift, a.x_applied, x, g, dt);
+  check.seam_input(a.in_scale, a.in_shift, a.x_applied, x, g.c, dt);
   check.shape(dw, w.shape(), "dw");
   check.dtype(dw, dt, "dw");
   check.dtype(w, dt, "weight");

@@ -52,6 +52,20 @@ struct CpuOpChecker {
       fail("{} layer '{}': {}", op, layer, e.what());
     }
   }
+  // A seam's consumer (fusion across layers: the optional in_scale, in_shift and x_applied of the
+  // CBR and conv_bn contracts): the producer's scale and shift, one per input channel, and scratch
+  // of the input's shape to apply them into; all three or none.
+  void seam_input(const TensorArg& in_scale, const TensorArg& in_shift, const TensorArg& x_applied,
+                  const TensorArg& x, int64_t channels, DType dt) const {
+    if (!in_scale && !in_shift && !x_applied) return;
+    if (!in_scale || !in_shift || !x_applied)
+      fail("{} layer '{}': a seam's consumer binds 'in_scale', 'in_shift' and 'x_applied' together; the program "
+           "binds only some (recompile it)",
+           op, layer);
+    per_channel(in_scale, channels, dt, "in_scale");
+    per_channel(in_shift, channels, dt, "in_shift");
+    like(x_applied, x.shape(), dt, "x_applied");
+  }
   // Batch statistics divide by count - 1 for the running variance.
   void batch_statistics(int64_t count) const {
     if (count < 2)

@@ -13,19 +13,6 @@ using cpu::ConvGeom;
 
 Shape out_shape(const ConvGeom& g) { return {g.n, g.ho, g.wo, g.k}; }
 
-// A seam's consumer (resblock_contract.h): the producer's scale and shift, one per input channel,
-// and scratch of the input's shape to apply them into; all three or none.
-void check_seam_input(const CpuOpChecker& check, const TensorArg& in_scale, const TensorArg& in_shift,
-                      const TensorArg& x_applied, const TensorArg& x, const ConvGeom& g, DType dt) {
-  if (!in_scale && !in_shift && !x_applied) return;
-  if (!in_scale || !in_shift || !x_applied)
-    fail("{} layer '{}': a seam's consumer binds 'in_scale', 'in_shift' and 'x_applied' together; the program "
-         "binds only some (recompile it)", check.op, check.layer);
-  check.per_channel(in_scale, g.c, dt, "in_scale");
-  check.per_channel(in_shift, g.c, dt, "in_shift");
-  check.like(x_applied, x.shape(), dt, "x_applied");
-}
-
 void conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
   const CpuOpChecker check{call, "CONV_BN_FWD"};
   const ConvGeom g = check.geometry(a.x, a.w, a.stride, a.padding);
@@ -36,7 +23,7 @@ void conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
                         &a.running_var})
     check.per_channel(*t, g.k, dt, "per-channel tensor");
   check.batch_statistics(g.n * g.ho * g.wo);
-  check_seam_input(check, a.in_scale, a.in_shift, a.x_applied, a.x, g, dt);
+  check.seam_input(a.in_scale, a.in_shift, a.x_applied, a.x, g.c, dt);
   dispatch_float(dt, "CONV_BN_FWD", [&](auto zero) {
     using T = decltype(zero);
     cpu::ConvBnForwardTensors<T> t;
@@ -72,7 +59,7 @@ void conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
   check.like(a.dconv, out_shape(g), dt, "dconv");
   check.like(a.dw, a.w.shape(), dt, "dw");
   if (a.dx) check.like(a.dx, a.x.shape(), dt, "dx");
-  check_seam_input(check, a.in_scale, a.in_shift, a.x_applied, a.x, g, dt);
+  check.seam_input(a.in_scale, a.in_shift, a.x_applied, a.x, g.c, dt);
   dispatch_float(dt, "CONV_BN_BWD", [&](auto zero) {
     using T = decltype(zero);
     const T* x = cpu::cbr_seam_input(g, a.x.as<T>(), a.in_scale.as<T>(), a.in_shift.as<T>(), a.x_applied.as<T>());
