@@ -62,13 +62,7 @@ class DigitsCurve : public ::testing::TestWithParam<Device> {};
 
 TEST_P(DigitsCurve, KilnTracksPyTorchsTrainingCurve) {
   const Device device = GetParam();
-  if (device == Device::CUDA) {
-    if (!gpu_test::torch_available() || !gpu_test::torch_cpu_available())  // the latter: torchvision
-      GTEST_SKIP() << "needs a GPU and " << gpu_test::torch_python() << " with torch (CUDA), torchvision, safetensors";
-  } else if (!gpu_test::torch_cpu_available()) {
-    GTEST_SKIP() << "needs " << gpu_test::torch_python()
-                 << " with torch, torchvision and safetensors (KILN_TORCH_PYTHON names another interpreter)";
-  }
+  if (const std::string why = gpu_test::torch_missing(device); !why.empty()) GTEST_SKIP() << why;
   testing::ScopedEnv no_tf32("KILN_CONV_TF32", "0");
   const Dataset digits = load_dataset(testing::shared_digits_dir(gpu_test::source_dir()), "idx", true);
   ASSERT_EQ(digits.height, 20);

@@ -353,13 +353,7 @@ class WholeNetwork : public ::testing::TestWithParam<StepCase> {};
 
 TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
   const StepCase c = GetParam();
-  if (c.device == Device::CUDA) {
-    if (!gpu_test::torch_available() || !gpu_test::torch_cpu_available())  // the latter: torchvision
-      GTEST_SKIP() << "needs a GPU and " << gpu_test::torch_python() << " with torch (CUDA), torchvision, safetensors";
-  } else if (!gpu_test::torch_cpu_available()) {
-    GTEST_SKIP() << "needs " << gpu_test::torch_python()
-                 << " with torch, torchvision and safetensors (KILN_TORCH_PYTHON names another interpreter)";
-  }
+  if (const std::string why = gpu_test::torch_missing(c.device); !why.empty()) GTEST_SKIP() << why;
   testing::ScopedEnv no_tf32("KILN_CONV_TF32", "0");
   const std::string folder = "kiln_whole_network", stem = case_name(c);
   const auto out_dir = std::filesystem::temp_directory_path() / folder / stem;

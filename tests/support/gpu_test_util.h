@@ -69,6 +69,19 @@ inline bool torch_cpu_available() {
   return available;
 }
 
+// Why a comparison with PyTorch on `device` cannot run here ("" when it can), for GTEST_SKIP: a
+// CUDA comparison needs a GPU, torch with CUDA and torchvision; a CPU one torch and torchvision.
+inline std::string torch_missing(Device device) {
+  if (device == Device::CUDA) {
+    if (!torch_available() || !torch_cpu_available())  // the latter: torchvision
+      return "needs a GPU and " + torch_python() + " with torch (CUDA), torchvision, safetensors";
+  } else if (!torch_cpu_available()) {
+    return "needs " + torch_python() +
+           " with torch, torchvision and safetensors (KILN_TORCH_PYTHON names another interpreter)";
+  }
+  return "";
+}
+
 #ifdef KILN_SOURCE_DIR
 // The repository root: KILN_SOURCE_DIR in the environment (binaries built on another machine),
 // else where the tests were compiled.
