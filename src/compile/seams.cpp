@@ -10,11 +10,12 @@
 namespace kiln {
 
 // A seam joins a CBR layer (the producer) to consumers that are all convolutions that normalize
-// their output (CBR, or a ResNet block end's conv_bn) reading it as their one input, none of them frozen (a frozen layer runs its inference ops, which read the normalized
-// output). The producer then writes only its convolution's output, its statistics and the
-// per-channel scale and shift of its BatchNorm; each consumer applies relu(x * scale + shift) to
-// that output as it reads it, and the producer's backward recomputes its ReLU mask from the same
-// three tensors. The network's last layer has no consumers and keeps its output.
+// their output (CBR, or a ResNet block end's conv_bn) reading it as their one input, none of them
+// frozen (a frozen layer runs its inference ops, which read the normalized output). The producer
+// then writes only its convolution's output, its statistics and the per-channel scale and shift
+// of its BatchNorm; each consumer applies relu(x * scale + shift) to that output as it reads it,
+// and the producer's backward recomputes its ReLU mask from the same three tensors. The network's
+// last layer has no consumers and keeps its output.
 void mark_seams(LayerGraph& graph) {
   const auto consumers = graph.consumers();
   for (size_t p = 1; p < graph.layers.size(); ++p) {

@@ -35,4 +35,13 @@ void parallel_blocks(int64_t n, int64_t block, F&& body) {
   parallel_for(block_count(n, block), [&](int64_t b) { body(b * block, std::min(n, (b + 1) * block)); });
 }
 
+// Runs f(i) for every i in [0, n), in blocks of `block` indices on the pool: elementwise work
+// whose every result depends on its index alone (counter-based random fills, core/random.h).
+template <class F>
+void parallel_each(int64_t n, int64_t block, F&& f) {
+  parallel_blocks(n, block, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) f(i);
+  });
+}
+
 }  // namespace kiln

@@ -100,8 +100,7 @@ void Executable::init_state(uint64_t seed) {
       const TensorSpec& t = program_.tensors[i];
       if (t.role == TensorRole::Activation || t.init == Init::None || (t.alias_of >= 0) != views) continue;
       std::byte* memory = arena_ + program_.memory.offset[i];
-      const bool filled_dtype = t.dtype == DType::F32 || t.dtype == DType::F64 || t.dtype == DType::I32;
-      if (t.init == Init::Zeros && filled_dtype) {  // the dtypes initial_values fills
+      if (initial_values_are_zeros(t)) {
         backend_->zero(memory, t.bytes());
         continue;
       }

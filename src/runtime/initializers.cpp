@@ -22,9 +22,7 @@ uint64_t name_hash(const std::string& name) {
 // VGG16-BN's 138 million parameters took 5.7 s of its start on one thread.
 template <class F>
 void fill_random(int64_t n, F&& value_at) {
-  parallel_blocks(n, 1 << 16, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) value_at(i);
-  });
+  parallel_each(n, 1 << 16, value_at);
 }
 
 template <class T>
@@ -54,14 +52,25 @@ void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
 
 }  // namespace
 
-bool initial_values(const TensorSpec& t, uint64_t seed, std::byte* host) {
+namespace {
+
+// Whether initial_values fills t: F32 and F64 take every initializer, I32 the constant ones.
+bool has_initial_values(const TensorSpec& t) {
   if (t.role == TensorRole::Activation || t.init == Init::None) return false;
   const bool constant = t.init == Init::Zeros || t.init == Init::Ones || t.init == Init::Constant;
+  return t.dtype == DType::F32 || t.dtype == DType::F64 || (t.dtype == DType::I32 && constant);
+}
+
+}  // namespace
+
+bool initial_values(const TensorSpec& t, uint64_t seed, std::byte* host) {
+  if (!has_initial_values(t)) return false;
   if (t.dtype == DType::F32) fill_init(t, reinterpret_cast<float*>(host), seed);
   else if (t.dtype == DType::F64) fill_init(t, reinterpret_cast<double*>(host), seed);
-  else if (t.dtype == DType::I32 && constant) fill_init(t, reinterpret_cast<int32_t*>(host), seed);
-  else return false;
+  else fill_init(t, reinterpret_cast<int32_t*>(host), seed);
   return true;
 }
+
+bool initial_values_are_zeros(const TensorSpec& t) { return t.init == Init::Zeros && has_initial_values(t); }
 
 }  // namespace kiln

@@ -13,5 +13,7 @@ namespace kiln {
 // where t has none: Init::None, an activation, or a dtype its initializer does not fill (I32
 // state takes constant initializers only; F32 and F64 take any).
 bool initial_values(const TensorSpec& t, uint64_t seed, std::byte* host);
+// True where initial_values would write only zero bytes: a caller may zero the memory in place.
+bool initial_values_are_zeros(const TensorSpec& t);
 
 }  // namespace kiln
