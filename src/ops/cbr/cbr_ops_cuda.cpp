@@ -17,6 +17,7 @@
 #include "ops/cbr/cbr_cudnn_graphs_cuda.h"
 #include "ops/cbr/cbr_cuda_kernels.h"
 #include "ops/common/op_args.h"
+#include "ops/common/seam_cuda.h"
 #include "ops/common/pipeline_slices.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
@@ -50,15 +51,6 @@ Scratch scratch(void* base, int64_t m, int64_t c, size_t conv_bytes) {
 }
 
 int64_t rows(const TensorArg& y) { return y.numel() / y.shape().back(); }
-
-// Fusion across layers (the contracts' optional seam fields) has no GPU kernels yet: a CUDA program
-// compiled with it (whose memory plan `kiln plan` can show) is refused when it is prepared.
-void refuse_seam(bool seam, const OpCall& call) {
-  if (seam)
-    fail("{}: fusion across layers (--fuse-seams, CompileOptions::fuse_seams) has no GPU kernels yet; leave it "
-         "off for --device cuda",
-         call.where());
-}
 
 void prepare_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   refuse_seam(a.in_scale || !a.y || !a.bitmask, call);

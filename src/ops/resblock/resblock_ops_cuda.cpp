@@ -19,6 +19,7 @@
 
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/common/op_args.h"
+#include "ops/common/seam_cuda.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
 #include "ops/conv/conv_cudnn_graphs_cuda.h"
@@ -121,15 +122,6 @@ int64_t check_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a, const C
          "larger than 1 or a larger input",
          call.where(), m);
   return m;
-}
-
-// Fusion across layers (the contracts' optional seam fields) has no GPU kernels yet: a CUDA program
-// compiled with it is refused when it is prepared.
-void refuse_seam(bool seam, const OpCall& call) {
-  if (seam)
-    fail("{}: fusion across layers (--fuse-seams, CompileOptions::fuse_seams) has no GPU kernels yet; leave it "
-         "off for --device cuda",
-         call.where());
 }
 
 void prepare_conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
