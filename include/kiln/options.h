@@ -48,6 +48,12 @@ struct CudaOptions {
   // side stream while the main stream prepares slice i+1); 1 turns it off, the default
   // (src/ops/common/pipeline_slices.h says why). 1 to 99. KILN_PIPELINE_CHUNKS=N.
   int pipeline_chunks = 1;
+  // How a seam's consumer (fusion across layers, CompileOptions::fuse_seams) takes its input's
+  // BatchNorm + ReLU: 0 (the default) writes the applied input first, then convolves it, with the
+  // numbers of the program without seams; 1 takes cuDNN's fp16 prologue graph wherever it builds,
+  // which rounds the producer's scale and shift to fp16 (less exact, README); 2 times both at
+  // prepare and keeps the faster. KILN_SEAM_INPUT=0|1|2.
+  int seam_input = 0;
   // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,
   // which waits for it only when it ends; false joins the side stream at the end of every op.
   // KILN_OVERLAP_OPS=0|1.
@@ -127,8 +133,9 @@ struct CompileOptions {
   bool fuse_cbr = true;       // fuse Conv -> BN -> ReLU into CBR, and ResNet block ends (conv_bn + bn_add_relu)
   // Fusion across layers (with fuse_cbr): a CBR whose output feeds only CBR or conv_bn layers leaves its
   // BatchNorm + ReLU to them, applied as they read its convolution's output (`kiln plan` shows the
-  // seams). CPU only so far: the GPU's fused kernels are not written yet; a CUDA program compiles
-  // (its memory plan shows what the seams save) but is refused when an Executable prepares it.
+  // seams). Off by default. On the GPU a consumer applies it in cuDNN's fp16 prologue graph or
+  // writes the applied input first (CudaOptions::seam_input); the BN+ReLU outputs and masks of the
+  // producers leave the memory plan.
   bool fuse_seams = false;
   // With a loss (the default) the program ends in softmax cross-entropy on labels. Without,
   // any blueprint compiles (a block, a backbone): its output is an Output tensor and backward

@@ -7,11 +7,11 @@
 
 namespace kiln {
 
-// Scratch of the consumer's input shape, where the backend convolves a materialized input (the
-// CPU's: relu(x * scale + shift) is written there first, for one op); absent on the GPU, whose
-// kernels are to apply scale and shift as they load the input.
+// Scratch of the consumer's input shape, live for one op (and, in the backward, beside the next
+// one where wgrad runs on the GPU's side stream): where relu(x * scale + shift) is written when a
+// backend convolves a materialized input: the CPU always; the GPU in the backward's wgrad and,
+// where cuDNN's prologue graph does not build or loses, in the forward.
 inline TensorId seam_scratch(LowerContext& ctx, int consumer, const char* suffix) {
-  if (ctx.program.options.device != Device::CPU) return TensorId();
   const Layer& layer = ctx.layer(consumer);
   return ctx.activation(layer.name + suffix, ctx.layer(layer.inputs[0]).out_shape);
 }

@@ -24,8 +24,8 @@ void add_common_options(CLI::App* app, CommonOptions& o) {
                 "run Conv, BN, ReLU and residual adds as separate layers, cbr() ones and ResNet block ends "
                 "included (same tensor names, so checkpoints move between the two)");
   app->add_flag("--fuse-seams", o.fuse_seams,
-                "fusion across layers (CPU only so far): a CBR whose output feeds only CBR or conv_bn layers leaves "
-                "its BN+ReLU to them, applied as they read its convolution's output (`kiln plan` shows the seams)");
+                "fusion across layers: a CBR whose output feeds only CBR or conv_bn layers leaves its BN+ReLU to "
+                "them, applied as they read its convolution's output (`kiln plan` shows the seams)");
   app->add_option("--classes", o.classes, "number of classes, >= 1; -1: the model's, or the dataset's")
       ->check(number_in([](double v) { return v == -1 || v >= 1; }, "-1 or >= 1",
                         "use e.g. --classes 10, or -1 for the model's (plan) or the dataset's (train) count"));

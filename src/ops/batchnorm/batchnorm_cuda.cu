@@ -47,9 +47,28 @@ __global__ void __launch_bounds__(kTileThreads)
   write_block_partials<VEC>(g, p, s, q, part_sum, part_sqsum);
 }
 
-template <class T, int VEC>
+// The mask's per-channel scale / shift in registers, where the backward recomputes it.
+template <int VEC, bool RECOMPUTE>
+struct MaskCoefficients {
+  float scale[VEC], shift[VEC];
+  __device__ __forceinline__ void load(const ReluMask& mask, const TileThread& p) {
+    if constexpr (RECOMPUTE) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        scale[j] = p.active ? mask.scale[p.c0 + j] : 0.f;
+        shift[j] = p.active ? mask.shift[p.c0 + j] : 0.f;
+      }
+    }
+  }
+  template <class Rows>
+  __device__ __forceinline__ void apply(Rows& in) const {
+    if constexpr (RECOMPUTE) in.recompute_bits(scale, shift);
+  }
+};
+
+template <class T, int VEC, bool RECOMPUTE>
 __global__ void __launch_bounds__(kTileThreads)
-    bn_backward_reduce_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* mean,
+    bn_backward_reduce_kernel(const T* dy, ReluMask mask, const T* x, const float* mean,
                               const float* inv_std, TileGrid g, float* part_dy,
                               float* part_dy_xhat) {
   constexpr int U = kPairUnroll<T, VEC>;
@@ -60,9 +79,12 @@ __global__ void __launch_bounds__(kTileThreads)
     mu[j] = p.active ? mean[p.c0 + j] : 0.f;
     is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
   }
+  MaskCoefficients<VEC, RECOMPUTE> recompute;
+  recompute.load(mask, p);
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     MaskedRows<T, VEC, U, /*STREAMING=*/true> in;
-    in.load(dy, bitmask, x, g, p, row);
+    in.load(dy, mask.bits, x, g, p, row);
+    recompute.apply(in);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (row + int64_t{u} * g.rows >= p.end) break;
@@ -77,9 +99,11 @@ __global__ void __launch_bounds__(kTileThreads)
   write_block_partials<VEC>(g, p, s, sx, part_dy, part_dy_xhat);
 }
 
-template <class T, int VEC>
-__global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM)
-    bn_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* x, const float* gamma,
+// Recomputing the mask holds 2 * VEC more coefficients in registers: at two blocks per SM they fit
+// without spilling.
+template <class T, int VEC, bool RECOMPUTE>
+__global__ void __launch_bounds__(kTileThreads, RECOMPUTE ? 2 : kBackwardApplyBlocksPerSM)
+    bn_backward_apply_kernel(const T* dy, ReluMask mask, const T* x, const float* gamma,
                              const float* mean, const float* inv_std, const float* sum_dy,
                              const float* sum_dy_xhat, float inv_m, TileGrid g, T* dx) {
   constexpr int U = kPairUnroll<T, VEC>;
@@ -89,9 +113,12 @@ __global__ void __launch_bounds__(kTileThreads, kBackwardApplyBlocksPerSM)
   float mu[VEC], k[VEC], ka[VEC], kb[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) coef.load(p.c0 + j, inv_m, mu[j], k[j], ka[j], kb[j]);
+  MaskCoefficients<VEC, RECOMPUTE> recompute;
+  recompute.load(mask, p);
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     MaskedRows<T, VEC, U, /*STREAMING=*/false> in;
-    in.load(dy, bitmask, x, g, p, row);  // every load before the first store
+    in.load(dy, mask.bits, x, g, p, row);  // every load before the first store
+    recompute.apply(in);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
@@ -240,6 +267,13 @@ void combine(const TileGrid& g, std::pair<float*, float*> parts, float* out0, fl
   check_launch(where);
 }
 
+// A recomputed mask needs both of its per-channel arrays, and replaces a bit mask.
+void check_mask(const char* fn, const ReluMask& mask, const std::string& where) {
+  if (bool(mask.scale) != bool(mask.shift) || (mask.scale && mask.bits))
+    fail("{}: {} got a ReLU mask with {}; give a bit mask, or scale and shift to recompute it from, or neither",
+         where, fn, mask.bits ? "a bit mask and scale / shift" : "only one of scale / shift");
+}
+
 void zero_sums(float* out0, float* out1, int64_t c, cudaStream_t stream, const std::string& where) {
   KILN_CUDA(cudaMemsetAsync(out0, 0, c * sizeof(float), stream), where);
   KILN_CUDA(cudaMemsetAsync(out1, 0, c * sizeof(float), stream), where);
@@ -354,7 +388,7 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
   });
 }
 
-void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
+void bn_backward_reduce(DType dtype, const void* dy, ReluMask relu_mask, const void* x,
                         const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
                         float* sum_dy, float* sum_dy_xhat, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream, const std::string& where) {
@@ -367,22 +401,23 @@ void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask
         {sum_dy_xhat, "sum_dy_xhat"}});
   if (m == 0) return zero_sums(sum_dy, sum_dy_xhat, c, stream, where);
   need(fn, where, {{dy, "dy"}, {x, "x"}});
+  check_mask(fn, relu_mask, where);
   dispatch_activation(dtype, fn, [&](auto zero) {
     using T = decltype(zero);
     dispatch_vec(choose_vec(c, sizeof(T), {dy, x}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      auto* kernel = bn_backward_reduce_kernel<T, V>;
+      auto* kernel = relu_mask.recomputed() ? bn_backward_reduce_kernel<T, V, true> : bn_backward_reduce_kernel<T, V, false>;
       const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kReduceSplit, where);
       const auto parts = partials(fn, g, workspace, workspace_bytes, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), saved_mean,
+          static_cast<const T*>(dy), relu_mask, static_cast<const T*>(x), saved_mean,
           saved_inv_std, g, parts.first, parts.second);
       combine(g, parts, sum_dy, sum_dy_xhat, stream, where);
     });
   });
 }
 
-void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
+void bn_backward_apply(DType dtype, const void* dy, ReluMask relu_mask, const void* x,
                        const float* gamma, const float* saved_mean, const float* saved_inv_std,
                        const float* sum_dy, const float* sum_dy_xhat, int64_t m, int64_t c,
                        int64_t count, void* dx, cudaStream_t stream, const std::string& where) {
@@ -401,15 +436,16 @@ void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask,
         {sum_dy, "sum_dy"},
         {sum_dy_xhat, "sum_dy_xhat"},
         {dx, "dx"}});
+  check_mask(fn, relu_mask, where);
   dispatch_activation(dtype, fn, [&](auto zero) {
     using T = decltype(zero);
     const float inv_m = static_cast<float>(1.0 / double(count));
     dispatch_vec(choose_vec(c, sizeof(T), {dy, x, dx}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      auto* kernel = bn_backward_apply_kernel<T, V>;
+      auto* kernel = relu_mask.recomputed() ? bn_backward_apply_kernel<T, V, true> : bn_backward_apply_kernel<T, V, false>;
       const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kBackwardApplySplit, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(dy), relu_bitmask, static_cast<const T*>(x), gamma, saved_mean,
+          static_cast<const T*>(dy), relu_mask, static_cast<const T*>(x), gamma, saved_mean,
           saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));
     });
     check_launch(where);

@@ -67,11 +67,32 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
               cudaStream_t stream, const std::string& where);
 
 // --- Backward ---
-// With g = dy (zero where relu_bitmask, if given, has a 0 bit: dy * mask is never stored) and
+// The ReLU mask a backward applies to dy: a bit mask (the forward's), or recomputed as
+// x * scale + shift > 0 from the x the backward reads anyway and the forward's per-channel fp32
+// scale / shift (a seam's producer, which writes no mask: ops/cbr/cbr_contract.h), with the
+// apply's own expression (fmaf, as bn_apply), so the bits are those bn_apply would have written.
+// Neither: every element passes.
+struct ReluMask {
+  const uint8_t* bits = nullptr;
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  ReluMask() = default;
+  ReluMask(const uint8_t* bitmask) : bits(bitmask) {}  // NOLINT: a bit mask (or none) is a mask
+  ReluMask(const float* scale_, const float* shift_) : scale(scale_), shift(shift_) {}
+  bool recomputed() const { return scale != nullptr; }
+  // The mask of the rows from flat element `first` on (a multiple of 8 for a bit mask).
+  ReluMask from_element(int64_t first) const {
+    ReluMask m = *this;
+    if (bits) m.bits += first / 8;
+    return m;
+  }
+};
+
+// With g = dy (zero where the mask, if any, has a 0 bit: dy * mask is never stored) and
 // xhat = (x - saved_mean) * saved_inv_std recomputed from x:
 //   sum_dy[ch] = sum of g (= dbeta),  sum_dy_xhat[ch] = sum of g * xhat (= dgamma).
 size_t bn_backward_reduce_workspace_bytes(int64_t m, int64_t c);
-void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
+void bn_backward_reduce(DType dtype, const void* dy, ReluMask relu_mask, const void* x,
                         const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
                         float* sum_dy, float* sum_dy_xhat, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream, const std::string& where);
@@ -80,7 +101,7 @@ void bn_backward_reduce(DType dtype, const void* dy, const uint8_t* relu_bitmask
 // count is how many values per channel the sums cover: m for a whole tensor, more when this call
 // handles one slice of its rows (pointers then point at the slice; the bit mask slice must start
 // on a whole byte). dx may alias dy or x.
-void bn_backward_apply(DType dtype, const void* dy, const uint8_t* relu_bitmask, const void* x,
+void bn_backward_apply(DType dtype, const void* dy, ReluMask relu_mask, const void* x,
                        const float* gamma, const float* saved_mean, const float* saved_inv_std,
                        const float* sum_dy, const float* sum_dy_xhat, int64_t m, int64_t c,
                        int64_t count, void* dx, cudaStream_t stream, const std::string& where);

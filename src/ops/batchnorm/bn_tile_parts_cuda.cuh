@@ -48,6 +48,18 @@ struct MaskedRows {
       bits[u] = load_mask_bits<VEC>(bitmask, f);
     }
   }
+  // The mask recomputed from the loaded x and the forward's per-channel scale / shift (a seam's
+  // producer, batchnorm_cuda.h's ReluMask), with bn_apply's expression: the bits it would have
+  // written. Rows past p.end get bits nobody reads.
+  __device__ __forceinline__ void recompute_bits(const float (&scale)[VEC], const float (&shift)[VEC]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      unsigned b = 0;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) b |= unsigned{fmaf(to_float(x[u].v[j]), scale[j], shift[j]) > 0.f} << j;
+      bits[u] = b;
+    }
+  }
   // dy * mask as a select, not a multiply: a masked-out NaN/Inf gradient must not leak.
   __device__ __forceinline__ float masked_dy(int u, int j) const {
     return (bits[u] >> j) & 1u ? to_float(dy[u].v[j]) : 0.f;

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "kiln/dtype.h"
+#include "ops/batchnorm/batchnorm_cuda.h"
 
 namespace kiln::cuda {
 
@@ -42,16 +43,18 @@ void cbr_backward(DType dtype, const void* dy, const uint8_t* bitmask, const voi
                   int64_t m, int64_t c, void* dconv, float* dgamma, float* dbeta, void* workspace,
                   size_t workspace_bytes, cudaStream_t stream, const std::string& where);
 
-// The two passes of cbr_backward on their own, so that the second can run slice by slice.
+// The two passes of cbr_backward on their own, so that the second can run slice by slice. Their
+// mask is the forward's bit mask, or, for a seam's producer (which writes none), recomputed from
+// conv_out and the forward's scale / shift (ReluMask, batchnorm_cuda.h).
 // Pass 1: dbeta and dgamma over all m rows.
-void cbr_backward_reduce(DType dtype, const void* dy, const uint8_t* bitmask, const void* conv_out,
+void cbr_backward_reduce(DType dtype, const void* dy, ReluMask mask, const void* conv_out,
                          const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
                          float* dgamma, float* dbeta, void* workspace, size_t workspace_bytes,
                          cudaStream_t stream, const std::string& where);
 // Pass 2 over rows [row0, row0 + rows) of an m-row tensor (pointers are those of the whole
 // tensors): dconv of those rows from pass 1's dgamma and dbeta. row0 * c must be a multiple of 8
 // so that the slice of the bit mask starts on a whole byte.
-void cbr_backward_apply(DType dtype, const void* dy, const uint8_t* bitmask, const void* conv_out,
+void cbr_backward_apply(DType dtype, const void* dy, ReluMask mask, const void* conv_out,
                         const float* gamma, const float* saved_mean, const float* saved_inv_std,
                         const float* dgamma, const float* dbeta, int64_t m, int64_t c, int64_t row0,
                         int64_t rows, void* dconv, cudaStream_t stream, const std::string& where);

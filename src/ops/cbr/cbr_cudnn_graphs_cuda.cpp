@@ -18,8 +18,46 @@ void define_scale_shift_relu(const ConvProblem& p, fe::graph::Graph& g) {
   make_output_nhwc(y, UID_Y, p.n, p.k, p.ho, p.wo);
 }
 
+// The per-channel prologue operands in the io dtype (the graph's default): cuDNN 9.19 offers no
+// engine for this pattern with fp32 ones.
+TensorPtr io_channels(fe::graph::Graph& g, const char* name, int64_t uid, int64_t c) {
+  return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({1, c, 1, 1}).set_stride(
+      {c, 1, c, c}));
+}
+
+// relu(x * scale + shift) of the problem's input, virtual.
+TensorPtr applied_input(const ConvProblem& p, fe::graph::Graph& g) {
+  using fe::graph::Pointwise_attributes;
+  auto scaled = g.pointwise(conv_x(g, p), io_channels(g, "in_scale", UID_SCALE, p.c),
+                            Pointwise_attributes().set_mode(fe::PointwiseMode_t::MUL));
+  auto shifted = g.pointwise(scaled, io_channels(g, "in_shift", UID_SHIFT, p.c),
+                             Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD));
+  return g.pointwise(shifted, Pointwise_attributes().set_mode(fe::PointwiseMode_t::RELU_FWD));
+}
+
+void define_seam_prologue_genstats(const ConvProblem& p, fe::graph::Graph& g) {
+  auto y = conv_fprop(g, applied_input(p, g), conv_w(g, p), p);
+  make_output_nhwc(y, UID_Y, p.n, p.k, p.ho, p.wo);
+  auto [sum, sq_sum] = g.genstats(y, fe::graph::Genstats_attributes().set_name("stats"));
+  make_output_channels(sum, UID_SUM, p.k);
+  make_output_channels(sq_sum, UID_SQ_SUM, p.k);
+}
+
+void define_seam_prologue_wgrad(const ConvProblem& p, fe::graph::Graph& g) {
+  auto dy = g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
+  auto dw = g.conv_wgrad(dy, applied_input(p, g),
+                         fe::graph::Conv_wgrad_attributes()
+                             .set_padding({p.pad, p.pad})
+                             .set_stride({p.stride, p.stride})
+                             .set_dilation({1, 1}));
+  // The filter gradient in the filter's KRSC layout.
+  dw->set_uid(UID_DW).set_dim({p.k, p.c, p.r, p.s}).set_stride({p.c * p.r * p.s, 1, p.s * p.c, p.c}).set_output(true);
+}
+
 }  // namespace
 
+const CudnnGraphDef kSeamPrologueWgradGraph{"SEAM_PROLOGUE_WGRAD", define_seam_prologue_wgrad};
+const CudnnGraphDef kSeamPrologueConvGenstatsGraph{"SEAM_PROLOGUE_CONV_GENSTATS", define_seam_prologue_genstats};
 const CudnnGraphDef kConvScaleShiftReluGraph{"CONV_SCALE_SHIFT_RELU", define_scale_shift_relu};
 
 }  // namespace kiln::cuda

@@ -34,34 +34,36 @@ size_t cbr_backward_workspace_bytes(int64_t m, int64_t c) {
 }
 
 namespace {
-void need_bitmask(const uint8_t* bitmask, int64_t m, const char* fn, const std::string& where) {
-  if (m > 0 && !bitmask)
-    fail("{}: {} needs the device pointer 'bitmask' (the forward's ReLU bits), got nullptr", where, fn);
+void need_mask(const ReluMask& mask, int64_t m, const char* fn, const std::string& where) {
+  if (m > 0 && !mask.bits && !mask.recomputed())
+    fail("{}: {} needs the forward's ReLU bits (the device pointer 'bitmask') or its scale and shift to recompute "
+         "them from, got neither",
+         where, fn);
 }
 }  // namespace
 
-void cbr_backward_reduce(DType dtype, const void* dy, const uint8_t* bitmask, const void* conv_out,
+void cbr_backward_reduce(DType dtype, const void* dy, ReluMask mask, const void* conv_out,
                          const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
                          float* dgamma, float* dbeta, void* workspace, size_t workspace_bytes,
                          cudaStream_t stream, const std::string& where) {
-  need_bitmask(bitmask, m, "cbr_backward_reduce", where);
+  need_mask(mask, m, "cbr_backward_reduce", where);
   // Reads dy, mask, conv_out: dbeta = sum g, dgamma = sum g * xhat.
-  bn_backward_reduce(dtype, dy, bitmask, conv_out, saved_mean, saved_inv_std, m, c, dbeta, dgamma,
+  bn_backward_reduce(dtype, dy, mask, conv_out, saved_mean, saved_inv_std, m, c, dbeta, dgamma,
                      workspace, workspace_bytes, stream, where);
 }
 
-void cbr_backward_apply(DType dtype, const void* dy, const uint8_t* bitmask, const void* conv_out,
+void cbr_backward_apply(DType dtype, const void* dy, ReluMask mask, const void* conv_out,
                         const float* gamma, const float* saved_mean, const float* saved_inv_std,
                         const float* dgamma, const float* dbeta, int64_t m, int64_t c, int64_t row0,
                         int64_t rows, void* dconv, cudaStream_t stream, const std::string& where) {
-  need_bitmask(bitmask, m, "cbr_backward_apply", where);
+  need_mask(mask, m, "cbr_backward_apply", where);
   if (row0 < 0 || rows < 0 || row0 + rows > m || (row0 * c) % 8 != 0)
     fail("{}: cbr_backward_apply got rows [{}, {}) of {} with {} channels; the slice must lie in the "
          "tensor and start on a whole mask byte (row0 * c a multiple of 8)",
          where, row0, row0 + rows, m, c);
   const size_t offset = size_t(row0 * c) * dtype_size(dtype);
   auto at = [&](const void* p) { return static_cast<const std::byte*>(p) + offset; };
-  bn_backward_apply(dtype, at(dy), bitmask + row0 * c / 8, at(conv_out), gamma, saved_mean,
+  bn_backward_apply(dtype, at(dy), mask.from_element(row0 * c), at(conv_out), gamma, saved_mean,
                     saved_inv_std, dbeta, dgamma, rows, c, m,
                     static_cast<std::byte*>(dconv) + offset, stream, where);
 }

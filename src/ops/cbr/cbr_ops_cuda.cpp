@@ -8,6 +8,10 @@
 //              the convolutions;
 //   inference  conv -> *scale -> +shift -> ReLU as one cuDNN graph when supported, otherwise conv
 //              then one scale/shift/ReLU pass (the choice is logged once per shape).
+// In a seam (fusion across layers, cbr_seam_cuda.h): a producer stops after finalize, with its scale
+// and shift as outputs, and its backward recomputes the ReLU mask from them; a consumer's stage 1
+// convolves its input's BatchNorm + ReLU (cuDNN's prologue graph, or the applied input written
+// first), and its backward writes the applied input for wgrad.
 #include <cstdio>
 #include <mutex>
 #include <set>
@@ -16,8 +20,8 @@
 #include "ops/cbr/cbr_contract.h"
 #include "ops/cbr/cbr_cudnn_graphs_cuda.h"
 #include "ops/cbr/cbr_cuda_kernels.h"
+#include "ops/cbr/cbr_seam_cuda.h"
 #include "ops/common/op_args.h"
-#include "ops/common/seam_cuda.h"
 #include "ops/common/pipeline_slices.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
@@ -52,11 +56,49 @@ Scratch scratch(void* base, int64_t m, int64_t c, size_t conv_bytes) {
 
 int64_t rows(const TensorArg& y) { return y.numel() / y.shape().back(); }
 
+// A seam's consumer reads its producer's conv_out as x, with in_scale and in_shift.
+SeamInput seam_input(const TensorArg& x, const TensorArg& in_scale, const TensorArg& in_shift,
+                     const TensorArg& x_applied) {
+  return {x.data, in_scale.as<float>(), in_shift.as<float>(), x_applied.data};
+}
+
+// The forward writes y and its bit mask, or (a seam's producer) neither but its scale and shift.
+void check_outputs(const OpCall& call, const CbrForward<TensorArg>& a) {
+  if (bool(a.y) != bool(a.bitmask) || (!a.y && (!a.scale || !a.shift)))
+    fail("{}: the CBR forward writes y and its bit mask, or (a seam's producer) scale and shift instead; got "
+         "y {}, bitmask {}, scale {}, shift {}; recompile the program",
+         call.where(), bool(a.y), bool(a.bitmask), bool(a.scale), bool(a.shift));
+}
+
+// The backward's ReLU mask: the forward's bits, or recomputed from a seam producer's scale / shift.
+ReluMask relu_mask(const OpCall& call, const CbrBackward<TensorArg>& a) {
+  if (a.bitmask) return a.bitmask.as<uint8_t>();
+  if (!a.scale || !a.shift)
+    fail("{}: the CBR backward needs the forward's bit mask, or (a seam's producer) its scale and shift; recompile "
+         "the program",
+         call.where());
+  return ReluMask(a.scale.as<float>(), a.shift.as<float>());
+}
+
+// wgrad of x, or of a seam consumer's applied input (cbr_seam_cuda.h), on `stream`.
+void wgrad(CudaBackend& be, const CbrBackward<TensorArg>& a, const ConvProblem& p, void* workspace,
+           cudaStream_t stream, const std::string& where) {
+  if (a.in_scale)
+    run_seam_wgrad(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied), a.dconv.data, a.dw.data, workspace,
+                   stream, where);
+  else
+    run_wgrad(be, p, a.x.data, a.dconv.data, a.dw.data, workspace, stream, where);
+}
+
 void prepare_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
-  refuse_seam(a.in_scale || !a.y || !a.bitmask, call);
+  check_outputs(call, a);
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
-  const size_t conv = prepare_conv_stats(be, p, a.x.data, a.w.data, a.conv_out.data, call.where());
+  const size_t conv =
+      a.in_scale
+          ? prepare_seam_conv_stats(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied), a.w.data,
+                                    a.conv_out.data, call.where())
+          : prepare_conv_stats(be, p, a.x.data, a.w.data, a.conv_out.data, call.where());
   be.request_workspace(scratch(nullptr, rows(a.conv_out), p.k, conv).used);
 }
 
@@ -69,15 +111,23 @@ void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   if (m < 2) fail("{}: batch statistics need more than one value per channel, got {}", where, m);
   const Scratch s = scratch(be.workspace(0), m, p.k, 0);
   // Stage 1: the convolution and the per-channel sums of its output (in the same pass where the
-  // chosen engine can).
-  run_conv_stats(be, p, x.data, a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes, s.conv,
-                 be.stream(0), where);
-  // Stage 2: finalize (saved statistics, scale/shift, running statistics as PyTorch).
+  // chosen engine can); a seam's consumer convolves its input's BatchNorm + ReLU.
+  if (a.in_scale)
+    run_seam_conv_stats(be, p, seam_input(x, a.in_scale, a.in_shift, a.x_applied), a.w.data, conv_out.data, s.sum,
+                        s.sqsum, s.reduce, s.reduce_bytes, s.conv, be.stream(0), where);
+  else
+    run_conv_stats(be, p, x.data, a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes, s.conv,
+                   be.stream(0), where);
+  // Stage 2: finalize (saved statistics, scale/shift, running statistics as PyTorch). A seam's
+  // producer keeps scale and shift as its outputs, for its consumers, and stops there.
+  float* scale = a.y ? s.scale : a.scale.as<float>();
+  float* shift = a.y ? s.shift : a.shift.as<float>();
   bn_finalize(s.sum, s.sqsum, m, a.gamma.as<float>(), a.beta.as<float>(), a.eps, a.momentum,
               a.running_mean.as<float>(), a.running_var.as<float>(), a.saved_mean.as<float>(),
-              a.saved_inv_std.as<float>(), s.scale, s.shift, p.k, be.stream(0), where);
+              a.saved_inv_std.as<float>(), scale, shift, p.k, be.stream(0), where);
+  if (!a.y) return;
   // Stage 3: y = relu(conv_out * scale + shift) and the 1-bit mask in one pass.
-  cbr_apply_relu_bitmask(conv_out.dtype(), conv_out.data, s.scale, s.shift, m, p.k, a.y.data,
+  cbr_apply_relu_bitmask(conv_out.dtype(), conv_out.data, scale, shift, m, p.k, a.y.data,
                          a.bitmask.as<uint8_t>(), be.stream(0), where);
 }
 
@@ -98,7 +148,8 @@ int backward_slices(CudaBackend& be, const CbrBackward<TensorArg>& a, const Conv
   q.elem_bytes = dtype_size(p.io);
   q.requested = be.side_stream() ? be.pipeline_chunks() : 1;  // one stream: nothing to overlap
   q.hazard = overlaps(dx, dy) || overlaps(dx, bits) || overlaps(dx, conv_out) || overlaps(dx, x) ||
-             overlaps(dx, dconv) || !same_or_apart(dconv, dy) || !same_or_apart(dconv, conv_out);
+             overlaps(dx, a.x_applied) || overlaps(dx, dconv) || !same_or_apart(dconv, dy) ||
+             !same_or_apart(dconv, conv_out);
   return pipeline_slices(q);
 }
 
@@ -108,10 +159,15 @@ ConvProblem batch_slice(ConvProblem p, int slices) {
 }
 
 void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
-  refuse_seam(a.in_scale || !a.bitmask, call);
+  relu_mask(call, a);
+  if (a.in_scale && (!a.in_shift || !a.x_applied))
+    fail("{}: a seam consumer's backward needs in_scale, in_shift and its x_applied scratch; recompile the program",
+         call.where());
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
-  const size_t wgrad = prepare_wgrad(be, p, a.x.data, a.dconv.data, a.dw.data, call.where());
+  const size_t wgrad = a.in_scale ? prepare_seam_wgrad(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied),
+                                                       a.dconv.data, a.dw.data, call.where())
+                                  : prepare_wgrad(be, p, a.x.data, a.dconv.data, a.dw.data, call.where());
   const int64_t m = rows(a.conv_out);
   if (!a.dx) {  // a first layer: wgrad alone, on the main stream
     be.request_workspace(scratch(nullptr, m, p.k, wgrad).used, 0);
@@ -135,13 +191,13 @@ void backward_in_order(CudaBackend& be, const CbrBackward<TensorArg>& a, const C
                        const std::string& where) {
   const TensorArg &x = a.x, &dx = a.dx, &dconv = a.dconv;
   if (!dx) {
-    run_wgrad(be, p, x.data, dconv.data, a.dw.data, s.conv, be.stream(0), where);
+    wgrad(be, a, p, s.conv, be.stream(0), where);
     return;
   }
   be.order(0, 1);
-  run_wgrad(be, p, x.data, dconv.data, a.dw.data, be.workspace(1), be.stream(1), where);
-  // Write after read: if dX is placed over X, dgrad may only start once wgrad has read X.
-  if (overlaps(dx, x)) be.order(1, 0);
+  wgrad(be, a, p, be.workspace(1), be.stream(1), where);
+  // Write after read: if dX is placed over what wgrad reads, dgrad may only start once wgrad has read it.
+  if (overlaps(dx, x) || overlaps(dx, a.x_applied)) be.order(1, 0);
   Pointers dg;
   dg.dy = dconv.data, dg.w = a.w.data, dg.dx = dx.data;
   be.graphs().run(kConvDgradGraph, p, dg, s.conv, be.stream(0), where);
@@ -155,7 +211,7 @@ void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
   const ConvProblem p = conv_problem(call, x, w, conv_out, a.stride, a.padding);
   const int64_t m = rows(conv_out);
   const Scratch s = scratch(be.workspace(0), m, p.k, 0);
-  const auto* bits = a.bitmask.as<uint8_t>();
+  const ReluMask bits = relu_mask(call, a);
   const float *gamma = a.gamma.as<float>(), *mean = a.saved_mean.as<float>(), *inv_std = a.saved_inv_std.as<float>();
   float *dgamma = a.dgamma.as<float>(), *dbeta = a.dbeta.as<float>();
   // ReLU mask and BN backward, pass 1: dbeta and dgamma over the whole batch.
@@ -186,7 +242,7 @@ void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
       dg.dx = static_cast<std::byte*>(dx.data) + i * dx_step;
       be.graphs().run(kConvDgradGraph, slice, dg, be.workspace(1), be.stream(1), where);
     }
-    run_wgrad(be, p, x.data, dconv.data, a.dw.data, s.conv, be.stream(0), where);
+    wgrad(be, a, p, s.conv, be.stream(0), where);
     be.order(1, 0);  // the side stream wrote dx slice by slice, which the next op reads
   }
 }

@@ -9,6 +9,8 @@
 //   BN_ADD_RELU_BWD  the masked BN backward of each branch: a reduce per normalized branch, then
 //                    one apply pass writing da and db (db = masked dy for an identity shortcut);
 //                    dy * mask is never stored.
+// A seam's consumer (CONV_BN_FWD / CONV_BN_BWD given in_scale / in_shift) convolves its input's
+// BatchNorm + ReLU as the CBR's consumers do (ops/cbr/cbr_seam_cuda.h).
 // Everything runs on the main stream except wgrad, which may still run beside the next op when
 // CONV_BN_BWD returns (CudaBackend::end_side_work); every other op ends with both streams joined.
 #include <algorithm>
@@ -19,7 +21,7 @@
 
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/common/op_args.h"
-#include "ops/common/seam_cuda.h"
+#include "ops/cbr/cbr_seam_cuda.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
 #include "ops/conv/conv_cudnn_graphs_cuda.h"
@@ -124,12 +126,20 @@ int64_t check_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a, const C
   return m;
 }
 
+// A seam consumer's input: the producer's conv_out, its scale and shift, and the scratch for the
+// applied input.
+SeamInput seam_input(const TensorArg& x, const TensorArg& in_scale, const TensorArg& in_shift,
+                     const TensorArg& x_applied) {
+  return {x.data, in_scale.as<float>(), in_shift.as<float>(), x_applied.data};
+}
+
 void prepare_conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
-  refuse_seam(bool(a.in_scale), call);
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   const int64_t m = check_fwd(call, a, p);
-  const size_t conv = prepare_conv_stats(be, p, a.x.data, a.w.data, a.conv_out.data, call.where());
+  const size_t conv = a.in_scale ? prepare_seam_conv_stats(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied),
+                                                           a.w.data, a.conv_out.data, call.where())
+                                 : prepare_conv_stats(be, p, a.x.data, a.w.data, a.conv_out.data, call.where());
   be.request_workspace(fwd_scratch(nullptr, m, p.k, conv).used);
 }
 
@@ -141,9 +151,13 @@ void conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
   const int64_t m = check_fwd(call, a, p);
   const FwdScratch s = fwd_scratch(be.workspace(0), m, p.k, 0);
   // The convolution and the per-channel sums of its output (in the same pass where the chosen
-  // engine can).
-  run_conv_stats(be, p, a.x.data, a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes, s.conv,
-                 be.stream(0), where);
+  // engine can); a seam's consumer convolves its input's BatchNorm + ReLU.
+  if (a.in_scale)
+    run_seam_conv_stats(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied), a.w.data, conv_out.data, s.sum,
+                        s.sqsum, s.reduce, s.reduce_bytes, s.conv, be.stream(0), where);
+  else
+    run_conv_stats(be, p, a.x.data, a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes, s.conv,
+                   be.stream(0), where);
   // Finalize: saved and running statistics, and scale / shift for the block end's apply.
   bn_finalize(s.sum, s.sqsum, m, a.gamma.as<float>(), a.beta.as<float>(), a.eps, a.momentum,
               a.running_mean.as<float>(), a.running_var.as<float>(), a.saved_mean.as<float>(),
@@ -189,6 +203,10 @@ void conv_bn_inf(const OpCall& call, const ConvBnInference<TensorArg>& a) {
 void check_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
   expect_conv_dtype(call, a.dconv, a.x);
   expect_like(call, a.dw, "weight gradient", a.w);
+  if (a.in_scale && (!a.in_shift || !a.x_applied))
+    fail("{}: a seam consumer's backward needs in_scale, in_shift and its x_applied scratch; recompile the program",
+         call.where());
+  if (a.in_scale) expect_like(call, a.x_applied, "applied input", a.x);
   if (!a.dx) return;
   expect_like(call, a.dx, "input gradient", a.x);
   // dgrad reads dconv and w while it writes dx: no stream order can make an overlap correct.
@@ -199,12 +217,14 @@ void check_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
 }
 
 void prepare_conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
-  refuse_seam(bool(a.in_scale), call);
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.dconv, a.stride, a.padding);
   check_bwd(call, a);
   // wgrad uses the side stream's workspace, dgrad the main one's.
-  be.request_workspace(be.graphs().prepare(kConvWgradGraph, p), 1);
+  be.request_workspace(a.in_scale ? prepare_seam_wgrad(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied),
+                                                       a.dconv.data, a.dw.data, call.where())
+                                  : be.graphs().prepare(kConvWgradGraph, p),
+                       1);
   if (a.dx) be.request_workspace(be.graphs().prepare(kConvDgradGraph, p), 0);
 }
 
@@ -214,12 +234,17 @@ void conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
   const ConvProblem p = conv_problem(call, a.x, a.w, a.dconv, a.stride, a.padding);
   check_bwd(call, a);
   be.order(0, 1);  // dconv was written on the main stream
-  Pointers wg;
-  wg.dy = a.dconv.data, wg.x = a.x.data, wg.dw = a.dw.data;
-  be.graphs().run(kConvWgradGraph, p, wg, be.workspace(1), be.stream(1), where);
+  if (a.in_scale) {  // a seam's consumer: wgrad of the input its forward convolved
+    run_seam_wgrad(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied), a.dconv.data, a.dw.data,
+                   be.workspace(1), be.stream(1), where);
+  } else {
+    Pointers wg;
+    wg.dy = a.dconv.data, wg.x = a.x.data, wg.dw = a.dw.data;
+    be.graphs().run(kConvWgradGraph, p, wg, be.workspace(1), be.stream(1), where);
+  }
   if (a.dx) {  // absent when the convolution reads the data batch
-    // Write after read: if dx is placed over x, dgrad may only start once wgrad has read x.
-    if (overlaps(a.dx, a.x)) be.order(1, 0);
+    // Write after read: if dx is placed over what wgrad reads, dgrad may only start once wgrad has read it.
+    if (overlaps(a.dx, a.x) || overlaps(a.dx, a.x_applied)) be.order(1, 0);
     Pointers dg;
     dg.dy = a.dconv.data, dg.w = a.w.data, dg.dx = a.dx.data;
     be.graphs().run(kConvDgradGraph, p, dg, be.workspace(0), be.stream(0), where);
