@@ -95,6 +95,8 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"precision", o.precision},
                               {"batch", o.batch},
                               {"fuse_cbr", c.fuse_cbr},
+                              {"fuse_seams", c.fuse_seams},
+                              {"seam_input", c.cuda.seam_input},
                               {"warmup", b.bench.warmup},
                               {"images_per_second", r.images_per_second},
                               {"median_step_ms", r.median_step_ms},

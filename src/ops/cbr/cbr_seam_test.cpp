@@ -232,8 +232,8 @@ TEST(CbrSeams, TheZooModelsHaveTheirSeamsAndNoFuseRefusesThem) {
 
 // The memory the seams take out of a GPU program's plan (batch 256, fp16, as `kiln bench` runs
 // it): each producer's BN+ReLU output (fp16) and its bit mask, live from the forward to the
-// backward, leave the arena; the GPU keeps no scratch for the applied input. The plan compiles
-// without a GPU (the CUDA ops refuse the seams only when prepared).
+// backward, leave the arena; each consumer's scratch for its applied input lives for one op (two
+// in the backward, whose wgrad may run beside the next op). The plan compiles without a GPU.
 TEST(CbrSeams, AGpuPlanLosesTheProducersOutputsAndMasks) {
   for (const char* model : {"vgg16_bn", "resnet50"}) {
     CompileOptions o;
@@ -245,7 +245,6 @@ TEST(CbrSeams, AGpuPlanLosesTheProducersOutputsAndMasks) {
     for (const Layer& l : fused.graph.layers) {
       if (!l.attrs.seam_out) continue;
       removed += plain.tensors[plain.find(l.name)].bytes() + plain.tensors[plain.find(l.name + ":bitmask")].bytes();
-      EXPECT_LT(fused.find(l.name + ":x_applied"), 0);
     }
     const double gib = double(1 << 30);
     std::printf("%s fp16 batch 256: arena %.2f GiB -> %.2f GiB with seams (their outputs and masks: %.2f GiB)\n",
