@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 # (cmake/onnx.cmake); its protobuf classes come compiled, so protoc is not needed.
 packages=(build-essential cmake ninja-build libeigen3-dev libcli11-dev nlohmann-json3-dev
           libfmt-dev libgtest-dev libpng-dev libjpeg62-turbo-dev opencv-doc python3-venv
-          libonnx-dev libprotobuf-dev)
+          libonnx-dev libprotobuf-dev libdnnl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -97,6 +97,11 @@ struct CpuOptions {
   // all. 0 leaves the pool as it is: KILN_THREADS when set, else the cores this process may use,
   // unless kiln::set_threads changed it. 0 to kiln::max_threads(). --threads N.
   int threads = 0;
+  // Which kernels run the CPU convolutions (process-wide, like the pool): 1 oneDNN's, 2 kiln's
+  // own im2col + GEMM, the reference oneDNN's are tested against (float64 programs always run
+  // those). 0 leaves the choice as it is: KILN_CPU_KERNELS when set, else oneDNN where kiln was
+  // built with it. --cpu-kernels onednn|reference.
+  int kernels = 0;
 };
 
 // Dynamic loss scaling, as PyTorch's torch.amp.GradScaler: the loss gradient is multiplied by a

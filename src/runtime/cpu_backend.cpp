@@ -6,6 +6,7 @@
 #include "kiln/error.h"
 #include "kiln/memory_plan.h"
 #include "kiln/threads.h"
+#include "ops/common/cpu_kernels.h"
 #include "runtime/backend.h"
 #include "runtime/op_call.h"
 
@@ -19,6 +20,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const CpuOptions& options) {
     check_cpu_options(options);
     if (options.threads > 0) set_threads(options.threads);
+    if (options.kernels > 0) set_cpu_kernels(CpuKernels(options.kernels));
   }
   Device device() const override { return Device::CPU; }
   std::byte* allocate(size_t bytes) override {

@@ -18,12 +18,16 @@ struct BackendArgs {
   CudaOptions cuda;
   std::array<int, kMaxCudaOptionNumbers> numbers{};
   int threads = 1;  // --threads; set to kiln::threads() before the option is added, for --help
+  int cpu_kernels = 0;  // --cpu-kernels: CpuOptions::kernels (0: as they are)
   BackendArgs();
 };
 
 // --threads: the CPU kernels' thread pool (kiln/threads.h), 1 to kiln::max_threads(); the row of
 // ir/cpu_option_table.h.
 void add_threads_option(CLI::App* app, BackendArgs& a);
+
+// --cpu-kernels onednn|reference (or 1|2): CpuOptions::kernels, the row of ir/cpu_option_table.h.
+void add_cpu_kernels_option(CLI::App* app, BackendArgs& a);
 
 // The CPU settings the options ask for (CompileOptions::cpu).
 CpuOptions cpu_options(const BackendArgs& a);

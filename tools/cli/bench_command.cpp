@@ -59,6 +59,7 @@ CLI::App* add_bench_command(CLI::App& app, CommonOptions& common, BenchArgs& b) 
       ->check(number_in([](double v) { return v > 0; }, "> 0", "use e.g. --peak-tbps 4.18"));
   bench->add_option("--json", b.json, "append the result as one JSON line to this file")->type_name("FILE");
   add_threads_option(bench, b.backend);
+  add_cpu_kernels_option(bench, b.backend);
   add_cuda_options(bench, b.backend);
   return bench;
 }

@@ -84,6 +84,7 @@ CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) 
                   "with --init-from: leave the last linear layer as initialized, for another number of classes "
                   "(fine-tuning)");
   add_threads_option(train, t.backend);
+  add_cpu_kernels_option(train, t.backend);
   add_cuda_options(train, t.backend);
   add_loss_scale_options(train, t);
   return train;

@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
 #include "kiln/error.h"
 #include "ops/common/gemm_cpu.h"
+#include "ops/conv/conv_onednn_cpu.h"
 
 namespace kiln::cpu {
 
@@ -164,6 +166,8 @@ size_t conv_workspace_limit() { return col_budget_bytes.load(std::memory_order_r
 
 template <class T>
 void conv_fwd(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
+  if constexpr (std::is_same_v<T, float>)
+    if (onednn_conv_fwd(g, x, w, bias, y)) return;
   const int64_t chunk = images_per_chunk(g, sizeof(T)), rsc = patch_len(g);
   T* col = is_pointwise(g) ? nullptr : col_buffer<T>(chunk * out_pixels(g) * rsc);
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
@@ -182,6 +186,8 @@ void conv_fwd(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
 
 template <class T>
 void conv_dgrad(const ConvGeom& g, const T* dy, const T* w, T* dx) {
+  if constexpr (std::is_same_v<T, float>)
+    if (onednn_conv_dgrad(g, dy, w, dx)) return;
   const int64_t chunk = images_per_chunk(g, sizeof(T)), rsc = patch_len(g);
   T* col = is_pointwise(g) ? nullptr : col_buffer<T>(chunk * out_pixels(g) * rsc);
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
@@ -197,6 +203,8 @@ void conv_dgrad(const ConvGeom& g, const T* dy, const T* w, T* dx) {
 
 template <class T>
 void conv_wgrad(const ConvGeom& g, const T* dy, const T* x, T* dw, T* dbias) {
+  if constexpr (std::is_same_v<T, float>)
+    if (onednn_conv_wgrad(g, dy, x, dw, dbias)) return;
   const int64_t chunk = images_per_chunk(g, sizeof(T)), rsc = patch_len(g);
   T* col = is_pointwise(g) ? nullptr : col_buffer<T>(chunk * out_pixels(g) * rsc);
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {

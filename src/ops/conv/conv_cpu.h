@@ -1,5 +1,7 @@
 #pragma once
-// Convolution kernels on the CPU: NHWC activations, KRSC filters, im2col + GEMM.
+// Convolution kernels on the CPU: NHWC activations, KRSC filters. fp32 runs on oneDNN where the
+// build has it and cpu_kernels() chooses it (conv_onednn_cpu.h), else, and always in float64, on
+// kiln's own im2col + GEMM, the reference the oneDNN kernels are tested against.
 #include <cstddef>
 #include <cstdint>
 

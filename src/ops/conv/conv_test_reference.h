@@ -1,6 +1,7 @@
 #pragma once
-// Float64 references of a convolution for the GPU tests of the hand-written CUDA kernels
-// (wgrad_direct_gpu_test.cpp, few_channel_conv_gpu_test.cpp), with each result's sum of |terms|:
+// Float64 references of a convolution for the tests of the hand-written CUDA kernels
+// (wgrad_direct_gpu_test.cpp, few_channel_conv_gpu_test.cpp) and of the oneDNN CPU kernels
+// (conv_onednn_test.cpp), with each result's sum of |terms|:
 // the scale its rounding error is bounded against, and the comparison both tests make. `swap_rs`
 // reads the filter transposed, a wrong indexing a test's comparison must reject. Layouts as
 // conv_shape_cuda.h.
@@ -78,6 +79,30 @@ inline void wgrad_reference(const ConvShape& s, const std::vector<double>& x, co
                                     x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)];
                 const size_t o = size_t(((k * s.r + r) * s.s + q) * s.c + c);
                 dw[o] += term;
+                scale[o] += std::fabs(term);
+              }
+            }
+}
+
+// dX and, per input element, the sum of |dY * W| over its terms.
+inline void dgrad_reference(const ConvShape& s, const std::vector<double>& dy, const std::vector<double>& w,
+                            bool swap_rs, std::vector<double>& dx, std::vector<double>& scale) {
+  dx.assign(size_t(s.n * s.h * s.w * s.c), 0.0);
+  scale.assign(dx.size(), 0.0);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t ho = 0; ho < s.ho; ++ho)
+      for (int64_t wo = 0; wo < s.wo; ++wo)
+        for (int64_t k = 0; k < s.k; ++k)
+          for (int64_t r = 0; r < s.r; ++r)
+            for (int64_t q = 0; q < s.s; ++q) {
+              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
+              const int64_t hi = ho * s.stride - s.pad + r, wi = wo * s.stride - s.pad + q;
+              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+              for (int64_t c = 0; c < s.c; ++c) {
+                const double term = dy[size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k)] *
+                                    w[size_t(((k * s.r + rr) * s.s + qq) * s.c + c)];
+                const size_t o = size_t(((n * s.h + hi) * s.w + wi) * s.c + c);
+                dx[o] += term;
                 scale[o] += std::fabs(term);
               }
             }

@@ -1,0 +1,65 @@
+#include "ops/common/cpu_kernels.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+void need_onednn(const char* who) {
+  if (!onednn_built())
+    fail("{} asks for oneDNN's CPU kernels, but this build of kiln has no oneDNN; install libdnnl-dev "
+         "(scripts/setup.sh does) and rebuild, or ask for the reference kernels (reference, 2)",
+         who);
+}
+
+CpuKernels from_environment() {
+  const char* text = std::getenv("KILN_CPU_KERNELS");
+  if (!text || !*text) return onednn_built() ? CpuKernels::OneDnn : CpuKernels::Reference;
+  const std::string v = text;
+  if (v == "reference" || v == "2") return CpuKernels::Reference;
+  if (v == "onednn" || v == "1") {
+    need_onednn("KILN_CPU_KERNELS");
+    return CpuKernels::OneDnn;
+  }
+  fail("KILN_CPU_KERNELS='{}' is not a choice: use onednn (or 1) or reference (or 2), or unset it", v);
+}
+
+// 0 until the first cpu_kernels() or set_cpu_kernels().
+std::atomic<int> chosen{0};
+
+}  // namespace
+
+bool onednn_built() {
+#if KILN_WITH_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+CpuKernels cpu_kernels() {
+  int v = chosen.load(std::memory_order_relaxed);
+  if (v == 0) {
+    int expected = 0;
+    chosen.compare_exchange_strong(expected, int(from_environment()));
+    v = chosen.load(std::memory_order_relaxed);
+  }
+  return CpuKernels(v);
+}
+
+void set_cpu_kernels(CpuKernels kernels) {
+  if (kernels != CpuKernels::OneDnn && kernels != CpuKernels::Reference)
+    fail("CPU kernels {} is not a choice: use 1 (onednn) or 2 (reference)", int(kernels));
+  if (kernels == CpuKernels::OneDnn) need_onednn("CompileOptions::cpu.kernels = 1");
+  chosen.store(int(kernels), std::memory_order_relaxed);
+}
+
+const char* cpu_kernels_name(CpuKernels kernels) {
+  return kernels == CpuKernels::OneDnn ? "onednn" : "reference";
+}
+
+}  // namespace kiln

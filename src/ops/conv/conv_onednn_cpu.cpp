@@ -1,0 +1,306 @@
+// oneDNN's fp32 convolutions for the CPU backend (conv_onednn_cpu.h). Activations stay in kiln's
+// NHWC; the filters go to the layout oneDNN picks for the problem (its fast kernels want blocked
+// filters; with NHWC filters it falls back to its reference code) and come back as KRSC, once per
+// call: a filter is small beside the activations it meets.
+#include "ops/conv/conv_onednn_cpu.h"
+
+#include "ops/common/cpu_kernels.h"
+
+#if KILN_WITH_ONEDNN
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include <dnnl.hpp>
+
+#include "core/parallel.h"
+#include "kiln/error.h"
+#endif
+
+namespace kiln::cpu {
+
+#if KILN_WITH_ONEDNN
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+// Pieces the batch is cut into (at most; fewer when the batch is small): enough for 16 threads.
+constexpr int64_t kPieces = 16;
+// The most memory wgrad's per-piece partial filter gradients may take; bigger filters get fewer,
+// larger pieces.
+constexpr size_t kPartialBytes = size_t{64} << 20;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// oneDNN's OpenMP runs one thread per caller: kiln's pool supplies the parallelism.
+dnnl::stream& this_thread_stream() {
+  omp_set_num_threads(1);
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+// Grows, never shrinks: after the first step a thread allocates no more.
+float* thread_scratch(size_t bytes) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() * sizeof(float) < bytes) scratch.resize((bytes + sizeof(float) - 1) / sizeof(float));
+  return scratch.data();
+}
+
+// The largest divisor of g.n that is at most g.n / kPieces (and at least 1): equal pieces, one set
+// of primitives.
+int64_t piece_images(const ConvGeom& g, int64_t least = 1) {
+  int64_t best = g.n;
+  for (int64_t d = std::max<int64_t>(1, g.n / kPieces); d <= g.n; ++d)
+    if (g.n % d == 0 && d >= least) {
+      best = d;
+      break;
+    }
+  return best;
+}
+
+memory::dims nchw(int64_t n, int64_t c, int64_t h, int64_t w) { return {n, c, h, w}; }
+
+// The problem of one piece of `images` images, as oneDNN's descriptors.
+struct Descs {
+  memory::desc src, dst, weights_any, weights_krsc, bias;
+  memory::dims strides, padding;
+};
+Descs descs(const ConvGeom& g, int64_t images) {
+  Descs d;
+  d.src = memory::desc(nchw(images, g.c, g.h, g.w), kF32, Tag::nhwc);
+  d.dst = memory::desc(nchw(images, g.k, g.ho, g.wo), kF32, Tag::nhwc);
+  d.weights_any = memory::desc(nchw(g.k, g.c, g.r, g.s), kF32, Tag::any);
+  d.weights_krsc = memory::desc(nchw(g.k, g.c, g.r, g.s), kF32, Tag::ohwi);
+  d.bias = memory::desc({g.k}, kF32, Tag::x);
+  d.strides = {g.stride, g.stride};
+  d.padding = {g.pad, g.pad};
+  return d;
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+dnnl::convolution_forward::primitive_desc forward_desc(const ConvGeom& g, int64_t images, bool bias) {
+  const Descs d = descs(g, images);
+  using F = dnnl::convolution_forward;
+  const F::desc desc = bias ? F::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
+                                      d.weights_any, d.bias, d.dst, d.strides, d.padding, d.padding)
+                            : F::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
+                                      d.weights_any, d.dst, d.strides, d.padding, d.padding);
+  return F::primitive_desc(desc, user_scratchpad(), cpu_engine());
+}
+
+// A primitive oneDNN runs fast: created once per problem, with the layout its filters take; none
+// where only oneDNN's reference implementation takes the problem.
+struct Prim {
+  bool usable = false;
+  dnnl::primitive primitive;
+  memory::desc weights, scratchpad;
+  dnnl::reorder to_prim, from_prim;  // KRSC <-> the primitive's filter layout, when they differ
+  bool reordered = false;
+};
+
+bool fast(const char* impl) { return std::strncmp(impl, "ref", 3) != 0; }
+
+template <class PD>
+void finish(Prim& p, const PD& pd, const memory::desc& weights, const ConvGeom& g) {
+  p.usable = fast(pd.impl_info_str());
+  if (!p.usable) return;
+  p.weights = weights;
+  p.scratchpad = pd.scratchpad_desc();
+  const memory::desc krsc = descs(g, 1).weights_krsc;
+  p.reordered = weights != krsc;
+  if (p.reordered) {
+    p.to_prim = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), krsc, cpu_engine(), weights));
+    p.from_prim = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), weights, cpu_engine(), krsc));
+  }
+}
+
+enum class Kind { kForward, kDgrad, kWgrad };
+
+Prim make(Kind kind, const ConvGeom& g, int64_t images, bool bias) {
+  // A primitive sizes its work split (and its scratchpad) for the threads OpenMP would give it when
+  // made: one, as each piece runs on one.
+  omp_set_num_threads(1);
+  Prim p;
+  try {
+    const Descs d = descs(g, images);
+    if (kind == Kind::kForward) {
+      const auto pd = forward_desc(g, images, bias);
+      p.primitive = dnnl::convolution_forward(pd);
+      finish(p, pd, pd.weights_desc(), g);
+    } else if (kind == Kind::kDgrad) {
+      using B = dnnl::convolution_backward_data;
+      const B::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.dst, d.strides, d.padding,
+                         d.padding);
+      const B::primitive_desc pd(desc, user_scratchpad(), cpu_engine(), forward_desc(g, images, false));
+      p.primitive = B(pd);
+      finish(p, pd, pd.weights_desc(), g);
+    } else {
+      using W = dnnl::convolution_backward_weights;
+      const W::desc desc = bias ? W::desc(dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.bias, d.dst,
+                                          d.strides, d.padding, d.padding)
+                                : W::desc(dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.dst,
+                                          d.strides, d.padding, d.padding);
+      const W::primitive_desc pd(desc, user_scratchpad(), cpu_engine(), forward_desc(g, images, bias));
+      p.primitive = W(pd);
+      finish(p, pd, pd.diff_weights_desc(), g);
+    }
+  } catch (const dnnl::error&) {
+    p.usable = false;  // oneDNN has no implementation: the reference kernel runs it
+  }
+  return p;
+}
+
+// One Prim per problem, made on first use and kept for the process.
+const Prim& prim(Kind kind, const ConvGeom& g, int64_t images, bool bias) {
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  static std::mutex mutex;
+  static std::map<Key, std::unique_ptr<Prim>> prims;
+  const Key key{int(kind), images, g.h, g.w, g.c, g.k, g.r, g.s, g.stride, g.pad, bias};
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Prim>& p = prims[key];
+  if (!p) p = std::make_unique<Prim>(make(kind, g, images, bias));
+  return *p;
+}
+
+memory wrap(const memory::desc& desc, const void* data) {
+  return memory(desc, cpu_engine(), const_cast<void*>(data));
+}
+
+bool onednn_on() { return cpu_kernels() == CpuKernels::OneDnn; }
+
+// The filters in the primitive's layout (KRSC itself where they agree), in this thread's buffer.
+const void* filters_for(const Prim& p, const ConvGeom& g, const float* w, std::vector<float>& buffer) {
+  if (!p.reordered) return w;
+  buffer.resize(p.weights.get_size() / sizeof(float));
+  dnnl::stream& s = this_thread_stream();
+  memory from = wrap(descs(g, 1).weights_krsc, w), to = wrap(p.weights, buffer.data());
+  p.to_prim.execute(s, from, to);
+  s.wait();
+  return buffer.data();
+}
+
+// Runs body(piece, stream, scratchpad) for each piece on kiln's pool.
+template <class F>
+void for_each_piece(const ConvGeom& g, int64_t images, const Prim& p, F&& body) {
+  parallel_for(g.n / images, [&](int64_t piece) {
+    dnnl::stream& s = this_thread_stream();
+    memory scratchpad = wrap(p.scratchpad, thread_scratch(p.scratchpad.get_size()));
+    body(piece, s, scratchpad);
+    s.wait();
+  });
+}
+
+}  // namespace
+
+bool onednn_conv_fwd(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
+  if (!onednn_on()) return false;
+  const int64_t images = piece_images(g);
+  const Prim& p = prim(Kind::kForward, g, images, bias != nullptr);
+  if (!p.usable) return false;
+  thread_local std::vector<float> buffer;
+  const void* filters = filters_for(p, g, w, buffer);
+  const Descs d = descs(g, images);
+  const int64_t x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
+  for_each_piece(g, images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(d.src, x + piece * x_piece)},
+                                         {DNNL_ARG_WEIGHTS, wrap(p.weights, filters)},
+                                         {DNNL_ARG_DST, wrap(d.dst, y + piece * y_piece)},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, wrap(d.bias, bias));
+    p.primitive.execute(s, args);
+  });
+  return true;
+}
+
+bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float* dx) {
+  if (!onednn_on()) return false;
+  const int64_t images = piece_images(g);
+  const Prim& p = prim(Kind::kDgrad, g, images, false);
+  if (!p.usable) return false;
+  thread_local std::vector<float> buffer;
+  const void* filters = filters_for(p, g, w, buffer);
+  const Descs d = descs(g, images);
+  const int64_t x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
+  for_each_piece(g, images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
+    p.primitive.execute(s, {{DNNL_ARG_DIFF_DST, wrap(d.dst, dy + piece * y_piece)},
+                            {DNNL_ARG_WEIGHTS, wrap(p.weights, filters)},
+                            {DNNL_ARG_DIFF_SRC, wrap(d.src, dx + piece * x_piece)},
+                            {DNNL_ARG_SCRATCHPAD, scratchpad}});
+  });
+  return true;
+}
+
+bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float* dw, float* dbias) {
+  if (!onednn_on()) return false;
+  // Pieces few enough that their partial gradients fit kPartialBytes.
+  const size_t filter_bytes = size_t(g.k * g.r * g.s * g.c + g.k) * sizeof(float);
+  const int64_t most_pieces = std::max<int64_t>(1, int64_t(kPartialBytes / (2 * filter_bytes)));
+  const int64_t images = piece_images(g, (g.n + most_pieces - 1) / most_pieces);
+  const Prim& p = prim(Kind::kWgrad, g, images, dbias != nullptr);
+  if (!p.usable) return false;
+  const Descs d = descs(g, images);
+  const int64_t pieces = g.n / images, x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
+  const int64_t filter_len = int64_t(p.weights.get_size() / sizeof(float));
+  // The calling thread's buffers (a thread_local named in the pieces' lambda would be the worker's).
+  thread_local std::vector<float> partial_buffer, partial_bias_buffer;
+  partial_buffer.resize(size_t(pieces * filter_len));
+  if (dbias) partial_bias_buffer.resize(size_t(pieces * g.k));
+  float* partial = partial_buffer.data();
+  float* partial_bias = partial_bias_buffer.data();
+  for_each_piece(g, images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(d.src, x + piece * x_piece)},
+                                         {DNNL_ARG_DIFF_DST, wrap(d.dst, dy + piece * y_piece)},
+                                         {DNNL_ARG_DIFF_WEIGHTS, wrap(p.weights, partial + piece * filter_len)},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad}};
+    if (dbias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, partial_bias + piece * g.k));
+    p.primitive.execute(s, args);
+  });
+  // The pieces' sums in piece order, into the first piece's.
+  auto sum_pieces = [pieces](float* parts, int64_t len) {
+    parallel_blocks(len, 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t piece = 1; piece < pieces; ++piece)
+        for (int64_t i = begin; i < end; ++i) parts[i] += parts[piece * len + i];
+    });
+  };
+  sum_pieces(partial, filter_len);
+  if (p.reordered) {
+    dnnl::stream& s = this_thread_stream();
+    memory from = wrap(p.weights, partial), to = wrap(descs(g, 1).weights_krsc, dw);
+    p.from_prim.execute(s, from, to);
+    s.wait();
+  } else {
+    std::memcpy(dw, partial, size_t(g.k * g.r * g.s * g.c) * sizeof(float));
+  }
+  if (dbias) {
+    sum_pieces(partial_bias, g.k);
+    std::memcpy(dbias, partial_bias, size_t(g.k) * sizeof(float));
+  }
+  return true;
+}
+
+#else  // no oneDNN in this build: conv_cpu.h's own kernels run every problem
+
+bool onednn_conv_fwd(const ConvGeom&, const float*, const float*, const float*, float*) { return false; }
+bool onednn_conv_dgrad(const ConvGeom&, const float*, const float*, float*) { return false; }
+bool onednn_conv_wgrad(const ConvGeom&, const float*, const float*, float*, float*) { return false; }
+
+#endif
+
+}  // namespace kiln::cpu

@@ -1,0 +1,20 @@
+#pragma once
+// fp32 convolutions on oneDNN (conv_onednn_cpu.cpp), for the CPU kernels of conv_cpu.h when
+// cpu_kernels() is oneDNN. Each returns false, having done nothing, where oneDNN does not run the
+// problem: a build without oneDNN, the reference kernels chosen, or a problem oneDNN has only its
+// slow reference implementation for (then conv_cpu.h's own kernel runs it).
+//
+// Threads and determinism: the batch is cut into pieces of images whose size depends on the
+// problem alone (never on the thread count); kiln's pool runs the pieces, each through oneDNN on
+// one thread; wgrad sums the pieces' partial gradients in piece order. So the bytes do not depend
+// on the thread count, as kiln/threads.h promises, and `--threads` and a pool shared by two runs
+// hold. (Debian's oneDNN runs its own threads on OpenMP, not on a threadpool kiln can hand it.)
+#include "ops/conv/conv_cpu.h"
+
+namespace kiln::cpu {
+
+bool onednn_conv_fwd(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
+bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float* dx);
+bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float* dw, float* dbias);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,175 @@
+// oneDNN's CPU convolutions (conv_onednn_cpu.h) at the shapes the model zoo trains: each result
+// against the float64 reference within a bound that rejects a transposed filter, oneDNN seen to
+// run them (not the fallback), the reference kernels behind `--cpu-kernels reference`, and the same
+// bytes at any thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/threads.h"
+#include "ops/common/cpu_kernels.h"
+#include "ops/conv/conv_cpu.h"
+#include "ops/conv/conv_onednn_cpu.h"
+#include "ops/conv/conv_test_reference.h"
+
+namespace kiln::cpu {
+namespace {
+
+using conv_test::ConvShape;
+
+// |got - want| relative to the sum of |terms| of each result: fp32 products summed in fp32 err by
+// a few units of 2^-24 of that sum in practice (the worst case grows with the term count, up to 64
+// x 20 x 20 here); 2e-5 is ~300 of them, and the transposed filter misses it by orders of
+// magnitude (expect_matches checks it does).
+constexpr double kBound = 2e-5;
+
+struct Case {
+  int64_t n, h, c, k, r, stride, pad;
+  bool bias;
+  bool onednn_runs;  // oneDNN has a fast kernel for it (not only its reference one)
+};
+
+// The digits CNN's layers (batch 64; its first layer has one channel), a ResNet block's 3x3
+// stride-2 and 1x1 convolutions, a 7x7 stride-2 stem on three channels and an odd batch.
+const std::vector<Case> kCases = {
+    {64, 20, 1, 32, 3, 1, 1, false, false}, {64, 20, 32, 32, 3, 1, 1, false, true},
+    {64, 10, 32, 64, 3, 1, 1, false, true}, {16, 14, 64, 64, 3, 2, 1, false, true},
+    {16, 14, 64, 128, 1, 1, 0, false, true}, {4, 32, 3, 16, 7, 2, 3, false, false},
+    {7, 9, 16, 32, 3, 1, 1, true, true},
+};
+
+ConvShape shape_of(const Case& t) { return conv_test::shape(t.n, t.h, t.h, t.c, t.k, t.r, t.stride, t.pad, DType::F32); }
+
+ConvGeom geom_of(const ConvShape& s) {
+  return ConvGeom::make({s.n, s.h, s.w, s.c}, {s.k, s.r, s.s, s.c}, int(s.stride), int(s.pad));
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+std::vector<double> doubles(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Sets the kernels for a test and puts back what was there.
+struct KernelsFor {
+  CpuKernels saved = cpu_kernels();
+  explicit KernelsFor(CpuKernels k) { set_cpu_kernels(k); }
+  ~KernelsFor() { set_cpu_kernels(saved); }
+};
+
+struct Inputs {
+  std::vector<float> x, w, b, dy;
+};
+Inputs inputs(const ConvShape& s, unsigned seed) {
+  std::mt19937 rng(seed);
+  Inputs in;
+  in.x = random_floats(size_t(s.n * s.h * s.w * s.c), rng);
+  in.w = random_floats(size_t(s.k * s.r * s.s * s.c), rng);
+  in.b = random_floats(size_t(s.k), rng);
+  in.dy = random_floats(size_t(s.n * s.ho * s.wo * s.k), rng);
+  return in;
+}
+
+TEST(ConvOnednn, MatchesFloat64AtTheZoosShapes) {
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev)";
+  const KernelsFor onednn(CpuKernels::OneDnn);
+  unsigned seed = 1;
+  for (const Case& t : kCases) {
+    const ConvShape s = shape_of(t);
+    SCOPED_TRACE(conv_test::label(s) + (t.bias ? " bias" : ""));
+    const ConvGeom g = geom_of(s);
+    const Inputs in = inputs(s, seed++);
+    // Outputs start as NaN: each kernel must write all of them.
+    std::vector<float> y(in.dy.size(), NAN), dx(in.x.size(), NAN), dw(in.w.size(), NAN), db(size_t(s.k), NAN);
+    const float* bias = t.bias ? in.b.data() : nullptr;
+    const bool ran_fwd = onednn_conv_fwd(g, in.x.data(), in.w.data(), bias, y.data());
+    const bool ran_dgrad = onednn_conv_dgrad(g, in.dy.data(), in.w.data(), dx.data());
+    const bool ran_wgrad = onednn_conv_wgrad(g, in.dy.data(), in.x.data(), dw.data(), t.bias ? db.data() : nullptr);
+    if (t.onednn_runs) {
+      EXPECT_TRUE(ran_fwd && ran_dgrad && ran_wgrad) << "oneDNN left it to the reference kernels";
+    }
+    // Through conv_cpu.h, as the ops call it: oneDNN where it ran, the reference kernel elsewhere.
+    conv_fwd<float>(g, in.x.data(), in.w.data(), bias, y.data());
+    conv_dgrad<float>(g, in.dy.data(), in.w.data(), dx.data());
+    conv_wgrad<float>(g, in.dy.data(), in.x.data(), dw.data(), t.bias ? db.data() : nullptr);
+
+    std::vector<double> want, scale, wrong, wrong_scale;
+    conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), false, want, scale);
+    conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), true, wrong, wrong_scale);
+    std::vector<double> got = doubles(y);
+    if (t.bias)
+      for (size_t i = 0; i < got.size(); ++i) got[i] -= in.b[i % size_t(s.k)];  // the reference has no bias
+    conv_test::expect_matches("y", got, want, scale, wrong, s, kBound);
+
+    conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), false, want, scale);
+    conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), true, wrong, wrong_scale);
+    conv_test::expect_matches("dx", doubles(dx), want, scale, wrong, s, kBound);
+
+    conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), false, want, scale);
+    conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), true, wrong, wrong_scale);
+    conv_test::expect_matches("dw", doubles(dw), want, scale, wrong, s, kBound);
+    if (t.bias) {
+      for (int64_t k = 0; k < s.k; ++k) {
+        double sum = 0, abs_sum = 0;
+        for (size_t i = size_t(k); i < in.dy.size(); i += size_t(s.k)) sum += in.dy[i], abs_sum += std::fabs(in.dy[i]);
+        EXPECT_LE(std::fabs(db[size_t(k)] - sum), kBound * abs_sum) << "db[" << k << "]";
+      }
+    }
+  }
+}
+
+TEST(ConvOnednn, TheReferenceKernelsRunWhenChosen) {
+  const KernelsFor reference(CpuKernels::Reference);
+  const ConvShape s = shape_of(kCases[1]);
+  const ConvGeom g = geom_of(s);
+  const Inputs in = inputs(s, 7);
+  std::vector<float> y(in.dy.size());
+  EXPECT_FALSE(onednn_conv_fwd(g, in.x.data(), in.w.data(), nullptr, y.data()));
+  EXPECT_FALSE(onednn_conv_dgrad(g, in.dy.data(), in.w.data(), y.data()));
+  EXPECT_FALSE(onednn_conv_wgrad(g, in.dy.data(), in.x.data(), y.data(), nullptr));
+}
+
+TEST(ConvOnednn, AskingForItWithoutItNamesTheFix) {
+  if (onednn_built()) GTEST_SKIP() << "this build has oneDNN";
+  try {
+    set_cpu_kernels(CpuKernels::OneDnn);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("libdnnl-dev"), std::string::npos) << e.what();
+  }
+}
+
+// The pieces are cut from the problem, never from the thread count (conv_onednn_cpu.h).
+TEST(ConvOnednn, SameBytesWhateverTheThreadCount) {
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev)";
+  const KernelsFor onednn(CpuKernels::OneDnn);
+  const int saved_threads = threads();
+  const ConvShape s = shape_of(kCases[2]);
+  const ConvGeom g = geom_of(s);
+  const Inputs in = inputs(s, 11);
+  std::vector<std::vector<float>> runs;
+  for (int n : {1, 3, 8}) {
+    set_threads(n);
+    std::vector<float> y(in.dy.size()), dx(in.x.size()), dw(in.w.size());
+    ASSERT_TRUE(onednn_conv_fwd(g, in.x.data(), in.w.data(), nullptr, y.data()));
+    ASSERT_TRUE(onednn_conv_dgrad(g, in.dy.data(), in.w.data(), dx.data()));
+    ASSERT_TRUE(onednn_conv_wgrad(g, in.dy.data(), in.x.data(), dw.data(), nullptr));
+    y.insert(y.end(), dx.begin(), dx.end());
+    y.insert(y.end(), dw.begin(), dw.end());
+    runs.push_back(std::move(y));
+  }
+  set_threads(saved_threads);
+  for (size_t i = 1; i < runs.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[i].data(), runs[0].size() * sizeof(float))) << "run " << i;
+}
+
+}  // namespace
+}  // namespace kiln::cpu
