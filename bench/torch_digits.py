@@ -187,7 +187,7 @@ def run(data, mode, precision, epochs, seed, device):
             "first_epoch_seconds": epoch_seconds[0], "epoch_seconds": epoch_seconds, "train_seconds": train_seconds,
             "test_accuracy": accuracies[-1], "test_accuracy_per_epoch": accuracies, "final_loss": losses[-1],
             "seed": seed, "conv_tf32": torch.backends.cudnn.allow_tf32, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-            "torch": torch.__version__, "cudnn": torch.backends.cudnn.version() if cuda else None}
+            "threads": torch.get_num_threads(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version() if cuda else None}
 
 
 def main():
@@ -198,7 +198,9 @@ def main():
                         help="eager, compile, reduce-overhead, max-autotune (comma-separated)")
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu, for a smoke test")
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CPU threads (torch.set_num_threads); 0: PyTorch's default")
     parser.add_argument("--conv-tf32", action="store_true",
                         help="let cuDNN's fp32 convolutions use TF32 (PyTorch's default; kiln's --conv-tf32 1); "
                              "matmuls stay fp32 on both sides")
@@ -210,6 +212,8 @@ def main():
     if args.epochs < 1:
         parser.error(f"--epochs must be positive, got {args.epochs}")
     device = torch.device(args.device)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
         torch.backends.cuda.matmul.allow_tf32 = False

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# kiln's CPU backend against PyTorch eager on the CPU, the digits recipe (scripts/demo.sh's flags,
+# data loading and each epoch's test evaluation included) at 1, 2, 4, 8 and 16 threads, each
+# side pinned to the same first t cores (taskset): kiln with oneDNN's convolutions, kiln with its
+# reference kernels (--cpu-kernels reference) and bench/torch_digits.py --device cpu. Epochs/s over
+# epochs 2..E; bench/report_cpu_threads.py joins the rows.
+#
+#   bench/cpu_threads.sh <kiln binary> <out dir>
+# KILN_THREAD_COUNTS (default "1 2 4 8 16", capped at the cores), KILN_EPOCHS (5), KILN_DATA
+# (data/digits), KILN_SIDES (default "onednn reference torch").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+kiln=${1:?usage: bench/cpu_threads.sh <kiln binary> <out dir>}
+out=${2:?usage: bench/cpu_threads.sh <kiln binary> <out dir>}
+mkdir -p "$out"
+epochs=${KILN_EPOCHS:-5} data=${KILN_DATA:-data/digits} cores=$(nproc)
+status=0
+for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
+  [ "$t" -le "$cores" ] || continue
+  pin="taskset -c 0-$((t - 1))"
+  for side in ${KILN_SIDES:-onednn reference torch}; do
+    if [ "$side" = torch ]; then
+      OMP_NUM_THREADS=$t $pin python3 bench/torch_digits.py --device cpu --threads "$t" --modes eager --data "$data" \
+        --epochs "$epochs" >> "$out/torch_cpu.jsonl" 2>> "$out/torch_cpu.err" || { tail -3 "$out/torch_cpu.err"; status=1; }
+      continue
+    fi
+    json="$out/kiln_${side}_t${t}.jsonl"
+    rm -f "$json"
+    $pin "$kiln" train --device cpu --threads "$t" --cpu-kernels "$side" --model digits_cnn --data "$data" \
+      --epochs "$epochs" --batch 64 --optimizer sgd --lr 0.05 --momentum 0.9 --nesterov --weight-decay 5e-4 \
+      --schedule cosine --label-smoothing 0.1 --crop-pad 1 --seed 1 --json "$json" >> "$out/kiln_cpu.log" 2>&1 \
+      || { tail -3 "$out/kiln_cpu.log"; status=1; }
+  done
+done
+python3 bench/report_cpu_threads.py "$out" || status=1
+exit $status

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Joins bench/cpu_threads.sh's runs: for each thread count, the digits recipe's epochs/s (epochs
+2..E, steps with data loading and the test evaluation) of kiln with oneDNN, kiln with its
+reference kernels and PyTorch eager on the CPU, and kiln's ratios to PyTorch. Writes
+<out>/cpu_threads.json.
+
+usage: report_cpu_threads.py <out dir>"""
+import glob
+import json
+import os
+import re
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.startswith("{")]
+
+
+def epochs_per_second(walls):
+    return (len(walls) - 1) / sum(walls[1:]) if len(walls) > 1 else None
+
+
+def main():
+    out = sys.argv[1]
+    rows = {}
+    for path in glob.glob(os.path.join(out, "kiln_*_t*.jsonl")):
+        side, threads = re.match(r"kiln_(\w+)_t(\d+)\.jsonl", os.path.basename(path)).groups()
+        epochs = load(path)
+        rows.setdefault(int(threads), {})[f"kiln_{side}"] = {
+            "epochs_per_second": epochs_per_second([e["wall_seconds"] for e in epochs]),
+            "test_accuracy": epochs[-1]["test_accuracy"] if epochs else None}
+    torch_path = os.path.join(out, "torch_cpu.jsonl")
+    for r in load(torch_path) if os.path.exists(torch_path) else []:
+        rows.setdefault(int(r["threads"]), {})["torch_eager"] = {
+            "epochs_per_second": r["epochs_per_second"], "test_accuracy": r["test_accuracy"], "torch": r["torch"]}
+    if not rows:
+        sys.exit("report_cpu_threads.py: no runs")
+    print("digits recipe on the CPU, epochs/s (epochs 2..E; test accuracy of the last epoch)")
+    print(f"{'threads':>8} {'kiln onednn':>14} {'kiln reference':>15} {'torch eager':>12} {'onednn/torch':>13}")
+    for t in sorted(rows):
+        r = rows[t]
+        cell = lambda k: f"{r[k]['epochs_per_second']:.3f}" if k in r and r[k]["epochs_per_second"] else "-"
+        ratio = None
+        if "kiln_onednn" in r and "torch_eager" in r and r["kiln_onednn"]["epochs_per_second"]:
+            ratio = r["kiln_onednn"]["epochs_per_second"] / r["torch_eager"]["epochs_per_second"]
+            r["onednn_over_torch"] = ratio
+        print(f"{t:>8} {cell('kiln_onednn'):>14} {cell('kiln_reference'):>15} {cell('torch_eager'):>12} "
+              f"{(f'x{ratio:.2f}' if ratio else '-'):>13}")
+    with open(os.path.join(out, "cpu_threads.json"), "w") as f:
+        json.dump({"threads": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
