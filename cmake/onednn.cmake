@@ -11,6 +11,7 @@ if(KILN_WITH_ONEDNN)
     # libgomp for omp_set_num_threads alone: no -fopenmp, which would put Eigen's GEMM on OpenMP too.
     target_link_libraries(kiln_ops PRIVATE DNNL::dnnl gomp)
     target_compile_definitions(kiln_ops PRIVATE KILN_WITH_ONEDNN=1)
+    target_compile_definitions(kiln_core PRIVATE KILN_WITH_ONEDNN=1)  # core/cpu_kernels.cpp: onednn_built()
     message(STATUS "kiln: oneDNN ${dnnl_VERSION} for the CPU convolutions")
   else()
     message(STATUS "kiln: oneDNN not found (libdnnl-dev): the CPU convolutions run on kiln's own kernels")

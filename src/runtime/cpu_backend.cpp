@@ -1,12 +1,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/cpu_kernels.h"
 #include "ir/cpu_option_table.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/memory_plan.h"
 #include "kiln/threads.h"
-#include "ops/common/cpu_kernels.h"
 #include "runtime/backend.h"
 #include "runtime/op_call.h"
 

@@ -4,7 +4,7 @@
 // call: a filter is small beside the activations it meets.
 #include "ops/conv/conv_onednn_cpu.h"
 
-#include "ops/common/cpu_kernels.h"
+#include "core/cpu_kernels.h"
 
 #if KILN_WITH_ONEDNN
 #include <omp.h>

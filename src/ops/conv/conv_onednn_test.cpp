@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_kernels.h"
 #include "kiln/error.h"
 #include "kiln/threads.h"
-#include "ops/common/cpu_kernels.h"
 #include "ops/conv/conv_cpu.h"
 #include "ops/conv/conv_onednn_cpu.h"
 #include "ops/conv/conv_test_reference.h"

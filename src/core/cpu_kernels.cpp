@@ -1,4 +1,4 @@
-#include "ops/common/cpu_kernels.h"
+#include "core/cpu_kernels.h"
 
 #include <atomic>
 #include <cstdlib>
