@@ -35,29 +35,35 @@ inline std::string label(const ConvShape& s) {
          std::to_string(s.pad);
 }
 
+// Calls f(y, w, w_transposed, x) with the flat indices of each product of a direct convolution
+// whose input tap lies inside the image: the output, the filter tap, the same tap of the filter
+// transposed in r and s (the wrong indexing the comparisons must reject; square filters), and the
+// input.
+template <class F>
+inline void for_each_term(const ConvShape& s, F&& f) {
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t ho = 0; ho < s.ho; ++ho)
+      for (int64_t wo = 0; wo < s.wo; ++wo)
+        for (int64_t k = 0; k < s.k; ++k)
+          for (int64_t r = 0; r < s.r; ++r)
+            for (int64_t q = 0; q < s.s; ++q) {
+              const int64_t hi = ho * s.stride - s.pad + r, wi = wo * s.stride - s.pad + q;
+              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+              for (int64_t c = 0; c < s.c; ++c)
+                f(size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k), size_t(((k * s.r + r) * s.s + q) * s.c + c),
+                  size_t(((k * s.r + q) * s.s + r) * s.c + c), size_t(((n * s.h + hi) * s.w + wi) * s.c + c));
+            }
+}
+
 // y = conv(x, w) and, per output, the sum of |x * w| over its terms.
 inline void fprop_reference(const ConvShape& s, const std::vector<double>& x, const std::vector<double>& w,
                             bool swap_rs, std::vector<double>& y, std::vector<double>& scale) {
   y.assign(size_t(s.n * s.ho * s.wo * s.k), 0.0);
   scale.assign(y.size(), 0.0);
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t ho = 0; ho < s.ho; ++ho)
-      for (int64_t wo = 0; wo < s.wo; ++wo)
-        for (int64_t k = 0; k < s.k; ++k) {
-          const size_t o = size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k);
-          for (int64_t r = 0; r < s.r; ++r)
-            for (int64_t q = 0; q < s.s; ++q) {
-              const int64_t hi = ho * s.stride - s.pad + r, wi = wo * s.stride - s.pad + q;
-              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
-              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
-              for (int64_t c = 0; c < s.c; ++c) {
-                const double term = x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)] *
-                                    w[size_t(((k * s.r + rr) * s.s + qq) * s.c + c)];
-                y[o] += term;
-                scale[o] += std::fabs(term);
-              }
-            }
-        }
+  for_each_term(s, [&](size_t yi, size_t wi, size_t wti, size_t xi) {
+    const double term = x[xi] * w[swap_rs ? wti : wi];
+    y[yi] += term, scale[yi] += std::fabs(term);
+  });
 }
 
 // dW and, per weight, the sum of |dY * X| over its terms.
@@ -65,23 +71,11 @@ inline void wgrad_reference(const ConvShape& s, const std::vector<double>& x, co
                             bool swap_rs, std::vector<double>& dw, std::vector<double>& scale) {
   dw.assign(size_t(s.k * s.r * s.s * s.c), 0.0);
   scale.assign(dw.size(), 0.0);
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t ho = 0; ho < s.ho; ++ho)
-      for (int64_t wo = 0; wo < s.wo; ++wo)
-        for (int64_t k = 0; k < s.k; ++k)
-          for (int64_t r = 0; r < s.r; ++r)
-            for (int64_t q = 0; q < s.s; ++q) {
-              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
-              const int64_t hi = ho * s.stride - s.pad + rr, wi = wo * s.stride - s.pad + qq;
-              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
-              for (int64_t c = 0; c < s.c; ++c) {
-                const double term = dy[size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k)] *
-                                    x[size_t(((n * s.h + hi) * s.w + wi) * s.c + c)];
-                const size_t o = size_t(((k * s.r + r) * s.s + q) * s.c + c);
-                dw[o] += term;
-                scale[o] += std::fabs(term);
-              }
-            }
+  for_each_term(s, [&](size_t yi, size_t wi, size_t wti, size_t xi) {
+    const double term = dy[yi] * x[xi];
+    const size_t o = swap_rs ? wti : wi;
+    dw[o] += term, scale[o] += std::fabs(term);
+  });
 }
 
 // dX and, per input element, the sum of |dY * W| over its terms.
@@ -89,23 +83,10 @@ inline void dgrad_reference(const ConvShape& s, const std::vector<double>& dy, c
                             bool swap_rs, std::vector<double>& dx, std::vector<double>& scale) {
   dx.assign(size_t(s.n * s.h * s.w * s.c), 0.0);
   scale.assign(dx.size(), 0.0);
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t ho = 0; ho < s.ho; ++ho)
-      for (int64_t wo = 0; wo < s.wo; ++wo)
-        for (int64_t k = 0; k < s.k; ++k)
-          for (int64_t r = 0; r < s.r; ++r)
-            for (int64_t q = 0; q < s.s; ++q) {
-              const int64_t rr = swap_rs ? q : r, qq = swap_rs ? r : q;
-              const int64_t hi = ho * s.stride - s.pad + r, wi = wo * s.stride - s.pad + q;
-              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
-              for (int64_t c = 0; c < s.c; ++c) {
-                const double term = dy[size_t(((n * s.ho + ho) * s.wo + wo) * s.k + k)] *
-                                    w[size_t(((k * s.r + rr) * s.s + qq) * s.c + c)];
-                const size_t o = size_t(((n * s.h + hi) * s.w + wi) * s.c + c);
-                dx[o] += term;
-                scale[o] += std::fabs(term);
-              }
-            }
+  for_each_term(s, [&](size_t yi, size_t wi, size_t wti, size_t xi) {
+    const double term = dy[yi] * w[swap_rs ? wti : wi];
+    dx[xi] += term, scale[xi] += std::fabs(term);
+  });
 }
 
 // How far `got` is from `want`, each difference relative to its scale: the worst ratio, and how
