@@ -6,8 +6,10 @@
 # epochs 2..E; bench/report_cpu_threads.py joins the rows.
 #
 #   bench/cpu_threads.sh <kiln binary> <out dir>
+# Then a ResNet-18 training step at 224², batch 32, fp32 (kiln bench against bench/torch_models.py
+# --device cpu, synthetic data, 1 warm-up and 3 timed steps, the median), kiln with oneDNN.
 # KILN_THREAD_COUNTS (default "1 2 4 8 16", capped at the cores), KILN_EPOCHS (5), KILN_DATA
-# (data/digits), KILN_SIDES (default "onednn reference torch").
+# (data/digits), KILN_SIDES (default "onednn reference torch"), KILN_RESNET18 (1; 0 skips it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kiln=${1:?usage: bench/cpu_threads.sh <kiln binary> <out dir>}
@@ -32,5 +34,17 @@ for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
       || { tail -3 "$out/kiln_cpu.log"; status=1; }
   done
 done
+if [ "${KILN_RESNET18:-1}" = 1 ]; then
+  for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
+    [ "$t" -le "$cores" ] || continue
+    pin="taskset -c 0-$((t - 1))"
+    $pin "$kiln" bench --device cpu --threads "$t" --cpu-kernels onednn --model resnet18 --batch 32 --precision fp32 \
+      --warmup 1 --steps 3 --json "$out/kiln_resnet18.jsonl" >> "$out/kiln_cpu.log" 2>&1 \
+      || { tail -3 "$out/kiln_cpu.log"; status=1; }
+    OMP_NUM_THREADS=$t $pin python3 bench/torch_models.py --device cpu --threads "$t" --model resnet18 --batch 32 \
+      --precision fp32 --modes eager --warmup 1 --steps 3 >> "$out/torch_resnet18.jsonl" 2>> "$out/torch_cpu.err" \
+      || { tail -3 "$out/torch_cpu.err"; status=1; }
+  done
+fi
 python3 bench/report_cpu_threads.py "$out" || status=1
 exit $status

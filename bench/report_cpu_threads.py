@@ -47,8 +47,22 @@ def main():
             r["onednn_over_torch"] = ratio
         print(f"{t:>8} {cell('kiln_onednn'):>14} {cell('kiln_reference'):>15} {cell('torch_eager'):>12} "
               f"{(f'x{ratio:.2f}' if ratio else '-'):>13}")
+    resnet = {}
+    for name, side in (("kiln_resnet18.jsonl", "kiln_onednn"), ("torch_resnet18.jsonl", "torch_eager")):
+        path = os.path.join(out, name)
+        for r in load(path) if os.path.exists(path) else []:
+            resnet.setdefault(int(r["threads"]), {})[side] = r["images_per_second"]
+    if resnet:
+        print("ResNet-18 training step, 224x224, batch 32, fp32, images/s (median of 3 steps)")
+        print(f"{'threads':>8} {'kiln onednn':>12} {'torch eager':>12} {'kiln/torch':>11}")
+        for t in sorted(resnet):
+            r = resnet[t]
+            ratio = r["kiln_onednn"] / r["torch_eager"] if "kiln_onednn" in r and "torch_eager" in r else None
+            r["kiln_over_torch"] = ratio
+            print(f"{t:>8} {r.get('kiln_onednn', 0):12.1f} {r.get('torch_eager', 0):12.1f} "
+                  f"{(f'x{ratio:.2f}' if ratio else '-'):>11}")
     with open(os.path.join(out, "cpu_threads.json"), "w") as f:
-        json.dump({"threads": rows}, f, indent=1)
+        json.dump({"threads": rows, "resnet18_224_batch32": resnet}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ def make_step(model, optimizer, scaler, x, y, dtype):
     autocast = dtype != torch.float32
 
     def step():
-        with torch.autocast("cuda", dtype=dtype, enabled=autocast):
+        with torch.autocast(x.device.type, dtype=dtype, enabled=autocast):
             loss = loss_fn(model(x), y)
         backward_and_update(loss, optimizer, scaler)
         return loss.detach()
@@ -39,33 +39,36 @@ def make_step(model, optimizer, scaler, x, y, dtype):
     return step
 
 
-def run(name, mode, batch, precision, warmup, steps, size):
+def run(name, mode, batch, precision, warmup, steps, size, device="cuda"):
     torch.manual_seed(1)
     dtype = DTYPES[precision]
+    cuda = device == "cuda"
+    synchronize = torch.cuda.synchronize if cuda else (lambda: None)  # the CPU runs synchronously
     start = time.perf_counter()
-    free_before = torch.cuda.mem_get_info()[0]
-    torch.cuda.reset_peak_memory_stats()
-    model = MODELS[name]().cuda().to(memory_format=torch.channels_last).train()
-    scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
+    free_before = torch.cuda.mem_get_info()[0] if cuda else 0
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    model = MODELS[name]().to(device).to(memory_format=torch.channels_last).train()
+    scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 and cuda else None
     optimizer, implementation = nesterov_sgd(model.parameters(), lr=0.01, weight_decay=1e-4,
                                              grad_scaler=scaler is not None)
-    x = torch.randn(batch, 3, size, size, device="cuda").to(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (batch,), device="cuda")
+    x = torch.randn(batch, 3, size, size, device=device).to(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (batch,), device=device)
     if mode != "eager":
         torch._dynamo.reset()
         model = torch.compile(model, mode=COMPILE_MODES[mode])
     step = make_step(model, optimizer, scaler, x, y, dtype)
     first_loss = float(step())
-    torch.cuda.synchronize()
+    synchronize()
     first_step_seconds = time.perf_counter() - start
     for _ in range(warmup):
         step()
-    torch.cuda.synchronize()
+    synchronize()
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         loss = step()
-        torch.cuda.synchronize()
+        synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
     median = statistics.median(times)
     if not math.isfinite(float(loss)):
@@ -75,10 +78,11 @@ def run(name, mode, batch, precision, warmup, steps, size):
     return {"framework": "pytorch", "mode": mode, "model": name, "precision": precision, "batch": batch,
             "optimizer": implementation, "images_per_second": batch / (median * 1e-3), "median_step_ms": median,
             "step_ms": times, "first_step_seconds": first_step_seconds,
-            "max_memory_allocated": torch.cuda.max_memory_allocated(),
-            "device_bytes": free_before - torch.cuda.mem_get_info()[0],
-            "first_loss": first_loss, "last_loss": float(loss),
-            "torch": torch.__version__, "cudnn": torch.backends.cudnn.version()}
+            "max_memory_allocated": torch.cuda.max_memory_allocated() if cuda else None,
+            "device_bytes": free_before - torch.cuda.mem_get_info()[0] if cuda else None,
+            "first_loss": first_loss, "last_loss": float(loss), "device": device,
+            "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "cudnn": torch.backends.cudnn.version() if cuda else None}
 
 
 def main():
@@ -90,16 +94,21 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: the default")
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     for mode in args.modes.split(","):
         if mode != "eager" and mode not in COMPILE_MODES:
             parser.error(f"unknown mode {mode!r}: use eager, compile or max-autotune")
-        result = run(args.model, mode, args.batch, args.precision, args.warmup, args.steps, args.size)
+        result = run(args.model, mode, args.batch, args.precision, args.warmup, args.steps, args.size, args.device)
         print(json.dumps(result), flush=True)
-        torch.cuda.empty_cache()
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cli/option_checks.h"
+#include "core/cpu_kernels.h"
+#include "kiln/threads.h"
 #include "kiln/zoo.h"
 
 namespace kiln::cli {
@@ -98,6 +100,8 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"fuse_cbr", c.fuse_cbr},
                               {"fuse_seams", c.fuse_seams},
                               {"seam_input", c.cuda.seam_input},
+                              {"threads", c.device == Device::CPU ? kiln::threads() : 0},
+                              {"cpu_kernels", c.device == Device::CPU ? cpu_kernels_name(cpu_kernels()) : ""},
                               {"warmup", b.bench.warmup},
                               {"images_per_second", r.images_per_second},
                               {"median_step_ms", r.median_step_ms},
