@@ -165,13 +165,17 @@ void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t chann
 
   // Pass 1: dbeta = sum(dy * mask), dgamma = sum(dy * mask * xhat); xhat is recomputed.
   std::vector<double> dbeta(channels), dgamma(channels);
+  // The mask multiplies instead of branching: a ReLU mask is as good as random, and a branch on it
+  // mispredicted half the time (measured: most of the op's time). A masked element adds a zero,
+  // which leaves every finite sum as it was.
   reduce_channels(rows, channels, dbeta.data(), dgamma.data(),
                   [&](int64_t m, double* db, double* dg) {
-                    const int64_t base = m * channels;
-                    for (int64_t c = 0; c < channels; ++c) {
-                      if (!passed(base + c, c)) continue;
-                      const double gy = dy[base + c];
-                      const T xhat = (z[base + c] - mean[c]) * inv_std[c];
+                    const int64_t base = m * channels, n = channels;
+                    const T *zr = z + base, *dyr = dy + base, *mu = mean, *is = inv_std;
+                    const Passed pass = passed;
+                    for (int64_t c = 0; c < n; ++c) {
+                      const double gy = static_cast<double>(pass(base + c, c)) * static_cast<double>(dyr[c]);
+                      const T xhat = (zr[c] - mu[c]) * is[c];
                       db[c] += gy;
                       dg[c] += gy * static_cast<double>(xhat);
                     }
@@ -191,12 +195,17 @@ void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t chann
   const Chunks chunks(rows, channels);
   T* dconv = t.dconv;
   parallel_for(chunks.count, [&](int64_t k) {
+    const T *mu = mean, *is = inv_std, *a = k_gy.data(), *b = k_mean.data(), *d = k_xhat.data();
+    const Passed pass = passed;
+    const int64_t n = channels;
     for (int64_t m = chunks.begin(k); m < chunks.end(k); ++m) {
-      const int64_t base = m * channels;
-      for (int64_t c = 0; c < channels; ++c) {
-        const T gy = passed(base + c, c) ? dy[base + c] : T(0);
-        const T xhat = (z[base + c] - mean[c]) * inv_std[c];
-        dconv[base + c] = k_gy[c] * gy - k_mean[c] - k_xhat[c] * xhat;
+      const int64_t base = m * n;
+      const T *zr = z + base, *dyr = dy + base;
+      T* out = dconv + base;
+      for (int64_t c = 0; c < n; ++c) {
+        const T gy = static_cast<T>(pass(base + c, c)) * dyr[c];  // no branch, as in pass 1
+        const T xhat = (zr[c] - mu[c]) * is[c];
+        out[c] = a[c] * gy - b[c] - d[c] * xhat;
       }
     }
   });
