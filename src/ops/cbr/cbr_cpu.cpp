@@ -154,6 +154,9 @@ void cbr_forward(const ConvGeom& g, const CbrForwardTensors<T>& t, double eps, d
 
 namespace {
 
+// Channels whose mask the backward reads into a local array before using it.
+constexpr int64_t kMaskBlock = 256;
+
 // dgamma, dbeta and dconv of CBR's backward (CBR.md), with `passed(i, c)` telling where the ReLU
 // passed the gradient (element i, channel c).
 template <class T, class Passed>
@@ -167,17 +170,24 @@ void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t chann
   std::vector<double> dbeta(channels), dgamma(channels);
   // The mask multiplies instead of branching: a ReLU mask is as good as random, and a branch on it
   // mispredicted half the time (measured: most of the op's time). A masked element adds a zero,
-  // which leaves every finite sum as it was.
+  // which leaves every finite sum as it was. The mask of a block of channels is read first, so
+  // the sums over the block vectorize.
   reduce_channels(rows, channels, dbeta.data(), dgamma.data(),
                   [&](int64_t m, double* db, double* dg) {
-                    const int64_t base = m * channels, n = channels;
+                    const int64_t base = m * channels;
                     const T *zr = z + base, *dyr = dy + base, *mu = mean, *is = inv_std;
                     const Passed pass = passed;
-                    for (int64_t c = 0; c < n; ++c) {
-                      const double gy = static_cast<double>(pass(base + c, c)) * static_cast<double>(dyr[c]);
-                      const T xhat = (zr[c] - mu[c]) * is[c];
-                      db[c] += gy;
-                      dg[c] += gy * static_cast<double>(xhat);
+                    double on[kMaskBlock];
+                    for (int64_t c0 = 0; c0 < channels; c0 += kMaskBlock) {
+                      const int64_t len = std::min(kMaskBlock, channels - c0);
+                      for (int64_t j = 0; j < len; ++j) on[j] = pass(base + c0 + j, c0 + j);
+                      for (int64_t j = 0; j < len; ++j) {
+                        const int64_t c = c0 + j;
+                        const double gy = on[j] * static_cast<double>(dyr[c]);
+                        const T xhat = (zr[c] - mu[c]) * is[c];
+                        db[c] += gy;
+                        dg[c] += gy * static_cast<double>(xhat);
+                      }
                     }
                   });
 
@@ -197,15 +207,20 @@ void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t chann
   parallel_for(chunks.count, [&](int64_t k) {
     const T *mu = mean, *is = inv_std, *a = k_gy.data(), *b = k_mean.data(), *d = k_xhat.data();
     const Passed pass = passed;
-    const int64_t n = channels;
+    T on[kMaskBlock];
     for (int64_t m = chunks.begin(k); m < chunks.end(k); ++m) {
-      const int64_t base = m * n;
+      const int64_t base = m * channels;
       const T *zr = z + base, *dyr = dy + base;
       T* out = dconv + base;
-      for (int64_t c = 0; c < n; ++c) {
-        const T gy = static_cast<T>(pass(base + c, c)) * dyr[c];  // no branch, as in pass 1
-        const T xhat = (zr[c] - mu[c]) * is[c];
-        out[c] = a[c] * gy - b[c] - d[c] * xhat;
+      for (int64_t c0 = 0; c0 < channels; c0 += kMaskBlock) {  // as in pass 1
+        const int64_t len = std::min(kMaskBlock, channels - c0);
+        for (int64_t j = 0; j < len; ++j) on[j] = static_cast<T>(pass(base + c0 + j, c0 + j));
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t c = c0 + j;
+          const T gy = on[j] * dyr[c];
+          const T xhat = (zr[c] - mu[c]) * is[c];
+          out[c] = a[c] * gy - b[c] - d[c] * xhat;
+        }
       }
     }
   });
