@@ -18,6 +18,7 @@ timed by the host clock up to a full synchronize; epochs per second over epochs 
 holds compilation and cuDNN tuning). Prints one JSON object per mode on stdout, progress on
 stderr."""
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -125,7 +126,8 @@ def run(data, mode, precision, epochs, seed, device):
         if cuda:
             torch.cuda.synchronize()
 
-    torch._dynamo.reset()
+    if mode != "eager":  # eager needs no reset (and PyTorch before 2.0 has no dynamo)
+        torch._dynamo.reset()
     torch.manual_seed(seed)
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
@@ -135,6 +137,9 @@ def run(data, mode, precision, epochs, seed, device):
                                              grad_scaler=scaler is not None)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=LABEL_SMOOTHING)
     autocast = dtype != torch.float32
+
+    def cast_context():  # fp32 takes none (PyTorch 1.13's CPU autocast refuses even a disabled float32 one)
+        return torch.autocast(device.type, dtype=dtype) if autocast else contextlib.nullcontext()
     graphs = mode == "reduce-overhead"
     if mode != "eager":
         model = torch.compile(model, mode=COMPILE_MODES[mode], dynamic=False)
@@ -157,14 +162,14 @@ def run(data, mode, precision, epochs, seed, device):
             step += 1
             if graphs:
                 torch.compiler.cudagraph_mark_step_begin()
-            with torch.autocast(device.type, dtype=dtype, enabled=autocast):
+            with cast_context():
                 loss = loss_fn(model(x), y)
             backward_and_update(loss, optimizer, scaler)
             loss_sum += loss.detach()
         sync()
         t1 = time.perf_counter()
         model.eval()
-        with torch.no_grad(), torch.autocast(device.type, dtype=dtype, enabled=autocast):
+        with torch.no_grad(), cast_context():
             if graphs:
                 torch.compiler.cudagraph_mark_step_begin()
             correct = (model(data.test_x).argmax(1) == data.test_y).sum()

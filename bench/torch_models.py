@@ -10,6 +10,7 @@ for this shape. A step is forward + loss + backward + optimizer; timed as `kiln 
 (host clock from the first launch to a full device synchronize, per step), median of the timed
 steps after warm-up (compilation happens in the warm-up). Prints one JSON object per mode."""
 import argparse
+import contextlib
 import json
 import math
 import statistics
@@ -31,7 +32,8 @@ def make_step(model, optimizer, scaler, x, y, dtype):
     autocast = dtype != torch.float32
 
     def step():
-        with torch.autocast(x.device.type, dtype=dtype, enabled=autocast):
+        # fp32 takes no autocast context (PyTorch 1.13's CPU autocast refuses even a disabled float32 one)
+        with torch.autocast(x.device.type, dtype=dtype) if autocast else contextlib.nullcontext():
             loss = loss_fn(model(x), y)
         backward_and_update(loss, optimizer, scaler)
         return loss.detach()
