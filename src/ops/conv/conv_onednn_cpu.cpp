@@ -110,7 +110,7 @@ dnnl::convolution_forward::primitive_desc forward_desc(const ConvGeom& g, int64_
 struct Prim {
   bool usable = false;
   dnnl::primitive primitive;
-  memory::desc weights, scratchpad;
+  memory::desc weights, scratchpad, krsc;  // krsc: the filters as kiln holds them
   dnnl::reorder to_prim, from_prim;  // KRSC <-> the primitive's filter layout, when they differ
   bool reordered = false;
 };
@@ -124,6 +124,7 @@ void finish(Prim& p, const PD& pd, const memory::desc& weights, const ConvGeom& 
   p.weights = weights;
   p.scratchpad = pd.scratchpad_desc();
   const memory::desc krsc = descs(g, 1).weights_krsc;
+  p.krsc = krsc;
   p.reordered = weights != krsc;
   if (p.reordered) {
     p.to_prim = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), krsc, cpu_engine(), weights));
@@ -186,11 +187,11 @@ memory wrap(const memory::desc& desc, const void* data) {
 bool onednn_on() { return cpu_kernels() == CpuKernels::OneDnn; }
 
 // The filters in the primitive's layout (KRSC itself where they agree), in this thread's buffer.
-const void* filters_for(const Prim& p, const ConvGeom& g, const float* w, std::vector<float>& buffer) {
+const void* filters_for(const Prim& p, const float* w, std::vector<float>& buffer) {
   if (!p.reordered) return w;
   buffer.resize(p.weights.get_size() / sizeof(float));
   dnnl::stream& s = this_thread_stream();
-  memory from = wrap(descs(g, 1).weights_krsc, w), to = wrap(p.weights, buffer.data());
+  memory from = wrap(p.krsc, w), to = wrap(p.weights, buffer.data());
   p.to_prim.execute(s, from, to);
   s.wait();
   return buffer.data();
@@ -215,7 +216,7 @@ bool onednn_conv_fwd(const ConvGeom& g, const float* x, const float* w, const fl
   const Prim& p = prim(Kind::kForward, g, images, bias != nullptr);
   if (!p.usable) return false;
   thread_local std::vector<float> buffer;
-  const void* filters = filters_for(p, g, w, buffer);
+  const void* filters = filters_for(p, w, buffer);
   const Descs d = descs(g, images);
   const int64_t x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
   for_each_piece(g, images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
@@ -235,7 +236,7 @@ bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float
   const Prim& p = prim(Kind::kDgrad, g, images, false);
   if (!p.usable) return false;
   thread_local std::vector<float> buffer;
-  const void* filters = filters_for(p, g, w, buffer);
+  const void* filters = filters_for(p, w, buffer);
   const Descs d = descs(g, images);
   const int64_t x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
   for_each_piece(g, images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
@@ -282,7 +283,7 @@ bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float
   sum_pieces(partial, filter_len);
   if (p.reordered) {
     dnnl::stream& s = this_thread_stream();
-    memory from = wrap(p.weights, partial), to = wrap(descs(g, 1).weights_krsc, dw);
+    memory from = wrap(p.weights, partial), to = wrap(p.krsc, dw);
     p.from_prim.execute(s, from, to);
     s.wait();
   } else {
