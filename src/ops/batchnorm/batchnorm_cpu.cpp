@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/mask_bits.h"
 #include "core/parallel.h"
 
 namespace kiln::cpu {
@@ -30,16 +31,16 @@ struct RowChunks {
   }
 };
 
-// out[k][c] = sum over rows m of what add_row(m, acc) adds into acc[k][c].
-template <size_t K, class AddRow>
-void reduce_rows(int64_t M, int64_t C, AddRow add_row, std::array<double*, K> out) {
+// out[k][c] = sum over rows m of what add_rows(m0, m1, acc) adds into acc[k][c] for the rows
+// [m0, m1) of one chunk.
+template <size_t K, class AddRows>
+void reduce_rows(int64_t M, int64_t C, AddRows add_rows, std::array<double*, K> out) {
   RowChunks chunks(M, C);
   std::vector<double> partial(chunks.count * K * C, 0.0);
   parallel_for(chunks.count, [&](int64_t b) {
     std::array<double*, K> acc;
     for (size_t k = 0; k < K; ++k) acc[k] = partial.data() + (b * K + k) * C;
-    int64_t end = std::min(M, (b + 1) * chunks.rows);
-    for (int64_t m = b * chunks.rows; m < end; ++m) add_row(m, acc);
+    add_rows(b * chunks.rows, std::min(M, (b + 1) * chunks.rows), acc);
   });
   for (size_t k = 0; k < K; ++k)
     for (int64_t c = 0; c < C; ++c) {
@@ -54,25 +55,67 @@ std::vector<double> to_double(const T* v, int64_t n) {
   return std::vector<double>(v, v + n);
 }
 
+// Row kernels of the passes below. The length comes by value and every test is a select, not a
+// branch: a byte store (the ReLU flags) may alias anything, so a bound read through a reference
+// would be reloaded each iteration, and both would keep the loops from vectorizing.
+template <class T>
+void apply_relu_row(const T* x, const double* scale, const double* shift, int64_t n, T* y, uint8_t* passed) {
+  if (passed) {
+    for (int64_t c = 0; c < n; ++c) {
+      const double v = x[c] * scale[c] + shift[c];
+      passed[c] = v > 0.0;
+    }
+  }
+  for (int64_t c = 0; c < n; ++c) {
+    const double v = x[c] * scale[c] + shift[c];
+    y[c] = v > 0.0 ? static_cast<T>(v) : T(0);
+  }
+}
+
+// g = dy where the ReLU passed (on[c] = 1), else 0 (keep_if: core/mask_bits.h).
+template <class T>
+void backward_sums_row(const T* dy, const uint8_t* on, const T* x, const double* mean, const double* inv,
+                       int64_t n, double* sum_g, double* sum_g_xhat) {
+  for (int64_t c = 0; c < n; ++c) {
+    const double g = keep_if(on[c], static_cast<double>(dy[c]));
+    sum_g[c] += g;
+    sum_g_xhat[c] += g * ((x[c] - mean[c]) * inv[c]);
+  }
+}
+
+template <class T>
+void backward_apply_row(const T* dy, const uint8_t* on, const T* x, const double* mean, const double* inv,
+                        const double* k, const double* a, const double* b, int64_t n, T* dx) {
+  for (int64_t c = 0; c < n; ++c) {
+    const double g = keep_if(on[c], static_cast<double>(dy[c]));
+    const double xhat = (x[c] - mean[c]) * inv[c];
+    dx[c] = static_cast<T>(k[c] * (g - a[c] - xhat * b[c]));
+  }
+}
+
 }  // namespace
 
 template <class T>
 void bn_channel_moments(const T* x, int64_t M, int64_t C, double* mean, double* var) {
   reduce_rows<1>(
       M, C,
-      [&](int64_t m, const std::array<double*, 1>& acc) {
-        const T* row = x + m * C;
-        for (int64_t c = 0; c < C; ++c) acc[0][c] += row[c];
+      [&](int64_t m0, int64_t m1, const std::array<double*, 1>& acc) {
+        for (int64_t m = m0; m < m1; ++m) {
+          const T* row = x + m * C;
+          for (int64_t c = 0; c < C; ++c) acc[0][c] += row[c];
+        }
       },
       {mean});
   for (int64_t c = 0; c < C; ++c) mean[c] /= static_cast<double>(std::max<int64_t>(M, 1));
   reduce_rows<1>(
       M, C,
-      [&](int64_t m, const std::array<double*, 1>& acc) {
-        const T* row = x + m * C;
-        for (int64_t c = 0; c < C; ++c) {
-          double d = row[c] - mean[c];
-          acc[0][c] += d * d;
+      [&](int64_t m0, int64_t m1, const std::array<double*, 1>& acc) {
+        for (int64_t m = m0; m < m1; ++m) {
+          const T* row = x + m * C;
+          for (int64_t c = 0; c < C; ++c) {
+            double d = row[c] - mean[c];
+            acc[0][c] += d * d;
+          }
         }
       },
       {var});
@@ -83,12 +126,14 @@ template <class T>
 void bn_channel_sums(const T* x, int64_t M, int64_t C, double* sum, double* sqsum) {
   reduce_rows<2>(
       M, C,
-      [&](int64_t m, const std::array<double*, 2>& acc) {
-        const T* row = x + m * C;
-        for (int64_t c = 0; c < C; ++c) {
-          double v = row[c];
-          acc[0][c] += v;
-          acc[1][c] += v * v;
+      [&](int64_t m0, int64_t m1, const std::array<double*, 2>& acc) {
+        for (int64_t m = m0; m < m1; ++m) {
+          const T* row = x + m * C;
+          for (int64_t c = 0; c < C; ++c) {
+            double v = row[c];
+            acc[0][c] += v;
+            acc[1][c] += v * v;
+          }
         }
       },
       {sum, sqsum});
@@ -141,20 +186,18 @@ void bn_apply(const T* x, const double* scale, const double* shift, int64_t M, i
 template <class T>
 void bn_apply_relu(const T* x, const double* scale, const double* shift, int64_t M, int64_t C,
                    T* y, uint8_t* bitmask) {
-  // Runs of 8k rows cover exactly kC whole mask bytes, so tasks never share a byte.
+  // Runs of 8k rows cover exactly kC whole mask bytes, so tasks never share a byte. The flags
+  // are packed once per task (core/mask_bits.h).
   parallel_blocks(M, rows_per_task(C), [&](int64_t m0, int64_t m1) {
-    if (bitmask) std::memset(bitmask + m0 * C / 8, 0, bitmask_bytes(m1 * C) - m0 * C / 8);
+    std::vector<uint8_t> flags(bitmask ? (m1 - m0) * C : 0);
     for (int64_t m = m0; m < m1; ++m)
-      for (int64_t c = 0; c < C; ++c) {
-        int64_t i = m * C + c;
-        double v = x[i] * scale[c] + shift[c];
-        bool pass = v > 0.0;
-        y[i] = pass ? static_cast<T>(v) : T(0);
-        if (bitmask && pass) bitmask[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
-      }
+      apply_relu_row(x + m * C, scale, shift, C, y + m * C, bitmask ? flags.data() + (m - m0) * C : nullptr);
+    if (bitmask) pack_bits(flags.data(), (m1 - m0) * C, bitmask, m0 * C);
   });
 }
 
+// g = dy where the ReLU passed (relu_bitmask's bit, unpacked per row), else 0: a select, not a
+// branch (core/mask_bits.h), with the same values.
 template <class T>
 void bn_backward_reduce(const T* dy, const uint8_t* relu_bitmask, const T* x, const T* saved_mean,
                         const T* saved_inv_std, int64_t M, int64_t C, double* sum_dy,
@@ -162,13 +205,13 @@ void bn_backward_reduce(const T* dy, const uint8_t* relu_bitmask, const T* x, co
   std::vector<double> mean = to_double(saved_mean, C), inv = to_double(saved_inv_std, C);
   reduce_rows<2>(
       M, C,
-      [&](int64_t m, const std::array<double*, 2>& acc) {
-        const T* dyr = dy + m * C;
-        const T* xr = x + m * C;
-        for (int64_t c = 0; c < C; ++c) {
-          double g = (relu_bitmask && !bitmask_get(relu_bitmask, m * C + c)) ? 0.0 : dyr[c];
-          acc[0][c] += g;
-          acc[1][c] += g * ((xr[c] - mean[c]) * inv[c]);
+      [&](int64_t m0, int64_t m1, const std::array<double*, 2>& acc) {
+        std::vector<uint8_t> passed(C, 1);
+        const double *mu = mean.data(), *is = inv.data();
+        double *sum_g = acc[0], *sum_g_xhat = acc[1];
+        for (int64_t m = m0; m < m1; ++m) {
+          if (relu_bitmask) unpack_bits(relu_bitmask, m * C, C, passed.data());
+          backward_sums_row(dy + m * C, passed.data(), x + m * C, mu, is, C, sum_g, sum_g_xhat);
         }
       },
       {sum_dy, sum_dy_xhat});
@@ -186,13 +229,12 @@ void bn_backward_apply(const T* dy, const uint8_t* relu_bitmask, const T* x, con
     b[c] = sum_dy_xhat[c] / static_cast<double>(M);
   }
   parallel_blocks(M, rows_per_task(C), [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m)
-      for (int64_t c = 0; c < C; ++c) {
-        int64_t i = m * C + c;
-        double g = (relu_bitmask && !bitmask_get(relu_bitmask, i)) ? 0.0 : dy[i];
-        double xhat = (x[i] - mean[c]) * inv[c];
-        dx[i] = static_cast<T>(k[c] * (g - a[c] - xhat * b[c]));
-      }
+    std::vector<uint8_t> passed(C, 1);
+    const double *mu = mean.data(), *is = inv.data(), *kc = k.data(), *ac = a.data(), *bc = b.data();
+    for (int64_t m = m0; m < m1; ++m) {  // element by element: dx may alias dy or x
+      if (relu_bitmask) unpack_bits(relu_bitmask, m * C, C, passed.data());
+      backward_apply_row(dy + m * C, passed.data(), x + m * C, mu, is, kc, ac, bc, C, dx + m * C);
+    }
   });
 }
 

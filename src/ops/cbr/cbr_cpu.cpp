@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/mask_bits.h"
 #include "core/parallel.h"
 
 namespace kiln::cpu {
@@ -28,16 +29,16 @@ struct Chunks {
   int64_t end(int64_t k) const { return std::min(rows, (k + 1) * per_chunk); }
 };
 
-// Two per-channel sums over all rows. add_row(row, a, b) adds one row's contributions to the
-// length-C double arrays a and b. Each chunk fills its own partials; chunks are then added in
-// chunk order.
-template <class AddRow>
-void reduce_channels(int64_t rows, int64_t channels, double* a, double* b, AddRow add_row) {
+// Two per-channel sums over all rows. add_rows(m0, m1, a, b) adds the contributions of rows
+// [m0, m1) (one chunk) to the length-C double arrays a and b. Each chunk fills its own partials;
+// chunks are then added in chunk order.
+template <class AddRows>
+void reduce_channels(int64_t rows, int64_t channels, double* a, double* b, AddRows add_rows) {
   const Chunks chunks(rows, channels);
   std::vector<double> partial(chunks.count * 2 * channels, 0.0);
   parallel_for(chunks.count, [&](int64_t k) {
     double* pa = partial.data() + k * 2 * channels;
-    for (int64_t m = chunks.begin(k); m < chunks.end(k); ++m) add_row(m, pa, pa + channels);
+    add_rows(chunks.begin(k), chunks.end(k), pa, pa + channels);
   });
   std::fill(a, a + channels, 0.0);
   std::fill(b, b + channels, 0.0);
@@ -49,25 +50,6 @@ void reduce_channels(int64_t rows, int64_t channels, double* a, double* b, AddRo
     }
   }
 }
-
-// Writes bit i of `bits` as y[i] > 0 for i in [0, n); `bits` starts on y[0]'s byte.
-template <class T>
-void pack_positive(const T* y, int64_t n, uint8_t* bits) {
-  const int64_t full = n / 8;
-  for (int64_t j = 0; j < full; ++j) {
-    const T* v = y + 8 * j;
-    uint8_t byte = 0;
-    for (int b = 0; b < 8; ++b) byte |= static_cast<uint8_t>(v[b] > T(0)) << b;
-    bits[j] = byte;
-  }
-  if (n % 8) {
-    uint8_t byte = 0;
-    for (int64_t b = 0; b < n % 8; ++b) byte |= static_cast<uint8_t>(y[8 * full + b] > T(0)) << b;
-    bits[full] = byte;
-  }
-}
-
-inline bool mask_bit(const uint8_t* bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
 
 // Stage 3 (and the whole of inference after the conv): y = relu(z * scale + shift), with the
 // bit mask when `bits` is given. y may be z (in place).
@@ -86,8 +68,10 @@ void scale_shift_relu(const T* z, int64_t rows, int64_t channels, const T* scale
     }
     // y > 0 exactly where the pre-activation is > 0, so the mask can be read back from y.
     if (bits) {
-      const int64_t first = chunks.begin(k) * channels;  // a multiple of 8
-      pack_positive(y + first, chunks.end(k) * channels - first, bits + first / 8);
+      const int64_t first = chunks.begin(k) * channels, n = chunks.end(k) * channels - first;
+      std::vector<uint8_t> passed(n);
+      for (int64_t i = 0; i < n; ++i) passed[i] = y[first + i] > T(0);
+      pack_bits(passed.data(), n, bits, first);  // first is a multiple of 8
     }
   });
 }
@@ -95,7 +79,7 @@ void scale_shift_relu(const T* z, int64_t rows, int64_t channels, const T* scale
 }  // namespace
 
 void cbr_mask_to_bytes(const uint8_t* bits, int64_t numel, uint8_t* bytes) {
-  for (int64_t i = 0; i < numel; ++i) bytes[i] = mask_bit(bits, i) ? 1 : 0;
+  unpack_bits(bits, 0, numel, bytes);
 }
 
 // The producer's own apply (scale_shift_relu), so the consumer convolves the values the producer
@@ -115,12 +99,14 @@ void cbr_forward(const ConvGeom& g, const CbrForwardTensors<T>& t, double eps, d
   // Stage 1: statistics.
   std::vector<double> sum(channels), sq_sum(channels);
   const T* z = t.conv_out;
-  reduce_channels(rows, channels, sum.data(), sq_sum.data(), [&](int64_t m, double* s, double* q) {
-    const T* zr = z + m * channels;
-    for (int64_t c = 0; c < channels; ++c) {
-      const double v = zr[c];
-      s[c] += v;
-      q[c] += v * v;
+  reduce_channels(rows, channels, sum.data(), sq_sum.data(), [&](int64_t m0, int64_t m1, double* s, double* q) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const T* zr = z + m * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        const double v = zr[c];
+        s[c] += v;
+        q[c] += v * v;
+      }
     }
   });
 
@@ -154,47 +140,60 @@ void cbr_forward(const ConvGeom& g, const CbrForwardTensors<T>& t, double eps, d
 
 namespace {
 
-// Channels whose mask the backward reads into a local array before using it.
-constexpr int64_t kMaskBlock = 256;
+// Row kernels of CBR's backward. The length comes by value and the mask is a select on bits
+// (keep_if, core/mask_bits.h), not a branch: a byte store may alias a bound read through a
+// reference, and either would stop the vectorizer.
+template <class T>
+void bn_backward_sums_row(const T* z, const T* dy, const uint8_t* on, const T* mean, const T* inv_std,
+                          int64_t n, double* dbeta, double* dgamma) {
+  for (int64_t c = 0; c < n; ++c) {
+    const double gy = keep_if(on[c], static_cast<double>(dy[c]));
+    const T xhat = (z[c] - mean[c]) * inv_std[c];
+    dbeta[c] += gy;
+    dgamma[c] += gy * static_cast<double>(xhat);
+  }
+}
 
-// dgamma, dbeta and dconv of CBR's backward (CBR.md), with `passed(i, c)` telling where the ReLU
-// passed the gradient (element i, channel c).
-template <class T, class Passed>
-void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t channels, Passed passed) {
+template <class T>
+void bn_backward_apply_row(const T* z, const T* dy, const uint8_t* on, const T* mean, const T* inv_std,
+                           const T* k_gy, const T* k_mean, const T* k_xhat, int64_t n, T* dconv) {
+  for (int64_t c = 0; c < n; ++c) {
+    const T gy = keep_if(on[c], dy[c]);
+    const T xhat = (z[c] - mean[c]) * inv_std[c];
+    dconv[c] = k_gy[c] * gy - k_mean[c] - k_xhat[c] * xhat;
+  }
+}
+
+// on[c] = z * scale + shift > 0: the seam producer's mask, the test its apply makes.
+template <class T>
+void passed_row(const T* z, const T* scale, const T* shift, int64_t n, uint8_t* on) {
+  for (int64_t c = 0; c < n; ++c) on[c] = z[c] * scale[c] + shift[c] > T(0);
+}
+
+// dgamma, dbeta and dconv of CBR's backward (CBR.md). row_passed(m, on) writes, for row m, 1 in
+// on[c] where the ReLU passed channel c's gradient, else 0.
+template <class T, class RowPassed>
+void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t channels, RowPassed row_passed) {
   const T* z = t.conv_out;
   const T* dy = t.dy;
   const T* mean = t.saved_mean;
   const T* inv_std = t.saved_inv_std;
+  const int64_t C = channels;
 
   // Pass 1: dbeta = sum(dy * mask), dgamma = sum(dy * mask * xhat); xhat is recomputed.
-  std::vector<double> dbeta(channels), dgamma(channels);
-  // The mask multiplies instead of branching: a ReLU mask is as good as random, and a branch on it
-  // mispredicted half the time (measured: most of the op's time). A masked element adds a zero,
-  // which leaves every finite sum as it was. The mask of a block of channels is read first, so
-  // the sums over the block vectorize.
-  reduce_channels(rows, channels, dbeta.data(), dgamma.data(),
-                  [&](int64_t m, double* db, double* dg) {
-                    const int64_t base = m * channels;
-                    const T *zr = z + base, *dyr = dy + base, *mu = mean, *is = inv_std;
-                    const Passed pass = passed;
-                    double on[kMaskBlock];
-                    for (int64_t c0 = 0; c0 < channels; c0 += kMaskBlock) {
-                      const int64_t len = std::min(kMaskBlock, channels - c0);
-                      for (int64_t j = 0; j < len; ++j) on[j] = pass(base + c0 + j, c0 + j);
-                      for (int64_t j = 0; j < len; ++j) {
-                        const int64_t c = c0 + j;
-                        const double gy = on[j] * static_cast<double>(dyr[c]);
-                        const T xhat = (zr[c] - mu[c]) * is[c];
-                        db[c] += gy;
-                        dg[c] += gy * static_cast<double>(xhat);
-                      }
-                    }
-                  });
+  std::vector<double> dbeta(C), dgamma(C);
+  reduce_channels(rows, C, dbeta.data(), dgamma.data(), [&](int64_t m0, int64_t m1, double* db, double* dg) {
+    std::vector<uint8_t> passed(C);
+    for (int64_t m = m0; m < m1; ++m) {
+      row_passed(m, passed.data());
+      bn_backward_sums_row(z + m * C, dy + m * C, passed.data(), mean, inv_std, C, db, dg);
+    }
+  });
 
   // Pass 2: dconv = gamma * inv_std * (g - dbeta / M - xhat * dgamma / M), g = dy * mask.
-  std::vector<T> k_gy(channels), k_mean(channels), k_xhat(channels);
+  std::vector<T> k_gy(C), k_mean(C), k_xhat(C);
   const double count = static_cast<double>(rows);
-  for (int64_t c = 0; c < channels; ++c) {
+  for (int64_t c = 0; c < C; ++c) {
     const double a = static_cast<double>(t.gamma[c]) * static_cast<double>(inv_std[c]);
     k_gy[c] = static_cast<T>(a);
     k_mean[c] = static_cast<T>(a * dbeta[c] / count);
@@ -202,26 +201,13 @@ void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t chann
     t.dbeta[c] = static_cast<T>(dbeta[c]);
     t.dgamma[c] = static_cast<T>(dgamma[c]);
   }
-  const Chunks chunks(rows, channels);
-  T* dconv = t.dconv;
+  const Chunks chunks(rows, C);
   parallel_for(chunks.count, [&](int64_t k) {
-    const T *mu = mean, *is = inv_std, *a = k_gy.data(), *b = k_mean.data(), *d = k_xhat.data();
-    const Passed pass = passed;
-    T on[kMaskBlock];
+    std::vector<uint8_t> passed(C);
     for (int64_t m = chunks.begin(k); m < chunks.end(k); ++m) {
-      const int64_t base = m * channels;
-      const T *zr = z + base, *dyr = dy + base;
-      T* out = dconv + base;
-      for (int64_t c0 = 0; c0 < channels; c0 += kMaskBlock) {  // as in pass 1
-        const int64_t len = std::min(kMaskBlock, channels - c0);
-        for (int64_t j = 0; j < len; ++j) on[j] = static_cast<T>(pass(base + c0 + j, c0 + j));
-        for (int64_t j = 0; j < len; ++j) {
-          const int64_t c = c0 + j;
-          const T gy = on[j] * dyr[c];
-          const T xhat = (zr[c] - mu[c]) * is[c];
-          out[c] = a[c] * gy - b[c] - d[c] * xhat;
-        }
-      }
+      row_passed(m, passed.data());
+      bn_backward_apply_row(z + m * C, dy + m * C, passed.data(), mean, inv_std, k_gy.data(), k_mean.data(),
+                            k_xhat.data(), C, t.dconv + m * C);
     }
   });
 }
@@ -231,16 +217,15 @@ void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t chann
 template <class T>
 void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
   const int64_t rows = g.n * g.ho * g.wo, channels = g.k;
-  // Where ReLU passed the gradient: the forward's bit, or, in a seam's producer, the same test the
-  // apply makes (scale_shift_relu: y > 0 exactly where z * scale + shift > 0). One instantiation
-  // each, so the common case's loops carry no test of which.
+  // Where ReLU passed the gradient: the forward's bits, or, in a seam's producer, the same test
+  // the apply makes (scale_shift_relu: y > 0 exactly where z * scale + shift > 0).
   if (const uint8_t* bits = t.bitmask) {
-    cbr_bn_backward(t, rows, channels, [bits](int64_t i, int64_t) { return mask_bit(bits, i); });
+    cbr_bn_backward(t, rows, channels,
+                    [bits, channels](int64_t m, uint8_t* on) { unpack_bits(bits, m * channels, channels, on); });
   } else {
     const T *z = t.conv_out, *scale = t.scale, *shift = t.shift;
-    cbr_bn_backward(t, rows, channels, [z, scale, shift](int64_t i, int64_t c) {
-      const T v = z[i] * scale[c] + shift[c];
-      return v > T(0);
+    cbr_bn_backward(t, rows, channels, [z, scale, shift, channels](int64_t m, uint8_t* on) {
+      passed_row(z + m * channels, scale, shift, channels, on);
     });
   }
 

@@ -14,7 +14,7 @@ namespace {
 constexpr int64_t kParallelWork = 1 << 15;
 // Channel block of one maxpool-backward task: tasks own disjoint channels, so the scatter
 // needs no atomics and keeps its order.
-constexpr int64_t kChannelBlock = 16;
+constexpr int64_t kChannelBlock = 64;
 
 // Items per task when each item costs `work_per_item` multiply-adds.
 int64_t items_per_task(int64_t work_per_item) {
@@ -44,10 +44,29 @@ PoolGeom PoolGeom::make(const Shape& x, int kernel, int stride, int pad, const c
   return g;
 }
 
+// One window element's step of a running max over n channels: where x beats best, best takes x
+// and arg (nullable) takes idx. NaN wins (and then stays), as in PyTorch, so it is not silently
+// hidden. No short-circuit tests, and n by value (a byte store could otherwise alias a bound read
+// through a reference): the loops vectorize.
+template <class T>
+void max_step(const T* x, T* best, uint8_t* arg, uint8_t idx, int64_t n) {
+  auto takes = [](T v, T b) { return (v > b) | ((v != v) & (b == b)); };
+  if (arg)
+    for (int64_t c = 0; c < n; ++c) arg[c] = takes(x[c], best[c]) ? idx : arg[c];
+  for (int64_t c = 0; c < n; ++c) best[c] = takes(x[c], best[c]) ? x[c] : best[c];
+}
+
+// dx += dy where arg == idx, over n channels: one window element's share of maxpool's backward.
+template <class T>
+void add_where_argmax(const T* dy, const uint8_t* arg, uint8_t idx, int64_t n, T* dx) {
+  for (int64_t c = 0; c < n; ++c) dx[c] += arg[c] == idx ? dy[c] : T(0);
+}
+
 template <class T>
 void maxpool_forward(const PoolGeom& g, const T* x, T* y, uint8_t* argmax) {
   const int64_t C = g.c;
-  // A task takes a run of output rows; row r is row r % ho of image r / ho.
+  // A task takes a run of output rows; row r is row r % ho of image r / ho. Each window
+  // element is one branch-free pass over the channels (a select per channel), so it vectorizes.
   parallel_blocks(g.n * g.ho, items_per_task(g.wo * C * g.kernel * g.kernel), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / g.ho, oh = r % g.ho;
@@ -66,15 +85,12 @@ void maxpool_forward(const PoolGeom& g, const T* x, T* y, uint8_t* argmax) {
             // The window index counts from the window's corner (h0, w0), padding included, so
             // backward decodes it without knowing where the window was clipped.
             auto idx = static_cast<uint8_t>((ih - h0) * g.kernel + (iw - w0));  // < kernel^2 <= 256
-            bool first = ih == ih_lo && iw == iw_lo;
-            for (int64_t c = 0; c < C; ++c) {
-              T v = xr[c];
-              // NaN wins (and then stays), as in PyTorch, so it is not silently hidden.
-              if (first || v > best[c] || (v != v && best[c] == best[c])) {
-                best[c] = v;
-                if (arg) arg[c] = idx;
-              }
+            if (ih == ih_lo && iw == iw_lo) {
+              std::copy(xr, xr + C, best);
+              if (arg) std::fill(arg, arg + C, idx);
+              continue;
             }
+            max_step(xr, best, arg, idx, C);
           }
       }
     }
@@ -94,15 +110,22 @@ void maxpool_backward(const PoolGeom& g, const T* dy, const uint8_t* argmax, T* 
       int64_t c0 = b * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
       T* dxn = dx + n * image;
       // In output raster order: where windows overlap, dx sums in a fixed order (the GPU's too).
+      // Each window element adds dy where it was the argmax and 0 elsewhere: a select over a run
+      // of channels instead of a scatter, and x + 0 is x, so the sums are the scatter's.
       for (int64_t oh = 0; oh < g.ho; ++oh) {
         const int64_t h0 = oh * g.stride - g.pad;
+        const int64_t ih_lo = std::max<int64_t>(h0, 0), ih_hi = std::min(h0 + g.kernel, g.h);
         for (int64_t ow = 0; ow < g.wo; ++ow) {
           const int64_t w0 = ow * g.stride - g.pad, o = (n * g.ho + oh) * g.wo + ow;
-          for (int64_t c = c0; c < c1; ++c) {
-            const int64_t idx = argmax[o * C + c];
-            const int64_t ih = h0 + idx / g.kernel, iw = w0 + idx % g.kernel;
-            dxn[(ih * g.w + iw) * C + c] += dy[o * C + c];
-          }
+          const int64_t iw_lo = std::max<int64_t>(w0, 0), iw_hi = std::min(w0 + g.kernel, g.w);
+          const uint8_t* arg = argmax + o * C;
+          const T* dyo = dy + o * C;
+          for (int64_t ih = ih_lo; ih < ih_hi; ++ih)
+            for (int64_t iw = iw_lo; iw < iw_hi; ++iw) {
+              const auto idx = static_cast<uint8_t>((ih - h0) * g.kernel + (iw - w0));
+              T* dxr = dxn + (ih * g.w + iw) * C;
+              add_where_argmax(dyo + c0, arg + c0, idx, c1 - c0, dxr + c0);
+            }
         }
       }
     }

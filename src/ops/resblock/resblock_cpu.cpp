@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/mask_bits.h"
 #include "core/parallel.h"
 #include "ops/batchnorm/batchnorm_cpu.h"
 
@@ -51,20 +52,38 @@ void conv_bn_backward(const ConvGeom& g, const T* dconv, const T* x, const T* w,
   if (dx) conv_dgrad<T>(g, dconv, w, dx);
 }
 
+// One row of the join: y = relu(a * scale_a + shift_a + shortcut), shortcut = b * scale_b +
+// shift_b (scale_b given) or b; passed (nullable) gets y > 0, which holds exactly where the sum
+// is > 0 (NaN fails: y = 0, flag 0). The length comes by value and the tests are selects: a byte
+// store may alias a bound read through a reference, and either would stop the vectorizer.
+template <class T>
+void join_row(const T* a, const T* scale_a, const T* shift_a, const T* b, const T* scale_b, const T* shift_b,
+              int64_t n, T* y, uint8_t* passed) {
+  if (scale_b) {
+    for (int64_t c = 0; c < n; ++c) {
+      const T v = a[c] * scale_a[c] + shift_a[c] + (b[c] * scale_b[c] + shift_b[c]);
+      y[c] = v > T(0) ? v : T(0);
+    }
+  } else {
+    for (int64_t c = 0; c < n; ++c) {
+      const T v = a[c] * scale_a[c] + shift_a[c] + b[c];
+      y[c] = v > T(0) ? v : T(0);
+    }
+  }
+  if (passed)
+    for (int64_t c = 0; c < n; ++c) passed[c] = y[c] > T(0);
+}
+
 template <class T>
 void bn_add_relu_forward(const T* a, const T* scale_a, const T* shift_a, const T* b, const T* scale_b,
                          const T* shift_b, int64_t M, int64_t C, T* y, uint8_t* bitmask) {
+  // The flags are packed once per task (core/mask_bits.h).
   parallel_blocks(M, rows_per_task(C), [&](int64_t m0, int64_t m1) {
-    if (bitmask) std::memset(bitmask + m0 * C / 8, 0, bitmask_bytes(m1 * C) - m0 * C / 8);
+    std::vector<uint8_t> flags(bitmask ? (m1 - m0) * C : 0);
     for (int64_t m = m0; m < m1; ++m)
-      for (int64_t c = 0; c < C; ++c) {
-        const int64_t i = m * C + c;
-        const T shortcut = scale_b ? b[i] * scale_b[c] + shift_b[c] : b[i];
-        const T v = a[i] * scale_a[c] + shift_a[c] + shortcut;
-        const bool pass = v > T(0);  // NaN fails: y = 0, bit 0
-        y[i] = pass ? v : T(0);
-        if (bitmask && pass) bitmask[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
-      }
+      join_row(a + m * C, scale_a, shift_a, b + m * C, scale_b, shift_b, C, y + m * C,
+               bitmask ? flags.data() + (m - m0) * C : nullptr);
+    if (bitmask) pack_bits(flags.data(), (m1 - m0) * C, bitmask, m0 * C);
   });
 }
 
@@ -88,7 +107,9 @@ void bn_add_relu_backward(const BnAddReluBackwardTensors<T>& t, int64_t M, int64
     to_type(sum_g_b, t.dbeta_b);
   } else if (t.db) {
     parallel_blocks(M * C, int64_t{1} << 15, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) t.db[i] = bitmask_get(t.bitmask, i) ? t.dy[i] : T(0);
+      std::vector<uint8_t> passed(i1 - i0);
+      unpack_bits(t.bitmask, i0, i1 - i0, passed.data());
+      keep_where(passed.data(), t.dy + i0, i1 - i0, t.db + i0);
     });
   }
 }
