@@ -36,8 +36,11 @@ constexpr memory::data_type kF32 = memory::data_type::f32;
 // Pieces the batch is cut into (at most; fewer when the batch is small): enough for 16 threads.
 constexpr int64_t kPieces = 16;
 // The most memory wgrad's per-piece partial filter gradients may take; bigger filters get fewer,
-// larger pieces.
+// larger pieces, and each piece is cut into slices of output channels instead (k_slices).
 constexpr size_t kPartialBytes = size_t{64} << 20;
+// oneDNN's blocked filter layouts group output channels by 16 (AVX-512; 8 on AVX2): a slice of a
+// multiple of 16 fills whole blocks.
+constexpr int64_t kSliceChannels = 16;
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -51,11 +54,13 @@ dnnl::stream& this_thread_stream() {
   return stream;
 }
 
-// Grows, never shrinks: after the first step a thread allocates no more.
-float* thread_scratch(size_t bytes) {
-  thread_local std::vector<float> scratch;
-  if (scratch.size() * sizeof(float) < bytes) scratch.resize((bytes + sizeof(float) - 1) / sizeof(float));
-  return scratch.data();
+// This thread's scratch buffer number `slot` (0: the primitives' scratchpad, 1: wgrad's dense dy
+// slice). Grows, never shrinks: after the first step a thread allocates no more.
+float* thread_scratch(int slot, size_t bytes) {
+  thread_local std::vector<float> scratch[2];
+  std::vector<float>& buffer = scratch[slot];
+  if (buffer.size() * sizeof(float) < bytes) buffer.resize((bytes + sizeof(float) - 1) / sizeof(float));
+  return buffer.data();
 }
 
 // The largest divisor of g.n that is at most g.n / kPieces (and at least 1): equal pieces, one set
@@ -68,6 +73,16 @@ int64_t piece_images(const ConvGeom& g, int64_t least = 1) {
       break;
     }
   return best;
+}
+
+// The output-channel slices wgrad cuts each of its `pieces` into, so that a filter too big for
+// kPieces partial gradients still makes about kPieces tasks (ResNet's 512x512x3x3 filters: 2
+// pieces of a batch of 32, 8 slices of 64 channels). Like the pieces, a function of the problem
+// alone: the bytes do not depend on the thread count.
+int64_t k_slices(const ConvGeom& g, int64_t pieces) {
+  for (int64_t s = (kPieces + pieces - 1) / pieces; s > 1; --s)
+    if (g.k % s == 0 && (g.k / s) % kSliceChannels == 0) return s;
+  return 1;
 }
 
 memory::dims nchw(int64_t n, int64_t c, int64_t h, int64_t w) { return {n, c, h, w}; }
@@ -197,13 +212,13 @@ const void* filters_for(const Prim& p, const float* w, std::vector<float>& buffe
   return buffer.data();
 }
 
-// Runs body(piece, stream, scratchpad) for each piece on kiln's pool.
+// Runs body(task, stream, scratchpad) for each of `tasks` tasks on kiln's pool.
 template <class F>
-void for_each_piece(const ConvGeom& g, int64_t images, const Prim& p, F&& body) {
-  parallel_for(g.n / images, [&](int64_t piece) {
+void for_each_task(int64_t tasks, const Prim& p, F&& body) {
+  parallel_for(tasks, [&](int64_t task) {
     dnnl::stream& s = this_thread_stream();
-    memory scratchpad = wrap(p.scratchpad, thread_scratch(p.scratchpad.get_size()));
-    body(piece, s, scratchpad);
+    memory scratchpad = wrap(p.scratchpad, thread_scratch(0, p.scratchpad.get_size()));
+    body(task, s, scratchpad);
     s.wait();
   });
 }
@@ -219,7 +234,7 @@ bool onednn_conv_fwd(const ConvGeom& g, const float* x, const float* w, const fl
   const void* filters = filters_for(p, w, buffer);
   const Descs d = descs(g, images);
   const int64_t x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
-  for_each_piece(g, images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
+  for_each_task(g.n / images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(d.src, x + piece * x_piece)},
                                          {DNNL_ARG_WEIGHTS, wrap(p.weights, filters)},
                                          {DNNL_ARG_DST, wrap(d.dst, y + piece * y_piece)},
@@ -239,7 +254,7 @@ bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float
   const void* filters = filters_for(p, w, buffer);
   const Descs d = descs(g, images);
   const int64_t x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
-  for_each_piece(g, images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
+  for_each_task(g.n / images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
     p.primitive.execute(s, {{DNNL_ARG_DIFF_DST, wrap(d.dst, dy + piece * y_piece)},
                             {DNNL_ARG_WEIGHTS, wrap(p.weights, filters)},
                             {DNNL_ARG_DIFF_SRC, wrap(d.src, dx + piece * x_piece)},
@@ -250,27 +265,42 @@ bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float
 
 bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float* dw, float* dbias) {
   if (!onednn_on()) return false;
-  // Pieces few enough that their partial gradients fit kPartialBytes.
+  // Pieces few enough that their partial gradients fit kPartialBytes, each cut into slices of
+  // output channels: one task computes one slice's gradient over one piece.
   const size_t filter_bytes = size_t(g.k * g.r * g.s * g.c + g.k) * sizeof(float);
   const int64_t most_pieces = std::max<int64_t>(1, int64_t(kPartialBytes / (2 * filter_bytes)));
   const int64_t images = piece_images(g, (g.n + most_pieces - 1) / most_pieces);
-  const Prim& p = prim(Kind::kWgrad, g, images, dbias != nullptr);
+  const int64_t pieces = g.n / images, slices = k_slices(g, pieces);
+  ConvGeom slice_geom = g;
+  slice_geom.k = g.k / slices;
+  const int64_t ks = slice_geom.k;
+  const Prim& p = prim(Kind::kWgrad, slice_geom, images, dbias != nullptr);
   if (!p.usable) return false;
-  const Descs d = descs(g, images);
-  const int64_t pieces = g.n / images, x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
-  const int64_t filter_len = int64_t(p.weights.get_size() / sizeof(float));
-  // The calling thread's buffers (a thread_local named in the pieces' lambda would be the worker's).
+  const Descs d = descs(slice_geom, images);
+  const int64_t x_piece = images * g.h * g.w * g.c, dy_rows = images * g.ho * g.wo;
+  const int64_t slice_len = int64_t(p.weights.get_size() / sizeof(float)), piece_len = slices * slice_len;
+  // The calling thread's buffers (a thread_local named in the tasks' lambda would be the worker's).
   thread_local std::vector<float> partial_buffer, partial_bias_buffer;
-  partial_buffer.resize(size_t(pieces * filter_len));
+  partial_buffer.resize(size_t(pieces * piece_len));
   if (dbias) partial_bias_buffer.resize(size_t(pieces * g.k));
   float* partial = partial_buffer.data();
   float* partial_bias = partial_bias_buffer.data();
-  for_each_piece(g, images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(d.src, x + piece * x_piece)},
-                                         {DNNL_ARG_DIFF_DST, wrap(d.dst, dy + piece * y_piece)},
-                                         {DNNL_ARG_DIFF_WEIGHTS, wrap(p.weights, partial + piece * filter_len)},
-                                         {DNNL_ARG_SCRATCHPAD, scratchpad}};
-    if (dbias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, partial_bias + piece * g.k));
+  for_each_task(pieces * slices, p, [&](int64_t task, dnnl::stream& s, memory& scratchpad) {
+    const int64_t piece = task / slices, slice = task % slices;
+    const float* dy_piece = dy + piece * dy_rows * g.k;
+    const float* dy_slice = dy_piece;
+    if (slices > 1) {  // the slice's channels of each dy row, made dense for the primitive
+      float* dense = thread_scratch(1, size_t(dy_rows * ks) * sizeof(float));
+      for (int64_t row = 0; row < dy_rows; ++row)
+        std::memcpy(dense + row * ks, dy_piece + row * g.k + slice * ks, size_t(ks) * sizeof(float));
+      dy_slice = dense;
+    }
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, wrap(d.src, x + piece * x_piece)},
+        {DNNL_ARG_DIFF_DST, wrap(d.dst, dy_slice)},
+        {DNNL_ARG_DIFF_WEIGHTS, wrap(p.weights, partial + piece * piece_len + slice * slice_len)},
+        {DNNL_ARG_SCRATCHPAD, scratchpad}};
+    if (dbias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, partial_bias + piece * g.k + slice * ks));
     p.primitive.execute(s, args);
   });
   // The pieces' sums in piece order, into the first piece's.
@@ -280,14 +310,19 @@ bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float
         for (int64_t i = begin; i < end; ++i) parts[i] += parts[piece * len + i];
     });
   };
-  sum_pieces(partial, filter_len);
+  sum_pieces(partial, piece_len);
+  // Each slice's filters are KRSC rows [slice * ks, (slice + 1) * ks) of dw.
+  const int64_t slice_krsc = ks * g.r * g.s * g.c;
   if (p.reordered) {
-    dnnl::stream& s = this_thread_stream();
-    memory from = wrap(p.weights, partial), to = wrap(p.krsc, dw);
-    p.from_prim.execute(s, from, to);
-    s.wait();
+    parallel_for(slices, [&](int64_t slice) {
+      dnnl::stream& s = this_thread_stream();
+      memory from = wrap(p.weights, partial + slice * slice_len), to = wrap(p.krsc, dw + slice * slice_krsc);
+      p.from_prim.execute(s, from, to);
+      s.wait();
+    });
   } else {
-    std::memcpy(dw, partial, size_t(g.k * g.r * g.s * g.c) * sizeof(float));
+    for (int64_t slice = 0; slice < slices; ++slice)
+      std::memcpy(dw + slice * slice_krsc, partial + slice * slice_len, size_t(slice_krsc) * sizeof(float));
   }
   if (dbias) {
     sum_pieces(partial_bias, g.k);

@@ -6,7 +6,9 @@
 //
 // Threads and determinism: the batch is cut into pieces of images whose size depends on the
 // problem alone (never on the thread count); kiln's pool runs the pieces, each through oneDNN on
-// one thread; wgrad sums the pieces' partial gradients in piece order. So the bytes do not depend
+// one thread; wgrad sums the pieces' partial gradients in piece order (a filter too big for many
+// partial gradients gets few pieces, each cut into slices of output channels, also fixed by the
+// problem). So the bytes do not depend
 // on the thread count, as kiln/threads.h promises, and `--threads` and a pool shared by two runs
 // hold. (Debian's oneDNN runs its own threads on OpenMP, not on a threadpool kiln can hand it.)
 #include "ops/conv/conv_cpu.h"

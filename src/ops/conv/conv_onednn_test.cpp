@@ -35,12 +35,14 @@ struct Case {
 };
 
 // The digits CNN's layers (batch 64; its first layer has one channel), a ResNet block's 3x3
-// stride-2 and 1x1 convolutions, a 7x7 stride-2 stem on three channels and an odd batch.
+// stride-2 and 1x1 convolutions, a 7x7 stride-2 stem on three channels, an odd batch, and a
+// 512x512x3x3 filter (ResNet's last stage) too big for more than two batch pieces' partial weight
+// gradients, so its wgrad runs in slices of output channels.
 const std::vector<Case> kCases = {
     {64, 20, 1, 32, 3, 1, 1, false, false}, {64, 20, 32, 32, 3, 1, 1, false, true},
     {64, 10, 32, 64, 3, 1, 1, false, true}, {16, 14, 64, 64, 3, 2, 1, false, true},
     {16, 14, 64, 128, 1, 1, 0, false, true}, {4, 32, 3, 16, 7, 2, 3, false, false},
-    {7, 9, 16, 32, 3, 1, 1, true, true},
+    {7, 9, 16, 32, 3, 1, 1, true, true}, {4, 4, 512, 512, 3, 1, 1, true, true},
 };
 
 ConvShape shape_of(const Case& t) { return conv_test::shape(t.n, t.h, t.h, t.c, t.k, t.r, t.stride, t.pad, DType::F32); }
@@ -152,23 +154,27 @@ TEST(ConvOnednn, SameBytesWhateverTheThreadCount) {
   if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev)";
   const KernelsFor onednn(CpuKernels::OneDnn);
   const int saved_threads = threads();
-  const ConvShape s = shape_of(kCases[2]);
-  const ConvGeom g = geom_of(s);
-  const Inputs in = inputs(s, 11);
-  std::vector<std::vector<float>> runs;
-  for (int n : {1, 3, 8}) {
-    set_threads(n);
-    std::vector<float> y(in.dy.size()), dx(in.x.size()), dw(in.w.size());
-    ASSERT_TRUE(onednn_conv_fwd(g, in.x.data(), in.w.data(), nullptr, y.data()));
-    ASSERT_TRUE(onednn_conv_dgrad(g, in.dy.data(), in.w.data(), dx.data()));
-    ASSERT_TRUE(onednn_conv_wgrad(g, in.dy.data(), in.x.data(), dw.data(), nullptr));
-    y.insert(y.end(), dx.begin(), dx.end());
-    y.insert(y.end(), dw.begin(), dw.end());
-    runs.push_back(std::move(y));
+  for (const Case& t : {kCases[2], kCases.back()}) {  // batch pieces alone; pieces and channel slices
+    const ConvShape s = shape_of(t);
+    SCOPED_TRACE(conv_test::label(s));
+    const ConvGeom g = geom_of(s);
+    const Inputs in = inputs(s, 11);
+    std::vector<std::vector<float>> runs;
+    for (int n : {1, 3, 8}) {
+      set_threads(n);
+      std::vector<float> y(in.dy.size()), dx(in.x.size()), dw(in.w.size()), db(size_t(s.k));
+      ASSERT_TRUE(onednn_conv_fwd(g, in.x.data(), in.w.data(), nullptr, y.data()));
+      ASSERT_TRUE(onednn_conv_dgrad(g, in.dy.data(), in.w.data(), dx.data()));
+      ASSERT_TRUE(onednn_conv_wgrad(g, in.dy.data(), in.x.data(), dw.data(), t.bias ? db.data() : nullptr));
+      y.insert(y.end(), dx.begin(), dx.end());
+      y.insert(y.end(), dw.begin(), dw.end());
+      y.insert(y.end(), db.begin(), db.end());
+      runs.push_back(std::move(y));
+    }
+    set_threads(saved_threads);
+    for (size_t i = 1; i < runs.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[i].data(), runs[0].size() * sizeof(float))) << "run " << i;
   }
-  set_threads(saved_threads);
-  for (size_t i = 1; i < runs.size(); ++i)
-    EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[i].data(), runs[0].size() * sizeof(float))) << "run " << i;
 }
 
 }  // namespace
