@@ -6,10 +6,13 @@
 # epochs 2..E; bench/report_cpu_threads.py joins the rows.
 #
 #   bench/cpu_threads.sh <kiln binary> <out dir>
-# Then a ResNet-18 training step at 224², batch 32, fp32 (kiln bench against bench/torch_models.py
-# --device cpu, synthetic data, 1 warm-up and 3 timed steps, the median), kiln with oneDNN.
+# Then training steps of whole networks, fp32 (kiln bench against bench/torch_models.py --device
+# cpu, synthetic data, 1 warm-up and 3 timed steps, the median), kiln with oneDNN: ResNet-18 at
+# 224², batch 32, and the 32² zoo variants ResNet-18 and VGG16-BN at batch 128.
 # KILN_THREAD_COUNTS (default "1 2 4 8 16", capped at the cores), KILN_EPOCHS (5), KILN_DATA
-# (data/digits), KILN_SIDES (default "onednn reference torch"), KILN_RESNET18 (1; 0 skips it).
+# (data/digits), KILN_SIDES (default "onednn reference torch"; "none" skips the digits recipe),
+# KILN_NETWORKS (default "resnet18:224:32 resnet18_cifar:32:128 vgg16_bn_cifar:32:128", each
+# model:size:batch; empty skips them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kiln=${1:?usage: bench/cpu_threads.sh <kiln binary> <out dir>}
@@ -21,6 +24,7 @@ for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
   [ "$t" -le "$cores" ] || continue
   pin="taskset -c 0-$((t - 1))"
   for side in ${KILN_SIDES:-onednn reference torch}; do
+    [ "$side" = none ] && continue
     if [ "$side" = torch ]; then
       OMP_NUM_THREADS=$t $pin python3 bench/torch_digits.py --device cpu --threads "$t" --modes eager --data "$data" \
         --epochs "$epochs" >> "$out/torch_cpu.jsonl" 2>> "$out/torch_cpu.err" || { tail -3 "$out/torch_cpu.err"; status=1; }
@@ -34,17 +38,18 @@ for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
       || { tail -3 "$out/kiln_cpu.log"; status=1; }
   done
 done
-if [ "${KILN_RESNET18:-1}" = 1 ]; then
+for net in ${KILN_NETWORKS-resnet18:224:32 resnet18_cifar:32:128 vgg16_bn_cifar:32:128}; do
+  IFS=: read -r model size batch <<< "$net"
   for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
     [ "$t" -le "$cores" ] || continue
     pin="taskset -c 0-$((t - 1))"
-    $pin "$kiln" bench --device cpu --threads "$t" --cpu-kernels onednn --model resnet18 --batch 32 --precision fp32 \
-      --warmup 1 --steps 3 --json "$out/kiln_resnet18.jsonl" >> "$out/kiln_cpu.log" 2>&1 \
+    $pin "$kiln" bench --device cpu --threads "$t" --cpu-kernels onednn --model "$model" --batch "$batch" --precision fp32 \
+      --warmup 1 --steps 3 --json "$out/net_kiln_$model.jsonl" >> "$out/kiln_cpu.log" 2>&1 \
       || { tail -3 "$out/kiln_cpu.log"; status=1; }
-    OMP_NUM_THREADS=$t $pin python3 bench/torch_models.py --device cpu --threads "$t" --model resnet18 --batch 32 \
-      --precision fp32 --modes eager --warmup 1 --steps 3 >> "$out/torch_resnet18.jsonl" 2>> "$out/torch_cpu.err" \
-      || { tail -3 "$out/torch_cpu.err"; status=1; }
+    OMP_NUM_THREADS=$t $pin python3 bench/torch_models.py --device cpu --threads "$t" --model "$model" --batch "$batch" \
+      --size "$size" --precision fp32 --modes eager --warmup 1 --steps 3 >> "$out/net_torch_$model.jsonl" \
+      2>> "$out/torch_cpu.err" || { tail -3 "$out/torch_cpu.err"; status=1; }
   done
-fi
+done
 python3 bench/report_cpu_threads.py "$out" || status=1
 exit $status

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Joins bench/cpu_threads.sh's runs: for each thread count, the digits recipe's epochs/s (epochs
 2..E, steps with data loading and the test evaluation) of kiln with oneDNN, kiln with its
-reference kernels and PyTorch eager on the CPU, and kiln's ratios to PyTorch. Writes
-<out>/cpu_threads.json.
+reference kernels and PyTorch eager on the CPU, the whole networks' training steps in images/s,
+and kiln's ratios to PyTorch. Writes <out>/cpu_threads.json.
 
 usage: report_cpu_threads.py <out dir>"""
 import glob
@@ -34,36 +34,39 @@ def main():
     for r in load(torch_path) if os.path.exists(torch_path) else []:
         rows.setdefault(int(r["threads"]), {})["torch_eager"] = {
             "epochs_per_second": r["epochs_per_second"], "test_accuracy": r["test_accuracy"], "torch": r["torch"]}
-    if not rows:
+    if not rows and not glob.glob(os.path.join(out, "net_*.jsonl")):
         sys.exit("report_cpu_threads.py: no runs")
-    print("digits recipe on the CPU, epochs/s (epochs 2..E; test accuracy of the last epoch)")
-    print(f"{'threads':>8} {'kiln onednn':>14} {'kiln reference':>15} {'torch eager':>12} {'onednn/torch':>13}")
-    for t in sorted(rows):
-        r = rows[t]
-        cell = lambda k: f"{r[k]['epochs_per_second']:.3f}" if k in r and r[k]["epochs_per_second"] else "-"
-        ratio = None
-        if "kiln_onednn" in r and "torch_eager" in r and r["kiln_onednn"]["epochs_per_second"]:
-            ratio = r["kiln_onednn"]["epochs_per_second"] / r["torch_eager"]["epochs_per_second"]
-            r["onednn_over_torch"] = ratio
-        print(f"{t:>8} {cell('kiln_onednn'):>14} {cell('kiln_reference'):>15} {cell('torch_eager'):>12} "
-              f"{(f'x{ratio:.2f}' if ratio else '-'):>13}")
-    resnet = {}
-    for name, side in (("kiln_resnet18.jsonl", "kiln_onednn"), ("torch_resnet18.jsonl", "torch_eager")):
-        path = os.path.join(out, name)
-        for r in load(path) if os.path.exists(path) else []:
-            resnet.setdefault(int(r["threads"]), {})[side] = r["images_per_second"]
-    if resnet:
-        print("ResNet-18 training step, 224x224, batch 32, fp32, images/s (median of 3 steps)")
+    if rows:
+        print("digits recipe on the CPU, epochs/s (epochs 2..E; test accuracy of the last epoch)")
+        print(f"{'threads':>8} {'kiln onednn':>14} {'kiln reference':>15} {'torch eager':>12} {'onednn/torch':>13}")
+        for t in sorted(rows):
+            r = rows[t]
+            cell = lambda k: f"{r[k]['epochs_per_second']:.3f}" if k in r and r[k]["epochs_per_second"] else "-"
+            ratio = None
+            if "kiln_onednn" in r and "torch_eager" in r and r["kiln_onednn"]["epochs_per_second"]:
+                ratio = r["kiln_onednn"]["epochs_per_second"] / r["torch_eager"]["epochs_per_second"]
+                r["onednn_over_torch"] = ratio
+            print(f"{t:>8} {cell('kiln_onednn'):>14} {cell('kiln_reference'):>15} {cell('torch_eager'):>12} "
+                  f"{(f'x{ratio:.2f}' if ratio else '-'):>13}")
+    networks = {}  # "<model>_<size>_batch<batch>" -> threads -> side -> images/s
+    for path in sorted(glob.glob(os.path.join(out, "net_*.jsonl"))):
+        framework, model = re.match(r"net_(kiln|torch)_(\w+)\.jsonl", os.path.basename(path)).groups()
+        side = "kiln_onednn" if framework == "kiln" else "torch_eager"
+        size = 32 if model.endswith("_cifar") else 224
+        for r in load(path):
+            key = f"{model}_{size}_batch{r['batch']}"
+            networks.setdefault(key, {}).setdefault(int(r["threads"]), {})[side] = r["images_per_second"]
+    for key, by_threads in networks.items():
+        print(f"{key}: training step, fp32, images/s (median of 3 steps)")
         print(f"{'threads':>8} {'kiln onednn':>12} {'torch eager':>12} {'kiln/torch':>11}")
-        for t in sorted(resnet):
-            r = resnet[t]
+        for t in sorted(by_threads):
+            r = by_threads[t]
             ratio = r["kiln_onednn"] / r["torch_eager"] if "kiln_onednn" in r and "torch_eager" in r else None
             r["kiln_over_torch"] = ratio
             print(f"{t:>8} {r.get('kiln_onednn', 0):12.1f} {r.get('torch_eager', 0):12.1f} "
                   f"{(f'x{ratio:.2f}' if ratio else '-'):>11}")
     with open(os.path.join(out, "cpu_threads.json"), "w") as f:
-        json.dump({"threads": rows, "resnet18_224_batch32": resnet}, f, indent=1)
-
+        json.dump({"threads": rows, **networks}, f, indent=1)
 
 if __name__ == "__main__":
     main()

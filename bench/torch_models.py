@@ -20,9 +20,12 @@ import torch
 import torchvision
 
 from torch_training import backward_and_update, nesterov_sgd
+from torch_zoo import VggCifar, resnet_cifar
 
+# torchvision's models, and kiln's 32x32 zoo variants (torch_zoo.py) with their 10 classes.
 MODELS = {"vgg16_bn": torchvision.models.vgg16_bn, "resnet50": torchvision.models.resnet50,
-          "resnet18": torchvision.models.resnet18}
+          "resnet18": torchvision.models.resnet18, "resnet18_cifar": lambda: resnet_cifar("resnet18"),
+          "vgg16_bn_cifar": VggCifar}
 COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
@@ -55,7 +58,7 @@ def run(name, mode, batch, precision, warmup, steps, size, device="cuda"):
     optimizer, implementation = nesterov_sgd(model.parameters(), lr=0.01, weight_decay=1e-4,
                                              grad_scaler=scaler is not None)
     x = torch.randn(batch, 3, size, size, device=device).to(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (batch,), device=device)
+    y = torch.randint(0, 10 if name.endswith("_cifar") else 1000, (batch,), device=device)
     if mode != "eager":
         torch._dynamo.reset()
         model = torch.compile(model, mode=COMPILE_MODES[mode])
