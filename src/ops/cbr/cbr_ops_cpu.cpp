@@ -5,6 +5,7 @@
 #include "ops/cbr/cbr_contract.h"
 #include "ops/cbr/cbr_cpu.h"
 #include "ops/common/cpu_op_checker.h"
+#include "ops/conv/conv_cpu.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
@@ -146,13 +147,29 @@ void cbr_inf(const OpCall& call, const CbrInference<TensorArg>& a) {
   });
 }
 
+// When the program is prepared: the convolution passes each op runs, made ready (conv_cpu.h).
+void cbr_fwd_prepare(const OpCall& call, const CbrForward<TensorArg>& a) {
+  const Checker check{call, "CBR_FWD"};
+  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true});
+}
+void cbr_bwd_prepare(const OpCall& call, const CbrBackward<TensorArg>& a) {
+  const Checker check{call, "CBR_BWD"};
+  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false,
+                    {.dgrad = bool(a.dx), .wgrad = true});
+}
+void cbr_inf_prepare(const OpCall& call, const CbrInference<TensorArg>& a) {
+  const Checker check{call, "CBR_INF"};
+  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true});
+}
+
 }  // namespace
 
 namespace ops {
 extern const OpTable cbr_cpu_ops{Device::CPU,
-                                 {kernel<CbrForward, cbr_fwd>(), kernel<CbrBackward, cbr_bwd>(),
-                                  kernel<CbrBackward, cbr_bwd_first>(OpKind::CBR_BWD_FIRST),
-                                  kernel<CbrInference, cbr_inf>()}};
+                                 {kernel<CbrForward, cbr_fwd, cbr_fwd_prepare>(),
+                                  kernel<CbrBackward, cbr_bwd, cbr_bwd_prepare>(),
+                                  kernel<CbrBackward, cbr_bwd_first, cbr_bwd_prepare>(OpKind::CBR_BWD_FIRST),
+                                  kernel<CbrInference, cbr_inf, cbr_inf_prepare>()}};
 }  // namespace ops
 
 }  // namespace kiln

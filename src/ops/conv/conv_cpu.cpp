@@ -222,6 +222,10 @@ void conv_wgrad(const ConvGeom& g, const T* dy, const T* x, T* dw, T* dbias) {
   if (dbias) sum_rows(g.n * out_pixels(g), g.k, dy, dbias);
 }
 
+void conv_prepare(const ConvGeom& g, DType dt, bool bias, ConvPasses passes) {
+  if (dt == DType::F32) onednn_conv_prepare(g, bias, passes);
+}
+
 #define KILN_INSTANTIATE_CONV(T)                                                    \
   template void conv_fwd<T>(const ConvGeom&, const T*, const T*, const T*, T*);     \
   template void conv_dgrad<T>(const ConvGeom&, const T*, const T*, T*);             \

@@ -27,6 +27,15 @@ void conv_dgrad(const ConvGeom& g, const T* dy, const T* w, T* dx);
 template <class T>
 void conv_wgrad(const ConvGeom& g, const T* dy, const T* x, T* dw, T* dbias /*nullable*/);
 
+// The passes of a convolution an op runs, for conv_prepare.
+struct ConvPasses {
+  bool forward = false, dgrad = false, wgrad = false;
+};
+// Called when the program is prepared, so that no step pays for it: makes what the kernels of
+// `passes` need for g in dtype `dt` (oneDNN's primitives, JIT-compiled, for fp32 on oneDNN;
+// nothing for the reference kernels or float64).
+void conv_prepare(const ConvGeom& g, DType dt, bool bias, ConvPasses passes);
+
 // Upper bound on the im2col scratch a conv call uses (default 64 MB): the batch is processed
 // in chunks of images whose unrolled patches fit in it (at least one image per chunk). Tests
 // lower it to exercise chunking.

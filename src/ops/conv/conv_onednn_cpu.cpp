@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -85,6 +86,25 @@ int64_t k_slices(const ConvGeom& g, int64_t pieces) {
   return 1;
 }
 
+// How wgrad cuts its work: batch pieces few enough that their partial gradients fit
+// kPartialBytes, each cut into `slices` of output channels; one task computes one slice's
+// gradient over one piece.
+struct WgradCut {
+  int64_t images, pieces, slices;
+  ConvGeom slice_geom;  // one task's problem: g with K / slices output channels
+};
+WgradCut wgrad_cut(const ConvGeom& g) {
+  const size_t filter_bytes = size_t(g.k * g.r * g.s * g.c + g.k) * sizeof(float);
+  const int64_t most_pieces = std::max<int64_t>(1, int64_t(kPartialBytes / (2 * filter_bytes)));
+  WgradCut cut;
+  cut.images = piece_images(g, (g.n + most_pieces - 1) / most_pieces);
+  cut.pieces = g.n / cut.images;
+  cut.slices = k_slices(g, cut.pieces);
+  cut.slice_geom = g;
+  cut.slice_geom.k = g.k / cut.slices;
+  return cut;
+}
+
 memory::dims nchw(int64_t n, int64_t c, int64_t h, int64_t w) { return {n, c, h, w}; }
 
 // The problem of one piece of `images` images, as oneDNN's descriptors.
@@ -149,7 +169,10 @@ void finish(Prim& p, const PD& pd, const memory::desc& weights, const ConvGeom& 
 
 enum class Kind { kForward, kDgrad, kWgrad };
 
+std::atomic<int64_t> primitives_made{0};
+
 Prim make(Kind kind, const ConvGeom& g, int64_t images, bool bias) {
+  primitives_made.fetch_add(1, std::memory_order_relaxed);
   // A primitive sizes its work split (and its scratchpad) for the threads OpenMP would give it when
   // made: one, as each piece runs on one.
   omp_set_num_threads(1);
@@ -265,14 +288,9 @@ bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float
 
 bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float* dw, float* dbias) {
   if (!onednn_on()) return false;
-  // Pieces few enough that their partial gradients fit kPartialBytes, each cut into slices of
-  // output channels: one task computes one slice's gradient over one piece.
-  const size_t filter_bytes = size_t(g.k * g.r * g.s * g.c + g.k) * sizeof(float);
-  const int64_t most_pieces = std::max<int64_t>(1, int64_t(kPartialBytes / (2 * filter_bytes)));
-  const int64_t images = piece_images(g, (g.n + most_pieces - 1) / most_pieces);
-  const int64_t pieces = g.n / images, slices = k_slices(g, pieces);
-  ConvGeom slice_geom = g;
-  slice_geom.k = g.k / slices;
+  const WgradCut cut = wgrad_cut(g);
+  const int64_t images = cut.images, pieces = cut.pieces, slices = cut.slices;
+  const ConvGeom& slice_geom = cut.slice_geom;
   const int64_t ks = slice_geom.k;
   const Prim& p = prim(Kind::kWgrad, slice_geom, images, dbias != nullptr);
   if (!p.usable) return false;
@@ -331,11 +349,25 @@ bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float
   return true;
 }
 
+void onednn_conv_prepare(const ConvGeom& g, bool bias, ConvPasses passes) {
+  if (!onednn_on()) return;
+  if (passes.forward) prim(Kind::kForward, g, piece_images(g), bias);
+  if (passes.dgrad) prim(Kind::kDgrad, g, piece_images(g), false);
+  if (passes.wgrad) {
+    const WgradCut cut = wgrad_cut(g);
+    prim(Kind::kWgrad, cut.slice_geom, cut.images, bias);
+  }
+}
+
+int64_t onednn_primitives_made() { return primitives_made.load(std::memory_order_relaxed); }
+
 #else  // no oneDNN in this build: conv_cpu.h's own kernels run every problem
 
 bool onednn_conv_fwd(const ConvGeom&, const float*, const float*, const float*, float*) { return false; }
 bool onednn_conv_dgrad(const ConvGeom&, const float*, const float*, float*) { return false; }
 bool onednn_conv_wgrad(const ConvGeom&, const float*, const float*, float*, float*) { return false; }
+void onednn_conv_prepare(const ConvGeom&, bool, ConvPasses) {}
+int64_t onednn_primitives_made() { return 0; }
 
 #endif
 

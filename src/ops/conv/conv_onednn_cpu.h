@@ -19,4 +19,10 @@ bool onednn_conv_fwd(const ConvGeom& g, const float* x, const float* w, const fl
 bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float* dx);
 bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float* dw, float* dbias);
 
+// Makes the primitives of `passes` for g now (conv_prepare), where oneDNN runs them; the calls
+// above find them made. Without it they are made on first use.
+void onednn_conv_prepare(const ConvGeom& g, bool bias, ConvPasses passes);
+// How many primitives this process has made (each once per problem), for tests.
+int64_t onednn_primitives_made();
+
 }  // namespace kiln::cpu

@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "core/cpu_kernels.h"
+#include "kiln/blueprint.h"
+#include "kiln/compile.h"
 #include "kiln/error.h"
+#include "kiln/executable.h"
 #include "kiln/threads.h"
 #include "ops/conv/conv_cpu.h"
 #include "ops/conv/conv_onednn_cpu.h"
@@ -175,6 +178,31 @@ TEST(ConvOnednn, SameBytesWhateverTheThreadCount) {
     for (size_t i = 1; i < runs.size(); ++i)
       EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[i].data(), runs[0].size() * sizeof(float))) << "run " << i;
   }
+}
+
+// Preparing a program makes every convolution primitive its steps use, so that no step stops to
+// JIT-compile one: the first step makes none.
+TEST(ConvOnednn, PrimitivesAreMadeWhenTheProgramIsPrepared) {
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev)";
+  const KernelsFor onednn(CpuKernels::OneDnn);
+  // Shapes no other test in this process uses: the primitives are kept process-wide, per problem.
+  Blueprint m("prepared");
+  m.input(11, 11, 5);
+  m.cbr(24, 3, 1, 1, "conv1").cbr(40, 3, 2, 1, "conv2").flatten("flatten").fc(3, true, "fc");
+  CompileOptions o;
+  o.batch = 6;
+  const int64_t before = onednn_primitives_made();
+  Executable exe(compile(m, o), 1);
+  const int64_t prepared = onednn_primitives_made();
+  // conv1 (the first layer: no input gradient) forward and wgrad, conv2 forward, dgrad and wgrad.
+  EXPECT_EQ(prepared - before, 5);
+  std::mt19937 rng(3);
+  const std::vector<float> x = random_floats(size_t(6 * 11 * 11 * 5), rng);
+  const std::vector<int32_t> labels = {0, 2, 1, 1, 0, 2};
+  exe.write(exe.program().input, x.data(), x.size() * sizeof(float));
+  exe.write(exe.program().label, labels.data(), labels.size() * sizeof(int32_t));
+  exe.run_step({0.1f, 0, 1});
+  EXPECT_EQ(onednn_primitives_made(), prepared) << "the step made primitives of its own";
 }
 
 }  // namespace

@@ -73,11 +73,26 @@ void conv_wgrad(const OpCall& call, const ConvWgrad<TensorArg>& a) {
   });
 }
 
+// When the program is prepared: the pass each op runs, made ready (conv_cpu.h).
+void conv_fwd_prepare(const OpCall& call, const ConvForward<TensorArg>& a) {
+  cpu::conv_prepare(geometry(call, a.x.shape(), a.w.shape(), a.stride, a.padding), a.x.dtype(), bool(a.bias),
+                    {.forward = true});
+}
+void conv_dgrad_prepare(const OpCall& call, const ConvDgrad<TensorArg>& a) {
+  cpu::conv_prepare(geometry(call, a.dx.shape(), a.w.shape(), a.stride, a.padding), a.dy.dtype(), false,
+                    {.dgrad = true});
+}
+void conv_wgrad_prepare(const OpCall& call, const ConvWgrad<TensorArg>& a) {
+  cpu::conv_prepare(geometry(call, a.x.shape(), a.dw.shape(), a.stride, a.padding), a.dy.dtype(), bool(a.dbias),
+                    {.wgrad = true});
+}
+
 }  // namespace
 }  // namespace kiln
 
 namespace kiln::ops {
 extern const OpTable conv_cpu_ops{Device::CPU,
-                                  {kernel<ConvForward, conv_fwd>(), kernel<ConvDgrad, conv_dgrad>(),
-                                   kernel<ConvWgrad, conv_wgrad>()}};
+                                  {kernel<ConvForward, conv_fwd, conv_fwd_prepare>(),
+                                   kernel<ConvDgrad, conv_dgrad, conv_dgrad_prepare>(),
+                                   kernel<ConvWgrad, conv_wgrad, conv_wgrad_prepare>()}};
 }  // namespace kiln::ops

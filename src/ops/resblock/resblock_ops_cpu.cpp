@@ -2,6 +2,7 @@
 // (naming the layer and tensor at fault), then dispatch on dtype to resblock_cpu.cpp.
 #include "ops/cbr/cbr_cpu.h"
 #include "ops/common/cpu_op_checker.h"
+#include "ops/conv/conv_cpu.h"
 #include "ops/resblock/resblock_contract.h"
 #include "ops/resblock/resblock_cpu.h"
 #include "runtime/op_call.h"
@@ -142,12 +143,29 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
   });
 }
 
+// When the program is prepared: the convolution passes each op runs, made ready (conv_cpu.h).
+void conv_bn_fwd_prepare(const OpCall& call, const ConvBnForward<TensorArg>& a) {
+  const CpuOpChecker check{call, "CONV_BN_FWD"};
+  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true});
+}
+void conv_bn_inf_prepare(const OpCall& call, const ConvBnInference<TensorArg>& a) {
+  const CpuOpChecker check{call, "CONV_BN_INF"};
+  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true});
+}
+void conv_bn_bwd_prepare(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
+  const CpuOpChecker check{call, "CONV_BN_BWD"};
+  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false,
+                    {.dgrad = bool(a.dx), .wgrad = true});
+}
+
 }  // namespace
 
 namespace ops {
 extern const OpTable resblock_cpu_ops{Device::CPU,
-                                      {kernel<ConvBnForward, conv_bn_fwd>(), kernel<ConvBnInference, conv_bn_inf>(),
-                                       kernel<ConvBnBackward, conv_bn_bwd>(), kernel<BnAddRelu, bn_add_relu>(),
+                                      {kernel<ConvBnForward, conv_bn_fwd, conv_bn_fwd_prepare>(),
+                                       kernel<ConvBnInference, conv_bn_inf, conv_bn_inf_prepare>(),
+                                       kernel<ConvBnBackward, conv_bn_bwd, conv_bn_bwd_prepare>(),
+                                       kernel<BnAddRelu, bn_add_relu>(),
                                        kernel<BnAddRelu, bn_add_relu>(OpKind::BN_ADD_RELU_INF),
                                        kernel<BnAddReluBackward, bn_add_relu_bwd>()}};
 }  // namespace ops
