@@ -146,11 +146,29 @@ struct Prim {
   bool usable = false;
   dnnl::primitive primitive;
   memory::desc weights, scratchpad, krsc;  // krsc: the filters as kiln holds them
-  dnnl::reorder to_prim, from_prim;  // KRSC <-> the primitive's filter layout, when they differ
-  bool reordered = false;
+  bool reordered = false;                  // the primitive's filter layout is not KRSC
+  // KRSC <-> the primitive's layout, in slices of output channels run side by side (copy_filters):
+  // slice i of each side as a region of the whole (its offset in the desc), and its two reorders.
+  std::vector<memory::desc> krsc_parts, prim_parts;
+  std::vector<dnnl::reorder> to_prim, from_prim;
 };
 
 bool fast(const char* impl) { return std::strncmp(impl, "ref", 3) != 0; }
+
+// The slices a filter copy is cut into: a 512x512x3x3 filter (9.4 MB) takes one thread ~2 ms,
+// long enough to matter while the pool's other threads wait. Slices of a multiple of 16 output
+// channels (whole blocks of any layout oneDNN picks) and of at least kCopySliceFloats (smaller
+// copies cost less than handing them out), at most kPieces; one where the layout pads a dimension
+// (a reorder writes the padding's zeros only when it writes the whole).
+constexpr int64_t kCopySliceFloats = int64_t{1} << 16;
+int64_t copy_slices(const memory::desc& weights, int64_t k) {
+  for (int d = 0; d < weights.data.ndims; ++d)
+    if (weights.data.padded_dims[d] != weights.data.dims[d]) return 1;
+  const int64_t floats = int64_t(weights.get_size() / sizeof(float));
+  for (int64_t s = std::min({kPieces, k / kSliceChannels, floats / kCopySliceFloats}); s > 1; --s)
+    if (k % s == 0 && (k / s) % kSliceChannels == 0) return s;
+  return 1;
+}
 
 template <class PD>
 void finish(Prim& p, const PD& pd, const memory::desc& weights, const ConvGeom& g) {
@@ -161,9 +179,15 @@ void finish(Prim& p, const PD& pd, const memory::desc& weights, const ConvGeom& 
   const memory::desc krsc = descs(g, 1).weights_krsc;
   p.krsc = krsc;
   p.reordered = weights != krsc;
-  if (p.reordered) {
-    p.to_prim = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), krsc, cpu_engine(), weights));
-    p.from_prim = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), weights, cpu_engine(), krsc));
+  if (!p.reordered) return;
+  const int64_t slices = copy_slices(weights, g.k), ks = g.k / slices;
+  for (int64_t i = 0; i < slices; ++i) {
+    const memory::dims part{ks, g.c, g.r, g.s}, at{i * ks, 0, 0, 0};
+    const memory::desc krsc_part = krsc.submemory_desc(part, at), prim_part = weights.submemory_desc(part, at);
+    p.krsc_parts.push_back(krsc_part);
+    p.prim_parts.push_back(prim_part);
+    p.to_prim.emplace_back(dnnl::reorder::primitive_desc(cpu_engine(), krsc_part, cpu_engine(), prim_part));
+    p.from_prim.emplace_back(dnnl::reorder::primitive_desc(cpu_engine(), prim_part, cpu_engine(), krsc_part));
   }
 }
 
@@ -224,14 +248,24 @@ memory wrap(const memory::desc& desc, const void* data) {
 
 bool onednn_on() { return cpu_kernels() == CpuKernels::OneDnn; }
 
+// Copies whole filters from KRSC to the primitive's layout (to_prim) or back, the slices side by
+// side on kiln's pool (one after another where the caller already runs on it).
+void copy_filters(const Prim& p, bool to_prim, const float* from, float* to) {
+  parallel_for(int64_t(p.krsc_parts.size()), [&](int64_t i) {
+    const size_t slice = size_t(i);
+    dnnl::stream& s = this_thread_stream();
+    memory krsc = wrap(p.krsc_parts[slice], to_prim ? from : to), other = wrap(p.prim_parts[slice], to_prim ? to : from);
+    if (to_prim) p.to_prim[slice].execute(s, krsc, other);
+    else p.from_prim[slice].execute(s, other, krsc);
+    s.wait();
+  });
+}
+
 // The filters in the primitive's layout (KRSC itself where they agree), in this thread's buffer.
 const void* filters_for(const Prim& p, const float* w, std::vector<float>& buffer) {
   if (!p.reordered) return w;
   buffer.resize(p.weights.get_size() / sizeof(float));
-  dnnl::stream& s = this_thread_stream();
-  memory from = wrap(p.krsc, w), to = wrap(p.weights, buffer.data());
-  p.to_prim.execute(s, from, to);
-  s.wait();
+  copy_filters(p, true, w, buffer.data());
   return buffer.data();
 }
 
@@ -333,10 +367,7 @@ bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float
   const int64_t slice_krsc = ks * g.r * g.s * g.c;
   if (p.reordered) {
     parallel_for(slices, [&](int64_t slice) {
-      dnnl::stream& s = this_thread_stream();
-      memory from = wrap(p.weights, partial + slice * slice_len), to = wrap(p.krsc, dw + slice * slice_krsc);
-      p.from_prim.execute(s, from, to);
-      s.wait();
+      copy_filters(p, false, partial + slice * slice_len, dw + slice * slice_krsc);
     });
   } else {
     for (int64_t slice = 0; slice < slices; ++slice)
