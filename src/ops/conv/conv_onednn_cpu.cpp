@@ -76,15 +76,19 @@ int64_t piece_images(const ConvGeom& g, int64_t least = 1) {
   return best;
 }
 
+// The most slices, at most `most`, that cut k output channels into equal slices of a multiple of
+// kSliceChannels; 1 where none does.
+int64_t channel_slices(int64_t k, int64_t most) {
+  for (int64_t s = most; s > 1; --s)
+    if (k % s == 0 && (k / s) % kSliceChannels == 0) return s;
+  return 1;
+}
+
 // The output-channel slices wgrad cuts each of its `pieces` into, so that a filter too big for
 // kPieces partial gradients still makes about kPieces tasks (ResNet's 512x512x3x3 filters: 2
 // pieces of a batch of 32, 8 slices of 64 channels). Like the pieces, a function of the problem
 // alone: the bytes do not depend on the thread count.
-int64_t k_slices(const ConvGeom& g, int64_t pieces) {
-  for (int64_t s = (kPieces + pieces - 1) / pieces; s > 1; --s)
-    if (g.k % s == 0 && (g.k / s) % kSliceChannels == 0) return s;
-  return 1;
-}
+int64_t k_slices(const ConvGeom& g, int64_t pieces) { return channel_slices(g.k, (kPieces + pieces - 1) / pieces); }
 
 // How wgrad cuts its work: batch pieces few enough that their partial gradients fit
 // kPartialBytes, each cut into `slices` of output channels; one task computes one slice's
@@ -165,9 +169,7 @@ int64_t copy_slices(const memory::desc& weights, int64_t k) {
   for (int d = 0; d < weights.data.ndims; ++d)
     if (weights.data.padded_dims[d] != weights.data.dims[d]) return 1;
   const int64_t floats = int64_t(weights.get_size() / sizeof(float));
-  for (int64_t s = std::min({kPieces, k / kSliceChannels, floats / kCopySliceFloats}); s > 1; --s)
-    if (k % s == 0 && (k / s) % kSliceChannels == 0) return s;
-  return 1;
+  return channel_slices(k, std::min(kPieces, floats / kCopySliceFloats));
 }
 
 template <class PD>
