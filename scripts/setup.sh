@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 # (cmake/onnx.cmake); its protobuf classes come compiled, so protoc is not needed.
 packages=(build-essential cmake ninja-build libeigen3-dev libcli11-dev nlohmann-json3-dev
           libfmt-dev libgtest-dev libpng-dev libjpeg62-turbo-dev opencv-doc python3-venv
-          libonnx-dev libprotobuf-dev libdnnl-dev)
+          libonnx-dev libprotobuf-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -75,6 +75,46 @@ if [ ! -f "$pyenv/.installed" ] || ! cmp -s tests/python-requirements.txt "$pyen
   "$python" -m venv "$pyenv"
   "$pyenv/bin/python" -m pip install -q --disable-pip-version-check -r tests/python-requirements.txt
   cp tests/python-requirements.txt "$pyenv/.installed"
+fi
+
+# oneDNN 3.2 for the CPU convolutions (cmake/onednn.cmake says why this build), from Intel's PyPI
+# wheels built on GNU OpenMP: the library and its headers, unpacked into third_party/onednn as an
+# install prefix (lib/, include/, lib/cmake/dnnl), through the venv's pip above. Without it kiln's
+# own CPU kernels run everything.
+onednn=third_party/onednn
+onednn_version=2023.2.0
+if [ ! -f "$onednn/.installed" ] || [ "$(cat "$onednn/.installed")" != "$onednn_version" ]; then
+  echo "setup: fetching oneDNN (PyPI onednn-cpu-gomp $onednn_version)"
+  mkdir -p third_party/wheels
+  if "$pyenv/bin/python" -m pip download -q --no-deps --only-binary=:all: "onednn-cpu-gomp==$onednn_version" \
+       "onednn-devel-cpu-gomp==$onednn_version" -d third_party/wheels; then
+    rm -rf "$onednn"
+    "$pyenv/bin/python" - "$onednn" third_party/wheels/onednn_cpu_gomp-$onednn_version-*.whl \
+      third_party/wheels/onednn_devel_cpu_gomp-$onednn_version-*.whl <<'PY'
+import os, sys, zipfile
+# Each wheel keeps its files under <name>.data/data/; the library comes three times (libdnnl.so,
+# .so.3, .so.3.2): one copy, and the other two names as links to it.
+prefix = sys.argv[1]
+for path in sys.argv[2:]:
+    with zipfile.ZipFile(path) as wheel:
+        for name in wheel.namelist():
+            part = name.split("/")
+            if len(part) < 4 or part[1] != "data" or name.endswith("/"):
+                continue
+            rel = os.path.join(*part[2:])
+            if rel in ("lib/libdnnl.so", "lib/libdnnl.so.3"):
+                continue
+            target = os.path.join(prefix, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with wheel.open(name) as src, open(target, "wb") as dst:
+                dst.write(src.read())
+for link in ("libdnnl.so", "libdnnl.so.3"):
+    os.symlink("libdnnl.so.3.2", os.path.join(prefix, "lib", link))
+PY
+    echo "$onednn_version" >"$onednn/.installed"
+  else
+    echo "setup: oneDNN unavailable; the CPU convolutions run on kiln's own kernels"
+  fi
 fi
 
 jobs=$(nproc)

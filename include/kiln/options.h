@@ -99,8 +99,11 @@ struct CpuOptions {
   int threads = 0;
   // Which kernels run the CPU convolutions (process-wide, like the pool): 1 oneDNN's, 2 kiln's
   // own im2col + GEMM, the reference oneDNN's are tested against (float64 programs always run
-  // those). 0 leaves the choice as it is: KILN_CPU_KERNELS when set, else oneDNN where kiln was
-  // built with it. --cpu-kernels onednn|reference.
+  // those), 3 oneDNN's with bf16 products: fp32 tensors, each convolution's inputs rounded to
+  // bf16 and their products added in fp32 (PyTorch's mkldnn.conv.fp32_precision = "bf16"), on
+  // CPUs with bf16 instructions (AMX or AVX-512 BF16; elsewhere preparing a convolution is a
+  // kiln::Error). 0 leaves the choice as it is: KILN_CPU_KERNELS when set, else oneDNN where kiln
+  // was built with it. --cpu-kernels onednn|reference|onednn-bf16.
   int kernels = 0;
 };
 

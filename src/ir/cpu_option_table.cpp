@@ -9,8 +9,9 @@ const std::vector<CpuOptionField>& cpu_option_fields() {
   static const std::vector<CpuOptionField> fields = {
       {"threads", "--threads", "KILN_THREADS", 1, max_threads, "threads of the CPU kernels (one pool per process)",
        "leave the pool as it is: KILN_THREADS when set, else the cores this process may use", &CpuOptions::threads},
-      {"kernels", "--cpu-kernels", "KILN_CPU_KERNELS", 1, [] { return 2; },
-       "which kernels run the CPU convolutions: 1 (onednn) oneDNN's, 2 (reference) kiln's own im2col + GEMM",
+      {"kernels", "--cpu-kernels", "KILN_CPU_KERNELS", 1, [] { return 3; },
+       "which kernels run the CPU convolutions: 1 (onednn) oneDNN's, 2 (reference) kiln's own im2col + GEMM, "
+       "3 (onednn-bf16) oneDNN's with bf16 products on CPUs with bf16 instructions",
        "leave them as they are: KILN_CPU_KERNELS when set, else oneDNN where kiln was built with it",
        &CpuOptions::kernels},
   };

@@ -44,10 +44,11 @@ void add_cpu_kernels_option(CLI::App* app, BackendArgs& a) {
   const CpuOptionField& f = cpu_option_fields().at(1);
   app->add_option(f.flag, a.cpu_kernels,
                   fmt::format("{}, {} to {}; default: {} ({})", f.help, f.lo, f.hi(), f.zero, f.env))
-      ->transform(CLI::CheckedTransformer(std::map<std::string, int>{{"onednn", 1}, {"reference", 2}}))
-      ->check(number_in([&f](double v) { return v >= f.lo && v <= f.hi(); }, "onednn (1) or reference (2)",
-                        fmt::format("use e.g. {} reference", f.flag)))
-      ->type_name("onednn|reference");
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, int>{{"onednn", 1}, {"reference", 2}, {"onednn-bf16", 3}}))
+      ->check(number_in([&f](double v) { return v >= f.lo && v <= f.hi(); },
+                        "onednn (1), reference (2) or onednn-bf16 (3)", fmt::format("use e.g. {} reference", f.flag)))
+      ->type_name("onednn|reference|onednn-bf16");
 }
 
 CpuOptions cpu_options(const BackendArgs& a) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -128,20 +129,45 @@ Descs descs(const ConvGeom& g, int64_t images) {
   return d;
 }
 
-dnnl::primitive_attr user_scratchpad() {
+// The scratchpad comes from the caller; with bf16 math (CpuKernels::OneDnnBf16) oneDNN may round
+// the fp32 inputs to bf16 and add their products in fp32 (its fpmath mode, which it uses where the
+// CPU has bf16 instructions).
+dnnl::primitive_attr attributes(bool bf16_math) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (bf16_math) attr.set_fpmath_mode(dnnl::fpmath_mode::bf16);
   return attr;
 }
 
-dnnl::convolution_forward::primitive_desc forward_desc(const ConvGeom& g, int64_t images, bool bias) {
+dnnl::convolution_forward::primitive_desc forward_desc(const ConvGeom& g, int64_t images, bool bias,
+                                                       bool bf16_math) {
   const Descs d = descs(g, images);
   using F = dnnl::convolution_forward;
-  const F::desc desc = bias ? F::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
-                                      d.weights_any, d.bias, d.dst, d.strides, d.padding, d.padding)
-                            : F::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
-                                      d.weights_any, d.dst, d.strides, d.padding, d.padding);
-  return F::primitive_desc(desc, user_scratchpad(), cpu_engine());
+  const auto prop = dnnl::prop_kind::forward_training;
+  const auto direct = dnnl::algorithm::convolution_direct;
+  return bias ? F::primitive_desc(cpu_engine(), prop, direct, d.src, d.weights_any, d.bias, d.dst, d.strides,
+                                  d.padding, d.padding, attributes(bf16_math))
+              : F::primitive_desc(cpu_engine(), prop, direct, d.src, d.weights_any, d.dst, d.strides, d.padding,
+                                  d.padding, attributes(bf16_math));
+}
+
+// Whether oneDNN's implementation computes in bf16 (its name names the instructions: AMX or
+// AVX-512 BF16).
+bool bf16_impl(const char* impl) { return std::strstr(impl, "amx") || std::strstr(impl, "bf16"); }
+
+// OneDnnBf16 asks for bf16 math, which oneDNN only takes as leave to use it: on a CPU without bf16
+// instructions it would quietly compute in fp32. So a ResNet-shaped forward convolution is made
+// once, and if oneDNN does not run it in bf16 the choice is refused, naming the fix.
+void check_bf16_math_runs() {
+  static const std::string impl = [] {
+    omp_set_num_threads(1);
+    ConvGeom g = ConvGeom::make({2, 14, 14, 64}, {64, 3, 3, 64}, 1, 1);
+    return std::string(forward_desc(g, g.n, false, true).impl_info_str());
+  }();
+  if (!bf16_impl(impl.c_str()))
+    fail("--cpu-kernels onednn-bf16 (KILN_CPU_KERNELS, CompileOptions::cpu.kernels = 3) needs a CPU with bf16 "
+         "instructions (AMX or AVX-512 BF16); on this one oneDNN computes in fp32 ({}): use --cpu-kernels onednn",
+         impl);
 }
 
 // A primitive oneDNN runs fast: created once per problem, with the layout its filters take; none
@@ -166,8 +192,7 @@ bool fast(const char* impl) { return std::strncmp(impl, "ref", 3) != 0; }
 // (a reorder writes the padding's zeros only when it writes the whole).
 constexpr int64_t kCopySliceFloats = int64_t{1} << 16;
 int64_t copy_slices(const memory::desc& weights, int64_t k) {
-  for (int d = 0; d < weights.data.ndims; ++d)
-    if (weights.data.padded_dims[d] != weights.data.dims[d]) return 1;
+  if (weights.get_padded_dims() != weights.get_dims()) return 1;
   const int64_t floats = int64_t(weights.get_size() / sizeof(float));
   return channel_slices(k, std::min(kPieces, floats / kCopySliceFloats));
 }
@@ -197,7 +222,7 @@ enum class Kind { kForward, kDgrad, kWgrad };
 
 std::atomic<int64_t> primitives_made{0};
 
-Prim make(Kind kind, const ConvGeom& g, int64_t images, bool bias) {
+Prim make(Kind kind, const ConvGeom& g, int64_t images, bool bias, bool bf16_math) {
   primitives_made.fetch_add(1, std::memory_order_relaxed);
   // A primitive sizes its work split (and its scratchpad) for the threads OpenMP would give it when
   // made: one, as each piece runs on one.
@@ -206,23 +231,25 @@ Prim make(Kind kind, const ConvGeom& g, int64_t images, bool bias) {
   try {
     const Descs d = descs(g, images);
     if (kind == Kind::kForward) {
-      const auto pd = forward_desc(g, images, bias);
+      const auto pd = forward_desc(g, images, bias, bf16_math);
       p.primitive = dnnl::convolution_forward(pd);
       finish(p, pd, pd.weights_desc(), g);
     } else if (kind == Kind::kDgrad) {
       using B = dnnl::convolution_backward_data;
-      const B::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.dst, d.strides, d.padding,
-                         d.padding);
-      const B::primitive_desc pd(desc, user_scratchpad(), cpu_engine(), forward_desc(g, images, false));
+      const B::primitive_desc pd(cpu_engine(), dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.dst,
+                                 d.strides, d.padding, d.padding, forward_desc(g, images, false, bf16_math),
+                                 attributes(bf16_math));
       p.primitive = B(pd);
       finish(p, pd, pd.weights_desc(), g);
     } else {
       using W = dnnl::convolution_backward_weights;
-      const W::desc desc = bias ? W::desc(dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.bias, d.dst,
-                                          d.strides, d.padding, d.padding)
-                                : W::desc(dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.dst,
-                                          d.strides, d.padding, d.padding);
-      const W::primitive_desc pd(desc, user_scratchpad(), cpu_engine(), forward_desc(g, images, bias));
+      const auto direct = dnnl::algorithm::convolution_direct;
+      const auto hint = forward_desc(g, images, bias, bf16_math);
+      const W::primitive_desc pd =
+          bias ? W::primitive_desc(cpu_engine(), direct, d.src, d.weights_any, d.bias, d.dst, d.strides, d.padding,
+                                   d.padding, hint, attributes(bf16_math))
+               : W::primitive_desc(cpu_engine(), direct, d.src, d.weights_any, d.dst, d.strides, d.padding,
+                                   d.padding, hint, attributes(bf16_math));
       p.primitive = W(pd);
       finish(p, pd, pd.diff_weights_desc(), g);
     }
@@ -232,15 +259,19 @@ Prim make(Kind kind, const ConvGeom& g, int64_t images, bool bias) {
   return p;
 }
 
-// One Prim per problem, made on first use and kept for the process.
+// One Prim per problem and math (the kernels chosen now), made on first use and kept for the
+// process.
 const Prim& prim(Kind kind, const ConvGeom& g, int64_t images, bool bias) {
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  const bool bf16_math = cpu_kernels() == CpuKernels::OneDnnBf16;
+  if (bf16_math) check_bf16_math_runs();
+  using Key =
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
   static std::mutex mutex;
   static std::map<Key, std::unique_ptr<Prim>> prims;
-  const Key key{int(kind), images, g.h, g.w, g.c, g.k, g.r, g.s, g.stride, g.pad, bias};
+  const Key key{int(kind), images, g.h, g.w, g.c, g.k, g.r, g.s, g.stride, g.pad, bias, bf16_math};
   std::lock_guard<std::mutex> lock(mutex);
   std::unique_ptr<Prim>& p = prims[key];
-  if (!p) p = std::make_unique<Prim>(make(kind, g, images, bias));
+  if (!p) p = std::make_unique<Prim>(make(kind, g, images, bias, bf16_math));
   return *p;
 }
 
@@ -248,7 +279,7 @@ memory wrap(const memory::desc& desc, const void* data) {
   return memory(desc, cpu_engine(), const_cast<void*>(data));
 }
 
-bool onednn_on() { return cpu_kernels() == CpuKernels::OneDnn; }
+bool onednn_on() { return uses_onednn(cpu_kernels()); }
 
 // Copies whole filters from KRSC to the primitive's layout (to_prim) or back, the slices side by
 // side on kiln's pool (one after another where the caller already runs on it).

@@ -10,7 +10,8 @@
 // partial gradients gets few pieces, each cut into slices of output channels, also fixed by the
 // problem). So the bytes do not depend
 // on the thread count, as kiln/threads.h promises, and `--threads` and a pool shared by two runs
-// hold. (Debian's oneDNN runs its own threads on OpenMP, not on a threadpool kiln can hand it.)
+// hold. (kiln's oneDNN, PyPI's GNU OpenMP build, runs its own threads on OpenMP, not on a threadpool
+// kiln can hand it.)
 #include "ops/conv/conv_cpu.h"
 
 namespace kiln::cpu {

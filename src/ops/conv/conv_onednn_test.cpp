@@ -84,7 +84,7 @@ Inputs inputs(const ConvShape& s, unsigned seed) {
 }
 
 TEST(ConvOnednn, MatchesFloat64AtTheZoosShapes) {
-  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev)";
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
   const KernelsFor onednn(CpuKernels::OneDnn);
   unsigned seed = 1;
   for (const Case& t : kCases) {
@@ -148,13 +148,59 @@ TEST(ConvOnednn, AskingForItWithoutItNamesTheFix) {
     set_cpu_kernels(CpuKernels::OneDnn);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("libdnnl-dev"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("scripts/setup.sh"), std::string::npos) << e.what();
+  }
+}
+
+// bf16 math (--cpu-kernels onednn-bf16): each product of two inputs rounded to bf16 (8
+// significant bits, unit roundoff u = 2^-8) is off by at most (2u + u^2) of its size, the fp32 sum
+// adds kBound's share, so each result is within (2u + u^2) of its sum of |terms| plus kBound. The
+// forward pass must miss fp32's accuracy (worst above 5e-5, where fp32 math stays near 1e-6): the
+// products did go through bf16. A transposed filter misses by orders of magnitude more. On a CPU
+// without bf16 instructions the choice is refused, naming the fix, before anything runs.
+constexpr double kBf16Bound = 2.0 / 256 + 1.0 / 65536 + kBound;
+
+TEST(ConvOnednn, Bf16MathStaysWithinBf16sBoundOrIsRefused) {
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
+  const KernelsFor bf16(CpuKernels::OneDnnBf16);
+  unsigned seed = 21;
+  for (const Case& t : {kCases[1], kCases[3], kCases[4], kCases.back()}) {
+    const ConvShape s = shape_of(t);
+    SCOPED_TRACE(conv_test::label(s));
+    const ConvGeom g = geom_of(s);
+    const Inputs in = inputs(s, seed++);
+    std::vector<float> y(in.dy.size(), NAN), dx(in.x.size(), NAN), dw(in.w.size(), NAN), db(size_t(s.k), NAN);
+    try {
+      ASSERT_TRUE(onednn_conv_fwd(g, in.x.data(), in.w.data(), nullptr, y.data()));
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("bf16 instructions"), std::string::npos) << what;
+      EXPECT_NE(what.find("use --cpu-kernels onednn"), std::string::npos) << what;
+      GTEST_SKIP() << "this CPU has no bf16 instructions; the choice was refused: " << what;
+    }
+    ASSERT_TRUE(onednn_conv_dgrad(g, in.dy.data(), in.w.data(), dx.data()));
+    ASSERT_TRUE(onednn_conv_wgrad(g, in.dy.data(), in.x.data(), dw.data(), t.bias ? db.data() : nullptr));
+
+    std::vector<double> want, scale, wrong, wrong_scale;
+    conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), false, want, scale);
+    conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), true, wrong, wrong_scale);
+    conv_test::expect_matches("y", doubles(y), want, scale, wrong, s, kBf16Bound);
+    EXPECT_GT(conv_test::relative_miss(doubles(y), want, scale, kBf16Bound).worst, 5e-5)
+        << "y: as exact as fp32 math; the products did not go through bf16";
+
+    conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), false, want, scale);
+    conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), true, wrong, wrong_scale);
+    conv_test::expect_matches("dx", doubles(dx), want, scale, wrong, s, kBf16Bound);
+
+    conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), false, want, scale);
+    conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), true, wrong, wrong_scale);
+    conv_test::expect_matches("dw", doubles(dw), want, scale, wrong, s, kBf16Bound);
   }
 }
 
 // The pieces are cut from the problem, never from the thread count (conv_onednn_cpu.h).
 TEST(ConvOnednn, SameBytesWhateverTheThreadCount) {
-  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev)";
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
   const KernelsFor onednn(CpuKernels::OneDnn);
   const int saved_threads = threads();
   for (const Case& t : {kCases[2], kCases.back()}) {  // batch pieces alone; pieces and channel slices
@@ -183,7 +229,7 @@ TEST(ConvOnednn, SameBytesWhateverTheThreadCount) {
 // Preparing a program makes every convolution primitive its steps use, so that no step stops to
 // JIT-compile one: the first step makes none.
 TEST(ConvOnednn, PrimitivesAreMadeWhenTheProgramIsPrepared) {
-  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev)";
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
   const KernelsFor onednn(CpuKernels::OneDnn);
   // Shapes no other test in this process uses: the primitives are kept process-wide, per problem.
   Blueprint m("prepared");
@@ -203,6 +249,44 @@ TEST(ConvOnednn, PrimitivesAreMadeWhenTheProgramIsPrepared) {
   exe.write(exe.program().label, labels.data(), labels.size() * sizeof(int32_t));
   exe.run_step({0.1f, 0, 1});
   EXPECT_EQ(onednn_primitives_made(), prepared) << "the step made primitives of its own";
+}
+
+// bf16 math chosen through the public options (CompileOptions::cpu.kernels = 3): on a CPU without
+// bf16 instructions preparing the program is refused, naming the fix; on one with them a step
+// trains, and its loss differs from the fp32 program's (the convolutions did round to bf16) by
+// no more than bf16's rounding can move it: the products are off by at most 2^-7 of their size,
+// which moves the logits of this small network, and so the loss, by well under 5%.
+TEST(ConvOnednn, Bf16MathThroughTheProgramsOptions) {
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
+  const KernelsFor restore(CpuKernels::OneDnn);
+  Blueprint m("bf16_math");
+  m.input(12, 12, 8);
+  m.cbr(32, 3, 1, 1, "conv1").cbr(48, 3, 2, 1, "conv2").flatten("flatten").fc(4, true, "fc");
+  std::mt19937 rng(5);
+  const std::vector<float> x = random_floats(size_t(8 * 12 * 12 * 8), rng);
+  const std::vector<int32_t> labels = {0, 3, 1, 2, 0, 2, 3, 1};
+  auto first_loss = [&](int kernels) {
+    CompileOptions o;
+    o.batch = 8;
+    o.cpu.kernels = kernels;
+    Executable exe(compile(m, o), 1);
+    exe.write(exe.program().input, x.data(), x.size() * sizeof(float));
+    exe.write(exe.program().label, labels.data(), labels.size() * sizeof(int32_t));
+    exe.run_step({0.1f, 0, 1});
+    return exe.read<float>(exe.program().loss)[0];
+  };
+  const float fp32 = first_loss(1);
+  float bf16 = 0;
+  try {
+    bf16 = first_loss(3);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("bf16 instructions"), std::string::npos) << what;
+    EXPECT_NE(what.find("use --cpu-kernels onednn"), std::string::npos) << what;
+    GTEST_SKIP() << "this CPU has no bf16 instructions; the choice was refused: " << what;
+  }
+  EXPECT_NE(bf16, fp32) << "bf16 math gave fp32's loss to the bit: it did not run";
+  EXPECT_NEAR(bf16, fp32, 0.05 * fp32);
 }
 
 }  // namespace
