@@ -12,7 +12,9 @@
 # KILN_THREAD_COUNTS (default "1 2 4 8 16", capped at the cores), KILN_EPOCHS (5), KILN_DATA
 # (data/digits), KILN_SIDES (default "onednn reference torch"; "none" skips the digits recipe),
 # KILN_NETWORKS (default "resnet18:224:32 resnet18_cifar:32:128 vgg16_bn_cifar:32:128", each
-# model:size:batch; empty skips them).
+# model:size:batch; empty skips them), KILN_CONV_MATH (fp32, or bf16: the networks' convolutions
+# with bf16 products on both sides, kiln --cpu-kernels onednn-bf16 against PyTorch's
+# mkldnn.conv.fp32_precision = "bf16"; the digits recipe stays fp32).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kiln=${1:?usage: bench/cpu_threads.sh <kiln binary> <out dir>}
@@ -38,16 +40,23 @@ for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
       || { tail -3 "$out/kiln_cpu.log"; status=1; }
   done
 done
+conv_math=${KILN_CONV_MATH:-fp32}
+case $conv_math in
+  fp32) net_kernels=onednn ;;
+  bf16) net_kernels=onednn-bf16 ;;
+  *) echo "KILN_CONV_MATH=$conv_math: use fp32 or bf16" >&2; exit 2 ;;
+esac
 for net in ${KILN_NETWORKS-resnet18:224:32 resnet18_cifar:32:128 vgg16_bn_cifar:32:128}; do
   IFS=: read -r model size batch <<< "$net"
   for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
     [ "$t" -le "$cores" ] || continue
     pin="taskset -c 0-$((t - 1))"
-    $pin "$kiln" bench --device cpu --threads "$t" --cpu-kernels onednn --model "$model" --batch "$batch" --precision fp32 \
+    $pin "$kiln" bench --device cpu --threads "$t" --cpu-kernels $net_kernels --model "$model" --batch "$batch" --precision fp32 \
       --warmup 1 --steps 3 --json "$out/net_kiln_$model.jsonl" >> "$out/kiln_cpu.log" 2>&1 \
       || { tail -3 "$out/kiln_cpu.log"; status=1; }
     OMP_NUM_THREADS=$t $pin python3 bench/torch_models.py --device cpu --threads "$t" --model "$model" --batch "$batch" \
-      --size "$size" --precision fp32 --modes eager --warmup 1 --steps 3 >> "$out/net_torch_$model.jsonl" \
+      --size "$size" --precision fp32 --cpu-conv-math "$conv_math" --modes eager --warmup 1 --steps 3 \
+      >> "$out/net_torch_$model.jsonl" \
       2>> "$out/torch_cpu.err" || { tail -3 "$out/torch_cpu.err"; status=1; }
   done
 done

@@ -44,6 +44,12 @@ def make_step(model, optimizer, scaler, x, y, dtype):
     return step
 
 
+def cpu_conv_math():
+    """fp32 or bf16: the products of the CPU's fp32 convolutions (PyTorch before 2.9 has only fp32)."""
+    conv = getattr(torch.backends.mkldnn, "conv", None)
+    return "bf16" if getattr(conv, "fp32_precision", "ieee") == "bf16" else "fp32"
+
+
 def run(name, mode, batch, precision, warmup, steps, size, device="cuda"):
     torch.manual_seed(1)
     dtype = DTYPES[precision]
@@ -87,6 +93,7 @@ def run(name, mode, batch, precision, warmup, steps, size, device="cuda"):
             "device_bytes": free_before - torch.cuda.mem_get_info()[0] if cuda else None,
             "first_loss": first_loss, "last_loss": float(loss), "device": device,
             "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "cpu_conv_math": None if cuda else cpu_conv_math(),
             "cudnn": torch.backends.cudnn.version() if cuda else None}
 
 
@@ -101,9 +108,15 @@ def main():
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: the default")
+    parser.add_argument("--cpu-conv-math", choices=["fp32", "bf16"], default="fp32",
+                        help="bf16: fp32 convolutions on the CPU with bf16 products "
+                             "(torch.backends.mkldnn.conv.fp32_precision = 'bf16', PyTorch 2.9+), as kiln's "
+                             "--cpu-kernels onednn-bf16")
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.cpu_conv_math == "bf16":
+        torch.backends.mkldnn.conv.fp32_precision = "bf16"
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
