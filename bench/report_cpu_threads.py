@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import sys
 
 
@@ -53,11 +54,14 @@ def main():
         framework, model = re.match(r"net_(kiln|torch)_(\w+)\.jsonl", os.path.basename(path)).groups()
         side = "kiln_onednn" if framework == "kiln" else "torch_eager"
         size = 32 if model.endswith("_cifar") else 224
+        runs = {}  # (key, threads) -> images/s of each run: bench/cpu_threads_ab.sh may repeat a thread count
         for r in load(path):
-            key = f"{model}_{size}_batch{r['batch']}"
-            networks.setdefault(key, {}).setdefault(int(r["threads"]), {})[side] = r["images_per_second"]
+            runs.setdefault((f"{model}_{size}_batch{r['batch']}", int(r["threads"])), []).append(r["images_per_second"])
+        for (key, threads), speeds in runs.items():
+            networks.setdefault(key, {}).setdefault(threads, {})[side] = statistics.median(speeds)
     for key, by_threads in networks.items():
-        print(f"{key}: training step, fp32, images/s (median of 3 steps)")
+        print(f"{key}: training step, fp32, images/s (median of 3 steps; of the runs' medians where a thread "
+              "count ran more than once)")
         print(f"{'threads':>8} {'kiln onednn':>12} {'torch eager':>12} {'kiln/torch':>11}")
         for t in sorted(by_threads):
             r = by_threads[t]
