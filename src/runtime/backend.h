@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/op_scratch.h"
 #include "kiln/device_pixels.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
@@ -71,6 +72,9 @@ class Backend {
   virtual std::string prepare_status() const { return ""; }
   // What the ops' scratch memory takes in all, beside the arena.
   virtual size_t workspace_total_bytes() const { return 0; }
+  // The workspace as host memory the executable lends each op while it runs (core/op_scratch.h);
+  // empty where the workspace is device memory the backend hands out itself (CUDA).
+  virtual OpScratch op_scratch() const { return {}; }
   // Waits until all work issued so far has finished.
   virtual void synchronize() {}
   // Where ops read the step's scalars on the device (nullptr: no device copy, the CPU), and the

@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/cpu_kernels.h"
+#include "core/op_scratch.h"
 #include "ir/cpu_option_table.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
@@ -34,6 +36,30 @@ class CpuBackend final : public Backend {
   void copy_in(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
   void copy_out(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+
+  // The ops' scratch (core/op_scratch.h): one buffer, allocated once the ops are prepared, lent to
+  // each op while it runs (Executable::run_op). Ops run one at a time, so one serves them all.
+  ~CpuBackend() override { std::free(workspace_); }
+  void request_workspace(size_t bytes, int stream) override {
+    (void)stream;  // the CPU runs ops one by one: one workspace
+    requested_ = std::max(requested_, bytes);
+  }
+  void finish_prepare() override {
+    if (requested_ == workspace_bytes_) return;
+    std::free(workspace_);
+    workspace_ = nullptr, workspace_bytes_ = 0;
+    if (requested_ == 0) return;
+    const size_t rounded = (requested_ + kAlignment - 1) / kAlignment * kAlignment;
+    workspace_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
+    if (!workspace_) fail("cannot allocate the {} MiB the CPU ops need as scratch; use a smaller batch", rounded >> 20);
+    workspace_bytes_ = requested_;
+  }
+  size_t workspace_total_bytes() const override { return workspace_bytes_; }
+  OpScratch op_scratch() const override { return {workspace_, workspace_bytes_}; }
+
+ private:
+  std::byte* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0, requested_ = 0;
 };
 
 }  // namespace

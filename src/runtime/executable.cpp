@@ -245,6 +245,7 @@ void Executable::synchronize() { backend_->synchronize(); }
 size_t Executable::workspace_bytes() const { return backend_->workspace_total_bytes(); }
 
 void Executable::run_op(const Op& op, const StepScalars& scalars) {
+  const OpScratchScope lend(backend_->op_scratch());  // the CPU's workspace, for this op's kernels
   backend_->before_op(op);
   find_op(program_.options.device, op.kind)(bind(op, scalars));
   backend_->after_op();

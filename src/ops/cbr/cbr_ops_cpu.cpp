@@ -150,16 +150,18 @@ void cbr_inf(const OpCall& call, const CbrInference<TensorArg>& a) {
 // When the program is prepared: the convolution passes each op runs, made ready (conv_cpu.h).
 void cbr_fwd_prepare(const OpCall& call, const CbrForward<TensorArg>& a) {
   const Checker check{call, "CBR_FWD"};
-  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true});
+  call.backend->request_workspace(
+      cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true}));
 }
 void cbr_bwd_prepare(const OpCall& call, const CbrBackward<TensorArg>& a) {
   const Checker check{call, "CBR_BWD"};
-  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false,
-                    {.dgrad = bool(a.dx), .wgrad = true});
+  call.backend->request_workspace(cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false,
+                                                    {.dgrad = bool(a.dx), .wgrad = true}));
 }
 void cbr_inf_prepare(const OpCall& call, const CbrInference<TensorArg>& a) {
   const Checker check{call, "CBR_INF"};
-  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true});
+  call.backend->request_workspace(
+      cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true}));
 }
 
 }  // namespace

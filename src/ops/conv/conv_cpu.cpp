@@ -222,8 +222,8 @@ void conv_wgrad(const ConvGeom& g, const T* dy, const T* x, T* dw, T* dbias) {
   if (dbias) sum_rows(g.n * out_pixels(g), g.k, dy, dbias);
 }
 
-void conv_prepare(const ConvGeom& g, DType dt, bool bias, ConvPasses passes) {
-  if (dt == DType::F32) onednn_conv_prepare(g, bias, passes);
+size_t conv_prepare(const ConvGeom& g, DType dt, bool bias, ConvPasses passes) {
+  return dt == DType::F32 ? onednn_conv_prepare(g, bias, passes) : 0;
 }
 
 #define KILN_INSTANTIATE_CONV(T)                                                    \

@@ -33,8 +33,10 @@ struct ConvPasses {
 };
 // Called when the program is prepared, so that no step pays for it: makes what the kernels of
 // `passes` need for g in dtype `dt` (oneDNN's primitives, JIT-compiled, for fp32 on oneDNN;
-// nothing for the reference kernels or float64).
-void conv_prepare(const ConvGeom& g, DType dt, bool bias, ConvPasses passes);
+// nothing for the reference kernels or float64) and returns the scratch bytes the largest of
+// those passes takes from the op's scratch (core/op_scratch.h), which the op's prepare hook
+// requests from the backend (Backend::request_workspace).
+size_t conv_prepare(const ConvGeom& g, DType dt, bool bias, ConvPasses passes);
 
 // Upper bound on the im2col scratch a conv call uses (default 64 MB): the batch is processed
 // in chunks of images whose unrolled patches fit in it (at least one image per chunk). Tests

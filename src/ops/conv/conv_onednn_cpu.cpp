@@ -5,6 +5,7 @@
 #include "ops/conv/conv_onednn_cpu.h"
 
 #include "core/cpu_kernels.h"
+#include "core/op_scratch.h"
 
 #if KILN_WITH_ONEDNN
 #include <omp.h>
@@ -56,14 +57,21 @@ dnnl::stream& this_thread_stream() {
   return stream;
 }
 
-// This thread's scratch buffer number `slot` (0: the primitives' scratchpad, 1: wgrad's dense dy
-// slice). Grows, never shrinks: after the first step a thread allocates no more.
-float* thread_scratch(int slot, size_t bytes) {
-  thread_local std::vector<float> scratch[2];
-  std::vector<float>& buffer = scratch[slot];
-  if (buffer.size() * sizeof(float) < bytes) buffer.resize((bytes + sizeof(float) - 1) / sizeof(float));
-  return buffer.data();
+std::atomic<int64_t> scratch_fallbacks{0};
+
+// `bytes` of scratch for one call, 64-byte aligned: the op's (core/op_scratch.h), which its
+// prepare hook asked for, else this thread's own buffer, grown as needed.
+std::byte* call_scratch(size_t bytes) {
+  const OpScratch lent = op_scratch();
+  if (lent.base && lent.bytes >= bytes) return lent.base;
+  scratch_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  thread_local std::vector<std::byte> own;
+  if (own.size() < bytes + 64) own.resize(bytes + 64);
+  const auto at = reinterpret_cast<uintptr_t>(own.data());
+  return own.data() + ((64 - at % 64) % 64);
 }
+
+size_t aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // The largest divisor of g.n that is at most g.n / kPieces (and at least 1): equal pieces, one set
 // of primitives.
@@ -294,20 +302,59 @@ void copy_filters(const Prim& p, bool to_prim, const float* from, float* to) {
   });
 }
 
-// The filters in the primitive's layout (KRSC itself where they agree), in this thread's buffer.
-const void* filters_for(const Prim& p, const float* w, std::vector<float>& buffer) {
-  if (!p.reordered) return w;
-  buffer.resize(p.weights.get_size() / sizeof(float));
-  copy_filters(p, true, w, buffer.data());
-  return buffer.data();
+// Where a forward or dgrad call keeps its things in its scratch: the filters in the primitive's
+// layout (where that is not KRSC), then each task's scratchpad. Measured (base nullptr) when the
+// program is prepared, taken when the op runs.
+struct DataScratch {
+  float* filters = nullptr;
+  std::byte* tasks = nullptr;
+  size_t task_stride = 0, bytes = 0;
+};
+DataScratch data_scratch(const Prim& p, int64_t tasks, std::byte* base) {
+  ScratchLayout layout(base);
+  DataScratch s;
+  if (p.reordered) s.filters = reinterpret_cast<float*>(layout.take(p.weights.get_size()));
+  s.task_stride = aligned64(p.scratchpad.get_size());
+  s.tasks = layout.take(s.task_stride * size_t(tasks));
+  s.bytes = layout.used();
+  return s;
 }
 
-// Runs body(task, stream, scratchpad) for each of `tasks` tasks on kiln's pool.
+// The same for a wgrad call: the pieces' partial gradients (and bias gradients), then each task's
+// scratchpad and, where the filters are cut into slices, its dense slice of dy.
+struct WgradScratch {
+  float *partial = nullptr, *partial_bias = nullptr;
+  std::byte* tasks = nullptr;
+  size_t scratchpad_bytes = 0, task_stride = 0, bytes = 0;
+};
+WgradScratch wgrad_scratch(const Prim& p, const ConvGeom& g, const WgradCut& cut, bool bias, std::byte* base) {
+  ScratchLayout layout(base);
+  WgradScratch s;
+  s.partial = reinterpret_cast<float*>(layout.take(size_t(cut.pieces * cut.slices) * p.weights.get_size()));
+  if (bias) s.partial_bias = reinterpret_cast<float*>(layout.take(size_t(cut.pieces * g.k) * sizeof(float)));
+  s.scratchpad_bytes = aligned64(p.scratchpad.get_size());
+  const size_t dense =
+      cut.slices > 1 ? aligned64(size_t(cut.images * g.ho * g.wo * cut.slice_geom.k) * sizeof(float)) : 0;
+  s.task_stride = s.scratchpad_bytes + dense;
+  s.tasks = layout.take(s.task_stride * size_t(cut.pieces * cut.slices));
+  s.bytes = layout.used();
+  return s;
+}
+
+// The filters in the primitive's layout (KRSC itself where they agree), in the call's scratch.
+const void* filters_for(const Prim& p, const float* w, const DataScratch& s) {
+  if (!p.reordered) return w;
+  copy_filters(p, true, w, s.filters);
+  return s.filters;
+}
+
+// Runs body(task, stream, scratchpad) for each of `tasks` tasks on kiln's pool; task i's
+// scratchpad starts at tasks + i * stride.
 template <class F>
-void for_each_task(int64_t tasks, const Prim& p, F&& body) {
+void for_each_task(int64_t tasks, const Prim& p, std::byte* task_scratch, size_t stride, F&& body) {
   parallel_for(tasks, [&](int64_t task) {
     dnnl::stream& s = this_thread_stream();
-    memory scratchpad = wrap(p.scratchpad, thread_scratch(0, p.scratchpad.get_size()));
+    memory scratchpad = wrap(p.scratchpad, task_scratch + size_t(task) * stride);
     body(task, s, scratchpad);
     s.wait();
   });
@@ -320,11 +367,12 @@ bool onednn_conv_fwd(const ConvGeom& g, const float* x, const float* w, const fl
   const int64_t images = piece_images(g);
   const Prim& p = prim(Kind::kForward, g, images, bias != nullptr);
   if (!p.usable) return false;
-  thread_local std::vector<float> buffer;
-  const void* filters = filters_for(p, w, buffer);
+  const int64_t tasks = g.n / images;
+  const DataScratch scratch = data_scratch(p, tasks, call_scratch(data_scratch(p, tasks, nullptr).bytes));
+  const void* filters = filters_for(p, w, scratch);
   const Descs d = descs(g, images);
   const int64_t x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
-  for_each_task(g.n / images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
+  for_each_task(tasks, p, scratch.tasks, scratch.task_stride, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(d.src, x + piece * x_piece)},
                                          {DNNL_ARG_WEIGHTS, wrap(p.weights, filters)},
                                          {DNNL_ARG_DST, wrap(d.dst, y + piece * y_piece)},
@@ -340,11 +388,12 @@ bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float
   const int64_t images = piece_images(g);
   const Prim& p = prim(Kind::kDgrad, g, images, false);
   if (!p.usable) return false;
-  thread_local std::vector<float> buffer;
-  const void* filters = filters_for(p, w, buffer);
+  const int64_t tasks = g.n / images;
+  const DataScratch scratch = data_scratch(p, tasks, call_scratch(data_scratch(p, tasks, nullptr).bytes));
+  const void* filters = filters_for(p, w, scratch);
   const Descs d = descs(g, images);
   const int64_t x_piece = images * g.h * g.w * g.c, y_piece = images * g.ho * g.wo * g.k;
-  for_each_task(g.n / images, p, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
+  for_each_task(tasks, p, scratch.tasks, scratch.task_stride, [&](int64_t piece, dnnl::stream& s, memory& scratchpad) {
     p.primitive.execute(s, {{DNNL_ARG_DIFF_DST, wrap(d.dst, dy + piece * y_piece)},
                             {DNNL_ARG_WEIGHTS, wrap(p.weights, filters)},
                             {DNNL_ARG_DIFF_SRC, wrap(d.src, dx + piece * x_piece)},
@@ -364,30 +413,31 @@ bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float
   const Descs d = descs(slice_geom, images);
   const int64_t x_piece = images * g.h * g.w * g.c, dy_rows = images * g.ho * g.wo;
   const int64_t slice_len = int64_t(p.weights.get_size() / sizeof(float)), piece_len = slices * slice_len;
-  // The calling thread's buffers (a thread_local named in the tasks' lambda would be the worker's).
-  thread_local std::vector<float> partial_buffer, partial_bias_buffer;
-  partial_buffer.resize(size_t(pieces * piece_len));
-  if (dbias) partial_bias_buffer.resize(size_t(pieces * g.k));
-  float* partial = partial_buffer.data();
-  float* partial_bias = partial_bias_buffer.data();
-  for_each_task(pieces * slices, p, [&](int64_t task, dnnl::stream& s, memory& scratchpad) {
-    const int64_t piece = task / slices, slice = task % slices;
-    const float* dy_piece = dy + piece * dy_rows * g.k;
-    const float* dy_slice = dy_piece;
-    if (slices > 1) {  // the slice's channels of each dy row, made dense for the primitive
-      float* dense = thread_scratch(1, size_t(dy_rows * ks) * sizeof(float));
-      for (int64_t row = 0; row < dy_rows; ++row)
-        std::memcpy(dense + row * ks, dy_piece + row * g.k + slice * ks, size_t(ks) * sizeof(float));
-      dy_slice = dense;
-    }
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, wrap(d.src, x + piece * x_piece)},
-        {DNNL_ARG_DIFF_DST, wrap(d.dst, dy_slice)},
-        {DNNL_ARG_DIFF_WEIGHTS, wrap(p.weights, partial + piece * piece_len + slice * slice_len)},
-        {DNNL_ARG_SCRATCHPAD, scratchpad}};
-    if (dbias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, partial_bias + piece * g.k + slice * ks));
-    p.primitive.execute(s, args);
-  });
+  const bool bias = dbias != nullptr;
+  const WgradScratch scratch =
+      wgrad_scratch(p, g, cut, bias, call_scratch(wgrad_scratch(p, g, cut, bias, nullptr).bytes));
+  float* partial = scratch.partial;
+  float* partial_bias = scratch.partial_bias;
+  for_each_task(
+      pieces * slices, p, scratch.tasks, scratch.task_stride, [&](int64_t task, dnnl::stream& s, memory& scratchpad) {
+        const int64_t piece = task / slices, slice = task % slices;
+        const float* dy_piece = dy + piece * dy_rows * g.k;
+        const float* dy_slice = dy_piece;
+        if (slices > 1) {  // the slice's channels of each dy row, made dense for the primitive
+          float* dense =
+              reinterpret_cast<float*>(scratch.tasks + size_t(task) * scratch.task_stride + scratch.scratchpad_bytes);
+          for (int64_t row = 0; row < dy_rows; ++row)
+            std::memcpy(dense + row * ks, dy_piece + row * g.k + slice * ks, size_t(ks) * sizeof(float));
+          dy_slice = dense;
+        }
+        std::unordered_map<int, memory> args{
+            {DNNL_ARG_SRC, wrap(d.src, x + piece * x_piece)},
+            {DNNL_ARG_DIFF_DST, wrap(d.dst, dy_slice)},
+            {DNNL_ARG_DIFF_WEIGHTS, wrap(p.weights, partial + piece * piece_len + slice * slice_len)},
+            {DNNL_ARG_SCRATCHPAD, scratchpad}};
+        if (dbias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, partial_bias + piece * g.k + slice * ks));
+        p.primitive.execute(s, args);
+      });
   // The pieces' sums in piece order, into the first piece's.
   auto sum_pieces = [pieces](float* parts, int64_t len) {
     parallel_blocks(len, 4096, [&](int64_t begin, int64_t end) {
@@ -413,25 +463,38 @@ bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float
   return true;
 }
 
-void onednn_conv_prepare(const ConvGeom& g, bool bias, ConvPasses passes) {
-  if (!onednn_on()) return;
-  if (passes.forward) prim(Kind::kForward, g, piece_images(g), bias);
-  if (passes.dgrad) prim(Kind::kDgrad, g, piece_images(g), false);
+size_t onednn_conv_prepare(const ConvGeom& g, bool bias, ConvPasses passes) {
+  if (!onednn_on()) return 0;
+  size_t bytes = 0;
+  const int64_t images = piece_images(g), tasks = g.n / images;
+  auto take = [&](const Prim& p, size_t need) { bytes = std::max(bytes, p.usable ? need : 0); };
+  if (passes.forward) {
+    const Prim& p = prim(Kind::kForward, g, images, bias);
+    take(p, data_scratch(p, tasks, nullptr).bytes);
+  }
+  if (passes.dgrad) {
+    const Prim& p = prim(Kind::kDgrad, g, images, false);
+    take(p, data_scratch(p, tasks, nullptr).bytes);
+  }
   if (passes.wgrad) {
     const WgradCut cut = wgrad_cut(g);
-    prim(Kind::kWgrad, cut.slice_geom, cut.images, bias);
+    const Prim& p = prim(Kind::kWgrad, cut.slice_geom, cut.images, bias);
+    take(p, wgrad_scratch(p, g, cut, bias, nullptr).bytes);
   }
+  return bytes;
 }
 
 int64_t onednn_primitives_made() { return primitives_made.load(std::memory_order_relaxed); }
+int64_t onednn_scratch_fallbacks() { return scratch_fallbacks.load(std::memory_order_relaxed); }
 
 #else  // no oneDNN in this build: conv_cpu.h's own kernels run every problem
 
 bool onednn_conv_fwd(const ConvGeom&, const float*, const float*, const float*, float*) { return false; }
 bool onednn_conv_dgrad(const ConvGeom&, const float*, const float*, float*) { return false; }
 bool onednn_conv_wgrad(const ConvGeom&, const float*, const float*, float*, float*) { return false; }
-void onednn_conv_prepare(const ConvGeom&, bool, ConvPasses) {}
+size_t onednn_conv_prepare(const ConvGeom&, bool, ConvPasses) { return 0; }
 int64_t onednn_primitives_made() { return 0; }
+int64_t onednn_scratch_fallbacks() { return 0; }
 
 #endif
 

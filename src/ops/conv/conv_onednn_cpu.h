@@ -21,8 +21,14 @@ bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float
 bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float* dw, float* dbias);
 
 // Makes the primitives of `passes` for g now (conv_prepare), where oneDNN runs them; the calls
-// above find them made. Without it they are made on first use.
-void onednn_conv_prepare(const ConvGeom& g, bool bias, ConvPasses passes);
+// above find them made. Without it they are made on first use. Returns the scratch bytes the
+// largest pass takes (its filters in oneDNN's layout, each task's scratchpad, wgrad's partial
+// sums): the calls above take them from the op's scratch (core/op_scratch.h) where it holds them,
+// else from a buffer of the calling thread's that grows.
+size_t onednn_conv_prepare(const ConvGeom& g, bool bias, ConvPasses passes);
+// How many times the calls above found the op's scratch too small and used their own buffer
+// instead (a kernel called outside an op, or an op whose prepare hook did not ask), for tests.
+int64_t onednn_scratch_fallbacks();
 // How many primitives this process has made (each once per problem), for tests.
 int64_t onednn_primitives_made();
 

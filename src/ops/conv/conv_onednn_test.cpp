@@ -227,8 +227,10 @@ TEST(ConvOnednn, SameBytesWhateverTheThreadCount) {
 }
 
 // Preparing a program makes every convolution primitive its steps use, so that no step stops to
-// JIT-compile one: the first step makes none.
-TEST(ConvOnednn, PrimitivesAreMadeWhenTheProgramIsPrepared) {
+// JIT-compile one: the first step makes none. It also sizes the CPU backend's workspace for the
+// convolutions' scratch (filters in oneDNN's layout, scratchpads, partial gradients), so the step
+// takes all of it from there and allocates none of its own.
+TEST(ConvOnednn, PrimitivesAndScratchAreMadeWhenTheProgramIsPrepared) {
   if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
   const KernelsFor onednn(CpuKernels::OneDnn);
   // Shapes no other test in this process uses: the primitives are kept process-wide, per problem.
@@ -247,8 +249,11 @@ TEST(ConvOnednn, PrimitivesAreMadeWhenTheProgramIsPrepared) {
   const std::vector<int32_t> labels = {0, 2, 1, 1, 0, 2};
   exe.write(exe.program().input, x.data(), x.size() * sizeof(float));
   exe.write(exe.program().label, labels.data(), labels.size() * sizeof(int32_t));
+  EXPECT_GT(exe.workspace_bytes(), 0u) << "the convolutions asked the backend for no scratch";
+  const int64_t fallbacks = onednn_scratch_fallbacks();
   exe.run_step({0.1f, 0, 1});
   EXPECT_EQ(onednn_primitives_made(), prepared) << "the step made primitives of its own";
+  EXPECT_EQ(onednn_scratch_fallbacks(), fallbacks) << "a convolution found the op's scratch too small";
 }
 
 // bf16 math chosen through the public options (CompileOptions::cpu.kernels = 3): on a CPU without

@@ -75,16 +75,16 @@ void conv_wgrad(const OpCall& call, const ConvWgrad<TensorArg>& a) {
 
 // When the program is prepared: the pass each op runs, made ready (conv_cpu.h).
 void conv_fwd_prepare(const OpCall& call, const ConvForward<TensorArg>& a) {
-  cpu::conv_prepare(geometry(call, a.x.shape(), a.w.shape(), a.stride, a.padding), a.x.dtype(), bool(a.bias),
-                    {.forward = true});
+  call.backend->request_workspace(cpu::conv_prepare(geometry(call, a.x.shape(), a.w.shape(), a.stride, a.padding),
+                                                    a.x.dtype(), bool(a.bias), {.forward = true}));
 }
 void conv_dgrad_prepare(const OpCall& call, const ConvDgrad<TensorArg>& a) {
-  cpu::conv_prepare(geometry(call, a.dx.shape(), a.w.shape(), a.stride, a.padding), a.dy.dtype(), false,
-                    {.dgrad = true});
+  call.backend->request_workspace(cpu::conv_prepare(geometry(call, a.dx.shape(), a.w.shape(), a.stride, a.padding),
+                                                    a.dy.dtype(), false, {.dgrad = true}));
 }
 void conv_wgrad_prepare(const OpCall& call, const ConvWgrad<TensorArg>& a) {
-  cpu::conv_prepare(geometry(call, a.x.shape(), a.dw.shape(), a.stride, a.padding), a.dy.dtype(), bool(a.dbias),
-                    {.wgrad = true});
+  call.backend->request_workspace(cpu::conv_prepare(geometry(call, a.x.shape(), a.dw.shape(), a.stride, a.padding),
+                                                    a.dy.dtype(), bool(a.dbias), {.wgrad = true}));
 }
 
 }  // namespace

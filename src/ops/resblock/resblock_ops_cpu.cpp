@@ -146,16 +146,18 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
 // When the program is prepared: the convolution passes each op runs, made ready (conv_cpu.h).
 void conv_bn_fwd_prepare(const OpCall& call, const ConvBnForward<TensorArg>& a) {
   const CpuOpChecker check{call, "CONV_BN_FWD"};
-  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true});
+  call.backend->request_workspace(
+      cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true}));
 }
 void conv_bn_inf_prepare(const OpCall& call, const ConvBnInference<TensorArg>& a) {
   const CpuOpChecker check{call, "CONV_BN_INF"};
-  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true});
+  call.backend->request_workspace(
+      cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false, {.forward = true}));
 }
 void conv_bn_bwd_prepare(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
   const CpuOpChecker check{call, "CONV_BN_BWD"};
-  cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false,
-                    {.dgrad = bool(a.dx), .wgrad = true});
+  call.backend->request_workspace(cpu::conv_prepare(check.geometry(a.x, a.w, a.stride, a.padding), a.x.dtype(), false,
+                                                    {.dgrad = bool(a.dx), .wgrad = true}));
 }
 
 }  // namespace
