@@ -83,6 +83,26 @@ Inputs inputs(const ConvShape& s, unsigned seed) {
   return in;
 }
 
+// y (bias taken out), dx and dw against the float64 reference within `bound`, each checked to
+// reject a transposed filter (conv_test::expect_matches); returns y's worst relative miss.
+double expect_all_match(const ConvShape& s, const Inputs& in, const std::vector<double>& y,
+                        const std::vector<float>& dx, const std::vector<float>& dw, double bound) {
+  std::vector<double> want, scale, wrong, wrong_scale;
+  conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), false, want, scale);
+  conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), true, wrong, wrong_scale);
+  conv_test::expect_matches("y", y, want, scale, wrong, s, bound);
+  const double y_worst = conv_test::relative_miss(y, want, scale, bound).worst;
+
+  conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), false, want, scale);
+  conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), true, wrong, wrong_scale);
+  conv_test::expect_matches("dx", doubles(dx), want, scale, wrong, s, bound);
+
+  conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), false, want, scale);
+  conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), true, wrong, wrong_scale);
+  conv_test::expect_matches("dw", doubles(dw), want, scale, wrong, s, bound);
+  return y_worst;
+}
+
 TEST(ConvOnednn, MatchesFloat64AtTheZoosShapes) {
   if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
   const KernelsFor onednn(CpuKernels::OneDnn);
@@ -106,21 +126,10 @@ TEST(ConvOnednn, MatchesFloat64AtTheZoosShapes) {
     conv_dgrad<float>(g, in.dy.data(), in.w.data(), dx.data());
     conv_wgrad<float>(g, in.dy.data(), in.x.data(), dw.data(), t.bias ? db.data() : nullptr);
 
-    std::vector<double> want, scale, wrong, wrong_scale;
-    conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), false, want, scale);
-    conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), true, wrong, wrong_scale);
     std::vector<double> got = doubles(y);
     if (t.bias)
       for (size_t i = 0; i < got.size(); ++i) got[i] -= in.b[i % size_t(s.k)];  // the reference has no bias
-    conv_test::expect_matches("y", got, want, scale, wrong, s, kBound);
-
-    conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), false, want, scale);
-    conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), true, wrong, wrong_scale);
-    conv_test::expect_matches("dx", doubles(dx), want, scale, wrong, s, kBound);
-
-    conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), false, want, scale);
-    conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), true, wrong, wrong_scale);
-    conv_test::expect_matches("dw", doubles(dw), want, scale, wrong, s, kBound);
+    expect_all_match(s, in, got, dx, dw, kBound);
     if (t.bias) {
       for (int64_t k = 0; k < s.k; ++k) {
         double sum = 0, abs_sum = 0;
@@ -181,20 +190,8 @@ TEST(ConvOnednn, Bf16MathStaysWithinBf16sBoundOrIsRefused) {
     ASSERT_TRUE(onednn_conv_dgrad(g, in.dy.data(), in.w.data(), dx.data()));
     ASSERT_TRUE(onednn_conv_wgrad(g, in.dy.data(), in.x.data(), dw.data(), t.bias ? db.data() : nullptr));
 
-    std::vector<double> want, scale, wrong, wrong_scale;
-    conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), false, want, scale);
-    conv_test::fprop_reference(s, doubles(in.x), doubles(in.w), true, wrong, wrong_scale);
-    conv_test::expect_matches("y", doubles(y), want, scale, wrong, s, kBf16Bound);
-    EXPECT_GT(conv_test::relative_miss(doubles(y), want, scale, kBf16Bound).worst, 5e-5)
-        << "y: as exact as fp32 math; the products did not go through bf16";
-
-    conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), false, want, scale);
-    conv_test::dgrad_reference(s, doubles(in.dy), doubles(in.w), true, wrong, wrong_scale);
-    conv_test::expect_matches("dx", doubles(dx), want, scale, wrong, s, kBf16Bound);
-
-    conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), false, want, scale);
-    conv_test::wgrad_reference(s, doubles(in.x), doubles(in.dy), true, wrong, wrong_scale);
-    conv_test::expect_matches("dw", doubles(dw), want, scale, wrong, s, kBf16Bound);
+    const double y_worst = expect_all_match(s, in, doubles(y), dx, dw, kBf16Bound);
+    EXPECT_GT(y_worst, 5e-5) << "y: as exact as fp32 math; the products did not go through bf16";
   }
 }
 
@@ -226,6 +223,15 @@ TEST(ConvOnednn, SameBytesWhateverTheThreadCount) {
   }
 }
 
+// Two 3x3 CBRs (the second of stride 2) and a linear layer on side x side x channels inputs: a
+// small program that runs every convolution pass.
+Blueprint two_cbrs(const char* name, int side, int channels, int k1, int k2, int classes) {
+  Blueprint m(name);
+  m.input(side, side, channels);
+  m.cbr(k1, 3, 1, 1, "conv1").cbr(k2, 3, 2, 1, "conv2").flatten("flatten").fc(classes, true, "fc");
+  return m;
+}
+
 // Preparing a program makes every convolution primitive its steps use, so that no step stops to
 // JIT-compile one: the first step makes none. It also sizes the CPU backend's workspace for the
 // convolutions' scratch (filters in oneDNN's layout, scratchpads, partial gradients), so the step
@@ -234,9 +240,7 @@ TEST(ConvOnednn, PrimitivesAndScratchAreMadeWhenTheProgramIsPrepared) {
   if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
   const KernelsFor onednn(CpuKernels::OneDnn);
   // Shapes no other test in this process uses: the primitives are kept process-wide, per problem.
-  Blueprint m("prepared");
-  m.input(11, 11, 5);
-  m.cbr(24, 3, 1, 1, "conv1").cbr(40, 3, 2, 1, "conv2").flatten("flatten").fc(3, true, "fc");
+  const Blueprint m = two_cbrs("prepared", 11, 5, 24, 40, 3);
   CompileOptions o;
   o.batch = 6;
   const int64_t before = onednn_primitives_made();
@@ -264,9 +268,7 @@ TEST(ConvOnednn, PrimitivesAndScratchAreMadeWhenTheProgramIsPrepared) {
 TEST(ConvOnednn, Bf16MathThroughTheProgramsOptions) {
   if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
   const KernelsFor restore(CpuKernels::OneDnn);
-  Blueprint m("bf16_math");
-  m.input(12, 12, 8);
-  m.cbr(32, 3, 1, 1, "conv1").cbr(48, 3, 2, 1, "conv2").flatten("flatten").fc(4, true, "fc");
+  const Blueprint m = two_cbrs("bf16_math", 12, 8, 32, 48, 4);
   std::mt19937 rng(5);
   const std::vector<float> x = random_floats(size_t(8 * 12 * 12 * 8), rng);
   const std::vector<int32_t> labels = {0, 3, 1, 2, 0, 2, 3, 1};
