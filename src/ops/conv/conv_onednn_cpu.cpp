@@ -60,8 +60,9 @@ dnnl::stream& this_thread_stream() {
 std::atomic<int64_t> scratch_fallbacks{0};
 
 // `bytes` of scratch for one call, 64-byte aligned: the op's (core/op_scratch.h), which its
-// prepare hook asked for, else this thread's own buffer, grown as needed.
+// prepare hook asked for, else this thread's own buffer, grown as needed (none for 0 bytes).
 std::byte* call_scratch(size_t bytes) {
+  if (bytes == 0) return nullptr;
   const OpScratch lent = op_scratch();
   if (lent.base && lent.bytes >= bytes) return lent.base;
   scratch_fallbacks.fetch_add(1, std::memory_order_relaxed);
