@@ -6,6 +6,7 @@
 
 #include "core/cpu_kernels.h"
 #include "core/op_scratch.h"
+#include "core/scratch_layout.h"
 
 #if KILN_WITH_ONEDNN
 #include <omp.h>
@@ -173,7 +174,8 @@ void check_bf16_math_runs() {
     ConvGeom g = ConvGeom::make({2, 14, 14, 64}, {64, 3, 3, 64}, 1, 1);
     return std::string(forward_desc(g, g.n, false, true).impl_info_str());
   }();
-  if (!bf16_impl(impl.c_str()))
+  static const bool runs = bf16_impl(impl.c_str());  // prim() asks on every call
+  if (!runs)
     fail("--cpu-kernels onednn-bf16 (KILN_CPU_KERNELS, CompileOptions::cpu.kernels = 3) needs a CPU with bf16 "
          "instructions (AMX or AVX-512 BF16); on this one oneDNN computes in fp32 ({}): use --cpu-kernels onednn",
          impl);
@@ -314,9 +316,9 @@ struct DataScratch {
 DataScratch data_scratch(const Prim& p, int64_t tasks, std::byte* base) {
   ScratchLayout layout(base);
   DataScratch s;
-  if (p.reordered) s.filters = reinterpret_cast<float*>(layout.take(p.weights.get_size()));
+  if (p.reordered) s.filters = layout.floats(int64_t(p.weights.get_size() / sizeof(float)));
   s.task_stride = aligned64(p.scratchpad.get_size());
-  s.tasks = layout.take(s.task_stride * size_t(tasks));
+  s.tasks = static_cast<std::byte*>(layout.take(s.task_stride * size_t(tasks)));
   s.bytes = layout.used();
   return s;
 }
@@ -331,13 +333,13 @@ struct WgradScratch {
 WgradScratch wgrad_scratch(const Prim& p, const ConvGeom& g, const WgradCut& cut, bool bias, std::byte* base) {
   ScratchLayout layout(base);
   WgradScratch s;
-  s.partial = reinterpret_cast<float*>(layout.take(size_t(cut.pieces * cut.slices) * p.weights.get_size()));
-  if (bias) s.partial_bias = reinterpret_cast<float*>(layout.take(size_t(cut.pieces * g.k) * sizeof(float)));
+  s.partial = layout.floats(cut.pieces * cut.slices * int64_t(p.weights.get_size() / sizeof(float)));
+  if (bias) s.partial_bias = layout.floats(cut.pieces * g.k);
   s.scratchpad_bytes = aligned64(p.scratchpad.get_size());
   const size_t dense =
       cut.slices > 1 ? aligned64(size_t(cut.images * g.ho * g.wo * cut.slice_geom.k) * sizeof(float)) : 0;
   s.task_stride = s.scratchpad_bytes + dense;
-  s.tasks = layout.take(s.task_stride * size_t(cut.pieces * cut.slices));
+  s.tasks = static_cast<std::byte*>(layout.take(s.task_stride * size_t(cut.pieces * cut.slices)));
   s.bytes = layout.used();
   return s;
 }
