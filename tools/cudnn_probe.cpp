@@ -114,6 +114,43 @@ void dgrad_drelu_dbn_weight(fe::graph::Graph& g, const ConvProblem& p, bool io_t
   for (auto& t : outs) stats_output(t, io_typed);
 }
 
+// Per-channel Σ over N, H, W (ADD reduction to {1,C,1,1}, fp32): the generic runtime-fusion
+// engines' way to statistics where the genstats op does not build (bf16, fp32).
+TensorPtr channel_sum(fe::graph::Graph& g, TensorPtr t, int64_t c) {
+  auto sum = g.reduction(t, fe::graph::Reduction_attributes().set_mode(fe::ReductionMode_t::ADD).set_compute_data_type(
+                                fe::DataType_t::FLOAT));
+  sum->set_dim({1, c, 1, 1}).set_stride({c, 1, c, c});
+  stats_output(sum, false);
+  return sum;
+}
+
+// conv_fprop with Σy (and Σy² when `squares`) as reductions of its output.
+void conv_reductions(fe::graph::Graph& g, const ConvProblem& p, bool squares) {
+  auto y = g.conv_fprop(
+      activation(g, "x", p.n, p.c, p.h, p.w), filter(g, p),
+      fe::graph::Conv_fprop_attributes().set_padding(pad2(p)).set_stride(stride2(p)).set_dilation({1, 1}));
+  y->set_output(true);
+  channel_sum(g, y, p.k);
+  if (squares) channel_sum(g, pw(g, y, y, fe::PointwiseMode_t::MUL), p.k);
+}
+
+// conv_dgrad → dReLU against the producer's output (x·scale + shift > 0, from its stored conv
+// output x) → Σg and Σg·x as reductions: the producer's BN weight gradients in dgrad's epilogue.
+void dgrad_drelu_reductions(fe::graph::Graph& g, const ConvProblem& p) {
+  auto dy = activation(g, "dy", p.n, p.k, p.ho, p.wo);
+  auto dgrad = g.conv_dgrad(
+      dy, filter(g, p),
+      fe::graph::Conv_dgrad_attributes().set_padding(pad2(p)).set_stride(stride2(p)).set_dilation({1, 1}));
+  dgrad->set_dim({p.n, p.c, p.h, p.w});
+  auto x = activation(g, "x", p.n, p.c, p.h, p.w);
+  auto bn = pw(g, pw(g, x, channels(g, "scale", p.c, false), fe::PointwiseMode_t::MUL), channels(g, "shift", p.c, false),
+               fe::PointwiseMode_t::ADD);
+  auto g_masked = pw(g, dgrad, bn, fe::PointwiseMode_t::RELU_BWD);
+  g_masked->set_output(true);
+  channel_sum(g, g_masked, p.c);
+  channel_sum(g, pw(g, g_masked, x, fe::PointwiseMode_t::MUL), p.c);
+}
+
 // BN backward over the conv output (K channels); `mask`: dY·mask first (mask BOOLEAN), written to
 // memory when `write_masked`.
 void bn_backward(fe::graph::Graph& g, const ConvProblem& p, bool mask, bool write_masked) {
@@ -263,12 +300,22 @@ int main(int argc, char** argv) {
                         {"fp32 scale/bias", [p](fe::graph::Graph& g) { sbr_conv_genstats(g, p, false); }},
                         {"io-dtype scale/bias", [p](fe::graph::Graph& g) { sbr_conv_genstats(g, p, true); }}};
                   }),
+        probe_row("conv_fprop + Σy, Σy² as reductions (generic runtime fusion)",
+                  [](const ConvProblem& p) {
+                    return std::vector<Variant>{
+                        {"Σy and Σy²", [p](fe::graph::Graph& g) { conv_reductions(g, p, true); }},
+                        {"Σy only", [p](fe::graph::Graph& g) { conv_reductions(g, p, false); }}};
+                  }),
         kind_row("conv_dgrad", kiln::cuda::kConvDgradGraph),
         probe_row("conv_dgrad → dReLU (recomputed from BN of X) → dbn_weight",
                   [](const ConvProblem& p) {
                     return std::vector<Variant>{
                         {"fp32 outputs", [p](fe::graph::Graph& g) { dgrad_drelu_dbn_weight(g, p, false); }},
                         {"io-dtype outputs", [p](fe::graph::Graph& g) { dgrad_drelu_dbn_weight(g, p, true); }}};
+                  }),
+        probe_row("conv_dgrad → dReLU (x·scale+shift > 0) → Σg, Σg·x as reductions",
+                  [](const ConvProblem& p) {
+                    return std::vector<Variant>{{"", [p](fe::graph::Graph& g) { dgrad_drelu_reductions(g, p); }}};
                   }),
         kind_row("conv_wgrad", kiln::cuda::kConvWgradGraph),
         probe_row("scale·x+bias → ReLU → conv_wgrad",
