@@ -54,6 +54,12 @@ struct CudaOptions {
   // which rounds the producer's scale and shift to fp16 (less exact, README); 2 times both at
   // prepare and keeps the faster. KILN_SEAM_INPUT=0|1|2.
   int seam_input = 0;
+  // How a convolution that BatchNorm follows (CBR, conv + BN) gets its output's per-channel sums
+  // where cuDNN's conv + genstats graph does not build (bf16, fp32): 0 the convolution, then kiln's
+  // sum kernel over its output; 1 cuDNN's runtime-fused graph that sums the convolution's fp32
+  // results in its epilogue, wherever it builds; 2 (the default) the faster of the two, timed at
+  // prepare (the first when tuning is off). KILN_CONV_STATS=0|1|2.
+  int conv_stats = 2;
   // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,
   // which waits for it only when it ends; false joins the side stream at the end of every op.
   // KILN_OVERLAP_OPS=0|1.

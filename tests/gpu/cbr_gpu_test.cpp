@@ -170,12 +170,12 @@ CudaOptions pipeline_chunks(int chunks) {
 // Set (ScopedEnv) for the backends made while the setting lives; "" is as if unset.
 constexpr const char* kPipelineChunksVar = "KILN_PIPELINE_CHUNKS";
 
-// Whether the process-wide graph cache holds a dgrad of `s` at batch `n` (a batch slice).
-bool has_dgrad_at_batch(const BlockShape& s, int n) {
+// Whether the process-wide graph cache holds graph `kind` of `s` at batch `n` (a batch slice).
+bool has_graph_at_batch(const char* kind, const BlockShape& s, int n) {
   cuda::CudaBackend backend(0);
   for (const cuda::TuneRecord& r : backend.graphs().tune_records())
-    if (r.kind == "CONV_DGRAD" && r.problem.n == n && r.problem.c == s.c && r.problem.k == s.k &&
-        r.problem.h == s.hw && r.problem.r == s.kernel && r.problem.stride == s.stride)
+    if (r.kind == kind && r.problem.n == n && r.problem.c == s.c && r.problem.k == s.k && r.problem.h == s.hw &&
+        r.problem.r == s.kernel && r.problem.stride == s.stride)
       return true;
   return false;
 }
@@ -196,10 +196,43 @@ TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
     const std::vector<float> dy = ref.correlated_dy(rng);
     BlockRun plain = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, pipeline_chunks(1));
     BlockRun sliced = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, pipeline_chunks(4));
-    EXPECT_TRUE(has_dgrad_at_batch(s, s.n / 4)) << "no dgrad graph was built for a quarter of the batch";
+    EXPECT_TRUE(has_graph_at_batch("CONV_DGRAD", s, s.n / 4)) << "no dgrad graph was built for a quarter of the batch";
     // Slices may run other dgrad plans than the whole batch: equal to rounding, not bits.
     expect_close(sliced.bwd, plain.bwd, tolerance(precision), "sliced vs plain backward");
     ref.expect_backward_matches(sliced.fwd["mask"], sliced.bwd, sliced.fwd["w"], dy, "sliced");
+  }
+}
+
+// CUDA options that take the statistics of a CBR's convolution in way `mode` (CudaOptions::conv_stats).
+CudaOptions conv_stats(int mode) {
+  CudaOptions o;
+  o.conv_stats = mode;
+  return o;
+}
+
+// The two ways to a convolution's statistics where genstats does not build (bf16, fp32): kiln's
+// sum kernel after the convolution (0) and cuDNN's reductions graph (1) each train the block's
+// step as float64 does, and agree in the forward. In bf16 the graph must have been built (on the
+// H200 it builds for these shapes); in fp16 both take genstats, and are compared all the same.
+TEST_P(CbrGpu, StatisticsWaysMatchFloat64) {
+  KILN_REQUIRE_GPU();
+  const ScopedEnv unset("KILN_CONV_STATS", "");  // the variable would override the ways compared here
+  const Precision precision = GetParam();
+  const DType dtype = activation_dtype(precision);
+  for (const BlockShape& s : kShapes) {
+    SCOPED_TRACE(s.str());
+    std::mt19937 rng(4000 + s.c + s.k + s.hw);
+    const auto x = random_values<float>(dtype, size_t(s.n) * s.hw * s.hw * s.c, rng);
+    Executable init(compile(conv_bn_relu_block(s), block_options(s, Device::CPU, Precision::FP32, true, true)), 17);
+    const Float64Block ref(s, x, read_floats(init, "conv.weight"), {}, {}, precision);
+    const std::vector<float> dy = ref.correlated_dy(rng);
+    BlockRun kernel = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(0));
+    BlockRun graph = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(1));
+    if (precision == Precision::BF16)
+      EXPECT_TRUE(has_graph_at_batch("CONV_FPROP_SUMS", s, s.n)) << "the reductions graph was not built";
+    expect_close(graph.fwd, kernel.fwd, tolerance(precision), "reductions graph vs sum kernel (forward)");
+    ref.expect_backward_matches(kernel.fwd["mask"], kernel.bwd, kernel.fwd["w"], dy, "sum kernel");
+    ref.expect_backward_matches(graph.fwd["mask"], graph.bwd, graph.fwd["w"], dy, "reductions graph");
   }
 }
 

@@ -292,6 +292,54 @@ TEST_P(CudnnFusedGraphs, ScaleShiftReluMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(DTypes, CudnnFusedGraphs, ::testing::Values(DType::F16, DType::F32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// The reductions graph (CONV_FPROP_SUMS, what CBR and conv + BN take where genstats does not
+// build): the output and both per-channel sums against float64 in every dtype it builds for, the
+// sums overwritten rather than accumulated into, and a second run giving the same bytes (the
+// backend prefers deterministic plans; a reduction finished with atomics would differ here). One
+// case has 6,272 rows, so that the sums cross many tiles. It must build in bf16: that is its use.
+TEST(CudnnGraphsGpu, FpropSumsMatchCpuAndRepeatBitwise) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(6);
+  std::vector<Case> cases = kFusedCases;
+  cases.push_back({8, 28, 28, 64, 128, 3, 3, 1, 1});
+  size_t built_bf16 = 0;
+  for (DType io : {DType::BF16, DType::F16, DType::F32}) {
+    for (const Case& c : cases) {
+      const ConvProblem p = problem_of(c, io);
+      SCOPED_TRACE(conv_problem_str(p));
+      if (!graphs().supported(kConvFpropSumsGraph, p)) {
+        std::printf("[ note ] %s unsupported for %s\n", kConvFpropSumsGraph.name, conv_problem_str(p).c_str());
+        continue;
+      }
+      built_bf16 += io == DType::BF16;
+      const ConvData d = make_inputs(p, rng);
+      const size_t out = static_cast<size_t>(p.n * p.ho * p.wo * p.k), k = static_cast<size_t>(p.k);
+      const DeviceTensor y = DeviceTensor::poisoned(io, out), y2 = DeviceTensor::poisoned(io, out);
+      const DeviceTensor sum(DType::F32, std::vector<double>(k, 1e4)), sq_sum(DType::F32, std::vector<double>(k, 1e4));
+      const DeviceTensor sum2(DType::F32, std::vector<double>(k, -1e4)),
+          sq_sum2(DType::F32, std::vector<double>(k, -1e4));
+      Pointers ptrs;
+      ptrs.x = d.x.ptr(), ptrs.w = d.w.ptr(), ptrs.y = y.ptr(), ptrs.sum = sum.f32(), ptrs.sq_sum = sq_sum.f32();
+      run_graph(graphs(), kConvFpropSumsGraph, p, ptrs);
+      ptrs.y = y2.ptr(), ptrs.sum = sum2.f32(), ptrs.sq_sum = sq_sum2.f32();
+      run_graph(graphs(), kConvFpropSumsGraph, p, ptrs);
+      const auto ref = ref_fprop(p, d.x.values, d.w.values);
+      std::vector<double> ref_sum(k, 0.0), ref_sq(k, 0.0);
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ref_sum[i % k] += ref[i];
+        ref_sq[i % k] += ref[i] * ref[i];
+      }
+      EXPECT_LE(rel_l2(y.get(), ref), tolerance(io));
+      EXPECT_LE(rel_l2(sum.get(), ref_sum), tolerance(io)) << "per-channel sum";
+      EXPECT_LE(rel_l2(sq_sum.get(), ref_sq), tolerance(io)) << "per-channel sum of squares";
+      EXPECT_EQ(y.get(), y2.get()) << "the output differs between two runs";
+      EXPECT_EQ(sum.get(), sum2.get()) << "the sums differ between two runs";
+      EXPECT_EQ(sq_sum.get(), sq_sum2.get()) << "the sums of squares differ between two runs";
+    }
+  }
+  EXPECT_GT(built_bf16, 0u) << kConvFpropSumsGraph.name << " built for no bf16 case";
+}
+
 // Tuning as a backend's graphs get it: CudaOptions' defaults with the KILN_* overrides (CudnnGraphs
 // reads no environment), so KILN_CUDNN_TUNE=0 skips these tests and KILN_CUDNN_TUNE_PLANS limits
 // the plans timed (scripts/gpu_check.sh). No plan cache file: every graph here is tuned.

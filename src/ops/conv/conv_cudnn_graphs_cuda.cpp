@@ -21,6 +21,21 @@ void define_fprop_genstats(const ConvProblem& p, fe::graph::Graph& g) {
   make_output_channels(sq_sum, UID_SQ_SUM, p.k);
 }
 
+// The statistics as two ADD reductions over N, H and W, which cuDNN's runtime-fusion engines
+// compile into the convolution's epilogue: they build in bf16 and fp32, where genstats does not
+// (docs/cudnn-support.md).
+void define_fprop_sums(const ConvProblem& p, fe::graph::Graph& g) {
+  auto y = conv_fprop(g, conv_x(g, p), conv_w(g, p), p);
+  make_output_nhwc(y, UID_Y, p.n, p.k, p.ho, p.wo);
+  auto channel_sum = [&](const TensorPtr& t, int64_t uid) {
+    auto sum = g.reduction(t, fe::graph::Reduction_attributes().set_mode(fe::ReductionMode_t::ADD).set_compute_data_type(
+                                  fe::DataType_t::FLOAT));
+    make_output_channels(sum, uid, p.k);
+  };
+  channel_sum(y, UID_SUM);
+  channel_sum(g.pointwise(y, y, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::MUL)), UID_SQ_SUM);
+}
+
 void define_dgrad(const ConvProblem& p, fe::graph::Graph& g) {
   auto dy = g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
   auto dx = g.conv_dgrad(dy, conv_w(g, p),
@@ -46,6 +61,7 @@ void define_wgrad(const ConvProblem& p, fe::graph::Graph& g) {
 
 const CudnnGraphDef kConvFpropGraph{"CONV_FPROP", define_fprop};
 const CudnnGraphDef kConvFpropGenstatsGraph{"CONV_FPROP_GENSTATS", define_fprop_genstats};
+const CudnnGraphDef kConvFpropSumsGraph{"CONV_FPROP_SUMS", define_fprop_sums};
 const CudnnGraphDef kConvDgradGraph{"CONV_DGRAD", define_dgrad};
 const CudnnGraphDef kConvWgradGraph{"CONV_WGRAD", define_wgrad};
 

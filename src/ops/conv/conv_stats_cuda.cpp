@@ -2,6 +2,9 @@
 
 #include <cstdio>
 #include <optional>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/conv/conv_cuda.h"
@@ -14,24 +17,28 @@
 namespace kiln::cuda {
 namespace {
 
-enum class Way { kGenstats, kConvThenSums, kFewChannel };
+enum class Way { kGenstats, kConvThenSums, kSumsGraph, kFewChannel };
 
 const char* way_name(Way w) {
   switch (w) {
     case Way::kGenstats: return "cuDNN conv + genstats graph";
     case Way::kConvThenSums: return "cuDNN conv graph, then the sum kernel";
+    case Way::kSumsGraph: return "cuDNN conv + reductions graph";
     default: return "few-channel kernel";
   }
 }
 
 int64_t rows_of(const ConvProblem& p) { return p.n * p.ho * p.wo; }
 
-EngineChoices<Way> choices;
+// One table per CudaOptions::conv_stats mode: backends with different modes share a graph cache.
+EngineChoices<Way> choices_by_mode[3];
+EngineChoices<Way>& choices(const CudaBackend& be) { return choices_by_mode[be.options().conv_stats]; }
 
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
   switch (w) {
     case Way::kGenstats: return be.graphs().prepare(kConvFpropGenstatsGraph, p);
     case Way::kConvThenSums: return be.graphs().prepare(kConvFpropGraph, p);
+    case Way::kSumsGraph: return be.graphs().prepare(kConvFpropSumsGraph, p);
     default: return few_channel_fprop_workspace_bytes(conv_shape(p));
   }
 }
@@ -43,9 +50,10 @@ void run_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, cons
     return few_channel_fprop_stats(conv_shape(p), x, w, y, sum, sqsum, workspace, stream, where);
   Pointers ptr;
   ptr.x = x, ptr.w = w, ptr.y = y;
-  if (way == Way::kGenstats) {
+  if (way == Way::kGenstats || way == Way::kSumsGraph) {
     ptr.sum = sum, ptr.sq_sum = sqsum;
-    be.graphs().run(kConvFpropGenstatsGraph, p, ptr, workspace, stream, where);
+    be.graphs().run(way == Way::kGenstats ? kConvFpropGenstatsGraph : kConvFpropSumsGraph, p, ptr, workspace, stream,
+                    where);
     return;
   }
   be.graphs().run(kConvFpropGraph, p, ptr, workspace, stream, where);
@@ -70,34 +78,54 @@ double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, c
       where);
 }
 
+// The ways that may serve `p`, the one to keep without timing first: genstats where cuDNN builds it
+// (fp16); else the sum kernel after the convolution and/or the reductions graph, as
+// CudaOptions::conv_stats asks; and the few-channel kernel where it takes the shape.
+std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
+  std::vector<Way> ways;
+  const int mode = be.options().conv_stats;  // 0 sum kernel, 1 reductions graph, 2 the faster
+  if (be.graphs().supported(kConvFpropGenstatsGraph, p)) {
+    ways.push_back(Way::kGenstats);
+  } else {
+    if (mode != 1) ways.push_back(Way::kConvThenSums);
+    if (mode != 0 && be.graphs().supported(kConvFpropSumsGraph, p)) ways.push_back(Way::kSumsGraph);
+    if (ways.empty()) ways.push_back(Way::kConvThenSums);  // the graph asked for does not build here
+  }
+  if (few_channel_conv_supported(conv_shape(p))) ways.push_back(Way::kFewChannel);
+  return ways;
+}
+
+const CudnnGraphDef& graph_of(Way way) {
+  return way == Way::kGenstats ? kConvFpropGenstatsGraph : way == Way::kSumsGraph ? kConvFpropSumsGraph : kConvFpropGraph;
+}
+
 }  // namespace
 
 size_t prepare_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, const void* w, void* y,
                           const std::string& where) {
-  if (const std::optional<Way> way = choices.find(be.graphs(), p)) return workspace_bytes(be, p, *way);
-  const Way cudnn =
-      be.graphs().supported(kConvFpropGenstatsGraph, p) ? Way::kGenstats : Way::kConvThenSums;
-  Way chosen = cudnn;
-  if (few_channel_conv_supported(conv_shape(p))) {
-    const CudnnGraphDef& graph = cudnn == Way::kGenstats ? kConvFpropGenstatsGraph : kConvFpropGraph;
-    // Without a tuned plan there was no timing at prepare: the cuDNN way stays.
-    double cudnn_ms = 0, few_ms = 0;
-    if (be.graphs().plan_ms(graph, p) > 0) {
-      cudnn_ms = time_way(be, p, cudnn, x, w, y, where);
-      few_ms = time_way(be, p, Way::kFewChannel, x, w, y, where);
-      if (few_ms >= 0 && (cudnn_ms < 0 || few_ms < cudnn_ms)) chosen = Way::kFewChannel;
+  if (const std::optional<Way> way = choices(be).find(be.graphs(), p)) return workspace_bytes(be, p, *way);
+  const std::vector<Way> ways = candidates(be, p);
+  Way chosen = ways.front();
+  // Without a tuned plan there was no timing at prepare: the first way stays.
+  if (ways.size() > 1 && be.graphs().plan_ms(graph_of(ways.front()), p) > 0) {
+    std::string report;
+    double best_ms = -1;
+    for (Way way : ways) {
+      const double ms = time_way(be, p, way, x, w, y, where);
+      report += fmt::format("{}{} {:.4f} ms", report.empty() ? "" : ", ", way_name(way), ms);
+      if (ms >= 0 && (best_ms < 0 || ms < best_ms)) best_ms = ms, chosen = way;
     }
-    std::fprintf(stderr, "kiln: conv with statistics %s: %s (few-channel kernel %.4f ms, %s %.4f ms)\n",
-                 conv_problem_str(p).c_str(), way_name(chosen), few_ms, way_name(cudnn), cudnn_ms);
+    std::fprintf(stderr, "kiln: conv with statistics %s: %s (%s)\n", conv_problem_str(p).c_str(), way_name(chosen),
+                 report.c_str());
   }
-  choices.set(be.graphs(), p, chosen);
+  choices(be).set(be.graphs(), p, chosen);
   return workspace_bytes(be, p, chosen);
 }
 
 void run_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, const void* w, void* y, float* sum,
                     float* sqsum, void* reduce, size_t reduce_bytes, void* workspace, cudaStream_t stream,
                     const std::string& where) {
-  const Way way = choices.at(be.graphs(), p, "convolution", where);
+  const Way way = choices(be).at(be.graphs(), p, "convolution", where);
   run_way(be, p, way, x, w, y, sum, sqsum, reduce, reduce_bytes, workspace, stream, where);
 }
 

@@ -2,11 +2,14 @@
 // The convolution of an op that batch normalization follows (CBR_FWD, CONV_BN_FWD), with the
 // per-channel sum and sum of squares of its output:
 //   - cuDNN's conv + genstats graph, where cuDNN has one (fp16);
-//   - otherwise cuDNN's conv graph, then kiln's sum kernel over the output;
+//   - otherwise cuDNN's conv graph, then kiln's sum kernel over the output, or cuDNN's
+//     runtime-fused graph that sums the convolution's results in its epilogue (CONV_FPROP_SUMS;
+//     which of the two: CudaOptions::conv_stats, by default the faster, timed at prepare);
 //   - or the few-channel kernel (few_channel_conv_cuda.h), where it takes the shape and, timed at
 //     prepare on the op's own tensors, is faster than the cuDNN way (conv and sums together).
 // The choice is made once per shape for each graph cache, at prepare, and every run takes it.
-// Without tuning (KILN_CUDNN_TUNE=0: no timing at prepare) the cuDNN way is kept.
+// Without tuning (KILN_CUDNN_TUNE=0: no timing at prepare) the first of them is kept: genstats, else
+// the sum kernel unless conv_stats asks for the reductions graph.
 #include <cuda_runtime.h>
 
 #include <cstddef>
