@@ -55,10 +55,11 @@ struct CudaOptions {
   // prepare and keeps the faster. KILN_SEAM_INPUT=0|1|2.
   int seam_input = 0;
   // How a convolution that BatchNorm follows (CBR, conv + BN) gets its output's per-channel sums
-  // where cuDNN's conv + genstats graph does not build (bf16, fp32): 0 the convolution, then kiln's
-  // sum kernel over its output; 1 cuDNN's runtime-fused graph that sums the convolution's fp32
-  // results in its epilogue, wherever it builds; 2 (the default) the faster of the two, timed at
-  // prepare (the first when tuning is off). KILN_CONV_STATS=0|1|2.
+  // where cuDNN's conv + genstats graph does not build (bf16; fp32 builds neither): 0 the
+  // convolution, then kiln's sum kernel over its output; 1 cuDNN's runtime-fused graph that sums
+  // the convolution's results in its epilogue, wherever it builds: its sums are finished with
+  // atomics, so two runs differ in the last bits; 2 (the default) the faster of the two, timed at
+  // prepare, where `deterministic` is off, else the sum kernel. KILN_CONV_STATS=0|1|2.
   int conv_stats = 2;
   // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,
   // which waits for it only when it ends; false joins the side stream at the end of every op.

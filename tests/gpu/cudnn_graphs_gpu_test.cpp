@@ -292,12 +292,27 @@ TEST_P(CudnnFusedGraphs, ScaleShiftReluMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(DTypes, CudnnFusedGraphs, ::testing::Values(DType::F16, DType::F32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// The reductions graph (CONV_FPROP_SUMS, what CBR and conv + BN take where genstats does not
-// build): the output and both per-channel sums against float64 in every dtype it builds for, the
-// sums overwritten rather than accumulated into, and a second run giving the same bytes (the
-// backend prefers deterministic plans; a reduction finished with atomics would differ here). One
-// case has 6,272 rows, so that the sums cross many tiles. It must build in bf16: that is its use.
-TEST(CudnnGraphsGpu, FpropSumsMatchCpuAndRepeatBitwise) {
+// Channel by channel, |a - b| <= bound[c]; on failure names the first channel outside it.
+void expect_within(const std::vector<double>& a, const std::vector<double>& b, const std::vector<double>& bound,
+                   const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t c = 0; c < a.size(); ++c)
+    if (std::abs(a[c] - b[c]) > bound[c]) {
+      ADD_FAILURE() << what << ": channel " << c << ": " << a[c] << " against " << b[c] << ", bound " << bound[c];
+      return;
+    }
+}
+
+// The reductions graph (CONV_FPROP_SUMS, what CBR and conv + BN may take where genstats does not
+// build): the output and both per-channel sums against float64 in every dtype it builds for, and
+// the sums overwritten rather than accumulated into. Two runs give the same output bytes, but
+// their sums may differ: the engine finishes them with atomics, in no fixed order (measured on the
+// H200: most channels differ in the last bits), which is why kiln takes this graph by default only
+// with CudaOptions::deterministic off. Two orders of adding the same m fp32 terms differ by at most
+// 2·(m−1)·2⁻²⁴·Σ|terms| per channel; a run that added to the previous sums would miss that by
+// orders of magnitude. One case has 6,272 rows, so that the sums cross many tiles. It must build
+// in bf16: that is its use.
+TEST(CudnnGraphsGpu, FpropSumsMatchFloat64WithinSummationOrder) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(6);
   std::vector<Case> cases = kFusedCases;
@@ -324,17 +339,21 @@ TEST(CudnnGraphsGpu, FpropSumsMatchCpuAndRepeatBitwise) {
       ptrs.y = y2.ptr(), ptrs.sum = sum2.f32(), ptrs.sq_sum = sq_sum2.f32();
       run_graph(graphs(), kConvFpropSumsGraph, p, ptrs);
       const auto ref = ref_fprop(p, d.x.values, d.w.values);
-      std::vector<double> ref_sum(k, 0.0), ref_sq(k, 0.0);
+      std::vector<double> ref_sum(k, 0.0), ref_sq(k, 0.0), abs_sum(k, 0.0);
       for (size_t i = 0; i < ref.size(); ++i) {
         ref_sum[i % k] += ref[i];
         ref_sq[i % k] += ref[i] * ref[i];
+        abs_sum[i % k] += std::abs(ref[i]);
       }
       EXPECT_LE(rel_l2(y.get(), ref), tolerance(io));
       EXPECT_LE(rel_l2(sum.get(), ref_sum), tolerance(io)) << "per-channel sum";
       EXPECT_LE(rel_l2(sq_sum.get(), ref_sq), tolerance(io)) << "per-channel sum of squares";
       EXPECT_EQ(y.get(), y2.get()) << "the output differs between two runs";
-      EXPECT_EQ(sum.get(), sum2.get()) << "the sums differ between two runs";
-      EXPECT_EQ(sq_sum.get(), sq_sum2.get()) << "the sums of squares differ between two runs";
+      const double order = 2.0 * double(out / k - 1) * std::ldexp(1.0, -24);
+      std::vector<double> sum_bound(k), sq_bound(k);
+      for (size_t c = 0; c < k; ++c) sum_bound[c] = order * abs_sum[c], sq_bound[c] = order * ref_sq[c];
+      expect_within(sum2.get(), sum.get(), sum_bound, "the second run's sums");
+      expect_within(sq_sum2.get(), sq_sum.get(), sq_bound, "the second run's sums of squares");
     }
   }
   EXPECT_GT(built_bf16, 0u) << kConvFpropSumsGraph.name << " built for no bf16 case";

@@ -4,7 +4,8 @@
 //   - cuDNN's conv + genstats graph, where cuDNN has one (fp16);
 //   - otherwise cuDNN's conv graph, then kiln's sum kernel over the output, or cuDNN's
 //     runtime-fused graph that sums the convolution's results in its epilogue (CONV_FPROP_SUMS;
-//     which of the two: CudaOptions::conv_stats, by default the faster, timed at prepare);
+//     which of the two: CudaOptions::conv_stats, by default the faster, timed at prepare, where
+//     CudaOptions::deterministic is off: the graph's sums end in atomics);
 //   - or the few-channel kernel (few_channel_conv_cuda.h), where it takes the shape and, timed at
 //     prepare on the op's own tensors, is faster than the cuDNN way (conv and sums together).
 // The choice is made once per shape for each graph cache, at prepare, and every run takes it.
