@@ -152,14 +152,14 @@ if [ "$what" = seams ]; then
 fi
 if [ "$what" = conv-stats ]; then
   # How a convolution before BatchNorm gets its statistics where genstats does not build
-  # (--conv-stats): the sum kernel after it (0) against the faster of that and cuDNN's reductions
-  # graph by timing (2, the default), kiln only, interleaved for KILN_ROUNDS rounds (2) with one
+  # (--conv-stats): the sum kernel after it (1, the default) against the faster of that and cuDNN's
+  # reductions graph by timing (2), kiln only, interleaved for KILN_ROUNDS rounds (2) with one
   # plan cache: KILN_MODELS (default resnet50 vgg16_bn), KILN_PRECISION (bf16), KILN_BATCH (256),
   # default tuning. Each statistics choice is in the .err file (`conv with statistics`).
   batch=${KILN_BATCH:-256} precision=${KILN_PRECISION:-bf16}
   for model in ${KILN_MODELS:-resnet50 vgg16_bn}; do
     for ((round = 1; round <= ${KILN_ROUNDS:-2}; ++round)); do
-      for mode in 0 2; do
+      for mode in 1 2; do
         "$bin/kiln" bench --device cuda --model "$model" --batch "$batch" --precision "$precision" --conv-stats $mode \
           --plan-cache "$out/plans.json" --json "$out/kiln_conv_stats.jsonl" 2>> "$out/kiln_conv_stats.err" \
           || { tail -5 "$out/kiln_conv_stats.err"; status=1; }
@@ -167,7 +167,7 @@ if [ "$what" = conv-stats ]; then
     done
   done
   grep "conv with statistics" "$out/kiln_conv_stats.err" | sort -u > "$out/conv_stats_choices.log"
-  python3 bench/report_ab.py conv_stats 0,2 "$out/kiln_conv_stats.jsonl" "$out/conv_stats_${precision}.json" \
+  python3 bench/report_ab.py conv_stats 1,2 "$out/kiln_conv_stats.jsonl" "$out/conv_stats_${precision}.json" \
     "$out/env.json" || status=1
   exit $status
 fi

@@ -54,13 +54,15 @@ struct CudaOptions {
   // which rounds the producer's scale and shift to fp16 (less exact, README); 2 times both at
   // prepare and keeps the faster. KILN_SEAM_INPUT=0|1|2.
   int seam_input = 0;
-  // How a convolution that BatchNorm follows (CBR, conv + BN) gets its output's per-channel sums
-  // where cuDNN's conv + genstats graph does not build (bf16; fp32 builds neither): 0 the
-  // convolution, then kiln's sum kernel over its output; 1 cuDNN's runtime-fused graph that sums
-  // the convolution's results in its epilogue, wherever it builds: its sums are finished with
-  // atomics, so two runs differ in the last bits; 2 (the default) the faster of the two, timed at
-  // prepare, where `deterministic` is off, else the sum kernel. KILN_CONV_STATS=0|1|2.
-  int conv_stats = 2;
+  // How a convolution that BatchNorm follows (CBR, conv + BN) gets its output's per-channel sums:
+  // 0 the convolution, then kiln's sum kernel over its output, in every dtype; 1 (the default)
+  // cuDNN's conv + genstats graph where it builds (fp16), else the sum kernel; 2 as 1, but where
+  // genstats does not build (bf16), the faster of the sum kernel and cuDNN's runtime-fused graph
+  // that sums the convolution's results in its epilogue, timed at prepare. Both cuDNN graphs end
+  // their sums in atomics, so two runs differ in the last bits (cuDNN notes neither as
+  // nondeterministic, so `deterministic` does not see them): 0 gives repeatable bits.
+  // KILN_CONV_STATS=0|1|2.
+  int conv_stats = 1;
   // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,
   // which waits for it only when it ends; false joins the side stream at the end of every op.
   // KILN_OVERLAP_OPS=0|1.
@@ -76,7 +78,8 @@ struct CudaOptions {
   // are linear layers. KILN_CONV_TF32=0|1.
   bool conv_tf32 = false;
   // Prefer cuDNN plans without a NONDETERMINISTIC note (same inputs, same bytes); a nondeterministic
-  // plan is used only where no other builds. false lets tuning pick the fastest of all.
+  // plan is used only where no other builds. false lets tuning pick the fastest of all. The
+  // statistics graphs carry no such note but end in atomics: conv_stats says which run.
   // KILN_CUDNN_DETERMINISTIC=0|1.
   bool deterministic = true;
   // The most workspace one cuDNN plan may ask for, in MiB; plans needing more are skipped. 1 to

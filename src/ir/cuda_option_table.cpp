@@ -66,9 +66,9 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 "how a seam's consumer applies its input's BatchNorm + ReLU: 0 the applied input written first "
                 "(default), 1 cuDNN's fp16 prologue graph where it builds, 2 the faster of the two by timing"),
       count_row("conv_stats", "--conv-stats", "KILN_CONV_STATS", &CudaOptions::conv_stats, 0, 2,
-                "where cuDNN has no conv + genstats graph (bf16), how a convolution before BatchNorm sums its output: 0 "
-                "a sum kernel after it, 1 cuDNN's graph that sums in the convolution's epilogue (not bitwise "
-                "repeatable), 2 the faster of the two by timing with --cudnn-deterministic 0, else 0 (default)"),
+                "how a convolution before BatchNorm sums its output per channel: 0 a sum kernel after it (repeatable "
+                "bits), 1 cuDNN's conv + genstats graph where it builds (fp16), else 0 (default), 2 as 1, and in bf16 "
+                "the faster of 0 and cuDNN's graph that sums in the convolution's epilogue"),
       count_row("linear_workspace_mib", "--linear-workspace-mib", "KILN_LINEAR_WORKSPACE_MIB",
                 &CudaOptions::linear_workspace_mib, 0, 65536,
                 "the most workspace one linear layer's cuBLASLt GEMM may use, in MiB; 0: only algorithms without "

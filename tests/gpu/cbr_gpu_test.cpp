@@ -170,9 +170,10 @@ CudaOptions pipeline_chunks(int chunks) {
 // Set (ScopedEnv) for the backends made while the setting lives; "" is as if unset.
 constexpr const char* kPipelineChunksVar = "KILN_PIPELINE_CHUNKS";
 
-// Whether the process-wide graph cache holds graph `kind` of `s` at batch `n` (a batch slice).
-bool has_graph_at_batch(const char* kind, const BlockShape& s, int n) {
-  cuda::CudaBackend backend(0);
+// Whether the process-wide graph cache of backends with `options` holds graph `kind` of `s` at
+// batch `n` (a batch slice).
+bool has_graph_at_batch(const char* kind, const BlockShape& s, int n, const CudaOptions& options = {}) {
+  cuda::CudaBackend backend(0, options);
   for (const cuda::TuneRecord& r : backend.graphs().tune_records())
     if (r.kind == kind && r.problem.n == n && r.problem.c == s.c && r.problem.k == s.k && r.problem.h == s.hw &&
         r.problem.r == s.kernel && r.problem.stride == s.stride)
@@ -203,22 +204,25 @@ TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
   }
 }
 
-// CUDA options that take the statistics of a CBR's convolution in way `mode` (CudaOptions::conv_stats).
-CudaOptions conv_stats(int mode) {
+// CUDA options that take the statistics of a CBR's convolution in way `mode` (CudaOptions::conv_stats),
+// untimed when `tuned` is false (then way 2 keeps cuDNN's graph where one builds).
+CudaOptions conv_stats(int mode, bool tuned = true) {
   CudaOptions o;
   o.conv_stats = mode;
+  o.tune = tuned;
   return o;
 }
 
-// The two ways to a convolution's statistics where genstats does not build (bf16): kiln's sum
-// kernel after the convolution (0) and cuDNN's reductions graph (1) each train the block's step
-// as float64 does, and agree in the forward. In bf16 the graph must have been built (on the H200
-// it builds for these shapes); in fp16 both take genstats, in fp32 (where the graph does not
-// build) both the sum kernel, and are compared all the same. The default (2, with deterministic
-// plans) leaves the graph out, whose sums end in atomics: two of its steps give the same bytes.
+// The ways to a convolution's statistics: kiln's sum kernel after the convolution (0) and cuDNN's
+// statistics graphs (2, untimed: genstats in fp16, the reductions graph in bf16; fp32 builds
+// neither, so both take the sum kernel there) each train the block's step as float64 does, and
+// agree in the forward. In bf16 the reductions graph must have been built (on the H200 it builds
+// for these shapes). Way 0 gives the same bytes in two steps, in every precision; cuDNN's graphs
+// finish their sums with atomics and need not (fp16's genstats differs in the last bits, measured).
 TEST_P(CbrGpu, StatisticsWaysMatchFloat64) {
   KILN_REQUIRE_GPU();
   const ScopedEnv unset("KILN_CONV_STATS", "");  // the variable would override the ways compared here
+  const ScopedEnv tuned("KILN_CUDNN_TUNE", "");  // and this one the untimed choice
   const Precision precision = GetParam();
   const DType dtype = activation_dtype(precision);
   for (const BlockShape& s : kShapes) {
@@ -229,15 +233,14 @@ TEST_P(CbrGpu, StatisticsWaysMatchFloat64) {
     const Float64Block ref(s, x, read_floats(init, "conv.weight"), {}, {}, precision);
     const std::vector<float> dy = ref.correlated_dy(rng);
     BlockRun kernel = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(0));
-    BlockRun graph = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(1));
+    BlockRun graph = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(2, false));
     if (precision == Precision::BF16)
-      EXPECT_TRUE(has_graph_at_batch("CONV_FPROP_SUMS", s, s.n)) << "the reductions graph was not built";
-    expect_close(graph.fwd, kernel.fwd, tolerance(precision), "reductions graph vs sum kernel (forward)");
-    const BlockRun by_default = run_block(s, Device::CUDA, precision, true, true, x, dy);
-    const BlockRun again = run_block(s, Device::CUDA, precision, true, true, x, dy);
-    EXPECT_EQ(by_default.fwd, again.fwd) << "two default steps differ in the forward";
+      EXPECT_TRUE(has_graph_at_batch("CONV_FPROP_SUMS", s, s.n, conv_stats(2, false))) << "the reductions graph was not built";
+    expect_close(graph.fwd, kernel.fwd, tolerance(precision), "cuDNN's statistics graph vs sum kernel (forward)");
     ref.expect_backward_matches(kernel.fwd["mask"], kernel.bwd, kernel.fwd["w"], dy, "sum kernel");
-    ref.expect_backward_matches(graph.fwd["mask"], graph.bwd, graph.fwd["w"], dy, "reductions graph");
+    ref.expect_backward_matches(graph.fwd["mask"], graph.bwd, graph.fwd["w"], dy, "cuDNN's statistics graph");
+    const BlockRun again = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(0));
+    EXPECT_EQ(kernel.fwd, again.fwd) << "two steps with the sum kernel differ in the forward";
   }
 }
 

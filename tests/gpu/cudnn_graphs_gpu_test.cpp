@@ -307,8 +307,8 @@ void expect_within(const std::vector<double>& a, const std::vector<double>& b, c
 // build): the output and both per-channel sums against float64 in every dtype it builds for, and
 // the sums overwritten rather than accumulated into. Two runs give the same output bytes, but
 // their sums may differ: the engine finishes them with atomics, in no fixed order (measured on the
-// H200: most channels differ in the last bits), which is why kiln takes this graph by default only
-// with CudaOptions::deterministic off. Two orders of adding the same m fp32 terms differ by at most
+// H200: most channels differ in the last bits), which is why kiln takes it only when asked
+// (CudaOptions::conv_stats 2). Two orders of adding the same m fp32 terms differ by at most
 // 2·(m−1)·2⁻²⁴·Σ|terms| per channel; a run that added to the previous sums would miss that by
 // orders of magnitude. One case has 6,272 rows, so that the sums cross many tiles. It must build
 // in bf16: that is its use.

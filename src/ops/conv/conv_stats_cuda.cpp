@@ -78,22 +78,20 @@ double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, c
       where);
 }
 
-// The ways that may serve `p`, the one to keep without timing first: genstats where cuDNN builds it
-// (fp16); else the sum kernel after the convolution and/or the reductions graph, as
-// CudaOptions::conv_stats asks; and the few-channel kernel where it takes the shape. The
-// reductions graph finishes its sums with atomics (two runs differ in the last bits, though cuDNN
-// does not note it nondeterministic), so the timed choice weighs it only when
-// CudaOptions::deterministic is off.
+// The ways that may serve `p`, the one to keep without timing first, as CudaOptions::conv_stats
+// asks: 0 the sum kernel after the convolution; 1 genstats where cuDNN builds it (fp16), else the
+// sum kernel; 2 genstats where it builds, else the reductions graph and the sum kernel, timed.
+// Besides these, the few-channel kernel where it takes the shape. cuDNN notes neither statistics
+// graph nondeterministic, yet both finish their sums with atomics: two runs differ in the last
+// bits (measured on the H200), which only way 0 avoids.
 std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
   std::vector<Way> ways;
-  const int mode = be.options().conv_stats;  // 0 sum kernel, 1 reductions graph, 2 the faster
-  const bool sums_graph = mode == 1 || (mode == 2 && !be.options().deterministic);
-  if (be.graphs().supported(kConvFpropGenstatsGraph, p)) {
+  const int mode = be.options().conv_stats;
+  if (mode != 0 && be.graphs().supported(kConvFpropGenstatsGraph, p)) {
     ways.push_back(Way::kGenstats);
   } else {
-    if (mode != 1) ways.push_back(Way::kConvThenSums);
-    if (sums_graph && be.graphs().supported(kConvFpropSumsGraph, p)) ways.push_back(Way::kSumsGraph);
-    if (ways.empty()) ways.push_back(Way::kConvThenSums);  // the graph asked for does not build here
+    if (mode == 2 && be.graphs().supported(kConvFpropSumsGraph, p)) ways.push_back(Way::kSumsGraph);
+    ways.push_back(Way::kConvThenSums);
   }
   if (few_channel_conv_supported(conv_shape(p))) ways.push_back(Way::kFewChannel);
   return ways;

@@ -2,15 +2,16 @@
 // The convolution of an op that batch normalization follows (CBR_FWD, CONV_BN_FWD), with the
 // per-channel sum and sum of squares of its output:
 //   - cuDNN's conv + genstats graph, where cuDNN has one (fp16);
-//   - otherwise cuDNN's conv graph, then kiln's sum kernel over the output, or cuDNN's
-//     runtime-fused graph that sums the convolution's results in its epilogue (CONV_FPROP_SUMS;
-//     which of the two: CudaOptions::conv_stats, by default the faster, timed at prepare, where
-//     CudaOptions::deterministic is off: the graph's sums end in atomics);
+//   - otherwise cuDNN's conv graph, then kiln's sum kernel over the output, or, where
+//     CudaOptions::conv_stats asks for it, cuDNN's runtime-fused graph that sums the convolution's
+//     results in its epilogue (CONV_FPROP_SUMS), if faster when timed at prepare;
 //   - or the few-channel kernel (few_channel_conv_cuda.h), where it takes the shape and, timed at
 //     prepare on the op's own tensors, is faster than the cuDNN way (conv and sums together).
 // The choice is made once per shape for each graph cache, at prepare, and every run takes it.
-// Without tuning (KILN_CUDNN_TUNE=0: no timing at prepare) the first of them is kept: genstats, else
-// the sum kernel unless conv_stats asks for the reductions graph.
+// Both cuDNN graphs end their sums in atomics (two runs differ in the last bits); conv_stats 0 takes
+// the sum kernel everywhere, for repeatable bits. Without tuning (KILN_CUDNN_TUNE=0: no timing at
+// prepare) the first way is kept: genstats, else the reductions graph where conv_stats asks for it,
+// else the sum kernel.
 #include <cuda_runtime.h>
 
 #include <cstddef>
