@@ -94,14 +94,19 @@ void sbr_wgrad(fe::graph::Graph& g, const ConvProblem& p, bool io_typed) {
   dw->set_dim({p.k, p.c, p.r, p.s}).set_stride({p.c * p.r * p.s, 1, p.s * p.c, p.c}).set_output(true);
 }
 
+// conv_dgrad of a fresh dY and the filter: dX_conv, virtual until made an output.
+TensorPtr conv_dgrad_of_dy(fe::graph::Graph& g, const ConvProblem& p) {
+  auto dgrad = g.conv_dgrad(
+      activation(g, "dy", p.n, p.k, p.ho, p.wo), filter(g, p),
+      fe::graph::Conv_dgrad_attributes().set_padding(pad2(p)).set_stride(stride2(p)).set_dilation({1, 1}));
+  dgrad->set_dim({p.n, p.c, p.h, p.w});
+  return dgrad;
+}
+
 // dX_conv = dgrad(dY, W); dReLU against BN(X) recomputed from X and the saved statistics; then the
 // BN weight-gradient reduction (dbn_weight) over the masked gradient.
 void dgrad_drelu_dbn_weight(fe::graph::Graph& g, const ConvProblem& p, bool io_typed) {
-  auto dy = activation(g, "dy", p.n, p.k, p.ho, p.wo);
-  auto dgrad = g.conv_dgrad(
-      dy, filter(g, p),
-      fe::graph::Conv_dgrad_attributes().set_padding(pad2(p)).set_stride(stride2(p)).set_dilation({1, 1}));
-  dgrad->set_dim({p.n, p.c, p.h, p.w});
+  auto dgrad = conv_dgrad_of_dy(g, p);
   auto x = activation(g, "x", p.n, p.c, p.h, p.w);
   auto mean = channels(g, "mean", p.c, false), inv_var = channels(g, "inv_var", p.c, false);
   auto scale = channels(g, "scale", p.c, false), bias = channels(g, "bias", p.c, false);
@@ -137,11 +142,7 @@ void conv_reductions(fe::graph::Graph& g, const ConvProblem& p, bool squares) {
 // conv_dgrad → dReLU against the producer's output (x·scale + shift > 0, from its stored conv
 // output x) → Σg and Σg·x as reductions: the producer's BN weight gradients in dgrad's epilogue.
 void dgrad_drelu_reductions(fe::graph::Graph& g, const ConvProblem& p) {
-  auto dy = activation(g, "dy", p.n, p.k, p.ho, p.wo);
-  auto dgrad = g.conv_dgrad(
-      dy, filter(g, p),
-      fe::graph::Conv_dgrad_attributes().set_padding(pad2(p)).set_stride(stride2(p)).set_dilation({1, 1}));
-  dgrad->set_dim({p.n, p.c, p.h, p.w});
+  auto dgrad = conv_dgrad_of_dy(g, p);
   auto x = activation(g, "x", p.n, p.c, p.h, p.w);
   auto bn = pw(g, pw(g, x, channels(g, "scale", p.c, false), fe::PointwiseMode_t::MUL), channels(g, "shift", p.c, false),
                fe::PointwiseMode_t::ADD);

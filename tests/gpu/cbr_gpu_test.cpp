@@ -160,6 +160,23 @@ TEST_P(CbrGpu, BackwardMatchesFloat64WithItsOwnMask) {
   }
 }
 
+// A fresh input of `s` in the precision's dtype, its float64 block with the initial weights (which
+// depend on the seed alone: run_block checks that each run has them) and a dY correlated with the
+// pre-activation, so that BN's correction terms are a large part of dX.
+std::vector<float> initial_weights(const BlockShape& s) {
+  Executable init(compile(conv_bn_relu_block(s), block_options(s, Device::CPU, Precision::FP32, true, true)), 17);
+  return read_floats(init, "conv.weight");
+}
+struct Float64Case {
+  std::vector<float> x;
+  Float64Block ref;
+  std::vector<float> dy;
+  Float64Case(const BlockShape& s, Precision precision, std::mt19937& rng)
+      : x(random_values<float>(activation_dtype(precision), size_t(s.n) * s.hw * s.hw * s.c, rng)),
+        ref(s, x, initial_weights(s), {}, {}, precision),
+        dy(ref.correlated_dy(rng)) {}
+};
+
 // CUDA options that pipeline the CBR backward over `chunks` batch slices.
 CudaOptions pipeline_chunks(int chunks) {
   CudaOptions o;
@@ -187,20 +204,17 @@ TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
   KILN_REQUIRE_GPU();
   const ScopedEnv unset(kPipelineChunksVar, "");  // the variable would override the slice counts compared here
   const Precision precision = GetParam();
-  const DType dtype = activation_dtype(precision);
   for (const BlockShape& s : {kShapes[0], kShapes[2], kShapes[3]}) {  // batches 8, 4, 4: four slices
     SCOPED_TRACE(s.str());
     std::mt19937 rng(2000 + s.c + s.k + s.hw);
-    const auto x = random_values<float>(dtype, size_t(s.n) * s.hw * s.hw * s.c, rng);
-    Executable init(compile(conv_bn_relu_block(s), block_options(s, Device::CPU, Precision::FP32, true, true)), 17);
-    const Float64Block ref(s, x, read_floats(init, "conv.weight"), {}, {}, precision);
-    const std::vector<float> dy = ref.correlated_dy(rng);
+    const Float64Case c(s, precision, rng);
+    const auto &x = c.x, &dy = c.dy;
     BlockRun plain = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, pipeline_chunks(1));
     BlockRun sliced = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, pipeline_chunks(4));
     EXPECT_TRUE(has_graph_at_batch("CONV_DGRAD", s, s.n / 4)) << "no dgrad graph was built for a quarter of the batch";
     // Slices may run other dgrad plans than the whole batch: equal to rounding, not bits.
     expect_close(sliced.bwd, plain.bwd, tolerance(precision), "sliced vs plain backward");
-    ref.expect_backward_matches(sliced.fwd["mask"], sliced.bwd, sliced.fwd["w"], dy, "sliced");
+    c.ref.expect_backward_matches(sliced.fwd["mask"], sliced.bwd, sliced.fwd["w"], dy, "sliced");
   }
 }
 
@@ -224,21 +238,20 @@ TEST_P(CbrGpu, StatisticsWaysMatchFloat64) {
   const ScopedEnv unset("KILN_CONV_STATS", "");  // the variable would override the ways compared here
   const ScopedEnv tuned("KILN_CUDNN_TUNE", "");  // and this one the untimed choice
   const Precision precision = GetParam();
-  const DType dtype = activation_dtype(precision);
   for (const BlockShape& s : kShapes) {
     SCOPED_TRACE(s.str());
     std::mt19937 rng(4000 + s.c + s.k + s.hw);
-    const auto x = random_values<float>(dtype, size_t(s.n) * s.hw * s.hw * s.c, rng);
-    Executable init(compile(conv_bn_relu_block(s), block_options(s, Device::CPU, Precision::FP32, true, true)), 17);
-    const Float64Block ref(s, x, read_floats(init, "conv.weight"), {}, {}, precision);
-    const std::vector<float> dy = ref.correlated_dy(rng);
+    const Float64Case c(s, precision, rng);
+    const auto &x = c.x, &dy = c.dy;
     BlockRun kernel = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(0));
     BlockRun graph = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(2, false));
-    if (precision == Precision::BF16)
-      EXPECT_TRUE(has_graph_at_batch("CONV_FPROP_SUMS", s, s.n, conv_stats(2, false))) << "the reductions graph was not built";
+    if (precision == Precision::BF16) {
+      EXPECT_TRUE(has_graph_at_batch("CONV_FPROP_SUMS", s, s.n, conv_stats(2, false)))
+          << "the reductions graph was not built";
+    }
     expect_close(graph.fwd, kernel.fwd, tolerance(precision), "cuDNN's statistics graph vs sum kernel (forward)");
-    ref.expect_backward_matches(kernel.fwd["mask"], kernel.bwd, kernel.fwd["w"], dy, "sum kernel");
-    ref.expect_backward_matches(graph.fwd["mask"], graph.bwd, graph.fwd["w"], dy, "cuDNN's statistics graph");
+    c.ref.expect_backward_matches(kernel.fwd["mask"], kernel.bwd, kernel.fwd["w"], dy, "sum kernel");
+    c.ref.expect_backward_matches(graph.fwd["mask"], graph.bwd, graph.fwd["w"], dy, "cuDNN's statistics graph");
     const BlockRun again = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(0));
     EXPECT_EQ(kernel.fwd, again.fwd) << "two steps with the sum kernel differ in the forward";
   }
