@@ -1,7 +1,6 @@
 #include "ops/pool/pool_cpu.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "core/parallel.h"
@@ -62,6 +61,42 @@ void add_where_argmax(const T* dy, const uint8_t* arg, uint8_t idx, int64_t n, T
   for (int64_t c = 0; c < n; ++c) dx[c] += arg[c] == idx ? dy[c] : T(0);
 }
 
+// dx = dy where arg == idx, else 0, over n channels: one window element's gradient where windows
+// tile the input, so no other window adds to it.
+template <class T>
+void write_where_argmax(const T* dy, const uint8_t* arg, uint8_t idx, int64_t n, T* dx) {
+  for (int64_t c = 0; c < n; ++c) dx[c] = arg[c] == idx ? dy[c] : T(0);
+}
+
+// Windows that tile the input (stride = kernel, no padding) cover each input element at most
+// once, so each element's gradient is written, not summed: one parallel pass over the input rows,
+// without the zeroing pass the general backward needs first; rows and columns that no window
+// covers (the input's size not a multiple of the kernel) are written zero. The values are the
+// general backward's: 0 + dy is dy.
+template <class T>
+void maxpool_backward_tiled(const PoolGeom& g, const T* dy, const uint8_t* argmax, T* dx) {
+  const int64_t C = g.c, k = g.kernel, row = g.w * C;
+  // A task takes a run of input rows; row r is row r % h of image r / h.
+  parallel_blocks(g.n * g.h, items_per_task(row), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.h, ih = r % g.h, oh = ih / k;
+      T* dxr = dx + r * row;
+      if (oh >= g.ho) {
+        std::fill(dxr, dxr + row, T(0));
+        continue;
+      }
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const int64_t o = (n * g.ho + oh) * g.wo + ow;
+        for (int64_t kw = 0; kw < k; ++kw) {
+          const auto idx = static_cast<uint8_t>((ih - oh * k) * k + kw);
+          write_where_argmax(dy + o * C, argmax + o * C, idx, C, dxr + (ow * k + kw) * C);
+        }
+      }
+      std::fill(dxr + g.wo * k * C, dxr + row, T(0));
+    }
+  });
+}
+
 template <class T>
 void maxpool_forward(const PoolGeom& g, const T* x, T* y, uint8_t* argmax) {
   const int64_t C = g.c;
@@ -99,16 +134,17 @@ void maxpool_forward(const PoolGeom& g, const T* x, T* y, uint8_t* argmax) {
 
 template <class T>
 void maxpool_backward(const PoolGeom& g, const T* dy, const uint8_t* argmax, T* dx) {
+  if (g.stride == g.kernel && g.pad == 0) return maxpool_backward_tiled(g, dy, argmax, dx);
   const int64_t C = g.c, image = g.h * g.w * C, pixels = g.ho * g.wo;
   const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
-  std::memset(dx, 0, sizeof(T) * g.n * image);
   // A task takes a run of (image, channel block) pairs; pair p is block p % blocks of image
-  // p / blocks.
+  // p / blocks. It zeroes its part of dx first (in the task, so that the zeroing is parallel too).
   parallel_blocks(g.n * blocks, items_per_task(pixels * kChannelBlock), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n = p / blocks, b = p % blocks;
       int64_t c0 = b * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
       T* dxn = dx + n * image;
+      for (int64_t i = 0; i < g.h * g.w; ++i) std::fill(dxn + i * C + c0, dxn + i * C + c1, T(0));
       // In output raster order: where windows overlap, dx sums in a fixed order (the GPU's too).
       // Each window element adds dy where it was the argmax and 0 elsewhere: a select over a run
       // of channels instead of a scatter, and x + 0 is x, so the sums are the scatter's.

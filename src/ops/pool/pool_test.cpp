@@ -36,6 +36,7 @@ const Config kConfigs[] = {
     {2, 7, 5, 4, 3, 2, 1},  // ResNet stem shape, odd sizes
     {1, 5, 6, 2, 3, 1, 1},  // overlapping windows: gradients add up
     {3, 4, 4, 5, 4, 4, 2},  // padding = kernel / 2
+    {2, 7, 5, 3, 2, 2, 0},  // tiling windows that leave the last row and column uncovered
 };
 
 PoolGeom geom(const Config& c) {
@@ -245,8 +246,12 @@ TEST(PoolCpu, GlobalAvgPoolForwardAndBackward) {
   expect_gradient_matches(dx, numeric, 1e-6, GradError::Relative, "dx");
 }
 
-TEST(PoolCpu, LargeInputsMatchReference) {  // takes the multi-threaded paths
-  Config cfg{10, 32, 32, 16, 3, 2, 1};
+// Multi-threaded: overlapping windows (3/2/1) and windows that tile the input (2/2/0, and 3/3/0
+// leaving two rows and columns uncovered), dx pre-filled so that every element must be written.
+class PoolLarge : public ::testing::TestWithParam<Config> {};
+
+TEST_P(PoolLarge, InputsMatchReference) {
+  const Config cfg = GetParam();
   PoolGeom g = geom(cfg);
   Vec x = uniform_vec(9, g.n * g.h * g.w * g.c, -2, 2), ref_y, y(g.n * g.ho * g.wo * g.c);
   std::vector<uint8_t> ref_arg, arg(y.size(), 0xFF);
@@ -254,13 +259,17 @@ TEST(PoolCpu, LargeInputsMatchReference) {  // takes the multi-threaded paths
   maxpool_forward<double>(g, x.data(), y.data(), arg.data());
   EXPECT_EQ(y, ref_y);
   EXPECT_EQ(arg, ref_arg);
-  Vec R = uniform_vec(10, y.size(), -2, 2), dx(x.size());
+  Vec R = uniform_vec(10, y.size(), -2, 2), dx(x.size(), 123.0);
   maxpool_backward<double>(g, R.data(), arg.data(), dx.data());
   // Both add in output raster order, so even overlapping windows' sums agree bit for bit.
   EXPECT_EQ(dx, ref_maxpool_backward(g, R, ref_arg));
   avgpool_backward<double>(g, R.data(), dx.data());
   EXPECT_LT(rel_err(dx, ref_avgpool_backward(g, R)), 1e-14);
 }
+
+INSTANTIATE_TEST_SUITE_P(Windows, PoolLarge,
+                         ::testing::Values(Config{10, 32, 32, 16, 3, 2, 1}, Config{10, 33, 31, 40, 2, 2, 0},
+                                           Config{6, 20, 20, 70, 3, 3, 0}));
 
 // --- Op wrappers ---
 
