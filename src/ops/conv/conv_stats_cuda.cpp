@@ -34,13 +34,14 @@ int64_t rows_of(const ConvProblem& p) { return p.n * p.ho * p.wo; }
 EngineChoices<Way> choices_by_mode[3];
 EngineChoices<Way>& choices(const CudaBackend& be) { return choices_by_mode[be.options().conv_stats]; }
 
+// The cuDNN graph a way runs (the few-channel kernel runs none).
+const CudnnGraphDef& graph_of(Way way) {
+  return way == Way::kGenstats ? kConvFpropGenstatsGraph : way == Way::kSumsGraph ? kConvFpropSumsGraph : kConvFpropGraph;
+}
+
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
-  switch (w) {
-    case Way::kGenstats: return be.graphs().prepare(kConvFpropGenstatsGraph, p);
-    case Way::kConvThenSums: return be.graphs().prepare(kConvFpropGraph, p);
-    case Way::kSumsGraph: return be.graphs().prepare(kConvFpropSumsGraph, p);
-    default: return few_channel_fprop_workspace_bytes(conv_shape(p));
-  }
+  if (w == Way::kFewChannel) return few_channel_fprop_workspace_bytes(conv_shape(p));
+  return be.graphs().prepare(graph_of(w), p);
 }
 
 void run_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, const void* w, void* y, float* sum,
@@ -50,14 +51,11 @@ void run_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, cons
     return few_channel_fprop_stats(conv_shape(p), x, w, y, sum, sqsum, workspace, stream, where);
   Pointers ptr;
   ptr.x = x, ptr.w = w, ptr.y = y;
-  if (way == Way::kGenstats || way == Way::kSumsGraph) {
-    ptr.sum = sum, ptr.sq_sum = sqsum;
-    be.graphs().run(way == Way::kGenstats ? kConvFpropGenstatsGraph : kConvFpropSumsGraph, p, ptr, workspace, stream,
-                    where);
-    return;
-  }
-  be.graphs().run(kConvFpropGraph, p, ptr, workspace, stream, where);
-  channel_sums(p.io, y, rows_of(p), p.k, sum, sqsum, reduce, reduce_bytes, stream, where);
+  const bool graph_sums = way != Way::kConvThenSums;  // genstats or the reductions graph
+  if (graph_sums) ptr.sum = sum, ptr.sq_sum = sqsum;
+  be.graphs().run(graph_of(way), p, ptr, workspace, stream, where);
+  if (!graph_sums)
+    channel_sums(p.io, y, rows_of(p), p.k, sum, sqsum, reduce, reduce_bytes, stream, where);
 }
 
 // Median of 5 timed runs of a way after one warm-up, in ms, on scratch of its own.
@@ -95,10 +93,6 @@ std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
   }
   if (few_channel_conv_supported(conv_shape(p))) ways.push_back(Way::kFewChannel);
   return ways;
-}
-
-const CudnnGraphDef& graph_of(Way way) {
-  return way == Way::kGenstats ? kConvFpropGenstatsGraph : way == Way::kSumsGraph ? kConvFpropSumsGraph : kConvFpropGraph;
 }
 
 }  // namespace
