@@ -56,6 +56,7 @@ set_property(SOURCE src/runtime/cuda/cudnn_plan_replay.cpp APPEND PROPERTY COMPI
              KILN_VERSION="${PROJECT_VERSION}")
 set_target_properties(kiln_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
 target_link_libraries(kiln_engine PUBLIC kiln_cuda)
+include(cmake/cutlass.cmake)
 include(cmake/nvjpeg.cmake)
 target_compile_definitions(kiln_engine PUBLIC KILN_WITH_CUDA=1)
 

@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | seams | conv-stats | start | digits | data | memcheck
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | seams | conv-stats | option-ab | start | digits | data | memcheck
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -150,24 +150,29 @@ if [ "$what" = seams ]; then
   python3 bench/report_seams.py "$out/kiln_seams.jsonl" "$out/seams_${precision}.json" "$out/env.json" || status=1
   exit $status
 fi
-if [ "$what" = conv-stats ]; then
-  # How a convolution before BatchNorm gets its statistics where genstats does not build
-  # (--conv-stats): the sum kernel after it (1, the default) against the faster of that and cuDNN's
-  # reductions graph by timing (2), kiln only, interleaved for KILN_ROUNDS rounds (2) with one
-  # plan cache: KILN_MODELS (default resnet50 vgg16_bn), KILN_PRECISION (bf16), KILN_BATCH (256),
-  # default tuning. Each statistics choice is in the .err file (`conv with statistics`).
+if [ "$what" = conv-stats ] || [ "$what" = option-ab ]; then
+  # One CUDA option's values against each other, kiln only, interleaved for KILN_ROUNDS rounds (2)
+  # with one plan cache: KILN_MODELS (default resnet50 vgg16_bn), KILN_PRECISION (bf16), KILN_BATCH
+  # (256), default tuning otherwise. option-ab takes the option from KILN_AB_OPTION (a `kiln bench`
+  # flag without its dashes, e.g. cutlass) and its values from KILN_AB_VALUES (e.g. "0 1", the
+  # first the baseline); conv-stats is option-ab for --conv-stats 1 and 2: the sum kernel after
+  # the convolution against the faster of that and cuDNN's reductions graph by timing. Each
+  # statistics choice is in the .err file (`conv with statistics`).
+  option=conv-stats values="1 2"
+  [ "$what" = option-ab ] && option=${KILN_AB_OPTION:?option-ab needs KILN_AB_OPTION} values=${KILN_AB_VALUES:?}
+  field=${option//-/_}
   batch=${KILN_BATCH:-256} precision=${KILN_PRECISION:-bf16}
   for model in ${KILN_MODELS:-resnet50 vgg16_bn}; do
     for ((round = 1; round <= ${KILN_ROUNDS:-2}; ++round)); do
-      for mode in 1 2; do
-        "$bin/kiln" bench --device cuda --model "$model" --batch "$batch" --precision "$precision" --conv-stats $mode \
-          --plan-cache "$out/plans.json" --json "$out/kiln_conv_stats.jsonl" 2>> "$out/kiln_conv_stats.err" \
-          || { tail -5 "$out/kiln_conv_stats.err"; status=1; }
+      for value in $values; do
+        "$bin/kiln" bench --device cuda --model "$model" --batch "$batch" --precision "$precision" --$option $value \
+          --plan-cache "$out/plans.json" --json "$out/kiln_$field.jsonl" 2>> "$out/kiln_$field.err" \
+          || { tail -5 "$out/kiln_$field.err"; status=1; }
       done
     done
   done
-  grep "conv with statistics" "$out/kiln_conv_stats.err" | sort -u > "$out/conv_stats_choices.log"
-  python3 bench/report_ab.py conv_stats 1,2 "$out/kiln_conv_stats.jsonl" "$out/conv_stats_${precision}.json" \
+  grep "conv with statistics" "$out/kiln_$field.err" | sort -u > "$out/${field}_choices.log"
+  python3 bench/report_ab.py "$field" "${values// /,}" "$out/kiln_$field.jsonl" "$out/${field}_${precision}.json" \
     "$out/env.json" || status=1
   exit $status
 fi

@@ -64,6 +64,35 @@ PY
   fi
 fi
 
+# CUTLASS's headers (kiln's own Hopper convolutions, src/ops/*/*_cutlass.cu) from NVIDIA's PyPI
+# wheel, which carries them under cutlass_library/source: include/ and tools/util/include/ (cutlass/util)
+# go into one include folder. Only where nvcc exists; without them those kernels are not built.
+cutlass=third_party/cutlass
+cutlass_version=4.2.0.0
+if command -v nvcc >/dev/null && { [ ! -f "$cutlass/.installed" ] || [ "$(cat "$cutlass/.installed")" != "$cutlass_version" ]; }; then
+  echo "setup: fetching CUTLASS headers (PyPI nvidia-cutlass $cutlass_version)"
+  mkdir -p third_party/wheels
+  if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-cutlass==$cutlass_version" -d third_party/wheels; then
+    rm -rf "$cutlass"
+    python3 - "$cutlass/include" third_party/wheels/nvidia_cutlass-$cutlass_version-*.whl <<'PY'
+import os, sys, zipfile
+roots = ("cutlass_library/source/include/", "cutlass_library/source/tools/util/include/")
+with zipfile.ZipFile(sys.argv[2]) as wheel:
+    for name in wheel.namelist():
+        root = next((r for r in roots if name.startswith(r)), None)
+        if root is None or name.endswith("/"):
+            continue
+        target = os.path.join(sys.argv[1], name[len(root):])
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with wheel.open(name) as src, open(target, "wb") as dst:
+            dst.write(src.read())
+PY
+    echo "$cutlass_version" >"$cutlass/.installed"
+  else
+    echo "setup: CUTLASS unavailable; building without kiln's CUTLASS convolutions"
+  fi
+fi
+
 # The Python the CPU suite checks kiln's files with (onnxruntime runs exported ONNX models, tensorboard
 # reads the event files), in a venv of its own so the system's Python is left as it is; pinned in
 # tests/python-requirements.txt. The tests find it as KILN_PYTHON (CMakeLists.txt).

@@ -69,6 +69,9 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 "how a convolution before BatchNorm sums its output per channel: 0 a sum kernel after it (repeatable "
                 "bits), 1 cuDNN's conv + genstats graph where it builds (fp16), else 0 (default), 2 as 1, and in bf16 "
                 "the faster of 0 and cuDNN's graph that sums in the convolution's epilogue"),
+      count_row("cutlass", "--cutlass", "KILN_CUTLASS", &CudaOptions::cutlass, 0, 2,
+                "kiln's CUTLASS convolutions (sm_90, fp16/bf16; today the forward that sums its output for "
+                "BatchNorm): 0 never, 1 where faster when timed at prepare (default), 2 wherever they take the shape"),
       count_row("linear_workspace_mib", "--linear-workspace-mib", "KILN_LINEAR_WORKSPACE_MIB",
                 &CudaOptions::linear_workspace_mib, 0, 65536,
                 "the most workspace one linear layer's cuBLASLt GEMM may use, in MiB; 0: only algorithms without "

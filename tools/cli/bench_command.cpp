@@ -101,6 +101,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"fuse_seams", c.fuse_seams},
                               {"seam_input", c.cuda.seam_input},
                               {"conv_stats", c.cuda.conv_stats},
+                              {"cutlass", c.cuda.cutlass},
                               {"threads", c.device == Device::CPU ? kiln::threads() : 0},
                               {"cpu_kernels", c.device == Device::CPU ? cpu_kernels_name(cpu_kernels()) : ""},
                               {"warmup", b.bench.warmup},

@@ -9,6 +9,7 @@
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/conv/conv_cuda.h"
 #include "ops/conv/conv_cudnn_graphs_cuda.h"
+#include "ops/conv/conv_sums_cutlass.h"
 #include "ops/conv/engine_choices.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "runtime/cuda/event_timing.h"
@@ -17,30 +18,35 @@
 namespace kiln::cuda {
 namespace {
 
-enum class Way { kGenstats, kConvThenSums, kSumsGraph, kFewChannel };
+enum class Way { kGenstats, kConvThenSums, kSumsGraph, kFewChannel, kCutlass };
 
 const char* way_name(Way w) {
   switch (w) {
     case Way::kGenstats: return "cuDNN conv + genstats graph";
     case Way::kConvThenSums: return "cuDNN conv graph, then the sum kernel";
     case Way::kSumsGraph: return "cuDNN conv + reductions graph";
+    case Way::kCutlass: return "CUTLASS conv with sums";
     default: return "few-channel kernel";
   }
 }
 
 int64_t rows_of(const ConvProblem& p) { return p.n * p.ho * p.wo; }
 
-// One table per CudaOptions::conv_stats mode: backends with different modes share a graph cache.
-EngineChoices<Way> choices_by_mode[3];
-EngineChoices<Way>& choices(const CudaBackend& be) { return choices_by_mode[be.options().conv_stats]; }
+// One table per CudaOptions::conv_stats and ::cutlass mode: backends with different modes share a
+// graph cache.
+EngineChoices<Way> choices_by_mode[3][3];
+EngineChoices<Way>& choices(const CudaBackend& be) {
+  return choices_by_mode[be.options().conv_stats][be.options().cutlass];
+}
 
-// The cuDNN graph a way runs (the few-channel kernel runs none).
+// The cuDNN graph a way runs (kiln's own kernels run none).
 const CudnnGraphDef& graph_of(Way way) {
   return way == Way::kGenstats ? kConvFpropGenstatsGraph : way == Way::kSumsGraph ? kConvFpropSumsGraph : kConvFpropGraph;
 }
 
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
   if (w == Way::kFewChannel) return few_channel_fprop_workspace_bytes(conv_shape(p));
+  if (w == Way::kCutlass) return cutlass_fprop_sums_workspace_bytes(conv_shape(p));
   return be.graphs().prepare(graph_of(w), p);
 }
 
@@ -49,6 +55,7 @@ void run_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, cons
              const std::string& where) {
   if (way == Way::kFewChannel)
     return few_channel_fprop_stats(conv_shape(p), x, w, y, sum, sqsum, workspace, stream, where);
+  if (way == Way::kCutlass) return cutlass_fprop_sums(conv_shape(p), x, w, y, sum, sqsum, workspace, stream, where);
   Pointers ptr;
   ptr.x = x, ptr.w = w, ptr.y = y;
   const bool graph_sums = way != Way::kConvThenSums;  // genstats or the reductions graph
@@ -79,18 +86,24 @@ double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, c
 // The ways that may serve `p`, the one to keep without timing first, as CudaOptions::conv_stats
 // asks: 0 the sum kernel after the convolution; 1 genstats where cuDNN builds it (fp16), else the
 // sum kernel; 2 genstats where it builds, else the reductions graph and the sum kernel, timed.
-// Besides these, the few-channel kernel where it takes the shape. cuDNN notes neither statistics
-// graph nondeterministic, yet both finish their sums with atomics: two runs differ in the last
-// bits (measured on the H200), which only way 0 avoids.
+// Besides these, in modes 1 and 2, kiln's CUTLASS convolution with sums where it takes the shape
+// (fp16/bf16 on an sm_90 GPU) as CudaOptions::cutlass asks (1 timed beside them, 2 alone), and in
+// every mode the few-channel kernel where it takes the shape.
+// cuDNN notes neither statistics graph nondeterministic, yet both finish their sums with atomics:
+// two runs differ in the last bits (measured on the H200); the sum kernel and kiln's own kernels
+// add in a fixed order.
 std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
   std::vector<Way> ways;
-  const int mode = be.options().conv_stats;
+  const int mode = be.options().conv_stats, cutlass = be.options().cutlass;
+  const bool cutlass_takes = mode != 0 && cutlass != 0 && cutlass_fprop_sums_supported(conv_shape(p));
+  if (cutlass_takes && cutlass == 2) return {Way::kCutlass};
   if (mode != 0 && be.graphs().supported(kConvFpropGenstatsGraph, p)) {
     ways.push_back(Way::kGenstats);
   } else {
     if (mode == 2 && be.graphs().supported(kConvFpropSumsGraph, p)) ways.push_back(Way::kSumsGraph);
     ways.push_back(Way::kConvThenSums);
   }
+  if (cutlass_takes) ways.push_back(Way::kCutlass);
   if (few_channel_conv_supported(conv_shape(p))) ways.push_back(Way::kFewChannel);
   return ways;
 }

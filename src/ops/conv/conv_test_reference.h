@@ -1,6 +1,7 @@
 #pragma once
 // Float64 references of a convolution for the tests of the hand-written CUDA kernels
-// (wgrad_direct_gpu_test.cpp, few_channel_conv_gpu_test.cpp) and of the oneDNN CPU kernels
+// (wgrad_direct_gpu_test.cpp, few_channel_conv_gpu_test.cpp, conv_sums_cutlass_gpu_test.cpp) and of
+// the oneDNN CPU kernels
 // (conv_onednn_test.cpp), with each result's sum of |terms|:
 // the scale its rounding error is bounded against, and the comparison both tests make. `swap_rs`
 // reads the filter transposed, a wrong indexing a test's comparison must reject. Layouts as
@@ -122,6 +123,33 @@ inline void expect_matches(const char* what, const std::vector<double>& got, con
     // The comparison would catch a transposed filter.
     EXPECT_GT(relative_miss(wrong, want, scale, bound).worst, bound) << what << ": transposed filter";
   }
+}
+
+// Checks the per-channel sum and sum of squares a kernel took of its own output `y` (rows x k, as
+// stored) against float64 sums of that same y. The bound: fp32 accumulation of at most 128 rows
+// per partial ((128 - 1) * 2^-24 < 1e-5 of the sum of |terms|), the partials added in fp64 and
+// rounded to fp32; the 1e-6 floor covers a channel whose sum is near 0. The bound must tell
+// channels apart: each channel's sum against its neighbour's must miss somewhere.
+inline void expect_channel_sums(const std::vector<double>& y, size_t k, const std::vector<double>& got_sum,
+                                const std::vector<double>& got_sq) {
+  ASSERT_EQ(got_sum.size(), k);
+  ASSERT_EQ(got_sq.size(), k);
+  std::vector<double> want_sum(k, 0.0), abs_sum(k, 0.0), want_sq(k, 0.0);
+  for (size_t i = 0; i < y.size(); ++i) {
+    want_sum[i % k] += y[i];
+    abs_sum[i % k] += std::fabs(y[i]);
+    want_sq[i % k] += y[i] * y[i];
+  }
+  auto sum_ok = [&](size_t ch, double want_ch) { return std::fabs(got_sum[ch] - want_ch) <= 1e-5 * abs_sum[ch] + 1e-6; };
+  size_t shifted_misses = 0;
+  for (size_t ch = 0; ch < k; ++ch) {
+    EXPECT_TRUE(sum_ok(ch, want_sum[ch])) << "sum of channel " << ch << ": got " << got_sum[ch] << ", want "
+                                          << want_sum[ch];
+    EXPECT_TRUE(std::fabs(got_sq[ch] - want_sq[ch]) <= 1e-5 * want_sq[ch] + 1e-6)
+        << "sum of squares of channel " << ch << ": got " << got_sq[ch] << ", want " << want_sq[ch];
+    shifted_misses += !sum_ok(ch, want_sum[(ch + 1) % k]);
+  }
+  EXPECT_GT(shifted_misses, 0u) << "the sums' bound does not tell channels apart";
 }
 
 }  // namespace kiln::conv_test

@@ -60,28 +60,8 @@ TEST(FewChannelConvGpu, ForwardAndStatisticsMatchFloat64) {
       fprop_reference(s, x, w, true, wrong, wrong_scale);
       expect_matches("y", got, want, scale, wrong, s, bound(io));
 
-      // The sums are of y as stored, so the reference sums the GPU's own y, in float64. The
-      // bounds: fp32 accumulation within a block, the blocks' partials added in fp64 and the
-      // result rounded to fp32 (the 1e-6 floor covers a channel whose sum is near 0).
-      std::vector<double> want_sum(k, 0.0), abs_sum(k, 0.0), want_sq(k, 0.0);
-      for (size_t i = 0; i < rows * k; ++i) {
-        want_sum[i % k] += got[i];
-        abs_sum[i % k] += std::fabs(got[i]);
-        want_sq[i % k] += got[i] * got[i];
-      }
-      auto sum_ok = [&](size_t ch, double want_ch) {
-        return std::fabs(got_sum[ch] - want_ch) <= 1e-5 * abs_sum[ch] + 1e-6;
-      };
-      size_t shifted_misses = 0;
-      for (size_t ch = 0; ch < k; ++ch) {
-        EXPECT_TRUE(sum_ok(ch, want_sum[ch]))
-            << "sum of channel " << ch << ": got " << got_sum[ch] << ", want " << want_sum[ch];
-        EXPECT_TRUE(std::fabs(got_sq[ch] - want_sq[ch]) <= 1e-5 * want_sq[ch] + 1e-6)
-            << "sum of squares of channel " << ch << ": got " << got_sq[ch] << ", want " << want_sq[ch];
-        shifted_misses += !sum_ok(ch, want_sum[(ch + 1) % k]);
-      }
-      // The sum bound tells channels apart: each channel's sum against its neighbour's misses.
-      EXPECT_GT(shifted_misses, 0u) << "the sums' bound does not tell channels apart";
+      // The sums are of y as stored, so the reference sums the GPU's own y, in float64.
+      expect_channel_sums(got, k, got_sum, got_sq);
 
       // A second run, into poisoned outputs again, gives the same bits: the partials are added in
       // a fixed order.

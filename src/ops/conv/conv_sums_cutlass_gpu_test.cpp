@@ -1,0 +1,103 @@
+// kiln's CUTLASS convolution with sums (conv_sums_cutlass.h) against float64 references of the
+// same rounded inputs, in fp16 and bf16: the output, the per-channel sums of the output as
+// stored, repeatable bits, and the shapes it refuses.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/conv/conv_sums_cutlass.h"
+#include "ops/conv/conv_test_reference.h"
+#include "support/gpu_test_util.h"
+
+namespace kiln {
+namespace {
+
+using namespace gpu_test;
+using namespace conv_test;
+
+// ResNet's and VGG's kinds of layers, small: 3x3 and 1x1, strides 1 and 2, output channels below,
+// at and past one tile's 64 or 128, pixel counts that do not fill the last tile of 128, images
+// whose tiles cross into the next image.
+std::vector<ConvShape> shapes(DType io) {
+  return {
+      shape(2, 14, 14, 64, 64, 3, 1, 1, io),    // a bottleneck's 3x3
+      shape(2, 14, 14, 64, 256, 1, 1, 0, io),   // its expanding 1x1
+      shape(2, 15, 15, 128, 128, 3, 2, 1, io),  // a strided 3x3 on an odd size
+      shape(3, 7, 9, 256, 64, 1, 1, 0, io),     // non-square, 189 pixels
+      shape(1, 9, 9, 16, 24, 3, 1, 1, io),      // few channels: 24 of a 64-wide tile
+      shape(2, 8, 8, 512, 136, 1, 2, 0, io),    // 136 channels: a second, mostly empty 128-wide tile
+  };
+}
+
+// The bound on |got - want| relative to a result's sum of |terms|: fp32 accumulation (well under
+// 1e-5 for these term counts) plus the output's rounding to its dtype (2^-11 fp16, 2^-8 bf16).
+double bound(DType io) { return io == DType::F16 ? 1e-3 : 8e-3; }
+
+bool skip_reason(std::string& why) {
+  if (!cuda::cutlass_kernels_built()) why = "built without CUTLASS's headers";
+  else if (!cuda::cutlass_fprop_sums_supported(shape(1, 8, 8, 64, 64, 3, 1, 1, DType::BF16)))
+    why = "the GPU is not compute capability 9.0";
+  return !why.empty();
+}
+
+TEST(ConvSumsCutlassGpu, OutputAndStatisticsMatchFloat64AndRepeat) {
+  KILN_REQUIRE_GPU();
+  std::string why;
+  if (skip_reason(why)) GTEST_SKIP() << why;
+  std::mt19937 rng(37);
+  for (DType io : {DType::F16, DType::BF16}) {
+    for (const ConvShape& s : shapes(io)) {
+      SCOPED_TRACE(label(s));
+      ASSERT_TRUE(cuda::cutlass_fprop_sums_supported(s));
+      const size_t rows = size_t(s.n * s.ho * s.wo), k = size_t(s.k);
+      const std::vector<double> x = random_values<double>(io, size_t(s.n * s.h * s.w * s.c), rng);
+      const std::vector<double> w = random_values<double>(io, size_t(s.k * s.r * s.s * s.c), rng);
+      DeviceTensor dx(io, x), dw(io, w);
+      DeviceTensor y = DeviceTensor::poisoned(io, rows * k);
+      DeviceTensor sum = DeviceTensor::poisoned(DType::F32, k), sqsum = DeviceTensor::poisoned(DType::F32, k);
+      DeviceBuffer scratch(cuda::cutlass_fprop_sums_workspace_bytes(s));
+      auto run = [&] {
+        cuda::cutlass_fprop_sums(s, dx.ptr(), dw.ptr(), y.ptr(), sum.f32(), sqsum.f32(), scratch.get(), nullptr, "test");
+        sync();
+      };
+      run();
+      const std::vector<double> got = y.get(), got_sum = sum.get(), got_sq = sqsum.get();
+
+      std::vector<double> want, scale, wrong, wrong_scale;
+      fprop_reference(s, x, w, false, want, scale);
+      fprop_reference(s, x, w, true, wrong, wrong_scale);
+      expect_matches("y", got, want, scale, wrong, s, bound(io));
+      // The sums are of y as stored, so the reference sums the GPU's own y, in float64.
+      expect_channel_sums(got, k, got_sum, got_sq);
+
+      // A second run, into poisoned outputs again, gives the same bits: the tiles' partial sums are
+      // added in a fixed order (cuDNN's statistics graphs add theirs with atomics).
+      y.poison(), sum.poison(), sqsum.poison();
+      run();
+      EXPECT_EQ(y.get(), got);
+      EXPECT_EQ(sum.get(), got_sum);
+      EXPECT_EQ(sqsum.get(), got_sq);
+    }
+  }
+}
+
+TEST(ConvSumsCutlassGpu, UnsupportedShapesAreErrorsNamingTheLimits) {
+  KILN_REQUIRE_GPU();
+  const ConvShape stem = shape(2, 16, 16, 3, 64, 7, 2, 3, DType::BF16);       // 3 input channels
+  const ConvShape odd_k = shape(1, 8, 8, 64, 36, 3, 1, 1, DType::BF16);       // 36 output channels
+  const ConvShape f32 = shape(1, 8, 8, 64, 64, 3, 1, 1, DType::F32);          // io not fp16/bf16
+  EXPECT_FALSE(cuda::cutlass_fprop_sums_supported(stem));
+  EXPECT_FALSE(cuda::cutlass_fprop_sums_supported(odd_k));
+  EXPECT_FALSE(cuda::cutlass_fprop_sums_supported(f32));
+  testing::expect_error(
+      [&] { cuda::cutlass_fprop_sums(stem, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, "conv1"); },
+      {"conv1", "multiples of 8"});
+  testing::expect_error(
+      [&] { cuda::cutlass_fprop_sums(f32, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, "conv2"); },
+      {"conv2", "fp16 or bf16"});
+}
+
+}  // namespace
+}  // namespace kiln
