@@ -6,116 +6,33 @@
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "ops/common/workspace_cuda.h"
+#include "ops/conv/conv_sums_cutlass_kernels.h"
 #include "runtime/cuda/cuda_check.h"
-
-#if KILN_WITH_CUTLASS
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include "cutlass/kernel_hardware_info.hpp"
-#include "cute/tensor.hpp"
-#include "cutlass/conv/collective/collective_builder.hpp"
-#include "cutlass/conv/convnd_problem_shape.hpp"
-#include "cutlass/conv/device/conv_universal_adapter.hpp"
-#include "cutlass/conv/kernel/conv_universal.hpp"
-#include "cutlass/cutlass.h"
-#include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
-#include "cutlass/epilogue/thread/activation.h"
-#endif
 
 namespace kiln::cuda {
 
 #if KILN_WITH_CUTLASS
 namespace {
 
-namespace fusion = cutlass::epilogue::fusion;
+using namespace cutlass_sums;
 
-constexpr int kTileM = 128;  // output pixels a tile covers: one row of partial sums each
 constexpr int64_t kMaxPixels = int64_t{1} << 30;
 
-// The sum of squares' per-element step: the reduction node hands each thread's running partial
-// and the value in; the partials of threads, warps and tiles are then added plainly.
-template <class T>
-struct PlusSquare {
-  CUTLASS_HOST_DEVICE T operator()(T const& partial, T const& value) const { return partial + value * value; }
-};
-
-// One kernel: element type E (cutlass::bfloat16_t or half_t), output channels a tile covers N.
-template <class E, int N>
-struct FpropSums {
-  using Tile = cute::Shape<cute::Int<kTileM>, cute::Int<N>, cute::Shape<cute::_64>>;
-  using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  // Partial sums only (FinalReduction false): one row per tile of output pixels, added by
-  // sum_tile_rows below in a fixed order, where CUTLASS's own final reduction would have the last
-  // tile of each column add thousands of rows on one thread each.
-  template <template <class> class Step>
-  using Sums = fusion::Sm90RowReduction<Step, cutlass::plus, cutlass::plus, 0, Tile, float, float,
-                                        cutlass::FloatRoundStyle::round_to_nearest, cute::Stride<cute::_0, cute::_1, cute::_0>, 4,
-                                        /*EnableNullptr=*/false, /*FinalReduction=*/false>;
-  // The accumulator rounded to the io dtype: what is stored, and what is summed.
-  using Rounded = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::epilogue::thread::Identity, E, float,
-                                                      cutlass::FloatRoundStyle::round_to_nearest>,
-                                  fusion::Sm90AccFetch>;
-  using Tree = fusion::Sm90EVT<Sums<PlusSquare>, fusion::Sm90EVT<Sums<cutlass::plus>, Rounded>>;
-
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::TensorNHWC, 8, E,
-      cutlass::layout::TensorNHWC, 8, cutlass::epilogue::TmaWarpSpecialized, Tree>::CollectiveOp;
-  using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop, E,
-      cutlass::layout::TensorNHWC, 8, E, cutlass::layout::TensorNHWC, 8, float, Tile, Cluster,
-      cutlass::conv::collective::StageCountAutoCarveout<int(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::conv::collective::KernelScheduleAuto>::CollectiveOp;
-  using Problem = cutlass::conv::ConvProblemShape<cutlass::conv::Operator::kFprop, 2>;
-  using Kernel = cutlass::conv::kernel::ConvUniversal<Problem, Mainloop, Epilogue>;
-  using Conv = cutlass::conv::device::ConvUniversalAdapter<Kernel>;
-
-  static Problem problem(const ConvShape& p) {
-    const int pad = int(p.pad), stride = int(p.stride);
-    return Problem(cutlass::conv::Mode::kCrossCorrelation, {int(p.n), int(p.h), int(p.w), int(p.c)},
-                   {int(p.k), int(p.r), int(p.s), int(p.c)}, {pad, pad}, {pad, pad}, {stride, stride}, {1, 1}, 1);
+int sm_count() {
+  static std::mutex mutex;
+  static int cached_device = -1, cached = 0;
+  int device = 0;
+  KILN_CUDA(cudaGetDevice(&device), "CUTLASS convolution");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device != cached_device) {
+    KILN_CUDA(cudaDeviceGetAttribute(&cached, cudaDevAttrMultiProcessorCount, device), "CUTLASS convolution");
+    cached_device = device;
   }
-
-  static typename Conv::Arguments arguments(const ConvShape& p, const void* x, const void* w, void* y, float* sum_rows,
-                                            float* sq_rows) {
-    const Problem problem_shape = problem(p);
-    typename Kernel::StrideD stride_d{};
-    cute::for_each(cute::make_seq<cute::rank<0>(typename Kernel::StrideD{})>{}, [&](auto i) {
-      cute::get<0, i>(stride_d) = problem_shape.stride_C[Problem::RankT - 2 - i];
-    });
-    typename Kernel::EpilogueArguments epilogue{};
-    // The tree's arguments, children first: {{{fetch, round}, Σy}, Σy²}.
-    epilogue.thread = {{{{}, {}}, {sum_rows, 0.f, {}}}, {sq_rows, 0.f, {}}};
-    epilogue.ptr_C = nullptr;
-    epilogue.ptr_D = static_cast<E*>(y);
-    epilogue.dD = stride_d;
-    typename Kernel::MainloopArguments mainloop{static_cast<const E*>(x), static_cast<const E*>(w)};
-    cutlass::KernelHardwareInfo hw{};
-    return typename Conv::Arguments{problem_shape, mainloop, epilogue, hw};
-  }
-};
+  return cached;
+}
 
 int64_t pixels(const ConvShape& p) { return p.n * p.ho * p.wo; }
 int64_t tile_rows(const ConvShape& p) { return (pixels(p) + kTileM - 1) / kTileM; }
-
-// Calls f(FpropSums<E, N>{}) for the shape's dtype and a tile width that fits its channels.
-template <class F>
-auto dispatch(const ConvShape& p, F&& f) {
-  auto by_width = [&](auto e) {
-    using E = decltype(e);
-    if (p.k <= 64) return f(FpropSums<E, 64>{});
-    return f(FpropSums<E, 128>{});
-  };
-  if (p.io == DType::F16) return by_width(cutlass::half_t{});
-  return by_width(cutlass::bfloat16_t{});
-}
-
-int padded_channels(const ConvShape& p) {
-  const int n = p.k <= 64 ? 64 : 128;
-  return int((p.k + n - 1) / n * n);
-}
 
 struct Partials {
   float *sum_rows, *sq_rows, *sum_parts, *sq_parts;
@@ -210,22 +127,12 @@ bool cutlass_fprop_sums_supported(const ConvShape& p) {
     return false;
   if ((p.h + 2 * p.pad - p.r) / p.stride + 1 != p.ho || (p.w + 2 * p.pad - p.s) / p.stride + 1 != p.wo) return false;
   if (!device_is_sm90()) return false;
-  return dispatch(p, [&](auto k) {
-    using K = decltype(k);
-    // Pointers 16-byte aligned (the arena's are 256): can_implement checks shapes and strides.
-    auto* aligned = reinterpret_cast<float*>(uintptr_t{256});
-    return K::Conv::can_implement(K::arguments(p, aligned, aligned, aligned, aligned, aligned)) ==
-           cutlass::Status::kSuccess;
-  });
+  return is_gemm(p) ? gemm_implementable(p, sm_count()) : implicit_implementable(p);
 }
 
 size_t cutlass_fprop_sums_workspace_bytes(const ConvShape& p) {
   check_supported(p, "CUTLASS convolution with sums");
-  const size_t own = dispatch(p, [&](auto k) {
-    using K = decltype(k);
-    auto* aligned = reinterpret_cast<float*>(uintptr_t{256});
-    return K::Conv::get_workspace_size(K::arguments(p, aligned, aligned, aligned, aligned, aligned));
-  });
+  const size_t own = is_gemm(p) ? gemm_workspace_bytes(p, sm_count()) : implicit_workspace_bytes(p);
   return partials(nullptr, p).bytes + (own + 255) / 256 * 256;
 }
 
@@ -239,16 +146,10 @@ void cutlass_fprop_sums(const ConvShape& p, const void* x, const void* w, void* 
       fail("{}: the CUTLASS convolution reads and writes through TMA and needs 16-byte aligned tensors", where);
   const Partials part = partials(workspace, p);
   void* own = static_cast<std::byte*>(workspace) + part.bytes;
-  dispatch(p, [&](auto k) {
-    using K = decltype(k);
-    typename K::Conv conv;
-    const auto args = K::arguments(p, x, w, y, part.sum_rows, part.sq_rows);
-    cutlass::Status status = conv.initialize(args, own, stream);
-    if (status == cutlass::Status::kSuccess) status = conv.run(stream);
-    if (status != cutlass::Status::kSuccess)
-      fail("{}: the CUTLASS convolution with sums did not launch: {}", where, cutlassGetStatusString(status));
-    check_launch(where);
-  });
+  const Launch launch{x, w, y, part.sum_rows, part.sq_rows, own, stream};
+  const char* refused = is_gemm(p) ? gemm_launch(p, launch, sm_count()) : implicit_launch(p, launch);
+  if (refused) fail("{}: the CUTLASS convolution with sums did not launch: {}", where, refused);
+  check_launch(where);
   const int64_t rows = tile_rows(p), stride = padded_channels(p), part_count = parts(p);
   launch_sum_rows(part.sum_rows, rows, stride, kRowsPerPart, p.k, part.sum_parts, stream, where);
   launch_sum_rows(part.sq_rows, rows, stride, kRowsPerPart, p.k, part.sq_parts, stream, where);

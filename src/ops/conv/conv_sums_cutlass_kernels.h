@@ -1,0 +1,42 @@
+#pragma once
+// The CUTLASS kernels behind conv_sums_cutlass.h, each in a translation unit of its own (CUTLASS's
+// convolution and GEMM headers do not compile together): the persistent GEMM for 1x1 convolutions
+// of stride 1 without padding (conv_sums_gemm_cutlass.cu) and the implicit-GEMM convolution for
+// every other shape (conv_sums_implicit_cutlass.cu). Both write y and, per tile of kTileM output
+// pixels, one row of partial per-channel sums and sums of squares (tile_width-wide tiles, so rows of
+// padded_channels floats); conv_sums_cutlass.cu adds the rows.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "ops/conv/conv_shape_cuda.h"
+
+namespace kiln::cuda::cutlass_sums {
+
+constexpr int kTileM = 128;
+
+inline int tile_width(const ConvShape& p) { return p.k <= 64 ? 64 : 128; }
+inline int64_t padded_channels(const ConvShape& p) { return (p.k + tile_width(p) - 1) / tile_width(p) * tile_width(p); }
+inline bool is_gemm(const ConvShape& p) { return p.r == 1 && p.s == 1 && p.stride == 1 && p.pad == 0; }
+
+struct Launch {
+  const void* x;
+  const void* w;
+  void* y;
+  float* sum_rows;
+  float* sq_rows;
+  void* workspace;  // workspace_bytes of it
+  cudaStream_t stream;
+};
+
+// Each takes fp16/bf16 shapes whose channels suit TMA (the caller checks); `sms` is the GPU's
+// multiprocessor count (the persistent GEMM's grid). launch returns null, or CUTLASS's status when
+// it refused.
+bool gemm_implementable(const ConvShape& p, int sms);
+size_t gemm_workspace_bytes(const ConvShape& p, int sms);
+const char* gemm_launch(const ConvShape& p, const Launch& l, int sms);
+bool implicit_implementable(const ConvShape& p);
+size_t implicit_workspace_bytes(const ConvShape& p);
+const char* implicit_launch(const ConvShape& p, const Launch& l);
+
+}  // namespace kiln::cuda::cutlass_sums
