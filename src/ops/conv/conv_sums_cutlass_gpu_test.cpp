@@ -17,9 +17,10 @@ namespace {
 using namespace gpu_test;
 using namespace conv_test;
 
-// ResNet's and VGG's kinds of layers, small: 3x3 and 1x1, strides 1 and 2, output channels below,
-// at and past one tile's 64 or 128, pixel counts that do not fill the last tile of 128, images
-// whose tiles cross into the next image.
+// ResNet's and VGG's kinds of layers, small: 3x3 and 1x1 (1x1 of stride 1 on the GEMM kernel, the
+// rest on the implicit-GEMM convolution), strides 1 and 2, output channels below, at and past a
+// tile's 64, pixel counts that do not fill the last tile of 128, images whose tiles cross into the
+// next image.
 std::vector<ConvShape> shapes(DType io) {
   return {
       shape(2, 14, 14, 64, 64, 3, 1, 1, io),    // a bottleneck's 3x3
@@ -27,7 +28,8 @@ std::vector<ConvShape> shapes(DType io) {
       shape(2, 15, 15, 128, 128, 3, 2, 1, io),  // a strided 3x3 on an odd size
       shape(3, 7, 9, 256, 64, 1, 1, 0, io),     // non-square, 189 pixels
       shape(1, 9, 9, 16, 24, 3, 1, 1, io),      // few channels: 24 of a 64-wide tile
-      shape(2, 8, 8, 512, 136, 1, 2, 0, io),    // 136 channels: a second, mostly empty 128-wide tile
+      shape(2, 8, 8, 512, 136, 1, 2, 0, io),    // 136 channels: a third, mostly empty tile
+      shape(2, 9, 9, 96, 136, 1, 1, 0, io),     // the same on the GEMM kernel
   };
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // The epilogue of kiln's CUTLASS convolutions with sums (conv_sums_cutlass_kernels.h), as a CUTLASS
-// epilogue visitor tree, and the dispatch over dtypes and tile widths both kernels use.
+// epilogue visitor tree, and the dispatch over dtypes both kernels use.
 #include <cstdint>
 
 #include "cute/tensor.hpp"
@@ -43,20 +43,16 @@ struct SumsEpilogue {
   }
 };
 
-// Calls f(K<E, N>{}) for the shape's element type E and tile width N.
-template <template <class, int> class K, class F>
+// Calls f(K<E>{}) for the shape's element type E.
+template <template <class> class K, class F>
 auto dispatch(const ConvShape& p, F&& f) {
-  auto by_width = [&](auto e) {
-    using E = decltype(e);
-    return tile_width(p) == 64 ? f(K<E, 64>{}) : f(K<E, 128>{});
-  };
-  if (p.io == DType::F16) return by_width(cutlass::half_t{});
-  return by_width(cutlass::bfloat16_t{});
+  if (p.io == DType::F16) return f(K<cutlass::half_t>{});
+  return f(K<cutlass::bfloat16_t>{});
 }
 
-// The kernel-level entry points for a kernel family K (GemmSums, ConvSums): K<E, N>::arguments
-// builds its arguments, K<E, N>::Conv is its device adapter.
-template <template <class, int> class K, class... Extra>
+// The kernel-level entry points for a kernel family K (GemmSums, ConvSums): K<E>::arguments
+// builds its arguments, K<E>::Conv is its device adapter.
+template <template <class> class K, class... Extra>
 bool implementable(const ConvShape& p, Extra... extra) {
   return dispatch<K>(p, [&](auto k) {
     using Kernel = decltype(k);
@@ -67,7 +63,7 @@ bool implementable(const ConvShape& p, Extra... extra) {
   });
 }
 
-template <template <class, int> class K, class... Extra>
+template <template <class> class K, class... Extra>
 size_t workspace_bytes(const ConvShape& p, Extra... extra) {
   return dispatch<K>(p, [&](auto k) {
     using Kernel = decltype(k);
@@ -76,7 +72,7 @@ size_t workspace_bytes(const ConvShape& p, Extra... extra) {
   });
 }
 
-template <template <class, int> class K, class... Extra>
+template <template <class> class K, class... Extra>
 const char* launch(const ConvShape& p, const Launch& l, Extra... extra) {
   return dispatch<K>(p, [&](auto k) -> const char* {
     using Kernel = decltype(k);

@@ -17,9 +17,9 @@ namespace {
 // CUTLASS's persistent cooperative GEMM, whose producer warps load the next tile while the
 // consumers run this tile's epilogue (the implicit-GEMM convolution kernel of CUTLASS 4.2 is not
 // persistent, and on these memory-bound shapes its epilogue and loads take turns).
-template <class E, int N>
+template <class E>
 struct GemmSums {
-  using Tile = cute::Shape<cute::Int<kTileM>, cute::Int<N>, cute::_64>;
+  using Tile = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::_64>;
   using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using Fused = SumsEpilogue<E, Tile>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<

@@ -17,9 +17,9 @@
 namespace kiln::cuda::cutlass_sums {
 namespace {
 
-template <class E, int N>
+template <class E>
 struct ConvSums {
-  using Tile = cute::Shape<cute::Int<kTileM>, cute::Int<N>, cute::Shape<cute::_64>>;
+  using Tile = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::Shape<cute::_64>>;
   using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using Fused = SumsEpilogue<E, Tile>;
   using Tree = typename Fused::Tree;
