@@ -14,9 +14,12 @@ namespace kiln::cuda::cutlass_sums {
 namespace {
 
 // A 1x1 convolution of stride 1 without padding is a GEMM, y[pixels][k] = x[pixels][c] w[k][c]^T:
-// CUTLASS's persistent cooperative GEMM, whose producer warps load the next tile while the
-// consumers run this tile's epilogue (the implicit-GEMM convolution kernel of CUTLASS 4.2 is not
-// persistent, and on these memory-bound shapes its epilogue and loads take turns).
+// CUTLASS's persistent ping-pong GEMM, whose two consumer warp groups take tiles in turn, so one's
+// epilogue (the store and the sums) runs beside the other's MMAs while the producer warp loads
+// ahead. Timed on the H200 against the cooperative schedule (both warp groups on one tile) for
+// ResNet-50's twelve 1x1 shapes (batch 256): in bf16 faster on all twelve, by up to 15%, in fp16 on
+// ten, two level (and CUTLASS 4.2's implicit-GEMM convolution kernel, not persistent, took 1.5-4x
+// as long on them).
 template <class E>
 struct GemmSums {
   using Tile = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::_64>;
@@ -25,13 +28,13 @@ struct GemmSums {
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor, 8, E,
-      cutlass::layout::RowMajor, 8, cutlass::epilogue::TmaWarpSpecializedCooperative,
+      cutlass::layout::RowMajor, 8, cutlass::epilogue::TmaWarpSpecialized,
       typename Fused::Tree>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, E, cutlass::layout::RowMajor, 8, E,
       cutlass::layout::ColumnMajor, 8, float, Tile, Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<int(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      cutlass::gemm::KernelTmaWarpSpecializedPingpong>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
   using Conv = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
