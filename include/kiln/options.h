@@ -65,9 +65,11 @@ struct CudaOptions {
   int conv_stats = 1;
   // kiln's own Hopper convolutions on CUTLASS (sm_90 GPUs, fp16/bf16; src/ops/*/*_cutlass.cu), today
   // the forward convolution that sums its own output for BatchNorm in its epilogue, in a fixed order
-  // (repeatable bits): 0 never; 1 (the default) where, timed at prepare on the op's own tensors,
-  // it beats the ways conv_stats offers (untimed, with tuning off, those stay); 2 wherever it
-  // takes the shape (tests, A/B). conv_stats 0 keeps the sum kernel whatever this says.
+  // (repeatable bits): 0 never; 1 (the default) for 1x1 convolutions of stride 1 (its GEMM kernel)
+  // where, timed at prepare on the op's own tensors, it beats the ways conv_stats offers (untimed,
+  // with tuning off, those stay); 2 wherever it takes the shape, other shapes on its implicit-GEMM
+  // convolution, which measured slower than cuDNN everywhere (tests, A/B). conv_stats 0 keeps the
+  // sum kernel whatever this says.
   // KILN_CUTLASS=0|1|2.
   int cutlass = 1;
   // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,

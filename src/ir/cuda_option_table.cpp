@@ -71,7 +71,8 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 "the faster of 0 and cuDNN's graph that sums in the convolution's epilogue"),
       count_row("cutlass", "--cutlass", "KILN_CUTLASS", &CudaOptions::cutlass, 0, 2,
                 "kiln's CUTLASS convolutions (sm_90, fp16/bf16; today the forward that sums its output for "
-                "BatchNorm): 0 never, 1 where faster when timed at prepare (default), 2 wherever they take the shape"),
+                "BatchNorm): 0 never, 1 for 1x1 convolutions of stride 1 where faster when timed at prepare "
+                "(default), 2 wherever they take the shape"),
       count_row("linear_workspace_mib", "--linear-workspace-mib", "KILN_LINEAR_WORKSPACE_MIB",
                 &CudaOptions::linear_workspace_mib, 0, 65536,
                 "the most workspace one linear layer's cuBLASLt GEMM may use, in MiB; 0: only algorithms without "

@@ -87,7 +87,8 @@ double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, c
 // asks: 0 the sum kernel after the convolution; 1 genstats where cuDNN builds it (fp16), else the
 // sum kernel; 2 genstats where it builds, else the reductions graph and the sum kernel, timed.
 // Besides these, in modes 1 and 2, kiln's CUTLASS convolution with sums where it takes the shape
-// (fp16/bf16 on an sm_90 GPU) as CudaOptions::cutlass asks (1 timed beside them, 2 alone), and in
+// (fp16/bf16 on an sm_90 GPU) as CudaOptions::cutlass asks (1 timed beside them where it runs on its
+// GEMM kernel, 2 alone wherever it takes the shape), and in
 // every mode the few-channel kernel where it takes the shape.
 // cuDNN notes neither statistics graph nondeterministic, yet both finish their sums with atomics:
 // two runs differ in the last bits (measured on the H200); the sum kernel and kiln's own kernels
@@ -103,7 +104,8 @@ std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
     if (mode == 2 && be.graphs().supported(kConvFpropSumsGraph, p)) ways.push_back(Way::kSumsGraph);
     ways.push_back(Way::kConvThenSums);
   }
-  if (cutlass_takes) ways.push_back(Way::kCutlass);
+  // Timed only on its GEMM kernel: the implicit-GEMM convolution never won (conv_sums_cutlass.h).
+  if (cutlass_takes && cutlass_fprop_sums_on_gemm(conv_shape(p))) ways.push_back(Way::kCutlass);
   if (few_channel_conv_supported(conv_shape(p))) ways.push_back(Way::kFewChannel);
   return ways;
 }

@@ -120,6 +120,8 @@ void check_supported(const ConvShape& p, const std::string& where) {
 
 bool cutlass_kernels_built() { return true; }
 
+bool cutlass_fprop_sums_on_gemm(const ConvShape& p) { return is_gemm(p); }
+
 bool cutlass_fprop_sums_supported(const ConvShape& p) {
   const bool dtype = p.io == DType::F16 || p.io == DType::BF16;
   if (!dtype || p.c % 8 != 0 || p.k % 8 != 0 || p.c < 8 || p.k < 8 || p.n < 1 || p.ho < 1 || p.wo < 1 ||
@@ -160,6 +162,7 @@ void cutlass_fprop_sums(const ConvShape& p, const void* x, const void* w, void* 
 #else  // CUTLASS's headers were not found: never supported.
 
 bool cutlass_kernels_built() { return false; }
+bool cutlass_fprop_sums_on_gemm(const ConvShape&) { return false; }
 bool cutlass_fprop_sums_supported(const ConvShape&) { return false; }
 size_t cutlass_fprop_sums_workspace_bytes(const ConvShape&) {
   fail("the CUTLASS convolution with sums was not built (CUTLASS's headers were not found when kiln was configured)");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/conv/conv_sums_cutlass.h"
+#include "ops/conv/conv_sums_gpu_check.h"
 #include "ops/conv/conv_test_reference.h"
 #include "support/gpu_test_util.h"
 
@@ -53,34 +54,11 @@ TEST(ConvSumsCutlassGpu, OutputAndStatisticsMatchFloat64AndRepeat) {
     for (const ConvShape& s : shapes(io)) {
       SCOPED_TRACE(label(s));
       ASSERT_TRUE(cuda::cutlass_fprop_sums_supported(s));
-      const size_t rows = size_t(s.n * s.ho * s.wo), k = size_t(s.k);
-      const std::vector<double> x = random_values<double>(io, size_t(s.n * s.h * s.w * s.c), rng);
-      const std::vector<double> w = random_values<double>(io, size_t(s.k * s.r * s.s * s.c), rng);
-      DeviceTensor dx(io, x), dw(io, w);
-      DeviceTensor y = DeviceTensor::poisoned(io, rows * k);
-      DeviceTensor sum = DeviceTensor::poisoned(DType::F32, k), sqsum = DeviceTensor::poisoned(DType::F32, k);
-      DeviceBuffer scratch(cuda::cutlass_fprop_sums_workspace_bytes(s));
-      auto run = [&] {
-        cuda::cutlass_fprop_sums(s, dx.ptr(), dw.ptr(), y.ptr(), sum.f32(), sqsum.f32(), scratch.get(), nullptr, "test");
-        sync();
-      };
-      run();
-      const std::vector<double> got = y.get(), got_sum = sum.get(), got_sq = sqsum.get();
-
-      std::vector<double> want, scale, wrong, wrong_scale;
-      fprop_reference(s, x, w, false, want, scale);
-      fprop_reference(s, x, w, true, wrong, wrong_scale);
-      expect_matches("y", got, want, scale, wrong, s, bound(io));
-      // The sums are of y as stored, so the reference sums the GPU's own y, in float64.
-      expect_channel_sums(got, k, got_sum, got_sq);
-
-      // A second run, into poisoned outputs again, gives the same bits: the tiles' partial sums are
-      // added in a fixed order (cuDNN's statistics graphs add theirs with atomics).
-      y.poison(), sum.poison(), sqsum.poison();
-      run();
-      EXPECT_EQ(y.get(), got);
-      EXPECT_EQ(sum.get(), got_sum);
-      EXPECT_EQ(sqsum.get(), got_sq);
+      expect_fprop_sums_match_float64(
+          s, cuda::cutlass_fprop_sums_workspace_bytes(s), bound(io), rng,
+          [&](const void* x, const void* w, void* y, float* sum, float* sqsum, void* scratch) {
+            cuda::cutlass_fprop_sums(s, x, w, y, sum, sqsum, scratch, nullptr, "test");
+          });
     }
   }
 }
