@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/conv/conv_sums_cutlass.h"
-#include "ops/conv/conv_sums_gpu_check.h"
+#include "ops/conv/conv_sums_gpu_check_test.h"
 #include "ops/conv/conv_test_reference.h"
 #include "support/gpu_test_util.h"
 

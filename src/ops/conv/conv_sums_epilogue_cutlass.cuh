@@ -3,10 +3,10 @@
 // epilogue visitor tree, and the dispatch over dtypes both kernels use.
 #include <cstdint>
 
-#include "cute/tensor.hpp"
-#include "cutlass/cutlass.h"
-#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
-#include "cutlass/epilogue/thread/activation.h"
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+#include <cutlass/epilogue/thread/activation.h>
 #include "kiln/dtype.h"
 #include "ops/conv/conv_sums_cutlass_kernels.h"
 

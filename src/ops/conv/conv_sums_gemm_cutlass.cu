@@ -4,11 +4,11 @@
 #if KILN_WITH_CUTLASS
 // First: cute/tensor.hpp before CUTLASS's convolution headers, which use cute without including it.
 #include "ops/conv/conv_sums_epilogue_cutlass.cuh"
-#include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/gemm/collective/collective_builder.hpp"
-#include "cutlass/gemm/device/gemm_universal_adapter.h"
-#include "cutlass/gemm/kernel/gemm_universal.hpp"
-#include "cutlass/util/packed_stride.hpp"
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
 
 namespace kiln::cuda::cutlass_sums {
 namespace {

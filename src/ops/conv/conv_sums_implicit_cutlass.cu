@@ -7,12 +7,12 @@
 // First: cute/tensor.hpp and KernelHardwareInfo before CUTLASS's convolution headers, which use
 // them without including them.
 #include "ops/conv/conv_sums_epilogue_cutlass.cuh"
-#include "cutlass/kernel_hardware_info.hpp"
-#include "cutlass/conv/collective/collective_builder.hpp"
-#include "cutlass/conv/convnd_problem_shape.hpp"
-#include "cutlass/conv/device/conv_universal_adapter.hpp"
-#include "cutlass/conv/kernel/conv_universal.hpp"
-#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include <cutlass/kernel_hardware_info.hpp>
+#include <cutlass/conv/collective/collective_builder.hpp>
+#include <cutlass/conv/convnd_problem_shape.hpp>
+#include <cutlass/conv/device/conv_universal_adapter.hpp>
+#include <cutlass/conv/kernel/conv_universal.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
 
 namespace kiln::cuda::cutlass_sums {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/conv/conv_sums_gpu_check.h"
+#include "ops/conv/conv_sums_gpu_check_test.h"
 #include "ops/conv/conv_test_reference.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "support/gpu_test_util.h"
