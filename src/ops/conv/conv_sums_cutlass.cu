@@ -18,18 +18,37 @@ using namespace cutlass_sums;
 
 constexpr int64_t kMaxPixels = int64_t{1} << 30;
 
-int sm_count() {
+// What the kernels need to know of the current GPU, asked once per device: whether it runs
+// sm_90a code (compute capability 9.0 exactly) and its multiprocessor count (the persistent
+// GEMM's grid).
+struct DeviceFacts {
+  bool sm90 = false;
+  int sms = 0;
+};
+
+DeviceFacts device_facts() {
   static std::mutex mutex;
-  static int cached_device = -1, cached = 0;
+  static int cached_device = -1;
+  static DeviceFacts cached;
   int device = 0;
-  KILN_CUDA(cudaGetDevice(&device), "CUTLASS convolution");
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
   std::lock_guard<std::mutex> lock(mutex);
   if (device != cached_device) {
-    KILN_CUDA(cudaDeviceGetAttribute(&cached, cudaDevAttrMultiProcessorCount, device), "CUTLASS convolution");
+    int major = 0, minor = 0, sms = 0;
+    const bool known = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess;
+    cudaGetLastError();
+    cached = {known && major == 9 && minor == 0, known ? sms : 0};
     cached_device = device;
   }
   return cached;
 }
+
+int sm_count() { return device_facts().sms; }
 
 int64_t pixels(const ConvShape& p) { return p.n * p.ho * p.wo; }
 int64_t tile_rows(const ConvShape& p) { return (pixels(p) + kTileM - 1) / kTileM; }
@@ -88,27 +107,6 @@ void launch_sum_rows(const float* rows, int64_t row_count, int64_t row_stride, i
   check_launch(where);
 }
 
-bool device_is_sm90() {
-  static std::mutex mutex;
-  static int cached_device = -1;
-  static bool cached = false;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  if (device != cached_device) {
-    int major = 0, minor = 0;
-    cached = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-             major == 9 && minor == 0;
-    cudaGetLastError();
-    cached_device = device;
-  }
-  return cached;
-}
-
 void check_supported(const ConvShape& p, const std::string& where) {
   if (!cutlass_fprop_sums_supported(p))
     fail("{}: the CUTLASS convolution with sums takes fp16 or bf16 with input and output channels multiples of 8 "
@@ -128,7 +126,7 @@ bool cutlass_fprop_sums_supported(const ConvShape& p) {
       p.stride < 1 || p.pad < 0 || pixels(p) > kMaxPixels || p.n * p.h * p.w * p.c > kMaxPixels * 8)
     return false;
   if ((p.h + 2 * p.pad - p.r) / p.stride + 1 != p.ho || (p.w + 2 * p.pad - p.s) / p.stride + 1 != p.wo) return false;
-  if (!device_is_sm90()) return false;
+  if (!device_facts().sm90) return false;
   return is_gemm(p) ? gemm_implementable(p, sm_count()) : implicit_implementable(p);
 }
 

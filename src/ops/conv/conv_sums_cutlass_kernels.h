@@ -3,7 +3,8 @@
 // convolution and GEMM headers do not compile together): the persistent GEMM for 1x1 convolutions
 // of stride 1 without padding (conv_sums_gemm_cutlass.cu) and the implicit-GEMM convolution for
 // every other shape (conv_sums_implicit_cutlass.cu). Both write y and, per tile of kTileM output
-// pixels, one row of partial per-channel sums and sums of squares (rows of padded_channels floats); conv_sums_cutlass.cu adds the rows.
+// pixels, one row of partial per-channel sums and sums of squares (rows of padded_channels
+// floats); conv_sums_cutlass.cu adds the rows.
 #include <cuda_runtime.h>
 
 #include <cstddef>

@@ -2,7 +2,6 @@
 #include "ops/conv/conv_sums_cutlass_kernels.h"
 
 #if KILN_WITH_CUTLASS
-// First: cute/tensor.hpp before CUTLASS's convolution headers, which use cute without including it.
 #include "ops/conv/conv_sums_epilogue_cutlass.cuh"
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
