@@ -1,18 +1,27 @@
 #pragma once
+#include <memory>
 #include <string>
 
 #include "kiln/dtype.h"
 
 namespace kiln {
 
-enum class OptimizerKind : uint8_t { SGD, AdamW };
+// LARS: SGD with momentum whose step for each parameter tensor is scaled by its trust ratio
+// trust_coefficient * ||w|| / (||g|| + weight_decay * ||w||) (You et al., 2017), for the large
+// global batches of data-parallel runs.
+enum class OptimizerKind : uint8_t { SGD, AdamW, LARS };
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::SGD;
-  float momentum = 0.9f;  // SGD
+  float momentum = 0.9f;  // SGD, LARS
   bool nesterov = false;  // SGD
-  float weight_decay = 0.f;  // SGD: L2 added to the gradient (PyTorch); AdamW: decoupled
+  float weight_decay = 0.f;  // SGD, LARS: L2 added to the gradient (PyTorch); AdamW: decoupled
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // AdamW
+  // LARS: the trust coefficient (eta), and whether parameters of one dimension (BatchNorm's scale
+  // and shift, biases) are left out of the trust ratio and the weight decay, as MLPerf's ResNet
+  // recipes do (they then take plain momentum SGD steps).
+  float trust_coefficient = 0.001f;
+  bool lars_skip_1d = true;
 };
 
 OptimizerKind parse_optimizer(const std::string& text);  // throws kiln::Error
@@ -151,6 +160,9 @@ struct LossScaling {
   }
 };
 
+// The ranks of a data-parallel run (kiln/data_parallel.h): one process per GPU, joined over NCCL.
+class ProcessGroup;
+
 struct CompileOptions {
   Device device = Device::CPU;
   int device_index = 0;  // which GPU (cudaSetDevice ordinal) when device is CUDA
@@ -183,6 +195,10 @@ struct CompileOptions {
   LossScaling loss_scaling;
   CpuOptions cpu;    // when device is CPU
   CudaOptions cuda;  // when device is CUDA
+  // Data parallel (CUDA): the group this rank trains with (join_process_group). After each backward
+  // the gradients are averaged over its ranks, in buckets started as soon as their layers' gradients
+  // are written, inside the captured step. nullptr: this process trains alone. `batch` is per rank.
+  std::shared_ptr<ProcessGroup> data_parallel;
 };
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #include "compile/lower_context.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "compile/loss_scaling.h"
 #include "kiln/error.h"
@@ -224,6 +225,22 @@ void LowerContext::finish() {
     sgd.loss_scale = program.loss_scale, sgd.found_nonfinite = program.found_nonfinite;  // -1 without scaling
     program.opt_state_regions = {sgd.momentum_buffer};
     program.update.push_back(make_op(sgd, -1));
+  } else if (opt.kind == OptimizerKind::LARS) {
+    if (!(opt.trust_coefficient > 0) || !std::isfinite(opt.trust_coefficient))
+      fail("the LARS trust coefficient (CompileOptions::optimizer.trust_coefficient, kiln train --lars-eta) is {}; "
+           "it must be finite and > 0, e.g. 0.001",
+           opt.trust_coefficient);
+    LarsUpdate<TensorId> lars;
+    lars.grads = program.grad_region, lars.params = program.param_region;
+    lars.compute_grads = program.compute_grad_region, lars.compute_params = program.compute_param_region;
+    lars.momentum_buffer = region("optimizer.lars_momentum_buffer", TensorRole::OptState, param_dtype, count);
+    lars.momentum = opt.momentum, lars.weight_decay = opt.weight_decay;
+    lars.trust_coefficient = opt.trust_coefficient, lars.skip_1d = opt.lars_skip_1d;
+    lars.loss_scale = program.loss_scale, lars.found_nonfinite = program.found_nonfinite;
+    lars.tensors.assign(program.params.begin(), program.params.end());  // their views give the tensors' bounds
+    program.opt_state_regions = {lars.momentum_buffer};
+    // Without parameters (a program that trains nothing) there is no update to make.
+    if (!lars.tensors.empty()) program.update.push_back(make_op(lars, -1));
   } else {
     AdamWUpdate<TensorId> adamw;
     adamw.grads = program.grad_region, adamw.params = program.param_region;

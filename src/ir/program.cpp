@@ -29,7 +29,8 @@ int LayerGraph::count(LayerKind kind) const {
 OptimizerKind parse_optimizer(const std::string& text) {
   if (text == "sgd") return OptimizerKind::SGD;
   if (text == "adamw") return OptimizerKind::AdamW;
-  fail("unknown optimizer '{}': use 'sgd' or 'adamw'", text);
+  if (text == "lars") return OptimizerKind::LARS;
+  fail("unknown optimizer '{}': use 'sgd', 'adamw' or 'lars'", text);
 }
 
 LossScaleMode parse_loss_scale_mode(const std::string& text) {

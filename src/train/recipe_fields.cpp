@@ -25,13 +25,22 @@ const Shape& input_shape(const RecipeRun& r) { return r.program.tensors[r.progra
 
 bool sgd(const RecipeRun& r) { return optimizer(r).kind == OptimizerKind::SGD; }
 bool adamw(const RecipeRun& r) { return optimizer(r).kind == OptimizerKind::AdamW; }
+bool lars(const RecipeRun& r) { return optimizer(r).kind == OptimizerKind::LARS; }
+bool with_momentum(const RecipeRun& r) { return sgd(r) || lars(r); }
 bool step_schedule(const RecipeRun& r) { return r.train.schedule.kind == ScheduleKind::Step; }
 bool has_logits(const RecipeRun& r) { return r.program.logits >= 0; }
 bool frozen(const RecipeRun& r) { return !compiled(r).freeze.empty(); }
 
 }  // namespace
 
-const char* optimizer_name(OptimizerKind kind) { return kind == OptimizerKind::SGD ? "sgd" : "adamw"; }
+const char* optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::SGD: return "sgd";
+    case OptimizerKind::AdamW: return "adamw";
+    case OptimizerKind::LARS: return "lars";
+  }
+  return "?";
+}
 
 // The order and the texts are those of the checkpoints written before this table (format
 // kiln-checkpoint-2): tests/train/checkpoint_guard_test.cpp holds one.
@@ -53,7 +62,7 @@ const std::vector<RecipeField>& recipe_fields() {
        "--precision", "CompileOptions::precision"},
       {"optimizer", [](R r) -> std::string { return optimizer_name(optimizer(r).kind); }, nullptr, nullptr,
        "--optimizer", "CompileOptions::optimizer.kind"},
-      {"momentum", [](R r) { return number(optimizer(r).momentum); }, sgd, "optimizer", "--momentum",
+      {"momentum", [](R r) { return number(optimizer(r).momentum); }, with_momentum, "optimizer", "--momentum",
        "CompileOptions::optimizer.momentum"},
       {"nesterov", [](R r) { return truth(optimizer(r).nesterov); }, sgd, "optimizer", "--nesterov",
        "CompileOptions::optimizer.nesterov", true},
@@ -63,6 +72,10 @@ const std::vector<RecipeField>& recipe_fields() {
        "CompileOptions::optimizer.beta2 (kiln train has no flag: it keeps the default)"},
       {"eps", [](R r) { return number(optimizer(r).eps); }, adamw, "optimizer", nullptr,
        "CompileOptions::optimizer.eps (kiln train has no flag: it keeps the default)"},
+      {"trust_coefficient", [](R r) { return number(optimizer(r).trust_coefficient); }, lars, "optimizer",
+       "--lars-eta", "CompileOptions::optimizer.trust_coefficient"},
+      {"lars_skip_1d", [](R r) { return truth(optimizer(r).lars_skip_1d); }, lars, "optimizer", "--lars-skip-1d",
+       "CompileOptions::optimizer.lars_skip_1d", true},
       {"weight_decay", [](R r) { return number(optimizer(r).weight_decay); }, nullptr, nullptr, "--weight-decay",
        "CompileOptions::optimizer.weight_decay"},
       {"schedule", [](R r) -> std::string { return schedule_name(r.train.schedule.kind); }, nullptr, nullptr,

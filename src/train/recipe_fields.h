@@ -49,7 +49,7 @@ std::vector<std::pair<std::string, std::string>> recipe_values(const RecipeRun& 
 // optimizer.beta1 (...)" where kiln train has no flag.
 std::string recipe_fix(const RecipeField& row, const std::string& value);
 
-// "sgd", "adamw": parse_optimizer's names.
+// "sgd", "adamw", "lars": parse_optimizer's names.
 const char* optimizer_name(OptimizerKind kind);
 
 }  // namespace kiln

@@ -235,7 +235,8 @@ TEST(Options, DeviceSpecsAndPrecisionNamesParseOrNameTheFix) {
   EXPECT_EQ(parse_precision("bf16"), Precision::BF16);
   EXPECT_THROW(parse_precision("fp8"), Error);
   EXPECT_EQ(parse_optimizer("adamw"), OptimizerKind::AdamW);
-  EXPECT_THROW(parse_optimizer("lamb"), Error);
+  EXPECT_EQ(parse_optimizer("lars"), OptimizerKind::LARS);
+  testing::expect_error([] { parse_optimizer("lamb"); }, {"'lamb'", "'sgd', 'adamw' or 'lars'"});
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "kiln/memory_plan.h"
 #include "kiln/zoo.h"
 #include "support/cpu_test_util.h"
+#include "train/recipe_fields.h"
 
 namespace kiln {
 namespace {
@@ -67,7 +68,8 @@ std::vector<int> tensors_of(const Program& p, const std::string& prefix, bool pa
 }
 
 TEST(Freeze, FrozenLayersAreLeftAsTheyAreAndTheRestTrains) {
-  for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::AdamW}) {
+  for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::AdamW, OptimizerKind::LARS}) {
+    SCOPED_TRACE(optimizer_name(kind));
     Executable exe(compile(zoo::resnet18_cifar(), options("layer2", kind)), 1);
     feed(exe, 3);
     const Program& p = exe.program();

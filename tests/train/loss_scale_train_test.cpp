@@ -13,6 +13,7 @@
 #include "kiln/executable.h"
 #include "support/program_fixture.h"
 #include "support/temp_dir.h"
+#include "train/recipe_fields.h"
 #include "train/tiny_run.h"
 
 namespace kiln {
@@ -55,8 +56,8 @@ struct TinyRun {
 };
 
 TEST(LossScaling, TrainsAsTheUnscaledRun) {
-  for (OptimizerKind optimizer : {OptimizerKind::SGD, OptimizerKind::AdamW}) {
-    SCOPED_TRACE(optimizer == OptimizerKind::SGD ? "sgd" : "adamw");
+  for (OptimizerKind optimizer : {OptimizerKind::SGD, OptimizerKind::AdamW, OptimizerKind::LARS}) {
+    SCOPED_TRACE(optimizer_name(optimizer));
     CompileOptions off = scaled(2000, optimizer);
     off.loss_scaling.mode = LossScaleMode::Off;
     TinyRun plain(off), run(scaled(2000, optimizer));

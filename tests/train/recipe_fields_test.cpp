@@ -30,7 +30,8 @@ Blueprint tiny_model(const std::string& name = "tiny", int classes = 3) {
   return m;
 }
 
-// The two runs whose rows together are the whole table: SGD on the step schedule, AdamW on cosine.
+// The runs whose rows together are the whole table: SGD on the step schedule, AdamW on cosine,
+// LARS.
 struct RunSettings {
   std::string model = "tiny";
   int classes = 3;
@@ -54,6 +55,14 @@ RunSettings adamw_run(const std::string& ckpt = {}) {
   return r;
 }
 
+RunSettings lars_run(const std::string& ckpt = {}) {
+  RunSettings r;
+  r.compile = tiny_compile(OptimizerKind::LARS);
+  r.compile.optimizer.trust_coefficient = 0.02f;
+  r.train = tiny_train(3, ckpt);
+  return r;
+}
+
 std::map<std::string, std::string> recipe_of(const RunSettings& r) {
   Trainer trainer(tiny_model(r.model, r.classes), r.compile, r.train);
   const auto recipe = trainer.recipe();
@@ -67,7 +76,7 @@ RunSettings resuming(RunSettings r) {
 
 TEST(RecipeFields, EveryRowYieldsItsValueInTableOrder) {
   std::set<std::string> seen;
-  for (const RunSettings& run : {sgd_step_run(), adamw_run()}) {
+  for (const RunSettings& run : {sgd_step_run(), adamw_run(), lars_run()}) {
     Trainer trainer(tiny_model(), run.compile, run.train);
     const auto recipe = trainer.recipe();
     const RecipeRun source{trainer.executable().program(), run.model, run.train};
@@ -96,61 +105,92 @@ TEST(RecipeFields, EveryRowYieldsItsValueInTableOrder) {
   EXPECT_EQ(adamw.at("schedule"), "cosine");
   EXPECT_FALSE(adamw.count("momentum"));
   EXPECT_FALSE(adamw.count("step_epochs"));
+  EXPECT_FALSE(adamw.count("trust_coefficient"));
+  EXPECT_FALSE(sgd.count("trust_coefficient"));
+  EXPECT_FALSE(sgd.count("lars_skip_1d"));
+  const std::map<std::string, std::string> lars = recipe_of(lars_run());
+  EXPECT_EQ(lars.at("optimizer"), "lars");
+  EXPECT_EQ(lars.at("trust_coefficient"), "0.02");
+  EXPECT_EQ(lars.at("lars_skip_1d"), "true");
+  EXPECT_EQ(lars.at("momentum"), "0.9");
+  EXPECT_EQ(lars.at("weight_decay"), "0");
+  EXPECT_FALSE(lars.count("nesterov"));
+  EXPECT_FALSE(lars.count("beta1"));
+}
+
+enum class Base { Sgd, AdamW, Lars };  // the run whose checkpoint a change resumes from
+
+RunSettings run_of(Base base, const std::string& ckpt) {
+  switch (base) {
+    case Base::Sgd: return sgd_step_run(ckpt);
+    case Base::AdamW: return adamw_run(ckpt);
+    case Base::Lars: return lars_run(ckpt);
+  }
+  return {};
 }
 
 // One setting changed from a checkpoint's run, and the line the refusal must hold for it.
 struct Change {
   const char* key;
-  bool adamw;  // from adamw_run's checkpoint, else sgd_step_run's
+  Base base;
   std::function<void(RunSettings&)> change;
   std::string line;
 };
 
 std::vector<Change> changes() {
   return {
-      {"model", false, [](RunSettings& r) { r.model = "tiny2"; },
+      {"model", Base::Sgd, [](RunSettings& r) { r.model = "tiny2"; },
        "model: tiny in the checkpoint, tiny2 in this run; resume with --model tiny"},
-      {"input", false, [](RunSettings& r) { r.compile.input_hwc = {10, 10, 1}; },
+      {"input", Base::Sgd, [](RunSettings& r) { r.compile.input_hwc = {10, 10, 1}; },
        "input: 8x8x1 in the checkpoint, 10x10x1 in this run; resume with 8x8x1 as CompileOptions::input_hwc"},
-      {"classes", false, [](RunSettings& r) { r.classes = 4; },
+      {"classes", Base::Sgd, [](RunSettings& r) { r.classes = 4; },
        "classes: 3 in the checkpoint, 4 in this run; resume with --classes 3"},
-      {"batch", false, [](RunSettings& r) { r.compile.batch = 8; },
+      {"batch", Base::Sgd, [](RunSettings& r) { r.compile.batch = 8; },
        "batch: 16 in the checkpoint, 8 in this run; resume with --batch 16 (CompileOptions::batch)"},
-      {"precision", false, [](RunSettings& r) { r.compile.precision = Precision::FP64; },
+      {"precision", Base::Sgd, [](RunSettings& r) { r.compile.precision = Precision::FP64; },
        "precision: fp32 in the checkpoint, fp64 in this run; resume with --precision fp32"},
-      {"optimizer", false, [](RunSettings& r) { r.compile.optimizer.kind = OptimizerKind::AdamW; },
+      {"optimizer", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.kind = OptimizerKind::AdamW; },
        "optimizer: sgd in the checkpoint, adamw in this run; resume with --optimizer sgd"},
-      {"momentum", false, [](RunSettings& r) { r.compile.optimizer.momentum = 0.8f; },
+      {"optimizer", Base::Lars, [](RunSettings& r) { r.compile.optimizer.kind = OptimizerKind::SGD; },
+       "optimizer: lars in the checkpoint, sgd in this run; resume with --optimizer lars"},
+      {"momentum", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.momentum = 0.8f; },
        "momentum: 0.9 in the checkpoint, 0.8 in this run; resume with --momentum 0.9"},
-      {"nesterov", false, [](RunSettings& r) { r.compile.optimizer.nesterov = true; },
+      {"momentum", Base::Lars, [](RunSettings& r) { r.compile.optimizer.momentum = 0.8f; },
+       "momentum: 0.9 in the checkpoint, 0.8 in this run; resume with --momentum 0.9"},
+      {"nesterov", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.nesterov = true; },
        "nesterov: false in the checkpoint, true in this run; resume with --no-nesterov"},
-      {"beta1", true, [](RunSettings& r) { r.compile.optimizer.beta1 = 0.8f; },
+      {"beta1", Base::AdamW, [](RunSettings& r) { r.compile.optimizer.beta1 = 0.8f; },
        "beta1: 0.9 in the checkpoint, 0.8 in this run; resume with 0.9 as CompileOptions::optimizer.beta1"},
-      {"beta2", true, [](RunSettings& r) { r.compile.optimizer.beta2 = 0.99f; },
+      {"beta2", Base::AdamW, [](RunSettings& r) { r.compile.optimizer.beta2 = 0.99f; },
        "beta2: 0.999 in the checkpoint, 0.99 in this run; resume with 0.999 as CompileOptions::optimizer.beta2"},
-      {"eps", true, [](RunSettings& r) { r.compile.optimizer.eps = 1e-6f; },
+      {"eps", Base::AdamW, [](RunSettings& r) { r.compile.optimizer.eps = 1e-6f; },
        "eps: 1e-08 in the checkpoint, 1e-06 in this run; resume with 1e-08 as CompileOptions::optimizer.eps"},
-      {"weight_decay", false, [](RunSettings& r) { r.compile.optimizer.weight_decay = 1e-4f; },
+      {"trust_coefficient", Base::Lars, [](RunSettings& r) { r.compile.optimizer.trust_coefficient = 0.001f; },
+       "trust_coefficient: 0.02 in the checkpoint, 0.001 in this run; resume with --lars-eta 0.02"},
+      {"lars_skip_1d", Base::Lars, [](RunSettings& r) { r.compile.optimizer.lars_skip_1d = false; },
+       "lars_skip_1d: true in the checkpoint, false in this run; resume with --lars-skip-1d "
+       "(CompileOptions::optimizer.lars_skip_1d)"},
+      {"weight_decay", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.weight_decay = 1e-4f; },
        "weight_decay: 0 in the checkpoint, 0.0001 in this run; resume with --weight-decay 0"},
-      {"schedule", false, [](RunSettings& r) { r.train.schedule.kind = ScheduleKind::Cosine; },
+      {"schedule", Base::Sgd, [](RunSettings& r) { r.train.schedule.kind = ScheduleKind::Cosine; },
        "schedule: step in the checkpoint, cosine in this run; resume with --schedule step"},
-      {"lr", false, [](RunSettings& r) { r.train.schedule.lr = 0.1f; },
+      {"lr", Base::Sgd, [](RunSettings& r) { r.train.schedule.lr = 0.1f; },
        "lr: 0.05 in the checkpoint, 0.1 in this run; resume with --lr 0.05 (TrainOptions::schedule.lr)"},
-      {"warmup", false, [](RunSettings& r) { r.train.schedule.warmup_epochs = 1; },
+      {"warmup", Base::Sgd, [](RunSettings& r) { r.train.schedule.warmup_epochs = 1; },
        "warmup: 0 in the checkpoint, 1 in this run; resume with --warmup 0"},
-      {"step_epochs", false, [](RunSettings& r) { r.train.schedule.step_epochs = 5; },
+      {"step_epochs", Base::Sgd, [](RunSettings& r) { r.train.schedule.step_epochs = 5; },
        "step_epochs: 30 in the checkpoint, 5 in this run; resume with --step-epochs 30"},
-      {"gamma", false, [](RunSettings& r) { r.train.schedule.gamma = 0.5f; },
+      {"gamma", Base::Sgd, [](RunSettings& r) { r.train.schedule.gamma = 0.5f; },
        "gamma: 0.1 in the checkpoint, 0.5 in this run; resume with --gamma 0.1"},
-      {"label_smoothing", false, [](RunSettings& r) { r.compile.label_smoothing = 0.1f; },
+      {"label_smoothing", Base::Sgd, [](RunSettings& r) { r.compile.label_smoothing = 0.1f; },
        "label_smoothing: 0 in the checkpoint, 0.1 in this run; resume with --label-smoothing 0"},
-      {"seed", false, [](RunSettings& r) { r.train.seed = 2; },
+      {"seed", Base::Sgd, [](RunSettings& r) { r.train.seed = 2; },
        "seed: 1 in the checkpoint, 2 in this run; resume with --seed 1 (TrainOptions::seed)"},
-      {"crop_pad", false, [](RunSettings& r) { r.train.augment.pad_crop = 1; },
+      {"crop_pad", Base::Sgd, [](RunSettings& r) { r.train.augment.pad_crop = 1; },
        "crop_pad: 0 in the checkpoint, 1 in this run; resume with --crop-pad 0"},
-      {"hflip", false, [](RunSettings& r) { r.train.augment.hflip = true; },
+      {"hflip", Base::Sgd, [](RunSettings& r) { r.train.augment.hflip = true; },
        "hflip: false in the checkpoint, true in this run; resume with --no-hflip (TrainOptions::augment.hflip)"},
-      {"freeze", true, [](RunSettings& r) { r.compile.freeze = "pool1"; },
+      {"freeze", Base::AdamW, [](RunSettings& r) { r.compile.freeze = "pool1"; },
        "freeze: conv1 in the checkpoint, pool1 in this run; resume with --freeze conv1 (CompileOptions::freeze)"},
   };
 }
@@ -161,14 +201,15 @@ TEST(RecipeFields, EachChangedSettingIsNamedAloneInTheResumeErrorWithItsFix) {
   for (const RecipeField& row : recipe_fields()) EXPECT_TRUE(covered.count(row.key)) << "no change of " << row.key;
 
   TempDir dir;
-  const std::string sgd_ckpt = dir.file("sgd.safetensors"), adamw_ckpt = dir.file("adamw.safetensors");
-  for (const RunSettings& run : {sgd_step_run(sgd_ckpt), adamw_run(adamw_ckpt)}) {
+  auto checkpoint = [&](Base base) { return dir.file(std::to_string(int(base)) + ".safetensors"); };
+  for (Base base : {Base::Sgd, Base::AdamW, Base::Lars}) {
+    const RunSettings run = run_of(base, checkpoint(base));
     Trainer trainer(tiny_model(), run.compile, run.train);
     trainer.save_checkpoint(run.train.checkpoint, 1);
   }
   for (const Change& c : changes()) {
     SCOPED_TRACE(c.key);
-    RunSettings run = resuming(c.adamw ? adamw_run(adamw_ckpt) : sgd_step_run(sgd_ckpt));
+    RunSettings run = resuming(run_of(c.base, checkpoint(c.base)));
     c.change(run);
     const std::string msg =
         error_of([&] { Trainer trainer(tiny_model(run.model, run.classes), run.compile, run.train); });
@@ -177,7 +218,8 @@ TEST(RecipeFields, EachChangedSettingIsNamedAloneInTheResumeErrorWithItsFix) {
     // The one line: another optimizer's or schedule's settings are no differences of their own.
     EXPECT_EQ(msg.find("\n  "), msg.rfind("\n  ")) << msg;
   }
-  for (const RunSettings& unchanged : {resuming(sgd_step_run(sgd_ckpt)), resuming(adamw_run(adamw_ckpt))}) {
+  for (Base base : {Base::Sgd, Base::AdamW, Base::Lars}) {
+    const RunSettings unchanged = resuming(run_of(base, checkpoint(base)));
     Trainer trainer(tiny_model(), unchanged.compile, unchanged.train);
     EXPECT_TRUE(trainer.resumed()) << unchanged.train.checkpoint;
   }

@@ -14,6 +14,8 @@
 // optional `found_nonfinite` (I32 [1], FIND_NONFINITE's) skips the whole step when set:
 // parameters, their copies and optimizer state stay as they were. Both are read where the kernel
 // runs (device memory on the GPU), so the skip needs no host decision.
+#include <vector>
+
 #include "runtime/op_contract.h"
 
 namespace kiln {
@@ -50,6 +52,46 @@ struct AdamWUpdate {
     v.out("params", params), v.out("compute_params", compute_params, kOptional);
     v.out("exp_avg", exp_avg), v.out("exp_avg_sq", exp_avg_sq);
     v.attr("beta1", beta1), v.attr("beta2", beta2), v.attr("eps", eps), v.attr("weight_decay", weight_decay);
+  }
+};
+
+// LARS (You et al., 2017, in the form of NVIDIA's and MLPerf's ResNet recipes): momentum SGD whose
+// step for each parameter tensor is scaled by that tensor's trust ratio. For each tensor w of
+// `tensors`, with its gradient g (the loss scale divided out), lr from the step scalars:
+//   - skip_1d and w has one dimension (BatchNorm's scale and shift, biases): plain momentum SGD,
+//     no weight decay and no trust ratio: v = momentum * v + g; w -= lr * v.
+//   - else: trust = trust_coefficient * ||w|| / (||g|| + weight_decay * ||w||) when ||w|| > 0 and
+//     ||g|| > 0, else 1; v = momentum * v + trust * (g + weight_decay * w); w -= lr * v.
+// The norms are taken over the whole tensor before any of it changes, in the parameters' dtype
+// (fp32; fp64 in fp64 programs), in a fixed order, so that a step repeats bit for bit. Elements of
+// the region in no tensor (the alignment gaps between them) are left alone. The momentum buffer
+// starts at zero (v = trust * d on the first step, as PyTorch's SGD) and is always bound.
+//
+// `tensors` are the parameter views (Program::params: TensorSpec::alias_of is `params`,
+// alias_offset its bytes into it), in the order of their offsets; the kernels take each one's
+// element range and number of dimensions from its spec (lars_op_args.h). The views are the record
+// of the boundaries rather than attributes holding offsets: Op::attrs holds scalars only, and a
+// copy of the offsets could disagree with the layout that the specs, and the memory plan made from
+// them, give. Listed as inputs they also say what the op reads: every parameter, for its norm.
+// (They cost no memory: views of the region, planned with it.)
+template <class T>
+struct LarsUpdate {
+  static constexpr OpKind kind = OpKind::LARS_UPDATE;
+  T grads, params, momentum_buffer;
+  float momentum = 0.9f, weight_decay = 0.f, trust_coefficient = 0.001f;
+  bool skip_1d = true;
+  T loss_scale{}, found_nonfinite{};     // absent without loss scaling
+  T compute_grads{}, compute_params{};   // absent without compute copies
+  std::vector<T> tensors;                // the parameter views, one segment each
+  template <class V>
+  void fields(V& v) {
+    v.in("grads", grads, kOptional), v.in("compute_grads", compute_grads, kOptional);
+    v.in("loss_scale", loss_scale, kOptional), v.in("found_nonfinite", found_nonfinite, kOptional);
+    v.in_list("tensors", tensors);
+    v.out("params", params), v.out("compute_params", compute_params, kOptional);
+    v.out("momentum_buffer", momentum_buffer);
+    v.attr("momentum", momentum), v.attr("weight_decay", weight_decay);
+    v.attr("trust_coefficient", trust_coefficient), v.attr("skip_1d", skip_1d);
   }
 };
 

@@ -23,8 +23,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/dtype.h"
+#include "ops/optimizer/lars_segment.h"
 
 namespace kiln::cuda {
 
@@ -85,6 +87,29 @@ void adamw_update(int64_t n, const float* grad, float* param, float* exp_avg, fl
 
 void derive_adamw_scalars(const float* lr, const int64_t* step, double beta1, double beta2, double eps,
                           double weight_decay, AdamWScalars* out, cudaStream_t stream, const std::string& where);
+
+// LARS over the parameter tensors `segments` of the n-element region (LarsUpdate in
+// optimizer_contract.h states the rule; every segment lies in [0, n), in order, and wholly inside
+// or wholly past the compute prefix). The tensors go in batches of up to lars_batch_tensors(), two
+// launches each: the first sums the squares of each tensor's parameters and gradients, over a
+// fixed number of blocks per tensor (lars_blocks), into the workspace; the second adds each
+// tensor's block sums in a fixed order (so every step repeats bit for bit), forms its trust ratio
+// and updates. The batch's table of tensors is a kernel argument, so a captured CUDA Graph
+// replays it with nothing copied from the host. `lr` is read at `device_lr` when given (a replayed
+// graph's step scalars), else `s.lr`. Skipped whole, both launches, when the loss-scaling flag is set.
+struct LarsScalars {
+  float lr = 0, momentum = 0, weight_decay = 0, trust_coefficient = 0.001f;
+};
+LarsScalars lars_scalars(double lr, double momentum, double weight_decay, double trust_coefficient);
+int lars_batch_tensors();
+// Blocks of each launch for a tensor of `length` elements: one per 8192, at least 1, at most 256.
+int lars_blocks(int64_t length);
+// The workspace the update needs for `segments` tensors (their block sums).
+size_t lars_workspace_bytes(size_t segments);
+void lars_update(const std::vector<LarsSegment>& segments, int64_t n, const float* grad, float* param,
+                 float* momentum_buf, const LarsScalars& s, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream, const std::string& where, const float* device_lr = nullptr,
+                 ComputeCopies compute = {}, LossScaleInputs scaling = {});
 
 // copy = master rounded to dtype (F16 / BF16, or F32 for a plain copy): what the update leaves
 // in ComputeCopies::param, for the weights the host wrote (the program's refresh_copies CAST).

@@ -1,9 +1,10 @@
 // AdamW's per-step scalars, computed on the host for the CUDA update kernel: PyTorch's bias
-// correction; and the checks of the compute prefix made before any launch. Needs the CUDA backend
+// correction; and the checks of the compute prefix (and LARS's tensors) made before any launch. Needs the CUDA backend
 // built, not a GPU, so it runs in the CPU suite.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "kiln/error.h"
 #include "ops/optimizer/optimizer_cuda.h"
@@ -40,6 +41,31 @@ TEST(OptimizerHost, ComputePrefixIsCheckedBeforeAnyLaunch) {
         cuda::adamw_update(64, fp32, fp32, fp32, fp32, adam, nullptr, "test", nullptr, {-8, DType::BF16, half, half});
       },
       {"test", "adamw_update", "prefix of -8"});
+}
+
+// LARS's tensors, compute prefix and workspace are checked before any launch.
+TEST(OptimizerHost, LarsTensorsAndWorkspaceAreCheckedBeforeAnyLaunch) {
+  float a[64] = {}, b[64] = {}, c[64] = {};
+  uint16_t half[64] = {};
+  std::vector<float2> sums(cuda::lars_workspace_bytes(2) / sizeof(float2));
+  const cuda::LarsScalars s = cuda::lars_scalars(0.1, 0.9, 0, 0.001);
+  EXPECT_FLOAT_EQ(s.trust_coefficient, 0.001f);
+  const size_t bytes = sums.size() * sizeof(float2);
+  auto run = [&](std::vector<LarsSegment> segments, size_t workspace_bytes, cuda::ComputeCopies compute = {}) {
+    return [=, &a, &b, &c, &sums] {
+      cuda::lars_update(segments, 64, a, b, c, s, sums.data(), workspace_bytes, nullptr, "test", nullptr, compute);
+    };
+  };
+  using testing::expect_error;
+  expect_error(run({{0, 16, false}, {8, 16, false}}, bytes), {"test", "lars_update", "in order and apart"});
+  expect_error(run({{0, 16, false}, {56, 16, false}}, bytes), {"test", "[56, 72)", "region of 64"});
+  expect_error(run({{0, 16, false}, {24, 0, false}}, bytes), {"test", "non-empty"});
+  expect_error(run({{0, 16, false}, {24, 16, false}}, 16), {"test", "workspace", "2 tensors"});
+  expect_error(run({{0, 24, false}}, bytes, {16, DType::F16, half, half}),
+               {"test", "across the end of the compute prefix (16)"});
+  EXPECT_EQ(cuda::lars_blocks(1), 1);
+  EXPECT_EQ(cuda::lars_blocks(8192 * 3 + 1), 4);
+  EXPECT_EQ(cuda::lars_blocks(int64_t(1) << 40), 256);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // (computed with the same fp32-rounded step scalars the kernels receive), over several steps,
 // with the optional half copy, device-side scalars and misaligned regions; and in mixed precision,
 // with a prefix of the parameters whose fp16/bf16 gradients the update reads and whose copies it
-// writes, under loss scaling, including a skipped step.
+// writes, under loss scaling, including a skipped step. LARS against its rule in double
+// (lars_reference_test.h), the same ways, and in compiled programs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,8 +16,9 @@
 #include "kiln/error.h"
 #include "kiln/executable.h"
 #include "kiln/zoo.h"
-#include "support/gpu_test_util.h"
+#include "ops/optimizer/lars_reference_test.h"
 #include "ops/optimizer/optimizer_cuda.h"
+#include "support/gpu_test_util.h"
 
 namespace kiln {
 namespace {
@@ -402,6 +404,276 @@ TEST(OptimizerGpu, RejectsInconsistentRegions) {
   // Nothing to update: no launch, no error.
   EXPECT_NO_THROW(cuda::sgd_update(0, nullptr, nullptr, nullptr, cuda::SgdScalars{}, nullptr, "t"));
   sync();
+}
+
+// --- LARS ---
+
+// A region as a compiled program lays it out: tensors from multiples of 8 elements with a gap
+// after each, optionally one at an odd offset (the narrow path), more tensors than one launch's
+// batch, one longer than the most blocks a tensor gets, a tensor with zero gradients and one with
+// zero weights (trust ratio 1), and 1-D tensors that take plain steps.
+struct LarsLayout {
+  std::vector<LarsSegment> segments;
+  int64_t n = 0;
+  size_t zero_grad = 0, zero_weight = 0;
+  size_t add(int64_t length, bool plain, int64_t misalign = 0) {
+    segments.push_back({n + misalign, length, plain});
+    n += (misalign + length + 7) / 8 * 8 + 8;  // n stays a multiple of 8: a prefix may end here
+    return segments.size() - 1;
+  }
+};
+
+LarsLayout lars_layout(bool odd_offset) {
+  LarsLayout l;
+  l.add(64 * 32 * 3 * 3, false);
+  l.add(64, true);
+  l.add(64, true);
+  l.add(1000, false, odd_offset ? 3 : 0);
+  l.zero_grad = l.add(300, false);
+  l.zero_weight = l.add(77, false);
+  for (int i = 0; i < 330; ++i) l.add(1 + 37 * i % 301, i % 3 == 0);
+  l.add(2500003, false);  // past 256 blocks of 8192: each block loops
+  l.add(10, true);
+  return l;
+}
+
+// `inside` in every tensor (zeros in tensor `zero`), `gap` elsewhere.
+std::vector<double> lars_values(const LarsLayout& l, const std::vector<double>& inside, size_t zero, double gap) {
+  std::vector<double> v(size_t(l.n), gap);
+  for (size_t s = 0; s < l.segments.size(); ++s)
+    for (int64_t i = l.segments[s].offset; i < l.segments[s].offset + l.segments[s].length; ++i)
+      v[size_t(i)] = s == zero ? 0.0 : inside[size_t(i)];
+  return v;
+}
+
+// Every element of `got` outside the tensors must still be `was`'s, bit for bit.
+void expect_gaps_kept(const LarsLayout& l, const std::vector<double>& got, const std::vector<double>& was,
+                      const char* what) {
+  std::vector<bool> inside(size_t(l.n), false);
+  for (const LarsSegment& s : l.segments)
+    for (int64_t i = s.offset; i < s.offset + s.length; ++i) inside[size_t(i)] = true;
+  size_t changed = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    changed += !inside[i] && !(got[i] == was[i] || (std::isnan(got[i]) && std::isnan(was[i])));
+  EXPECT_EQ(changed, 0u) << what << ": the update wrote elements in no tensor";
+}
+
+testing::LarsReference lars_reference(const cuda::LarsScalars& s) {  // the fp32 scalars the kernel sees
+  return {double(s.lr), double(s.momentum), double(s.weight_decay), double(s.trust_coefficient)};
+}
+
+TEST(OptimizerGpu, LarsMatchesReference) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(51);
+  for (size_t offset : {size_t(0), size_t(1)})
+    for (bool odd : {false, true}) {
+      SCOPED_TRACE("offset " + std::to_string(offset) + (odd ? " odd tensor" : ""));
+      const LarsLayout l = lars_layout(odd);
+      ASSERT_GT(l.segments.size(), size_t(cuda::lars_batch_tensors()));
+      const cuda::LarsScalars s = cuda::lars_scalars(2.0, 0.9, 5e-4, 0.001);
+      const testing::LarsReference ref = lars_reference(s);
+      std::vector<double> p = lars_values(l, random_values(DType::F32, size_t(l.n), rng), l.zero_weight, 7.0);
+      std::vector<double> v(size_t(l.n), 0.0);
+      DeviceTensor dp(DType::F32, p, offset), dv(DType::F32, v, offset), grad(DType::F32, size_t(l.n), offset);
+      DeviceBuffer workspace(cuda::lars_workspace_bytes(l.segments.size()));
+      for (int step = 0; step < kSteps; ++step) {
+        SCOPED_TRACE("step " + std::to_string(step + 1));
+        const std::vector<double> g =
+            lars_values(l, random_values(DType::F32, size_t(l.n), rng, 0.0, 0.01), l.zero_grad, 3.0);
+        grad.set(g);
+        cuda::lars_update(l.segments, l.n, grad.f32(), dp.f32(), dv.f32(), s, workspace.get(), workspace.bytes(),
+                          nullptr, "test");
+        sync();
+        const std::vector<double> before = p;
+        ref.step(l.segments, p, v, g);
+        const std::vector<double> got_p = dp.get(), got_v = dv.get();
+        expect_close("param", got_p, p, 1e-6);
+        expect_close("momentum buffer", got_v, v, 1e-6);
+        EXPECT_LT(testing::lars_err(got_p, p), 1e-5);
+        expect_gaps_kept(l, got_p, before, "param");
+        expect_gaps_kept(l, got_v, std::vector<double>(size_t(l.n), 0.0), "momentum buffer");
+        p = got_p, v = got_v;  // the next step starts where the kernel's ended
+      }
+    }
+}
+
+// The norms are fixed-order sums: the same update twice gives the same bytes, and reading lr on
+// the device (a replayed CUDA Graph) gives the bytes of the host's lr.
+TEST(OptimizerGpu, LarsRepeatsBitForBitWithDeviceLr) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(52);
+  const LarsLayout l = lars_layout(false);
+  const std::vector<double> p = random_values(DType::F32, size_t(l.n), rng),
+                            g = random_values(DType::F32, size_t(l.n), rng, 0.0, 0.01);
+  const cuda::LarsScalars s = cuda::lars_scalars(1.0, 0.9, 1e-4, 0.002);
+  cuda::LarsScalars wrong = s;
+  wrong.lr = 123.f;  // must be ignored in favour of the device copy
+  DeviceBuffer lr(sizeof(float)), workspace(cuda::lars_workspace_bytes(l.segments.size()));
+  lr.upload(&s.lr, sizeof(float));
+  DeviceTensor grad(DType::F32, g);
+  std::vector<std::vector<uint8_t>> results;
+  for (int run = 0; run < 3; ++run) {
+    DeviceTensor dp(DType::F32, p), dv(DType::F32, size_t(l.n));
+    dv.set(std::vector<double>(size_t(l.n), 0.0));
+    for (int step = 0; step < 2; ++step)
+      cuda::lars_update(l.segments, l.n, grad.f32(), dp.f32(), dv.f32(), run == 2 ? wrong : s, workspace.get(),
+                        workspace.bytes(), nullptr, "test", run == 2 ? lr.as<float>() : nullptr);
+    sync();
+    results.push_back(dp.buf.download(size_t(l.n) * 4));
+  }
+  EXPECT_EQ(results[0], results[1]) << "the same update twice";
+  EXPECT_EQ(results[0], results[2]) << "lr read on the device";
+}
+
+// Mixed precision: the first tensors have fp16/bf16 gradients and copies, under loss scaling;
+// a flagged step changes nothing.
+TEST(OptimizerGpu, LarsWithAComputePrefixMatchesReference) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(53);
+  const LarsLayout l = lars_layout(false);
+  const int64_t prefix = l.segments[50].offset;  // a multiple of 8, between two tensors
+  const cuda::LarsScalars s = cuda::lars_scalars(2.0, 0.9, 5e-4, 0.001);
+  const testing::LarsReference ref = lars_reference(s);
+  for (DType dtype : {DType::F16, DType::BF16})
+    for (size_t offset : {size_t(0), size_t(1)}) {
+      const PrefixCase k{prefix, l.n, offset};
+      SCOPED_TRACE(label(k, dtype));
+      std::vector<double> p = random_values(DType::F32, size_t(l.n), rng), v(size_t(l.n), 0.0);
+      PrefixRegions r(k, dtype, p);
+      DeviceTensor dv(DType::F32, v, offset);
+      DeviceBuffer workspace(cuda::lars_workspace_bytes(l.segments.size()));
+      for (int step = 0; step < kSteps; ++step) {
+        SCOPED_TRACE("step " + std::to_string(step + 1));
+        const std::vector<double> g = r.next_gradients(rng, 0.01);
+        cuda::lars_update(l.segments, l.n, r.fp32(), r.param.f32(), dv.f32(), s, workspace.get(), workspace.bytes(),
+                          nullptr, "test", nullptr, r.compute(), r.scaling());
+        sync();
+        const std::vector<double> before = p;
+        ref.step(l.segments, p, v, g);
+        const std::vector<double> got_p = r.param.get(), got_v = dv.get();
+        expect_close("param", got_p, p, 1e-6);
+        expect_close("momentum buffer", got_v, v, 1e-6);
+        expect_gaps_kept(l, got_p, before, "param");
+        // The copy: each tensor of the prefix exactly its rounded parameters; the gaps and
+        // everything past the prefix never written (still poisoned).
+        const std::vector<double> copy = r.copy.get();
+        std::vector<double> want_copy(size_t(l.n), std::nan(""));
+        for (const LarsSegment& seg : l.segments)
+          for (int64_t i = seg.offset; i < seg.offset + seg.length && i < prefix; ++i)
+            want_copy[size_t(i)] = round_to(dtype, got_p[size_t(i)]);
+        size_t wrong = 0;
+        for (size_t i = 0; i < copy.size(); ++i)
+          wrong += !(copy[i] == want_copy[i] || (std::isnan(copy[i]) && std::isnan(want_copy[i])));
+        EXPECT_EQ(wrong, 0u) << name(dtype) << " copy";
+        p = got_p, v = got_v;
+      }
+      r.next_gradients(rng, 0.01);
+      r.set_found(1);
+      const auto before = bytes_of({&r.param, &dv, &r.copy});
+      cuda::lars_update(l.segments, l.n, r.fp32(), r.param.f32(), dv.f32(), s, workspace.get(), workspace.bytes(),
+                        nullptr, "test", nullptr, r.compute(), r.scaling());
+      sync();
+      EXPECT_EQ(bytes_of({&r.param, &dv, &r.copy}), before) << "a skipped step must leave every region as it was";
+    }
+}
+
+// A compiled fp32 program trained with LARS: op by op, each step follows the rule (from the
+// parameters it starts with and the gradients its backward wrote), and run_step's captured and
+// replayed steps give the op-by-op bytes.
+TEST(OptimizerGpu, LarsProgramFollowsTheRuleAndReplaysBitForBit) {
+  KILN_REQUIRE_GPU();
+  CompileOptions c;
+  c.device = Device::CUDA, c.precision = Precision::FP32, c.batch = 32;
+  c.optimizer.kind = OptimizerKind::LARS;
+  c.optimizer.momentum = 0.9f, c.optimizer.weight_decay = 5e-4f, c.optimizer.trust_coefficient = 0.002f;
+  c.cuda.tune = false;  // both programs take the same (first) plans
+  Executable by_op(compile(zoo::digits_cnn(), c), 3), replayed(compile(zoo::digits_cnn(), c), 3);
+  const Program& p = by_op.program();
+  const testing::LarsReference ref{2.0, double(0.9f), double(5e-4f), double(0.002f)};
+  std::vector<std::vector<double>> momentum;
+  for (int id : p.params) momentum.emplace_back(size_t(numel(p.tensors[size_t(id)].shape)), 0.0);
+  std::mt19937 rng(54);
+  for (int64_t step = 0; step < 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const TensorSpec& in = p.tensors[size_t(p.input)];
+    const std::vector<std::byte> images =
+        testing::encode(in.dtype, random_values(DType::F32, size_t(numel(in.shape)), rng));
+    std::vector<int32_t> labels(size_t(c.batch));
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t((i + size_t(step)) % 10);
+    for (Executable* exe : {&by_op, &replayed}) {
+      exe->write(p.input, images.data(), images.size());
+      exe->write(p.label, labels.data(), labels.size() * sizeof(int32_t));
+    }
+    const StepScalars s{2.0f, step, 1};
+    by_op.run_forward(s);
+    by_op.run_backward(s);
+    std::vector<std::vector<double>> want;
+    for (size_t i = 0; i < p.params.size(); ++i) {
+      const TensorSpec& t = p.tensors[size_t(p.params[i])];
+      const std::vector<float> w32 = by_op.read<float>(p.params[i]);
+      std::vector<double> w(w32.begin(), w32.end());
+      const std::vector<double> g = by_op.gradient(t.name);
+      ref.step(w.data(), momentum[i].data(), g.data(), int64_t(w.size()), t.shape.size() == 1);
+      want.push_back(std::move(w));
+    }
+    by_op.run_update(s);
+    for (size_t i = 0; i < p.params.size(); ++i)
+      expect_close(p.tensors[size_t(p.params[i])].name, by_op.read<float>(p.params[i]), want[i], 1e-6);
+    replayed.run_step(s);  // op by op, then captured, then replayed
+    EXPECT_EQ(replayed.read<float>(p.param_region), by_op.read<float>(p.param_region));
+  }
+}
+
+// fp16: the compute copies stay the rounded masters through LARS steps, and a step whose
+// gradients overflow is skipped whole.
+TEST(OptimizerGpu, LarsProgramInFp16KeepsCopiesAndSkipsOverflow) {
+  KILN_REQUIRE_GPU();
+  CompileOptions c;
+  c.device = Device::CUDA, c.precision = Precision::FP16, c.batch = 64;
+  c.optimizer.kind = OptimizerKind::LARS;
+  c.optimizer.weight_decay = 5e-4f;
+  Executable exe(compile(zoo::digits_cnn(), c), 3);
+  const Program& p = exe.program();
+  ASSERT_GE(p.compute_param_region, 0);
+  ASSERT_EQ(p.update.size(), 3u);  // FIND_NONFINITE, LARS_UPDATE, UPDATE_LOSS_SCALE
+  EXPECT_EQ(p.update[1].kind, OpKind::LARS_UPDATE);
+  std::mt19937 rng(55);
+  const TensorSpec& in = p.tensors[size_t(p.input)];
+  const std::vector<std::byte> images =
+      testing::encode(in.dtype, random_values(DType::F32, size_t(numel(in.shape)), rng));
+  exe.write(p.input, images.data(), images.size());
+  std::vector<int32_t> labels(size_t(c.batch));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+  exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
+  const size_t prefix = size_t(numel(p.tensors[size_t(p.compute_param_region)].shape));
+  auto copies = [&] {
+    std::vector<std::byte> bytes(p.tensors[size_t(p.compute_param_region)].bytes());
+    exe.read(p.compute_param_region, bytes.data(), bytes.size());
+    return bytes;
+  };
+  auto rounded_masters = [&] {
+    const std::vector<float> master = exe.read<float>(p.param_region);
+    return testing::encode(DType::F16, std::vector<float>(master.begin(), master.begin() + std::ptrdiff_t(prefix)));
+  };
+  const float modest = 1024.f;
+  exe.write(p.loss_scale, &modest, sizeof modest);
+  const std::vector<float> initial = exe.read<float>(p.param_region);
+  for (int64_t step = 0; step < 3; ++step) {
+    exe.run_step({1.0f, step, 1});
+    EXPECT_EQ(exe.read<int32_t>(p.found_nonfinite)[0], 0) << "step " << step;
+    EXPECT_EQ(copies(), rounded_masters()) << "after step " << step;
+  }
+  EXPECT_NE(exe.read<float>(p.param_region), initial);
+  const float huge = std::ldexp(1.f, 40);
+  exe.write(p.loss_scale, &huge, sizeof huge);
+  const std::vector<float> masters = exe.read<float>(p.param_region);
+  const std::vector<float> state = exe.read<float>(p.opt_state_regions[0]);
+  const std::vector<std::byte> kept = copies();
+  exe.run_step({1.0f, 3, 1});
+  EXPECT_EQ(exe.read<int32_t>(p.found_nonfinite)[0], 1);
+  EXPECT_EQ(exe.read<float>(p.param_region), masters);
+  EXPECT_EQ(exe.read<float>(p.opt_state_regions[0]), state);
+  EXPECT_EQ(copies(), kept);
 }
 
 }  // namespace

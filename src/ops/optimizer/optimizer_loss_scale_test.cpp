@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <random>
 #include <vector>
 
+#include "ops/optimizer/lars_bench_test.h"
 #include "ops/optimizer/optimizer_contract.h"
 #include "runtime/op_call.h"
 #include "support/cpu_test_util.h"
@@ -79,6 +81,49 @@ TEST(UpdateOpsLossScaled, AFlaggedStepChangesNothing) {
   EXPECT_EQ(k.b.values(buf), (std::vector<double>{0.1, 0.2, 0.3, 0.4}));
   EXPECT_EQ(k.b.values(m), (std::vector<double>{0.1, 0.2, 0.3, 0.4}));
   EXPECT_EQ(k.b.values(v), (std::vector<double>{0.5, 0.6, 0.7, 0.8}));
+}
+
+// LARS takes its norms of the unscaled gradients: dividing a power of two out is exact, so the
+// trust ratios and the whole step are those of the unscaled run, bit for bit.
+TEST(UpdateOpsLossScaled, LarsDividesTheScaleOutExactly) {
+  const std::vector<testing::NamedShape> tensors = {{"conv.weight", {3, 2, 2, 2}}, {"bn.weight", {3}},
+                                                    {"fc.weight", {4, 5}}};
+  auto lars = [&](bool with_scaling) {
+    testing::LarsBench k(tensors);
+    const int scale = k.b.add("loss_scale", {1}, DType::F32), found = k.b.add("found", {1}, DType::I32);
+    k.b.fill(scale, {kScale});
+    k.b.scalars.lr = 0.125f;
+    std::mt19937 rng(31);
+    k.random_params(rng);
+    LarsUpdate<TensorId> op = k.op();
+    op.weight_decay = 0.01f, op.trust_coefficient = 0.02f;
+    if (with_scaling) op.loss_scale = scale, op.found_nonfinite = found;
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<double> g = k.random_grads(rng);
+      if (with_scaling) k.b.fill(k.grads, scaled(g, kScale));
+      k.b.run(op);
+    }
+    return std::vector<std::vector<double>>{k.b.values(k.params), k.b.values(k.momentum)};
+  };
+  EXPECT_EQ(lars(true), lars(false));
+}
+
+TEST(UpdateOpsLossScaled, AFlaggedLarsStepChangesNothing) {
+  testing::LarsBench k({{"conv.weight", {3, 2, 2, 2}}, {"bn.weight", {3}}});
+  const int scale = k.b.add("loss_scale", {1}, DType::F32), found = k.b.add("found", {1}, DType::I32);
+  k.b.fill(scale, {kScale});
+  k.b.fill(found, {1});
+  k.b.scalars.lr = 0.125f;
+  std::mt19937 rng(32);
+  const std::vector<double> w = k.random_params(rng), v = k.fill_random(k.momentum, rng);
+  std::vector<double> bad = k.random_grads(rng);
+  bad[1] = std::numeric_limits<double>::infinity(), bad[2] = std::numeric_limits<double>::quiet_NaN();
+  k.b.fill(k.grads, bad);
+  LarsUpdate<TensorId> op = k.op();
+  op.loss_scale = scale, op.found_nonfinite = found;
+  k.b.run(op);
+  EXPECT_EQ(k.b.values(k.params), w);
+  EXPECT_EQ(k.b.values(k.momentum), v);
 }
 
 TEST(UpdateOpsLossScaled, RejectMisshapenState) {

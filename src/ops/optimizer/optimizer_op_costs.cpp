@@ -1,5 +1,5 @@
 // The optimizers' costs: they only move bytes, and read and rewrite the parameters and their state
-// (momentum; AdamW's two moments).
+// (momentum; AdamW's two moments). LARS reads the parameters and gradients twice: once for the norms.
 #include "ops/optimizer/optimizer_contract.h"
 #include "runtime/op_cost.h"
 
@@ -16,10 +16,21 @@ OpCost adamw(const Program& p, const Op& op) {
                  tensor_bytes(p, f.exp_avg_sq)};
 }
 
+// LARS's parameter views are the parameter region again: each region counts, the views do not.
+OpCost lars(const Program& p, const Op& op) {
+  const auto f = op_fields<LarsUpdate>(op);
+  const double grads = tensor_bytes(p, f.grads) + tensor_bytes(p, f.compute_grads);
+  const double norms = tensor_bytes(p, f.params) + grads;
+  const double update = grads + 2 * (tensor_bytes(p, f.params) + tensor_bytes(p, f.momentum_buffer)) +
+                        tensor_bytes(p, f.compute_params);
+  return {0, norms + update};
+}
+
 }  // namespace
 
 namespace ops {
 extern const OpCostTable optimizer_op_costs;
-const OpCostTable optimizer_op_costs{{OpKind::SGD_UPDATE, &sgd}, {OpKind::ADAMW_UPDATE, &adamw}};
+const OpCostTable optimizer_op_costs{{OpKind::SGD_UPDATE, &sgd}, {OpKind::ADAMW_UPDATE, &adamw},
+                                      {OpKind::LARS_UPDATE, &lars}};
 }  // namespace ops
 }  // namespace kiln

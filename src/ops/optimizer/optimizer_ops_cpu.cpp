@@ -1,10 +1,12 @@
-// Op wrappers binding SGD_UPDATE and ADAMW_UPDATE to the CPU optimizer kernels (optimizer_cpu.h):
-// hyper-parameters from the op's contract, lr and step from the step scalars, and with loss
-// scaling the skip of a step whose gradients hold inf/NaN and the scale to divide out.
+// Op wrappers binding SGD_UPDATE, ADAMW_UPDATE and LARS_UPDATE to the CPU optimizer kernels
+// (optimizer_cpu.h): hyper-parameters from the op's contract, lr and step from the step scalars
+// (LARS: its tensors from the parameter views, lars_op_args.h), and with loss scaling the skip of
+// a step whose gradients hold inf/NaN and the scale to divide out.
 #include <cmath>
 #include <vector>
 
 #include "ops/loss_scale/loss_scale_checks.h"
+#include "ops/optimizer/lars_op_args.h"
 #include "ops/optimizer/optimizer_contract.h"
 #include "ops/optimizer/optimizer_cpu.h"
 #include "runtime/op_call.h"
@@ -106,10 +108,27 @@ void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
   });
 }
 
+void lars(const OpCall& call, const LarsUpdate<TensorArg>& a) {
+  cpu::LarsHyper h;
+  h.lr = call.scalars.lr, h.momentum = a.momentum, h.weight_decay = a.weight_decay;
+  h.trust_coefficient = a.trust_coefficient;
+  reject_compute_copies(call, a.compute_grads, a.compute_params);
+  check_lr("LARS_UPDATE", h.lr);
+  check_lars_hyper(call.where(), a);
+  check_regions("LARS_UPDATE", {&a.grads, &a.params, &a.momentum_buffer}, {"gradient", "parameter", "momentum"});
+  const std::vector<LarsSegment> segments = lars_segments(call, a);
+  if (skip_step("LARS_UPDATE", a.loss_scale, a.found_nonfinite, h.unscale)) return;
+  dispatch_float(a.params.dtype(), "LARS_UPDATE", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::lars_update<T>(segments, a.grads.as<T>(), a.params.as<T>(), a.momentum_buffer.as<T>(), h);
+  });
+}
+
 }  // namespace
 
 namespace ops {
-extern const OpTable optimizer_cpu_ops{Device::CPU, {kernel<SgdUpdate, sgd>(), kernel<AdamWUpdate, adamw>()}};
+extern const OpTable optimizer_cpu_ops{
+    Device::CPU, {kernel<SgdUpdate, sgd>(), kernel<AdamWUpdate, adamw>(), kernel<LarsUpdate, lars>()}};
 }  // namespace ops
 
 }  // namespace kiln

@@ -1,13 +1,16 @@
 // SGD_UPDATE / ADAMW_UPDATE on the GPU: one launch over the whole contiguous parameter region,
 // reading the compute-dtype gradients of its prefix and rewriting that prefix's copies in mixed
-// precision. Hyper-parameters come from the op's contract, lr and step from the step scalars; with
-// loss scaling the kernel reads the scale and the skip flag from device memory.
+// precision; LARS_UPDATE: two launches per batch of parameter tensors (norms, then the step), its
+// block sums in the main stream's workspace. Hyper-parameters come from the op's contract, lr and
+// step from the step scalars; with loss scaling the kernel reads the scale and the skip flag from
+// device memory.
 #include <fmt/format.h>
 
 #include <string>
 #include <vector>
 
 #include "ops/loss_scale/loss_scale_checks.h"
+#include "ops/optimizer/lars_op_args.h"
 #include "ops/optimizer/optimizer_contract.h"
 #include "ops/optimizer/optimizer_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -108,11 +111,30 @@ void adamw(const OpCall& call, const AdamWUpdate<TensorArg>& a) {
                be.stream(0), call.where(), on_device, compute, scaling_of(call, a.loss_scale, a.found_nonfinite));
 }
 
+// The block sums of every parameter tensor, in the main stream's workspace.
+void prepare_lars(const OpCall& call, const LarsUpdate<TensorArg>& a) {
+  cuda_backend(call.backend, call.where()).request_workspace(lars_workspace_bytes(lars_segments(call, a).size()));
+}
+
+void lars(const OpCall& call, const LarsUpdate<TensorArg>& a) {
+  const ComputeCopies compute =
+      checked_regions(call, a.params, a.grads, a.compute_grads, a.compute_params, {&a.params, &a.momentum_buffer});
+  check_lars_hyper(call.where(), a);
+  const std::vector<LarsSegment> segments = lars_segments(call, a);
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  lars_update(segments, a.params.numel(), a.grads.as<float>(), a.params.as<float>(), a.momentum_buffer.as<float>(),
+              lars_scalars(call.scalars.lr, a.momentum, a.weight_decay, a.trust_coefficient), be.workspace(0),
+              be.workspace_bytes(0), be.stream(0), call.where(),
+              call.device_scalars ? &call.device_scalars->lr : nullptr, compute,
+              scaling_of(call, a.loss_scale, a.found_nonfinite));
+}
+
 }  // namespace
 }  // namespace kiln::cuda
 
 namespace kiln::ops {
 extern const OpTable optimizer_cuda_ops{Device::CUDA,
                                         {kernel<SgdUpdate, cuda::sgd, cuda::prepare_scalars<SgdUpdate<TensorArg>>>(),
-                                         kernel<AdamWUpdate, cuda::adamw, cuda::prepare_scalars<AdamWUpdate<TensorArg>>>()}};
+                                         kernel<AdamWUpdate, cuda::adamw, cuda::prepare_scalars<AdamWUpdate<TensorArg>>>(),
+                                         kernel<LarsUpdate, cuda::lars, cuda::prepare_lars>()}};
 }  // namespace kiln::ops

@@ -1,12 +1,15 @@
-// Fused SGD / AdamW against the PyTorch update rules written out step by step in double.
+// Fused SGD / AdamW against the PyTorch update rules written out step by step in double, and
+// LARS against its rule written out the same way (lars_reference_test.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "support/cpu_test_util.h"
+#include "ops/optimizer/lars_reference_test.h"
 #include "ops/optimizer/optimizer_cpu.h"
+#include "support/cpu_test_util.h"
+#include "support/scoped_threads.h"
 
 namespace kiln::cpu {
 namespace {
@@ -166,6 +169,140 @@ TEST(AdamWUpdate, ZeroGradientLeavesZeroPaddingAlone) {
   EXPECT_EQ(p, 0.0);
   EXPECT_EQ(m, 0.0);
   EXPECT_EQ(v, 0.0);
+}
+
+// --- LARS ---
+
+// A region of tensors as a compiled program lays it out (gaps between them), with a conv-like
+// weight, a 1-D tensor, a matrix, a tensor whose gradient is zero and one whose weights are zero
+// (both take trust ratio 1), and another 1-D tensor last.
+struct LarsRegion {
+  std::vector<LarsSegment> segments;
+  int64_t n = 0;
+  size_t zero_grad = 0, zero_weight = 0;  // indices into segments
+};
+
+LarsRegion lars_region(bool skip_1d) {
+  LarsRegion r;
+  auto add = [&](int64_t length, bool one_dim) {
+    r.segments.push_back({r.n, length, skip_1d && one_dim});
+    r.n += (length + 7) / 8 * 8 + 8;  // a gap after every tensor
+    return r.segments.size() - 1;
+  };
+  add(4 * 3 * 3 * 3, false);
+  add(16, true);
+  add(10 * 40, false);
+  r.zero_grad = add(5 * 10, false);
+  r.zero_weight = add(3 * 7, false);
+  add(5, true);
+  return r;
+}
+
+// Parameters and gradients over the region: `gap` in the gaps, zeros where a tensor's are zero.
+std::vector<double> region_values(const LarsRegion& r, std::mt19937& rng, double lo, double hi, size_t zero,
+                                  double gap) {
+  std::vector<double> v(size_t(r.n), gap);
+  for (size_t s = 0; s < r.segments.size(); ++s) {
+    const LarsSegment& seg = r.segments[s];
+    const std::vector<double> values = uniform_vec(rng, size_t(seg.length), lo, hi);
+    for (int64_t i = 0; i < seg.length; ++i) v[size_t(seg.offset + i)] = s == zero ? 0.0 : values[size_t(i)];
+  }
+  return v;
+}
+
+template <class T>
+void check_lars(const LarsHyper& h, bool skip_1d, double tol) {
+  const LarsRegion r = lars_region(skip_1d);
+  std::mt19937 rng(13);
+  std::vector<double> w = region_values(r, rng, -1.0, 1.0, r.zero_weight, 7.0), v(size_t(r.n), 0.0);
+  std::vector<T> wt(w.begin(), w.end()), vt(size_t(r.n), T(0));
+  const testing::LarsReference ref{h.lr, h.momentum, h.weight_decay, h.trust_coefficient};
+  for (int s = 0; s < kSteps; ++s) {
+    const std::vector<double> g = region_values(r, rng, -0.5, 0.5, r.zero_grad, 3.0);
+    const std::vector<T> gt(g.begin(), g.end());
+    ref.step(r.segments, w, v, g);
+    lars_update<T>(r.segments, gt.data(), wt.data(), vt.data(), h);
+    ASSERT_LT(testing::lars_err(wt, w), tol) << "parameters, step " << s;
+    ASSERT_LT(testing::lars_err(vt, v), tol) << "momentum, step " << s;
+  }
+  // The gaps are in no tensor: untouched, whatever their gradients hold.
+  for (size_t i = 0; i + 1 < r.segments.size(); ++i)
+    for (int64_t e = r.segments[i].offset + r.segments[i].length; e < r.segments[i + 1].offset; ++e) {
+      ASSERT_EQ(wt[size_t(e)], T(7)) << "element " << e;
+      ASSERT_EQ(vt[size_t(e)], T(0)) << "element " << e;
+    }
+}
+
+TEST(LarsUpdate, MatchesTheRuleOverSeveralSteps) {
+  const LarsHyper h{0.5, 0.9, 1e-2, 0.02};
+  check_lars<double>(h, true, 1e-12);
+  check_lars<float>(h, true, 1e-5);
+}
+TEST(LarsUpdate, OneDimensionalTensorsTakeLarsStepsWithoutSkip) {
+  const LarsHyper h{0.5, 0.9, 1e-2, 0.02};
+  check_lars<double>(h, false, 1e-12);
+  check_lars<float>(h, false, 1e-5);
+}
+TEST(LarsUpdate, WithoutMomentumOrWeightDecay) {
+  check_lars<double>({2.0, 0.0, 0.0, 1e-3}, true, 1e-12);
+  check_lars<float>({2.0, 0.0, 0.0, 1e-3}, true, 1e-5);
+}
+
+// w = (3, 4), g = (0.6, 0.8): ||w|| = 5, ||g|| = 1; eta 0.1, wd 0.2:
+// trust = 0.1 * 5 / (1 + 0.2 * 5) = 0.25; d = g + 0.2 w = (1.2, 1.6); v = 0.25 d = (0.3, 0.4);
+// lr 0.1: w = (2.97, 3.96). A plain 1-D tensor b = 1, g = 0.5 takes b = 1 - 0.1 * 0.5 = 0.95.
+// Step 2 with the same g and momentum 0.9: ||w|| = 4.95, trust = 0.495 / 1.99; the plain one
+// has v = 0.9 * 0.5 + 0.5 = 0.95, b = 0.95 - 0.095 = 0.855.
+TEST(LarsUpdate, HandComputed) {
+  const std::vector<LarsSegment> segments = {{0, 2, false}, {2, 1, true}};
+  const LarsHyper h{0.1, 0.9, 0.2, 0.1};
+  std::vector<double> w = {3, 4, 1}, v = {0, 0, 0};
+  const std::vector<double> g = {0.6, 0.8, 0.5};
+  lars_update<double>(segments, g.data(), w.data(), v.data(), h);
+  EXPECT_NEAR(v[0], 0.3, 1e-15);
+  EXPECT_NEAR(v[1], 0.4, 1e-15);
+  EXPECT_NEAR(w[0], 2.97, 1e-15);
+  EXPECT_NEAR(w[1], 3.96, 1e-15);
+  EXPECT_NEAR(w[2], 0.95, 1e-15);
+  lars_update<double>(segments, g.data(), w.data(), v.data(), h);
+  const double trust = 0.1 * 4.95 / (1 + 0.2 * 4.95);
+  EXPECT_NEAR(v[0], 0.9 * 0.3 + trust * (0.6 + 0.2 * 2.97), 1e-15);
+  EXPECT_NEAR(w[0], 2.97 - 0.1 * v[0], 1e-15);
+  EXPECT_NEAR(w[2], 0.855, 1e-15);
+}
+
+// A zero gradient or zero weights give trust ratio 1, not eta / wd or 0 (nor a NaN): the step is
+// momentum SGD with weight decay.
+TEST(LarsUpdate, ZeroNormsTakeTrustOne) {
+  const std::vector<LarsSegment> segments = {{0, 2, false}, {2, 2, false}};
+  const LarsHyper h{0.1, 0.9, 0.25, 0.001};
+  std::vector<double> w = {2, -4, 0, 0}, v = {0, 0, 0, 0};
+  const std::vector<double> g = {0, 0, 0.5, -1};
+  lars_update<double>(segments, g.data(), w.data(), v.data(), h);
+  EXPECT_EQ(v, (std::vector<double>{0.5, -1, 0.5, -1}));  // 1 * (0 + 0.25 w); 1 * (g + 0)
+  EXPECT_NEAR(w[0], 2 - 0.05, 1e-15);
+  EXPECT_NEAR(w[1], -4 + 0.1, 1e-15);
+  EXPECT_NEAR(w[2], -0.05, 1e-15);
+  EXPECT_NEAR(w[3], 0.1, 1e-15);
+}
+
+// The norms of a tensor longer than one piece add the pieces in order: any thread count gives
+// the same bytes.
+TEST(LarsUpdate, SameBytesAtAnyThreadCount) {
+  const std::vector<LarsSegment> segments = {{0, 100003, false}, {100008, 37, true}, {100048, 70001, false}};
+  const int64_t n = 100048 + 70001;
+  std::mt19937 rng(17);
+  const std::vector<double> w0 = uniform_vec(rng, size_t(n), -1.0, 1.0), g0 = uniform_vec(rng, size_t(n), -1.0, 1.0);
+  const std::vector<float> g(g0.begin(), g0.end());
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 3, 4}) {
+    testing::ScopedThreads scoped(threads);
+    std::vector<float> w(w0.begin(), w0.end()), v(size_t(n), 0.f);
+    for (int s = 0; s < 2; ++s) lars_update<float>(segments, g.data(), w.data(), v.data(), {0.1, 0.9, 1e-3, 0.01});
+    results.push_back(w);
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
 }
 
 }  // namespace
