@@ -58,6 +58,7 @@ set_target_properties(kiln_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITI
 target_link_libraries(kiln_engine PUBLIC kiln_cuda)
 include(cmake/cutlass.cmake)
 include(cmake/nvjpeg.cmake)
+include(cmake/nccl.cmake)
 target_compile_definitions(kiln_engine PUBLIC KILN_WITH_CUDA=1)
 
 # GPU tests (ctest label `gpu`): src/ops/*/*_gpu_test.cpp and tests/gpu/*.cpp, one executable.

@@ -60,6 +60,9 @@ if(TARGET kiln_cuda)
   if(KILN_NVJPEG_FOUND)
     set(KILN_PACKAGE_NVJPEG_LIBRARY "${KILN_NVJPEG_LIBRARY}")
   endif()
+  if(KILN_NCCL_FOUND)
+    set(KILN_PACKAGE_NCCL_LIBRARY "${KILN_NCCL_LIBRARY}")
+  endif()
 endif()
 # kiln::export (kiln_export is defined by cmake/onnx.cmake, included before this file, which has also
 # set KILN_ONNX_FOUND for the package config). It links the engine of kiln::kiln, so the component

@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | seams | conv-stats | option-ab | start | digits | data | memcheck
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | seams | conv-stats | option-ab | start | digits | data | memcheck | data-parallel | ddp-bench
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -32,7 +32,9 @@ if ! python3 -c 'import timm' 2>/dev/null; then
     export PYTHONPATH="$(cd "$out/pylib" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
   fi
 fi
-export LD_LIBRARY_PATH="$PWD/$bin/lib:$venv/cudnn/lib:$venv/cu13/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$PWD/$bin/lib:$venv/cudnn/lib:$venv/cu13/lib:$venv/nccl/lib:${LD_LIBRARY_PATH:-}"
+# NVLink multicast stays off on the shared multi-GPU machines (it can take the host's GPUs down).
+export NCCL_NVLS_ENABLE=0
 
 env_json=$(python3 - <<'PY'
 import json, os, subprocess, torch
@@ -174,6 +176,97 @@ if [ "$what" = conv-stats ] || [ "$what" = option-ab ]; then
   grep "conv with statistics" "$out/kiln_$field.err" | sort -u > "$out/${field}_choices.log"
   python3 bench/report_ab.py "$field" "${values// /,}" "$out/kiln_$field.jsonl" "$out/${field}_${precision}.json" \
     "$out/env.json" || status=1
+  exit $status
+fi
+if [ "$what" = data-parallel ]; then
+  # Several GPUs: the two-rank GPU test (two ranks against one GPU), a two-rank `kiln train` of the
+  # digits, and the fault test: one rank of a running two-rank `kiln train` is killed; the launcher
+  # must end non-zero, naming it, and the time it took is recorded. On one GPU: the launch path with
+  # one rank (`--gpus 1`) against the same run without it (the same losses), and `kiln bench` both
+  # ways (what a one-rank group's collectives cost).
+  gpus=$(nvidia-smi -L | wc -l)
+  digits=${KILN_DIGITS_DIR:-data/digits}
+  if [ "$gpus" -lt 2 ]; then
+    echo "one GPU: the two-rank runs need two; running the one-rank checks"
+    for launch in "" "--gpus 1"; do
+      timeout 200 "$bin/kiln" train $launch --device cuda --model digits_cnn --data "$digits" --epochs 3 --batch 64 \
+        --json "$out/dp_one_rank.jsonl" > "$out/dp_one${launch// /}.log" 2>&1 || { tail -5 "$out/dp_one${launch// /}.log"; status=1; }
+      grep -E "^epoch|test accuracy" "$out/dp_one${launch// /}.log"
+    done
+    for ((round = 1; round <= 2; ++round)); do
+      for launch in "" "--gpus 1"; do
+        timeout 200 "$bin/kiln" bench $launch --device cuda --model resnet50 --batch 256 --precision fp16 \
+          --plan-cache "$out/plans.json" --json "$out/dp_one_rank_bench.jsonl" 2>> "$out/dp_bench.err" | grep "kiln bench" \
+          || status=1
+      done
+    done
+    exit $status
+  fi
+  port=$((29500 + RANDOM % 1000))
+  for rank in 0 1; do
+    RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 \
+      "$bin/kiln_test_gpu" --gtest_filter='DataParallelGpu.*' > "$out/dp_test_rank$rank.log" 2>&1 &
+  done
+  wait -n || status=1
+  wait -n || status=1
+  grep -hE "^\[  (PASSED|FAILED|  SKIPPED) |^rank |OK \]|FAILED" "$out"/dp_test_rank*.log
+  timeout 300 "$bin/kiln" train --gpus 2 --model digits_cnn --data "$digits" --epochs 3 --batch 64 \
+    --checkpoint "$out/dp_digits.ckpt" --overwrite > "$out/dp_train.log" 2> "$out/dp_train.err" || status=1
+  tail -5 "$out/dp_train.log"
+  # The fault: rank 1 is killed (SIGKILL) once training runs; the launcher's exit is timed.
+  "$bin/kiln" train --gpus 2 --model digits_cnn --data "$digits" --epochs 400 --batch 64 \
+    --checkpoint "$out/dp_fault.ckpt" --overwrite > "$out/dp_fault.log" 2> "$out/dp_fault.err" &
+  launcher=$!
+  (sleep 200; kill -9 "$launcher" 2>/dev/null) &  # should the launcher itself hang
+  guard=$!
+  for _ in $(seq 1 120); do grep -q "^epoch 1/" "$out/dp_fault.log" 2>/dev/null && break; sleep 0.5; done
+  victim=""
+  for pid in $(pgrep -P "$launcher"); do
+    tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx RANK=1 && victim=$pid
+  done
+  killed_at=$(date +%s.%N)
+  kill -9 "$victim"
+  wait "$launcher"
+  code=$?
+  ended_at=$(date +%s.%N)
+  kill "$guard" 2>/dev/null
+  python3 - "$code" "$killed_at" "$ended_at" "$out/dp_fault.err" "$out/dp_fault.ckpt" > "$out/dp_fault.json" <<'PY'
+import json, os, sys
+code, killed, ended, err, ckpt = sys.argv[1:]
+text = open(err).read()
+print(json.dumps({"launcher_exit": int(code), "seconds_to_exit": float(ended) - float(killed),
+                  "names_rank_1": "rank 1" in text, "checkpoint_kept": os.path.exists(ckpt),
+                  "stderr_tail": text[-800:]}))
+PY
+  cat "$out/dp_fault.json"
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["launcher_exit"] != 0 and r["names_rank_1"] and r["checkpoint_kept"] else 1)' "$out/dp_fault.json" || status=1
+  exit $status
+fi
+if [ "$what" = ddp-bench ]; then
+  # Scaling and PyTorch DDP on two GPUs, in one call: for each of KILN_MODELS (resnet50 vgg16_bn),
+  # KILN_PRECISION (fp16), batch KILN_BATCH (256) per GPU, default tuning: kiln on one GPU, kiln on
+  # two (`kiln bench --gpus 2`), PyTorch DDP (torchrun, bench/torch_ddp.py) eager and torch.compile,
+  # KILN_ROUNDS rounds of kiln interleaved. bench/report_ddp.py joins them.
+  batch=${KILN_BATCH:-256} precision=${KILN_PRECISION:-fp16}
+  for model in ${KILN_MODELS:-resnet50 vgg16_bn}; do
+    for ((round = 1; round <= ${KILN_ROUNDS:-1}; ++round)); do
+      for gpus in 1 2; do
+        launch=()
+        [ "$gpus" -gt 1 ] && launch=(--gpus "$gpus")
+        timeout 240 "$bin/kiln" bench --device cuda --model "$model" --batch "$batch" --precision "$precision" \
+          "${launch[@]}" --plan-cache "$out/plans.json" --json "$out/ddp_kiln.jsonl" 2>> "$out/ddp_kiln.err" \
+          || { tail -5 "$out/ddp_kiln.err"; status=1; }
+      done
+    done
+    for mode in ${KILN_TORCH_MODES:-eager compile}; do
+      timeout 300 python3 -m torch.distributed.run --standalone --nproc_per_node 2 bench/torch_ddp.py \
+        --models "$model" --precision "$precision" --batch "$batch" --modes "$mode" \
+        >> "$out/ddp_torch.jsonl" 2>> "$out/ddp_torch.err" || { tail -5 "$out/ddp_torch.err"; status=1; }
+    done
+  done
+  cat "$out/ddp_kiln.jsonl" | python3 -c 'import json,sys
+for l in sys.stdin: r=json.loads(l); print("kiln", r["model"], r["ranks"], round(r["images_per_second"]))'
+  grep -h '^{' "$out/ddp_torch.jsonl" || true
   exit $status
 fi
 if [ "$what" = start ]; then

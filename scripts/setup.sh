@@ -93,6 +93,33 @@ PY
   fi
 fi
 
+# NCCL (data-parallel training, src/dist/) from NVIDIA's PyPI wheel: nccl.h and libnccl.so.2 into
+# third_party/nccl. Only where nvcc exists. 2.28 is the release PyTorch's venv on the GPU machines
+# carries, which the ranks load there (its soname, libnccl.so.2, is what kiln links).
+nccl=third_party/nccl
+nccl_version=2.28.9
+if command -v nvcc >/dev/null && { [ ! -f "$nccl/.installed" ] || [ "$(cat "$nccl/.installed")" != "$nccl_version" ]; }; then
+  echo "setup: fetching NCCL (PyPI nvidia-nccl-cu13 $nccl_version)"
+  mkdir -p third_party/wheels
+  if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-nccl-cu13==$nccl_version" -d third_party/wheels; then
+    rm -rf "$nccl"
+    python3 - "$nccl" third_party/wheels/nvidia_nccl_cu13-$nccl_version-*.whl <<'PY'
+import os, sys, zipfile
+wanted = {"nvidia/nccl/include/nccl.h": "include/nccl.h", "nvidia/nccl/lib/libnccl.so.2": "lib/libnccl.so.2"}
+with zipfile.ZipFile(sys.argv[2]) as wheel:
+    for name, target in wanted.items():
+        path = os.path.join(sys.argv[1], target)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with wheel.open(name) as src, open(path, "wb") as dst:
+            dst.write(src.read())
+PY
+    ln -sf libnccl.so.2 "$nccl/lib/libnccl.so"
+    echo "$nccl_version" >"$nccl/.installed"
+  else
+    echo "setup: NCCL unavailable; building without data-parallel training"
+  fi
+fi
+
 # The Python the CPU suite checks kiln's files with (onnxruntime runs exported ONNX models, tensorboard
 # reads the event files), in a venv of its own so the system's Python is left as it is; pinned in
 # tests/python-requirements.txt. The tests find it as KILN_PYTHON (CMakeLists.txt).

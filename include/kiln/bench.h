@@ -40,7 +40,8 @@ struct BenchResult {
   StartSeconds start;
   double step_one_seconds = 0;
   std::vector<double> step_ms;    // every timed step: host clock to a full device synchronize
-  double median_step_ms = 0, images_per_second = 0;  // from the median step
+  // From the median step; data parallel (CompileOptions::data_parallel): the images of all ranks.
+  double median_step_ms = 0, images_per_second = 0;
   double first_loss = 0, last_loss = 0;
   size_t planned_bytes = 0;    // the memory plan's arena (kiln plan prints the same)
   size_t workspace_bytes = 0;  // op scratch memory (per stream, all streams)

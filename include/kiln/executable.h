@@ -96,6 +96,12 @@ class Executable {
   // tensor ids[i], resized to its bytes.
   void read_many(const std::vector<int>& ids, std::vector<std::vector<std::byte>>& reads);
   void synchronize();  // waits for all issued work (a no-op on CPU)
+  // Data parallel (CompileOptions::data_parallel): every rank's parameters, optimizer state and
+  // buffers become rank 0's, in stream order (before training, after a checkpoint or weights
+  // were loaded); with `buffers_only`, only the buffers (BatchNorm's running statistics, which each
+  // rank updates from its own share of the batch, as PyTorch's DistributedDataParallel does before
+  // its forward). Every rank must call it at the same point. Nothing when training alone.
+  void broadcast_state_from_rank0(bool buffers_only = false);
   // Scratch memory the ops asked for while being prepared (all streams), beside the arena.
   size_t workspace_bytes() const;
   const StartSeconds& start_seconds() const { return start_seconds_; }
@@ -135,6 +141,17 @@ class Executable {
   std::byte* arena_ = nullptr;
   enum Graph { kTrainStep, kInference, kGraphs };
   int graph_runs_[kGraphs] = {};  // runs of each graph so far (captured on the second)
+  // Data parallel: the gradient averages of the backward (runtime/gradient_buckets.h), each issued
+  // after backward op `after_op`, in this order on every rank.
+  struct RankAverage {
+    void* data;
+    size_t count;
+    DType dtype;
+    int after_op;
+  };
+  std::vector<RankAverage> rank_averages_;
+  void plan_rank_averages();
+  void run_backward_averaged(const StepScalars& scalars);
   bool copies_stale_ = true;      // parameters written since refresh_copies last ran
   StartSeconds start_seconds_;
 };

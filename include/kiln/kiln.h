@@ -4,6 +4,7 @@
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
 #include "kiln/data.h"
+#include "kiln/data_parallel.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/executable.h"

@@ -13,6 +13,7 @@
 #include "kiln/blueprint.h"
 #include "kiln/checkpoint.h"
 #include "kiln/data.h"
+#include "kiln/data_parallel.h"
 #include "kiln/error.h"
 #include "kiln/executable.h"
 #include "kiln/torch_weights.h"
@@ -61,6 +62,10 @@ struct TrainOptions {
   // before the next one's first step; after the last epoch it changes nothing. Owned by the caller
   // and read, never reset, by fit.
   const std::atomic<bool>* stop = nullptr;
+  // Data parallel (CompileOptions::data_parallel): a rank that sees no training progress for this
+  // many seconds stops (its ProcessGroup's watchdog), so a peer that hangs never holds the run
+  // forever. 0: no watchdog. Applies from the first training step; preparing is not watched.
+  double rank_timeout = 600;
 };
 static_assert(std::atomic<bool>::is_always_lock_free, "TrainOptions::stop must be settable from a signal handler");
 
@@ -198,6 +203,11 @@ class Trainer {
   // and the epochs that checkpoint had done (0 when not resumed).
   bool resumed() const { return resumed_; }
   int resumed_epochs() const { return resumed_epochs_; }
+  // How many ranks trained the resumed checkpoint (1 for one GPU, and for checkpoints that do not
+  // say); this run's count is CompileOptions::data_parallel's. Resuming on another count is allowed:
+  // the global batch changes, and the step count is re-based on the epochs done.
+  int resumed_ranks() const { return resumed_ranks_; }
+  int ranks() const;  // this run's ranks (1 when training alone)
   // The temporary files of interrupted writes of TrainOptions::checkpoint that the constructor
   // removed (CheckpointLock::removed_temp_files); the library prints nothing, kiln train lists them.
   std::vector<std::string> removed_temp_files() const;
@@ -235,6 +245,13 @@ class Trainer {
   int saved_epochs_ = 0;  // epochs in the file at opt_.checkpoint written or resumed by this trainer
   bool resumed_ = false;
   int resumed_epochs_ = 0;
+  int resumed_ranks_ = 1;
+  // Data parallel: the group (nullptr alone). Ranks other than 0 write no checkpoint and take no lock.
+  ProcessGroup* group_ = nullptr;
+  bool writes_checkpoints() const;
+  // The training totals of every rank added up (the first bad step: the earliest any rank saw), and
+  // whether any rank was asked to stop; alone, this rank's.
+  std::vector<double> read_training_totals(bool& stop_agreed);
 };
 
 }  // namespace kiln

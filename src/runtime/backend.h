@@ -12,6 +12,7 @@
 #include "kiln/device_pixels.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
+#include "kiln/data_parallel.h"
 #include "kiln/executable.h"
 #include "kiln/options.h"
 
@@ -98,6 +99,20 @@ class Backend {
   virtual void before_op(const Op& op) { (void)op; }
   virtual void after_op() {}
   virtual void after_ops() {}
+  // Data parallel: `count` gradient values of `dtype` at `data` become their mean over the ranks of
+  // `group`, once every op issued so far has written them, beside the ops issued after (in a
+  // captured step too); join_rank_averages makes the work issued after it wait for every average
+  // started. Only the CUDA backend trains data-parallel.
+  virtual void average_over_ranks(ProcessGroup& group, void* data, size_t count, DType dtype) {
+    (void)group, (void)data, (void)count, (void)dtype;
+    fail("data-parallel training needs the CUDA backend; use --device cuda");
+  }
+  virtual void join_rank_averages() {}
+  // `bytes` at `data` become rank `root`'s, in stream order (the state every rank starts from).
+  virtual void broadcast_over_ranks(ProcessGroup& group, void* data, size_t bytes, int root) {
+    (void)group, (void)data, (void)bytes, (void)root;
+    fail("data-parallel training needs the CUDA backend; use --device cuda");
+  }
 };
 
 // The CPU backend with the CPU settings of the program (CompileOptions::cpu): a nonzero thread

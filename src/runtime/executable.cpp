@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "core/half_bits.h"
+#include "kiln/data_parallel.h"
 #include "runtime/backend.h"
+#include "runtime/gradient_buckets.h"
 #include "runtime/initializers.h"
 #include "runtime/op_call.h"
 #include "runtime/prepare_progress.h"
@@ -36,7 +38,9 @@ Executable::Executable(Program program, uint64_t seed) : program_(std::move(prog
          "returns it, or plan a changed one again (program.memory = plan_memory(program))",
          plan.offset.size(), program_.tensors.size());
   start_seconds_.backend = lap();
+  plan_rank_averages();
   arena_ = backend_->allocate(plan.arena_bytes);
+  for (RankAverage& a : rank_averages_) a.data = arena_ + reinterpret_cast<size_t>(a.data);
   start_seconds_.allocate = lap();
   init_state(seed);
   start_seconds_.init_state = lap();
@@ -52,6 +56,35 @@ Executable::~Executable() {
     }
     backend_->release(arena_);
   }
+}
+
+// Offsets into the arena until it is allocated (the constructor then adds its address).
+void Executable::plan_rank_averages() {
+  const ProcessGroup* group = program_.options.data_parallel.get();
+  if (!group) return;
+  if (program_.options.device != Device::CUDA)
+    fail("data-parallel training runs on GPUs: compile with device CUDA (kiln train --device cuda)");
+  if (group->device() != program_.options.device_index)
+    fail("this rank's process group is on GPU {} but the program was compiled for GPU {}; compile it for the "
+         "rank's GPU (CompileOptions::device_index = RankEnv::device)", group->device(),
+         program_.options.device_index);
+  for (const GradientBucket& b : plan_gradient_buckets(program_))
+    rank_averages_.push_back({reinterpret_cast<void*>(program_.memory.offset[size_t(b.region)] + b.offset), b.count,
+                              b.dtype, b.ready_after});
+}
+
+void Executable::broadcast_state_from_rank0(bool buffers_only) {
+  ProcessGroup* group = program_.options.data_parallel.get();
+  if (!group) return;
+  backend_->activate();
+  std::vector<int> ids = program_.buffers;
+  if (!buffers_only) {
+    ids.push_back(program_.param_region);
+    ids.insert(ids.end(), program_.opt_state_regions.begin(), program_.opt_state_regions.end());
+    copies_stale_ = true;  // the compute copies are made again from the masters rank 0 sent
+  }
+  for (int id : ids)
+    backend_->broadcast_over_ranks(*group, arena_ + program_.memory.offset[size_t(id)], program_.tensors[size_t(id)].bytes(), 0);
 }
 
 // Resolves every op's kernel up front, so a missing kernel or an unsupported cuDNN graph fails
@@ -257,9 +290,33 @@ void Executable::run_lists(std::initializer_list<const std::vector<Op>*> lists, 
   backend_->activate();
   backend_->stage_scalars(scalars);
   for (const auto* ops : lists) {
+    if (ops == &program_.backward && !rank_averages_.empty()) {
+      run_backward_averaged(scalars);
+      continue;
+    }
     for (const Op& op : *ops) run_op(op, scalars);
     backend_->after_ops();
   }
+}
+
+// The backward with each bucket of gradients averaged over the ranks once its last op is issued;
+// the list's end waits for every average, so the update reads averaged gradients.
+void Executable::run_backward_averaged(const StepScalars& scalars) {
+  ProcessGroup& group = *program_.options.data_parallel;
+  size_t next = 0;
+  for (size_t k = 0; k < program_.backward.size(); ++k) {
+    run_op(program_.backward[k], scalars);
+    for (; next < rank_averages_.size() && rank_averages_[next].after_op == int(k); ++next) {
+      const RankAverage& a = rank_averages_[next];
+      backend_->average_over_ranks(group, a.data, a.count, a.dtype);
+    }
+  }
+  for (; next < rank_averages_.size(); ++next) {  // an empty backward's
+    const RankAverage& a = rank_averages_[next];
+    backend_->average_over_ranks(group, a.data, a.count, a.dtype);
+  }
+  backend_->after_ops();
+  backend_->join_rank_averages();
 }
 
 void Executable::refresh_copies_if_stale(const StepScalars& scalars) {

@@ -7,6 +7,7 @@
 #include "core/parallel.h"
 #include "core/random.h"
 #include "kiln/compile.h"
+#include "kiln/data_parallel.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/executable.h"
@@ -64,7 +65,11 @@ BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& opt
   r.compile_seconds = seconds_since(start);
   Executable exe(std::move(program), bench.seed);
   r.start = exe.start_seconds();
-  fill_synthetic_batch(exe, bench.seed);
+  // Data parallel: every rank its own batch, and rank 0's starting state.
+  const ProcessGroup* group = options.data_parallel.get();
+  const int ranks = group ? group->ranks() : 1;
+  fill_synthetic_batch(exe, bench.seed + uint64_t(group ? group->rank() : 0));
+  exe.broadcast_state_from_rank0();
   const int loss = exe.program().loss;
   auto step = [&](int64_t i) {
     const StepScalars s{bench.lr, i, bench.seed};
@@ -107,7 +112,7 @@ BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& opt
   std::sort(sorted.begin(), sorted.end());
   const size_t m = sorted.size();
   r.median_step_ms = m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
-  r.images_per_second = double(options.batch) / (r.median_step_ms * 1e-3);
+  r.images_per_second = double(options.batch) * ranks / (r.median_step_ms * 1e-3);  // the global batch
   r.planned_bytes = exe.plan().arena_bytes;
   r.workspace_bytes = exe.workspace_bytes();
   if (cuda) {

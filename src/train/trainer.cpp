@@ -37,6 +37,9 @@ TrainOptions checked(TrainOptions t) {
   if (t.resume && t.overwrite)
     fail("resume and overwrite exclude each other: resume continues the run in the checkpoint, overwrite replaces "
          "it with a fresh run; set one (kiln train --resume or --overwrite)");
+  if (!(t.rank_timeout >= 0) || !std::isfinite(t.rank_timeout))
+    fail("TrainOptions::rank_timeout (kiln train --rank-timeout) must be finite and >= 0 seconds (0: no watchdog), "
+         "got {}", t.rank_timeout);
   if (!(t.report_seconds >= 0) || !std::isfinite(t.report_seconds))
     fail("TrainOptions::report_seconds must be finite and >= 0 (0 reads the totals after every step), got {}",
          t.report_seconds);
@@ -45,8 +48,8 @@ TrainOptions checked(TrainOptions t) {
 
 // The checkpoint's lock, taken before the rule on an existing file is applied: a file that
 // another run is writing is reported as that (resume or overwrite would not help).
-std::unique_ptr<CheckpointLock> lock_checkpoint(const TrainOptions& t) {
-  if (t.checkpoint.empty()) return nullptr;
+std::unique_ptr<CheckpointLock> lock_checkpoint(const TrainOptions& t, const CompileOptions& c) {
+  if (t.checkpoint.empty() || (c.data_parallel && c.data_parallel->rank() != 0)) return nullptr;
   auto lock = std::make_unique<CheckpointLock>(t.checkpoint);
   check_checkpoint_target(t);  // a throw here releases the lock
   return lock;
@@ -56,13 +59,43 @@ std::unique_ptr<CheckpointLock> lock_checkpoint(const TrainOptions& t) {
 
 Trainer::Trainer(const Blueprint& blueprint, const CompileOptions& options, TrainOptions train)
     : opt_(checked(std::move(train))),
-      lock_(lock_checkpoint(opt_)),
+      lock_(lock_checkpoint(opt_, options)),
       model_name_(blueprint.name()),
-      exe_(std::make_unique<Executable>(compile(blueprint, options), opt_.seed)) {
+      exe_(std::make_unique<Executable>(compile(blueprint, options), opt_.seed)),
+      group_(options.data_parallel.get()) {
   if (opt_.resume && std::filesystem::exists(opt_.checkpoint)) {
     saved_epochs_ = epochs_done_ = resumed_epochs_ = load_checkpoint(opt_.checkpoint);
     resumed_ = true;
   }
+  // Every rank starts from rank 0's state (the same seed gives the same values; this makes sure).
+  exe_->broadcast_state_from_rank0();
+}
+
+int Trainer::ranks() const { return group_ ? group_->ranks() : 1; }
+
+bool Trainer::writes_checkpoints() const { return !opt_.checkpoint.empty() && (!group_ || group_->rank() == 0); }
+
+std::vector<double> Trainer::read_training_totals(bool& stop_agreed) {
+  std::vector<double> totals = read_totals(exe_->program().train_totals);
+  const bool stop_here = opt_.stop != nullptr && opt_.stop->load(std::memory_order_relaxed);
+  if (!group_) {
+    stop_agreed = stop_here;
+    return totals;
+  }
+  // The earliest bad step as the largest of its negation (-1, none, stays the smallest).
+  const double bad = totals[kFirstBadStep];
+  std::vector<double> sums = {totals[kLossSum], totals[kHitsSum], totals[kTop5HitsSum], totals[kStepsCounted],
+                              bad >= 0 ? 1.0 : 0.0};
+  std::vector<double> maxima = {bad >= 0 ? -bad : -1e300, stop_here ? 1.0 : 0.0};
+  group_->reduce_host(sums, HostReduce::Sum);
+  group_->reduce_host(maxima, HostReduce::Max);
+  group_->progress();
+  totals[kLossSum] = sums[0] / group_->ranks();  // the mean of the ranks' mean losses: the global batch's
+  totals[kHitsSum] = sums[1], totals[kTop5HitsSum] = sums[2], totals[kStepsCounted] = sums[3] / group_->ranks();
+  totals[kFirstBadStep] = sums[4] > 0 ? -maxima[0] : -1;
+  if (sums[4] > 0 && bad < 0) totals[kFirstBadLoss] = std::nan("");  // another rank's loss
+  stop_agreed = maxima[1] > 0;
+  return totals;
 }
 
 Trainer::~Trainer() = default;  // lock_ goes with it: "<checkpoint>.lock" is removed
@@ -96,9 +129,13 @@ std::unique_ptr<BatchStream> Trainer::training_batches(const SampleSource& train
     g.batch = batch, g.seed = opt_.seed, g.workers = opt_.workers;
     g.gpu_lead = opt_.decode == DecodeDevice::Gpu ? 2 : 1;
     g.device = exe_->program().options.device_index;
+    g.shard = LoaderShard{group_ ? group_->rank() : 0, ranks()};
     return make_gpu_decode_loader(train, g);
   }
-  auto loader = std::make_unique<BatchLoader>(train, batch, true, true, norm_.mean, norm_.std, opt_.seed, opt_.workers);
+  // Each rank its own share of every epoch, cut from the same order whatever the rank count.
+  const LoaderShard shard{group_ ? group_->rank() : 0, ranks()};
+  auto loader = std::make_unique<BatchLoader>(train, batch, true, true, norm_.mean, norm_.std, opt_.seed, opt_.workers,
+                                              4, shard);
   loader->deliver_pixels(pixels_to_device());
   return loader;
 }
@@ -180,6 +217,7 @@ Trainer::Accuracy Trainer::evaluate_accuracy(const SampleSource& data) {
   // The hits add up on the device; one read at the end.
   reset_totals(p.inference_totals);
   while (loader.next(b)) {
+    if (group_) group_->progress();
     // The padding rows of a last partial batch are labelled -1, which COUNT_CORRECT never counts.
     for (int64_t i = b.size; i < int64_t(b.labels.size()); ++i) b.labels[i] = -1;
     copy_in(b);
@@ -228,6 +266,14 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
   std::unique_ptr<BatchStream> stream = training_batches(train, batch);
   BatchStream& loader = *stream;
   const int64_t steps = loader.batches_per_epoch();
+  // A checkpoint of another rank count had other steps per epoch: the schedule and the optimizer's
+  // step count continue from the epochs done.
+  if (resumed_ && resumed_ranks_ != ranks() && global_step_ != int64_t(epochs_done_) * steps)
+    global_step_ = int64_t(epochs_done_) * steps;
+  // Data parallel: the ranks read their totals together (a collective) at the same steps, so the
+  // reads are every `read_every` steps rather than by each rank's clock.
+  const int64_t read_every = std::max<int64_t>(1, steps / 20);
+  if (group_) group_->watchdog(opt_.rank_timeout);
   std::vector<EpochReport> reports;
   int started = -1;  // the epoch the loader is already building (started before the last evaluation)
   for (int epoch = epochs_done_; epoch < opt_.epochs; ++epoch) {
@@ -242,8 +288,9 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
     double waited = 0;  // seconds spent in loader.next() waiting for data
     double paced_before = loader.paced_seconds();
     // Reads the totals back (a wait for the steps queued so far) and stops at a non-finite loss.
+    bool stop_agreed = false;  // a stop asked for on any rank, as of the last read
     auto read_and_check = [&] {
-      totals = read_totals(p.train_totals);
+      totals = read_training_totals(stop_agreed);
       last_read = Clock::now();
       if (totals[kFirstBadStep] < 0) return;
       const int64_t bad = int64_t(totals[kFirstBadStep]);
@@ -262,15 +309,18 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
     };
     // A stop asked for is seen here, between steps: the one under way has been enqueued whole.
     bool stopping = false;
+    // With several ranks, only at the reads, where every rank learns of it at the same step.
     auto stop_asked = [&] {
-      stopping = opt_.stop != nullptr && opt_.stop->load(std::memory_order_relaxed) && i < steps;
+      stopping = (group_ ? stop_agreed : opt_.stop != nullptr && opt_.stop->load(std::memory_order_relaxed)) &&
+                 i < steps;
       return stopping;
     };
     while (!stop_asked() && next_batch()) {
       enqueue_step(b, opt_.schedule.at(global_step_, steps, opt_.epochs));
       ++i;
-      seen += b.size;
-      if (i == 1 || i == steps || seconds_since(last_read) >= opt_.report_seconds) {
+      seen += b.size * ranks();  // every rank trains as many samples a step
+      const bool read_now = group_ ? i % read_every == 0 : seconds_since(last_read) >= opt_.report_seconds;
+      if (i == 1 || i == steps || read_now) {
         read_and_check();
         if (on_step) {
           const double elapsed = seconds_since(start);
@@ -309,6 +359,9 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
     r.lr = opt_.schedule.at(first_step, steps, opt_.epochs);
     if (p.loss_scale >= 0) r.loss_scale = exe_->read<float>(p.loss_scale)[0];
     r.decoder = loader.describe();
+    // Each rank's BatchNorm running statistics come from its share of the batches: rank 0's are
+    // kept (as DistributedDataParallel does), so every rank checks, evaluates and saves one state.
+    exe_->broadcast_state_from_rank0(true);
     // A last update can leave non-finite values behind a finite loss.
     auto phase = Clock::now();
     std::vector<NamedTensor> tensors = state();
@@ -325,10 +378,11 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
     epochs_done_ = epoch + 1;
     if (!opt_.checkpoint.empty()) {
       phase = Clock::now();
-      save_state(opt_.checkpoint, epochs_done_, tensors);
+      if (writes_checkpoints()) save_state(opt_.checkpoint, epochs_done_, tensors);
       saved_epochs_ = epochs_done_;
       r.checkpoint_seconds = seconds_since(phase);
     }
+    if (group_) group_->progress();
     reports.push_back(r);
     if (on_epoch) on_epoch(r);
   }

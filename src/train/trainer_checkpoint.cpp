@@ -32,6 +32,7 @@ constexpr const char* kRecipePrefix = "recipe.";
 std::string optimizer_of_state(const std::string& tensor) {
   if (tensor == "optimizer.momentum_buffer") return "sgd";
   if (tensor == "optimizer.exp_avg" || tensor == "optimizer.exp_avg_sq") return "adamw";
+  if (tensor == "optimizer.lars_momentum_buffer") return "lars";
   return "";
 }
 }  // namespace
@@ -105,6 +106,7 @@ void Trainer::save_state(const std::string& path, int epochs_done, const std::ve
       {"epochs_done", std::to_string(epochs_done)},
       {"global_step", std::to_string(global_step_)},
       {"seed", std::to_string(opt_.seed)},
+      {"ranks", std::to_string(ranks())},
       {"norm_mean", join(norm_.mean)},
       {"norm_std", join(norm_.std)}};
   if (!class_names_.empty()) meta["class_names"] = nlohmann::json(class_names_).dump();
@@ -221,7 +223,7 @@ int Trainer::restore(const std::string& path, bool weights_only) {
     return v;
   };
   int64_t global_step = 0;
-  int epochs_done = 0;
+  int epochs_done = 0, ranks = 1;
   ChannelStats norm;
   std::vector<std::string> class_names;
   if (auto names = file.metadata.find("class_names"); names != file.metadata.end()) {
@@ -237,6 +239,8 @@ int Trainer::restore(const std::string& path, bool weights_only) {
     norm.mean = floats("norm_mean");
     norm.std = floats("norm_std");
     epochs_done = std::stoi(meta("epochs_done"));
+    // Written since data-parallel training; earlier checkpoints come from one GPU.
+    if (auto r = file.metadata.find("ranks"); r != file.metadata.end()) ranks = std::stoi(r->second);
   } catch (const std::logic_error&) {
     fail("checkpoint '{}' has malformed metadata", path);
   }
@@ -246,6 +250,7 @@ int Trainer::restore(const std::string& path, bool weights_only) {
   if (weights_only) return epochs_done;
   global_step_ = global_step;
   epochs_done_ = epochs_done;
+  resumed_ranks_ = ranks;
   return epochs_done_;
 }
 

@@ -36,7 +36,7 @@ const std::map<std::string, std::string> kPublicHeaders = {
     {"executable.h", "runtime"}, {"data.h", "data"},           {"image_folder.h", "data"},
     {"compile.h", "compile"},    {"trainer.h", "train"},       {"checkpoint.h", "train"},
     {"schedule.h", "train"},     {"bench.h", "train"},         {"torch_weights.h", "train"},         {"kiln.h", "umbrella"},
-    {"export.h", "export"},
+    {"export.h", "export"},       {"data_parallel.h", "dist"},
     // Written by the build from the op families' lists (cmake/activations.cmake, cmake/op_kinds.cmake),
     // in <build>/generated/include.
     {"activation_kinds.h", "ir"}, {"op_kinds.h", "ir"},
@@ -48,15 +48,19 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     {"ir", {"core", "ir"}},
     {"model", {"core", "ir", "model"}},
     {"data", {"core", "data"}},
-    {"runtime", {"core", "ir", "runtime"}},
+    // Data parallel (src/dist, kiln/data_parallel.h): the ranks and their NCCL group, on core alone;
+    // the runtime averages gradients through it.
+    {"dist", {"core", "dist"}},
+    {"runtime", {"core", "ir", "dist", "runtime"}},
     {"ops", {"core", "ir", "runtime", "ops"}},
     {"compile", {"core", "ir", "model", "runtime", "ops", "compile"}},
-    {"train", {"core", "ir", "model", "runtime", "ops", "data", "compile", "train"}},
+    {"train", {"core", "ir", "model", "dist", "runtime", "ops", "data", "compile", "train"}},
     // The exporters (src/export/, kiln/export.h): a library of their own above training (kiln_export,
     // cmake/onnx.cmake), which the umbrella header leaves out: kiln::kiln does not link it.
-    {"export", {"core", "ir", "model", "runtime", "ops", "data", "compile", "train", "export"}},
-    {"umbrella", {"core", "ir", "model", "runtime", "data", "compile", "train", "umbrella"}},
-    {"tools", {"core", "ir", "model", "runtime", "ops", "data", "compile", "train", "export", "umbrella", "tools"}},
+    {"export", {"core", "ir", "model", "dist", "runtime", "ops", "data", "compile", "train", "export"}},
+    {"umbrella", {"core", "ir", "model", "dist", "runtime", "data", "compile", "train", "umbrella"}},
+    {"tools", {"core", "ir", "model", "dist", "runtime", "ops", "data", "compile", "train", "export", "umbrella",
+               "tools"}},
 };
 
 // The part of a file given relative to the repository root ("" for a public header not in the

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kiln/checkpoint.h"
 #include "kiln/device.h"
 #include "kiln/threads.h"
 #include "support/kiln_cli.h"
@@ -70,6 +71,10 @@ TEST(Cli, OutOfRangeNumbersNameTheFlagTheRangeAndAFix) {
       {"--workers -1", {"--workers", ">= 0", "--workers 2"}},
       {"--weight-decay -1", {"--weight-decay", ">= 0"}},
       {"--gamma 0", {"--gamma", "(0, 1]"}},
+      {"--lars-eta 0", {"--lars-eta", "> 0", "--lars-eta 0.001"}},
+      {"--lars-eta -0.01", {"--lars-eta", "> 0"}},
+      {"--lars-eta nan", {"--lars-eta", "finite"}},
+      {"--lars-eta inf", {"--lars-eta", "finite"}},
       {"--classes 0", {"--classes", ">= 1"}},
   };
   for (const Case& c : cases) expect_rejected(train + c.args, c.parts);
@@ -79,7 +84,7 @@ TEST(Cli, OutOfRangeNumbersNameTheFlagTheRangeAndAFix) {
 TEST(Cli, UnknownNamesAreRejectedWhereTheyAreParsed) {
   const std::string train = "train --data " + kNoData + " ";
   expect_rejected(train + "--model resnet1000", {"--model", "resnet1000", "digits_cnn", "vgg16_bn"});
-  expect_rejected(train + "--optimizer lamb", {"--optimizer", "lamb", "adamw"});
+  expect_rejected(train + "--optimizer lamb", {"--optimizer", "lamb", "adamw", "lars"});
   expect_rejected(train + "--schedule linear", {"--schedule", "linear", "cosine"});
   expect_rejected(train + "--format png", {"--format", "png", "cifar10", "imagefolder"});
   expect_rejected(train + "--precision fp8", {"--precision", "fp8", "fp32"});
@@ -103,6 +108,40 @@ TEST(Cli, OptionsThatNeedEachOther) {
   expect_rejected(train + "--resume --overwrite --checkpoint /nonexistent/kiln/run.safetensors",
                   {"--resume and --overwrite exclude each other", "drop one"});
   expect_rejected(train + "--nesterov --momentum 0", {"--nesterov", "--momentum", "--no-nesterov"});
+}
+
+// --optimizer lars and its options parse (the run gets as far as the data), and --help shows them.
+TEST(Cli, LarsOptionsParse) {
+  const std::string args =
+      "train --optimizer lars --lars-eta 0.002 --lars-skip-1d --no-lars-skip-1d --momentum 0.9 --data " + kNoData;
+  Result r = kiln(args);
+  EXPECT_NE(r.rc, 0);
+  expect_contains(r, {"dataset directory", kNoData}, args);
+  r = kiln("train --help");
+  expect_contains(r, {"sgd, adamw or lars", "--lars-eta FLOAT=0.001", "--lars-skip-1d", "--no-lars-skip-1d"},
+                  "train --help");
+}
+
+// A LARS run trains, and its checkpoint's recipe records the optimizer and what --lars-eta and
+// --no-lars-skip-1d set.
+TEST(KilnCli, LarsTrainsAndItsRecipeRecordsItsOptions) {
+  const std::string dir = kiln::testing::shared_digits_dir();
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no digits at " << dir;
+  kiln::testing::TempDir tmp;
+  kiln::testing::write_first_digits(dir, tmp.file("digits"), 1024, 256);
+  const std::string ckpt = tmp.file("lars.safetensors");
+  const std::string args = "train --device cpu --model digits_cnn --data " + tmp.file("digits") +
+                           " --epochs 2 --batch 64 --workers 1 --optimizer lars --lr 2 --weight-decay 1e-4 "
+                           "--lars-eta 0.002 --no-lars-skip-1d --checkpoint " + ckpt;
+  const Result r = kiln(args);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  expect_contains(r, {"lars", "epoch 2/2"}, args);
+  const auto meta = kiln::load_safetensors(ckpt).metadata;
+  EXPECT_EQ(meta.at("recipe.optimizer"), "lars");
+  EXPECT_EQ(meta.at("recipe.trust_coefficient"), "0.002");
+  EXPECT_EQ(meta.at("recipe.lars_skip_1d"), "false");
+  EXPECT_EQ(meta.at("recipe.momentum"), "0.9");
+  EXPECT_EQ(meta.count("recipe.nesterov"), 0u);
 }
 
 TEST(Cli, MistypedSubcommandOrOptionGetsTheNearestName) {

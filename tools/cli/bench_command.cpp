@@ -63,6 +63,7 @@ CLI::App* add_bench_command(CLI::App& app, CommonOptions& common, BenchArgs& b) 
   add_threads_option(bench, b.backend);
   add_cpu_kernels_option(bench, b.backend);
   add_cuda_options(bench, b.backend);
+  add_data_parallel_options(bench, b.parallel, false);
   return bench;
 }
 
@@ -72,12 +73,16 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
   c.optimizer.kind = OptimizerKind::SGD;  // PyTorch's recipe in bench/torch_models.py
   c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 1e-4f;
   c.cuda = cuda_options(b.backend);
-  std::ofstream json = json_appender(b.json);  // a bad path fails before the benchmark runs
+  const std::shared_ptr<ProcessGroup> group = join_ranks_if_launched(b.parallel, c);
+  std::ofstream json = json_appender(group && group->rank() != 0 ? std::string() : b.json);  // rank 0 writes
+  // (a bad path fails before the benchmark runs)
   const BenchResult r = bench_training(zoo::by_name(o.model, o.classes), c, b.bench);
   const auto [lo, hi] = std::minmax_element(r.step_ms.begin(), r.step_ms.end());
-  fmt::print("kiln bench: {} on {} {}, batch {}: {:.0f} img/s (median step {:.2f} ms of {}, {:.2f}-{:.2f})\n",
-             o.model, device_label(c), o.precision, o.batch, r.images_per_second, r.median_step_ms,
-             r.step_ms.size(), *lo, *hi);
+  const int ranks = group ? group->ranks() : 1;
+  const std::string where = ranks > 1 ? fmt::format("{} GPUs (data parallel)", ranks) : device_label(c);
+  fmt::print("kiln bench: {} on {} {}, batch {}{}: {:.0f} img/s (median step {:.2f} ms of {}, {:.2f}-{:.2f})\n",
+             o.model, where, o.precision, o.batch, ranks > 1 ? " per GPU" : "", r.images_per_second,
+             r.median_step_ms, r.step_ms.size(), *lo, *hi);
   fmt::print("first step after {:.1f} s; memory: planned {} + workspace {}, device {}; loss {:.4f} -> {:.4f}\n",
              r.first_step_seconds, gib(r.planned_bytes), gib(r.workspace_bytes),
              c.device == Device::CUDA ? gib(r.device_bytes) : std::string("n/a"), r.first_loss, r.last_loss);
@@ -86,7 +91,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
              r.compile_seconds, r.start.backend, r.start.allocate, r.start.init_state, r.start.prepare_ops,
              r.step_one_seconds);
   if (b.bench.profile) print_profile(r);
-  if (!b.json.empty()) {
+  if (json.is_open()) {
     nlohmann::json ops = nlohmann::json::array();
     for (const OpProfile& op : r.profile)
       ops.push_back({{"list", op.list}, {"kind", op.kind}, {"layer", op.layer}, {"ms", op.ms}, {"flops", op.flops},
@@ -97,6 +102,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"device", device_label(c)},
                               {"precision", o.precision},
                               {"batch", o.batch},
+                              {"ranks", ranks},
                               {"fuse_cbr", c.fuse_cbr},
                               {"fuse_seams", c.fuse_seams},
                               {"seam_input", c.cuda.seam_input},
@@ -123,6 +129,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"last_loss", r.last_loss}};
     json << j.dump() << std::endl;
   }
+  if (group) group->leave();
   return 0;
 }
 

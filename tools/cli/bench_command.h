@@ -8,6 +8,7 @@
 
 #include "cli/backend_options.h"
 #include "cli/common_options.h"
+#include "cli/data_parallel_options.h"
 #include "kiln/bench.h"
 
 namespace kiln::cli {
@@ -16,6 +17,7 @@ struct BenchArgs {
   BenchOptions bench;   // --steps, --warmup, --seed, --profile, --peak-tflops, --peak-tbps
   std::string json;     // --json FILE
   BackendArgs backend;  // --threads and the CUDA backend's options
+  DataParallelArgs parallel;  // --gpus and the other launch options
 };
 
 // The "bench" subcommand with `common` (shared with plan and train) and its own options in `args`.

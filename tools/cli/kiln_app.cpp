@@ -73,6 +73,7 @@ std::string out_of_range_word(int argc, const char* const* argv) {
 }  // namespace
 
 void KilnApp::parse(int argc, const char* const* argv) {
+  argv_.assign(argv, argv + argc);
   check_subcommand(app, argc, argv);
   try {
     app.parse(argc, argv);
@@ -94,6 +95,11 @@ void KilnApp::parse(int argc, const char* const* argv) {
 int KilnApp::run() {
   try {
     if (plan->parsed()) return run_plan(common);
+    // --gpus: this process starts the ranks, which run the same command line without it.
+    if (bench->parsed())
+      if (auto launched = launch_ranks_if_asked(bench_args.parallel, argv_)) return *launched;
+    if (train->parsed())
+      if (auto launched = launch_ranks_if_asked(train_args.parallel, argv_)) return *launched;
     if (bench->parsed()) return run_bench(common, bench_args);
     if (data_bench->parsed()) return run_data_bench(data_bench_args);
     if (eval->parsed()) return run_eval(eval_args, *eval);

@@ -5,6 +5,9 @@
 // cli_options fuzz target (fuzz/) both use it, so what the fuzzer parses is what users type.
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 #include "cli/bench_command.h"
 #include "cli/common_options.h"
 #include "cli/data_bench_command.h"
@@ -61,6 +64,7 @@ class KilnApp {
   CLI::App* parsed_subcommand() const;
 
   int default_threads_;
+  std::vector<std::string> argv_;  // of the last parse: the command line ranks of a launch run again
 };
 
 }  // namespace kiln::cli

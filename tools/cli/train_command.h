@@ -8,6 +8,7 @@
 
 #include "cli/backend_options.h"
 #include "cli/common_options.h"
+#include "cli/data_parallel_options.h"
 #include "cli/data_options.h"
 #include "kiln/options.h"
 
@@ -22,10 +23,13 @@ struct TrainArgs {
   int epochs = 10, warmup = 0, step_epochs = 30;
   float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, label_smoothing = 0.f, gamma = 0.1f;
   bool nesterov = false, resume = false, overwrite = false;
+  float lars_eta = 0.001f;    // --lars-eta, into optimizer.trust_coefficient
+  bool lars_skip_1d = true;   // --lars-skip-1d / --no-lars-skip-1d
   std::string init_from;  // --init-from: PyTorch weights to start from
   bool new_head = false;  // --new-head: leave the classifier as initialized
   uint64_t seed = 1;
   BackendArgs backend;              // --threads and the CUDA backend's options
+  DataParallelArgs parallel;        // --gpus and the other launch options
   std::string loss_scale = "auto";  // --loss-scale, into loss_scaling.mode
   LossScaling loss_scaling;         // --loss-scale-init, --loss-scale-interval
 };

@@ -116,10 +116,16 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.optimizer.momentum = a.momentum;
   c.optimizer.nesterov = a.nesterov;
   c.optimizer.weight_decay = a.weight_decay;
+  c.optimizer.trust_coefficient = a.lars_eta;
+  c.optimizer.lars_skip_1d = a.lars_skip_1d;
   c.cpu = cpu_options(a.backend);
   c.cuda = cuda_options(a.backend);
   c.loss_scaling = a.loss_scaling;
   c.loss_scaling.mode = parse_loss_scale_mode(a.loss_scale);
+  // A rank of a data-parallel launch (--gpus) joins the others; only rank 0 writes the run's files.
+  const std::shared_ptr<ProcessGroup> group = join_ranks_if_launched(a.parallel, c);
+  const bool speaks = !group || group->rank() == 0;
+  if (!speaks) json.close();
   TrainOptions t;
   t.epochs = a.epochs;
   t.schedule.kind = parse_schedule(a.schedule);
@@ -132,6 +138,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   t.augment = image_files ? data_opt.transform.augment : data_opt.augment;
   t.data_recipe = data_recipe(a.data, data.format);
   t.stop = stop_requested();  // set by StopSignals' handler
+  t.rank_timeout = a.parallel.rank_timeout;
 
   const int classes = o.classes > 0 ? o.classes : train.num_classes();
   const Blueprint model = zoo::by_name(o.model, classes);
@@ -141,9 +148,17 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   fmt::print("kiln: training {} on {} ({}: {} train / {} test images, {}x{}x{}, {} classes), {} {} {}, batch {}, "
              "{} epochs, {} loader threads\n",
              o.model, a.data.data, data.format, train.count(), test.count(), shape.height, shape.width,
-             shape.channels, train.num_classes(), device_label(c), o.precision, a.optimizer, o.batch, a.epochs,
-             t.workers);
+             shape.channels, train.num_classes(),
+             group ? fmt::format("{} GPUs (data parallel, rank 0 on cuda:{})", group->ranks(), c.device_index)
+                   : device_label(c),
+             o.precision, a.optimizer, group ? fmt::format("{} per GPU", o.batch) : std::to_string(o.batch),
+             a.epochs, t.workers);
   print_checkpoint_start(a, trainer, replacing);
+  if (trainer.resumed() && trainer.resumed_ranks() != trainer.ranks())
+    fmt::print("kiln: the checkpoint was trained on {} rank{} and this run has {}: the global batch goes from {} to {}, "
+               "and the schedule continues from epoch {}\n", trainer.resumed_ranks(),
+               trainer.resumed_ranks() == 1 ? "" : "s", trainer.ranks(), o.batch * trainer.resumed_ranks(),
+               o.batch * trainer.ranks(), trainer.resumed_epochs() + 1);
   if (!a.init_from.empty()) {
     if (trainer.resumed()) {
       fmt::print("kiln: --init-from {} not used: the run continues from its checkpoint\n", a.init_from);
@@ -162,7 +177,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     fmt::print("kiln: removed {} temporary file{} of a checkpoint write that was interrupted: {}\n", removed.size(),
                removed.size() == 1 ? "" : "s", fmt::join(removed, ", "));
   // Made once the run is set up, so that a run refused earlier leaves no event file behind.
-  TrainEvents events(a.tensorboard);
+  TrainEvents events(speaks ? a.tensorboard : std::string());
   if (!events.path().empty()) fmt::print("kiln: TensorBoard events go to {}\n", events.path());
   auto last_print = std::chrono::steady_clock::now();
   // The live line rewrites itself with carriage returns: only on a terminal. Into a file or a
@@ -238,8 +253,10 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     StopSignals stop_signals;  // only while training
     reports = trainer.fit(train, test, on_step, on_epoch);
   } catch (const Stopped& stopped) {
+    if (group) group->leave();  // every rank stopped at the same step
     return report_stop(stopped, live);  // the Trainer, and the checkpoint's lock, go as it returns
   }
+  if (group) group->leave();
   if (!reports.empty()) fmt::print("final loss: {:.6f}\n", reports.back().train_loss);
   if (!reports.empty() && !reports.back().decoder.empty()) fmt::print("decoded by {}\n", reports.back().decoder);
   warn_at_chance(reports, train);

@@ -115,6 +115,9 @@ CudaBackend::~CudaBackend() {
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
   if (device_scalars_) cudaFree(device_scalars_);
   if (gather_) cudaFreeHost(gather_);
+  if (comm_stream_) cudaStreamSynchronize(comm_stream_), cudaStreamDestroy(comm_stream_);
+  for (cudaEvent_t e : comm_events_)
+    if (e) cudaEventDestroy(e);
   for (int i = 0; i < kStreams; ++i) {
     if (workspace_[i]) cudaFree(workspace_[i]);
     if (events_[i]) cudaEventDestroy(events_[i]);
@@ -248,6 +251,7 @@ void CudaBackend::synchronize() {
   activate();
   for (int i = 0; i < kStreams; ++i) KILN_CUDA(cudaStreamSynchronize(streams_[i]), "synchronize");
   KILN_CUDA(cudaStreamSynchronize(copy_stream_), "synchronize");
+  if (comm_stream_) KILN_CUDA(cudaStreamSynchronize(comm_stream_), "synchronize");
   previous_pending_ = deferred_now_ = false;  // all done: nothing left to wait for
 }
 
@@ -302,7 +306,7 @@ void CudaBackend::end_capture(int graph) {
 
 void CudaBackend::abort_capture() {
   // Events recorded in the abandoned capture must not be waited for outside it.
-  previous_pending_ = deferred_now_ = false;
+  previous_pending_ = deferred_now_ = averages_pending_ = false;
   capture_scalar_nodes_.clear();
   cudaGraph_t partial = nullptr;
   if (cudaStreamEndCapture(streams_[0], &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
@@ -359,6 +363,40 @@ void CudaBackend::after_op() {
 }
 
 void CudaBackend::after_ops() { join_previous(); }
+
+void CudaBackend::make_comm_stream() {
+  if (comm_stream_) return;
+  // The highest priority: a rank late with its share of a collective holds every other rank up.
+  int least = 0, greatest = 0;
+  KILN_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest), "data parallel");
+  KILN_CUDA(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest), "data parallel");
+  for (cudaEvent_t& e : comm_events_) KILN_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "data parallel");
+}
+
+void CudaBackend::average_over_ranks(ProcessGroup& group, void* data, size_t count, DType dtype) {
+  activate();
+  make_comm_stream();
+  // Everything issued so far on both streams, the side stream's wgrad included (deferred or not).
+  for (int i = 0; i < kStreams; ++i) {
+    if (i > 0 && stream(i) == stream(0)) break;
+    KILN_CUDA(cudaEventRecord(comm_events_[i], streams_[i]), "data parallel");
+    KILN_CUDA(cudaStreamWaitEvent(comm_stream_, comm_events_[i], 0), "data parallel");
+  }
+  group.average(data, count, dtype, comm_stream_);
+  averages_pending_ = true;
+}
+
+void CudaBackend::join_rank_averages() {
+  if (!averages_pending_) return;
+  KILN_CUDA(cudaEventRecord(comm_events_[kStreams], comm_stream_), "data parallel");
+  KILN_CUDA(cudaStreamWaitEvent(streams_[0], comm_events_[kStreams], 0), "data parallel");
+  averages_pending_ = false;
+}
+
+void CudaBackend::broadcast_over_ranks(ProcessGroup& group, void* data, size_t bytes, int root) {
+  activate();
+  group.broadcast(data, bytes, root, streams_[0]);
+}
 
 CudnnGraphs& CudaBackend::graphs() {
   if (!graphs_) graphs_ = shared_graphs(device_, options_);

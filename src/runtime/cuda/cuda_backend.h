@@ -75,6 +75,10 @@ class CudaBackend final : public Backend {
   void before_op(const Op& op) override;
   void after_op() override;
   void after_ops() override;
+  // On a communication stream of its own, which waits for the main and side streams' work so far.
+  void average_over_ranks(ProcessGroup& group, void* data, size_t count, DType dtype) override;
+  void join_rank_averages() override;
+  void broadcast_over_ranks(ProcessGroup& group, void* data, size_t bytes, int root) override;
   bool side_stream() const { return options_.side_stream; }
   // Scratch memory for work on stream `index`, sized by the requests for that stream (so the side
   // stream's, used by wgrad only, is only as large as the largest of those); ops never share one
@@ -135,6 +139,11 @@ class CudaBackend final : public Backend {
   // The caller records the buffer's `taken` event after that work.
   Staging& stage(const void* host_src, size_t bytes, const char* what);
   void* gather_ = nullptr;  // pinned, for copy_out_many
+  // Data parallel: the stream the gradient averages run on (made at the first), and its events.
+  cudaStream_t comm_stream_ = nullptr;
+  cudaEvent_t comm_events_[kStreams + 1] = {};  // main, side: ready for the average; comm: averages done
+  bool averages_pending_ = false;
+  void make_comm_stream();
   size_t gather_bytes_ = 0;
 };
 
