@@ -102,7 +102,8 @@ class Backend {
   // Data parallel: `count` gradient values of `dtype` at `data` become their mean over the ranks of
   // `group`, once every op issued so far has written them, beside the ops issued after (in a
   // captured step too); join_rank_averages makes the work issued after it wait for every average
-  // started. Only the CUDA backend trains data-parallel.
+  // started. The CUDA backend's run on a stream of their own; the CPU's, in order, with a group of
+  // the process's own (tests: ranks on threads); a backend without them refuses.
   virtual void average_over_ranks(ProcessGroup& group, void* data, size_t count, DType dtype) {
     (void)group, (void)data, (void)count, (void)dtype;
     fail("data-parallel training needs the CUDA backend; use --device cuda");

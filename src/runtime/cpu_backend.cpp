@@ -55,6 +55,14 @@ class CpuBackend final : public Backend {
     workspace_bytes_ = requested_;
   }
   size_t workspace_total_bytes() const override { return workspace_bytes_; }
+  // Data parallel on the CPU runs only with a group of the process's own (the tests' ranks on
+  // threads): kiln's launcher joins ranks over NCCL, on GPUs. In program order, as every op here.
+  void average_over_ranks(ProcessGroup& group, void* data, size_t count, DType dtype) override {
+    group.average(data, count, dtype, nullptr);
+  }
+  void broadcast_over_ranks(ProcessGroup& group, void* data, size_t bytes, int root) override {
+    group.broadcast(data, bytes, root, nullptr);
+  }
   OpScratch op_scratch() const override { return {workspace_, workspace_bytes_}; }
 
  private:

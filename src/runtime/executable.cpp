@@ -62,9 +62,7 @@ Executable::~Executable() {
 void Executable::plan_rank_averages() {
   const ProcessGroup* group = program_.options.data_parallel.get();
   if (!group) return;
-  if (program_.options.device != Device::CUDA)
-    fail("data-parallel training runs on GPUs: compile with device CUDA (kiln train --device cuda)");
-  if (group->device() != program_.options.device_index)
+  if (program_.options.device == Device::CUDA && group->device() != program_.options.device_index)
     fail("this rank's process group is on GPU {} but the program was compiled for GPU {}; compile it for the "
          "rank's GPU (CompileOptions::device_index = RankEnv::device)", group->device(),
          program_.options.device_index);
