@@ -74,14 +74,6 @@ std::vector<float> params(Executable& exe) {
   return v;
 }
 
-// The largest difference between two parameter vectors, relative to the largest parameter.
-double relative_distance(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff = std::max(diff, std::fabs(double(a[i]) - b[i])), scale = std::max(scale, std::fabs(double(b[i])));
-  return diff / scale;
-}
-
 TEST(DataParallelGpu, OneRankChangesNoByteOfTheStep) {
   if (!gpu_test::cuda_available()) GTEST_SKIP() << "no CUDA device";
   if (!data_parallel_built()) GTEST_SKIP() << "built without NCCL";
@@ -134,8 +126,8 @@ TEST(DataParallelGpu, TwoRanksFollowOneGpuTrainingTheWholeBatch) {
   // smooth), so 1e-4 of the largest weight leaves a margin of ~100; training on one half alone
   // moves the weights by ~1e-2, which the same bound rejects by far.
   constexpr double kBound = 1e-4;
-  const double ranked_distance = relative_distance(w_ranked, w_whole);
-  const double wrong_distance = relative_distance(w_half, w_whole);
+  const double ranked_distance = testing::rel_err(w_ranked, w_whole);
+  const double wrong_distance = testing::rel_err(w_half, w_whole);
   EXPECT_LT(ranked_distance, kBound);
   EXPECT_LT(worst_loss, kBound);
   EXPECT_GT(wrong_distance, 10 * kBound) << "the bound must tell half a batch from the whole one";

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/checkpoint.h"
+#include "support/cpu_test_util.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 #include "train/tiny_run.h"
@@ -50,13 +51,6 @@ std::vector<float> params(Trainer& t) {
   std::vector<float> v(p.tensors[size_t(p.param_region)].bytes() / sizeof(float));
   t.executable().read(p.param_region, v.data(), v.size() * sizeof(float));
   return v;
-}
-
-double relative_distance(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff = std::max(diff, std::fabs(double(a[i]) - b[i])), scale = std::max(scale, std::fabs(double(b[i])));
-  return diff / scale;
 }
 
 struct RankRun {
@@ -121,8 +115,8 @@ TEST(DataParallelTrain, TwoRanksFollowOneProcessTrainingTheWholeBatch) {
   // weight leaves a wide margin; training on half the rows moves the weights by ~1e-2.
   constexpr double kBound = 1e-5;
   const std::vector<float> w_whole = params(whole);
-  EXPECT_LT(relative_distance(ranks[0].weights, w_whole), kBound);
-  EXPECT_GT(relative_distance(params(half), w_whole), 100 * kBound) << "the bound must tell half the batch apart";
+  EXPECT_LT(testing::rel_err(ranks[0].weights, w_whole), kBound);
+  EXPECT_GT(testing::rel_err(params(half), w_whole), 100 * kBound) << "the bound must tell half the batch apart";
   for (size_t e = 0; e < 3; ++e) {
     EXPECT_NEAR(ranks[0].reports[e].train_loss, reference[e].train_loss, kBound * reference[e].train_loss) << e;
     EXPECT_EQ(ranks[0].reports[e].train_accuracy, reference[e].train_accuracy) << e;
