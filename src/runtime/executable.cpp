@@ -302,17 +302,18 @@ void Executable::run_lists(std::initializer_list<const std::vector<Op>*> lists, 
 void Executable::run_backward_averaged(const StepScalars& scalars) {
   ProcessGroup& group = *program_.options.data_parallel;
   size_t next = 0;
-  for (size_t k = 0; k < program_.backward.size(); ++k) {
-    run_op(program_.backward[k], scalars);
-    for (; next < rank_averages_.size() && rank_averages_[next].after_op == int(k); ++next) {
+  // Issues the averages ready once backward op `k` is (every one left, at the list's end).
+  auto average_ready = [&](int k) {
+    for (; next < rank_averages_.size() && (k < 0 || rank_averages_[next].after_op == k); ++next) {
       const RankAverage& a = rank_averages_[next];
       backend_->average_over_ranks(group, a.data, a.count, a.dtype);
     }
+  };
+  for (size_t k = 0; k < program_.backward.size(); ++k) {
+    run_op(program_.backward[k], scalars);
+    average_ready(int(k));
   }
-  for (; next < rank_averages_.size(); ++next) {  // an empty backward's
-    const RankAverage& a = rank_averages_[next];
-    backend_->average_over_ranks(group, a.data, a.count, a.dtype);
-  }
+  average_ready(-1);  // a program whose backward is empty
   backend_->after_ops();
   backend_->join_rank_averages();
 }

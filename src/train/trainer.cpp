@@ -120,6 +120,8 @@ void Trainer::check_dataset(const SampleSource& data, const char* which) const {
 std::unique_ptr<BatchStream> Trainer::training_batches(const SampleSource& train, int batch) const {
   // Auto: the GPU path wherever it can run (a CUDA run, nvJPEG built in, JPEG files through the
   // ImageNet transform): it takes work only when the CPU threads fall behind (gpu_decode_loader.h).
+  // Each rank its own share of every epoch, cut from the same order whatever the rank count.
+  const LoaderShard shard{group_ ? group_->rank() : 0, ranks()};
   GpuCropPlan probe;
   const bool gpu_possible = pixels_to_device() && gpu_decode_built() && train.plan_gpu_crop(0, opt_.seed, 0, probe);
   if (opt_.decode == DecodeDevice::Gpu || (opt_.decode == DecodeDevice::Auto && gpu_possible)) {
@@ -129,11 +131,9 @@ std::unique_ptr<BatchStream> Trainer::training_batches(const SampleSource& train
     g.batch = batch, g.seed = opt_.seed, g.workers = opt_.workers;
     g.gpu_lead = opt_.decode == DecodeDevice::Gpu ? 2 : 1;
     g.device = exe_->program().options.device_index;
-    g.shard = LoaderShard{group_ ? group_->rank() : 0, ranks()};
+    g.shard = shard;
     return make_gpu_decode_loader(train, g);
   }
-  // Each rank its own share of every epoch, cut from the same order whatever the rank count.
-  const LoaderShard shard{group_ ? group_->rank() : 0, ranks()};
   auto loader = std::make_unique<BatchLoader>(train, batch, true, true, norm_.mean, norm_.std, opt_.seed, opt_.workers,
                                               4, shard);
   loader->deliver_pixels(pixels_to_device());
@@ -268,8 +268,7 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
   const int64_t steps = loader.batches_per_epoch();
   // A checkpoint of another rank count had other steps per epoch: the schedule and the optimizer's
   // step count continue from the epochs done.
-  if (resumed_ && resumed_ranks_ != ranks() && global_step_ != int64_t(epochs_done_) * steps)
-    global_step_ = int64_t(epochs_done_) * steps;
+  if (resumed_ && resumed_ranks_ != ranks()) global_step_ = int64_t(epochs_done_) * steps;
   // Data parallel: the ranks read their totals together (a collective) at the same steps, so the
   // reads are every `read_every` steps rather than by each rank's clock.
   const int64_t read_every = std::max<int64_t>(1, steps / 20);
