@@ -81,6 +81,13 @@ struct CudaOptions {
   // sum kernel whatever this says.
   // KILN_CUTLASS=0|1|2.
   int cutlass = 1;
+  // A first layer's few input channels (3 for RGB) folded with filter taps into more channels
+  // (src/ops/conv/tap_fold_cuda.h: ResNet's 7x7 stride-2 stem becomes a 4x4 convolution of 16
+  // channels), which tensor cores run nearer their rate, for the forward with statistics and the
+  // weight gradient: 0 never; 1 (the default) timed at prepare beside the other ways, kept where
+  // faster (untimed, with tuning off, the other ways stay); 2 wherever a fold applies (tests, A/B).
+  // The same products are summed, in another order. KILN_FOLD_TAPS=0|1|2.
+  int fold_taps = 1;
   // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,
   // which waits for it only when it ends; false joins the side stream at the end of every op.
   // KILN_OVERLAP_OPS=0|1.

@@ -73,6 +73,10 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 "kiln's CUTLASS convolutions (sm_90, fp16/bf16; today the forward that sums its output for "
                 "BatchNorm): 0 never, 1 for 1x1 convolutions of stride 1 where faster when timed at prepare "
                 "(default), 2 wherever they take the shape"),
+      count_row("fold_taps", "--fold-taps", "KILN_FOLD_TAPS", &CudaOptions::fold_taps, 0, 2,
+                "a first layer's few input channels folded with filter taps into more channels (ResNet's stem: "
+                "16 channels, 4x4) for its forward and weight gradient: 0 never, 1 where faster when timed at "
+                "prepare (default), 2 wherever a fold applies"),
       count_row("linear_workspace_mib", "--linear-workspace-mib", "KILN_LINEAR_WORKSPACE_MIB",
                 &CudaOptions::linear_workspace_mib, 0, 65536,
                 "the most workspace one linear layer's cuBLASLt GEMM may use, in MiB; 0: only algorithms without "

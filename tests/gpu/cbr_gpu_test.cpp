@@ -12,6 +12,7 @@
 #include "cbr_float64_check.h"
 #include "kiln/error.h"
 #include "ops/conv/conv_sums_cutlass.h"
+#include "ops/conv/tap_fold_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cudnn_graphs.h"
 #include "support/cbr_block.h"
@@ -277,6 +278,77 @@ TEST_P(CbrGpu, StatisticsWaysMatchFloat64) {
     const BlockRun cut_again = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, cutlass_always());
     EXPECT_EQ(cut.fwd, cut_again.fwd) << "two steps with the CUTLASS convolution differ in the forward";
   }
+}
+
+CudaOptions fold_taps(int mode) {
+  CudaOptions o;
+  o.fold_taps = mode;
+  return o;
+}
+
+// Whether the graph cache of backends with `options` built a weight-gradient graph of `q`, the
+// folded problem of a block: the fold ran (the block's own problem has other channels and taps).
+bool built_wgrad_of(const cuda::ConvShape& q, const CudaOptions& options) {
+  cuda::CudaBackend backend(0, options);
+  for (const cuda::TuneRecord& r : backend.graphs().tune_records())
+    if (r.kind == "CONV_WGRAD" && r.problem.n == q.n && r.problem.c == q.c && r.problem.h == q.h &&
+        r.problem.w == q.w && r.problem.r == q.r && r.problem.s == q.s && r.problem.k == q.k)
+      return true;
+  return false;
+}
+
+// First layers with few input channels, their filter taps folded into channels (tap_fold_cuda.h;
+// CudaOptions::fold_taps 2: wherever a fold applies): ResNet's stem at a small size (7x7 stride 2,
+// folded by stride into 16 channels of 4x4 taps), VGG's first layer (3x3 stride 1: its width taps,
+// or all nine, into 16 or 32 channels) and a one-channel 5x5 (MNIST's). Each trains the block's
+// step as float64 does, as the first layer (no dX: CBR_BWD_FIRST) and with dX (CBR_BWD), its
+// forward as the block without folds does, and its weight gradient ran on the folded problem.
+TEST_P(CbrGpu, FoldedTapsTrainAsFloat64Does) {
+  KILN_REQUIRE_GPU();
+  const ScopedEnv unset("KILN_FOLD_TAPS", "");  // the variable would override the modes compared here
+  const Precision precision = GetParam();
+  const DType dtype = activation_dtype(precision);
+  for (const BlockShape& s : {BlockShape{4, 3, 29, 64, 7, 2}, BlockShape{4, 3, 20, 32, 3, 1},
+                              BlockShape{4, 1, 16, 16, 5, 1}}) {
+    SCOPED_TRACE(s.str());
+    const int64_t ho = (s.hw + 2 * s.pad() - s.kernel) / s.stride + 1;
+    const cuda::ConvShape shape{s.n, s.hw, s.hw, s.c, s.k, s.kernel, s.kernel, s.stride, s.pad(), ho, ho, dtype};
+    const std::vector<cuda::TapFold> folds = cuda::tap_folds(shape);
+    ASSERT_FALSE(folds.empty()) << "no fold applies to a first layer of " << s.c << " channels";
+    std::mt19937 rng(5000 + s.c + s.k + s.hw);
+    const Float64Case c(s, precision, rng);
+    const auto &x = c.x, &dy = c.dy;
+    const BlockRun plain = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, fold_taps(0));
+    for (bool input_grad : {false, true}) {
+      BlockRun run = run_block(s, Device::CUDA, precision, true, input_grad, x, dy, {}, {}, fold_taps(2));
+      expect_close(run.fwd, plain.fwd, tolerance(precision), "folded taps vs not (forward)");
+      c.ref.expect_backward_matches(run.fwd["mask"], run.bwd, run.fwd["w"], dy,
+                                    input_grad ? "folded taps, with dX" : "folded taps, first layer");
+    }
+    // fold_taps 2 prepares every fold that applies and keeps the fastest of them.
+    for (cuda::TapFold f : folds)
+      EXPECT_TRUE(built_wgrad_of(cuda::folded_shape(shape, f), fold_taps(2)))
+          << cuda::tap_fold_name(f) << ": the weight gradient's folded problem was not prepared";
+  }
+}
+
+// The folds' shapes: ResNet's stem folds by stride only (its width whole would be 42 channels),
+// VGG's first layer its width or all its taps, an input of 8 channels not at all.
+TEST(CbrGpuFolds, FoldedShapesAreTheConvolutionsWithMoreChannels) {
+  const cuda::ConvShape stem{256, 224, 224, 3, 64, 7, 7, 2, 3, 112, 112, DType::BF16};
+  ASSERT_EQ(cuda::tap_folds(stem), std::vector<cuda::TapFold>{cuda::TapFold::kByStride});
+  const cuda::ConvShape q = cuda::folded_shape(stem, cuda::TapFold::kByStride);
+  EXPECT_EQ(std::vector<int64_t>({q.h, q.w, q.c, q.r, q.s, q.stride, q.pad, q.ho, q.wo}),
+            std::vector<int64_t>({115, 115, 16, 4, 4, 1, 0, 112, 112}));
+  const cuda::ConvShape vgg{256, 224, 224, 3, 64, 3, 3, 1, 1, 224, 224, DType::F16};
+  ASSERT_EQ(cuda::tap_folds(vgg), (std::vector<cuda::TapFold>{cuda::TapFold::kWidthWhole, cuda::TapFold::kWhole}));
+  const cuda::ConvShape wide = cuda::folded_shape(vgg, cuda::TapFold::kWidthWhole);
+  EXPECT_EQ(std::vector<int64_t>({wide.h, wide.w, wide.c, wide.r, wide.s}),
+            std::vector<int64_t>({226, 224, 16, 3, 1}));
+  const cuda::ConvShape whole = cuda::folded_shape(vgg, cuda::TapFold::kWhole);
+  EXPECT_EQ(std::vector<int64_t>({whole.h, whole.w, whole.c, whole.r, whole.s}),
+            std::vector<int64_t>({224, 224, 32, 1, 1}));
+  EXPECT_TRUE(cuda::tap_folds({8, 32, 32, 8, 64, 3, 3, 1, 1, 32, 32, DType::F16}).empty());
 }
 
 TEST(CbrGpuErrors, PipelineChunksFromTheEnvironmentAreChecked) {

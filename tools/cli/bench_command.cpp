@@ -108,6 +108,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"seam_input", c.cuda.seam_input},
                               {"conv_stats", c.cuda.conv_stats},
                               {"cutlass", c.cuda.cutlass},
+                              {"fold_taps", c.cuda.fold_taps},
                               {"threads", c.device == Device::CPU ? kiln::threads() : 0},
                               {"cpu_kernels", c.device == Device::CPU ? cpu_kernels_name(cpu_kernels()) : ""},
                               {"warmup", b.bench.warmup},

@@ -19,6 +19,14 @@ inline ConvShape conv_shape(const ConvProblem& p) {
   return {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, p.io};
 }
 
+// A problem of kiln's own kernels (e.g. a folded convolution, tap_fold_cuda.h) as cuDNN takes it.
+inline ConvProblem conv_problem_of(const ConvShape& s) {
+  ConvProblem p;
+  p.n = s.n, p.h = s.h, p.w = s.w, p.c = s.c, p.k = s.k, p.r = s.r, p.s = s.s, p.stride = s.stride, p.pad = s.pad;
+  p.ho = s.ho, p.wo = s.wo, p.io = s.io;
+  return p;
+}
+
 // Rounds up to 256 bytes, the alignment every carved workspace piece keeps.
 inline size_t workspace_align(size_t bytes) { return (bytes + 255) / 256 * 256; }
 

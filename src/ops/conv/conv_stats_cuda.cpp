@@ -12,13 +12,30 @@
 #include "ops/conv/conv_sums_cutlass.h"
 #include "ops/conv/engine_choices.h"
 #include "ops/conv/few_channel_conv_cuda.h"
+#include "ops/conv/tap_fold_cuda.h"
+#include "ops/common/workspace_cuda.h"
 #include "runtime/cuda/event_timing.h"
 #include "runtime/cuda/scratch_buffers.h"
 
 namespace kiln::cuda {
 namespace {
 
-enum class Way { kGenstats, kConvThenSums, kSumsGraph, kFewChannel, kCutlass };
+enum class Way { kGenstats, kConvThenSums, kSumsGraph, kFewChannel, kCutlass, kFoldByStride, kFoldWidthWhole, kFoldWhole };
+
+// The fold of a folding way: its convolution with more channels and fewer taps (tap_fold_cuda.h)
+// runs on whichever way was chosen for that problem.
+std::optional<TapFold> fold_of(Way w) {
+  switch (w) {
+    case Way::kFoldByStride: return TapFold::kByStride;
+    case Way::kFoldWidthWhole: return TapFold::kWidthWhole;
+    case Way::kFoldWhole: return TapFold::kWhole;
+    default: return std::nullopt;
+  }
+}
+
+Way way_of(TapFold f) {
+  return f == TapFold::kByStride ? Way::kFoldByStride : f == TapFold::kWidthWhole ? Way::kFoldWidthWhole : Way::kFoldWhole;
+}
 
 const char* way_name(Way w) {
   switch (w) {
@@ -26,17 +43,20 @@ const char* way_name(Way w) {
     case Way::kConvThenSums: return "cuDNN conv graph, then the sum kernel";
     case Way::kSumsGraph: return "cuDNN conv + reductions graph";
     case Way::kCutlass: return "CUTLASS conv with sums";
+    case Way::kFoldByStride:
+    case Way::kFoldWidthWhole:
+    case Way::kFoldWhole: return tap_fold_name(*fold_of(w));
     default: return "few-channel kernel";
   }
 }
 
 int64_t rows_of(const ConvProblem& p) { return p.n * p.ho * p.wo; }
 
-// One table per CudaOptions::conv_stats and ::cutlass mode: backends with different modes share a
-// graph cache.
-EngineChoices<Way> choices_by_mode[3][3];
+// One table per CudaOptions::conv_stats, ::cutlass and ::fold_taps mode: backends with different
+// modes share a graph cache.
+EngineChoices<Way> choices_by_mode[3][3][3];
 EngineChoices<Way>& choices(const CudaBackend& be) {
-  return choices_by_mode[be.options().conv_stats][be.options().cutlass];
+  return choices_by_mode[be.options().conv_stats][be.options().cutlass][be.options().fold_taps];
 }
 
 // The cuDNN graph a way runs (kiln's own kernels run none).
@@ -44,7 +64,19 @@ const CudnnGraphDef& graph_of(Way way) {
   return way == Way::kGenstats ? kConvFpropGenstatsGraph : way == Way::kSumsGraph ? kConvFpropSumsGraph : kConvFpropGraph;
 }
 
+size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w);
+
+// A folding way's workspace: the folded input and filter, then what the folded problem's way needs
+// (chosen when prepare_folded prepared it).
+size_t fold_workspace_bytes(CudaBackend& be, const ConvProblem& p, TapFold f) {
+  const ConvProblem q = conv_problem_of(folded_shape(conv_shape(p), f));
+  const Way inner = choices(be).at(be.graphs(), q, "folded convolution", conv_problem_str(p));
+  return folded_input_bytes(conv_shape(p), f) + folded_filter_bytes(conv_shape(p), f) +
+         workspace_align(workspace_bytes(be, q, inner));
+}
+
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
+  if (const std::optional<TapFold> f = fold_of(w)) return fold_workspace_bytes(be, p, *f);
   if (w == Way::kFewChannel) return few_channel_fprop_workspace_bytes(conv_shape(p));
   if (w == Way::kCutlass) return cutlass_fprop_sums_workspace_bytes(conv_shape(p));
   return be.graphs().prepare(graph_of(w), p);
@@ -53,6 +85,16 @@ size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
 void run_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, const void* w, void* y, float* sum,
              float* sqsum, void* reduce, size_t reduce_bytes, void* workspace, cudaStream_t stream,
              const std::string& where) {
+  if (const std::optional<TapFold> f = fold_of(way)) {
+    const ConvShape shape = conv_shape(p);
+    WorkspaceLayout layout(workspace);
+    void* xf = layout.take(folded_input_bytes(shape, *f));
+    void* wf = layout.take(folded_filter_bytes(shape, *f));
+    fold_input(shape, *f, x, xf, stream, where);
+    fold_filter(shape, *f, w, wf, stream, where);
+    return run_conv_stats(be, conv_problem_of(folded_shape(shape, *f)), xf, wf, y, sum, sqsum, reduce, reduce_bytes,
+                          layout.take(0), stream, where);
+  }
   if (way == Way::kFewChannel)
     return few_channel_fprop_stats(conv_shape(p), x, w, y, sum, sqsum, workspace, stream, where);
   if (way == Way::kCutlass) return cutlass_fprop_sums(conv_shape(p), x, w, y, sum, sqsum, workspace, stream, where);
@@ -89,12 +131,16 @@ double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, c
 // Besides these, in modes 1 and 2, kiln's CUTLASS convolution with sums where it takes the shape
 // (fp16/bf16 on an sm_90 GPU) as CudaOptions::cutlass asks (1 timed beside them where it runs on its
 // GEMM kernel, 2 alone wherever it takes the shape), and in
-// every mode the few-channel kernel where it takes the shape.
+// every mode the few-channel kernel where it takes the shape; and the folds of its taps into
+// channels where one applies, as CudaOptions::fold_taps asks (1 timed beside the rest, 2 alone).
 // cuDNN notes neither statistics graph nondeterministic, yet both finish their sums with atomics:
 // two runs differ in the last bits (measured on the H200); the sum kernel and kiln's own kernels
 // add in a fixed order.
 std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
-  std::vector<Way> ways;
+  std::vector<Way> ways, folds;
+  if (be.options().fold_taps != 0)
+    for (TapFold f : tap_folds(conv_shape(p))) folds.push_back(way_of(f));
+  if (be.options().fold_taps == 2 && !folds.empty()) return folds;
   const int mode = be.options().conv_stats, cutlass = be.options().cutlass;
   const bool cutlass_takes = mode != 0 && cutlass != 0 && cutlass_fprop_sums_supported(conv_shape(p));
   if (cutlass_takes && cutlass == 2) return {Way::kCutlass};
@@ -107,7 +153,22 @@ std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
   // Timed only on its GEMM kernel: the implicit-GEMM convolution never won (conv_sums_cutlass.h).
   if (cutlass_takes && cutlass_fprop_sums_on_gemm(conv_shape(p))) ways.push_back(Way::kCutlass);
   if (few_channel_conv_supported(conv_shape(p))) ways.push_back(Way::kFewChannel);
+  ways.insert(ways.end(), folds.begin(), folds.end());
   return ways;
+}
+
+// Prepares the folded problem of a folding way (its own choice of way, timed on x and w folded),
+// so that the folding way can be timed and run.
+void prepare_folded(CudaBackend& be, const ConvProblem& p, TapFold f, const void* x, const void* w, void* y,
+                    const std::string& where) {
+  const ConvShape shape = conv_shape(p);
+  ScratchBuffers scratch;
+  void* xf = scratch.allocate(folded_input_bytes(shape, f), where);
+  void* wf = scratch.allocate(folded_filter_bytes(shape, f), where);
+  fold_input(shape, f, x, xf, be.stream(0), where);
+  fold_filter(shape, f, w, wf, be.stream(0), where);
+  prepare_conv_stats(be, conv_problem_of(folded_shape(shape, f)), xf, wf, y, where);
+  KILN_CUDA(cudaStreamSynchronize(be.stream(0)), where);
 }
 
 }  // namespace
@@ -116,6 +177,8 @@ size_t prepare_conv_stats(CudaBackend& be, const ConvProblem& p, const void* x, 
                           const std::string& where) {
   if (const std::optional<Way> way = choices(be).find(be.graphs(), p)) return workspace_bytes(be, p, *way);
   const std::vector<Way> ways = candidates(be, p);
+  for (Way way : ways)
+    if (const std::optional<TapFold> f = fold_of(way)) prepare_folded(be, p, *f, x, w, y, where);
   Way chosen = ways.front();
   // Without a tuned plan there was no timing at prepare: the first way stays.
   if (ways.size() > 1 && be.graphs().plan_ms(graph_of(ways.front()), p) > 0) {

@@ -11,6 +11,8 @@
 #include "ops/conv/conv_cudnn_graphs_cuda.h"
 #include "ops/conv/engine_choices.h"
 #include "ops/conv/few_channel_conv_cuda.h"
+#include "ops/conv/tap_fold_cuda.h"
+#include "ops/common/workspace_cuda.h"
 #include "ops/conv/wgrad_direct_cuda.h"
 #include "runtime/cuda/event_timing.h"
 #include "runtime/cuda/scratch_buffers.h"
@@ -18,9 +20,27 @@
 namespace kiln::cuda {
 namespace {
 
-enum class Engine { kCudnn, kDirect, kFewChannel };
+enum class Engine { kCudnn, kDirect, kFewChannel, kFoldByStride, kFoldWidthWhole, kFoldWhole };
+
+// The fold of a folding engine: the weight gradient of its folded problem (tap_fold_cuda.h), on the
+// engine chosen for that problem, read back into the filter's taps.
+std::optional<TapFold> fold_of(Engine e) {
+  switch (e) {
+    case Engine::kFoldByStride: return TapFold::kByStride;
+    case Engine::kFoldWidthWhole: return TapFold::kWidthWhole;
+    case Engine::kFoldWhole: return TapFold::kWhole;
+    default: return std::nullopt;
+  }
+}
+
+Engine engine_of(TapFold f) {
+  return f == TapFold::kByStride     ? Engine::kFoldByStride
+         : f == TapFold::kWidthWhole ? Engine::kFoldWidthWhole
+                                     : Engine::kFoldWhole;
+}
 
 const char* engine_name(Engine e) {
+  if (const std::optional<TapFold> f = fold_of(e)) return tap_fold_name(*f);
   switch (e) {
     case Engine::kDirect: return "direct kernel";
     case Engine::kFewChannel: return "few-channel kernel";
@@ -28,9 +48,19 @@ const char* engine_name(Engine e) {
   }
 }
 
-EngineChoices<Engine> choices;
+// One table per CudaOptions::fold_taps mode: backends with different modes share a graph cache.
+EngineChoices<Engine> choices_by_mode[3];
+EngineChoices<Engine>& choices(const CudaBackend& be) { return choices_by_mode[be.options().fold_taps]; }
+
+ConvProblem folded(const ConvProblem& p, TapFold f) { return conv_problem_of(folded_shape(conv_shape(p), f)); }
 
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Engine e) {
+  if (const std::optional<TapFold> f = fold_of(e)) {
+    const ConvProblem q = folded(p, *f);
+    const Engine inner = choices(be).at(be.graphs(), q, "folded weight gradient", conv_problem_str(p));
+    return folded_input_bytes(conv_shape(p), *f) + folded_filter_bytes(conv_shape(p), *f) +
+           workspace_align(workspace_bytes(be, q, inner));
+  }
   switch (e) {
     case Engine::kDirect: return wgrad_direct_workspace_bytes(conv_shape(p));
     case Engine::kFewChannel: return few_channel_wgrad_workspace_bytes(conv_shape(p));
@@ -38,8 +68,17 @@ size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Engine e) {
   }
 }
 
-void run_kernel(const ConvProblem& p, Engine e, const void* x, const void* dy, void* dw, void* workspace,
-                cudaStream_t stream, const std::string& where) {
+void run_kernel(CudaBackend& be, const ConvProblem& p, Engine e, const void* x, const void* dy, void* dw,
+                void* workspace, cudaStream_t stream, const std::string& where) {
+  if (const std::optional<TapFold> f = fold_of(e)) {
+    const ConvShape shape = conv_shape(p);
+    WorkspaceLayout layout(workspace);
+    void* xf = layout.take(folded_input_bytes(shape, *f));
+    void* dwf = layout.take(folded_filter_bytes(shape, *f));
+    fold_input(shape, *f, x, xf, stream, where);
+    run_wgrad(be, folded(p, *f), xf, dy, dwf, layout.take(0), stream, where);
+    return unfold_filter_grad(shape, *f, dwf, dw, stream, where);
+  }
   if (e == Engine::kDirect) return wgrad_direct(conv_shape(p), x, dy, dw, workspace, stream, where);
   few_channel_wgrad(conv_shape(p), x, dy, dw, workspace, stream, where);
 }
@@ -53,21 +92,43 @@ double time_kernel(CudaBackend& be, const ConvProblem& p, Engine e, const void* 
   return median_event_ms(
       stream, 5,
       [&] {
-        run_kernel(p, e, x, dy, dw, workspace, stream, where);
+        run_kernel(be, p, e, x, dy, dw, workspace, stream, where);
         return true;
       },
       where);
+}
+
+// Prepares the folded problem of a folding engine (its own engine, timed on x folded), so that the
+// folding engine can be timed and run.
+void prepare_folded(CudaBackend& be, const ConvProblem& p, TapFold f, const void* x, const void* dy,
+                    const std::string& where) {
+  const ConvShape shape = conv_shape(p);
+  ScratchBuffers scratch;
+  void* xf = scratch.allocate(folded_input_bytes(shape, f), where);
+  void* dwf = scratch.allocate(folded_filter_bytes(shape, f), where);
+  fold_input(shape, f, x, xf, be.stream(0), where);
+  prepare_wgrad(be, folded(p, f), xf, dy, dwf, where);
+  KILN_CUDA(cudaStreamSynchronize(be.stream(0)), where);
 }
 
 }  // namespace
 
 size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const void* dy, void* dw,
                      const std::string& where) {
-  if (const std::optional<Engine> e = choices.find(be.graphs(), p)) return workspace_bytes(be, p, *e);
+  if (const std::optional<Engine> e = choices(be).find(be.graphs(), p)) return workspace_bytes(be, p, *e);
+  // kiln's kernels and the folds of the filter's taps (CudaOptions::fold_taps: 1 timed beside the
+  // rest, 2 alone), each timed against cuDNN's tuned plan.
   std::vector<Engine> kernels;
-  if (wgrad_direct_supported(conv_shape(p))) kernels.push_back(Engine::kDirect);
-  if (few_channel_conv_supported(conv_shape(p))) kernels.push_back(Engine::kFewChannel);
-  const bool cudnn_fits = kernels.empty() || be.graphs().supported(kConvWgradGraph, p);
+  const int fold_mode = be.options().fold_taps;
+  const std::vector<TapFold> folds = fold_mode != 0 ? tap_folds(conv_shape(p)) : std::vector<TapFold>{};
+  const bool folds_only = fold_mode == 2 && !folds.empty();
+  if (!folds_only && wgrad_direct_supported(conv_shape(p))) kernels.push_back(Engine::kDirect);
+  if (!folds_only && few_channel_conv_supported(conv_shape(p))) kernels.push_back(Engine::kFewChannel);
+  for (TapFold f : folds) {
+    prepare_folded(be, p, f, x, dy, where);
+    kernels.push_back(engine_of(f));
+  }
+  const bool cudnn_fits = !folds_only && (kernels.empty() || be.graphs().supported(kConvWgradGraph, p));
   Engine chosen = cudnn_fits ? Engine::kCudnn : kernels.front();
   if (!kernels.empty()) {
     const double cudnn_ms = cudnn_fits ? be.graphs().plan_ms(kConvWgradGraph, p) : 0;
@@ -82,16 +143,17 @@ size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const
       }
     }
     std::fprintf(stderr, "kiln: wgrad %s: %s (%scuDNN plan %.4f ms%s)\n", conv_problem_str(p).c_str(),
-                 engine_name(chosen), times.c_str(), cudnn_ms, cudnn_fits ? "" : ": no plan");
+                 engine_name(chosen), times.c_str(), cudnn_ms,
+                 folds_only ? ": not tried, fold_taps 2" : cudnn_fits ? "" : ": no plan");
   }
-  choices.set(be.graphs(), p, chosen);
+  choices(be).set(be.graphs(), p, chosen);
   return workspace_bytes(be, p, chosen);
 }
 
 void run_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const void* dy, void* dw, void* workspace,
                cudaStream_t stream, const std::string& where) {
-  const Engine e = choices.at(be.graphs(), p, "weight gradient", where);
-  if (e != Engine::kCudnn) return run_kernel(p, e, x, dy, dw, workspace, stream, where);
+  const Engine e = choices(be).at(be.graphs(), p, "weight gradient", where);
+  if (e != Engine::kCudnn) return run_kernel(be, p, e, x, dy, dw, workspace, stream, where);
   Pointers ptr;
   ptr.x = x, ptr.dy = dy, ptr.dw = dw;
   be.graphs().run(kConvWgradGraph, p, ptr, workspace, stream, where);
