@@ -21,6 +21,8 @@ struct Fold {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+unsigned blocks_for(int64_t threads) { return unsigned(ceil_div(threads, kThreads)); }
+
 Fold fold_of(const ConvShape& p, TapFold f) {
   Fold d{};
   d.bh = f == TapFold::kWhole ? p.r : p.stride;
@@ -36,37 +38,84 @@ Fold fold_of(const ConvShape& p, TapFold f) {
 struct Source {
   int64_t bh, bw, c;
 };
-__device__ Source source_of(int64_t cf, const Fold& d, int64_t c_count) {
+__host__ __device__ Source source_of(int64_t cf, const Fold& d, int64_t c_count) {
   const int64_t group = cf / c_count;
   return {group / d.bw, group - group / d.bw * d.bw, cf - group * c_count};
 }
 
-// One thread writes V neighbouring channels of one folded pixel (16 bytes: a vector store).
-template <class T>
-__global__ void fold_input_kernel(const T* __restrict__ x, T* __restrict__ xf, ConvShape p, Fold d, int64_t hf,
-                                  int64_t wf, int64_t threads) {
+// Each folded channel's source, worked out once on the host: the folded input's kernel then does
+// no per-element index arithmetic (its 64-bit divisions made it 8x slower than its copy).
+struct SourceTable {
+  int8_t dh[kTapFoldMaxChannels], dw[kTapFoldMaxChannels], c[kTapFoldMaxChannels];
+  bool used[kTapFoldMaxChannels];
+};
+
+SourceTable source_table(const ConvShape& p, const Fold& d) {
+  SourceTable t{};
+  for (int64_t cf = 0; cf < d.channels; ++cf) {
+    const Source s = source_of(cf, d, p.c);
+    t.used[cf] = cf < d.used;
+    t.dh[cf] = int8_t(t.used[cf] ? s.bh : 0), t.dw[cf] = int8_t(t.used[cf] ? s.bw : 0);
+    t.c[cf] = int8_t(t.used[cf] ? s.c : 0);
+  }
+  return t;
+}
+
+struct InputGeom {
+  int64_t h, w, c, stride, pad, hf, wf;
+};
+
+// One thread writes the CF channels of one folded pixel as 16-byte vector stores. Index is the
+// type of its pixel arithmetic: 32-bit where every index fits (the common case), else 64-bit.
+template <class T, int CF, class Index>
+__global__ void fold_input_kernel(const T* __restrict__ x, T* __restrict__ xf, InputGeom g, SourceTable t,
+                                  Index pixels) {
   constexpr int V = 16 / sizeof(T);
-  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= threads) return;
-  const int64_t groups = d.channels / V;
-  const int64_t pixel = t / groups, first = (t - pixel * groups) * V;
-  const int64_t v = pixel % wf, u = pixel / wf % hf, n = pixel / (wf * hf);
+  const Index pixel = Index(blockIdx.x) * Index(blockDim.x) + Index(threadIdx.x);
+  if (pixel >= pixels) return;
+  const Index wf = Index(g.wf), hf = Index(g.hf), h = Index(g.h), w = Index(g.w), c = Index(g.c);
+  const Index v = pixel % wf, rest = pixel / wf;
+  const Index u = rest % hf, n = rest / hf;
+  const int64_t r0 = int64_t(g.stride) * u - g.pad, c0 = int64_t(g.stride) * v - g.pad;
+  const T* xn = x + int64_t(n) * h * w * c;
   union {
-    uint4 vec;
-    T e[V];
+    uint4 vec[CF / V];
+    T e[CF];
   } out;
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    const int64_t cf = first + j;
-    T value = T(0);
-    if (cf < d.used) {
-      const Source s = source_of(cf, d, p.c);
-      const int64_t row = p.stride * u + s.bh - p.pad, col = p.stride * v + s.bw - p.pad;
-      if (row >= 0 && row < p.h && col >= 0 && col < p.w) value = x[((n * p.h + row) * p.w + col) * p.c + s.c];
-    }
-    out.e[j] = value;
+  for (int cf = 0; cf < CF; ++cf) {
+    const int64_t row = r0 + t.dh[cf], col = c0 + t.dw[cf];
+    const bool inside = t.used[cf] && row >= 0 && row < h && col >= 0 && col < w;
+    out.e[cf] = inside ? xn[(row * w + col) * c + t.c[cf]] : T(0);
   }
-  reinterpret_cast<uint4*>(xf)[t] = out.vec;
+  uint4* to = reinterpret_cast<uint4*>(xf) + int64_t(pixel) * (CF / V);
+#pragma unroll
+  for (int j = 0; j < CF / V; ++j) to[j] = out.vec[j];
+}
+
+template <class T, int CF>
+void launch_fold_input(const ConvShape& p, const Fold& d, const InputGeom& g, const void* x, void* xf,
+                       cudaStream_t stream) {
+  const int64_t pixels = p.n * g.hf * g.wf;
+  const bool narrow = pixels < (int64_t(1) << 31) && p.n * p.h * p.w * p.c < (int64_t(1) << 31);
+  const SourceTable t = source_table(p, d);
+  const auto* from = static_cast<const T*>(x);
+  auto* to = static_cast<T*>(xf);
+  if (narrow)
+    fold_input_kernel<T, CF, uint32_t><<<blocks_for(pixels), kThreads, 0, stream>>>(from, to, g, t, uint32_t(pixels));
+  else
+    fold_input_kernel<T, CF, int64_t><<<blocks_for(pixels), kThreads, 0, stream>>>(from, to, g, t, pixels);
+}
+
+template <class T>
+void launch_fold_input(const ConvShape& p, const Fold& d, const InputGeom& g, const void* x, void* xf,
+                       cudaStream_t stream) {
+  switch (d.channels) {
+    case 8: return launch_fold_input<T, 8>(p, d, g, x, xf, stream);
+    case 16: return launch_fold_input<T, 16>(p, d, g, x, xf, stream);
+    case 24: return launch_fold_input<T, 24>(p, d, g, x, xf, stream);
+    default: return launch_fold_input<T, 32>(p, d, g, x, xf, stream);
+  }
 }
 
 template <class T>
@@ -94,8 +143,6 @@ __global__ void unfold_grad_kernel(const T* __restrict__ dwf, T* __restrict__ dw
   const int64_t cf = ((r - ah * d.bh) * d.bw + (q - aw * d.bw)) * p.c + c;
   dw[i] = dwf[((k * d.ah + ah) * d.aw + aw) * d.channels + cf];
 }
-
-unsigned blocks_for(int64_t threads) { return unsigned(ceil_div(threads, kThreads)); }
 
 size_t element_bytes(const ConvShape& p, const std::string& where) {
   const size_t bytes = dtype_size(p.io);
@@ -153,15 +200,11 @@ void fold_input(const ConvShape& p, TapFold f, const void* x, void* xf, cudaStre
                 const std::string& where) {
   const Fold d = fold_of(p, f);
   const ConvShape q = folded_shape(p, f);
-  if (element_bytes(p, where) == 2) {
-    const int64_t threads = q.n * q.h * q.w * (d.channels / 8);
-    fold_input_kernel<uint16_t><<<blocks_for(threads), kThreads, 0, stream>>>(
-        static_cast<const uint16_t*>(x), static_cast<uint16_t*>(xf), p, d, q.h, q.w, threads);
-  } else {
-    const int64_t threads = q.n * q.h * q.w * (d.channels / 4);
-    fold_input_kernel<uint32_t><<<blocks_for(threads), kThreads, 0, stream>>>(
-        static_cast<const uint32_t*>(x), static_cast<uint32_t*>(xf), p, d, q.h, q.w, threads);
-  }
+  const InputGeom g{p.h, p.w, p.c, p.stride, p.pad, q.h, q.w};
+  if (element_bytes(p, where) == 2)
+    launch_fold_input<uint16_t>(p, d, g, x, xf, stream);
+  else
+    launch_fold_input<uint32_t>(p, d, g, x, xf, stream);
   check_launch(where);
 }
 
