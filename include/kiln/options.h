@@ -84,8 +84,10 @@ struct CudaOptions {
   // A first layer's few input channels (3 for RGB) folded with filter taps into more channels
   // (src/ops/conv/tap_fold_cuda.h: ResNet's 7x7 stride-2 stem becomes a 4x4 convolution of 16
   // channels), which tensor cores run nearer their rate, for the forward with statistics and the
-  // weight gradient: 0 never; 1 (the default) timed at prepare beside the other ways, kept where
-  // faster (untimed, with tuning off, the other ways stay); 2 wherever a fold applies (tests, A/B).
+  // weight gradient: 0 never; 1 (the default) the folds whose input is at most twice the layer's
+  // (folding by stride: ResNet's stem, not VGG's stride-1 first layer, whose folds cost more memory
+  // than they gain), timed at prepare beside the other ways and kept where faster (untimed, with
+  // tuning off, the other ways stay); 2 every fold that applies, alone (tests, A/B).
   // The same products are summed, in another order. KILN_FOLD_TAPS=0|1|2.
   int fold_taps = 1;
   // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,

@@ -75,8 +75,8 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 "(default), 2 wherever they take the shape"),
       count_row("fold_taps", "--fold-taps", "KILN_FOLD_TAPS", &CudaOptions::fold_taps, 0, 2,
                 "a first layer's few input channels folded with filter taps into more channels (ResNet's stem: "
-                "16 channels, 4x4) for its forward and weight gradient: 0 never, 1 where faster when timed at "
-                "prepare (default), 2 wherever a fold applies"),
+                "16 channels, 4x4) for its forward and weight gradient: 0 never, 1 folds that at most double "
+                "the input, where faster when timed at prepare (default), 2 every fold that applies"),
       count_row("linear_workspace_mib", "--linear-workspace-mib", "KILN_LINEAR_WORKSPACE_MIB",
                 &CudaOptions::linear_workspace_mib, 0, 65536,
                 "the most workspace one linear layer's cuBLASLt GEMM may use, in MiB; 0: only algorithms without "

@@ -333,7 +333,7 @@ TEST_P(CbrGpu, FoldedTapsTrainAsFloat64Does) {
 }
 
 // The folds' shapes: ResNet's stem folds by stride only (its width whole would be 42 channels),
-// VGG's first layer its width or all its taps, an input of 8 channels not at all.
+// VGG's first layer its width or all its taps, an input of 8 channels not at all; which are lean.
 TEST(CbrGpuFolds, FoldedShapesAreTheConvolutionsWithMoreChannels) {
   const cuda::ConvShape stem{256, 224, 224, 3, 64, 7, 7, 2, 3, 112, 112, DType::BF16};
   ASSERT_EQ(cuda::tap_folds(stem), std::vector<cuda::TapFold>{cuda::TapFold::kByStride});
@@ -349,6 +349,10 @@ TEST(CbrGpuFolds, FoldedShapesAreTheConvolutionsWithMoreChannels) {
   EXPECT_EQ(std::vector<int64_t>({whole.h, whole.w, whole.c, whole.r, whole.s}),
             std::vector<int64_t>({224, 224, 32, 1, 1}));
   EXPECT_TRUE(cuda::tap_folds({8, 32, 32, 8, 64, 3, 3, 1, 1, 32, 32, DType::F16}).empty());
+  // The default takes the lean folds only: the stem's input grows 1.4x, VGG's 5.3x and 10.7x.
+  EXPECT_TRUE(cuda::tap_fold_is_lean(stem, cuda::TapFold::kByStride));
+  EXPECT_FALSE(cuda::tap_fold_is_lean(vgg, cuda::TapFold::kWidthWhole));
+  EXPECT_FALSE(cuda::tap_fold_is_lean(vgg, cuda::TapFold::kWhole));
 }
 
 TEST(CbrGpuErrors, PipelineChunksFromTheEnvironmentAreChecked) {

@@ -13,9 +13,15 @@
 // the other. cuDNN's prologue graph (seam_input 1, and 2 where timing picks it) takes the
 // producer's scale and shift in fp16: each rounding errs by up to 2^-11 of |x·scale| and of |shift|
 // (shift = beta - mean·scale), against 2^-11 of |x·scale + shift| for the applied value's own
-// rounding; with x = mean + sigma·x̂ their ratio is about 1 + 2·|mean|/sigma (prologue_factor, from
-// the exact step's batch statistics), by which its bound grows. A consumer that skipped its input's
-// BatchNorm + ReLU lands far outside either bound (the last test).
+// rounding; with x = mean + sigma·x̂ their ratio is about 1 + 2·|mean|/sigma (from the exact
+// step's batch statistics). That extra error is not shared the way the applied input's rounding is:
+// each consumer makes its own, and where two consumers of one producer meet again in a sum (both
+// networks here: c3's two branches; the bottleneck's body and shortcut), the sum carries both, so
+// the extra term counts once per branch that meets there: the bound is 2·(1 + 2·B·|mean|/sigma)
+// times the gap without seams, B = 2 (prologue_factor). Measured on the H200 at B = 1, c4's weight
+// gradient, downstream of c3's join, went 1.4% past it (9.77x against 9.63x) while every quantity
+// above the join stayed inside. A consumer that skipped its input's BatchNorm + ReLU lands far
+// outside either bound (the last test).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -170,7 +176,10 @@ Gaps gaps(const StepResult& got, const StepResult& exact) {
 
 double floor_of(Precision p) { return p == Precision::FP32 ? 1e-4 : p == Precision::FP16 ? 2e-3 : 1.6e-2; }
 
-// 1 + 2·max |mean| / sigma over every BatchNorm channel of the exact step (the header says why):
+// Prologue-fed branches that meet in one sum, in both networks (the header says why it counts).
+constexpr int kBranchesPerJoin = 2;
+
+// 1 + 2·B·max |mean| / sigma over every BatchNorm channel of the exact step (the header says why):
 // one step from running mean 0 and variance 1 with momentum 0.1 leaves 0.1·mean and
 // 0.9 + 0.1·var (unbiased).
 double prologue_factor(const StepResult& exact) {
@@ -187,7 +196,7 @@ double prologue_factor(const StepResult& exact) {
       if (var > 0) worst = std::max(worst, std::abs(means[c] / 0.1) / std::sqrt(var));
     }
   }
-  return 1 + 2 * worst;
+  return 1 + 2 * kBranchesPerJoin * worst;
 }
 
 // The factor a case's bound allows over twice the gap without seams.

@@ -132,14 +132,16 @@ double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, c
 // (fp16/bf16 on an sm_90 GPU) as CudaOptions::cutlass asks (1 timed beside them where it runs on its
 // GEMM kernel, 2 alone wherever it takes the shape), and in
 // every mode the few-channel kernel where it takes the shape; and the folds of its taps into
-// channels where one applies, as CudaOptions::fold_taps asks (1 timed beside the rest, 2 alone).
+// channels where one applies, as CudaOptions::fold_taps asks (1 the lean ones timed beside the rest,
+// 2 every one, alone).
 // cuDNN notes neither statistics graph nondeterministic, yet both finish their sums with atomics:
 // two runs differ in the last bits (measured on the H200); the sum kernel and kiln's own kernels
 // add in a fixed order.
 std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
   std::vector<Way> ways, folds;
-  if (be.options().fold_taps != 0)
-    for (TapFold f : tap_folds(conv_shape(p))) folds.push_back(way_of(f));
+  const int fold_mode = be.options().fold_taps;
+  for (TapFold f : fold_mode != 0 ? tap_folds(conv_shape(p)) : std::vector<TapFold>{})
+    if (fold_mode == 2 || tap_fold_is_lean(conv_shape(p), f)) folds.push_back(way_of(f));
   if (be.options().fold_taps == 2 && !folds.empty()) return folds;
   const int mode = be.options().conv_stats, cutlass = be.options().cutlass;
   const bool cutlass_takes = mode != 0 && cutlass != 0 && cutlass_fprop_sums_supported(conv_shape(p));

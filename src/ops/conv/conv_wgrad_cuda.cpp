@@ -116,11 +116,13 @@ void prepare_folded(CudaBackend& be, const ConvProblem& p, TapFold f, const void
 size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const void* dy, void* dw,
                      const std::string& where) {
   if (const std::optional<Engine> e = choices(be).find(be.graphs(), p)) return workspace_bytes(be, p, *e);
-  // kiln's kernels and the folds of the filter's taps (CudaOptions::fold_taps: 1 timed beside the
-  // rest, 2 alone), each timed against cuDNN's tuned plan.
+  // kiln's kernels and the folds of the filter's taps (CudaOptions::fold_taps: 1 the lean ones timed
+  // beside the rest, 2 every one, alone), each timed against cuDNN's tuned plan.
   std::vector<Engine> kernels;
   const int fold_mode = be.options().fold_taps;
-  const std::vector<TapFold> folds = fold_mode != 0 ? tap_folds(conv_shape(p)) : std::vector<TapFold>{};
+  std::vector<TapFold> folds;
+  for (TapFold f : fold_mode != 0 ? tap_folds(conv_shape(p)) : std::vector<TapFold>{})
+    if (fold_mode == 2 || tap_fold_is_lean(conv_shape(p), f)) folds.push_back(f);
   const bool folds_only = fold_mode == 2 && !folds.empty();
   if (!folds_only && wgrad_direct_supported(conv_shape(p))) kernels.push_back(Engine::kDirect);
   if (!folds_only && few_channel_conv_supported(conv_shape(p))) kernels.push_back(Engine::kFewChannel);

@@ -178,6 +178,10 @@ std::vector<TapFold> tap_folds(const ConvShape& p) {
   return folds;
 }
 
+bool tap_fold_is_lean(const ConvShape& p, TapFold f) {
+  return folded_input_bytes(p, f) <= 2 * size_t(p.n * p.h * p.w * p.c) * dtype_size(p.io);
+}
+
 ConvShape folded_shape(const ConvShape& p, TapFold f) {
   const Fold d = fold_of(p, f);
   ConvShape q = p;

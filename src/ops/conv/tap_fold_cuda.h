@@ -15,7 +15,7 @@
 // ResNet's stem (3 channels, 7x7, stride 2) becomes 16 channels (12 used), 4x4; VGG's first layer
 // (3 channels, 3x3, stride 1) 16 channels (9 used), 3x1, or 32 (27 used), 1x1.
 // conv_stats_cuda.h and conv_wgrad_cuda.h time the folds beside their other ways at prepare
-// (CudaOptions::fold_taps). The kernels only move elements: any io dtype of 2 or 4 bytes.
+// (CudaOptions::fold_taps: by default the lean ones, below). The kernels only move elements: any io dtype of 2 or 4 bytes.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -39,6 +39,12 @@ constexpr int kTapFoldMaxChannels = 32;
 // The folds that apply to `p`: an input whose channels are not a multiple of 8, folded into at
 // most kTapFoldMaxChannels (used channels rounded up to 8). Empty where none applies.
 std::vector<TapFold> tap_folds(const ConvShape& p);
+
+// Whether a fold's input is at most twice the convolution's input: true of folding by stride
+// (ResNet's stem: 1.4x), false of folding whole taps of a stride-1 filter (VGG's first layer: 5.3x
+// and 10.7x, which cost VGG16-BN 0.59 GiB of workspace for 0.8% speed on the H200). The default,
+// CudaOptions::fold_taps 1, times only these.
+bool tap_fold_is_lean(const ConvShape& p, TapFold f);
 
 // The folded problem: the folded input's height and width, its channels, the filter's new taps,
 // stride 1, no padding; the same n, k, output size and dtype.
