@@ -13,7 +13,6 @@
 #include "ops/conv/engine_choices.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "ops/conv/tap_fold_cuda.h"
-#include "ops/common/workspace_cuda.h"
 #include "runtime/cuda/event_timing.h"
 #include "runtime/cuda/scratch_buffers.h"
 
@@ -71,8 +70,7 @@ size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w);
 size_t fold_workspace_bytes(CudaBackend& be, const ConvProblem& p, TapFold f) {
   const ConvProblem q = conv_problem_of(folded_shape(conv_shape(p), f));
   const Way inner = choices(be).at(be.graphs(), q, "folded convolution", conv_problem_str(p));
-  return folded_input_bytes(conv_shape(p), f) + folded_filter_bytes(conv_shape(p), f) +
-         workspace_align(workspace_bytes(be, q, inner));
+  return fold_scratch_bytes(conv_shape(p), f) + workspace_align(workspace_bytes(be, q, inner));
 }
 
 size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Way w) {
@@ -87,13 +85,11 @@ void run_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, cons
              const std::string& where) {
   if (const std::optional<TapFold> f = fold_of(way)) {
     const ConvShape shape = conv_shape(p);
-    WorkspaceLayout layout(workspace);
-    void* xf = layout.take(folded_input_bytes(shape, *f));
-    void* wf = layout.take(folded_filter_bytes(shape, *f));
-    fold_input(shape, *f, x, xf, stream, where);
-    fold_filter(shape, *f, w, wf, stream, where);
-    return run_conv_stats(be, conv_problem_of(folded_shape(shape, *f)), xf, wf, y, sum, sqsum, reduce, reduce_bytes,
-                          layout.take(0), stream, where);
+    const FoldScratch s = fold_scratch(shape, *f, workspace);
+    fold_input(shape, *f, x, s.input, stream, where);
+    fold_filter(shape, *f, w, s.filter, stream, where);
+    return run_conv_stats(be, conv_problem_of(folded_shape(shape, *f)), s.input, s.filter, y, sum, sqsum, reduce,
+                          reduce_bytes, s.rest, stream, where);
   }
   if (way == Way::kFewChannel)
     return few_channel_fprop_stats(conv_shape(p), x, w, y, sum, sqsum, workspace, stream, where);
@@ -165,11 +161,10 @@ void prepare_folded(CudaBackend& be, const ConvProblem& p, TapFold f, const void
                     const std::string& where) {
   const ConvShape shape = conv_shape(p);
   ScratchBuffers scratch;
-  void* xf = scratch.allocate(folded_input_bytes(shape, f), where);
-  void* wf = scratch.allocate(folded_filter_bytes(shape, f), where);
-  fold_input(shape, f, x, xf, be.stream(0), where);
-  fold_filter(shape, f, w, wf, be.stream(0), where);
-  prepare_conv_stats(be, conv_problem_of(folded_shape(shape, f)), xf, wf, y, where);
+  const FoldScratch s = fold_scratch(shape, f, scratch.allocate(fold_scratch_bytes(shape, f), where));
+  fold_input(shape, f, x, s.input, be.stream(0), where);
+  fold_filter(shape, f, w, s.filter, be.stream(0), where);
+  prepare_conv_stats(be, conv_problem_of(folded_shape(shape, f)), s.input, s.filter, y, where);
   KILN_CUDA(cudaStreamSynchronize(be.stream(0)), where);
 }
 

@@ -12,7 +12,6 @@
 #include "ops/conv/engine_choices.h"
 #include "ops/conv/few_channel_conv_cuda.h"
 #include "ops/conv/tap_fold_cuda.h"
-#include "ops/common/workspace_cuda.h"
 #include "ops/conv/wgrad_direct_cuda.h"
 #include "runtime/cuda/event_timing.h"
 #include "runtime/cuda/scratch_buffers.h"
@@ -58,8 +57,7 @@ size_t workspace_bytes(CudaBackend& be, const ConvProblem& p, Engine e) {
   if (const std::optional<TapFold> f = fold_of(e)) {
     const ConvProblem q = folded(p, *f);
     const Engine inner = choices(be).at(be.graphs(), q, "folded weight gradient", conv_problem_str(p));
-    return folded_input_bytes(conv_shape(p), *f) + folded_filter_bytes(conv_shape(p), *f) +
-           workspace_align(workspace_bytes(be, q, inner));
+    return fold_scratch_bytes(conv_shape(p), *f) + workspace_align(workspace_bytes(be, q, inner));
   }
   switch (e) {
     case Engine::kDirect: return wgrad_direct_workspace_bytes(conv_shape(p));
@@ -72,12 +70,10 @@ void run_kernel(CudaBackend& be, const ConvProblem& p, Engine e, const void* x, 
                 void* workspace, cudaStream_t stream, const std::string& where) {
   if (const std::optional<TapFold> f = fold_of(e)) {
     const ConvShape shape = conv_shape(p);
-    WorkspaceLayout layout(workspace);
-    void* xf = layout.take(folded_input_bytes(shape, *f));
-    void* dwf = layout.take(folded_filter_bytes(shape, *f));
-    fold_input(shape, *f, x, xf, stream, where);
-    run_wgrad(be, folded(p, *f), xf, dy, dwf, layout.take(0), stream, where);
-    return unfold_filter_grad(shape, *f, dwf, dw, stream, where);
+    const FoldScratch s = fold_scratch(shape, *f, workspace);
+    fold_input(shape, *f, x, s.input, stream, where);
+    run_wgrad(be, folded(p, *f), s.input, dy, s.filter, s.rest, stream, where);
+    return unfold_filter_grad(shape, *f, s.filter, dw, stream, where);
   }
   if (e == Engine::kDirect) return wgrad_direct(conv_shape(p), x, dy, dw, workspace, stream, where);
   few_channel_wgrad(conv_shape(p), x, dy, dw, workspace, stream, where);
@@ -104,10 +100,9 @@ void prepare_folded(CudaBackend& be, const ConvProblem& p, TapFold f, const void
                     const std::string& where) {
   const ConvShape shape = conv_shape(p);
   ScratchBuffers scratch;
-  void* xf = scratch.allocate(folded_input_bytes(shape, f), where);
-  void* dwf = scratch.allocate(folded_filter_bytes(shape, f), where);
-  fold_input(shape, f, x, xf, be.stream(0), where);
-  prepare_wgrad(be, folded(p, f), xf, dy, dwf, where);
+  const FoldScratch s = fold_scratch(shape, f, scratch.allocate(fold_scratch_bytes(shape, f), where));
+  fold_input(shape, f, x, s.input, be.stream(0), where);
+  prepare_wgrad(be, folded(p, f), s.input, dy, s.filter, where);
   KILN_CUDA(cudaStreamSynchronize(be.stream(0)), where);
 }
 

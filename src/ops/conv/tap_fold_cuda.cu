@@ -1,6 +1,7 @@
 #include "ops/conv/tap_fold_cuda.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -151,6 +152,15 @@ size_t element_bytes(const ConvShape& p, const std::string& where) {
   return bytes;
 }
 
+// Calls f(T{}) with the unsigned type of p's element size: the kernels only move elements.
+template <class F>
+void with_element_type(const ConvShape& p, const std::string& where, F&& f) {
+  if (element_bytes(p, where) == 2)
+    f(uint16_t{});
+  else
+    f(uint32_t{});
+}
+
 size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
@@ -200,15 +210,23 @@ size_t folded_filter_bytes(const ConvShape& p, TapFold f) {
   return aligned(size_t(q.k * q.r * q.s * q.c) * dtype_size(p.io));
 }
 
+FoldScratch fold_scratch(const ConvShape& p, TapFold f, void* workspace) {
+  auto* base = static_cast<std::byte*>(workspace);
+  const size_t input = folded_input_bytes(p, f), filter = folded_filter_bytes(p, f);
+  return {base, base + input, base + input + filter};
+}
+
+size_t fold_scratch_bytes(const ConvShape& p, TapFold f) { return folded_input_bytes(p, f) + folded_filter_bytes(p, f); }
+
 void fold_input(const ConvShape& p, TapFold f, const void* x, void* xf, cudaStream_t stream,
                 const std::string& where) {
   const Fold d = fold_of(p, f);
   const ConvShape q = folded_shape(p, f);
   const InputGeom g{p.h, p.w, p.c, p.stride, p.pad, q.h, q.w};
-  if (element_bytes(p, where) == 2)
-    launch_fold_input<uint16_t>(p, d, g, x, xf, stream);
-  else
-    launch_fold_input<uint32_t>(p, d, g, x, xf, stream);
+  with_element_type(p, where, [&](auto zero) {
+    using T = decltype(zero);
+    launch_fold_input<T>(p, d, g, x, xf, stream);
+  });
   check_launch(where);
 }
 
@@ -216,12 +234,11 @@ void fold_filter(const ConvShape& p, TapFold f, const void* w, void* wf, cudaStr
                  const std::string& where) {
   const Fold d = fold_of(p, f);
   const int64_t count = p.k * d.ah * d.aw * d.channels;
-  if (element_bytes(p, where) == 2)
-    fold_filter_kernel<uint16_t><<<blocks_for(count), kThreads, 0, stream>>>(
-        static_cast<const uint16_t*>(w), static_cast<uint16_t*>(wf), p, d, count);
-  else
-    fold_filter_kernel<uint32_t><<<blocks_for(count), kThreads, 0, stream>>>(
-        static_cast<const uint32_t*>(w), static_cast<uint32_t*>(wf), p, d, count);
+  with_element_type(p, where, [&](auto zero) {
+    using T = decltype(zero);
+    fold_filter_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const T*>(w), static_cast<T*>(wf),
+                                                                       p, d, count);
+  });
   check_launch(where);
 }
 
@@ -229,12 +246,11 @@ void unfold_filter_grad(const ConvShape& p, TapFold f, const void* dwf, void* dw
                         const std::string& where) {
   const Fold d = fold_of(p, f);
   const int64_t count = p.k * p.r * p.s * p.c;
-  if (element_bytes(p, where) == 2)
-    unfold_grad_kernel<uint16_t><<<blocks_for(count), kThreads, 0, stream>>>(
-        static_cast<const uint16_t*>(dwf), static_cast<uint16_t*>(dw), p, d, count);
-  else
-    unfold_grad_kernel<uint32_t><<<blocks_for(count), kThreads, 0, stream>>>(
-        static_cast<const uint32_t*>(dwf), static_cast<uint32_t*>(dw), p, d, count);
+  with_element_type(p, where, [&](auto zero) {
+    using T = decltype(zero);
+    unfold_grad_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const T*>(dwf), static_cast<T*>(dw),
+                                                                       p, d, count);
+  });
   check_launch(where);
 }
 

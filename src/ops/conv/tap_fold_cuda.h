@@ -54,6 +54,14 @@ ConvShape folded_shape(const ConvShape& p, TapFold f);
 size_t folded_input_bytes(const ConvShape& p, TapFold f);
 size_t folded_filter_bytes(const ConvShape& p, TapFold f);
 
+// A folding way's workspace: the folded input, the folded filter (or its gradient), then the rest
+// for the folded problem's own way. fold_scratch_bytes is what the first two take.
+struct FoldScratch {
+  void *input, *filter, *rest;
+};
+FoldScratch fold_scratch(const ConvShape& p, TapFold f, void* workspace);
+size_t fold_scratch_bytes(const ConvShape& p, TapFold f);
+
 // Enqueued on `stream`: xf from x, wf from w, and dw from the folded problem's filter gradient dwf.
 void fold_input(const ConvShape& p, TapFold f, const void* x, void* xf, cudaStream_t stream, const std::string& where);
 void fold_filter(const ConvShape& p, TapFold f, const void* w, void* wf, cudaStream_t stream,
