@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/mask_bits.h"
 #include "core/parallel.h"
 #include "kiln/error.h"
 
@@ -56,16 +57,18 @@ void max_step(const T* x, T* best, uint8_t* arg, uint8_t idx, int64_t n) {
 }
 
 // dx += dy where arg == idx, over n channels: one window element's share of maxpool's backward.
+// The select is on the value's bits (keep_if, core/mask_bits.h): a `?:` on the byte compare kept
+// a branch per channel and the loop unvectorized.
 template <class T>
 void add_where_argmax(const T* dy, const uint8_t* arg, uint8_t idx, int64_t n, T* dx) {
-  for (int64_t c = 0; c < n; ++c) dx[c] += arg[c] == idx ? dy[c] : T(0);
+  for (int64_t c = 0; c < n; ++c) dx[c] += keep_if(static_cast<uint8_t>(arg[c] == idx), dy[c]);
 }
 
 // dx = dy where arg == idx, else 0, over n channels: one window element's gradient where windows
 // tile the input, so no other window adds to it.
 template <class T>
 void write_where_argmax(const T* dy, const uint8_t* arg, uint8_t idx, int64_t n, T* dx) {
-  for (int64_t c = 0; c < n; ++c) dx[c] = arg[c] == idx ? dy[c] : T(0);
+  for (int64_t c = 0; c < n; ++c) dx[c] = keep_if(static_cast<uint8_t>(arg[c] == idx), dy[c]);
 }
 
 // Windows that tile the input (stride = kernel, no padding) cover each input element at most
