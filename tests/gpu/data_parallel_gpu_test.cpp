@@ -22,12 +22,13 @@ namespace {
 
 // Convolutions, ReLU, pooling and a classifier, without BatchNorm: BatchNorm's statistics come
 // from each rank's own share of the batch (as in PyTorch's DistributedDataParallel), so only a model
-// without it computes the same function on two ranks as on one GPU.
+// without it computes the same function on two ranks as on one GPU. Convolutions without bias:
+// the GPU backend takes none (a conv bias before BatchNorm is redundant).
 Blueprint no_batch_norm() {
   Blueprint m("no_bn");
   m.input(16, 16, 3);
-  m.conv(16, 3, 1, 1, true, "conv1").relu("relu1").maxpool(2, 2, 0, "pool1");
-  m.conv(32, 3, 1, 1, true, "conv2").relu("relu2").global_avgpool("pool2").flatten("flatten").fc(10, true, "fc");
+  m.conv(16, 3, 1, 1, false, "conv1").relu("relu1").maxpool(2, 2, 0, "pool1");
+  m.conv(32, 3, 1, 1, false, "conv2").relu("relu2").global_avgpool("pool2").flatten("flatten").fc(10, true, "fc");
   return m;
 }
 
