@@ -377,8 +377,15 @@ void CudaBackend::average_over_ranks(ProcessGroup& group, void* data, size_t cou
   activate();
   make_comm_stream();
   // Everything issued so far on both streams, the side stream's wgrad included (deferred or not).
+  // Under CUDA Graph capture a stream that has not joined the capture holds none of the step's
+  // work, and waiting on an event recorded there is an error (cudaErrorStreamCaptureIsolation).
+  cudaStreamCaptureStatus main_capture = cudaStreamCaptureStatusNone;
+  KILN_CUDA(cudaStreamIsCapturing(streams_[0], &main_capture), "data parallel");
   for (int i = 0; i < kStreams; ++i) {
     if (i > 0 && stream(i) == stream(0)) break;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    KILN_CUDA(cudaStreamIsCapturing(streams_[i], &capture), "data parallel");
+    if (main_capture == cudaStreamCaptureStatusActive && capture != cudaStreamCaptureStatusActive) continue;
     KILN_CUDA(cudaEventRecord(comm_events_[i], streams_[i]), "data parallel");
     KILN_CUDA(cudaStreamWaitEvent(comm_stream_, comm_events_[i], 0), "data parallel");
   }
