@@ -135,9 +135,7 @@ double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, c
 // add in a fixed order.
 std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
   std::vector<Way> ways, folds;
-  const int fold_mode = be.options().fold_taps;
-  for (TapFold f : fold_mode != 0 ? tap_folds(conv_shape(p)) : std::vector<TapFold>{})
-    if (fold_mode == 2 || tap_fold_is_lean(conv_shape(p), f)) folds.push_back(way_of(f));
+  for (TapFold f : tap_folds_for_mode(conv_shape(p), be.options().fold_taps)) folds.push_back(way_of(f));
   if (be.options().fold_taps == 2 && !folds.empty()) return folds;
   const int mode = be.options().conv_stats, cutlass = be.options().cutlass;
   const bool cutlass_takes = mode != 0 && cutlass != 0 && cutlass_fprop_sums_supported(conv_shape(p));

@@ -114,11 +114,8 @@ size_t prepare_wgrad(CudaBackend& be, const ConvProblem& p, const void* x, const
   // kiln's kernels and the folds of the filter's taps (CudaOptions::fold_taps: 1 the lean ones timed
   // beside the rest, 2 every one, alone), each timed against cuDNN's tuned plan.
   std::vector<Engine> kernels;
-  const int fold_mode = be.options().fold_taps;
-  std::vector<TapFold> folds;
-  for (TapFold f : fold_mode != 0 ? tap_folds(conv_shape(p)) : std::vector<TapFold>{})
-    if (fold_mode == 2 || tap_fold_is_lean(conv_shape(p), f)) folds.push_back(f);
-  const bool folds_only = fold_mode == 2 && !folds.empty();
+  const std::vector<TapFold> folds = tap_folds_for_mode(conv_shape(p), be.options().fold_taps);
+  const bool folds_only = be.options().fold_taps == 2 && !folds.empty();
   if (!folds_only && wgrad_direct_supported(conv_shape(p))) kernels.push_back(Engine::kDirect);
   if (!folds_only && few_channel_conv_supported(conv_shape(p))) kernels.push_back(Engine::kFewChannel);
   for (TapFold f : folds) {

@@ -192,6 +192,14 @@ bool tap_fold_is_lean(const ConvShape& p, TapFold f) {
   return folded_input_bytes(p, f) <= 2 * size_t(p.n * p.h * p.w * p.c) * dtype_size(p.io);
 }
 
+std::vector<TapFold> tap_folds_for_mode(const ConvShape& p, int mode) {
+  std::vector<TapFold> folds;
+  if (mode == 0) return folds;
+  for (TapFold f : tap_folds(p))
+    if (mode == 2 || tap_fold_is_lean(p, f)) folds.push_back(f);
+  return folds;
+}
+
 ConvShape folded_shape(const ConvShape& p, TapFold f) {
   const Fold d = fold_of(p, f);
   ConvShape q = p;

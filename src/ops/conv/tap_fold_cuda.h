@@ -46,6 +46,9 @@ std::vector<TapFold> tap_folds(const ConvShape& p);
 // CudaOptions::fold_taps 1, times only these.
 bool tap_fold_is_lean(const ConvShape& p, TapFold f);
 
+// The folds CudaOptions::fold_taps `mode` offers for p: 0 none, 1 the lean ones, 2 every one.
+std::vector<TapFold> tap_folds_for_mode(const ConvShape& p, int mode);
+
 // The folded problem: the folded input's height and width, its channels, the filter's new taps,
 // stride 1, no padding; the same n, k, output size and dtype.
 ConvShape folded_shape(const ConvShape& p, TapFold f);
