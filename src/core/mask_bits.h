@@ -18,6 +18,20 @@ void unpack_bits(const uint8_t* bits, int64_t first, int64_t n, uint8_t* flags);
 // the bits of the last byte beyond n are written as 0.
 void pack_bits(const uint8_t* flags, int64_t n, uint8_t* bits, int64_t first);
 
+// Writes the flags v[j] > 0 for j in [0, n) as n bits from bit `first` (a multiple of 8), in
+// blocks of a stack buffer: the comparison runs as whole vectors (v is a local pointer here, so a
+// flag's byte store cannot alias it and the vectorizer takes the loop), the packing eight at a time.
+template <class T>
+void pack_positive(const T* v, int64_t n, uint8_t* bits, int64_t first) {
+  constexpr int64_t kBlock = 512;  // a multiple of 8: every block starts on a mask byte
+  uint8_t flags[kBlock];
+  for (int64_t j = 0; j < n; j += kBlock) {
+    const int64_t len = n - j < kBlock ? n - j : kBlock;
+    for (int64_t i = 0; i < len; ++i) flags[i] = v[j + i] > T(0);
+    pack_bits(flags, len, bits, first + j);
+  }
+}
+
 // v where on is 1, +0 where on is 0: the select done on v's bits, which the vectorizer takes
 // whatever the widths of the flag and the value (a `?:` on a byte flag with a double operand
 // turns into a masked load it cannot vectorize).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "core/mask_bits.h"
@@ -69,9 +70,7 @@ void scale_shift_relu(const T* z, int64_t rows, int64_t channels, const T* scale
     // y > 0 exactly where the pre-activation is > 0, so the mask can be read back from y.
     if (bits) {
       const int64_t first = chunks.begin(k) * channels, n = chunks.end(k) * channels - first;
-      std::vector<uint8_t> passed(n);
-      for (int64_t i = 0; i < n; ++i) passed[i] = y[first + i] > T(0);
-      pack_bits(passed.data(), n, bits, first);  // first is a multiple of 8
+      pack_positive(y + first, n, bits, first);  // first is a multiple of 8
     }
   });
 }
@@ -170,10 +169,11 @@ void passed_row(const T* z, const T* scale, const T* shift, int64_t n, uint8_t* 
   for (int64_t c = 0; c < n; ++c) on[c] = z[c] * scale[c] + shift[c] > T(0);
 }
 
-// dgamma, dbeta and dconv of CBR's backward (CBR.md). row_passed(m, on) writes, for row m, 1 in
-// on[c] where the ReLU passed channel c's gradient, else 0.
-template <class T, class RowPassed>
-void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t channels, RowPassed row_passed) {
+// dgamma, dbeta and dconv of CBR's backward (CBR.md). rows_passed(m0, m1, on) writes, for rows
+// [m0, m1) of one chunk, 1 in on[(m - m0) * C + c] where the ReLU passed channel c's gradient of
+// row m, else 0: a chunk's flags at once, so the unpacking runs over whole chunks, not row by row.
+template <class T, class RowsPassed>
+void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t channels, RowsPassed rows_passed) {
   const T* z = t.conv_out;
   const T* dy = t.dy;
   const T* mean = t.saved_mean;
@@ -182,12 +182,12 @@ void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t chann
 
   // Pass 1: dbeta = sum(dy * mask), dgamma = sum(dy * mask * xhat); xhat is recomputed.
   std::vector<double> dbeta(C), dgamma(C);
+  const Chunks chunks(rows, C);
   reduce_channels(rows, C, dbeta.data(), dgamma.data(), [&](int64_t m0, int64_t m1, double* db, double* dg) {
-    std::vector<uint8_t> passed(C);
-    for (int64_t m = m0; m < m1; ++m) {
-      row_passed(m, passed.data());
-      bn_backward_sums_row(z + m * C, dy + m * C, passed.data(), mean, inv_std, C, db, dg);
-    }
+    const std::unique_ptr<uint8_t[]> passed(new uint8_t[size_t(chunks.per_chunk * C)]);
+    rows_passed(m0, m1, passed.get());
+    for (int64_t m = m0; m < m1; ++m)
+      bn_backward_sums_row(z + m * C, dy + m * C, passed.get() + (m - m0) * C, mean, inv_std, C, db, dg);
   });
 
   // Pass 2: dconv = gamma * inv_std * (g - dbeta / M - xhat * dgamma / M), g = dy * mask.
@@ -201,14 +201,13 @@ void cbr_bn_backward(const CbrBackwardTensors<T>& t, int64_t rows, int64_t chann
     t.dbeta[c] = static_cast<T>(dbeta[c]);
     t.dgamma[c] = static_cast<T>(dgamma[c]);
   }
-  const Chunks chunks(rows, C);
   parallel_for(chunks.count, [&](int64_t k) {
-    std::vector<uint8_t> passed(C);
-    for (int64_t m = chunks.begin(k); m < chunks.end(k); ++m) {
-      row_passed(m, passed.data());
-      bn_backward_apply_row(z + m * C, dy + m * C, passed.data(), mean, inv_std, k_gy.data(), k_mean.data(),
-                            k_xhat.data(), C, t.dconv + m * C);
-    }
+    const int64_t m0 = chunks.begin(k), m1 = chunks.end(k);
+    const std::unique_ptr<uint8_t[]> passed(new uint8_t[size_t(chunks.per_chunk * C)]);
+    rows_passed(m0, m1, passed.get());
+    for (int64_t m = m0; m < m1; ++m)
+      bn_backward_apply_row(z + m * C, dy + m * C, passed.get() + (m - m0) * C, mean, inv_std, k_gy.data(),
+                            k_mean.data(), k_xhat.data(), C, t.dconv + m * C);
   });
 }
 
@@ -220,12 +219,13 @@ void cbr_backward(const ConvGeom& g, const CbrBackwardTensors<T>& t) {
   // Where ReLU passed the gradient: the forward's bits, or, in a seam's producer, the same test
   // the apply makes (scale_shift_relu: y > 0 exactly where z * scale + shift > 0).
   if (const uint8_t* bits = t.bitmask) {
-    cbr_bn_backward(t, rows, channels,
-                    [bits, channels](int64_t m, uint8_t* on) { unpack_bits(bits, m * channels, channels, on); });
+    cbr_bn_backward(t, rows, channels, [bits, channels](int64_t m0, int64_t m1, uint8_t* on) {
+      unpack_bits(bits, m0 * channels, (m1 - m0) * channels, on);
+    });
   } else {
     const T *z = t.conv_out, *scale = t.scale, *shift = t.shift;
-    cbr_bn_backward(t, rows, channels, [z, scale, shift, channels](int64_t m, uint8_t* on) {
-      passed_row(z + m * channels, scale, shift, channels, on);
+    cbr_bn_backward(t, rows, channels, [z, scale, shift, channels](int64_t m0, int64_t m1, uint8_t* on) {
+      for (int64_t m = m0; m < m1; ++m) passed_row(z + m * channels, scale, shift, channels, on + (m - m0) * channels);
     });
   }
 
