@@ -1,7 +1,9 @@
 #pragma once
-// A pool of worker threads that runs numbered tasks. The caller works too; workers sleep on a
-// condition variable when there is nothing to do, never spinning, so a pool on a machine shared
-// with other processes costs nothing while it waits.
+// A pool of worker threads that runs numbered tasks. The caller works too. After a loop a worker
+// keeps checking for the next one for a short while (kSpinFor in thread_pool.cpp), yielding its
+// core to any other runnable thread as it does, then sleeps on a condition variable: in a training
+// step loops follow each other within microseconds, and waking sleeping workers costs more than
+// that, while an idle pool costs nothing.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -60,15 +62,25 @@ class ThreadPool {
   };
   static void work_on(Job& job);
   void worker_loop();
+  // The generation of the next job posted after `seen` (or any, once stop_ is set): checked for
+  // kSpinFor, then waited for asleep.
+  uint64_t wait_for_job(uint64_t seen);
+  void wait_until_workers_left();
 
+  // The job's hand-over needs no lock while everyone is awake: the caller publishes job_, then
+  // bumps generation_; a worker counts itself into busy_ before it reads job_, and the caller
+  // clears job_ before it waits for busy_ to reach 0 (all sequentially consistent, so a worker
+  // either is counted or finds job_ cleared). The mutex guards only the sleeps.
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable wake_;  // workers: a job was posted, or stop
-  std::condition_variable idle_;  // the caller: the last worker left the job
-  Job* job_ = nullptr;            // the job being run, null between runs
-  uint64_t generation_ = 0;       // counts posted jobs, so a worker joins each at most once
-  int busy_ = 0;                  // workers inside job_
-  bool stop_ = false;
+  std::condition_variable wake_;           // sleeping workers: a job was posted, or stop
+  std::condition_variable idle_;           // the sleeping caller: the last worker left the job
+  std::atomic<Job*> job_{nullptr};         // the job being run, null between runs
+  std::atomic<uint64_t> generation_{0};    // counts posted jobs, so a worker joins each at most once
+  std::atomic<int> busy_{0};               // workers inside job_
+  std::atomic<int> sleepers_{0};           // workers asleep on wake_ (none: no notify needed)
+  std::atomic<bool> caller_sleeping_{false};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace kiln
