@@ -32,8 +32,11 @@ for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
         --epochs "$epochs" >> "$out/torch_cpu.jsonl" 2>> "$out/torch_cpu.err" || { tail -3 "$out/torch_cpu.err"; status=1; }
       continue
     fi
-    json="$out/kiln_${side}_t${t}.jsonl"
-    rm -f "$json"
+    # One file per run: a thread count run again (bench/cpu_threads_ab.sh's rounds) adds a run,
+    # and report_cpu_threads.py takes the median.
+    run=1
+    while [ -e "$out/kiln_${side}_t${t}_r${run}.jsonl" ]; do run=$((run + 1)); done
+    json="$out/kiln_${side}_t${t}_r${run}.jsonl"
     $pin "$kiln" train --device cpu --threads "$t" --cpu-kernels "$side" --model digits_cnn --data "$data" \
       --epochs "$epochs" --batch 64 --optimizer sgd --lr 0.05 --momentum 0.9 --nesterov --weight-decay 5e-4 \
       --schedule cosine --label-smoothing 0.1 --crop-pad 1 --seed 1 --json "$json" >> "$out/kiln_cpu.log" 2>&1 \

@@ -22,23 +22,34 @@ def epochs_per_second(walls):
     return (len(walls) - 1) / sum(walls[1:]) if len(walls) > 1 else None
 
 
+def median_or_none(values):
+    values = [v for v in values if v]
+    return statistics.median(values) if values else None
+
+
 def main():
     out = sys.argv[1]
     rows = {}
-    for path in glob.glob(os.path.join(out, "kiln_*_t*.jsonl")):
-        side, threads = re.match(r"kiln_(\w+)_t(\d+)\.jsonl", os.path.basename(path)).groups()
+    # A thread count may have run more than once (bench/cpu_threads_ab.sh's rounds): each side's
+    # epochs/s is the median of its runs, "runs" their count and "each_run" every one.
+    runs = {}  # (threads, side) -> [(epochs/s, test accuracy, extra)]
+    for path in sorted(glob.glob(os.path.join(out, "kiln_*_t*.jsonl"))):
+        side, threads = re.match(r"kiln_(\w+?)_t(\d+)(?:_r\d+)?\.jsonl", os.path.basename(path)).groups()
         epochs = load(path)
-        rows.setdefault(int(threads), {})[f"kiln_{side}"] = {
-            "epochs_per_second": epochs_per_second([e["wall_seconds"] for e in epochs]),
-            "test_accuracy": epochs[-1]["test_accuracy"] if epochs else None}
+        runs.setdefault((int(threads), f"kiln_{side}"), []).append(
+            (epochs_per_second([e["wall_seconds"] for e in epochs]), epochs[-1]["test_accuracy"] if epochs else None, {}))
     torch_path = os.path.join(out, "torch_cpu.jsonl")
     for r in load(torch_path) if os.path.exists(torch_path) else []:
-        rows.setdefault(int(r["threads"]), {})["torch_eager"] = {
-            "epochs_per_second": r["epochs_per_second"], "test_accuracy": r["test_accuracy"], "torch": r["torch"]}
+        runs.setdefault((int(r["threads"]), "torch_eager"), []).append(
+            (r["epochs_per_second"], r["test_accuracy"], {"torch": r["torch"]}))
+    for (threads, side), each in runs.items():
+        rows.setdefault(threads, {})[side] = {
+            "epochs_per_second": median_or_none([e[0] for e in each]), "test_accuracy": each[-1][1],
+            "runs": len(each), "each_run": [e[0] for e in each], **each[-1][2]}
     if not rows and not glob.glob(os.path.join(out, "net_*.jsonl")):
         sys.exit("report_cpu_threads.py: no runs")
     if rows:
-        print("digits recipe on the CPU, epochs/s (epochs 2..E; test accuracy of the last epoch)")
+        print("digits recipe on the CPU, epochs/s (epochs 2..E; the median where a thread count ran more than once)")
         print(f"{'threads':>8} {'kiln onednn':>14} {'kiln reference':>15} {'torch eager':>12} {'onednn/torch':>13}")
         for t in sorted(rows):
             r = rows[t]
