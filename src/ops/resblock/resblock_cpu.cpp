@@ -53,12 +53,11 @@ void conv_bn_backward(const ConvGeom& g, const T* dconv, const T* x, const T* w,
 }
 
 // One row of the join: y = relu(a * scale_a + shift_a + shortcut), shortcut = b * scale_b +
-// shift_b (scale_b given) or b; passed (nullable) gets y > 0, which holds exactly where the sum
-// is > 0 (NaN fails: y = 0, flag 0). The length comes by value and the tests are selects: a byte
-// store may alias a bound read through a reference, and either would stop the vectorizer.
+// shift_b (scale_b given) or b. The length comes by value and the test is a select, which the
+// vectorizer takes.
 template <class T>
 void join_row(const T* a, const T* scale_a, const T* shift_a, const T* b, const T* scale_b, const T* shift_b,
-              int64_t n, T* y, uint8_t* passed) {
+              int64_t n, T* y) {
   if (scale_b) {
     for (int64_t c = 0; c < n; ++c) {
       const T v = a[c] * scale_a[c] + shift_a[c] + (b[c] * scale_b[c] + shift_b[c]);
@@ -70,20 +69,16 @@ void join_row(const T* a, const T* scale_a, const T* shift_a, const T* b, const 
       y[c] = v > T(0) ? v : T(0);
     }
   }
-  if (passed)
-    for (int64_t c = 0; c < n; ++c) passed[c] = y[c] > T(0);
 }
 
 template <class T>
 void bn_add_relu_forward(const T* a, const T* scale_a, const T* shift_a, const T* b, const T* scale_b,
                          const T* shift_b, int64_t M, int64_t C, T* y, uint8_t* bitmask) {
-  // The flags are packed once per task (core/mask_bits.h).
+  // The mask is y > 0, which holds exactly where the sum is > 0 (NaN fails: y = 0, bit 0), packed
+  // once per task from the task's rows of y (core/mask_bits.h).
   parallel_blocks(M, rows_per_task(C), [&](int64_t m0, int64_t m1) {
-    std::vector<uint8_t> flags(bitmask ? (m1 - m0) * C : 0);
-    for (int64_t m = m0; m < m1; ++m)
-      join_row(a + m * C, scale_a, shift_a, b + m * C, scale_b, shift_b, C, y + m * C,
-               bitmask ? flags.data() + (m - m0) * C : nullptr);
-    if (bitmask) pack_bits(flags.data(), (m1 - m0) * C, bitmask, m0 * C);
+    for (int64_t m = m0; m < m1; ++m) join_row(a + m * C, scale_a, shift_a, b + m * C, scale_b, shift_b, C, y + m * C);
+    if (bitmask) pack_positive(y + m0 * C, (m1 - m0) * C, bitmask, m0 * C);
   });
 }
 
