@@ -2,9 +2,9 @@
 // How many threads kiln's CPU kernels use. The process has one pool of worker threads, shared by
 // every Executable and Trainer in it: the calling thread plus threads() - 1 workers, which check
 // for the next parallel loop for 50 us, yielding their cores, then sleep on a condition variable
-// (so processes sharing the cores do not steal each other's time while one waits). Kernels cut their work into pieces whose boundaries depend only
-// on the problem size and combine partial results in a fixed order, so the bytes a computation
-// produces do not depend on the thread count.
+// (so processes sharing the cores do not steal each other's time while one waits). Kernels cut
+// their work into pieces whose boundaries depend only on the problem size and combine partial
+// results in a fixed order, so the bytes a computation produces do not depend on the thread count.
 namespace kiln {
 
 // The threads a parallel loop may use, the calling thread included; >= 1. Until set_threads is
