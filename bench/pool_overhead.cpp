@@ -11,11 +11,17 @@
 #include <cstdlib>
 
 #include "core/parallel.h"
+#include "kiln/error.h"
 #include "kiln/threads.h"
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
-  kiln::set_threads(threads);
+  try {
+    kiln::set_threads(threads);  // a count out of range is a kiln::Error naming the range
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln_pool_overhead_bench <threads>: %s\n", e.what());
+    return 2;
+  }
   std::atomic<int64_t> sink{0};
   for (int64_t work : {0, 2000, 20000}) {
     constexpr int kLoops = 20000;
