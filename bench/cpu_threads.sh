@@ -14,13 +14,15 @@
 # KILN_NETWORKS (default "resnet18:224:32 resnet18_cifar:32:128 vgg16_bn_cifar:32:128", each
 # model:size:batch; empty skips them), KILN_CONV_MATH (fp32, or bf16: the networks' convolutions
 # with bf16 products on both sides, kiln --cpu-kernels onednn-bf16 against PyTorch's
-# mkldnn.conv.fp32_precision = "bf16"; the digits recipe stays fp32).
+# mkldnn.conv.fp32_precision = "bf16"; the digits recipe stays fp32), KILN_TORCH_MODES (default
+# "eager"; "eager,compile" adds torch.compile, compiled in its first epoch or warm-up step, which
+# the timing leaves out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kiln=${1:?usage: bench/cpu_threads.sh <kiln binary> <out dir>}
 out=${2:?usage: bench/cpu_threads.sh <kiln binary> <out dir>}
 mkdir -p "$out"
-epochs=${KILN_EPOCHS:-5} data=${KILN_DATA:-data/digits} cores=$(nproc)
+epochs=${KILN_EPOCHS:-5} data=${KILN_DATA:-data/digits} cores=$(nproc) torch_modes=${KILN_TORCH_MODES:-eager}
 status=0
 for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
   [ "$t" -le "$cores" ] || continue
@@ -28,7 +30,7 @@ for t in ${KILN_THREAD_COUNTS:-1 2 4 8 16}; do
   for side in ${KILN_SIDES:-onednn reference torch}; do
     [ "$side" = none ] && continue
     if [ "$side" = torch ]; then
-      OMP_NUM_THREADS=$t $pin python3 bench/torch_digits.py --device cpu --threads "$t" --modes eager --data "$data" \
+      OMP_NUM_THREADS=$t $pin python3 bench/torch_digits.py --device cpu --threads "$t" --modes "$torch_modes" --data "$data" \
         --epochs "$epochs" >> "$out/torch_cpu.jsonl" 2>> "$out/torch_cpu.err" || { tail -3 "$out/torch_cpu.err"; status=1; }
       continue
     fi
@@ -58,7 +60,7 @@ for net in ${KILN_NETWORKS-resnet18:224:32 resnet18_cifar:32:128 vgg16_bn_cifar:
       --warmup 1 --steps 3 --json "$out/net_kiln_$model.jsonl" >> "$out/kiln_cpu.log" 2>&1 \
       || { tail -3 "$out/kiln_cpu.log"; status=1; }
     OMP_NUM_THREADS=$t $pin python3 bench/torch_models.py --device cpu --threads "$t" --model "$model" --batch "$batch" \
-      --size "$size" --precision fp32 --cpu-conv-math "$conv_math" --modes eager --warmup 1 --steps 3 \
+      --size "$size" --precision fp32 --cpu-conv-math "$conv_math" --modes "$torch_modes" --warmup 1 --steps 3 \
       >> "$out/net_torch_$model.jsonl" \
       2>> "$out/torch_cpu.err" || { tail -3 "$out/torch_cpu.err"; status=1; }
   done

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Joins bench/cpu_threads.sh's runs: for each thread count, the digits recipe's epochs/s (epochs
 2..E, steps with data loading and the test evaluation) of kiln with oneDNN, kiln with its
-reference kernels and PyTorch eager on the CPU, the whole networks' training steps in images/s,
-and kiln's ratios to PyTorch. Writes <out>/cpu_threads.json.
+reference kernels and PyTorch on the CPU (eager, and torch.compile where it ran), the whole
+networks' training steps in images/s, and kiln's ratios to each PyTorch mode. Writes
+<out>/cpu_threads.json.
 
 usage: report_cpu_threads.py <out dir>"""
 import glob
@@ -40,7 +41,7 @@ def main():
             (epochs_per_second([e["wall_seconds"] for e in epochs]), epochs[-1]["test_accuracy"] if epochs else None, {}))
     torch_path = os.path.join(out, "torch_cpu.jsonl")
     for r in load(torch_path) if os.path.exists(torch_path) else []:
-        runs.setdefault((int(r["threads"]), "torch_eager"), []).append(
+        runs.setdefault((int(r["threads"]), f"torch_{r.get('mode', 'eager')}"), []).append(
             (r["epochs_per_second"], r["test_accuracy"], {"torch": r["torch"]}))
     for (threads, side), each in runs.items():
         rows.setdefault(threads, {})[side] = {
@@ -50,36 +51,47 @@ def main():
         sys.exit("report_cpu_threads.py: no runs")
     if rows:
         print("digits recipe on the CPU, epochs/s (epochs 2..E; the median where a thread count ran more than once)")
-        print(f"{'threads':>8} {'kiln onednn':>14} {'kiln reference':>15} {'torch eager':>12} {'onednn/torch':>13}")
+        print(f"{'threads':>8} {'kiln onednn':>14} {'kiln reference':>15} {'torch eager':>12} {'onednn/torch':>13} "
+              f"{'torch compile':>14} {'onednn/compile':>15}")
         for t in sorted(rows):
             r = rows[t]
             cell = lambda k: f"{r[k]['epochs_per_second']:.3f}" if k in r and r[k]["epochs_per_second"] else "-"
-            ratio = None
-            if "kiln_onednn" in r and "torch_eager" in r and r["kiln_onednn"]["epochs_per_second"]:
-                ratio = r["kiln_onednn"]["epochs_per_second"] / r["torch_eager"]["epochs_per_second"]
-                r["onednn_over_torch"] = ratio
+            ratios = {}
+            for mode in ("eager", "compile"):
+                if "kiln_onednn" in r and f"torch_{mode}" in r and r["kiln_onednn"]["epochs_per_second"]:
+                    ratios[mode] = r["kiln_onednn"]["epochs_per_second"] / r[f"torch_{mode}"]["epochs_per_second"]
+            if "eager" in ratios:
+                r["onednn_over_torch"] = ratios["eager"]
+            if "compile" in ratios:
+                r["onednn_over_torch_compile"] = ratios["compile"]
+            ratio_cell = lambda mode: f"x{ratios[mode]:.2f}" if mode in ratios else "-"
             print(f"{t:>8} {cell('kiln_onednn'):>14} {cell('kiln_reference'):>15} {cell('torch_eager'):>12} "
-                  f"{(f'x{ratio:.2f}' if ratio else '-'):>13}")
+                  f"{ratio_cell('eager'):>13} {cell('torch_compile'):>14} {ratio_cell('compile'):>15}")
     networks = {}  # "<model>_<size>_batch<batch>" -> threads -> side -> images/s
     for path in sorted(glob.glob(os.path.join(out, "net_*.jsonl"))):
         framework, model = re.match(r"net_(kiln|torch)_(\w+)\.jsonl", os.path.basename(path)).groups()
-        side = "kiln_onednn" if framework == "kiln" else "torch_eager"
         size = 32 if model.endswith("_cifar") else 224
-        runs = {}  # (key, threads) -> images/s of each run: bench/cpu_threads_ab.sh may repeat a thread count
+        runs = {}  # (key, threads, side) -> images/s of each run: bench/cpu_threads_ab.sh may repeat a thread count
         for r in load(path):
-            runs.setdefault((f"{model}_{size}_batch{r['batch']}", int(r["threads"])), []).append(r["images_per_second"])
-        for (key, threads), speeds in runs.items():
+            side = "kiln_onednn" if framework == "kiln" else f"torch_{r.get('mode', 'eager')}"
+            runs.setdefault((f"{model}_{size}_batch{r['batch']}", int(r["threads"]), side), []).append(
+                r["images_per_second"])
+        for (key, threads, side), speeds in runs.items():
             networks.setdefault(key, {}).setdefault(threads, {})[side] = statistics.median(speeds)
     for key, by_threads in networks.items():
         print(f"{key}: training step, fp32, images/s (median of 3 steps; of the runs' medians where a thread "
               "count ran more than once)")
-        print(f"{'threads':>8} {'kiln onednn':>12} {'torch eager':>12} {'kiln/torch':>11}")
+        print(f"{'threads':>8} {'kiln onednn':>12} {'torch eager':>12} {'kiln/torch':>11} {'torch compile':>14} "
+              f"{'kiln/compile':>13}")
         for t in sorted(by_threads):
             r = by_threads[t]
-            ratio = r["kiln_onednn"] / r["torch_eager"] if "kiln_onednn" in r and "torch_eager" in r else None
-            r["kiln_over_torch"] = ratio
+            over = lambda mode: r["kiln_onednn"] / r[f"torch_{mode}"] if "kiln_onednn" in r and f"torch_{mode}" in r else None
+            r["kiln_over_torch"] = over("eager")
+            if over("compile"):
+                r["kiln_over_torch_compile"] = over("compile")
+            ratio_cell = lambda x: f"x{x:.2f}" if x else "-"
             print(f"{t:>8} {r.get('kiln_onednn', 0):12.1f} {r.get('torch_eager', 0):12.1f} "
-                  f"{(f'x{ratio:.2f}' if ratio else '-'):>11}")
+                  f"{ratio_cell(over('eager')):>11} {r.get('torch_compile', 0):14.1f} {ratio_cell(over('compile')):>13}")
     with open(os.path.join(out, "cpu_threads.json"), "w") as f:
         json.dump({"threads": rows, **networks}, f, indent=1)
 
