@@ -6,7 +6,8 @@
 #
 #   bench/cpu_conv_share.sh <kiln binary> <out dir>
 # KILN_NETWORK (default resnet18:224:32, model:size:batch), KILN_THREADS (default 1: at one
-# thread the summed kernel times are the step's time in them).
+# thread the summed kernel times are the step's time in them), KILN_LIBS (a folder put first on
+# kiln's LD_LIBRARY_PATH: a build unpacked by bench/cpu_carry.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kiln=${1:?usage: bench/cpu_conv_share.sh <kiln binary> <out dir>}
@@ -15,7 +16,7 @@ mkdir -p "$out"
 IFS=: read -r model size batch <<< "${KILN_NETWORK:-resnet18:224:32}"
 t=${KILN_THREADS:-1}
 pin="taskset -c 0-$((t - 1))"
-ONEDNN_VERBOSE=1 $pin "$kiln" bench --device cpu --threads "$t" --cpu-kernels onednn --model "$model" --batch "$batch" \
+LD_LIBRARY_PATH="${KILN_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ONEDNN_VERBOSE=1 $pin "$kiln" bench --device cpu --threads "$t" --cpu-kernels onednn --model "$model" --batch "$batch" \
   --precision fp32 --warmup 1 --steps 3 --json "$out/kiln.jsonl" > "$out/kiln_verbose.log" 2>&1 || { tail -3 "$out/kiln_verbose.log"; exit 1; }
 ONEDNN_VERBOSE=1 OMP_NUM_THREADS=$t $pin python3 bench/torch_models.py --device cpu --threads "$t" --model "$model" \
   --batch "$batch" --size "$size" --precision fp32 --modes eager --warmup 1 --steps 3 > "$out/torch_verbose.log" 2>&1 \
