@@ -152,6 +152,14 @@ void dgrad_drelu_reductions(fe::graph::Graph& g, const ConvProblem& p) {
   channel_sum(g, pw(g, g_masked, x, fe::PointwiseMode_t::MUL), p.c);
 }
 
+// conv_dgrad with the shortcut's gradient added in its epilogue: a ResNet block input's gradient,
+// dX = dgrad(dY, W) + dS, written once, where kiln now writes dgrad's output and adds dS to it in
+// a GRAD_SUM pass of its own.
+void dgrad_add(fe::graph::Graph& g, const ConvProblem& p) {
+  auto sum = pw(g, conv_dgrad_of_dy(g, p), activation(g, "dshortcut", p.n, p.c, p.h, p.w), fe::PointwiseMode_t::ADD);
+  sum->set_output(true);
+}
+
 // BN backward over the conv output (K channels); `mask`: dY·mask first (mask BOOLEAN), written to
 // memory when `write_masked`.
 void bn_backward(fe::graph::Graph& g, const ConvProblem& p, bool mask, bool write_masked) {
@@ -317,6 +325,10 @@ int main(int argc, char** argv) {
         probe_row("conv_dgrad → dReLU (x·scale+shift > 0) → Σg, Σg·x as reductions",
                   [](const ConvProblem& p) {
                     return std::vector<Variant>{{"", [p](fe::graph::Graph& g) { dgrad_drelu_reductions(g, p); }}};
+                  }),
+        probe_row("conv_dgrad + dS (the shortcut's gradient added in the epilogue)",
+                  [](const ConvProblem& p) {
+                    return std::vector<Variant>{{"", [p](fe::graph::Graph& g) { dgrad_add(g, p); }}};
                   }),
         kind_row("conv_wgrad", kiln::cuda::kConvWgradGraph),
         probe_row("scale·x+bias → ReLU → conv_wgrad",
