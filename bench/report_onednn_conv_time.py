@@ -38,18 +38,21 @@ def exec_rows(path):
         yield kind, prop, (m.group(2) if m else problem), images, ms
 
 
+def input_height(problem):
+    """The input height (ih) of a oneDNN problem string, 0 where it names none."""
+    m = re.search(r"ih(\d+)", problem)
+    return int(m.group(1)) if m else 0
+
+
 def side(log, json_path, batch):
     rows = list(exec_rows(log))
     convs = [r for r in rows if r[0] == "convolution"]
     if not convs:
         raise SystemExit(f"{log}: no oneDNN convolution exec lines; was it run with ONEDNN_VERBOSE=1?")
     forward = [r for r in convs if r[1] == "forward_training"]
-    # The first layer: the forward problem with the largest input (its problem string starts with
-    # its channels, so take the one the most images went through at the largest spatial size).
-    def spatial(problem):
-        m = re.search(r"ih(\d+)", problem)
-        return int(m.group(1)) if m else 0
-    first = max({r[2] for r in forward}, key=spatial)
+    # The first layer's forward problem: the one with the largest input height (its images, summed
+    # over the log, count the steps).
+    first = max({r[2] for r in forward}, key=input_height)
     steps = sum(r[3] for r in forward if r[2] == first) / batch
     ms = collections.defaultdict(float)
     for kind, prop, _, _, t in rows:
