@@ -185,6 +185,11 @@ struct CompileOptions {
   // writes the applied input first (CudaOptions::seam_input); the BN+ReLU outputs and masks of the
   // producers leave the memory plan.
   bool fuse_seams = false;
+  // A ResNet block end's backward reads the two gradients of its output (from the next block's
+  // body and shortcut) and adds them as it reads them, where a GRAD_SUM pass would write their
+  // sum first: one activation-sized tensor fewer written and read per block, the same bits.
+  // Off by default until timed on a GPU.
+  bool fuse_grad_sums = false;
   // With a loss (the default) the program ends in softmax cross-entropy on labels. Without,
   // any blueprint compiles (a block, a backbone): its output is an Output tensor and backward
   // starts from `output_grad`, written by the caller.

@@ -34,9 +34,11 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
   const auto& o = p.options;
   int seams = 0;
   for (const Layer& l : p.graph.layers) seams += l.attrs.seam_out;
-  out += fmt::format("program: {} layers, device {}, precision {}, batch {}, cbr fusion {}, fusion across layers {}\n",
-                     p.graph.layers.size() - 1, device_name(o.device), precision_name(o.precision), o.batch,
-                     o.fuse_cbr ? "on" : "off", o.fuse_seams ? fmt::format("on ({} seams)", seams) : "off");
+  out += fmt::format(
+      "program: {} layers, device {}, precision {}, batch {}, cbr fusion {}, fusion across layers {}, gradient sums "
+      "fused {}\n",
+      p.graph.layers.size() - 1, device_name(o.device), precision_name(o.precision), o.batch, o.fuse_cbr ? "on" : "off",
+      o.fuse_seams ? fmt::format("on ({} seams)", seams) : "off", o.fuse_grad_sums ? "on" : "off");
   out += "\nlayers (after passes):\n";
   for (size_t i = 1; i < p.graph.layers.size(); ++i) {
     const Layer& l = p.graph.layers[i];

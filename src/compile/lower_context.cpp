@@ -141,9 +141,7 @@ void LowerContext::set_grad_in(int layer, int i, int tensor) {
   }
 }
 
-int LowerContext::grad_out(int layer) {
-  if (auto it = loss_grad_.find(layer); it != loss_grad_.end()) return it->second;
-  if (auto it = grad_total_.find(layer); it != grad_total_.end()) return it->second;
+std::vector<int> LowerContext::consumer_gradients(int layer) const {
   const auto& consumers = consumers_.at(layer);
   if (consumers.size() < 2)
     fail("internal: layer '{}' has no gradient (it feeds nothing that is trained)", this->layer(layer).name);
@@ -155,6 +153,19 @@ int LowerContext::grad_out(int layer) {
            this->layer(layer).name);
     parts.push_back(it->second);
   }
+  return parts;
+}
+
+std::vector<int> LowerContext::grad_out_terms(int layer, size_t at_most) {
+  const bool one_tensor = loss_grad_.count(layer) || grad_total_.count(layer);
+  if (!one_tensor && consumers_.at(layer).size() <= at_most) return consumer_gradients(layer);
+  return {grad_out(layer)};
+}
+
+int LowerContext::grad_out(int layer) {
+  if (auto it = loss_grad_.find(layer); it != loss_grad_.end()) return it->second;
+  if (auto it = grad_total_.find(layer); it != grad_total_.end()) return it->second;
+  const std::vector<int> parts = consumer_gradients(layer);
   const TensorSpec& fwd = program.tensors.at(out(layer));
   int total = activation("d:" + this->layer(layer).name, fwd.shape, fwd.dtype);
   GradSum<TensorId> sum;

@@ -60,6 +60,10 @@ class LowerContext {
   // -1 when input i is the data batch (no gradient needed). set_grad_in routes an existing
   // tensor as that gradient instead (add and flatten pass gradients through without copies).
   int grad_out(int layer);
+  // The same gradient as at most `at_most` tensors whose sum it is: the consumers' own gradients
+  // when there are no more of them than that (no GRAD_SUM; the caller adds them as it reads
+  // them), else grad_out's one tensor.
+  std::vector<int> grad_out_terms(int layer, size_t at_most);
   int grad_in(int layer, int i);
   void set_grad_in(int layer, int i, int tensor);
   // True when no gradient of input i is wanted: it is the data batch (the first-layer pass,
@@ -108,7 +112,7 @@ class LowerContext {
   void finish();
 
  private:
-  std::vector<int> consumer_slots(int layer) const;  // (consumer, input index) encoded
+  std::vector<int> consumer_gradients(int layer) const;  // each consumer's gradient of layer's output
   int frozen_param(const std::string& name, const Shape& shape, Init init, int64_t fan_in, int64_t fan_out,
                    bool compute_copy);
   bool lowering_frozen_ = false;

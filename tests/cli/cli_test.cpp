@@ -209,6 +209,20 @@ TEST(Cli, PlanWithFusionAcrossLayersShowsTheSeams) {
   expect_contains(no_fuse, {"--fuse-seams", "--no-fuse"}, "plan --fuse-seams --no-fuse");
 }
 
+// --fuse-grad-sums 1: the plan says so, and the summed gradient of a block end that feeds the next
+// block (layer1.0's) is no longer a tensor; the block fed by the max-pool keeps its sum.
+TEST(Cli, PlanWithGradientSumsFusedLosesTheSummedTensors) {
+  const Result terms = kiln("plan --model resnet18 --batch 2 --device cpu --fuse-grad-sums 1");
+  ASSERT_EQ(terms.rc, 0) << terms.output;
+  expect_contains(terms, {"gradient sums fused on", "d:maxpool"}, "plan --fuse-grad-sums 1");
+  EXPECT_EQ(terms.output.find("d:layer1.0.relu "), std::string::npos) << terms.output;
+  const Result sums = kiln("plan --model resnet18 --batch 2 --device cpu");
+  expect_contains(sums, {"gradient sums fused off", "d:layer1.0.relu "}, "plan");
+  const Result bad = kiln("plan --model resnet18 --batch 2 --device cpu --fuse-grad-sums maybe");
+  EXPECT_NE(bad.rc, 0);
+  expect_contains(bad, {"--fuse-grad-sums"}, "plan --fuse-grad-sums maybe");
+}
+
 }  // namespace
 
 namespace {

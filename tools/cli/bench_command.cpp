@@ -105,6 +105,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"ranks", ranks},
                               {"fuse_cbr", c.fuse_cbr},
                               {"fuse_seams", c.fuse_seams},
+                              {"fuse_grad_sums", c.fuse_grad_sums ? 1 : 0},
                               {"seam_input", c.cuda.seam_input},
                               {"conv_stats", c.cuda.conv_stats},
                               {"cutlass", c.cuda.cutlass},

@@ -26,6 +26,11 @@ void add_common_options(CLI::App* app, CommonOptions& o) {
   app->add_flag("--fuse-seams", o.fuse_seams,
                 "fusion across layers: a CBR whose output feeds only CBR or conv_bn layers leaves its BN+ReLU to "
                 "them, applied as they read its convolution's output (`kiln plan` shows the seams)");
+  app->add_option("--fuse-grad-sums", o.fuse_grad_sums,
+                  "1: a ResNet block end's backward adds the two gradients of its output as it reads them, where "
+                  "a GRAD_SUM pass would write their sum first (the same values, one tensor pass fewer per block); "
+                  "0: the GRAD_SUM pass (default)")
+      ->type_name("0|1");
   app->add_option("--classes", o.classes, "number of classes, >= 1; -1: the model's, or the dataset's")
       ->check(number_in([](double v) { return v == -1 || v >= 1; }, "-1 or >= 1",
                         "use e.g. --classes 10, or -1 for the model's (plan) or the dataset's (train) count"));
@@ -43,6 +48,7 @@ CompileOptions compile_options(const CommonOptions& o) {
   c.precision = parse_precision(o.precision);
   c.fuse_cbr = !o.no_fuse;
   c.fuse_seams = o.fuse_seams;
+  c.fuse_grad_sums = o.fuse_grad_sums;
   c.freeze = o.freeze;
   return c;
 }

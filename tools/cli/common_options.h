@@ -16,11 +16,12 @@ struct CommonOptions {
   std::string device = "auto", precision = "fp32";
   bool no_fuse = false;
   bool fuse_seams = false;  // --fuse-seams: CompileOptions::fuse_seams
+  bool fuse_grad_sums = false;  // --fuse-grad-sums 0|1: CompileOptions::fuse_grad_sums
   int classes = -1;
   std::string freeze;  // --freeze: CompileOptions::freeze
 };
 
-// --model, --batch, --device, --precision, --no-fuse, --fuse-seams, --classes, --freeze.
+// --model, --batch, --device, --precision, --no-fuse, --fuse-seams, --fuse-grad-sums, --classes, --freeze.
 void add_common_options(CLI::App* app, CommonOptions& o);
 
 // The compile settings the options ask for, --device resolved ("auto" picks the GPU when there is one).

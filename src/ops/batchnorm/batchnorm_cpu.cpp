@@ -199,19 +199,36 @@ void bn_apply_relu(const T* x, const double* scale, const double* shift, int64_t
 // g = dy where the ReLU passed (relu_bitmask's bit, unpacked per row), else 0: a select, not a
 // branch (core/mask_bits.h), with the same values.
 template <class T>
+void add_terms_row(const T* a, const T* b, int64_t n, T* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+namespace {
+// Row m of the gradient: dy's own row, or with a second term their sum in `scratch` (C elements).
+template <class T>
+const T* gradient_row(const T* dy, const T* dy2, int64_t m, int64_t C, T* scratch) {
+  if (!dy2) return dy + m * C;
+  add_terms_row(dy + m * C, dy2 + m * C, C, scratch);
+  return scratch;
+}
+}  // namespace
+
+template <class T>
 void bn_backward_reduce(const T* dy, const uint8_t* relu_bitmask, const T* x, const T* saved_mean,
                         const T* saved_inv_std, int64_t M, int64_t C, double* sum_dy,
-                        double* sum_dy_xhat) {
+                        double* sum_dy_xhat, const T* dy2) {
   std::vector<double> mean = to_double(saved_mean, C), inv = to_double(saved_inv_std, C);
   reduce_rows<2>(
       M, C,
       [&](int64_t m0, int64_t m1, const std::array<double*, 2>& acc) {
         std::vector<uint8_t> passed(C, 1);
+        std::vector<T> summed(dy2 ? C : 0);
         const double *mu = mean.data(), *is = inv.data();
         double *sum_g = acc[0], *sum_g_xhat = acc[1];
         for (int64_t m = m0; m < m1; ++m) {
           if (relu_bitmask) unpack_bits(relu_bitmask, m * C, C, passed.data());
-          backward_sums_row(dy + m * C, passed.data(), x + m * C, mu, is, C, sum_g, sum_g_xhat);
+          backward_sums_row(gradient_row(dy, dy2, m, C, summed.data()), passed.data(), x + m * C, mu, is, C, sum_g,
+                            sum_g_xhat);
         }
       },
       {sum_dy, sum_dy_xhat});
@@ -220,7 +237,7 @@ void bn_backward_reduce(const T* dy, const uint8_t* relu_bitmask, const T* x, co
 template <class T>
 void bn_backward_apply(const T* dy, const uint8_t* relu_bitmask, const T* x, const T* gamma,
                        const T* saved_mean, const T* saved_inv_std, const double* sum_dy,
-                       const double* sum_dy_xhat, int64_t M, int64_t C, T* dx) {
+                       const double* sum_dy_xhat, int64_t M, int64_t C, T* dx, const T* dy2) {
   std::vector<double> mean = to_double(saved_mean, C), inv = to_double(saved_inv_std, C);
   std::vector<double> k(C), a(C), b(C);
   for (int64_t c = 0; c < C; ++c) {
@@ -230,10 +247,12 @@ void bn_backward_apply(const T* dy, const uint8_t* relu_bitmask, const T* x, con
   }
   parallel_blocks(M, rows_per_task(C), [&](int64_t m0, int64_t m1) {
     std::vector<uint8_t> passed(C, 1);
+    std::vector<T> summed(dy2 ? C : 0);
     const double *mu = mean.data(), *is = inv.data(), *kc = k.data(), *ac = a.data(), *bc = b.data();
     for (int64_t m = m0; m < m1; ++m) {  // element by element: dx may alias dy or x
       if (relu_bitmask) unpack_bits(relu_bitmask, m * C, C, passed.data());
-      backward_apply_row(dy + m * C, passed.data(), x + m * C, mu, is, kc, ac, bc, C, dx + m * C);
+      backward_apply_row(gradient_row(dy, dy2, m, C, summed.data()), passed.data(), x + m * C, mu, is, kc, ac, bc, C,
+                         dx + m * C);
     }
   });
 }
@@ -287,10 +306,11 @@ void bn_inference(const T* x, const T* gamma, const T* beta, const T* running_me
   template void bn_apply_relu<T>(const T*, const double*, const double*, int64_t, int64_t, T*, \
                                  uint8_t*);                                                    \
   template void bn_backward_reduce<T>(const T*, const uint8_t*, const T*, const T*, const T*,  \
-                                      int64_t, int64_t, double*, double*);                     \
+                                      int64_t, int64_t, double*, double*, const T*);           \
   template void bn_backward_apply<T>(const T*, const uint8_t*, const T*, const T*, const T*,   \
                                      const T*, const double*, const double*, int64_t, int64_t, \
-                                     T*);                                                      \
+                                     T*, const T*);                                            \
+  template void add_terms_row<T>(const T*, const T*, int64_t, T*);                            \
   template void bn_forward_train<T>(const T*, const T*, const T*, int64_t, int64_t, double,    \
                                     double, T*, T*, T*, T*, T*);                               \
   template void bn_backward<T>(const T*, const T*, const T*, const T*, const T*, int64_t,      \

@@ -64,17 +64,23 @@ void bn_apply_relu(const T* x, const double* scale, const double* shift, int64_t
 // relu_bitmask is given, so the masked gradient never goes to memory):
 //   sum_dy = sum over rows of g       (= dbeta)
 //   sum_dy_xhat = sum of g * xhat     (= dgamma)
+// dy2 (nullable) is a second term of the gradient: dy + dy2 takes dy's place, added element by
+// element in T as GRAD_SUM adds two terms, so the results are those of the summed tensor.
 template <class T>
 void bn_backward_reduce(const T* dy, const uint8_t* relu_bitmask /*nullable*/, const T* x,
                         const T* saved_mean, const T* saved_inv_std, int64_t M, int64_t C,
-                        double* sum_dy, double* sum_dy_xhat);
+                        double* sum_dy, double* sum_dy_xhat, const T* dy2 = nullptr);
 
-// dx = gamma * inv_std * (g - sum_dy/M - xhat * sum_dy_xhat/M). dx may alias dy or x.
+// dx = gamma * inv_std * (g - sum_dy/M - xhat * sum_dy_xhat/M). dx may alias dy (or dy2) or x.
 template <class T>
 void bn_backward_apply(const T* dy, const uint8_t* relu_bitmask /*nullable*/, const T* x,
                        const T* gamma, const T* saved_mean, const T* saved_inv_std,
                        const double* sum_dy, const double* sum_dy_xhat, int64_t M, int64_t C,
-                       T* dx);
+                       T* dx, const T* dy2 = nullptr);
+
+// out = a + b, element by element in T (the sum GRAD_SUM stores for two terms).
+template <class T>
+void add_terms_row(const T* a, const T* b, int64_t n, T* out);
 
 // --- Whole ops ---
 template <class T>

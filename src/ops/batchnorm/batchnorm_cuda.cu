@@ -66,9 +66,10 @@ struct MaskCoefficients {
   }
 };
 
-template <class T, int VEC, bool RECOMPUTE>
+// TERMS2: dy comes as dy + dy2 (MaskedRows::add_term).
+template <class T, int VEC, bool RECOMPUTE, bool TERMS2>
 __global__ void __launch_bounds__(kTileThreads)
-    bn_backward_reduce_kernel(const T* dy, ReluMask mask, const T* x, const float* mean,
+    bn_backward_reduce_kernel(const T* dy, const T* dy2, ReluMask mask, const T* x, const float* mean,
                               const float* inv_std, TileGrid g, float* part_dy,
                               float* part_dy_xhat) {
   constexpr int U = kPairUnroll<T, VEC>;
@@ -84,6 +85,7 @@ __global__ void __launch_bounds__(kTileThreads)
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     MaskedRows<T, VEC, U, /*STREAMING=*/true> in;
     in.load(dy, mask.bits, x, g, p, row);
+    if constexpr (TERMS2) in.add_term(dy2, g, p, row);
     recompute.apply(in);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -388,12 +390,16 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
   });
 }
 
-void bn_backward_reduce(DType dtype, const void* dy, ReluMask relu_mask, const void* x,
+void bn_backward_reduce(DType dtype, const void* dy, const void* dy2, ReluMask relu_mask, const void* x,
                         const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
                         float* sum_dy, float* sum_dy_xhat, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream, const std::string& where) {
   const char* fn = "bn_backward_reduce";
   check_shape(fn, m, c, where);
+  if (dy2 && relu_mask.recomputed())
+    fail("{}: {} takes a second gradient term with a stored mask only (a block end's); this one recomputes its "
+         "mask",
+         where, fn);
   need(fn, where,
        {{saved_mean, "saved_mean"},
         {saved_inv_std, "saved_inv_std"},
@@ -404,13 +410,15 @@ void bn_backward_reduce(DType dtype, const void* dy, ReluMask relu_mask, const v
   check_mask(fn, relu_mask, where);
   dispatch_activation(dtype, fn, [&](auto zero) {
     using T = decltype(zero);
-    dispatch_vec(choose_vec(c, sizeof(T), {dy, x}), [&](auto vec) {
+    dispatch_vec(choose_vec(c, sizeof(T), {dy, dy2, x}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      auto* kernel = relu_mask.recomputed() ? bn_backward_reduce_kernel<T, V, true> : bn_backward_reduce_kernel<T, V, false>;
+      auto* kernel = relu_mask.recomputed() ? bn_backward_reduce_kernel<T, V, true, false>
+                     : dy2                  ? bn_backward_reduce_kernel<T, V, false, true>
+                                            : bn_backward_reduce_kernel<T, V, false, false>;
       const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kReduceSplit, where);
       const auto parts = partials(fn, g, workspace, workspace_bytes, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(dy), relu_mask, static_cast<const T*>(x), saved_mean,
+          static_cast<const T*>(dy), static_cast<const T*>(dy2), relu_mask, static_cast<const T*>(x), saved_mean,
           saved_inv_std, g, parts.first, parts.second);
       combine(g, parts, sum_dy, sum_dy_xhat, stream, where);
     });

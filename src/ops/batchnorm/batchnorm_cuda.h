@@ -91,8 +91,10 @@ struct ReluMask {
 // With g = dy (zero where the mask, if any, has a 0 bit: dy * mask is never stored) and
 // xhat = (x - saved_mean) * saved_inv_std recomputed from x:
 //   sum_dy[ch] = sum of g (= dbeta),  sum_dy_xhat[ch] = sum of g * xhat (= dgamma).
+// dy2 (nullable; with a stored mask only) is a second term: dy + dy2 takes dy's place, each
+// element added in fp32 and rounded to the dtype, as GRAD_SUM would have stored it.
 size_t bn_backward_reduce_workspace_bytes(int64_t m, int64_t c);
-void bn_backward_reduce(DType dtype, const void* dy, ReluMask relu_mask, const void* x,
+void bn_backward_reduce(DType dtype, const void* dy, const void* dy2, ReluMask relu_mask, const void* x,
                         const float* saved_mean, const float* saved_inv_std, int64_t m, int64_t c,
                         float* sum_dy, float* sum_dy_xhat, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream, const std::string& where);

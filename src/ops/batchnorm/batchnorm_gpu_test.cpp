@@ -221,7 +221,7 @@ TEST(BatchNormGpu, BackwardReduceAndApplyMatchDoubleReference) {
         DeviceBuffer ws(ws_bytes);
         ws.poison(), sdy.poison(), sdyx.poison(), dx.poison();
         const uint8_t* mp = masked ? mask.ptr() : nullptr;
-        cuda::bn_backward_reduce(dt, dy.ptr(), mp, x.ptr(), dmean.f32(), dinv.f32(), m, c,
+        cuda::bn_backward_reduce(dt, dy.ptr(), nullptr, mp, x.ptr(), dmean.f32(), dinv.f32(), m, c,
                                  sdy.f32(), sdyx.f32(), ws.get(), ws_bytes, nullptr, "test");
         sync();
         expect_close("sum_dy (dbeta)", sdy.get(), r_sdy, 1e-5);

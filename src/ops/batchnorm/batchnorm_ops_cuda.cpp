@@ -60,7 +60,7 @@ void bn_bwd(const OpCall& call, const BnBackward<TensorArg>& a) {
   float* dbeta = a.dbeta.as<float>();
   const float* mean = a.saved_mean.as<float>();
   const float* inv_std = a.saved_inv_std.as<float>();
-  bn_backward_reduce(x.dtype(), dy.data, nullptr, x.data, mean, inv_std, r.m, r.c, dbeta, dgamma, s.reduce,
+  bn_backward_reduce(x.dtype(), dy.data, nullptr, nullptr, x.data, mean, inv_std, r.m, r.c, dbeta, dgamma, s.reduce,
                      s.reduce_bytes, be.stream(0), call.where());
   bn_backward_apply(x.dtype(), dy.data, nullptr, x.data, a.gamma.as<float>(), mean, inv_std, dbeta, dgamma, r.m,
                     r.c, r.m, a.dx.data, be.stream(0), call.where());

@@ -48,6 +48,25 @@ struct MaskedRows {
       bits[u] = load_mask_bits<VEC>(bitmask, f);
     }
   }
+  // dy given as two terms (a block end's, CompileOptions::fuse_grad_sums): the second's packs
+  // added to the loaded dy's in fp32 and rounded to T, the bits GRAD_SUM stores for the sum of
+  // two terms (elementwise_cuda.cu), so what follows computes what it would from the summed tensor.
+  __device__ __forceinline__ void add_term(const T* dy2_, const TileGrid& g, const TileThread& p, int64_t row) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r >= p.end) continue;
+      const int64_t f = r * g.c + p.c0;
+      Pack<T, VEC> second;
+      if constexpr (STREAMING) {
+        second = load_pack_streaming<T, VEC>(dy2_ + f);
+      } else {
+        second = load_pack<T, VEC>(dy2_ + f);
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) dy[u].v[j] = from_float<T>(to_float(dy[u].v[j]) + to_float(second.v[j]));
+    }
+  }
   // The mask recomputed from the loaded x and the forward's per-channel scale / shift (a seam's
   // producer, batchnorm_cuda.h's ReluMask), with bn_apply's expression: the bits it would have
   // written. Rows past p.end get bits nobody reads.

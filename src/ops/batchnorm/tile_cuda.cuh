@@ -43,6 +43,10 @@ template <class T, int VEC>
 constexpr int kTileUnroll = VEC * sizeof(T) > 16 ? 2 : 4;
 template <class T, int VEC>
 constexpr int kPairUnroll = kTileUnroll<T, VEC> / 2;
+// A block end's backward apply with its gradient in two terms loads three tensors per row: one
+// row at a time, so that its bf16 8-channel kernel keeps within the registers of 3 blocks per SM
+// (ptxas, sm_90: 2 rows spilled 132 bytes a thread, 1 row none).
+constexpr int kTripleUnroll = 1;
 
 // How row blocks share the rows. kRoundRobin: chunks of rows * unroll rows dealt round robin to a
 // one-wave grid. kContiguous: a one-wave grid, each block one contiguous run of chunks (a

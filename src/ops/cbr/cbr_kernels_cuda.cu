@@ -48,7 +48,7 @@ void cbr_backward_reduce(DType dtype, const void* dy, ReluMask mask, const void*
                          cudaStream_t stream, const std::string& where) {
   need_mask(mask, m, "cbr_backward_reduce", where);
   // Reads dy, mask, conv_out: dbeta = sum g, dgamma = sum g * xhat.
-  bn_backward_reduce(dtype, dy, mask, conv_out, saved_mean, saved_inv_std, m, c, dbeta, dgamma,
+  bn_backward_reduce(dtype, dy, nullptr, mask, conv_out, saved_mean, saved_inv_std, m, c, dbeta, dgamma,
                      workspace, workspace_bytes, stream, where);
 }
 

@@ -56,7 +56,12 @@ void lower_backward(LowerContext& ctx, int index) {
   const ConvBnSaved* projection = conv_bn_input(ctx, index, 1);
   const BnAddRelu<TensorId>& f = ctx.saved<BnAddRelu<TensorId>>(index);
   BnAddReluBackward<TensorId> b;
-  b.dy = ctx.grad_out(index);
+  // The output's gradient as its two terms where it has two (CompileOptions::fuse_grad_sums); the
+  // kernels add them only beside db, which every block end but one on the data batch has.
+  const bool terms = ctx.program.options.fuse_grad_sums && !ctx.input_is_data(index, 1);
+  const std::vector<int> dy = terms ? ctx.grad_out_terms(index, 2) : std::vector<int>{ctx.grad_out(index)};
+  b.dy = dy[0];
+  if (dy.size() == 2) b.dy2 = dy[1];
   b.bitmask = f.bitmask;
   b.a = f.a, b.gamma_a = body.fwd.gamma, b.saved_mean_a = body.fwd.saved_mean;
   b.saved_inv_std_a = body.fwd.saved_inv_std;

@@ -7,7 +7,9 @@
 //   BN_ADD_RELU_FWD  one pass: y = relu(a * scale_a + shift_a + b'), b' = b * scale_b + shift_b
 //                    when the shortcut is a Conv -> BN too, else b itself; and the 1-bit mask;
 //   BN_ADD_RELU_BWD  g = dy * mask (never stored) -> BN backward of each branch from g, or
-//                    db = g for an identity shortcut;
+//                    db = g for an identity shortcut; where the block's output feeds two layers
+//                    (the next block's body and shortcut), dy may come as their two gradients,
+//                    added as it reads them instead of by a GRAD_SUM pass before it;
 //   CONV_BN_BWD      wgrad and dgrad from the gradient of conv_out.
 // Inference: CONV_BN_INF (the convolution and the scale / shift of the running statistics) and
 // BN_ADD_RELU_INF (the apply without the mask).
@@ -98,17 +100,20 @@ struct BnAddRelu {
 // With g = dy * mask: da (and db when the shortcut is normalized) is BN's input gradient of g,
 // with dgamma / dbeta of each branch; for an identity shortcut db = g. The b-branch tensors
 // (b, gamma_b, saved statistics, dgamma_b, dbeta_b) are present together or not at all; db is
-// absent when the shortcut is the data batch.
+// absent when the shortcut is the data batch. dy2 (optional, only with db) is a second term of
+// the output's gradient: then dy + dy2 replaces dy, each element added in the activations'
+// dtype exactly as GRAD_SUM adds two terms, so the program computes the same bits without the
+// summed tensor (CompileOptions::fuse_grad_sums).
 template <class T>
 struct BnAddReluBackward {
   static constexpr OpKind kind = OpKind::BN_ADD_RELU_BWD;
-  T dy, bitmask;
+  T dy, dy2, bitmask;
   T a, gamma_a, saved_mean_a, saved_inv_std_a;
   T b, gamma_b, saved_mean_b, saved_inv_std_b;
   T da, dgamma_a, dbeta_a, db, dgamma_b, dbeta_b;
   template <class V>
   void fields(V& v) {
-    v.in("dy", dy), v.in("bitmask", bitmask);
+    v.in("dy", dy), v.in("dy2", dy2, kOptional), v.in("bitmask", bitmask);
     v.in("a", a), v.in("gamma_a", gamma_a), v.in("saved_mean_a", saved_mean_a);
     v.in("saved_inv_std_a", saved_inv_std_a);
     v.in("b", b, kOptional), v.in("gamma_b", gamma_b, kOptional), v.in("saved_mean_b", saved_mean_b, kOptional);

@@ -87,24 +87,27 @@ void bn_add_relu_backward(const BnAddReluBackwardTensors<T>& t, int64_t M, int64
   // All reductions first, then the passes that write: no output is read afterwards.
   std::vector<double> sum_g(C), sum_g_xhat_a(C), sum_g_b(C), sum_g_xhat_b(C);
   bn_backward_reduce(t.dy, t.bitmask, t.a, t.saved_mean_a, t.saved_inv_std_a, M, C, sum_g.data(),
-                     sum_g_xhat_a.data());
+                     sum_g_xhat_a.data(), t.dy2);
   if (t.b)
     bn_backward_reduce(t.dy, t.bitmask, t.b, t.saved_mean_b, t.saved_inv_std_b, M, C, sum_g_b.data(),
-                       sum_g_xhat_b.data());
+                       sum_g_xhat_b.data(), t.dy2);
   bn_backward_apply(t.dy, t.bitmask, t.a, t.gamma_a, t.saved_mean_a, t.saved_inv_std_a, sum_g.data(),
-                    sum_g_xhat_a.data(), M, C, t.da);
+                    sum_g_xhat_a.data(), M, C, t.da, t.dy2);
   to_type(sum_g_xhat_a, t.dgamma_a);
   to_type(sum_g, t.dbeta_a);
   if (t.b) {
     bn_backward_apply(t.dy, t.bitmask, t.b, t.gamma_b, t.saved_mean_b, t.saved_inv_std_b, sum_g_b.data(),
-                      sum_g_xhat_b.data(), M, C, t.db);
+                      sum_g_xhat_b.data(), M, C, t.db, t.dy2);
     to_type(sum_g_xhat_b, t.dgamma_b);
     to_type(sum_g_b, t.dbeta_b);
   } else if (t.db) {
     parallel_blocks(M * C, int64_t{1} << 15, [&](int64_t i0, int64_t i1) {
       std::vector<uint8_t> passed(i1 - i0);
       unpack_bits(t.bitmask, i0, i1 - i0, passed.data());
-      keep_where(passed.data(), t.dy + i0, i1 - i0, t.db + i0);
+      const T* g = t.dy + i0;
+      std::vector<T> summed(t.dy2 ? i1 - i0 : 0);
+      if (t.dy2) add_terms_row(t.dy + i0, t.dy2 + i0, i1 - i0, summed.data()), g = summed.data();
+      keep_where(passed.data(), g, i1 - i0, t.db + i0);
     });
   }
 }

@@ -41,10 +41,12 @@ void bn_add_relu_forward(const T* a, const T* scale_a, const T* shift_a, const T
 
 // With g = dy where the mask bit is set, else 0: branch a's BN backward (da, dgamma_a, dbeta_a)
 // and, when b is given, branch b's (db, dgamma_b, dbeta_b); for an identity shortcut (b null)
-// db = g, or nothing when db is null too. Outputs must not share storage with dy.
+// db = g, or nothing when db is null too. dy2 (nullable): a second term of the gradient, so
+// that g = (dy + dy2) where the bit is set, the sum added in T as GRAD_SUM adds it. Outputs must
+// not share storage with dy or dy2.
 template <class T>
 struct BnAddReluBackwardTensors {
-  const T* dy = nullptr;
+  const T *dy = nullptr, *dy2 = nullptr;
   const uint8_t* bitmask = nullptr;
   const T *a = nullptr, *gamma_a = nullptr, *saved_mean_a = nullptr, *saved_inv_std_a = nullptr;
   const T *b = nullptr, *gamma_b = nullptr, *saved_mean_b = nullptr, *saved_inv_std_b = nullptr;

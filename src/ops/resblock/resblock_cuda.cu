@@ -108,13 +108,14 @@ struct AddReluFlat {
 
 // A block end's backward apply (resblock's BN_ADD_RELU_BWD): from one read of dy, the mask and
 // a (and b), both branches' gradients. da is BN's input gradient of g = dy * mask; db is too when
-// NORMALIZED, else g itself (an identity shortcut).
-template <class T, int VEC, bool NORMALIZED>
+// NORMALIZED, else g itself (an identity shortcut). TERMS2: dy comes as dy + dy2
+// (MaskedRows::add_term).
+template <class T, int VEC, bool NORMALIZED, bool TERMS2>
 __global__ void __launch_bounds__(kTileThreads, NORMALIZED ? 2 : kBackwardApplyBlocksPerSM)
-    bn_add_relu_backward_apply_kernel(const T* dy, const uint8_t* bitmask, const T* a, const T* b,
+    bn_add_relu_backward_apply_kernel(const T* dy, const T* dy2, const uint8_t* bitmask, const T* a, const T* b,
                                       BnBranchCoefficients ca, BnBranchCoefficients cb, float inv_m,
                                       TileGrid g, T* da, T* db) {
-  constexpr int U = kPairUnroll<T, VEC>;
+  constexpr int U = TERMS2 ? kTripleUnroll : kPairUnroll<T, VEC>;
   const TileThread p = tile_thread<kBackwardApplySplit>(g, U);
   if (!p.active) return;
   float mu_a[VEC], k_a[VEC], ka_a[VEC], kb_a[VEC];
@@ -128,6 +129,7 @@ __global__ void __launch_bounds__(kTileThreads, NORMALIZED ? 2 : kBackwardApplyB
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     MaskedRows<T, VEC, U, /*STREAMING=*/false> in;
     in.load(dy, bitmask, a, g, p, row);
+    if constexpr (TERMS2) in.add_term(dy2, g, p, row);
     Pack<T, VEC> bs[NORMALIZED ? U : 1];
     if constexpr (NORMALIZED) {
 #pragma unroll
@@ -192,7 +194,7 @@ void bn_add_relu_apply(DType dtype, const void* a, const float* scale_a, const f
   });
 }
 
-void bn_add_relu_backward_apply(DType dtype, const void* dy, const uint8_t* bitmask, const void* a,
+void bn_add_relu_backward_apply(DType dtype, const void* dy, const void* dy2, const uint8_t* bitmask, const void* a,
                                 const BnBranch& branch_a, const void* b, const BnBranch* branch_b, int64_t m,
                                 int64_t c, void* da, void* db, cudaStream_t stream, const std::string& where) {
   const char* fn = "bn_add_relu_backward_apply";
@@ -216,14 +218,17 @@ void bn_add_relu_backward_apply(DType dtype, const void* dy, const uint8_t* bitm
   dispatch_activation(dtype, fn, [&](auto zero) {
     using T = decltype(zero);
     const float inv_m = static_cast<float>(1.0 / double(m));
-    dispatch_vec(choose_vec(c, sizeof(T), {dy, a, b, da, db}), [&](auto vec) {
+    dispatch_vec(choose_vec(c, sizeof(T), {dy, dy2, a, b, da, db}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      auto* kernel = branch_b ? bn_add_relu_backward_apply_kernel<T, V, true>
-                              : bn_add_relu_backward_apply_kernel<T, V, false>;
-      const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kBackwardApplySplit, where);
+      auto* kernel = branch_b ? (dy2 ? bn_add_relu_backward_apply_kernel<T, V, true, true>
+                                     : bn_add_relu_backward_apply_kernel<T, V, true, false>)
+                              : (dy2 ? bn_add_relu_backward_apply_kernel<T, V, false, true>
+                                     : bn_add_relu_backward_apply_kernel<T, V, false, false>);
+      const int unroll = dy2 ? kTripleUnroll : kPairUnroll<T, V>;
+      const TileGrid g = grid_for<V>(kernel, m, c, unroll, kBackwardApplySplit, where);
       kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(dy), bitmask, static_cast<const T*>(a), static_cast<const T*>(b), ca, cb, inv_m, g,
-          static_cast<T*>(da), static_cast<T*>(db));
+          static_cast<const T*>(dy), static_cast<const T*>(dy2), bitmask, static_cast<const T*>(a),
+          static_cast<const T*>(b), ca, cb, inv_m, g, static_cast<T*>(da), static_cast<T*>(db));
     });
     check_launch(where);
   });

@@ -28,11 +28,12 @@ void bn_add_relu_apply(DType dtype, const void* a, const float* scale_a, const f
 // bn_backward_apply over all m rows) and db the same for branch b when branch_b is given (a
 // normalized downsample shortcut), else db = g (an identity shortcut). Each branch's sums come
 // from bn_backward_reduce over the same g. Reads dy, the mask, a (and b) once; da and db must
-// not overlap each other, nor any input at another element.
+// not overlap each other, nor any input at another element. dy2 (nullable) is a second term of
+// the gradient, added as bn_backward_reduce adds it.
 struct BnBranch {
   const float *gamma, *saved_mean, *saved_inv_std, *sum_dy, *sum_dy_xhat;
 };
-void bn_add_relu_backward_apply(DType dtype, const void* dy, const uint8_t* bitmask, const void* a,
+void bn_add_relu_backward_apply(DType dtype, const void* dy, const void* dy2, const uint8_t* bitmask, const void* a,
                                 const BnBranch& branch_a, const void* b, const BnBranch* branch_b, int64_t m,
                                 int64_t c, void* da, void* db, cudaStream_t stream, const std::string& where);
 

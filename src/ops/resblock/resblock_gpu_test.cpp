@@ -3,7 +3,8 @@
 //   - the kernels: bn_add_relu_apply (identity and normalized shortcut, with and without the bit
 //     mask, c = 64 on the packed path, c = 12 and misaligned pointers on the narrow and flat
 //     paths, y over a or b);
-//   - the six ops through the CUDA op table, prepared and run as an executable runs them.
+//   - the six ops through the CUDA op table, prepared and run as an executable runs them, the
+//     block end's backward also from its gradient in two terms (the bits of their GRAD_SUM).
 //
 // Tolerances. The apply computes v = a * scale_a + (b * scale_b + (shift_a + shift_b)) in fp32
 // (three roundings, each at most u32 = 2^-24 times the running sum, so |v - pre| <= 3 u32 T with
@@ -28,6 +29,7 @@
 
 #include "kiln/error.h"
 #include "ops/batchnorm/batchnorm_cuda.h"
+#include "ops/elementwise/elementwise_cuda.h"
 #include "ops/resblock/resblock_contract.h"
 #include "ops/resblock/resblock_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -400,6 +402,61 @@ TEST(ResblockOpsGpu, BnAddReluBackwardMatchesFloat64) {
       }
 }
 
+// The gradient in two terms (CompileOptions::fuse_grad_sums) against GRAD_SUM's sum of the same
+// terms on the same GPU: every output the same bits, on the packed, narrow and normalized paths;
+// and not those of the first term alone, so that a kernel that dropped the second would fail.
+TEST(ResblockOpsGpu, BnAddReluBackwardTakesItsGradientInTwoTerms) {
+  KILN_REQUIRE_GPU();
+  ResblockOps ops;
+  std::mt19937 rng(37);
+  for (DType dt : kDtypes)
+    for (const Shape& shape : kTailShapes)
+      for (bool normalized : {true, false}) {
+        SCOPED_TRACE(std::string(name(dt)) + " " + shape_str(shape) + (normalized ? " normalized" : " identity"));
+        const int64_t c = shape.back(), n = numel(shape), m = n / c;
+        const std::vector<double> first_v = random_values(dt, n, rng, 0.05, 1.0),
+                                  second_v = random_values(dt, n, rng, -0.03, 0.5),
+                                  av = random_values(dt, n, rng, 0.7, 1.3), bv = random_values(dt, n, rng, -0.4, 2.0),
+                                  gamma = random_values(DType::F32, c, rng, 1.0, 0.3);
+        std::vector<double> mean_a, inv_a, mean_b, inv_b;
+        reference_stats(av, m, c, mean_a, inv_a);
+        reference_stats(bv, m, c, mean_b, inv_b);
+        const DeviceTensor first(dt, first_v), second(dt, second_v), a(dt, av), b(dt, bv), g(DType::F32, gamma),
+            ma(DType::F32, mean_a), ia(DType::F32, inv_a), mb(DType::F32, mean_b), ib(DType::F32, inv_b);
+        DeviceTensor whole = DeviceTensor::poisoned(dt, n);
+        const void* terms[] = {first.ptr(), second.ptr()};
+        cuda::grad_sum(dt, terms, 2, n, whole.ptr(), nullptr, "test");
+        const DeviceBytes mask(random_bytes(cuda::bitmask_bytes(n), rng));
+        // The op's outputs for dy = `dy` (and dy2 = `dy2` when given), as host values.
+        auto backward = [&](const DeviceTensor& dy, const DeviceTensor* dy2) {
+          DeviceTensor da = DeviceTensor::poisoned(dt, n), db = DeviceTensor::poisoned(dt, n),
+                       dga = DeviceTensor::poisoned(DType::F32, c), dba = DeviceTensor::poisoned(DType::F32, c),
+                       dgb = DeviceTensor::poisoned(DType::F32, c), dbb = DeviceTensor::poisoned(DType::F32, c);
+          ResblockOps::Tensors t = {{"dy", ops.arg(shape, dy)},        {"bitmask", ops.bits(mask)},
+                                    {"a", ops.arg(shape, a)},          {"gamma_a", ops.channels(g)},
+                                    {"saved_mean_a", ops.channels(ma)}, {"saved_inv_std_a", ops.channels(ia)},
+                                    {"da", ops.arg(shape, da)},        {"dgamma_a", ops.channels(dga)},
+                                    {"dbeta_a", ops.channels(dba)},    {"db", ops.arg(shape, db)}};
+          if (dy2) t["dy2"] = ops.arg(shape, *dy2);
+          if (normalized) {
+            t["b"] = ops.arg(shape, b), t["gamma_b"] = ops.channels(g), t["saved_mean_b"] = ops.channels(mb);
+            t["saved_inv_std_b"] = ops.channels(ib), t["dgamma_b"] = ops.channels(dgb), t["dbeta_b"] = ops.channels(dbb);
+          }
+          ops.run(BnAddReluBackward<TensorId>{}, t);
+          std::vector<std::vector<double>> out{da.get(), db.get(), dga.get(), dba.get()};
+          if (normalized) out.push_back(dgb.get()), out.push_back(dbb.get());
+          return out;
+        };
+        const auto summed = backward(whole, nullptr), two_terms = backward(first, &second);
+        const auto first_only = backward(first, nullptr);
+        const char* names[] = {"da", "db", "dgamma_a", "dbeta_a", "dgamma_b", "dbeta_b"};
+        for (size_t k = 0; k < summed.size(); ++k) {
+          EXPECT_EQ(two_terms[k], summed[k]) << names[k];
+          EXPECT_NE(two_terms[k], first_only[k]) << names[k];
+        }
+      }
+}
+
 TEST(ResblockOpsGpu, BnAddReluOpsRejectMalformedPrograms) {
   KILN_REQUIRE_GPU();
   ResblockOps ops;
@@ -431,6 +488,11 @@ TEST(ResblockOpsGpu, BnAddReluOpsRejectMalformedPrograms) {
   for (const char* name : {"gamma_b", "saved_mean_b", "saved_inv_std_b", "dgamma_b", "dbeta_b"})
     bwd[name] = ops.channels(p);
   testing::expect_error([&] { ops.run(BnAddReluBackward<TensorId>{}, bwd); }, {"'db'"});
+  ResblockOps::Tensors lone_term = bwd;  // a second gradient term without the shortcut's gradient
+  for (const char* name : {"b", "gamma_b", "saved_mean_b", "saved_inv_std_b", "dgamma_b", "dbeta_b"})
+    lone_term.erase(name);
+  lone_term["dy2"] = ops.arg(shape, act);
+  testing::expect_error([&] { ops.run(BnAddReluBackward<TensorId>{}, lone_term); }, {"'dy2'", "'db'"});
 }
 
 // --- CONV_BN_* ---

@@ -111,6 +111,12 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
   const DType dt = check.activation_dtype(a.a);
   const Rows r = tail_rows(check, a.a);
   check.like(a.dy, a.a.shape(), dt, "dy");
+  if (a.dy2) {
+    check.like(a.dy2, a.a.shape(), dt, "dy2");
+    if (!a.db)
+      fail("{}: the gradient's second term 'dy2' comes only with the shortcut's gradient 'db'; recompile the program",
+           call.where());
+  }
   check.like(a.da, a.a.shape(), dt, "da");
   check.bitmask(a.bitmask, r.m * r.c);
   for (const auto* t : {&a.gamma_a, &a.saved_mean_a, &a.saved_inv_std_a, &a.dgamma_a, &a.dbeta_a})
@@ -132,7 +138,7 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
   dispatch_float(dt, "BN_ADD_RELU_BWD", [&](auto zero) {
     using T = decltype(zero);
     cpu::BnAddReluBackwardTensors<T> t;
-    t.dy = a.dy.as<T>(), t.bitmask = a.bitmask.as<uint8_t>();
+    t.dy = a.dy.as<T>(), t.dy2 = a.dy2.as<T>(), t.bitmask = a.bitmask.as<uint8_t>();
     t.a = a.a.as<T>(), t.gamma_a = a.gamma_a.as<T>(), t.saved_mean_a = a.saved_mean_a.as<T>();
     t.saved_inv_std_a = a.saved_inv_std_a.as<T>();
     t.b = a.b.as<T>(), t.gamma_b = a.gamma_b.as<T>(), t.saved_mean_b = a.saved_mean_b.as<T>();

@@ -302,6 +302,12 @@ bool normalized_shortcut(const OpCall& call, const BnAddReluBackward<TensorArg>&
 Rows check_tail_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a, bool normalized) {
   const Rows r = rows_of(call, a.a);
   expect_like(call, a.dy, "output gradient", a.a);
+  if (a.dy2) {
+    expect_like(call, a.dy2, "output gradient's second term", a.a);
+    if (!a.db)
+      fail("{}: the gradient's second term 'dy2' comes only with the shortcut's gradient 'db'; recompile the program",
+           call.where());
+  }
   expect_like(call, a.da, "gradient of a", a.a);
   expect_bitmask(call, a.bitmask, r.m * r.c);
   expect_per_channel(call,
@@ -325,8 +331,8 @@ Rows check_tail_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a, b
     expect_like(call, a.db, "gradient of the shortcut", a.a);
     // One pass writes da and db while other threads still read dy, the mask, a and b.
     for (const TensorArg* out : {&a.da, &a.db})
-      if (overlaps(*out, a.dy) || overlaps(*out, a.bitmask) || overlaps(*out, a.a) || overlaps(*out, a.b) ||
-          (out == &a.da && overlaps(a.da, a.db)))
+      if (overlaps(*out, a.dy) || overlaps(*out, a.dy2) || overlaps(*out, a.bitmask) || overlaps(*out, a.a) ||
+          overlaps(*out, a.b) || (out == &a.da && overlaps(a.da, a.db)))
         fail("{}: '{}' shares memory with another tensor of the block end's backward pass; recompile the program "
              "(the memory plan keeps them apart)",
              call.where(), out->spec->name);
@@ -353,11 +359,13 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
   cudaStream_t stream = be.stream(0);
   // Pass 1, every branch's sums (dbeta = sum of g, dgamma = sum of g * xhat), before any output
   // is written. The reductions run one after the other on one stream, so they share the partials.
-  bn_backward_reduce(dt, a.dy.data, bits, a.a.data, a.saved_mean_a.as<float>(), a.saved_inv_std_a.as<float>(), r.m,
-                     r.c, a.dbeta_a.as<float>(), a.dgamma_a.as<float>(), ws, ws_bytes, stream, where);
+  bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, a.a.data, a.saved_mean_a.as<float>(),
+                     a.saved_inv_std_a.as<float>(), r.m, r.c, a.dbeta_a.as<float>(), a.dgamma_a.as<float>(), ws,
+                     ws_bytes, stream, where);
   if (normalized)
-    bn_backward_reduce(dt, a.dy.data, bits, a.b.data, a.saved_mean_b.as<float>(), a.saved_inv_std_b.as<float>(),
-                       r.m, r.c, a.dbeta_b.as<float>(), a.dgamma_b.as<float>(), ws, ws_bytes, stream, where);
+    bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, a.b.data, a.saved_mean_b.as<float>(),
+                       a.saved_inv_std_b.as<float>(), r.m, r.c, a.dbeta_b.as<float>(), a.dgamma_b.as<float>(), ws,
+                       ws_bytes, stream, where);
   // Pass 2: da and the shortcut's gradient in one pass over dy and the mask; without a shortcut
   // gradient (the shortcut is the data batch), BN's backward apply alone.
   const BnBranch branch_a{a.gamma_a.as<float>(), a.saved_mean_a.as<float>(), a.saved_inv_std_a.as<float>(),
@@ -369,8 +377,8 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
   }
   const BnBranch branch_b{a.gamma_b.as<float>(), a.saved_mean_b.as<float>(), a.saved_inv_std_b.as<float>(),
                           a.dbeta_b.as<float>(), a.dgamma_b.as<float>()};
-  bn_add_relu_backward_apply(dt, a.dy.data, bits, a.a.data, branch_a, a.b.data, normalized ? &branch_b : nullptr, r.m,
-                             r.c, a.da.data, a.db.data, stream, where);
+  bn_add_relu_backward_apply(dt, a.dy.data, a.dy2.data, bits, a.a.data, branch_a, a.b.data,
+                             normalized ? &branch_b : nullptr, r.m, r.c, a.da.data, a.db.data, stream, where);
 }
 
 }  // namespace

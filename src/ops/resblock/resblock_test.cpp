@@ -1,6 +1,7 @@
 // The fused block-end ops on the CPU through the registry: the tail's apply against a direct
 // float64 evaluation (values and mask bits), its identity-shortcut backward against the masked
-// gradient, and the errors for badly bound tensors. The BN gradients of both branches are checked
+// gradient, its backward from a gradient in two terms against the summed one, and the errors for
+// badly bound tensors. The BN gradients of both branches are checked
 // against finite differences through whole programs (tests/gradcheck) and against the unfused
 // blocks (tests/compile/residual_fusion_test.cpp).
 #include <gtest/gtest.h>
@@ -91,6 +92,45 @@ TEST(ResblockOps, IdentityShortcutGetsTheMaskedGradient) {
   }
 }
 
+// The gradient in two terms (CompileOptions::fuse_grad_sums) gives the bits of its sum given whole:
+// every output of both shortcut kinds, and none equal to what the first term alone gives.
+TEST(ResblockOps, TwoGradientTermsGiveTheSummedGradientsBits) {
+  for (bool normalized : {false, true}) {
+    SCOPED_TRACE(normalized ? "normalized shortcut" : "identity shortcut");
+    OpBench bench = tail_bench();
+    const TailIds id(bench);
+    const int second = bench.add("dy.second", kShape, DType::F64, 11);
+    const int whole = bench.add("dy.whole", kShape, DType::F64);
+    std::vector<double> sum = bench.values<double>(id.dy);
+    const std::vector<double> second_values = bench.values<double>(second);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += second_values[i];
+    bench.fill(whole, sum);
+    const int dgamma_b = bench.add("dgamma_b", {kC}, DType::F64), dbeta_b = bench.add("dbeta_b", {kC}, DType::F64);
+    bench.run(id.fwd(normalized));
+    BnAddReluBackward<TensorId> g = id.identity_bwd();
+    if (normalized) {
+      g.b = id.b, g.gamma_b = id.gamma, g.saved_mean_b = id.mean, g.saved_inv_std_b = id.inv_std;
+      g.dgamma_b = dgamma_b, g.dbeta_b = dbeta_b;
+    }
+    const std::vector<int> outputs{id.da, id.db, id.dgamma, id.dbeta, dgamma_b, dbeta_b};
+    auto run = [&](int dy, int dy2) {
+      BnAddReluBackward<TensorId> step = g;
+      step.dy = dy, step.dy2 = dy2 >= 0 ? TensorId(dy2) : TensorId();
+      bench.run(step);
+      std::vector<std::vector<double>> out;
+      for (int t : outputs) out.push_back(bench.values<double>(t));
+      return out;
+    };
+    const auto summed = run(whole, -1), terms = run(id.dy, second), first_only = run(id.dy, -1);
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (!normalized && k >= 4) continue;  // branch b's statistics exist only when it is normalized
+      SCOPED_TRACE(bench.program.tensors[outputs[k]].name);
+      EXPECT_EQ(terms[k], summed[k]);
+      EXPECT_NE(terms[k], first_only[k]);
+    }
+  }
+}
+
 TEST(ResblockOps, BadBindingsNameTheLayerAndTensor) {
   OpBench bench = tail_bench();
   const TailIds id(bench);
@@ -110,6 +150,12 @@ TEST(ResblockOps, BadBindingsNameTheLayerAndTensor) {
   BnAddReluBackward<TensorId> partial = id.identity_bwd();
   partial.b = id.b, partial.gamma_b = id.gamma;  // the rest of branch b missing
   expect_error(run(partial), {"layer1.0.relu", "2 of 6"});
+  BnAddReluBackward<TensorId> lone_term = id.identity_bwd();
+  lone_term.dy2 = id.b, lone_term.db = TensorId();  // a second term without the shortcut's gradient
+  expect_error(run(lone_term), {"layer1.0.relu", "dy2", "db"});
+  BnAddReluBackward<TensorId> short_term = id.identity_bwd();
+  short_term.dy2 = short_scale;
+  expect_error(run(short_term), {"layer1.0.relu", "scale.short"});
 }
 
 }  // namespace
