@@ -38,15 +38,15 @@ struct MaskedRows {
       const int64_t r = row + int64_t{u} * g.rows;
       if (r >= p.end) continue;
       const int64_t f = r * g.c + p.c0;
-      if constexpr (STREAMING) {
-        dy[u] = load_pack_streaming<T, VEC>(dy_ + f);
-        x[u] = load_pack_streaming<T, VEC>(x_ + f);
-      } else {
-        dy[u] = load_pack<T, VEC>(dy_ + f);
-        x[u] = load_pack<T, VEC>(x_ + f);
-      }
+      dy[u] = load_row(dy_ + f);
+      x[u] = load_row(x_ + f);
       bits[u] = load_mask_bits<VEC>(bitmask, f);
     }
+  }
+  // One row's pack, evict-first when STREAMING.
+  __device__ __forceinline__ static Pack<T, VEC> load_row(const T* at) {
+    if constexpr (STREAMING) return load_pack_streaming<T, VEC>(at);
+    return load_pack<T, VEC>(at);
   }
   // dy given as two terms (a block end's, CompileOptions::fuse_grad_sums): the second's packs
   // added to the loaded dy's in fp32 and rounded to T, the bits GRAD_SUM stores for the sum of
@@ -56,13 +56,7 @@ struct MaskedRows {
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
       if (r >= p.end) continue;
-      const int64_t f = r * g.c + p.c0;
-      Pack<T, VEC> second;
-      if constexpr (STREAMING) {
-        second = load_pack_streaming<T, VEC>(dy2_ + f);
-      } else {
-        second = load_pack<T, VEC>(dy2_ + f);
-      }
+      const Pack<T, VEC> second = load_row(dy2_ + r * g.c + p.c0);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) dy[u].v[j] = from_float<T>(to_float(dy[u].v[j]) + to_float(second.v[j]));
     }
