@@ -196,8 +196,6 @@ void bn_apply_relu(const T* x, const double* scale, const double* shift, int64_t
   });
 }
 
-// g = dy where the ReLU passed (relu_bitmask's bit, unpacked per row), else 0: a select, not a
-// branch (core/mask_bits.h), with the same values.
 template <class T>
 void add_terms_row(const T* a, const T* b, int64_t n, T* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
@@ -213,6 +211,8 @@ const T* gradient_row(const T* dy, const T* dy2, int64_t m, int64_t C, T* scratc
 }
 }  // namespace
 
+// g = dy where the ReLU passed (relu_bitmask's bit, unpacked per row), else 0: a select, not a
+// branch (core/mask_bits.h), with the same values.
 template <class T>
 void bn_backward_reduce(const T* dy, const uint8_t* relu_bitmask, const T* x, const T* saved_mean,
                         const T* saved_inv_std, int64_t M, int64_t C, double* sum_dy,

@@ -56,8 +56,9 @@ void lower_backward(LowerContext& ctx, int index) {
   const ConvBnSaved* projection = conv_bn_input(ctx, index, 1);
   const BnAddRelu<TensorId>& f = ctx.saved<BnAddRelu<TensorId>>(index);
   BnAddReluBackward<TensorId> b;
-  // The output's gradient as its two terms where it has two (CompileOptions::fuse_grad_sums); the
-  // kernels add them only beside db, which every block end but one on the data batch has.
+  // The output's gradient as its two terms where it has two (CompileOptions::fuse_grad_sums). The
+  // kernels take a second term only together with db, which a block end lacks only when its
+  // shortcut is the data batch.
   const bool terms = ctx.program.options.fuse_grad_sums && !ctx.input_is_data(index, 1);
   const std::vector<int> dy = terms ? ctx.grad_out_terms(index, 2) : std::vector<int>{ctx.grad_out(index)};
   b.dy = dy[0];
