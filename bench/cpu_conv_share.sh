@@ -7,7 +7,7 @@
 #   bench/cpu_conv_share.sh <kiln binary> <out dir>
 # KILN_NETWORK (default resnet18:224:32, model:size:batch), KILN_THREADS (default 1: at one
 # thread the summed kernel times are the step's time in them), KILN_LIBS (a folder put first on
-# kiln's LD_LIBRARY_PATH: a build unpacked by bench/cpu_carry.sh).
+# kiln's LD_LIBRARY_PATH: a build unpacked by scripts/carry.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kiln=${1:?usage: bench/cpu_conv_share.sh <kiln binary> <out dir>}
