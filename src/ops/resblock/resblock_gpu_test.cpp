@@ -426,6 +426,7 @@ TEST(ResblockOpsGpu, BnAddReluBackwardTakesItsGradientInTwoTerms) {
         DeviceTensor whole = DeviceTensor::poisoned(dt, n);
         const void* terms[] = {first.ptr(), second.ptr()};
         cuda::grad_sum(dt, terms, 2, n, whole.ptr(), nullptr, "test");
+        sync();  // the op runs on the backend's own stream
         const DeviceBytes mask(random_bytes(cuda::bitmask_bytes(n), rng));
         // The op's outputs for dy = `dy` (and dy2 = `dy2` when given), as host values.
         auto backward = [&](const DeviceTensor& dy, const DeviceTensor* dy2) {
