@@ -108,9 +108,9 @@ TEST_P(ResblockGpu, FusedBlockEndsMatchUnfusedAndTheCpu) {
     const double e_fused = rel_l2(fused.at(name), ref), e_unfused = rel_l2(unfused.at(name), ref);
     const double bound = std::max(4 * e_unfused, floor);
     EXPECT_LE(e_fused, bound) << "fused " << e_fused << ", unfused " << e_unfused;
-    // Block1's end reading its gradient's two terms computes the same values as from their sum (the
-    // op test ResblockOpsGpu.BnAddReluBackwardTakesItsGradientInTwoTerms compares the bits): here it
-    // is held to the fused program's bound.
+    // Block1's end reading its gradient's two terms computes the same values as from their sum, up
+    // to the order of its BN sums (ResblockOpsGpu.BnAddReluBackwardTakesItsGradientInTwoTerms
+    // compares the op with GRAD_SUM's sum): here it is held to the fused program's bound.
     const double e_terms = rel_l2(terms.at(name), ref);
     EXPECT_LE(e_terms, bound) << "gradient in two terms " << e_terms << ", unfused " << e_unfused;
     // The bound still catches a wrong formula: the fused values with their sign flipped (an error

@@ -4,7 +4,7 @@
 //     mask, c = 64 on the packed path, c = 12 and misaligned pointers on the narrow and flat
 //     paths, y over a or b);
 //   - the six ops through the CUDA op table, prepared and run as an executable runs them, the
-//     block end's backward also from its gradient in two terms (the bits of their GRAD_SUM).
+//     block end's backward also from its gradient in two terms (against their GRAD_SUM).
 //
 // Tolerances. The apply computes v = a * scale_a + (b * scale_b + (shift_a + shift_b)) in fp32
 // (three roundings, each at most u32 = 2^-24 times the running sum, so |v - pre| <= 3 u32 T with
@@ -403,8 +403,14 @@ TEST(ResblockOpsGpu, BnAddReluBackwardMatchesFloat64) {
 }
 
 // The gradient in two terms (CompileOptions::fuse_grad_sums) against GRAD_SUM's sum of the same
-// terms on the same GPU: every output the same bits, on the packed, narrow and normalized paths;
-// and not those of the first term alone, so that a kernel that dropped the second would fail.
+// terms on the same GPU, on the packed, narrow and normalized paths. Each element of g = dy + dy2
+// is GRAD_SUM's bits, so an identity shortcut's db (g itself) must be equal bit for bit. The sums
+// may not be: the two-term reduce kernel holds more registers, so its one-wave grid can split the
+// rows differently and add the same fp32 terms in another order. Both orders are within 1e-5 of
+// float64 (BnAddReluBackwardMatchesFloat64's bound for these sums), so they differ by at most 2e-5;
+// da and db follow from sums that close within that plus their dtype's rounding. The first term
+// alone (the second is about half its size) misses every bound tenfold at least: a kernel that
+// dropped the second term fails.
 TEST(ResblockOpsGpu, BnAddReluBackwardTakesItsGradientInTwoTerms) {
   KILN_REQUIRE_GPU();
   ResblockOps ops;
@@ -452,8 +458,14 @@ TEST(ResblockOpsGpu, BnAddReluBackwardTakesItsGradientInTwoTerms) {
         const auto first_only = backward(first, nullptr);
         const char* names[] = {"da", "db", "dgamma_a", "dbeta_a", "dgamma_b", "dbeta_b"};
         for (size_t k = 0; k < summed.size(); ++k) {
-          EXPECT_EQ(two_terms[k], summed[k]) << names[k];
-          EXPECT_NE(two_terms[k], first_only[k]) << names[k];
+          const bool sums = k >= 2, exact = k == 1 && !normalized;  // db = g for an identity shortcut
+          const double bound = sums ? 2e-5 : 2e-5 + one_ulp(dt);
+          if (exact) {
+            EXPECT_EQ(two_terms[k], summed[k]) << names[k];
+          } else {
+            expect_close(names[k], two_terms[k], summed[k], bound);
+          }
+          EXPECT_GT(testing::rel_l2(first_only[k], summed[k]), 10 * bound) << names[k] << ": the bound cannot tell the terms";
         }
       }
 }
