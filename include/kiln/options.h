@@ -187,8 +187,8 @@ struct CompileOptions {
   bool fuse_seams = false;
   // A ResNet block end's backward reads the two gradients of its output (from the next block's
   // body and shortcut) and adds them as it reads them, where a GRAD_SUM pass would write their
-  // sum first: one activation-sized tensor fewer written and read per block, the same values (bit
-  // for bit on the CPU; on the GPU the BN sums may add their fp32 terms in another order).
+  // sum first: one activation-sized pass fewer per block with an identity shortcut, the same values
+  // (bit for bit on the CPU; on the GPU the BN sums may add their fp32 terms in another order).
   // Off by default until timed on a GPU.
   bool fuse_grad_sums = false;
   // With a loss (the default) the program ends in softmax cross-entropy on labels. Without,
