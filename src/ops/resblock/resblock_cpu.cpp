@@ -104,10 +104,13 @@ void bn_add_relu_backward(const BnAddReluBackwardTensors<T>& t, int64_t M, int64
     parallel_blocks(M * C, int64_t{1} << 15, [&](int64_t i0, int64_t i1) {
       std::vector<uint8_t> passed(i1 - i0);
       unpack_bits(t.bitmask, i0, i1 - i0, passed.data());
+      T* db = t.db + i0;
       const T* g = t.dy + i0;
-      std::vector<T> summed(t.dy2 ? i1 - i0 : 0);
-      if (t.dy2) add_terms_row(t.dy + i0, t.dy2 + i0, i1 - i0, summed.data()), g = summed.data();
-      keep_where(passed.data(), g, i1 - i0, t.db + i0);
+      if (t.dy2) {  // the two terms summed into db itself, then masked there (db shares no storage with them)
+        add_terms_row(t.dy + i0, t.dy2 + i0, i1 - i0, db);
+        g = db;
+      }
+      keep_where(passed.data(), g, i1 - i0, db);
     });
   }
 }
