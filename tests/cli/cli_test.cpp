@@ -221,6 +221,9 @@ TEST(Cli, PlanWithGradientSumsFusedLosesTheSummedTensors) {
   const Result bad = kiln("plan --model resnet18 --batch 2 --device cpu --fuse-grad-sums maybe");
   EXPECT_NE(bad.rc, 0);
   expect_contains(bad, {"--fuse-grad-sums"}, "plan --fuse-grad-sums maybe");
+  const Result two = kiln("plan --model resnet18 --batch 2 --device cpu --fuse-grad-sums 2");  // not read as "on"
+  EXPECT_NE(two.rc, 0);
+  expect_contains(two, {"--fuse-grad-sums", "0 or 1"}, "plan --fuse-grad-sums 2");
 }
 
 }  // namespace
