@@ -209,15 +209,18 @@ TEST(Cli, PlanWithFusionAcrossLayersShowsTheSeams) {
   expect_contains(no_fuse, {"--fuse-seams", "--no-fuse"}, "plan --fuse-seams --no-fuse");
 }
 
-// --fuse-grad-sums 1: the plan says so, and the summed gradient of a block end that feeds the next
-// block (layer1.0's) is no longer a tensor; the block fed by the max-pool keeps its sum.
+// Gradient sums fused (the default, and --fuse-grad-sums 1): the plan says so, and the summed
+// gradient of a block end that feeds the next block (layer1.0's) is no longer a tensor; the block
+// fed by the max-pool keeps its sum. --fuse-grad-sums 0 brings the sums back.
 TEST(Cli, PlanWithGradientSumsFusedLosesTheSummedTensors) {
-  const Result terms = kiln("plan --model resnet18 --batch 2 --device cpu --fuse-grad-sums 1");
-  ASSERT_EQ(terms.rc, 0) << terms.output;
-  expect_contains(terms, {"gradient sums fused on", "d:maxpool"}, "plan --fuse-grad-sums 1");
-  EXPECT_EQ(terms.output.find("d:layer1.0.relu "), std::string::npos) << terms.output;
-  const Result sums = kiln("plan --model resnet18 --batch 2 --device cpu");
-  expect_contains(sums, {"gradient sums fused off", "d:layer1.0.relu "}, "plan");
+  for (const char* flag : {"", " --fuse-grad-sums 1"}) {
+    const Result terms = kiln(std::string("plan --model resnet18 --batch 2 --device cpu") + flag);
+    ASSERT_EQ(terms.rc, 0) << terms.output;
+    expect_contains(terms, {"gradient sums fused on", "d:maxpool"}, std::string("plan") + flag);
+    EXPECT_EQ(terms.output.find("d:layer1.0.relu "), std::string::npos) << flag << "\n" << terms.output;
+  }
+  const Result sums = kiln("plan --model resnet18 --batch 2 --device cpu --fuse-grad-sums 0");
+  expect_contains(sums, {"gradient sums fused off", "d:layer1.0.relu "}, "plan --fuse-grad-sums 0");
   const Result bad = kiln("plan --model resnet18 --batch 2 --device cpu --fuse-grad-sums maybe");
   EXPECT_NE(bad.rc, 0);
   expect_contains(bad, {"--fuse-grad-sums"}, "plan --fuse-grad-sums maybe");

@@ -28,11 +28,11 @@ void add_common_options(CLI::App* app, CommonOptions& o) {
                 "them, applied as they read its convolution's output (`kiln plan` shows the seams)");
   app->add_option("--fuse-grad-sums", o.fuse_grad_sums,
                   "1: a ResNet block end's backward adds the two gradients of its output as it reads them, where "
-                  "a GRAD_SUM pass would write their sum first (the same values, one tensor pass fewer per block); "
-                  "0: the GRAD_SUM pass (default)")
+                  "a GRAD_SUM pass would write their sum first (the same values, one tensor pass fewer per block; "
+                  "the default); 0: the GRAD_SUM pass")
       ->type_name("0|1")
       ->check(number_in([](double v) { return v == 0 || v == 1; }, "0 or 1",
-                        "use --fuse-grad-sums 1 to fuse the sums, 0 (the default) to keep them"));
+                        "use --fuse-grad-sums 1 (the default) to fuse the sums, 0 to keep them"));
   app->add_option("--classes", o.classes, "number of classes, >= 1; -1: the model's, or the dataset's")
       ->check(number_in([](double v) { return v == -1 || v >= 1; }, "-1 or >= 1",
                         "use e.g. --classes 10, or -1 for the model's (plan) or the dataset's (train) count"));

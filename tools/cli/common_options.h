@@ -16,7 +16,7 @@ struct CommonOptions {
   std::string device = "auto", precision = "fp32";
   bool no_fuse = false;
   bool fuse_seams = false;  // --fuse-seams: CompileOptions::fuse_seams
-  bool fuse_grad_sums = false;  // --fuse-grad-sums 0|1: CompileOptions::fuse_grad_sums
+  bool fuse_grad_sums = true;  // --fuse-grad-sums 0|1: CompileOptions::fuse_grad_sums
   int classes = -1;
   std::string freeze;  // --freeze: CompileOptions::freeze
 };
