@@ -10,6 +10,7 @@
 
 #include "cli/option_checks.h"
 #include "core/cpu_kernels.h"
+#include "ir/cuda_option_table.h"
 #include "kiln/threads.h"
 #include "kiln/zoo.h"
 
@@ -96,7 +97,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
     for (const OpProfile& op : r.profile)
       ops.push_back({{"list", op.list}, {"kind", op.kind}, {"layer", op.layer}, {"ms", op.ms}, {"flops", op.flops},
                      {"bytes", op.bytes}, {"floor_ms", op.floor_ms}});
-    const nlohmann::json j = {{"framework", "kiln"},
+    nlohmann::json j = {{"framework", "kiln"},
                               {"profile", ops},
                               {"model", o.model},
                               {"device", device_label(c)},
@@ -106,10 +107,6 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"fuse_cbr", c.fuse_cbr},
                               {"fuse_seams", c.fuse_seams},
                               {"fuse_grad_sums", c.fuse_grad_sums ? 1 : 0},
-                              {"seam_input", c.cuda.seam_input},
-                              {"conv_stats", c.cuda.conv_stats},
-                              {"cutlass", c.cuda.cutlass},
-                              {"fold_taps", c.cuda.fold_taps},
                               {"threads", c.device == Device::CPU ? kiln::threads() : 0},
                               {"cpu_kernels", c.device == Device::CPU ? cpu_kernels_name(cpu_kernels()) : ""},
                               {"warmup", b.bench.warmup},
@@ -129,6 +126,10 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"device_bytes", r.device_bytes},
                               {"first_loss", r.first_loss},
                               {"last_loss", r.last_loss}};
+    // Every numeric CUDA setting under its field's name, so any of them can be compared
+    // (gpu_check.sh option-ab).
+    for (const CudaOptionField& f : cuda_option_fields())
+      if (f.type != CudaOptionField::Type::File) j[f.member] = cuda_option_number(c.cuda, f);
     json << j.dump() << std::endl;
   }
   if (group) group->leave();

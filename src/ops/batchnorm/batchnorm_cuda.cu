@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
@@ -99,6 +100,55 @@ __global__ void __launch_bounds__(kTileThreads)
     }
   }
   write_block_partials<VEC>(g, p, s, sx, part_dy, part_dy_xhat);
+}
+
+// Both branches of a block end with a normalized shortcut from one pass over its masked gradient
+// (dy, plus dy2 with TERMS2) and the mask: the sum of g, the same for both branches, once, and the
+// sum of g * xhat for each of x and x_b. Four tensors a row (five with dy2), so one row per thread
+// at a time, as the block end's two-term apply (kTripleUnroll). Its registers (ptxas, sm_90: 88-92
+// for fp16 and bf16 with 8 channels a thread) allow 2 blocks per SM; bounding it to 3 spilled
+// 12-24 bytes a thread.
+template <class T, int VEC, bool TERMS2>
+__global__ void __launch_bounds__(kTileThreads)
+    bn_backward_reduce_pair_kernel(const T* dy, const T* dy2, const uint8_t* bits, const T* x, const float* mean,
+                                   const float* inv_std, const T* x_b, const float* mean_b,
+                                   const float* inv_std_b, TileGrid g, float* part_dy, float* part_dy_xhat,
+                                   float* part_dy_xhat_b) {
+  constexpr int U = kTripleUnroll;
+  using Rows = MaskedRows<T, VEC, U, /*STREAMING=*/true>;
+  const TileThread p = tile_thread<kReduceSplit>(g, U);
+  float mu[VEC], is[VEC], mu_b[VEC], is_b[VEC], sums[3][VEC] = {};
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    mu[j] = p.active ? mean[p.c0 + j] : 0.f;
+    is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
+    mu_b[j] = p.active ? mean_b[p.c0 + j] : 0.f;
+    is_b[j] = p.active ? inv_std_b[p.c0 + j] : 0.f;
+  }
+  for (int64_t row = p.row; row < p.end; row += p.stride) {
+    Rows in;
+    in.load(dy, bits, x, g, p, row);
+    Pack<T, VEC> xb[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = row + int64_t{u} * g.rows;
+      if (r < p.end) xb[u] = Rows::load_row(x_b + r * g.c + p.c0);
+    }
+    if constexpr (TERMS2) in.add_term(dy2, g, p, row);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (row + int64_t{u} * g.rows >= p.end) break;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float gj = in.masked_dy(u, j);
+        sums[0][j] += gj;
+        sums[1][j] += gj * ((to_float(in.x[u].v[j]) - mu[j]) * is[j]);
+        sums[2][j] += gj * ((to_float(xb[u].v[j]) - mu_b[j]) * is_b[j]);
+      }
+    }
+  }
+  float* const parts[3] = {part_dy, part_dy_xhat, part_dy_xhat_b};
+  write_block_partials<VEC, 3>(g, p, sums, parts);
 }
 
 // Recomputing the mask holds 2 * VEC more coefficients in registers: at two blocks per SM they fit
@@ -248,17 +298,26 @@ __global__ void bn_inference_scale_shift_kernel(const float* gamma, const float*
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-// The reductions' two partial arrays [row_blocks][c] in the caller's workspace.
-std::pair<float*, float*> partials(const char* fn, const TileGrid& g, void* workspace,
-                                   size_t workspace_bytes, const std::string& where) {
-  const size_t need_bytes = partials_bytes(g, g.row_blocks);
+// A reduction's N partial arrays [row_blocks][c] in the caller's workspace.
+template <int N>
+std::array<float*, N> partial_arrays(const char* fn, const TileGrid& g, void* workspace, size_t workspace_bytes,
+                                     const std::string& where) {
+  const size_t need_bytes = partials_bytes(g, g.row_blocks, N);
   if (!workspace || workspace_bytes < need_bytes || !all_aligned({workspace}, alignof(float)))
     fail(
         "{}: {} needs a 4-byte aligned workspace of {} bytes for m = {}, c = {} (got {} bytes at "
         "{}); size it with the matching *_workspace_bytes(m, c)",
         where, fn, need_bytes, g.m, g.c, workspace_bytes, workspace);
-  float* part0 = static_cast<float*>(workspace);
-  return {part0, part0 + int64_t{g.row_blocks} * g.c};
+  std::array<float*, N> parts;
+  for (int k = 0; k < N; ++k) parts[k] = static_cast<float*>(workspace) + k * int64_t{g.row_blocks} * g.c;
+  return parts;
+}
+
+// The two partial arrays of most reductions.
+std::pair<float*, float*> partials(const char* fn, const TileGrid& g, void* workspace,
+                                   size_t workspace_bytes, const std::string& where) {
+  const auto parts = partial_arrays<2>(fn, g, workspace, workspace_bytes, where);
+  return {parts[0], parts[1]};
 }
 
 // After the tile kernel: adds the partials in a fixed order into out0 / out1.
@@ -288,6 +347,9 @@ size_t channel_sums_workspace_bytes(int64_t m, int64_t c) {
 }
 size_t bn_backward_reduce_workspace_bytes(int64_t m, int64_t c) {
   return reduction_workspace_bytes(m, c);
+}
+size_t bn_backward_reduce_pair_workspace_bytes(int64_t m, int64_t c) {
+  return reduction_workspace_bytes(m, c, 3);
 }
 
 void channel_sums(DType dtype, const void* x, int64_t m, int64_t c, float* sum, float* sqsum,
@@ -421,6 +483,40 @@ void bn_backward_reduce(DType dtype, const void* dy, const void* dy2, ReluMask r
           static_cast<const T*>(dy), static_cast<const T*>(dy2), relu_mask, static_cast<const T*>(x), saved_mean,
           saved_inv_std, g, parts.first, parts.second);
       combine(g, parts, sum_dy, sum_dy_xhat, stream, where);
+    });
+  });
+}
+
+void bn_backward_reduce_pair(DType dtype, const void* dy, const void* dy2, const uint8_t* bitmask,
+                             const BnReduceBranch& a, const BnReduceBranch& b, int64_t m, int64_t c, void* workspace,
+                             size_t workspace_bytes, cudaStream_t stream, const std::string& where) {
+  const char* fn = "bn_backward_reduce_pair";
+  check_shape(fn, m, c, where);
+  for (const BnReduceBranch* branch : {&a, &b})
+    need(fn, where,
+         {{branch->saved_mean, "saved_mean"},
+          {branch->saved_inv_std, "saved_inv_std"},
+          {branch->sum_dy, "sum_dy"},
+          {branch->sum_dy_xhat, "sum_dy_xhat"}});
+  if (m == 0) {
+    zero_sums(a.sum_dy, a.sum_dy_xhat, c, stream, where);
+    return zero_sums(b.sum_dy, b.sum_dy_xhat, c, stream, where);
+  }
+  need(fn, where, {{dy, "dy"}, {bitmask, "bitmask"}, {a.x, "x"}, {b.x, "x_b"}});
+  dispatch_activation(dtype, fn, [&](auto zero) {
+    using T = decltype(zero);
+    dispatch_vec(choose_vec(c, sizeof(T), {dy, dy2, a.x, b.x}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      auto* kernel = dy2 ? bn_backward_reduce_pair_kernel<T, V, true> : bn_backward_reduce_pair_kernel<T, V, false>;
+      const TileGrid g = grid_for<V>(kernel, m, c, kTripleUnroll, kReduceSplit, where);
+      const auto parts = partial_arrays<3>(fn, g, workspace, workspace_bytes, where);
+      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
+          static_cast<const T*>(dy), static_cast<const T*>(dy2), bitmask, static_cast<const T*>(a.x), a.saved_mean,
+          a.saved_inv_std, static_cast<const T*>(b.x), b.saved_mean, b.saved_inv_std, g, parts[0], parts[1],
+          parts[2]);
+      // The sum of g from the same partials for both branches: the same bits.
+      combine(g, {parts[0], parts[1]}, a.sum_dy, a.sum_dy_xhat, stream, where);
+      combine(g, {parts[0], parts[2]}, b.sum_dy, b.sum_dy_xhat, stream, where);
     });
   });
 }

@@ -99,6 +99,19 @@ void bn_backward_reduce(DType dtype, const void* dy, const void* dy2, ReluMask r
                         float* sum_dy, float* sum_dy_xhat, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream, const std::string& where);
 
+// A block end's two normalized branches (a projection shortcut) from one pass over dy (and dy2)
+// and the bit mask: each branch's sums as bn_backward_reduce gives them for its own x, the sum of
+// g computed once and written to both (the same bits). Its workspace holds three partial arrays.
+struct BnReduceBranch {
+  const void* x;
+  const float *saved_mean, *saved_inv_std;
+  float *sum_dy, *sum_dy_xhat;
+};
+size_t bn_backward_reduce_pair_workspace_bytes(int64_t m, int64_t c);
+void bn_backward_reduce_pair(DType dtype, const void* dy, const void* dy2, const uint8_t* bitmask,
+                             const BnReduceBranch& a, const BnReduceBranch& b, int64_t m, int64_t c, void* workspace,
+                             size_t workspace_bytes, cudaStream_t stream, const std::string& where);
+
 // dx = gamma * inv_std * (g - sum_dy / count - xhat * sum_dy_xhat / count) over m rows, where
 // count is how many values per channel the sums cover: m for a whole tensor, more when this call
 // handles one slice of its rows (pointers then point at the slice; the bit mask slice must start

@@ -126,17 +126,17 @@ void dispatch_vec(int vec, F&& f) {
 }
 
 // Two partial arrays [row_blocks][c] of fp32.
-inline size_t partials_bytes(const TileGrid& g, int64_t row_blocks) {
-  return 2 * size_t(row_blocks) * size_t(g.c) * sizeof(float);
+inline size_t partials_bytes(const TileGrid& g, int64_t row_blocks, int arrays = 2) {
+  return size_t(arrays) * size_t(row_blocks) * size_t(g.c) * sizeof(float);
 }
 
 // Enough for any vec the pointers' alignment may select, on any GPU.
-inline size_t reduction_workspace_bytes(int64_t m, int64_t c) {
+inline size_t reduction_workspace_bytes(int64_t m, int64_t c, int arrays = 2) {
   size_t bytes = 0;
   for (int v : {8, 4, 2, 1}) {
     if (c < 1 || c % v != 0) continue;
     const TileGrid g = tile_shape(m, c, v);
-    bytes = std::max(bytes, partials_bytes(g, max_row_blocks(g)));
+    bytes = std::max(bytes, partials_bytes(g, max_row_blocks(g), arrays));
   }
   return bytes;
 }
@@ -182,40 +182,48 @@ __device__ __forceinline__ unsigned load_mask_bits(const uint8_t* bitmask, int64
   return bitmask ? unsigned{bitmask[f >> 3]} >> (f & 7) : 0xffu;
 }
 
-// Adds the accumulators of the block's row lanes in a fixed tree order and writes the block's
-// partials: part0/part1[blockIdx.x * c + channel]. Every thread of the block must call it.
-template <int VEC>
-__device__ void write_block_partials(const TileGrid& g, const TileThread& p, const float (&a0)[VEC],
-                                     const float (&a1)[VEC], float* part0, float* part1) {
-  __shared__ float s0[kTileThreads * VEC], s1[kTileThreads * VEC];
+// Adds the N accumulators of the block's row lanes in a fixed tree order and writes the block's
+// partials: part[k][blockIdx.x * c + channel]. Every thread of the block must call it.
+template <int VEC, int N>
+__device__ void write_block_partials(const TileGrid& g, const TileThread& p, const float (&a)[N][VEC],
+                                     float* const (&part)[N]) {
+  __shared__ float s[N][kTileThreads * VEC];
   const int t = threadIdx.x, lane_r = t / g.width;
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    s0[t * VEC + j] = a0[j];  // inactive threads hold zeros
-    s1[t * VEC + j] = a1[j];
-  }
+  for (int k = 0; k < N; ++k)
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) s[k][t * VEC + j] = a[k][j];  // inactive threads hold zeros
   __syncthreads();
   int span = 1;
   while (span < g.rows) span *= 2;
-  for (int s = span / 2; s > 0; s /= 2) {
-    if (lane_r < s && lane_r + s < g.rows) {
-      const int o = t + s * g.width;
+  for (int h = span / 2; h > 0; h /= 2) {
+    if (lane_r < h && lane_r + h < g.rows) {
+      const int o = t + h * g.width;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        s0[t * VEC + j] += s0[o * VEC + j];
-        s1[t * VEC + j] += s1[o * VEC + j];
-      }
+      for (int k = 0; k < N; ++k)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) s[k][t * VEC + j] += s[k][o * VEC + j];
     }
     __syncthreads();
   }
   if (lane_r == 0 && p.c0 < g.c) {
     const int64_t base = int64_t{blockIdx.x} * g.c + p.c0;
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      part0[base + j] = s0[t * VEC + j];
-      part1[base + j] = s1[t * VEC + j];
-    }
+    for (int k = 0; k < N; ++k)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) part[k][base + j] = s[k][t * VEC + j];
   }
+}
+
+// The two-sum form most reductions use.
+template <int VEC>
+__device__ void write_block_partials(const TileGrid& g, const TileThread& p, const float (&a0)[VEC],
+                                     const float (&a1)[VEC], float* part0, float* part1) {
+  float a[2][VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) a[0][j] = a0[j], a[1][j] = a1[j];
+  float* const parts[2] = {part0, part1};
+  write_block_partials<VEC, 2>(g, p, a, parts);
 }
 
 constexpr int kCombineChannels = 32, kCombineLanes = 32;

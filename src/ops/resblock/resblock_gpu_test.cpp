@@ -243,7 +243,10 @@ class ResblockOps {
  public:
   using Tensors = std::map<std::string, TensorArg>;
 
-  ResblockOps() { register_cuda_ops(); }
+  // The backend's options: no tuning, and `block_end_sums` (CudaOptions).
+  explicit ResblockOps(bool block_end_sums = CudaOptions{}.block_end_sums) : backend_(0, options(block_end_sums)) {
+    register_cuda_ops();
+  }
 
   TensorArg arg(const Shape& shape, const DeviceTensor& t) { return bench_.arg(shape, t.ptr(), t.dtype); }
   TensorArg channels(const DeviceTensor& t) { return bench_.arg({int64_t(t.n)}, t.ptr(), DType::F32); }
@@ -288,11 +291,12 @@ class ResblockOps {
   };
 
   testing::OpBench bench_{2, "layer1.0.tail"};
-  cuda::CudaBackend backend_{0, no_tuning()};
+  cuda::CudaBackend backend_;
 
-  static CudaOptions no_tuning() {
+  static CudaOptions options(bool block_end_sums) {
     CudaOptions o;
     o.tune = false;
+    o.block_end_sums = block_end_sums;
     return o;
   }
 };
@@ -467,6 +471,62 @@ TEST(ResblockOpsGpu, BnAddReluBackwardTakesItsGradientInTwoTerms) {
           }
           EXPECT_GT(testing::rel_l2(first_only[k], summed[k]), 10 * bound) << names[k] << ": the bound cannot tell the terms";
         }
+      }
+}
+
+// A block end with a normalized shortcut: both branches' sums from one pass
+// (CudaOptions::block_end_sums, the default) against one pass per branch, with the gradient whole
+// and in two terms. The sum of g is computed once for both branches, so dbeta_b must be dbeta_a's
+// bits. The rest may differ in the order the fp32 terms are added (the one-pass kernel's one-wave
+// grid follows its own occupancy): sums within 2e-5 (both within 1e-5 of float64,
+// BnAddReluBackwardMatchesFloat64's bound, which also holds the one-pass sums to float64), da and
+// db within that plus one ulp of their dtype. The branches' dgamma differ from each other by far
+// more than that bound, so a pass that took one branch's input or statistics for the other fails.
+TEST(ResblockOpsGpu, BnAddReluBackwardSumsBothBranchesInOnePass) {
+  KILN_REQUIRE_GPU();
+  ResblockOps one_pass(true), per_branch(false);
+  std::mt19937 rng(41);
+  for (DType dt : kDtypes)
+    for (const Shape& shape : kTailShapes)
+      for (bool terms : {false, true}) {
+        SCOPED_TRACE(std::string(name(dt)) + " " + shape_str(shape) + (terms ? " two terms" : " one term"));
+        const int64_t c = shape.back(), n = numel(shape), m = n / c;
+        const std::vector<double> dyv = random_values(dt, n, rng, 0.05, 1.0),
+                                  dy2v = random_values(dt, n, rng, -0.03, 0.5),
+                                  av = random_values(dt, n, rng, 0.7, 1.3), bv = random_values(dt, n, rng, -0.4, 2.0),
+                                  gamma_a = random_values(DType::F32, c, rng, 1.0, 0.3),
+                                  gamma_b = random_values(DType::F32, c, rng, 0.8, 0.3);
+        std::vector<double> mean_a, inv_a, mean_b, inv_b;
+        reference_stats(av, m, c, mean_a, inv_a);
+        reference_stats(bv, m, c, mean_b, inv_b);
+        const DeviceTensor dy(dt, dyv), dy2(dt, dy2v), a(dt, av), b(dt, bv), ga(DType::F32, gamma_a),
+            gb(DType::F32, gamma_b), ma(DType::F32, mean_a), ia(DType::F32, inv_a), mb(DType::F32, mean_b),
+            ib(DType::F32, inv_b);
+        const DeviceBytes mask(random_bytes(cuda::bitmask_bytes(n), rng));
+        // da, db, dgamma_a, dbeta_a, dgamma_b, dbeta_b as `ops` computes them.
+        auto backward = [&](ResblockOps& ops) {
+          DeviceTensor da = DeviceTensor::poisoned(dt, n), db = DeviceTensor::poisoned(dt, n),
+                       dga = DeviceTensor::poisoned(DType::F32, c), dba = DeviceTensor::poisoned(DType::F32, c),
+                       dgb = DeviceTensor::poisoned(DType::F32, c), dbb = DeviceTensor::poisoned(DType::F32, c);
+          ResblockOps::Tensors t = {
+              {"dy", ops.arg(shape, dy)},           {"bitmask", ops.bits(mask)},
+              {"a", ops.arg(shape, a)},             {"gamma_a", ops.channels(ga)},
+              {"saved_mean_a", ops.channels(ma)},   {"saved_inv_std_a", ops.channels(ia)},
+              {"da", ops.arg(shape, da)},           {"dgamma_a", ops.channels(dga)},
+              {"dbeta_a", ops.channels(dba)},       {"db", ops.arg(shape, db)},
+              {"b", ops.arg(shape, b)},             {"gamma_b", ops.channels(gb)},
+              {"saved_mean_b", ops.channels(mb)},   {"saved_inv_std_b", ops.channels(ib)},
+              {"dgamma_b", ops.channels(dgb)},      {"dbeta_b", ops.channels(dbb)}};
+          if (terms) t["dy2"] = ops.arg(shape, dy2);
+          ops.run(BnAddReluBackward<TensorId>{}, t);
+          return std::vector<std::vector<double>>{da.get(), db.get(), dga.get(), dba.get(), dgb.get(), dbb.get()};
+        };
+        const auto one = backward(one_pass), each = backward(per_branch);
+        EXPECT_EQ(one[5], one[3]) << "dbeta_b and dbeta_a are the one sum of g";
+        const char* names[] = {"da", "db", "dgamma_a", "dbeta_a", "dgamma_b", "dbeta_b"};
+        for (size_t k = 0; k < one.size(); ++k)
+          expect_close(names[k], one[k], each[k], k >= 2 ? 2e-5 : 2e-5 + one_ulp(dt));
+        EXPECT_GT(testing::rel_l2(one[4], one[2]), 10 * 2e-5) << "the branches' dgamma cannot be told apart";
       }
 }
 

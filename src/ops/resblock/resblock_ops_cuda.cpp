@@ -340,11 +340,21 @@ Rows check_tail_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a, b
   return r;
 }
 
+// Whether both branches' sums come from one pass (CudaOptions::block_end_sums).
+bool one_reduce(const CudaBackend& be, bool normalized) { return normalized && be.options().block_end_sums; }
+
+size_t bn_add_relu_bwd_workspace_bytes(const CudaBackend& be, bool normalized, const Rows& r) {
+  return one_reduce(be, normalized) ? bn_backward_reduce_pair_workspace_bytes(r.m, r.c)
+                                    : bn_backward_reduce_workspace_bytes(r.m, r.c);
+}
+
 void prepare_bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) {
-  const Rows r = check_tail_bwd(call, a, normalized_shortcut(call, a));
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const bool normalized = normalized_shortcut(call, a);
+  const Rows r = check_tail_bwd(call, a, normalized);
   WorkspaceLayout layout;
-  layout.take(bn_backward_reduce_workspace_bytes(r.m, r.c));
-  cuda_backend(call.backend, call.where()).request_workspace(layout.used());
+  layout.take(bn_add_relu_bwd_workspace_bytes(be, normalized, r));
+  be.request_workspace(layout.used());
 }
 
 void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) {
@@ -355,17 +365,25 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
   const DType dt = a.a.dtype();
   const auto* bits = a.bitmask.as<uint8_t>();
   void* ws = be.workspace(0);
-  const size_t ws_bytes = bn_backward_reduce_workspace_bytes(r.m, r.c);
+  const size_t ws_bytes = bn_add_relu_bwd_workspace_bytes(be, normalized, r);
   cudaStream_t stream = be.stream(0);
   // Pass 1, every branch's sums (dbeta = sum of g, dgamma = sum of g * xhat), before any output
-  // is written. The reductions run one after the other on one stream, so they share the partials.
-  bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, a.a.data, a.saved_mean_a.as<float>(),
-                     a.saved_inv_std_a.as<float>(), r.m, r.c, a.dbeta_a.as<float>(), a.dgamma_a.as<float>(), ws,
-                     ws_bytes, stream, where);
-  if (normalized)
-    bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, a.b.data, a.saved_mean_b.as<float>(),
-                       a.saved_inv_std_b.as<float>(), r.m, r.c, a.dbeta_b.as<float>(), a.dgamma_b.as<float>(), ws,
-                       ws_bytes, stream, where);
+  // is written: both branches in one pass over dy and the mask, or one pass each, one after the
+  // other on one stream, sharing the partials.
+  const BnReduceBranch sums_a{a.a.data, a.saved_mean_a.as<float>(), a.saved_inv_std_a.as<float>(),
+                              a.dbeta_a.as<float>(), a.dgamma_a.as<float>()};
+  if (one_reduce(be, normalized)) {
+    const BnReduceBranch sums_b{a.b.data, a.saved_mean_b.as<float>(), a.saved_inv_std_b.as<float>(),
+                                a.dbeta_b.as<float>(), a.dgamma_b.as<float>()};
+    bn_backward_reduce_pair(dt, a.dy.data, a.dy2.data, bits, sums_a, sums_b, r.m, r.c, ws, ws_bytes, stream, where);
+  } else {
+    bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, a.a.data, sums_a.saved_mean, sums_a.saved_inv_std, r.m, r.c,
+                       sums_a.sum_dy, sums_a.sum_dy_xhat, ws, ws_bytes, stream, where);
+    if (normalized)
+      bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, a.b.data, a.saved_mean_b.as<float>(),
+                         a.saved_inv_std_b.as<float>(), r.m, r.c, a.dbeta_b.as<float>(), a.dgamma_b.as<float>(), ws,
+                         ws_bytes, stream, where);
+  }
   // Pass 2: da and the shortcut's gradient in one pass over dy and the mask; without a shortcut
   // gradient (the shortcut is the data batch), BN's backward apply alone.
   const BnBranch branch_a{a.gamma_a.as<float>(), a.saved_mean_a.as<float>(), a.saved_inv_std_a.as<float>(),
