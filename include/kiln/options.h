@@ -99,6 +99,11 @@ struct CudaOptions {
   // which waits for it only when it ends; false joins the side stream at the end of every op.
   // KILN_OVERLAP_OPS=0|1.
   bool overlap_ops = true;
+  // Run an op that depends on none of the ops since its list's last one on the main stream
+  // (ResNet's projection shortcut beside its block's body) on a second pair of streams, with
+  // events where one waits for the other, all derived from the bytes each op reads and writes
+  // (src/ir/op_streams.h; `kiln plan` lists them). KILN_BRANCH_STREAMS=0|1.
+  bool branch_streams = false;
   // Capture each training step (forward, loss, backward, update, loss-scale bookkeeping) and each
   // inference pass as a CUDA Graph after a first run of it, and replay that graph from then on:
   // one launch per step instead of one per kernel. false runs every op from the host each time.

@@ -27,6 +27,27 @@ const char* role_name(TensorRole role) {
   return "?";
 }
 
+std::string op_name(const Program& p, const std::vector<Op>& ops, size_t i) {
+  const Op& op = ops[i];
+  return fmt::format("op {} {} {}", i, op_kind_name(op.kind), op.layer >= 0 ? p.graph.layers[size_t(op.layer)].name : "");
+}
+
+// The ops on the branch stream pair and the waits between the pairs (ir/op_streams.h).
+std::string format_op_streams(const Program& p) {
+  const std::pair<const char*, const std::vector<Op>*> lists[] = {
+      {"forward", &p.forward}, {"backward", &p.backward}, {"update", &p.update}, {"inference", &p.inference}};
+  std::string out;
+  for (const auto& [name, ops] : lists) {
+    for (size_t i = 0; i < ops->size(); ++i) {
+      const Op& op = (*ops)[i];
+      if (op.stream == 0 && op.wait_back == 0) continue;
+      out += fmt::format("  {:<9} {:<48} stream {}{}\n", name, op_name(p, *ops, i), op.stream,
+                         op.wait_back ? ", waits for " + op_name(p, *ops, i - size_t(op.wait_back)) : "");
+    }
+  }
+  return out.empty() ? "" : "ops beside the main stream, and their waits:\n" + out;
+}
+
 }  // namespace
 
 std::string format_plan(const Program& p, const MemoryPlan& plan) {
@@ -70,6 +91,7 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
   // Mixed precision: the cast that remakes the weights' compute copies after the host writes them.
   if (!p.refresh_copies.empty()) out += fmt::format(", copy refresh {}", p.refresh_copies.size());
   out += "\n";
+  out += format_op_streams(p);
   out += "arena:\n";
   out += fmt::format("  parameters       {}\n", mib(plan.param_bytes));
   out += fmt::format("  gradients        {}\n", mib(plan.grad_bytes));

@@ -394,4 +394,17 @@ TEST(Cli, VersionFlagPrintsTheVersion) {
   EXPECT_EQ(r.output.find("subcommand is required"), std::string::npos) << r.output;
 }
 
+// --branch-streams 1: the plan lists the ops beside the main stream (ResNet's projections) and their
+// waits; by default there are none.
+TEST(Cli, PlanListsTheOpsOnTheBranchStreams) {
+  const std::string plan = "plan --model resnet18 --batch 2 --device cuda --precision fp16";
+  const Result branch = kiln(plan + " --branch-streams 1");
+  ASSERT_EQ(branch.rc, 0) << branch.output;
+  expect_contains(branch, {"ops beside the main stream", "CONV_BN_FWD layer2.0.downsample.0", "stream 1, waits for"},
+                  plan + " --branch-streams 1");
+  const Result one = kiln(plan);
+  ASSERT_EQ(one.rc, 0) << one.output;
+  EXPECT_EQ(one.output.find("ops beside the main stream"), std::string::npos) << one.output;
+}
+
 }  // namespace

@@ -22,7 +22,7 @@ KilnApp::KilnApp(int default_threads) : default_threads_(default_threads) {
   // For every option (subcommands copy these when made): --help shows the default, and a later
   // value overrides an earlier one, so `scripts/demo.sh --epochs 2` overrides the script's own.
   app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  plan = add_plan_command(app, common);
+  plan = add_plan_command(app, common, plan_args);
   train = add_train_command(app, common, train_args);
   bench = add_bench_command(app, common, bench_args);
   data_bench = add_data_bench_command(app, data_bench_args);
@@ -40,6 +40,7 @@ void KilnApp::reset() {
   common = CommonOptions();
   train_args = TrainArgs();
   train_args.backend.threads = default_threads_;
+  plan_args = PlanArgs();
   bench_args = BenchArgs();
   bench_args.backend.threads = default_threads_;
   data_bench_args = DataBenchArgs();
@@ -94,7 +95,7 @@ void KilnApp::parse(int argc, const char* const* argv) {
 
 int KilnApp::run() {
   try {
-    if (plan->parsed()) return run_plan(common);
+    if (plan->parsed()) return run_plan(common, plan_args);
     // --gpus: this process starts the ranks, which run the same command line without it.
     if (bench->parsed())
       if (auto launched = launch_ranks_if_asked(bench_args.parallel, argv_)) return *launched;

@@ -14,6 +14,7 @@
 #include "cli/eval_command.h"
 #include "cli/export_command.h"
 #include "cli/pack_command.h"
+#include "cli/plan_command.h"
 #include "cli/plot_command.h"
 #include "cli/predict_command.h"
 #include "cli/train_command.h"
@@ -45,6 +46,7 @@ class KilnApp {
 
   CLI::App app{"kiln: a static-graph CNN training engine with a fused Conv+BN+ReLU operator"};
   CommonOptions common;  // plan, train and bench
+  PlanArgs plan_args;
   TrainArgs train_args;
   BenchArgs bench_args;
   DataBenchArgs data_bench_args;

@@ -7,14 +7,17 @@
 
 namespace kiln::cli {
 
-CLI::App* add_plan_command(CLI::App& app, CommonOptions& common) {
+CLI::App* add_plan_command(CLI::App& app, CommonOptions& common, PlanArgs& args) {
   CLI::App* cmd = app.add_subcommand("plan", "compile a model and print its layers, tensors and memory plan");
   add_common_options(cmd, common);
+  add_cuda_options(cmd, args.backend);
   return cmd;
 }
 
-int run_plan(const CommonOptions& o) {
-  const Program program = compile(zoo::by_name(o.model, o.classes), compile_options(o));
+int run_plan(const CommonOptions& o, const PlanArgs& args) {
+  CompileOptions c = compile_options(o);
+  c.cuda = cuda_options(args.backend);
+  const Program program = compile(zoo::by_name(o.model, o.classes), c);
   verify_memory_plan(program, program.memory);
   fmt::print("{}", format_plan(program, program.memory));
   return 0;

@@ -1,12 +1,16 @@
 #pragma once
 // The CUDA backend: one device arena, a main and a side stream with events between them, the
-// cuDNN handle and graph cache, and per-stream workspaces sized while ops are prepared.
+// cuDNN handle and graph cache, and per-stream workspaces sized while ops are prepared. A second
+// such pair of streams, the branch, runs the ops ir/op_streams.h places beside the main ones
+// (CudaOptions::branch_streams), with events between the two pairs where an op waits for one on
+// the other.
 //
 // The main stream has the higher priority: when an op overlaps short memory-bound kernels on the
 // main stream with a long convolution on the side stream, the block scheduler hands freed SMs to
 // the main stream's kernels first, so they are not starved until the convolution drains.
 #include <cuda_runtime.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +25,7 @@ class CudnnGraphs;
 class CudaBackend final : public Backend {
  public:
   static constexpr int kStreams = 2;  // 0: main, 1: side (e.g. wgrad beside dgrad)
+  static constexpr int kPairs = 2;    // Op::stream: 0 the main pair, 1 the branch pair
 
   // GPU `index` with `options` (CompileOptions::cuda), the KILN_* environment variables set in
   // place of their fields (env_settings.h); kiln::Error for a field out of range, a malformed
@@ -62,11 +67,15 @@ class CudaBackend final : public Backend {
   void abort_capture() override;
   void replay(int graph, const StepScalars& s) override;
 
-  // With the side stream off (CudaOptions::side_stream, KILN_SIDE_STREAM=0), stream(1) is the main
-  // stream: work meant to overlap runs in issue order instead.
-  cudaStream_t stream(int index = 0) const { return options_.side_stream ? streams_[index] : streams_[0]; }
-  // Makes stream `to` wait for all work issued so far on stream `from`.
+  // The op's stream `index` of the pair it runs on (Op::stream; outside ops, the main pair). With
+  // the side stream off (CudaOptions::side_stream, KILN_SIDE_STREAM=0), stream(1) is the pair's
+  // main stream: work meant to overlap runs in issue order instead.
+  cudaStream_t stream(int index = 0) const { return pair_stream(pair_, index); }
+  // Makes stream `to` wait for all work issued so far on stream `from` (of the current pair).
   void order(int from, int to);
+  bool runs_branch_streams() const override { return options_.branch_streams; }
+  void prepare_op(const Op& op) override;
+  void before_ops() override;
   // An op calls this once it has issued its side-stream work. The main stream waits for that
   // work now, or, when the op may outlive it (Op::side_work_outlives and
   // CudaOptions::overlap_ops), at the end of the next op, so it overlaps that op; the memory plan
@@ -80,12 +89,12 @@ class CudaBackend final : public Backend {
   void join_rank_averages() override;
   void broadcast_over_ranks(ProcessGroup& group, void* data, size_t bytes, int root) override;
   bool side_stream() const { return options_.side_stream; }
-  // Scratch memory for work on stream `index`, sized by the requests for that stream (so the side
-  // stream's, used by wgrad only, is only as large as the largest of those); ops never share one
-  // workspace across streams.
-  void* workspace(int index = 0) const { return workspace_[index]; }
-  size_t workspace_bytes(int index = 0) const { return workspace_bytes_[index]; }
-  size_t workspace_total_bytes() const override { return workspace_bytes_[0] + workspace_bytes_[1]; }
+  // Scratch memory for work on stream `index` of the current op's pair, sized by the requests for
+  // that stream (so the side stream's, used by wgrad only, is only as large as the largest of
+  // those); ops never share one workspace across streams.
+  void* workspace(int index = 0) const { return pairs_[pair_].workspace[index]; }
+  size_t workspace_bytes(int index = 0) const { return pairs_[pair_].workspace_bytes[index]; }
+  size_t workspace_total_bytes() const override;
   CudnnGraphs& graphs();
   int device_ordinal() const { return device_; }
   // How many batch slices an op may cut a data-gradient convolution into, so that slice i runs on
@@ -98,16 +107,38 @@ class CudaBackend final : public Backend {
 
  private:
   int device_ = 0;
-  cudaStream_t streams_[kStreams] = {};
-  cudaEvent_t events_[kStreams] = {};
+  // A main and a side stream with their events and workspaces.
+  struct StreamPair {
+    cudaStream_t streams[kStreams] = {};
+    cudaEvent_t events[kStreams] = {};
+    void* workspace[kStreams] = {};
+    size_t workspace_bytes[kStreams] = {}, requested_bytes[kStreams] = {};
+  };
+  StreamPair pairs_[kPairs];
+  int pair_ = 0;  // the pair the current op runs on
+  cudaStream_t pair_stream(int pair, int index) const {
+    return pairs_[pair].streams[options_.side_stream ? index : 0];
+  }
+  cudaStream_t main_stream() const { return pairs_[0].streams[0]; }
+  // Between the pairs (Op::wait_back, Op::signals): where the current list started on the main
+  // pair, whether the branch pair has started from there yet, and each signalling op's end on its
+  // pair's main and side streams.
+  cudaEvent_t list_start_ = nullptr;
+  bool branch_started_ = false, branch_used_ = false;
+  const Op* current_op_ = nullptr;
+  struct OpEnd {
+    cudaEvent_t main = nullptr, side = nullptr;
+    bool side_outlives = false;  // `side` was recorded at the op's last run
+  };
+  std::map<const Op*, OpEnd> op_ends_;
+  void wait_across_pairs(const Op& op);
+  void join_branch();
   // Side work left running by an op (end_side_work): recorded in deferred_[slot_] by the current
   // op, waited for by the main stream when the next op ends (deferred_[slot_ ^ 1] by then).
   cudaEvent_t deferred_[2] = {};
   int slot_ = 0;
   bool may_defer_ = false, deferred_now_ = false, previous_pending_ = false;
   void join_previous();
-  void* workspace_[kStreams] = {};
-  size_t workspace_bytes_[kStreams] = {}, requested_bytes_[kStreams] = {};
   CudaOptions options_;
   std::shared_ptr<CudnnGraphs> graphs_;  // the process-wide cache of this device and graph options
   // The step's scalars on the device, written in stream order by a kernel whose argument they
@@ -141,7 +172,7 @@ class CudaBackend final : public Backend {
   void* gather_ = nullptr;  // pinned, for copy_out_many
   // Data parallel: the stream the gradient averages run on (made at the first), and its events.
   cudaStream_t comm_stream_ = nullptr;
-  cudaEvent_t comm_events_[kStreams + 1] = {};  // main, side: ready for the average; comm: averages done
+  cudaEvent_t comm_events_[kPairs * kStreams + 1] = {};  // each pair's streams: ready for the average; comm: done
   bool averages_pending_ = false;
   void make_comm_stream();
   size_t gather_bytes_ = 0;
