@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "kiln/error.h"
+
 namespace kiln {
 namespace {
 
@@ -95,8 +97,13 @@ void assign(const Program& p, std::vector<Op>& ops, bool branch) {
 
 void assign_op_streams(Program& program, bool branch) {
   for (std::vector<Op>* ops : {&program.refresh_copies, &program.forward, &program.backward, &program.update,
-                               &program.inference})
+                               &program.inference}) {
     assign(program, *ops, branch);
+    // A self-check where there is anything to check: on one stream every list runs in order.
+    if (!branch) continue;
+    if (const std::string pair = unordered_op_pair(program, *ops); !pair.empty())
+      fail("internal: the ops' streams do not keep their order: {}", pair);
+  }
 }
 
 std::string unordered_op_pair(const Program& program, const std::vector<Op>& ops) {

@@ -18,7 +18,8 @@
 
 namespace kiln {
 
-// Sets Op::stream, wait_back and signals in every op list of `program` (its memory plan placed);
+// Sets Op::stream, wait_back and signals in every op list of `program` (its memory plan placed),
+// and checks each list with unordered_op_pair (an internal kiln::Error if a pair is out of order);
 // with `branch` false every op is on stream 0 with no waits.
 void assign_op_streams(Program& program, bool branch);
 

@@ -67,6 +67,23 @@ struct MaskCoefficients {
   }
 };
 
+// A branch's saved mean and inverse std for the thread's channels, in registers, and xhat from them.
+template <int VEC>
+struct SavedStats {
+  float mu[VEC], is[VEC];
+  __device__ __forceinline__ void load(const float* mean, const float* inv_std, const TileThread& p) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      mu[j] = p.active ? mean[p.c0 + j] : 0.f;
+      is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
+    }
+  }
+  template <class T>
+  __device__ __forceinline__ float xhat(T x, int j) const {
+    return (to_float(x) - mu[j]) * is[j];
+  }
+};
+
 // TERMS2: dy comes as dy + dy2 (MaskedRows::add_term).
 template <class T, int VEC, bool RECOMPUTE, bool TERMS2>
 __global__ void __launch_bounds__(kTileThreads)
@@ -75,12 +92,9 @@ __global__ void __launch_bounds__(kTileThreads)
                               float* part_dy_xhat) {
   constexpr int U = kPairUnroll<T, VEC>;
   const TileThread p = tile_thread<kReduceSplit>(g, U);
-  float mu[VEC], is[VEC], s[VEC] = {}, sx[VEC] = {};
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    mu[j] = p.active ? mean[p.c0 + j] : 0.f;
-    is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
-  }
+  float s[VEC] = {}, sx[VEC] = {};
+  SavedStats<VEC> stats;
+  stats.load(mean, inv_std, p);
   MaskCoefficients<VEC, RECOMPUTE> recompute;
   recompute.load(mask, p);
   for (int64_t row = p.row; row < p.end; row += p.stride) {
@@ -95,7 +109,7 @@ __global__ void __launch_bounds__(kTileThreads)
       for (int j = 0; j < VEC; ++j) {
         const float gj = in.masked_dy(u, j);
         s[j] += gj;
-        sx[j] += gj * ((to_float(in.x[u].v[j]) - mu[j]) * is[j]);
+        sx[j] += gj * stats.xhat(in.x[u].v[j], j);
       }
     }
   }
@@ -117,14 +131,10 @@ __global__ void __launch_bounds__(kTileThreads)
   constexpr int U = kTripleUnroll;
   using Rows = MaskedRows<T, VEC, U, /*STREAMING=*/true>;
   const TileThread p = tile_thread<kReduceSplit>(g, U);
-  float mu[VEC], is[VEC], mu_b[VEC], is_b[VEC], sums[3][VEC] = {};
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    mu[j] = p.active ? mean[p.c0 + j] : 0.f;
-    is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
-    mu_b[j] = p.active ? mean_b[p.c0 + j] : 0.f;
-    is_b[j] = p.active ? inv_std_b[p.c0 + j] : 0.f;
-  }
+  float sums[3][VEC] = {};
+  SavedStats<VEC> stats, stats_b;
+  stats.load(mean, inv_std, p);
+  stats_b.load(mean_b, inv_std_b, p);
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     Rows in;
     in.load(dy, bits, x, g, p, row);
@@ -142,8 +152,8 @@ __global__ void __launch_bounds__(kTileThreads)
       for (int j = 0; j < VEC; ++j) {
         const float gj = in.masked_dy(u, j);
         sums[0][j] += gj;
-        sums[1][j] += gj * ((to_float(in.x[u].v[j]) - mu[j]) * is[j]);
-        sums[2][j] += gj * ((to_float(xb[u].v[j]) - mu_b[j]) * is_b[j]);
+        sums[1][j] += gj * stats.xhat(in.x[u].v[j], j);
+        sums[2][j] += gj * stats_b.xhat(xb[u].v[j], j);
       }
     }
   }

@@ -371,18 +371,18 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
   // is written: both branches in one pass over dy and the mask, or one pass each, one after the
   // other on one stream, sharing the partials.
   const BnReduceBranch sums_a{a.a.data, a.saved_mean_a.as<float>(), a.saved_inv_std_a.as<float>(),
-                              a.dbeta_a.as<float>(), a.dgamma_a.as<float>()};
+                              a.dbeta_a.as<float>(), a.dgamma_a.as<float>()},
+      sums_b{a.b.data, a.saved_mean_b.as<float>(), a.saved_inv_std_b.as<float>(), a.dbeta_b.as<float>(),
+             a.dgamma_b.as<float>()};
+  auto reduce = [&](const BnReduceBranch& s) {
+    bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, s.x, s.saved_mean, s.saved_inv_std, r.m, r.c, s.sum_dy,
+                       s.sum_dy_xhat, ws, ws_bytes, stream, where);
+  };
   if (one_reduce(be, normalized)) {
-    const BnReduceBranch sums_b{a.b.data, a.saved_mean_b.as<float>(), a.saved_inv_std_b.as<float>(),
-                                a.dbeta_b.as<float>(), a.dgamma_b.as<float>()};
     bn_backward_reduce_pair(dt, a.dy.data, a.dy2.data, bits, sums_a, sums_b, r.m, r.c, ws, ws_bytes, stream, where);
   } else {
-    bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, a.a.data, sums_a.saved_mean, sums_a.saved_inv_std, r.m, r.c,
-                       sums_a.sum_dy, sums_a.sum_dy_xhat, ws, ws_bytes, stream, where);
-    if (normalized)
-      bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, a.b.data, a.saved_mean_b.as<float>(),
-                         a.saved_inv_std_b.as<float>(), r.m, r.c, a.dbeta_b.as<float>(), a.dgamma_b.as<float>(), ws,
-                         ws_bytes, stream, where);
+    reduce(sums_a);
+    if (normalized) reduce(sums_b);
   }
   // Pass 2: da and the shortcut's gradient in one pass over dy and the mask; without a shortcut
   // gradient (the shortcut is the data batch), BN's backward apply alone.
