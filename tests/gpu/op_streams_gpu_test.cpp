@@ -49,13 +49,6 @@ Blueprint projection_blocks() {
 // Each tensor's bytes: the comparison is bit for bit, and the loss scaler's count is an integer.
 using Values = std::map<std::string, std::vector<std::byte>>;
 
-std::vector<std::byte> read_bytes(Executable& e, const std::string& name) {
-  const int id = e.id(name);
-  std::vector<std::byte> bytes(e.program().tensors[size_t(id)].bytes());
-  e.read(id, bytes.data(), bytes.size());
-  return bytes;
-}
-
 Values train(Precision precision, bool branch, const std::vector<float>& x, const std::vector<int32_t>& labels) {
   CompileOptions o;
   o.device = Device::CUDA, o.precision = precision, o.batch = int(labels.size());
@@ -72,10 +65,10 @@ Values train(Precision precision, bool branch, const std::vector<float>& x, cons
   Values v;
   for (int step = 0; step < 3; ++step) {
     e.run_step(StepScalars{0.05f, step, 5});
-    v["loss after step " + std::to_string(step)] = read_bytes(e, p.tensors[p.loss].name);
+    v["loss after step " + std::to_string(step)] = read_tensor_bytes(e, p.loss);
   }
   for (const std::vector<int>* ids : {&p.params, &p.buffers})
-    for (int id : *ids) v[p.tensors[id].name] = read_bytes(e, p.tensors[id].name);
+    for (int id : *ids) v[p.tensors[id].name] = read_tensor_bytes(e, id);
   return v;
 }
 

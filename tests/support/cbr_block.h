@@ -39,13 +39,17 @@ inline CompileOptions block_options(const BlockShape& s, Device device, Precisio
   return o;
 }
 
+// A tensor's bytes as stored, whatever its dtype (for bit-for-bit comparisons).
+inline std::vector<std::byte> read_tensor_bytes(Executable& exe, int id) {
+  std::vector<std::byte> bytes(exe.program().tensors[size_t(id)].bytes());
+  exe.read(id, bytes.data(), bytes.size());
+  return bytes;
+}
+
 // Reads any float tensor (fp32/fp16/bf16) as fp32 values.
 inline std::vector<float> read_floats(Executable& exe, const std::string& name) {
   const int id = exe.id(name);
-  const TensorSpec& t = exe.program().tensors[id];
-  std::vector<std::byte> bytes(t.bytes());
-  exe.read(id, bytes.data(), bytes.size());
-  return decode(t.dtype, bytes);
+  return decode(exe.program().tensors[size_t(id)].dtype, read_tensor_bytes(exe, id));
 }
 
 inline void write_floats(Executable& exe, int id, const std::vector<float>& values) {
