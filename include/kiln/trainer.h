@@ -90,6 +90,10 @@ struct EpochReport {
   // The rest of the epoch: the scan of the state for non-finite values, the evaluation on the
   // test set and writing the checkpoint.
   double check_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
+  // Not empty when the evaluation on the test set failed (a file that cannot be decoded): the
+  // epoch's checkpoint was written before the evaluation and this report still goes to on_epoch,
+  // with no test accuracy; fit then throws an Error holding this message and what was kept.
+  std::string eval_error;
 };
 
 // What fit throws when TrainOptions::stop asked it to stop. The message says where it stopped and
@@ -234,6 +238,8 @@ class Trainer {
   int restore(const std::string& path, bool weights_only);
   // Where the last good state is, for the messages of a diverged run.
   std::string last_good_checkpoint() const;
+  // fit's error after epoch `epoch` when its evaluation failed (EpochReport::eval_error).
+  std::string evaluation_failed_text(const EpochReport& r, int epoch) const;
   TrainOptions opt_;  // checked, and its checkpoint locked, before anything is compiled
   std::unique_ptr<CheckpointLock> lock_;
   std::string model_name_;

@@ -237,6 +237,10 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
                                       const std::function<void(const StepReport&)>& on_step,
                                       const std::function<void(const EpochReport&)>& on_epoch) {
   check_dataset(train, "training");
+  if (train.num_classes() < 2)
+    fail("the training set holds {} class{}: every label is the same, so a model learns nothing about the images "
+         "(its loss goes to 0 and its accuracy to 1.0 on anything); a classifier needs at least two classes",
+         train.num_classes(), train.num_classes() == 1 ? "" : "es");
   // The test set too, before anything is trained: a model is compiled for one input size.
   if (test.count() > 0) {
     const SampleShape a = train.shape(), b = test.shape();
@@ -369,11 +373,8 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
            "checkpoint. {}. Lower the learning rate or add warm-up and start a new run", epoch + 1, opt_.epochs,
            global_step_, bad, last_good_checkpoint());
     r.check_seconds = seconds_since(phase);
-    phase = Clock::now();
-    const Accuracy tested = test.count() > 0 ? evaluate_accuracy(test) : Accuracy{};
-    r.test_accuracy = tested.top1;
-    r.test_top5_accuracy = tested.top5;
-    r.eval_seconds = seconds_since(phase);
+    // Saved before the evaluation: a test file that cannot be decoded must not cost a trained epoch
+    // (on ImageNet, hours); the evaluation changes nothing the checkpoint holds.
     epochs_done_ = epoch + 1;
     if (!opt_.checkpoint.empty()) {
       phase = Clock::now();
@@ -381,11 +382,36 @@ std::vector<EpochReport> Trainer::fit(const SampleSource& train, const SampleSou
       saved_epochs_ = epochs_done_;
       r.checkpoint_seconds = seconds_since(phase);
     }
+    phase = Clock::now();
+    try {
+      const Accuracy tested = test.count() > 0 ? evaluate_accuracy(test) : Accuracy{};
+      r.test_accuracy = tested.top1;
+      r.test_top5_accuracy = tested.top5;
+    } catch (const Stopped&) {
+      throw;
+    } catch (const Error& e) {
+      r.eval_error = e.what();
+    }
+    r.eval_seconds = seconds_since(phase);
     if (group_) group_->progress();
     reports.push_back(r);
-    if (on_epoch) on_epoch(r);
+    if (on_epoch) on_epoch(r);  // the epoch's report (a --json line) is written before the run stops
+    if (!r.eval_error.empty()) fail("{}", evaluation_failed_text(r, epoch));
   }
   return reports;
+}
+
+// The error of an epoch whose training finished and whose evaluation failed: what failed and what
+// the run kept.
+std::string Trainer::evaluation_failed_text(const EpochReport& r, int epoch) const {
+  const std::string kept =
+      opt_.checkpoint.empty()
+          ? std::string("no checkpoint path was set, so the trained weights were not saved")
+          : fmt::format("the epoch's training is kept: checkpoint '{}' holds epoch {}; once the test set is fixed "
+                        "(or with --skip-bad, which leaves unreadable files out), resume with --resume",
+                        opt_.checkpoint, saved_epochs_);
+  return fmt::format("the evaluation on the test set after epoch {}/{} failed: {}. Training stopped; {}", epoch + 1,
+                     opt_.epochs, r.eval_error, kept);
 }
 
 }  // namespace kiln

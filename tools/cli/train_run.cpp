@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/class_count_checks.h"
 #include "cli/stop_signals.h"
 #include "cli/train_events.h"
 #include "cli/train_data_checks.h"
@@ -109,6 +110,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const SampleShape shape = train.shape();
   const bool image_files = data.format == "imagefolder" || data.format == "packed";
   check_data_fits(o, a, data);
+  check_class_count(a, data);
   CompileOptions c = compile_options(o);
   c.input_hwc = {shape.height, shape.width, shape.channels};
   c.label_smoothing = a.label_smoothing;
@@ -166,7 +168,13 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
       TorchWeightsOptions w;
       w.new_head = a.new_head;
       const TorchWeightsLoaded loaded = trainer.load_torch_weights(a.init_from, w);
-      fmt::print("kiln: initialized from {}: {} tensors{}\n", a.init_from, loaded.tensors, left_out_text(loaded));
+      // A kiln checkpoint gives its weights only: this run's optimizer state and epochs start afresh.
+      const std::string kind = loaded.kiln_checkpoint.empty()
+                                   ? std::string()
+                                   : fmt::format(" ({}: its weights; the optimizer state and epochs start afresh)",
+                                                 loaded.kiln_checkpoint);
+      fmt::print("kiln: initialized from {}{}: {} tensors{}\n", a.init_from, kind, loaded.tensors,
+                 left_out_text(loaded));
     }
   }
   const bool tested = test.count() > 0;  // else no accuracy is measured, and none is printed
@@ -223,8 +231,10 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     if (!a.checkpoint.empty()) saved_epochs = r.epoch + 1;
     // No test set: null in the JSON line and nothing on the epoch's line, never a 0 that reads as
     // an accuracy.
-    const nlohmann::json test_top1 = tested ? nlohmann::json(r.test_accuracy) : nlohmann::json(nullptr);
-    const nlohmann::json test_top5 = tested ? nlohmann::json(r.test_top5_accuracy) : nlohmann::json(nullptr);
+    // A failed evaluation (EpochReport::eval_error) likewise: null, with the error beside it.
+    const bool measured = tested && r.eval_error.empty();
+    const nlohmann::json test_top1 = measured ? nlohmann::json(r.test_accuracy) : nlohmann::json(nullptr);
+    const nlohmann::json test_top5 = measured ? nlohmann::json(r.test_top5_accuracy) : nlohmann::json(nullptr);
     if (json.is_open()) {
       json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"data", a.data.data},
                              {"format", data.format}, {"workers", t.workers}, {"decode", a.data.decode}, {"device", device_label(c)},
@@ -237,13 +247,16 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                              {"test_accuracy", test_top1}, {"train_top5_accuracy", r.train_top5_accuracy},
                              {"test_top5_accuracy", test_top5}, {"images_per_second", r.images_per_second},
                              {"lr", r.lr},
-                             {"loss_scale", r.loss_scale > 0 ? nlohmann::json(r.loss_scale) : nlohmann::json(nullptr)}}
+                             {"loss_scale", r.loss_scale > 0 ? nlohmann::json(r.loss_scale) : nlohmann::json(nullptr)},
+                             {"eval_error", r.eval_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.eval_error)}}
                   .dump()
            << std::endl;
     }
-    events.on_epoch(r, tested);
+    events.on_epoch(r, measured);
     const std::string top5 = classes > 5 ? fmt::format(" (top-5 {:.4f})", r.test_top5_accuracy) : std::string();
-    const std::string test_acc = tested ? fmt::format("  test acc {:.4f}{}", r.test_accuracy, top5) : std::string();
+    const std::string test_acc = measured ? fmt::format("  test acc {:.4f}{}", r.test_accuracy, top5)
+                                 : tested ? std::string("  test acc: evaluation failed")
+                                          : std::string();
     fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}{}  {:.1f}s  {:.0f} img/s  data wait {:.0f}%\n",
                live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, test_acc, r.seconds,
                r.images_per_second, 100 * r.data_wait_seconds / std::max(r.seconds, 1e-9));
