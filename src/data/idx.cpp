@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/file_io.h"
+#include "data/idx_labels.h"
 #include "kiln/data.h"
 #include "kiln/error.h"
 
@@ -90,6 +91,12 @@ Dataset read_idx(const std::string& images_path, const std::string& labels_path,
     ds.labels[i] = label;
   }
   return ds;
+}
+
+std::vector<int32_t> read_idx_labels(const std::string& labels_path) {
+  const std::vector<uint8_t> bytes = read_file_bytes(labels_path, kIdxHint);
+  const std::vector<uint32_t> dims = parse_idx_header(bytes, labels_path, kLabelsMagic, "labels");
+  return std::vector<int32_t>(bytes.begin() + 8, bytes.begin() + 8 + dims[0]);
 }
 
 void write_idx(const Dataset& ds, const std::string& images_path, const std::string& labels_path) {

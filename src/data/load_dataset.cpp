@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "data/idx_labels.h"
+#include "data/labels/class_coverage.h"
 #include "kiln/data.h"
 #include "kiln/error.h"
 
@@ -11,14 +13,24 @@ namespace {
 
 std::string join(const fs::path& dir, const std::string& name) { return (dir / name).string(); }
 
-// As many classes as the labels name (the largest + 1), up to the 256 a label byte holds: digits
-// have 10, EMNIST 47, a user's set its own.
+// As many classes as the training labels name (the largest + 1), up to the 256 a label byte holds:
+// digits have 10, EMNIST 47, a user's set its own. Both splits take the training labels' classes
+// (a test split without a sample of the last class still has its output), and labels that cannot
+// be a data set's classes are refused (data/labels/class_coverage.h).
 Dataset load_idx_dir(const fs::path& dir, bool train) {
   std::string prefix = train ? "train" : "t10k";
-  Dataset ds = read_idx(join(dir, prefix + "-images-idx3-ubyte"), join(dir, prefix + "-labels-idx1-ubyte"), 256);
-  int32_t largest = 0;
-  for (int32_t label : ds.labels) largest = std::max(largest, label);
-  ds.num_classes = ds.count > 0 ? largest + 1 : 0;
+  const std::string labels_path = join(dir, prefix + "-labels-idx1-ubyte");
+  Dataset ds = read_idx(join(dir, prefix + "-images-idx3-ubyte"), labels_path, 256);
+  const std::string training_labels = join(dir, "train-labels-idx1-ubyte");
+  std::error_code ec;
+  // A test split alone (a folder without training files) takes its own labels' range.
+  const std::vector<int32_t> reference =
+      train || !fs::exists(training_labels, ec) ? ds.labels : read_idx_labels(training_labels);
+  check_training_labels(reference, train ? labels_path : training_labels);
+  int32_t largest = -1;
+  for (int32_t label : reference) largest = std::max(largest, label);
+  ds.num_classes = largest + 1;
+  if (!train) check_test_labels(ds.labels, ds.num_classes, labels_path, training_labels);
   return ds;
 }
 
