@@ -10,9 +10,11 @@ cd "$(dirname "$0")/.."
 
 # libonnx-dev and libprotobuf-dev: kiln export --onnx writes models through the ONNX library
 # (cmake/onnx.cmake); its protobuf classes come compiled, so protoc is not needed.
+# librsvg2-dev: kiln plot -o curves.png rasterizes the chart's SVG through librsvg and cairo
+# (cmake/chart_png.cmake), its text in DejaVu Sans (fonts-dejavu-core).
 packages=(build-essential cmake ninja-build libeigen3-dev libcli11-dev nlohmann-json3-dev
           libfmt-dev libgtest-dev libpng-dev libjpeg62-turbo-dev opencv-doc python3-venv
-          libonnx-dev libprotobuf-dev)
+          libonnx-dev libprotobuf-dev librsvg2-dev fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,8 +1,8 @@
 #pragma once
 // `kiln plot`'s chart of a training run: panels stacked top to bottom (loss; train and test
 // accuracy; learning rate), each a frame with its own axis ranges, against the epochs. The layout is
-// computed once and drawn as SVG (with text) or as PNG pixels (lines and axes only), so both show
-// every point at the same place.
+// computed once and drawn as SVG; a PNG is that SVG rasterized (chart_png/chart_png.h, a library of
+// its own), so both show the same picture.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,9 +43,5 @@ Chart training_chart(const RunLog& run, const std::string& title, int width = 80
 // (<rect class="plot-area" data-x-min=... data-y-max=...>), tick labels, and one
 // <polyline class="series" data-series="<id>"> per series with a point per epoch.
 std::string chart_svg(const Chart& chart);
-
-// The chart drawn into RGB pixels (white ground, grey frames and grid, coloured 3-pixel lines; no
-// text) and encoded as PNG.
-std::vector<uint8_t> chart_png(const Chart& chart);
 
 }  // namespace kiln

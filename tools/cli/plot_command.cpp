@@ -10,6 +10,7 @@
 
 #include "core/file_io.h"
 #include "kiln/error.h"
+#include "train/chart_png/chart_png.h"
 #include "train/run_log.h"
 #include "train/training_chart.h"
 
@@ -28,7 +29,7 @@ CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "plot", "draw a run's kiln train --json lines (loss, accuracy, learning rate per epoch) as SVG or PNG");
   cmd->add_option("run", a.run, "the JSON lines kiln train --json wrote")->required()->type_name("RUN.jsonl");
-  cmd->add_option("--output,-o", a.output, "the picture to write: .svg (with labels) or .png (curves and axes only)")
+  cmd->add_option("--output,-o", a.output, "the picture to write: .svg, or .png (the same picture rasterized)")
       ->required()
       ->type_name("FILE");
   cmd->add_option("--title", a.title, "the chart's title; default: the run file's name");

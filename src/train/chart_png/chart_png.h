@@ -1,0 +1,17 @@
+#pragma once
+// `kiln plot -o curves.png`: the chart's SVG (chart_svg) rasterized, text included, into an RGB PNG
+// of the chart's size. Not in kiln_engine: the rasterizer (librsvg and cairo, with GLib, Pango and
+// fontconfig behind them) lives in its own library, kiln_chart_png (cmake/chart_png.cmake), which
+// the CLI links; a program that wants PNG charts links it too.
+#include <cstdint>
+#include <vector>
+
+#include "train/training_chart.h"
+
+namespace kiln {
+
+// The PNG file's bytes. Built without librsvg, kiln::Error naming the Debian package that brings it
+// (librsvg2-dev) and the SVG output that needs nothing.
+std::vector<uint8_t> chart_png(const Chart& chart);
+
+}  // namespace kiln
