@@ -1,5 +1,7 @@
 // kiln packs (src/data/pack/): the files write_pack makes, what PackRecords reads back, the
-// errors of damaged packs, and samples equal to those of the image folder they came from.
+// errors of damaged packs, and samples equal to those of the image folder they came from; every
+// image decoded when packed (a bad one refused, or left out with skip_bad), and each record's
+// source file named in messages about it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -148,6 +150,9 @@ TEST_F(PackWrite, ManifestShardsAndIndexDescribeEveryRecord) {
   EXPECT_EQ(m["splits"]["train"]["reencoded"], 4);
   EXPECT_EQ(m["splits"]["val"]["count"], 2);
   EXPECT_EQ(m["splits"]["train"]["index"], "train.kpi");
+  EXPECT_EQ(m["splits"]["train"]["sources"], "train.kps");
+  EXPECT_EQ(m["splits"]["val"]["sources"], "val.kps");
+  EXPECT_EQ(m["splits"]["train"]["skipped"], nlohmann::json::array());
   for (const std::string split : {"train", "val"}) {
     const nlohmann::json& s = m["splits"][split];
     ASSERT_EQ(s["shards"].size(), s["shard_bytes"].size());
@@ -164,7 +169,7 @@ TEST_F(PackWrite, ManifestShardsAndIndexDescribeEveryRecord) {
   // Nothing else in the folder.
   int files = 0;
   for (const auto& entry : fs::directory_iterator(pack)) files += entry.is_regular_file();
-  EXPECT_EQ(files, 1 + 2 + int(m["splits"]["train"]["shards"].size() + m["splits"]["val"]["shards"].size()));
+  EXPECT_EQ(files, 1 + 2 + 2 + int(m["splits"]["train"]["shards"].size() + m["splits"]["val"]["shards"].size()));
 }
 
 TEST_F(PackWrite, KeepsSmallJpegsByteForByteAndDownscalesTheRest) {
@@ -238,7 +243,8 @@ TEST(Pack, ClassFoldersDirectlyGiveATrainingSplitOnly) {
   write_jpeg(dir.path() / "src/x/0.jpg", 30, 20, 3, 1);
   write_jpeg(dir.path() / "src/y/0.jpg", 30, 20, 3, 2);
   const fs::path pack = dir.path() / "pack";
-  write_pack((dir.path() / "src").string(), pack.string() + "/", small_pack());  // a trailing slash is fine
+  // Trailing slashes are fine, and source paths are relative to the folder however it is spelled.
+  write_pack((dir.path() / "src").string() + "/", pack.string() + "/", small_pack());
   const nlohmann::json m = manifest_of(pack);
   EXPECT_EQ(m["splits"]["train"]["count"], 2);
   EXPECT_FALSE(m["splits"].contains("val"));
@@ -246,6 +252,7 @@ TEST(Pack, ClassFoldersDirectlyGiveATrainingSplitOnly) {
   o.transform.size = 16;
   o.transform.eval_resize = 18;
   const DataSplits splits = open_packed_dataset(pack.string(), o);
+  EXPECT_EQ(open_split(pack)->source(1), "y/0.jpg");  // relative to the folder packed
   EXPECT_EQ(splits.format, "packed");
   EXPECT_EQ(splits.train->count(), 2);
   EXPECT_EQ(splits.test->count(), 0);
@@ -289,7 +296,8 @@ TEST_F(PackDamage, AFlippedPayloadByteNamesTheShardAndTheRecord) {
   const auto records = open_split(damaged);  // the index and sizes are intact: opening succeeds
   std::vector<uint8_t> payload;
   expect_error([&] { records->read(3, payload); },
-               {"record 3 of '" + shard.string() + "' is damaged (checksum mismatch)", "kiln pack", "--skip-bad"});
+               {"record 3 of " + shard.string() + " (source: train/b/0_edge.jpg) is damaged (checksum mismatch)",
+                "kiln pack", "--skip-bad"});
   for (int64_t i : {0, 1, 2, 4, 5, 6}) EXPECT_NO_THROW(records->read(i, payload)) << i;
 
   // Through the dataset: an error, or with --skip-bad the next record in its place.
@@ -299,7 +307,8 @@ TEST_F(PackDamage, AFlippedPayloadByteNamesTheShardAndTheRecord) {
   {
     const DataSplits splits = open_packed_dataset(damaged.string(), o);
     std::vector<uint8_t> px(splits.train->shape().size());
-    expect_error([&] { splits.train->write_sample(3, 1, 0, px.data()); }, {"record 3", "damaged"});
+    expect_error([&] { splits.train->write_sample(3, 1, 0, px.data()); },
+                 {"record 3", "(source: train/b/0_edge.jpg)", "damaged"});
   }
   o.skip_bad = true;
   const DataSplits splits = open_packed_dataset(damaged.string(), o);
@@ -307,6 +316,7 @@ TEST_F(PackDamage, AFlippedPayloadByteNamesTheShardAndTheRecord) {
   EXPECT_EQ(splits.train->write_sample(3, 1, 0, px.data()), train_images()[4].label);
   ASSERT_EQ(splits.train->skipped().size(), 1u);
   EXPECT_NE(splits.train->skipped()[0].find("record 3"), std::string::npos);
+  EXPECT_NE(splits.train->skipped()[0].find("train/b/0_edge.jpg"), std::string::npos) << splits.train->skipped()[0];
 }
 
 TEST_F(PackDamage, ATruncatedShardIsNamed) {
@@ -376,12 +386,188 @@ TEST_F(PackDamage, AMalformedManifestIsNamed) {
   escape["splits"]["train"]["shards"][0] = "../elsewhere.kpk";
   write(escape);
   expect_error([&] { open_packed_dataset(damaged.string(), {}); }, {manifest, "../elsewhere.kpk"});
+  nlohmann::json escape_sources = m;
+  escape_sources["splits"]["val"]["sources"] = "../elsewhere.kps";
+  write(escape_sources);
+  expect_error([&] { open_packed_dataset(damaged.string(), {}); }, {manifest, "\"sources\"", "../elsewhere.kps"});
   nlohmann::json newer = m;
   newer["version"] = 2;
   write(newer);
   expect_error([&] { open_packed_dataset(damaged.string(), {}); }, {damaged.string(), "version 2"});
   fs::remove(manifest);
   expect_error([&] { open_packed_dataset(damaged.string(), {}); }, {manifest, "kiln pack"});
+}
+
+// ---- every image decoded when packed; each record's source file ----
+
+// Cuts a file to its first half: a JPEG then ends inside its scan data.
+void truncate_to_half(const fs::path& file) {
+  std::vector<uint8_t> bytes = read_bytes(file.string());
+  bytes.resize(bytes.size() / 2);
+  write_bytes(file.string(), bytes);
+}
+
+TEST_F(PackWrite, EveryRecordKnowsItsSourceFile) {
+  const auto records = open_split(pack);
+  const auto& images = train_images();
+  for (size_t i = 0; i < images.size(); ++i) {
+    const fs::path shard = pack / pack_format::shard_name("train", int(index_entry(pack, "train", int64_t(i)).shard));
+    EXPECT_EQ(records->source(int64_t(i)), "train/" + images[i].file);
+    EXPECT_EQ(records->name(int64_t(i)), fmt::format("record {} of {} (source: train/{})", i, shard.string(),
+                                                     images[i].file));
+  }
+  const auto val = open_split(pack, "val");
+  EXPECT_EQ(val->source(0), "val/a/v0.jpg");
+  EXPECT_EQ(val->source(1), "val/b/v1.png");
+}
+
+// A JPEG within max_side is stored as its own bytes, yet decoded all the same: a truncated one is
+// refused when packing, naming the file (kiln 1540906 packed it as it was, and training failed on
+// "record N of a shard" that the user could neither re-encode nor remove).
+TEST_F(PackWrite, ATruncatedJpegIsRefusedNamingItsFile) {
+  const fs::path bad = src / "train/a/5_cut.jpg";
+  write_jpeg(bad, 40, 30, 3, 11);
+  truncate_to_half(bad);
+  const fs::path out = dir.path() / "out";
+  for (const int workers : {1, 3}) {
+    SCOPED_TRACE(workers);
+    expect_error([&] { write_pack(src.string(), out.string(), small_pack(workers)); },
+                 {"truncated or corrupt JPEG '" + bad.string() + "'", "--skip-bad"});
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(dir.path() / "out.partial"));
+  }
+}
+
+// With skip_bad the bad files are left out and listed, and the pack is the one of the folder
+// without them, byte for byte: counts, labels, shards, index and source list agree.
+TEST_F(PackWrite, SkipBadLeavesBadImagesOutAndListsThem) {
+  const fs::path cut = src / "train/a/5_cut.jpg";
+  write_jpeg(cut, 40, 30, 3, 11);
+  truncate_to_half(cut);
+  fs::copy_file(src / "train/a/0_small.jpg", src / "train/b/8_drawing.bmp");  // an extension kiln cannot read
+  write_bytes((src / "val/b/v2_bad.png").string(), {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0});
+  const fs::path out = dir.path() / "out";
+  PackOptions o = small_pack(3);
+  o.skip_bad = true;
+  const PackResult r = write_pack(src.string(), out.string(), o);
+  EXPECT_EQ(r.train, 7);
+  EXPECT_EQ(r.val, 2);
+  EXPECT_TRUE(r.empty_classes.empty());
+  ASSERT_EQ(r.skipped.size(), 3u);
+  EXPECT_EQ(r.skipped[0].source, "train/a/5_cut.jpg");
+  EXPECT_NE(r.skipped[0].reason.find("truncated or corrupt JPEG '" + cut.string() + "'"), std::string::npos)
+      << r.skipped[0].reason;
+  EXPECT_EQ(r.skipped[1].source, "train/b/8_drawing.bmp");
+  EXPECT_NE(r.skipped[1].reason.find("not a JPEG or PNG"), std::string::npos) << r.skipped[1].reason;
+  EXPECT_EQ(r.skipped[2].source, "val/b/v2_bad.png");
+
+  const nlohmann::json m = manifest_of(out);
+  EXPECT_EQ(m["splits"]["train"]["count"], 7);
+  EXPECT_EQ(m["splits"]["train"]["skipped"], (std::vector<std::string>{"train/a/5_cut.jpg", "train/b/8_drawing.bmp"}));
+  EXPECT_EQ(m["splits"]["val"]["count"], 2);
+  EXPECT_EQ(m["splits"]["val"]["skipped"], (std::vector<std::string>{"val/b/v2_bad.png"}));
+  const auto records = open_split(out);
+  ASSERT_EQ(records->count(), 7);
+  for (size_t i = 0; i < train_images().size(); ++i) {
+    EXPECT_EQ(records->label(int64_t(i)), train_images()[i].label);
+    EXPECT_EQ(records->source(int64_t(i)), "train/" + train_images()[i].file);
+  }
+  // The same records as the pack of the clean folder (the fixture's).
+  for (const std::string name : {"train.kpi", "train.kps", "val.kpi", "val.kps"})
+    EXPECT_EQ(read_bytes((out / name).string()), read_bytes((pack / name).string())) << name;
+  const nlohmann::json clean = manifest_of(pack);
+  for (const std::string split : {"train", "val"})
+    for (const nlohmann::json& shard : clean["splits"][split]["shards"])
+      EXPECT_EQ(read_bytes((out / shard.get<std::string>()).string()),
+                read_bytes((pack / shard.get<std::string>()).string()))
+          << shard;
+}
+
+TEST(Pack, SkipBadNamesAClassLeftWithoutImagesAndRefusesAnEmptyPack) {
+  TempDir dir;
+  write_jpeg(dir.path() / "src/x/0.jpg", 30, 20, 3, 1);
+  write_jpeg(dir.path() / "src/y/0.jpg", 30, 20, 3, 2);
+  truncate_to_half(dir.path() / "src/y/0.jpg");
+  PackOptions o = small_pack();
+  o.skip_bad = true;
+  const PackResult r = write_pack((dir.path() / "src").string(), (dir.path() / "pack").string(), o);
+  EXPECT_EQ(r.train, 1);
+  EXPECT_EQ(r.empty_classes, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(manifest_of(dir.path() / "pack")["classes"], (std::vector<std::string>{"x", "y"}));  // labels keep their ranks
+
+  truncate_to_half(dir.path() / "src/x/0.jpg");
+  expect_error([&] { write_pack((dir.path() / "src").string(), (dir.path() / "none").string(), o); },
+               {"no training image", (dir.path() / "src").string(), "x/0.jpg"});
+  EXPECT_FALSE(fs::exists(dir.path() / "none.partial"));
+}
+
+// Packs made before source lists (no "sources" in kiln-pack.json, no .kps files) read as before;
+// their records are named by shard, with why there is no source and what gives one.
+TEST_F(PackDamage, APackWithoutSourceListsReadsAndSaysWhyRecordsHaveNoSource) {
+  const fs::path old = copy_of("old");
+  nlohmann::json m = manifest_of(old);
+  for (const std::string split : {"train", "val"}) {
+    m["splits"][split].erase("sources");
+    m["splits"][split].erase("skipped");
+    fs::remove(old / pack_format::sources_name(split));
+  }
+  const std::string text = m.dump(2);
+  write_bytes((old / "kiln-pack.json").string(), std::vector<uint8_t>(text.begin(), text.end()));
+  const auto records = open_split(old);
+  EXPECT_EQ(records->source(0), "");
+  EXPECT_NE(records->name(0).find("source file not recorded"), std::string::npos) << records->name(0);
+  EXPECT_NE(records->name(0).find("kiln pack"), std::string::npos) << records->name(0);
+  std::vector<uint8_t> a, b;
+  const auto fresh = open_split(pack);
+  for (int64_t i = 0; i < records->count(); ++i) {
+    records->read(i, a);
+    fresh->read(i, b);
+    EXPECT_EQ(a, b) << i;
+  }
+  DataOptions o;
+  o.transform.size = 16;
+  o.transform.eval_resize = 18;
+  EXPECT_EQ(open_packed_dataset(old.string(), o).train->count(), 7);
+}
+
+TEST_F(PackDamage, ADamagedSourceListIsNamed) {
+  const fs::path damaged = copy_of("sources");
+  const fs::path list = damaged / "train.kps";
+  const std::vector<uint8_t> good = read_bytes(list.string());
+  fs::remove(list);
+  expect_error([&] { open_packed_dataset(damaged.string(), {}); }, {list.string(), "missing", "kiln pack"});
+
+  write_bytes(list.string(), std::vector<uint8_t>(good.begin(), good.begin() + 40));
+  expect_error([&] { open_packed_dataset(damaged.string(), {}); }, {list.string(), "truncated", "kiln pack"});
+
+  std::vector<uint8_t> bytes = good;
+  bytes[0] = 'X';
+  write_bytes(list.string(), bytes);
+  expect_error([&] { open_packed_dataset(damaged.string(), {}); }, {list.string(), "not a kiln pack source list"});
+
+  // Entry 2's end before its start.
+  bytes = good;
+  const size_t third = size_t(pack_format::kSourcesHeaderBytes) + 8 * 3;
+  pack_format::store_u64(bytes.data() + third, 1);
+  write_bytes(list.string(), bytes);
+  expect_error([&] { open_packed_dataset(damaged.string(), {}); }, {"entry 2", list.string(), "damaged"});
+
+  // A count unlike the index's.
+  bytes = good;
+  pack_format::store_u64(bytes.data() + 8, 6);
+  write_bytes(list.string(), bytes);
+  expect_error([&] { open_packed_dataset(damaged.string(), {}); }, {list.string(), "holds 6 records", "says 7"});
+}
+
+// An index entry's error names the record's source file too.
+TEST_F(PackDamage, AnIndexEntryErrorNamesTheSourceFile) {
+  const fs::path damaged = copy_of("label");
+  const fs::path index = damaged / "train.kpi";
+  std::vector<uint8_t> bytes = read_bytes(index.string());
+  pack_format::store_u32(bytes.data() + pack_format::kIndexHeaderBytes + 4 * pack_format::kIndexEntryBytes + 16, 9);
+  write_bytes(index.string(), bytes);
+  expect_error([&] { open_packed_dataset(damaged.string(), {}); },
+               {"entry 4 (source: train/b/1_small.png)", index.string(), "label 9", "kiln pack"});
 }
 
 // Kept JPEGs are the original bytes, so a pack's samples equal the image folder's bit for bit,

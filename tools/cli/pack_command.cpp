@@ -49,6 +49,9 @@ CLI::App* add_pack_command(CLI::App& app, PackCommandArgs& a) {
   cmd->add_option("--workers", a.workers, "decode/encode threads, in [0, 4096] (0: all cores)")
       ->check(whole_in(0, 4096, "use e.g. --workers 8, or 0 for all cores"))
       ->default_str("0 (all cores)");
+  cmd->add_flag("--skip-bad", a.skip_bad,
+                "leave out images that cannot be decoded (truncated, corrupt, not JPEG/PNG) and list them at the end; "
+                "without it the first one stops the pack, named");
   return cmd;
 }
 
@@ -59,8 +62,11 @@ int run_pack(const PackCommandArgs& a) {
   o.shard_bytes = int64_t(a.shard_mb) << 20;
   o.workers = a.workers;
   o.progress = true;
-  fmt::print("kiln pack: '{}' -> '{}' (max side {}, quality {}, shards of {} MB, {} threads)\n", a.source, a.out,
-             o.max_side, o.quality, a.shard_mb, o.workers > 0 ? o.workers : available_cores());
+  o.skip_bad = a.skip_bad;
+  const int threads = o.workers > 0 ? o.workers : available_cores();
+  fmt::print("kiln pack: '{}' -> '{}' (max side {}, quality {}, shards of {} MB, {} thread{}{}); every image is "
+             "decoded to check it\n", a.source, a.out, o.max_side, o.quality, a.shard_mb, threads,
+             threads == 1 ? "" : "s", o.skip_bad ? ", --skip-bad" : "");
   std::fflush(stdout);
   write_pack(a.source, a.out, o);
   return 0;

@@ -51,16 +51,18 @@ struct ManifestReader {
     if (!v.is_string()) bad(fmt::format("{} is not a string", what));
     return v.get<std::string>();
   }
+  // A file of the pack folder itself: no folder part, so a manifest cannot point elsewhere.
+  std::string file_name(const json& v, const std::string& key, const std::string& where) const {
+    std::string name = string(v, fmt::format("\"{}\" of {}", key, where));
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      bad(fmt::format("\"{}\" of {} names '{}', not a file name in the pack folder", key, where, name));
+    return name;
+  }
   std::vector<std::string> file_names(const json& object, const std::string& key, const std::string& where) const {
     const json& list = field(object, key, where);
     if (!list.is_array()) bad(fmt::format("\"{}\" of {} is not a list", key, where));
     std::vector<std::string> names;
-    for (const json& v : list) {
-      names.push_back(string(v, fmt::format("an entry of \"{}\" of {}", key, where)));
-      if (names.back().empty() || names.back().find('/') != std::string::npos || names.back() == "." ||
-          names.back() == "..")
-        bad(fmt::format("\"{}\" of {} names '{}', not a file name in the pack folder", key, where, names.back()));
-    }
+    for (const json& v : list) names.push_back(file_name(v, key, where));
     return names;
   }
   PackSplit split(const json& splits, const std::string& name) const {
@@ -69,9 +71,9 @@ struct ManifestReader {
     PackSplit out;
     out.name = name;
     out.count = integer(s, "count", where, 0, int64_t(1) << 40);
-    out.index = string(field(s, "index", where), "\"index\" of " + where);
-    if (out.index.empty() || out.index.find('/') != std::string::npos)
-      bad(fmt::format("\"index\" of {} names '{}', not a file name in the pack folder", where, out.index));
+    out.index = file_name(field(s, "index", where), "index", where);
+    // Packs made before source lists have none: their records are named by shard alone.
+    if (s.contains("sources")) out.sources = file_name(s["sources"], "sources", where);
     out.shards = file_names(s, "shards", where);
     const json& bytes = field(s, "shard_bytes", where);
     if (!bytes.is_array()) bad(fmt::format("\"shard_bytes\" of {} is not a list", where));

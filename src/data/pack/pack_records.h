@@ -16,14 +16,16 @@ struct PackSplit {
   std::string index;                // index file name, "train.kpi"
   std::vector<std::string> shards;  // shard file names, in shard number order
   std::vector<int64_t> shard_bytes; // their sizes
+  std::string sources;              // source list file name, "train.kps"; empty in packs made before them
 };
 
 class PackRecords : public RecordReader {
  public:
-  // Maps every shard of `split` in the pack folder `dir` and reads its index, checking them all
-  // (kiln::Error naming the file and the fix): a missing shard, one of another size than
-  // kiln-pack.json records (truncated), a bad magic or version, an index of the wrong size or
-  // count, an entry pointing outside its shard or with a label outside [0, num_classes).
+  // Maps every shard of `split` in the pack folder `dir` and its source list, and reads its index,
+  // checking them all (kiln::Error naming the file and the fix): a missing shard, one of another
+  // size than kiln-pack.json records (truncated), a bad magic or version, an index or source list
+  // of the wrong size or count, source offsets out of order, an entry pointing outside its shard
+  // or with a label outside [0, num_classes).
   PackRecords(const std::string& dir, const PackSplit& split, int num_classes);
   ~PackRecords() override;  // unmaps the shards
   PackRecords(const PackRecords&) = delete;
@@ -31,11 +33,15 @@ class PackRecords : public RecordReader {
 
   int64_t count() const override { return int64_t(entries_.size()); }
   int32_t label(int64_t i) const override { return int32_t(entries_[size_t(i)].label); }
-  // The payload, after checking its CRC-32: a mismatch is a kiln::Error naming the shard and the
-  // record ("record 17 of 'pack/train-00000.kpk' is damaged (checksum mismatch); ...").
+  // The payload, after checking its CRC-32: a mismatch is a kiln::Error naming the record as
+  // name() does, and the fix.
   void read(int64_t i, std::vector<uint8_t>& bytes) const override;
-  // "record 17 of pack/train-00000.kpk" (17: the record's number in the split, its sample index).
+  // "record 17 of pack/train-00000.kpk (source: train/fish/img_0007.jpg)" (17: the record's number
+  // in the split, its sample index), so that every message about a record names the file the user
+  // can replace. A pack without a source list says so in place of the source.
   std::string name(int64_t i) const override;
+  // Record i's source path as the source list holds it; empty without a source list.
+  std::string source(int64_t i) const;
 
  private:
   struct Shard {
@@ -48,9 +54,12 @@ class PackRecords : public RecordReader {
     uint32_t shard = 0, size = 0, label = 0, crc = 0;
   };
   void unmap();
+  void map_sources(const std::string& dir, const PackSplit& split);
 
   std::vector<Shard> shards_;
   std::vector<Entry> entries_;
+  Shard sources_;  // the mapped source list; data null without one
+  const uint8_t* source_text_ = nullptr;  // where its paths' bytes begin
 };
 
 }  // namespace kiln

@@ -34,6 +34,8 @@ std::string pack_format::shard_name(const std::string& split, int shard) {
   return fmt::format("{}-{:05d}.kpk", split, shard);
 }
 
+std::string pack_format::sources_name(const std::string& split) { return split + ".kps"; }
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -41,6 +43,14 @@ using Clock = std::chrono::steady_clock;
 bool path_exists(const fs::path& p) {
   std::error_code ec;
   return fs::exists(fs::symlink_status(p, ec));
+}
+
+// `file` as the pack's source list writes it: relative to the packed folder `root` (lexically
+// normal, without a trailing '/'), with '/'; the path as given when it lies outside (a link).
+std::string source_path(const std::string& file, const fs::path& root) {
+  const fs::path relative = fs::path(file).lexically_normal().lexically_relative(root);
+  if (relative.empty() || *relative.begin() == "..") return fs::path(file).generic_string();
+  return relative.generic_string();
 }
 
 // One record as it goes into the pack, or why it cannot.
@@ -56,18 +66,20 @@ int scaled_side(int side, int longer, int max_side) {
   return std::max(1, int((int64_t(side) * max_side * 2 + longer) / (2 * int64_t(longer))));
 }
 
+// Every image is decoded whole, also one whose bytes are kept: a truncated or corrupt file is
+// refused here, naming it, rather than met by training as a record the user cannot replace.
 Encoded encode_record(const std::string& path, const PackOptions& o) {
   Encoded e;
   std::vector<uint8_t> file = read_file_bytes(path, "check that it is readable, or remove it");
   const ImageInfo info = read_image_info(file.data(), file.size(), path);
+  DecodeRequest request;
+  request.channels = info.stored_channels == 1 ? 1 : 3;
+  DecodedImage image = decode_image(file.data(), file.size(), path, request);
   if (info.format == ImageFormat::Jpeg && std::max(info.width, info.height) <= o.max_side) {
     e.bytes = std::move(file);
     e.kept = true;
     return e;
   }
-  DecodeRequest request;
-  request.channels = info.stored_channels == 1 ? 1 : 3;
-  DecodedImage image = decode_image(file.data(), file.size(), path, request);
   file = {};
   const int W = image.width, H = image.height, C = image.channels;
   int w = W, h = H;
@@ -183,11 +195,13 @@ struct SplitResult {
   int64_t count = 0, kept = 0, reencoded = 0;
   std::vector<std::string> shards;
   std::vector<int64_t> shard_bytes;
+  std::vector<PackSkipped> skipped;
+  std::vector<int64_t> per_class;  // records packed of each label
 };
 
 // Runs `workers` threads that encode the records of `files` a bounded window ahead of the
 // caller, which takes them strictly in order: the output is the same whatever the thread count,
-// and the first failing record (in order) is the error reported.
+// and the first failing record (in order) is the one the caller sees fail first.
 class EncodePipeline {
  public:
   EncodePipeline(const std::vector<std::string>& files, const PackOptions& o, int workers)
@@ -206,7 +220,8 @@ class EncodePipeline {
   EncodePipeline(const EncodePipeline&) = delete;
   EncodePipeline& operator=(const EncodePipeline&) = delete;
 
-  // Record `j` (j = 0, 1, 2, ... in turn), calling `idle` about every 200 ms while waiting.
+  // Record `j` (j = 0, 1, 2, ... in turn), calling `idle` about every 200 ms while waiting; its
+  // error, when it failed, is in `error`.
   template <class Idle>
   Encoded take(int64_t j, Idle&& idle) {
     Encoded e;
@@ -225,7 +240,6 @@ class EncodePipeline {
       ++consumed_;
     }
     work_cv_.notify_all();
-    if (e.error) std::rethrow_exception(e.error);
     return e;
   }
 
@@ -271,39 +285,89 @@ std::span<const std::byte> as_bytes(const std::vector<uint8_t>& v) {
   return std::as_bytes(std::span<const uint8_t>(v));
 }
 
+// The source list file (format in pack_writer.h) of `paths`.
+std::vector<uint8_t> source_list(const std::vector<std::string>& paths) {
+  size_t text = 0;
+  for (const std::string& p : paths) text += p.size();
+  const size_t table = size_t(kSourcesHeaderBytes) + 8 * (paths.size() + 1);
+  std::vector<uint8_t> out(table + text, 0);
+  std::memcpy(out.data(), kSourcesMagic, 4);
+  store_u32(out.data() + 4, uint32_t(kVersion));
+  store_u64(out.data() + 8, uint64_t(paths.size()));
+  uint64_t offset = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    store_u64(out.data() + kSourcesHeaderBytes + 8 * i, offset);
+    std::memcpy(out.data() + table + offset, paths[i].data(), paths[i].size());
+    offset += paths[i].size();
+  }
+  store_u64(out.data() + kSourcesHeaderBytes + 8 * paths.size(), offset);
+  return out;
+}
+
+// Packs the files of `index` (sources named relative to `root`) as split `split` into `dir`.
 SplitResult pack_split(const ImageFolderIndex& index, const std::string& split, const fs::path& dir,
-                       const PackOptions& o, Progress& progress) {
+                       const fs::path& root, const PackOptions& o, Progress& progress) {
   const int64_t n = int64_t(index.files.size());
   SplitResult r;
-  r.count = n;
-  std::vector<uint8_t> entries(size_t(kIndexHeaderBytes + n * kIndexEntryBytes), 0);
-  std::memcpy(entries.data(), kIndexMagic, 4);
-  store_u32(entries.data() + 4, uint32_t(kVersion));
-  store_u64(entries.data() + 8, uint64_t(n));
+  r.per_class.assign(index.classes.size(), 0);
+  std::vector<uint8_t> entries(size_t(kIndexHeaderBytes), 0);
+  entries.reserve(size_t(kIndexHeaderBytes + n * kIndexEntryBytes));
+  std::vector<std::string> sources;
   ShardWriter shards(dir, split, o.shard_bytes);
   {
     EncodePipeline pipeline(index.files, o, o.workers > 0 ? o.workers : available_cores());
     for (int64_t j = 0; j < n; ++j) {
+      const std::string& file = index.files[size_t(j)];
       const Encoded e = pipeline.take(j, [&] { progress.maybe_print(split); });
-      if (e.bytes.size() > 0xffffffffu)
-        fail("image '{}' is {} bytes as a pack record, over the format's limit of 4 GiB; downscale it or remove it",
-             index.files[size_t(j)], e.bytes.size());
-      const auto [shard, offset] = shards.add(e.bytes);
-      uint8_t* p = entries.data() + kIndexHeaderBytes + j * kIndexEntryBytes;
-      store_u32(p, shard);
-      store_u64(p + 4, offset);
-      store_u32(p + 12, uint32_t(e.bytes.size()));
-      store_u32(p + 16, uint32_t(index.labels[size_t(j)]));
-      store_u32(p + 20, uint32_t(crc32(0L, e.bytes.data(), uInt(e.bytes.size()))));
-      (e.kept ? r.kept : r.reencoded) += 1;
       progress.add(1);
+      std::string bad;
+      if (e.error) {
+        try {
+          std::rethrow_exception(e.error);
+        } catch (const Error& error) {
+          bad = error.what();
+        }  // anything else (out of memory) is no fault of the file: it propagates
+      } else if (e.bytes.size() > 0xffffffffu) {
+        bad = fmt::format("image '{}' is {} bytes as a pack record, over the format's limit of 4 GiB; downscale it or "
+                          "remove it", file, e.bytes.size());
+      }
+      if (!bad.empty()) {
+        if (!o.skip_bad)
+          fail("{}. (kiln pack decodes every image before packing it; --skip-bad leaves out the images it cannot "
+               "decode and lists them at the end)", bad);
+        r.skipped.push_back({source_path(file, root), bad});
+        progress.maybe_print(split);
+        continue;
+      }
+      const auto [shard, offset] = shards.add(e.bytes);
+      uint8_t entry[kIndexEntryBytes] = {};
+      const int32_t label = index.labels[size_t(j)];
+      store_u32(entry, shard);
+      store_u64(entry + 4, offset);
+      store_u32(entry + 12, uint32_t(e.bytes.size()));
+      store_u32(entry + 16, uint32_t(label));
+      store_u32(entry + 20, uint32_t(crc32(0L, e.bytes.data(), uInt(e.bytes.size()))));
+      entries.insert(entries.end(), entry, entry + kIndexEntryBytes);
+      sources.push_back(source_path(file, root));
+      (e.kept ? r.kept : r.reencoded) += 1;
+      r.per_class[size_t(label)] += 1;
       progress.maybe_print(split);
     }
   }
+  // Files of extensions kiln cannot decode, which the scan left out (only with skip_bad).
+  for (const std::string& file : index.unsupported)
+    r.skipped.push_back({source_path(file, root),
+                         fmt::format("'{}' is not a JPEG or PNG file (by its extension); convert it to JPEG or PNG, "
+                                     "or remove it", file)});
   shards.close();
+  r.count = int64_t(sources.size());
+  std::memcpy(entries.data(), kIndexMagic, 4);
+  store_u32(entries.data() + 4, uint32_t(kVersion));
+  store_u64(entries.data() + 8, uint64_t(r.count));
   r.shards = shards.names;
   r.shard_bytes = shards.sizes;
   write_file_atomic((dir / (split + ".kpi")).string(), {as_bytes(entries)});
+  write_file_atomic((dir / sources_name(split)).string(), {as_bytes(source_list(sources))});
   return r;
 }
 
@@ -315,9 +379,20 @@ void check_options(const PackOptions& o) {
   if (o.workers < 0) fail("pack workers must be >= 0 (0: all cores), got {}", o.workers);
 }
 
+// The lines that say what --skip-bad left out, after the summary.
+void print_skipped(const PackResult& result) {
+  if (!result.skipped.empty()) {
+    fmt::print("kiln pack: left out {} image{} that cannot be decoded (--skip-bad); replace them and pack again to "
+               "include them:\n", result.skipped.size(), result.skipped.size() == 1 ? "" : "s");
+    for (const PackSkipped& s : result.skipped) fmt::print("  {}: {}\n", s.source, s.reason);
+  }
+  for (const std::string& c : result.empty_classes)
+    fmt::print("kiln pack: warning: class '{}' has no training image left; its label has no sample\n", c);
+}
+
 }  // namespace
 
-void write_pack(const std::string& source_dir, const std::string& out_dir, const PackOptions& o) {
+PackResult write_pack(const std::string& source_dir, const std::string& out_dir, const PackOptions& o) {
   check_options(o);
   fs::path out = fs::path(out_dir);
   if (!out.has_filename()) out = out.parent_path();  // "packs/imagenet/" -> "packs/imagenet"
@@ -330,12 +405,16 @@ void write_pack(const std::string& source_dir, const std::string& out_dir, const
     fail("'{}' already exists (left by an interrupted kiln pack?); remove it, then run kiln pack again",
          partial.string());
 
-  // The splits, as open_dataset reads an image folder.
-  const ImageFolderSplits splits =
-      scan_image_folder_splits(source_dir, "", false, "convert them or remove them, then run kiln pack again");
+  // The splits, as open_dataset reads an image folder (files of other image formats are left out
+  // and listed with skip_bad, as training skips them).
+  const ImageFolderSplits splits = scan_image_folder_splits(
+      source_dir, "", o.skip_bad, "convert them or remove them (or pass --skip-bad to leave them out), then run "
+                                  "kiln pack again");
   const ImageFolderIndex& train = splits.train;
   const ImageFolderIndex& val = splits.val;
-  const bool has_val = !val.files.empty();
+  const bool has_val = !val.files.empty() || !val.unsupported.empty();
+  fs::path root = fs::path(source_dir).lexically_normal();
+  if (!root.has_filename() && root.has_parent_path()) root = root.parent_path();  // "photos/" -> "photos"
 
   std::error_code ec;
   if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
@@ -345,16 +424,28 @@ void write_pack(const std::string& source_dir, const std::string& out_dir, const
   try {
     Progress progress(o.progress, int64_t(train.files.size() + val.files.size()));
     nlohmann::json splits = nlohmann::json::object();
+    PackResult result;
     int64_t kept = 0, reencoded = 0, bytes = 0, shards = 0;
     auto pack = [&](const ImageFolderIndex& index, const std::string& split) {
-      const SplitResult r = pack_split(index, split, partial, o, progress);
-      splits[split] = {{"count", r.count},         {"index", split + ".kpi"}, {"shards", r.shards},
-                       {"shard_bytes", r.shard_bytes}, {"kept", r.kept},       {"reencoded", r.reencoded}};
+      const SplitResult r = pack_split(index, split, partial, root, o, progress);
+      std::vector<std::string> skipped;
+      for (const PackSkipped& s : r.skipped) skipped.push_back(s.source);
+      splits[split] = {{"count", r.count},     {"index", split + ".kpi"},        {"shards", r.shards},
+                       {"shard_bytes", r.shard_bytes}, {"sources", sources_name(split)}, {"kept", r.kept},
+                       {"reencoded", r.reencoded},     {"skipped", skipped}};
       kept += r.kept, reencoded += r.reencoded, shards += int64_t(r.shards.size());
       for (int64_t b : r.shard_bytes) bytes += b;
+      result.skipped.insert(result.skipped.end(), r.skipped.begin(), r.skipped.end());
+      return r;
     };
-    pack(train, "train");
-    if (has_val) pack(val, "val");
+    const SplitResult t = pack(train, "train");
+    result.train = t.count;
+    if (t.count == 0)  // skip_bad left every training image out (the scan refuses empty classes)
+      fail("no training image of '{}' could be decoded ({} left out with --skip-bad, the first '{}': {}); check the "
+           "files", train.root, t.skipped.size(), t.skipped.at(0).source, t.skipped.at(0).reason);
+    for (size_t c = 0; c < train.classes.size(); ++c)
+      if (t.per_class[c] == 0) result.empty_classes.push_back(train.classes[c]);
+    if (has_val) result.val = pack(val, "val").count;
     const nlohmann::json manifest = {{"format", kFormatName},
                                      {"version", kVersion},
                                      {"classes", train.classes},
@@ -369,12 +460,14 @@ void write_pack(const std::string& source_dir, const std::string& out_dir, const
     fs::rename(partial, out, ec);
     if (ec) fail("cannot rename '{}' to '{}': {}", partial.string(), out.string(), ec.message());
     progress.finish();
-    if (o.progress)
+    if (o.progress) {
       fmt::print("kiln pack: {} images ({} training, {} validation) -> '{}': {} shard{}, {:.1f} MB, {} kept as they "
                  "were, {} re-encoded (max side {}, quality {}), in {:.1f} s\n",
-                 train.files.size() + val.files.size(), train.files.size(), val.files.size(), out.string(), shards,
-                 shards == 1 ? "" : "s", double(bytes) / 1e6, kept, reencoded, o.max_side, o.quality,
-                 progress.seconds());
+                 result.train + result.val, result.train, result.val, out.string(), shards, shards == 1 ? "" : "s",
+                 double(bytes) / 1e6, kept, reencoded, o.max_side, o.quality, progress.seconds());
+      print_skipped(result);
+    }
+    return result;
   } catch (...) {
     std::error_code rm_ec;
     if (path_exists(partial)) fs::remove_all(partial, rm_ec);
