@@ -142,7 +142,8 @@ void pack_seeds(const fs::path& out, const fs::path& tmp) {
   const fs::path pack = tmp / "pack";
   write_pack(src.string(), pack.string(), o);
   std::vector<Buffer> files;
-  for (const char* name : {"kiln-pack.json", "train.kpi", "train-00000.kpk", "train-00001.kpk", "val.kpi", "val-00000.kpk"})
+  for (const char* name : {"kiln-pack.json", "train.kpi", "train-00000.kpk", "train-00001.kpk", "val.kpi", "val-00000.kpk",
+                           "train.kps", "val.kps"})
     files.push_back(fs::exists(pack / name) ? read_all(pack / name) : Buffer());
   const Buffer joined = join_parts(files);
   put(out, "manifest_imagenet", with_prefix({0}, joined));

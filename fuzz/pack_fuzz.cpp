@@ -1,14 +1,17 @@
 // Fuzz target "pack": the kiln pack reader (src/data/pack/: read_pack_manifest, open_packed_dataset,
 // PackRecords over mapped shards) and the samples it feeds.
 // Feeds: byte 0 (flags: bit 0 the entry, bit 1 the plain transform, bit 2 --skip-bad, bit 3 one
-// channel; bits 4..7 the class count of the direct entry), then up to six files separated by
+// channel; bits 4..7 the class count of the direct entry), then up to eight files separated by
 // kSeparator, written each execution to an emptied tmpfs folder as kiln-pack.json, train.kpi,
-// train-00000.kpk, train-00001.kpk, val.kpi and val-00000.kpk. Entry 0: open_packed_dataset on the
-// folder (the manifest names the files and their sizes). Entry 1: PackRecords on a split the harness
-// describes from the files present (train.kpi, the shards with their true sizes, the count the index
-// header claims), so mutations reach the index and shard checks without matching the manifest.
-// Asserts: success or kiln::Error; on success labels lie in [0, classes), every record reads (or is a
-// kiln::Error: a checksum mismatch) and the first samples of each split fill their shape exactly.
+// train-00000.kpk, train-00001.kpk, val.kpi, val-00000.kpk, train.kps and val.kps (inputs made
+// before source lists hold the first six: packs without them, which kiln still reads). Entry 0:
+// open_packed_dataset on the folder (the manifest names the files and their sizes). Entry 1:
+// PackRecords on a split the harness describes from the files present (train.kpi, the shards with
+// their true sizes, the count the index header claims, train.kps when present), so mutations reach
+// the index, shard and source list checks without matching the manifest.
+// Asserts: success or kiln::Error; on success labels lie in [0, classes), every record has a name
+// (naming its source when the split has a source list), reads (or is a kiln::Error: a checksum
+// mismatch) and the first samples of each split fill their shape exactly.
 #include <algorithm>
 #include <memory>
 
@@ -21,8 +24,9 @@
 namespace kiln::fuzz {
 namespace {
 
-constexpr const char* kFiles[] = {"kiln-pack.json", "train.kpi", "train-00000.kpk",
-                                  "train-00001.kpk", "val.kpi",   "val-00000.kpk"};
+constexpr const char* kFiles[] = {"kiln-pack.json", "train.kpi",     "train-00000.kpk", "train-00001.kpk",
+                                  "val.kpi",        "val-00000.kpk", "train.kps",       "val.kps"};
+constexpr size_t kTrainSources = 6;  // kFiles[kTrainSources] is train.kps
 constexpr int64_t kMaxSampleBytes = int64_t(1) << 22;
 
 void check_samples(const SampleSource& source) {
@@ -47,12 +51,15 @@ void direct(const std::vector<Bytes>& files, int num_classes, const ImageTransfo
   }
   const Bytes index = files.size() > 1 ? files[1] : Bytes();
   split.count = index.size() >= 16 ? int64_t(std::min<uint64_t>(pack_format::load_u64(index.data() + 8), 1ull << 40)) : 0;
+  if (files.size() > kTrainSources) split.sources = kFiles[kTrainSources];
   auto records = std::make_unique<PackRecords>(scratch_dir(), split, num_classes);
   KILN_FUZZ_CHECK(records->count() == split.count);
   std::vector<uint8_t> bytes;
   for (int64_t i = 0; i < records->count(); ++i) {
     KILN_FUZZ_CHECK(records->label(i) >= 0 && records->label(i) < num_classes);
     KILN_FUZZ_CHECK(!records->name(i).empty());
+    KILN_FUZZ_CHECK(split.sources.empty() || (!records->source(i).empty() &&
+                                              records->name(i).find("(source: " + records->source(i)) != std::string::npos));
     accept_kiln_errors([&] { records->read(i, bytes); });
   }
   std::vector<std::string> classes;
