@@ -4,6 +4,7 @@
 // (RandomResizedCrop + flip for training, resize + center crop for evaluation), and the choice of
 // a dataset's format by what its folder holds.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,9 +56,14 @@ struct ImageFolderIndex {
 };
 // Classes are the subfolders (links followed, hidden ones skipped) sorted by name; files are
 // .jpg/.jpeg/.png (any case) found recursively, ordered by folder then name, as torchvision's
-// ImageFolder orders them. Files of non-image extensions are ignored, as torchvision does.
+// ImageFolder orders them (sorted(os.walk(class folder, followlinks=True)), then sorted names).
+// Files of non-image extensions are ignored, as torchvision does. A link to a file or a folder is
+// followed once; class folders are walked in parallel on the pool. A dangling link with an image
+// name is listed (the file check of open_dataset names it).
 // Errors (kiln::Error naming the folder and the fix): no such folder, no class subfolders, a
-// class folder without images.
+// class folder without images, a folder that cannot be listed, a loop (a link to a folder the
+// walk is inside, or above it: named with its target), and a file or folder reached by two paths
+// (links: named with both paths), which would count twice.
 ImageFolderIndex scan_image_folder(const std::string& root);
 
 // Whether `dir` holds at least one class subfolder (a non-hidden folder).
@@ -65,7 +71,9 @@ bool holds_class_folders(const std::string& dir);
 
 // The splits of an image folder: DIR/train and DIR/val when DIR/train holds class folders, else
 // DIR alone for training; `val_dir`, when given, names the validation folder instead. Both are
-// scanned, and must hold the same classes (kiln::Error listing the differences). Files of formats
+// scanned, and must hold the same classes (kiln::Error listing the differences) and no file in
+// common (a validation file that is a training file, by device and inode, is a kiln::Error naming
+// both paths, unless both splits are one folder). Files of formats
 // kiln cannot read are refused (naming the first, with `unsupported_fix`) unless
 // `allow_unsupported`. Without a validation folder, `val` holds no files and train's classes.
 struct ImageFolderSplits {
@@ -93,7 +101,21 @@ struct DataOptions {
   std::string val;              // image folders: the validation folder (default: <dir>/val)
   ImageTransform transform;     // image folders and packed files
   Augment augment;              // idx and cifar10
+  // Image folders: every file of the splits checked is opened and its header and end validated
+  // before any sample is made (src/data/image_folder/file_check.h); a file that fails is a
+  // kiln::Error naming it, or, with skip_bad, left out of its split, listed by its source's
+  // skipped() and in a note. A split that will not be read (kiln eval of one split) can be spared.
   bool skip_bad = false;
+  bool check_train_files = true, check_val_files = true;
+  // Image folders: the transform's kind chosen from the images (kiln train's --transform auto):
+  // Plain when every image of both splits has one size, smaller than transform.size on both sides
+  // (the ImageNet kind would upsample each to size x size), else ImageNet. The flips then follow
+  // the kind chosen (on for ImageNet only) unless hflip_set. DataSplits::transform tells the choice.
+  bool choose_transform = false;
+  bool hflip_set = false;
+  // What open_dataset decided for the user (the transform chosen, files left out by skip_bad),
+  // one sentence each, for the caller to show.
+  std::function<void(const std::string&)> note;
 };
 
 // The training and evaluation splits of a dataset folder, as sources. In-memory formats keep
@@ -102,6 +124,7 @@ struct DataSplits {
   std::shared_ptr<Dataset> train_data, test_data;  // idx and cifar10 only
   std::unique_ptr<SampleSource> train, test;       // test may hold no samples
   std::string format;                              // what was read
+  ImageTransform transform;                        // image folders and packs: what the sources use
 };
 DataSplits open_dataset(const std::string& dir, const DataOptions& options);
 

@@ -31,8 +31,13 @@ ImageView view_of(const DecodedImage& d) {
 }  // namespace
 
 ImageSource::ImageSource(std::unique_ptr<RecordReader> records, std::vector<std::string> classes,
-                         ImageTransform transform, bool train, bool skip_bad)
-    : records_(std::move(records)), classes_(std::move(classes)), t_(transform), train_(train), skip_bad_(skip_bad) {
+                         ImageTransform transform, bool train, bool skip_bad, const std::vector<std::string>& left_out)
+    : records_(std::move(records)),
+      classes_(std::move(classes)),
+      t_(transform),
+      train_(train),
+      skip_bad_(skip_bad),
+      bad_(left_out.begin(), left_out.end()) {
   check_image_transform(t_);
   if (t_.kind == ImageTransform::Kind::ImageNet) {
     shape_ = {t_.size, t_.size, t_.channels};

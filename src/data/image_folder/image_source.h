@@ -15,8 +15,10 @@ namespace kiln {
 
 class ImageSource : public SampleSource {
  public:
+  // `left_out`: records the caller left out before (the file check, with skip_bad), "file: why"
+  // each, listed by skipped() with those skipped here.
   ImageSource(std::unique_ptr<RecordReader> records, std::vector<std::string> classes, ImageTransform transform,
-              bool train, bool skip_bad);
+              bool train, bool skip_bad, const std::vector<std::string>& left_out = {});
   int64_t count() const override { return records_->count(); }
   int num_classes() const override { return int(classes_.size()); }
   std::vector<std::string> class_names() const override { return classes_; }

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "data/image_folder/checked_folder.h"
 #include "data/image_folder/file_records.h"
 #include "data/image_folder/image_source.h"
 #include "data/pack/open_packed.h"
@@ -17,13 +18,21 @@ bool path_exists(const fs::path& p) {
   return fs::exists(p, ec);
 }
 
+// Scanned, every file checked (checked_folder.h), then opened as sources.
 DataSplits open_image_folders(const fs::path& dir, const DataOptions& o) {
   ImageFolderSplits found = scan_image_folder_splits(dir.string(), o.val, o.skip_bad,
                                                      "convert them, remove them, or pass --skip-bad to leave them out");
+  CheckedFolder checked = check_image_folder(std::move(found), o, dir.string());
   DataSplits splits;
   splits.format = "imagefolder";
-  splits.train = open_image_folder(std::move(found.train), o.transform, true, o.skip_bad);
-  splits.test = open_image_folder(std::move(found.val), o.transform, false, o.skip_bad);
+  splits.transform = checked.transform;
+  auto open = [&](CheckedSplit& s, bool train) {
+    std::vector<std::string> classes = s.index.classes;
+    return std::make_unique<ImageSource>(std::make_unique<FileRecords>(std::move(s.index)), std::move(classes),
+                                         checked.transform, train, o.skip_bad, s.left_out);
+  };
+  splits.train = open(checked.train, true);
+  splits.test = open(checked.val, false);
   return splits;
 }
 
@@ -54,7 +63,11 @@ std::string detect_dataset_format(const std::string& dir) {
 DataSplits open_dataset(const std::string& dir, const DataOptions& o) {
   const std::string format = o.format == "auto" ? detect_dataset_format(dir) : o.format;
   if (format == "imagefolder") return open_image_folders(dir, o);
-  if (format == "packed") return open_packed_dataset(dir, o);
+  if (format == "packed") {
+    DataSplits splits = open_packed_dataset(dir, o);
+    splits.transform = o.transform;  // as given: a pack's images are not looked at before training
+    return splits;
+  }
   if (format == "idx" || format == "cifar10") {
     DataSplits splits;
     splits.format = format;
