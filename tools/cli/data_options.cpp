@@ -11,11 +11,13 @@
 namespace kiln::cli {
 namespace {
 
+// "auto" is the imagenet kind until open_dataset chooses (DataOptions::choose_transform).
 ImageTransform::Kind parse_transform(const std::string& name) {
-  if (name == "imagenet") return ImageTransform::Kind::ImageNet;
+  if (name == "imagenet" || name == "auto") return ImageTransform::Kind::ImageNet;
   if (name == "plain") return ImageTransform::Kind::Plain;
-  fail("unknown transform '{}': use imagenet (random resized crops for training, resize + center crop for "
-       "evaluation) or plain (images at their own size)", name);
+  fail("unknown transform '{}': use auto (plain for images all of one size smaller than --image-size, else "
+       "imagenet), imagenet (random resized crops for training, resize + center crop for evaluation) or plain "
+       "(images at their own size)", name);
 }
 
 ImageTransform::Normalize parse_normalize(const std::string& name) {
@@ -75,11 +77,15 @@ void add_data_options(CLI::App* app, DataArgs& a, bool training) {
       ->group(group);
   const std::string images = "Image files (image folders, packs)";
   app->add_option("--transform", a.transform,
-                  "imagenet: RandomResizedCrop + flip for training, Resize + CenterCrop for evaluation; plain: images "
-                  "at their own size (all alike), with --crop-pad and --hflip")
+                  "auto (default): plain when every image of both splits has one size smaller than --image-size "
+                  "(imagenet's crops would upsample them), else imagenet; imagenet: RandomResizedCrop + flip for "
+                  "training, Resize + CenterCrop for evaluation; plain: images at their own size (all alike), with "
+                  "--crop-pad and --hflip")
       ->check(parsed_by([](const std::string& t) { parse_transform(t); }))
       ->group(images);
-  app->add_option("--image-size", a.image_size, "imagenet transform: side of the square samples, in [1, 4096]")
+  app->add_option("--image-size", a.image_size,
+                  "imagenet transform: side of the square samples, in [1, 4096] (--transform auto takes images all of "
+                  "one size smaller than this as they are)")
       ->check(CLI::Range(1, 4096))
       ->group(images);
   app->add_option("--eval-resize", a.eval_resize,
@@ -128,6 +134,9 @@ DataOptions data_options(const DataArgs& a) {
   o.format = a.format;
   o.val = a.val;
   o.skip_bad = a.skip_bad;
+  o.choose_transform = a.transform == "auto";
+  o.hflip_set = a.hflip != -1;
+  o.note = [](const std::string& sentence) { fmt::print(stderr, "kiln: {}\n", sentence); };
   ImageTransform& t = o.transform;
   t.kind = parse_transform(a.transform);
   t.size = a.image_size;
@@ -151,6 +160,13 @@ DataOptions data_options(const DataArgs& a) {
   o.augment.hflip = a.hflip == 1;
   o.augment.pad_crop = a.crop_pad;
   return o;
+}
+
+DataArgs resolved_data_args(const DataArgs& a, const DataSplits& data) {
+  DataArgs r = a;
+  if (a.transform == "auto" && (data.format == "imagefolder" || data.format == "packed"))
+    r.transform = data.transform.kind == ImageTransform::Kind::Plain ? "plain" : "imagenet";
+  return r;
 }
 
 int loader_workers(const DataArgs& a, const std::string& format) {

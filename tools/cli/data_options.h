@@ -13,7 +13,7 @@ namespace kiln::cli {
 
 struct DataArgs {
   std::string data = "data/digits", format = "auto", val;
-  std::string transform = "imagenet", normalize = "auto";
+  std::string transform = "auto", normalize = "auto";  // transform: auto, imagenet or plain
   int image_size = 224, eval_resize = 256, channels = 3, crop_pad = 0;
   std::vector<double> crop_scale{0.08, 1.0}, crop_ratio{3.0 / 4.0, 4.0 / 3.0};
   int hflip = -1;        // --hflip 1, --no-hflip 0; -1: on for the imagenet transform, off otherwise
@@ -30,8 +30,14 @@ CLI::Validator parsed_by(std::function<void(const std::string&)> parse);
 // `training`: the options that only matter when training (augmentation) are added too.
 void add_data_options(CLI::App* app, DataArgs& a, bool training);
 
-// The options as the library takes them (the format still "auto" when not named).
+// The options as the library takes them (the format still "auto" when not named). --transform
+// auto leaves the kind to open_dataset (DataOptions::choose_transform); its notes go to stderr.
 DataOptions data_options(const DataArgs& a);
+
+// `a` with --transform auto replaced by the kind open_dataset chose for `data`, so that
+// data_options and data_recipe of the result say what the run uses (the checkpoint's recipe
+// records the resolved transform: --resume, kiln eval and kiln predict take the same).
+DataArgs resolved_data_args(const DataArgs& a, const DataSplits& data);
 
 // Loader threads: --workers, or by default the cores left after the training thread for image
 // files (decoding is the work) and 2 for in-memory sets.
