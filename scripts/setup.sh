@@ -2,9 +2,18 @@
 # Installs kiln's dependencies (Debian packages), builds it, and makes the digits data set
 # if it is missing. Safe to run again: each step is skipped when already done.
 # Builds every target (library, tools, tests, benchmarks; what scripts/test.sh needs) unless
-# KILN_BUILD_TARGETS lists some, e.g. KILN_BUILD_TARGETS="kiln_cli kiln_make_digits" (scripts/demo.sh);
-# the data tools below are built in any case. The CUDA backend is configured either way where
-# nvcc and cuDNN are found.
+# KILN_BUILD_TARGETS lists some, e.g. KILN_BUILD_TARGETS=kiln_cli (scripts/demo.sh); the digits tool
+# below is built in any case.
+#
+# Only what the build will use is fetched and built:
+# - The CUDA backend (and its wheels: cudnn-frontend, nvJPEG, CUTLASS, NCCL) where nvcc and cuDNN are
+#   found and KILN_WITH_CUDA says so: ON builds it (scripts/test.sh: CI compiles the CUDA host tests
+#   on a machine without a GPU), OFF leaves it out; unset, it is built where a GPU is visible, else
+#   the build keeps its earlier choice (a first configure leaves it out). So a demo on a machine
+#   without a GPU never compiles the CUDA kernels, and never throws away a build that has them.
+# - The test suite's Python packages and its image folders (data/digits_png, data/photos_tiny) when
+#   the tests are built: no KILN_BUILD_TARGETS, or KILN_FOR_TESTS=1 (scripts/test.sh --sanitize); the
+#   image folders also with KILN_IMAGE_FOLDERS=1 (scripts/demo.sh --data data/digits_png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,9 +36,40 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# cudnn-frontend (header-only) for the CUDA backend, from its PyPI wheel; only where nvcc exists.
+# Whether this build gets the CUDA backend (the header above says the rule). A GPU is visible when
+# a device node /dev/nvidiaN exists (what the CUDA driver opens, also inside a container given the
+# GPU) or nvidia-smi lists one.
+gpu_visible() {
+  compgen -G "/dev/nvidia[0-9]*" >/dev/null ||
+    { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
+}
+cache=build/release/CMakeCache.txt
+with_cuda=${KILN_WITH_CUDA:-}
+if [ -z "$with_cuda" ]; then
+  if gpu_visible; then
+    with_cuda=ON
+  elif [ -f "$cache" ] && grep -q '^KILN_WITH_CUDA:BOOL=ON$' "$cache"; then
+    with_cuda=ON  # built with it before: keep it, whatever it cost is paid
+  else
+    with_cuda=OFF
+    command -v nvcc >/dev/null &&
+      echo "setup: no GPU visible: building without the CUDA backend (KILN_WITH_CUDA=ON builds it)"
+  fi
+fi
+case "$with_cuda" in
+  ON|OFF) ;;
+  *) echo "setup: KILN_WITH_CUDA=$with_cuda: give ON or OFF (or leave it unset: ON where a GPU is visible)" >&2; exit 2 ;;
+esac
+if [ "$with_cuda" = ON ] && command -v nvcc >/dev/null; then fetch_cuda=1; else fetch_cuda=""; fi
+
+# What only the test suite needs.
+for_tests=${KILN_FOR_TESTS:-}
+[ -z "$for_tests" ] && [ -z "${KILN_BUILD_TARGETS:-}" ] && for_tests=1
+image_folders=${KILN_IMAGE_FOLDERS:-$for_tests}
+
+# cudnn-frontend (header-only) for the CUDA backend, from its PyPI wheel.
 frontend=third_party/cudnn_frontend
-if command -v nvcc >/dev/null && [ ! -f "$frontend/include/cudnn_frontend.h" ]; then
+if [ -n "$fetch_cuda" ] && [ ! -f "$frontend/include/cudnn_frontend.h" ]; then
   echo "setup: fetching cudnn-frontend headers"
   mkdir -p third_party/wheels
   if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-cudnn-frontend==1.32.0" -d third_party/wheels; then
@@ -45,7 +85,7 @@ fi
 
 # nvJPEG (the GPU decode path, --decode gpu) from its PyPI wheel where the CUDA toolkit lacks it.
 nvjpeg=third_party/nvjpeg
-if command -v nvcc >/dev/null && [ ! -f "$nvjpeg/include/nvjpeg.h" ] &&
+if [ -n "$fetch_cuda" ] && [ ! -f "$nvjpeg/include/nvjpeg.h" ] &&
    [ ! -f "$(dirname "$(command -v nvcc)")/../include/nvjpeg.h" ]; then
   echo "setup: fetching nvJPEG"
   mkdir -p third_party/wheels
@@ -68,10 +108,10 @@ fi
 
 # CUTLASS's headers (kiln's own Hopper convolutions, src/ops/*/*_cutlass.cu) from NVIDIA's PyPI
 # wheel, which carries them under cutlass_library/source: include/ and tools/util/include/ (cutlass/util)
-# go into one include folder. Only where nvcc exists; without them those kernels are not built.
+# go into one include folder. Only with the CUDA backend; without them those kernels are not built.
 cutlass=third_party/cutlass
 cutlass_version=4.2.0.0
-if command -v nvcc >/dev/null && { [ ! -f "$cutlass/.installed" ] || [ "$(cat "$cutlass/.installed")" != "$cutlass_version" ]; }; then
+if [ -n "$fetch_cuda" ] && { [ ! -f "$cutlass/.installed" ] || [ "$(cat "$cutlass/.installed")" != "$cutlass_version" ]; }; then
   echo "setup: fetching CUTLASS headers (PyPI nvidia-cutlass $cutlass_version)"
   mkdir -p third_party/wheels
   if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-cutlass==$cutlass_version" -d third_party/wheels; then
@@ -96,11 +136,11 @@ PY
 fi
 
 # NCCL (data-parallel training, src/dist/) from NVIDIA's PyPI wheel: nccl.h and libnccl.so.2 into
-# third_party/nccl. Only where nvcc exists. 2.28 is the release PyTorch's venv on the GPU machines
+# third_party/nccl. Only with the CUDA backend. 2.28 is the release PyTorch's venv on the GPU machines
 # carries, which the ranks load there (its soname, libnccl.so.2, is what kiln links).
 nccl=third_party/nccl
 nccl_version=2.28.9
-if command -v nvcc >/dev/null && { [ ! -f "$nccl/.installed" ] || [ "$(cat "$nccl/.installed")" != "$nccl_version" ]; }; then
+if [ -n "$fetch_cuda" ] && { [ ! -f "$nccl/.installed" ] || [ "$(cat "$nccl/.installed")" != "$nccl_version" ]; }; then
   echo "setup: fetching NCCL (PyPI nvidia-nccl-cu13 $nccl_version)"
   mkdir -p third_party/wheels
   if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-nccl-cu13==$nccl_version" -d third_party/wheels; then
@@ -124,13 +164,16 @@ fi
 
 # The Python the CPU suite checks kiln's files with (onnxruntime runs exported ONNX models, tensorboard
 # reads the event files), in a venv of its own so the system's Python is left as it is; pinned in
-# tests/python-requirements.txt. The tests find it as KILN_PYTHON (CMakeLists.txt).
+# tests/python-requirements.txt. The tests find it as KILN_PYTHON (CMakeLists.txt). The venv itself
+# (a few seconds) is made in any case: its pip fetches oneDNN below; the packages only for the tests.
 pyenv=third_party/pyenv
-if [ ! -f "$pyenv/.installed" ] || ! cmp -s tests/python-requirements.txt "$pyenv/.installed"; then
-  echo "setup: installing the test suite's Python packages into $pyenv"
+if [ ! -x "$pyenv/bin/python" ]; then
   python=/usr/bin/python3
   [ -x "$python" ] || python=python3
   "$python" -m venv "$pyenv"
+fi
+if [ -n "$for_tests" ] && { [ ! -f "$pyenv/.installed" ] || ! cmp -s tests/python-requirements.txt "$pyenv/.installed"; }; then
+  echo "setup: installing the test suite's Python packages into $pyenv"
   "$pyenv/bin/python" -m pip install -q --disable-pip-version-check -r tests/python-requirements.txt
   cp tests/python-requirements.txt "$pyenv/.installed"
 fi
@@ -177,10 +220,15 @@ fi
 
 jobs=$(nproc)
 # KILN_WERROR=ON|OFF (scripts/test.sh sets ON) is kept in the build's cache until set again.
-cmake --preset release ${KILN_WERROR:+-DKILN_WERROR=$KILN_WERROR} >/dev/null
+# KILN_WITH_CUDA is given every time, so a build switches cleanly when the choice changes (CMake
+# then builds or drops kiln_cuda; what links kiln_engine, the CLI and the tests, is compiled again,
+# as the engine's KILN_WITH_CUDA define changes).
+cmake --preset release -DKILN_WITH_CUDA="$with_cuda" ${KILN_WERROR:+-DKILN_WERROR=$KILN_WERROR} >/dev/null
 targets=()
 if [ -n "${KILN_BUILD_TARGETS:-}" ]; then
-  read -r -a targets <<<"$KILN_BUILD_TARGETS kiln_make_digits kiln_make_image_folders"
+  extra=kiln_make_digits
+  [ -n "$image_folders" ] && extra+=" kiln_make_image_folders"
+  read -r -a targets <<<"$KILN_BUILD_TARGETS $extra"
   echo "setup: building ${targets[*]}"
 fi
 cmake --build --preset release -j "$jobs" ${targets[@]+--target "${targets[@]}"}
@@ -193,12 +241,14 @@ fi
 
 # Tiny image folders (--format imagefolder) for the CPU test suite, a few seconds: the digits as 20x20
 # PNGs, and random crops of real photos from opencv-doc (scripts/make_photos.sh makes the full size).
-if [ ! -d data/digits_png ]; then
-  echo "setup: building data/digits_png from data/digits"
-  build/release/kiln_make_image_folders digits data/digits data/digits_png >/dev/null
-fi
-if [ ! -d data/photos_tiny ]; then
-  echo "setup: building data/photos_tiny from opencv-doc's photos"
-  build/release/kiln_make_image_folders photos data/photos_tiny --classes 10 --train-per-class 20 \
-    --val-per-class 10 --max-side 256 >/dev/null
+if [ -n "$image_folders" ]; then
+  if [ ! -d data/digits_png ]; then
+    echo "setup: building data/digits_png from data/digits"
+    build/release/kiln_make_image_folders digits data/digits data/digits_png >/dev/null
+  fi
+  if [ ! -d data/photos_tiny ]; then
+    echo "setup: building data/photos_tiny from opencv-doc's photos"
+    build/release/kiln_make_image_folders photos data/photos_tiny --classes 10 --train-per-class 20 \
+      --val-per-class 10 --max-side 256 >/dev/null
+  fi
 fi
