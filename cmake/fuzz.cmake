@@ -11,7 +11,7 @@
 # seed inputs. `cmake --build build/fuzz --target kiln_fuzz` builds them all.
 option(KILN_FUZZ "Build the libFuzzer targets of fuzz/ with ASan and UBSan (clang; a build directory of its own)" OFF)
 
-set(KILN_FUZZ_TARGETS idx cifar10 safetensors cli_options image_decode pack)
+set(KILN_FUZZ_TARGETS idx cifar10 safetensors cli_options image_decode pack folder_scan)
 # cli_options parses with the real command line (tools/cli/kiln_app.h), so it is built from all of
 # tools/cli/, the files kiln_cli has besides main() (KILN_CLI_SRC, CMakeLists.txt), with the
 # definitions `kiln --version` reads there.
@@ -41,7 +41,8 @@ if(KILN_BUILD_TESTS OR KILN_FUZZ)
   add_library(kiln_fuzz_entries STATIC ${entries} ${KILN_FUZZ_CLI_SRC})
   target_compile_definitions(kiln_fuzz_entries PRIVATE KILN_FUZZ_NO_MAIN ${KILN_FUZZ_CLI_DEFINITIONS})
   target_include_directories(kiln_fuzz_entries PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tools)
-  target_link_libraries(kiln_fuzz_entries PUBLIC kiln_fuzz_support kiln_engine PRIVATE CLI11::CLI11)
+  # kiln_chart_png: the CLI sources' kiln plot draws its PNG charts there (cmake/chart_png.cmake).
+  target_link_libraries(kiln_fuzz_entries PUBLIC kiln_fuzz_support kiln_engine PRIVATE CLI11::CLI11 kiln_chart_png)
 endif()
 
 if(TARGET kiln_test_fuzz_regression)
@@ -59,7 +60,7 @@ if(KILN_FUZZ)
   target_sources(kiln_fuzz_cli_options PRIVATE ${KILN_FUZZ_CLI_SRC})
   target_compile_definitions(kiln_fuzz_cli_options PRIVATE ${KILN_FUZZ_CLI_DEFINITIONS})
   target_include_directories(kiln_fuzz_cli_options PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tools)
-  target_link_libraries(kiln_fuzz_cli_options PRIVATE CLI11::CLI11)
+  target_link_libraries(kiln_fuzz_cli_options PRIVATE CLI11::CLI11 kiln_chart_png)
   add_executable(kiln_fuzz_seeds fuzz/make_seeds.cpp)
   target_link_libraries(kiln_fuzz_seeds PRIVATE kiln_fuzz_support kiln_engine)
   add_dependencies(kiln_fuzz kiln_fuzz_seeds)

@@ -34,6 +34,7 @@ void safetensors_input(Bytes input);
 void cli_options_input(Bytes input);
 void image_decode_input(Bytes input);
 void pack_input(Bytes input);
+void folder_scan_input(Bytes input);
 
 struct Target {
   const char* name;
@@ -46,6 +47,7 @@ inline constexpr Target kTargets[] = {
     {"cli_options", cli_options_input},
     {"image_decode", image_decode_input},
     {"pack", pack_input},
+    {"folder_scan", folder_scan_input},
 };
 
 // A result that breaks what the reader promises (a size that disagrees with the data, a value out

@@ -151,6 +151,31 @@ void pack_seeds(const fs::path& out, const fs::path& tmp) {
   put(out, "direct_two_classes", with_prefix({1 | (1 << 4)}, joined));
 }
 
+// folder_scan: a flags byte, then 4-byte operations (kind, parent folder, name, target; the layout
+// of fuzz/folder_scan_fuzz.cpp). Names: 0 a, 1 b, 3 sub, 4 x.jpg, 5 y.png, 6 Z.JPEG, 7 .h.jpg,
+// 9 loop, 11 q.jpeg. Link targets: 0 "..", 1 "../..", 3 a missing file, 5 + i the i-th node made.
+void folder_scan_seeds(const fs::path& out) {
+  const Buffer two_classes = {0, 0, 0, 0,  0, 0, 1, 0,  1, 1, 4, 0,  2, 2, 5, 0,
+                              1, 1, 11, 0, 0, 1, 3, 0,  2, 3, 5, 0};
+  auto seed = [&](uint8_t flags, const Buffer& ops, Buffer more) {
+    Buffer b = {flags};
+    b.insert(b.end(), ops.begin(), ops.end());
+    b.insert(b.end(), more.begin(), more.end());
+    return b;
+  };
+  put(out, "two_classes", seed(2, two_classes, {}));
+  put(out, "loop", seed(2, two_classes, {4, 1, 9, 0}));
+  put(out, "two_loops", seed(0, two_classes, {4, 1, 9, 0, 4, 2, 3, 1}));
+  put(out, "duplicate_link", seed(2, two_classes, {4, 2, 6, 8}));
+  put(out, "hard_link", seed(2, two_classes, {5, 2, 6, 0}));
+  put(out, "dangling_and_damaged_skip_bad", seed(2 | 4 | 8, two_classes, {4, 1, 6, 3, 3, 2, 7, 0}));
+  put(out, "plain_sizes_skip_bad", seed(2 | 4 | 16, two_classes, {}));
+  put(out, "splits_auto_transform",
+      seed(1 | 2 | 8, {0, 1, 0, 0, 0, 1, 1, 0, 0, 2, 0, 0, 0, 2, 1, 0, 1, 3, 4, 0, 2, 4, 5, 0, 1, 5, 4, 0, 2, 6, 5, 0}, {}));
+  put(out, "splits_sharing_a_file",
+      seed(1 | 2, {0, 1, 0, 0, 0, 2, 0, 0, 1, 3, 4, 0, 1, 3, 11, 0, 2, 4, 5, 0}, {4, 4, 4, 10}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,6 +193,7 @@ int main(int argc, char** argv) {
     safetensors_seeds(out / "safetensors", tmp);
     image_seeds(out / "image_decode");
     pack_seeds(out / "pack", tmp);
+    folder_scan_seeds(out / "folder_scan");
     // cli_options: argv words separated by NUL bytes.
     auto words = [](std::initializer_list<std::string> list) {
       Buffer b;
