@@ -32,9 +32,16 @@ struct TorchWeightsLoaded {
   // BatchNorm's num_batches_tracked counters of the file, not used (one per BatchNorm in a PyTorch
   // state_dict: kiln's BN momentum is fixed).
   std::vector<std::string> bn_counters;
+  // What the file is when it is a checkpoint kiln train wrote: "a kiln checkpoint of digits_cnn
+  // after 3 epochs" (its weights and BN statistics load, its optimizer state and epoch do not: the
+  // new run starts from the weights). Empty for a PyTorch state_dict.
+  std::string kiln_checkpoint;
 };
 
-// Writes every parameter and BN running statistic of `exe` from the file, or nothing: a kiln::Error
+// Writes every parameter and BN running statistic of `exe` from the file, or nothing. The file is a
+// PyTorch state_dict, or a checkpoint kiln train wrote (recognized by its metadata 'format'), whose
+// tensors have kiln's names and layouts already. A kiln::Error says what the file is (a kiln
+// checkpoint of another model, naming it; the state_dict of a ResNet or VGG; ...) and
 // lists each tensor missing from the file, each shape that does not fit, each tensor of the file
 // that this model has no place for, each tensor whose dtype is not floating point (naming it),
 // and each non-finite value, before anything is written. F32, F16, BF16 and F64 tensors load

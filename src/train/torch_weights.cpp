@@ -6,12 +6,14 @@
 #include <cctype>
 #include <cmath>
 #include <set>
+#include <string_view>
 
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 #include "train/non_finite_text.h"
 #include "train/tensor_f32.h"
 #include "train/torch_layouts.h"
+#include "train/weights_file_kind.h"
 
 namespace kiln {
 namespace {
@@ -117,6 +119,38 @@ bool is_loaded(const TensorSpec& t) {
   return t.role == TensorRole::Buffer && (last == "running_mean" || last == "running_var");
 }
 
+// A kiln checkpoint's tensors that are a run's state rather than its weights: the optimizer's
+// ("optimizer.momentum_buffer", ...) and any other buffer. A new run starts its own, so they are
+// passed over, not listed as unused. Weights end in these names (kiln's layers name them so).
+bool is_run_state(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  const std::string_view last = std::string_view(name).substr(dot == std::string::npos ? 0 : dot + 1);
+  return last != "weight" && last != "bias" && last != "running_mean" && last != "running_var";
+}
+
+// The names the file's tensors have: PyTorch's for a state_dict, kiln's own for a kiln checkpoint.
+std::map<std::string, std::string> file_names(const Program& program, bool kiln_file) {
+  std::map<std::string, std::string> names = torch_names(program);
+  if (kiln_file)
+    for (auto& [kiln_name, file_name] : names) file_name = kiln_name;
+  return names;
+}
+
+// After the list of what does not fit: why, in the terms of what the file is.
+std::string misfit_hint(const Program& p, const SafetensorsFile& file, bool kiln_file, bool names_differ) {
+  if (!kiln_file)
+    return "Is it the state_dict of the same architecture? Names follow PyTorch's modules (kiln::torch_names)";
+  const std::string model = kiln_checkpoint_model(file);
+  if (names_differ)
+    return fmt::format("Its layers are not this model's: it is a checkpoint of {}; fine-tune it with --model {} "
+                       "(--new-head for another number of classes), or start from a checkpoint of this model",
+                       model.empty() ? "another model" : model, model.empty() ? "<its model>" : model);
+  const Shape& in = p.tensors[p.input].shape;
+  return fmt::format("The layers are this model's, but shaped for other data: this run's images are {}x{}x{}; "
+                     "another number of classes takes --new-head, another image size or channel count a checkpoint "
+                     "trained on such images", in[1], in[2], in[3]);
+}
+
 }  // namespace
 
 std::map<std::string, std::string> torch_names(const Program& program) {
@@ -141,8 +175,11 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
   SafetensorsReadOptions read;
   read.skip_unsupported_dtypes = true;
   const SafetensorsFile file = load_safetensors(path, read);
-  const std::map<std::string, std::string> names = torch_names(p);
-  const std::map<std::string, Shape> flattened = torch_layout::flattened_maps(p.graph);
+  // A checkpoint of kiln train holds kiln's names and layouts: its weights load as they are.
+  const bool kiln_file = is_kiln_checkpoint(file);
+  const std::map<std::string, std::string> names = file_names(p, kiln_file);
+  const std::map<std::string, Shape> flattened =
+      kiln_file ? std::map<std::string, Shape>() : torch_layout::flattened_maps(p.graph);
   // The head: the last linear layer's weight and bias.
   std::set<std::string> head;
   for (const Layer& l : p.graph.layers)
@@ -153,6 +190,7 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
   // BN(x + b) with running mean m is BN(x) with running mean m - b, so the bias folds into the mean.
   std::map<std::string, std::string> folded_bias;  // kiln running_mean name -> the file's bias name
   for (const Layer& l : p.graph.layers) {
+    if (kiln_file) break;  // kiln's convolutions before BN have no bias
     // The bias sits beside the convolution's weight in PyTorch's module.
     const auto weight = names.find(l.conv_name + ".weight");
     if (l.bn_name.empty() || weight == names.end() || names.count(l.conv_name + ".bias")) continue;
@@ -163,6 +201,7 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
   std::vector<std::string> problems;
   std::vector<std::pair<int, std::vector<float>>> writes;
   std::set<std::string> used;
+  size_t missing = 0;  // the model's tensors the file lacks
   for (const auto& [kiln_name, torch_name] : names) {
     const int id = exe.id(kiln_name);
     const TensorSpec& t = p.tensors[id];
@@ -182,7 +221,10 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
       continue;
     }
     if (!saved) {
-      problems.push_back(fmt::format("missing: '{}' (kiln's '{}', {})", torch_name, kiln_name, shape_str(t.shape)));
+      ++missing;
+      problems.push_back(kiln_file ? fmt::format("missing: '{}' ({})", kiln_name, shape_str(t.shape))
+                                   : fmt::format("missing: '{}' (kiln's '{}', {})", torch_name, kiln_name,
+                                                 shape_str(t.shape)));
       continue;
     }
     if (!is_floating_point(saved->dtype)) {
@@ -190,13 +232,17 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
       continue;
     }
     // The shape PyTorch gives this tensor: a convolution's OIHW for kiln's KRSC, else kiln's.
-    const bool conv = t.shape.size() == 4;
+    const bool conv = t.shape.size() == 4 && !kiln_file;
     const Shape torch_shape = conv ? Shape{t.shape[0], t.shape[3], t.shape[1], t.shape[2]} : t.shape;
     if (saved->shape != torch_shape) {
-      problems.push_back(fmt::format("'{}' is {} but kiln's '{}' needs {} here{}", torch_name, shape_str(saved->shape),
-                                     kiln_name, shape_str(torch_shape),
-                                     head.count(kiln_name) ? " (another number of classes: fine-tune with a new head)"
-                                                           : ""));
+      const std::string head_hint =
+          head.count(kiln_name) ? " (another number of classes: fine-tune with a new head, --new-head)" : "";
+      if (kiln_file)
+        problems.push_back(fmt::format("'{}' is {} in the file but {} in this model{}", kiln_name,
+                                       shape_str(saved->shape), shape_str(torch_shape), head_hint));
+      else
+        problems.push_back(fmt::format("'{}' is {} but kiln's '{}' needs {} here{}", torch_name,
+                                       shape_str(saved->shape), kiln_name, shape_str(torch_shape), head_hint));
       continue;
     }
     if (const std::string bad = non_finite_text(*saved); !bad.empty()) {
@@ -236,9 +282,10 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
     writes.emplace_back(id, std::move(dst));
   }
   TorchWeightsLoaded loaded;
+  if (kiln_file) loaded.kiln_checkpoint = kiln_checkpoint_text(file);
   std::vector<std::string> unused;
   for (const NamedTensor& t : file.tensors) {
-    if (used.count(t.name)) continue;
+    if (used.count(t.name) || (kiln_file && is_run_state(t.name))) continue;
     if (is_bn_counter(t.name)) {
       loaded.bn_counters.push_back(t.name);
       continue;
@@ -246,7 +293,7 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
     unused.push_back(fmt::format("not used: '{}' {} (this model has no tensor of that name)", t.name, shape_str(t.shape)));
   }
   for (const SkippedTensor& t : file.skipped) {
-    if (used.count(t.name)) continue;
+    if (used.count(t.name) || (kiln_file && is_run_state(t.name))) continue;
     if (is_bn_counter(t.name)) {  // int64 in every PyTorch state_dict
       loaded.bn_counters.push_back(t.name);
       continue;
@@ -261,9 +308,10 @@ TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, 
       for (size_t i = 0; i < kind->size() && i < 12; ++i) list += "\n  " + (*kind)[i];
       if (kind->size() > 12) list += fmt::format("\n  ... and {} more like it", kind->size() - 12);
     }
-    fail("'{}' does not fit this model ({} problems; nothing was loaded):{}\nIs it the state_dict of the same "
-         "architecture? Names follow PyTorch's modules (kiln::torch_names)",
-         path, problems.size() + unused.size(), list);
+    // A file of other layers shows tensors the model has no place for.
+    fail("'{}' ({}) does not fit this model ({} problems; nothing was loaded):{}\n{}", path,
+         kiln_file ? kiln_checkpoint_text(file) : state_dict_text(file), problems.size() + unused.size(), list,
+         misfit_hint(p, file, kiln_file, missing > 0 || !unused.empty()));
   }
   for (const auto& [id, values] : writes) {
     if (p.tensors[id].dtype == DType::F64) {  // float64 programs (the gradient checks)

@@ -171,7 +171,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
       // A kiln checkpoint gives its weights only: this run's optimizer state and epochs start afresh.
       const std::string kind = loaded.kiln_checkpoint.empty()
                                    ? std::string()
-                                   : fmt::format(" ({}: its weights; the optimizer state and epochs start afresh)",
+                                   : fmt::format(", {} (its weights only: the optimizer state and epochs start afresh)",
                                                  loaded.kiln_checkpoint);
       fmt::print("kiln: initialized from {}{}: {} tensors{}\n", a.init_from, kind, loaded.tensors,
                  left_out_text(loaded));
