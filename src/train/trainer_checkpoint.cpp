@@ -51,8 +51,13 @@ std::string non_finite_text(const std::vector<NamedTensor>& tensors) {
   return "";
 }
 void check_checkpoint_target(const TrainOptions& t) {
-  if (t.checkpoint.empty() || t.resume || t.overwrite) return;
+  if (t.checkpoint.empty()) return;
   std::error_code ec;
+  // A folder first, whatever --resume and --overwrite say: neither would help.
+  if (std::filesystem::is_directory(t.checkpoint, ec))
+    fail("checkpoint '{}' is a folder, and --checkpoint (TrainOptions::checkpoint) names the file to write; pass a "
+         "file path, e.g. '{}'", t.checkpoint, (std::filesystem::path(t.checkpoint) / "run.safetensors").string());
+  if (t.resume || t.overwrite) return;
   if (!std::filesystem::exists(t.checkpoint, ec)) return;
   fail("checkpoint '{}' already exists: this new run would replace it after its first epoch. Continue that run with "
        "--resume (TrainOptions::resume), replace it with --overwrite (TrainOptions::overwrite), or give this run "

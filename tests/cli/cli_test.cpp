@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -405,6 +407,118 @@ TEST(Cli, PlanListsTheOpsOnTheBranchStreams) {
   const Result one = kiln(plan);
   ASSERT_EQ(one.rc, 0) << one.output;
   EXPECT_EQ(one.output.find("ops beside the main stream"), std::string::npos) << one.output;
+}
+
+// Issue 47, item 9: `kiln --verison` and `kiln -V` were answered "A subcommand is required"; the
+// top level now gets the "did you mean" the subcommands have.
+TEST(Cli, AMistypedTopLevelOptionGetsTheNearestName) {
+  for (const std::string word : {"--verison", "-V", "--versoin=1"}) {
+    const Result r = kiln(word);
+    EXPECT_NE(r.rc, 0) << r.output;
+    expect_contains(r, {"unknown option '" + word.substr(0, word.find('=')) + "'", "did you mean '--version'?",
+                        "plan, train"}, word);
+    EXPECT_EQ(r.output.find("subcommand is required"), std::string::npos) << r.output;
+  }
+  const Result far = kiln("--frobnicate train");
+  EXPECT_NE(far.rc, 0) << far.output;
+  expect_contains(far, {"unknown option '--frobnicate'", "--help", "--version"}, "--frobnicate");
+  EXPECT_EQ(far.output.find("did you mean"), std::string::npos) << far.output;
+}
+
+// The options a subcommand's --help lists, each by its long name with its type name ("INT",
+// "N", "0|1", ...: what --help shows before ':' or '=').
+std::vector<std::pair<std::string, std::string>> options_and_types(const std::string& subcommand) {
+  const Result help = kiln(subcommand + " --help");
+  std::vector<std::pair<std::string, std::string>> options;
+  std::istringstream lines(help.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string names, shown;
+    if (!(words >> names >> shown) || names.rfind("--", 0) != 0) continue;
+    options.emplace_back(names.substr(0, names.find(',')), shown.substr(0, shown.find_first_of(":=")));
+  }
+  return options;
+}
+
+// Issue 47, item 9: a number past what an option's type holds got CLI11's "Could not convert:
+// --batch = 99999999999". Every whole-number option of every subcommand (found from --help, so a
+// new option is covered without a line here) now refuses it in kiln's words: the flag, the range,
+// a fix; so do text that is not a number and a fraction where a whole number goes.
+TEST(Cli, EveryWholeNumberOptionRefusesANumberPastItsRangeInKilnsWords) {
+  size_t checked = 0;
+  std::set<std::string> seen;  // an option several subcommands share (--batch, the CUDA ones) once
+  auto has = [](const Result& r, const std::vector<std::string>& any) {
+    return std::any_of(any.begin(), any.end(), [&](const std::string& s) { return r.output.find(s) != std::string::npos; });
+  };
+  for (const std::string sub : {"plan", "train", "bench", "data-bench", "eval", "pack", "export", "predict", "plot"}) {
+    std::vector<std::string> flags;
+    for (const auto& [flag, type] : options_and_types(sub)) {
+      // Every one CLI11 calls INT; of those kiln names N (the CUDA options) or 0|1 (switches),
+      // which go through the same place, one of each: there are some 90.
+      if (type == "INT" && seen.insert(flag).second) flags.push_back(flag);
+      if ((type == "N" || type == "0|1") && seen.insert(type).second) flags.push_back(flag);
+    }
+    for (const std::string& flag : flags) {
+      const std::string args = sub + " " + flag + " 99999999999";
+      const Result r = kiln(args);
+      EXPECT_NE(r.rc, 0) << args << "\n" << r.output;
+      EXPECT_TRUE(has(r, {flag + ": 99999999999 is out of range: it must be ", flag + ": 99999999999 is not one of "}))
+          << args << "\n" << r.output;
+      EXPECT_TRUE(has(r, {"2147483647", " to ", "in [", "at most", "one of"})) << args << ": no range\n" << r.output;
+      EXPECT_TRUE(has(r, {"; use ", "--help says", "--help lists"})) << args << ": no fix\n" << r.output;
+      EXPECT_EQ(r.output.find("Could not convert"), std::string::npos) << args << "\n" << r.output;
+      EXPECT_EQ(r.output.find("not in range"), std::string::npos) << args << "\n" << r.output;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 20u) << "--help lists the options as 'NAME INT...'";
+  const std::string train = "train --data " + kNoData + " ";
+  expect_rejected(train + "--batch 99999999999",
+                  {"--batch: 99999999999 is out of range: it must be >= 1 and at most 2147483647 (a 32-bit whole "
+                   "number); use e.g. --batch 64"});
+  expect_rejected(train + "--classes -99999999999", {"--classes: -99999999999 is out of range", "-1 or >= 1"});
+  expect_rejected(train + "--channels 2", {"--channels: 2 is not one of 1, 3; use e.g. --channels 3 (the default)"});
+  expect_rejected(train + "--rank-timeout 1e400", {"--rank-timeout: 1e400 is out of range: it must be >= 0, and finite"});
+  expect_rejected(train + "--image-size 5000",
+                  {"--image-size: 5000 is out of range: it must be from 1 to 4096; use e.g. --image-size 224 (the "
+                   "default)"});
+  expect_rejected(train + "--epochs ten", {"--epochs: 'ten' is not a number: it must be >= 1", "--epochs 10"});
+  expect_rejected(train + "--epochs 1.5", {"--epochs: 1.5 is not a whole number: it must be >= 1"});
+}
+
+// Issue 47, item 9: `--checkpoint runs` naming a folder was answered "already exists ... use
+// --resume or --overwrite", neither of which helps. It is refused at once, with any of them, saying
+// it is a folder and what to pass.
+TEST(Cli, ACheckpointThatIsAFolderIsRefusedAtOnce) {
+  kiln::testing::TempDir tmp;
+  const std::string runs = tmp.file("runs");
+  std::filesystem::create_directories(runs);
+  for (const std::string extra : {"", " --resume", " --overwrite"}) {
+    const std::string args = "train --device cpu --data " + kNoData + " --checkpoint " + runs + extra;
+    const Result r = kiln(args);
+    EXPECT_EQ(r.rc, 2) << r.output;
+    expect_contains(r, {"checkpoint '" + runs + "' is a folder",
+                        "pass a file path, e.g. '" + runs + "/run.safetensors'"}, args);
+    EXPECT_EQ(r.output.find("already exists"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("dataset directory"), std::string::npos) << "refused before the data:\n" << r.output;
+  }
+}
+
+// Issue 47, item 9: `--workers 100000` started 100000 loader threads. Above kiln::max_threads()
+// (--threads' cap: 4 x the cores, at least 64) the count is capped, saying so, and the run trains.
+TEST(KilnCli, LoaderWorkersAreCappedAndSaySo) {
+  const std::string dir = kiln::testing::shared_digits_dir();
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no digits at " << dir;
+  kiln::testing::TempDir tmp;
+  kiln::testing::write_first_digits(dir, tmp.file("digits"), 256, 64);
+  const std::string cap = std::to_string(kiln::max_threads());
+  const std::string args = "train --device cpu --model digits_cnn --data " + tmp.file("digits") +
+                           " --epochs 1 --batch 32 --workers 100000";
+  const Result r = kiln(args);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  expect_contains(r, {"kiln: --workers 100000 capped to " + cap + ": more loader threads than 4 x the",
+                      ", " + cap + " loader threads"}, args);
+  EXPECT_EQ(r.output.find("100000 loader threads"), std::string::npos) << r.output;
 }
 
 }  // namespace

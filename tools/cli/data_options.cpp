@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "cli/option_checks.h"
 #include "kiln/error.h"
 #include "kiln/threads.h"
 
@@ -30,16 +31,9 @@ ImageTransform::Normalize parse_normalize(const std::string& name) {
 
 std::string number(double x) { return fmt::format("{}", x); }
 
-// A whole number >= 0, else a message with the range and a value to use.
-CLI::Validator non_negative(std::string fix) {
-  return CLI::Validator(
-      [fix](std::string& text) -> std::string {
-        double v = 0;
-        if (!CLI::detail::lexical_cast(text, v) || v >= 0) return {};
-        return fmt::format("{} is out of range: it must be >= 0; {}", text, fix);
-      },
-      "", "");
-}
+// A whole number >= 0, else a message with the range and a value to use (at_least, whose range
+// kiln's message for a number past an int's also gives).
+CLI::Validator non_negative(std::string fix) { return at_least(0, std::move(fix)); }
 
 }  // namespace
 
@@ -59,8 +53,9 @@ void add_data_options(CLI::App* app, DataArgs& a, bool training) {
       ->type_name("DIR")
       ->group(group);
   app->add_option("--workers", a.workers,
-                  "data loader threads, >= 0 (0: load on the training thread); default: the cores left after the "
-                  "training thread for image files, 2 otherwise")
+                  "data loader threads, >= 0 (0: load on the training thread; more than 4 x the cores, at least 64, "
+                  "are capped to that); default: the cores left after the training thread for image files, 2 "
+                  "otherwise")
       ->check(non_negative("use e.g. --workers 2, or 0 to load batches on the training thread"))
       ->default_str("auto")
       ->group(group);
@@ -170,6 +165,14 @@ DataArgs resolved_data_args(const DataArgs& a, const DataSplits& data) {
 }
 
 int loader_workers(const DataArgs& a, const std::string& format) {
+  // The rule of --threads and KILN_THREADS (kiln::max_threads): loader threads beyond it would only
+  // take turns on the cores, each with its stack and decode buffers.
+  if (const int cap = max_threads(); a.workers > cap) {
+    fmt::print(stderr,
+               "kiln: --workers {} capped to {}: more loader threads than 4 x the {} cores this process may use "
+               "(at least 64) only take turns on them\n", a.workers, cap, available_cores());
+    return cap;
+  }
   if (a.workers >= 0) return a.workers;
   if (format == "imagefolder" || format == "packed") return std::max(1, available_cores() - 1);
   return 2;

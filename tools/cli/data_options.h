@@ -40,7 +40,8 @@ DataOptions data_options(const DataArgs& a);
 DataArgs resolved_data_args(const DataArgs& a, const DataSplits& data);
 
 // Loader threads: --workers, or by default the cores left after the training thread for image
-// files (decoding is the work) and 2 for in-memory sets.
+// files (decoding is the work) and 2 for in-memory sets. A --workers above kiln::max_threads() is
+// capped to it, saying so on stderr.
 int loader_workers(const DataArgs& a, const std::string& format);
 
 // The data settings a checkpoint must share to be resumed (Trainer's recipe): empty for the

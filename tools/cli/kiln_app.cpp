@@ -9,6 +9,7 @@
 #include "cli/plan_command.h"
 #include "cli/train_run.h"
 #include "cli/typo_hints.h"
+#include "cli/value_refusal.h"
 #include "cli/version.h"
 #include "kiln/error.h"
 
@@ -71,6 +72,14 @@ std::string out_of_range_word(int argc, const char* const* argv) {
   return "a value on the command line";
 }
 
+// Called in a catch block: CLI11's refusal of a number in kiln's words (value_refusal), other
+// refusals as CLI11 made them.
+[[noreturn]] void rethrow_value_refusal(const CLI::App& app, const CLI::ParseError& e) {
+  const std::string message = value_refusal(app, e);
+  if (message.empty()) throw;
+  throw CLI::ValidationError(message, e.get_exit_code());
+}
+
 }  // namespace
 
 void KilnApp::parse(int argc, const char* const* argv) {
@@ -83,6 +92,10 @@ void KilnApp::parse(int argc, const char* const* argv) {
     const std::string message = sub ? unknown_options_message(*sub, sub->remaining()) : std::string();
     if (message.empty()) throw;
     throw CLI::ExtrasError(message, CLI::ExitCodes::ExtrasError);
+  } catch (const CLI::ConversionError& e) {
+    rethrow_value_refusal(app, e);
+  } catch (const CLI::ValidationError& e) {
+    rethrow_value_refusal(app, e);
   } catch (const std::out_of_range&) {
     // CLI11 2.1 reads a flag's value (`--no-nesterov=N`) with std::stoll and lets a number past
     // 64 bits escape as std::out_of_range rather than a ParseError.

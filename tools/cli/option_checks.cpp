@@ -9,17 +9,45 @@
 #include <limits>
 
 namespace kiln::cli {
+namespace {
+
+// number_in's Validator name: this tag, its range and its fix, one a line.
+constexpr const char* kRangeTag = "kiln-range";
+
+}  // namespace
 
 CLI::Validator number_in(std::function<bool(double)> in_range, std::string range, std::string fix) {
+  const std::string name = fmt::format("{}\n{}\n{}", kRangeTag, range, fix);
   return CLI::Validator(
       [in_range = std::move(in_range), range = std::move(range), fix = std::move(fix)](std::string& text)
           -> std::string {
         double v = 0;
         if (!CLI::detail::lexical_cast(text, v)) return {};
+        // No kiln number may be infinite or NaN: "1e400" reads as an infinity.
+        if (!std::isfinite(v) && range.find("finite") == std::string::npos)
+          return fmt::format("{} is out of range: it must be {}, and finite; {}", text, range, fix);
         if (in_range(v)) return {};
         return fmt::format("{} is out of range: it must be {}; {}", text, range, fix);
       },
-      "", "");
+      "", name);
+}
+
+CheckedRange checked_range(const CLI::Option& option) {
+  CheckedRange c;
+  const std::string tag = std::string(kRangeTag) + "\n";
+  for (int i = 0;; ++i) {
+    const CLI::Validator* v = nullptr;
+    try {
+      v = const_cast<CLI::Option&>(option).get_validator(i);  // CLI11 2.1 has no const form
+    } catch (const CLI::OptionNotFound&) {
+      return c;
+    }
+    const std::string& name = v->get_name();
+    if (name.rfind(tag, 0) != 0) continue;
+    const size_t second = name.find('\n', tag.size());
+    c.range = name.substr(tag.size(), second - tag.size());
+    c.fix = name.substr(second + 1);
+  }
 }
 
 CLI::Validator at_least(int lo, std::string fix) {

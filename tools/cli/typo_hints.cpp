@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
 namespace kiln::cli {
 namespace {
@@ -45,6 +46,29 @@ std::vector<std::string> subcommand_names(const CLI::App& app) {
   return names;
 }
 
+// Each name of each of `app`'s own options: "--version", "-h", "--help".
+std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> known;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& name : opt->get_lnames()) known.push_back("--" + name);
+    for (const std::string& name : opt->get_snames()) known.push_back("-" + name);
+  }
+  return known;
+}
+
+// The option a mistyped `flag` most likely meant. A one-letter "-V" is too short for an edit
+// distance (every one-letter option is one edit away): it is the option whose short name, or
+// else whose long name's first letter, is that letter in either case (-V: --version).
+std::string nearest_option(const std::string& flag, const std::vector<std::string>& known) {
+  if (flag.size() != 2 || flag[0] != '-' || flag[1] == '-') return nearest(flag, known);
+  const auto lower = [](char c) { return char(std::tolower(static_cast<unsigned char>(c))); };
+  for (const std::string& k : known)
+    if (k.size() == 2 && lower(k[1]) == lower(flag[1])) return k;
+  for (const std::string& k : known)
+    if (k.size() > 2 && k[1] == '-' && lower(k[2]) == lower(flag[1])) return k;
+  return "";
+}
+
 }  // namespace
 
 void check_subcommand(const CLI::App& app, int argc, const char* const* argv) {
@@ -54,7 +78,18 @@ void check_subcommand(const CLI::App& app, int argc, const char* const* argv) {
     throw CLI::RequiredError(fmt::format("a subcommand is required: {} (kiln <subcommand> --help)", list),
                              CLI::ExitCodes::RequiredError);
   const std::string word = argv[1];
-  if (word.empty() || word[0] == '-' || std::find(names.begin(), names.end(), word) != names.end()) return;
+  if (!word.empty() && word[0] == '-') {  // kiln's own options (--help, --version) come before a subcommand
+    const std::vector<std::string> known = option_names(app);
+    const std::string flag = word.substr(0, word.find('='));
+    if (std::find(known.begin(), known.end(), flag) != known.end()) return;
+    const std::string guess = nearest_option(flag, known);
+    throw CLI::ExtrasError(fmt::format("unknown option '{}'{}; kiln takes {} or a subcommand: {} (kiln <subcommand> "
+                                       "--help)", flag,
+                                       guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess),
+                                       fmt::join(known, ", "), list),
+                           CLI::ExitCodes::ExtrasError);
+  }
+  if (word.empty() || std::find(names.begin(), names.end(), word) != names.end()) return;
   const std::string guess = nearest(word, names);
   throw CLI::ExtrasError(fmt::format("unknown subcommand '{}'{}; the subcommands are {}", word,
                                      guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess), list),

@@ -9,8 +9,9 @@
 namespace kiln::cli {
 
 // `kiln trian ...`: throws CLI::ExtrasError naming the subcommand nearest to argv[1] and listing
-// them all; `kiln` alone: CLI::RequiredError listing them. Returns when argv[1] is a subcommand or
-// an option (left to CLI11).
+// them all; `kiln --verison` or `kiln -V`: one naming the nearest of kiln's own options (--version);
+// `kiln` alone: CLI::RequiredError listing the subcommands. Returns when argv[1] is a subcommand
+// or one of kiln's own options (left to CLI11).
 void check_subcommand(const CLI::App& app, int argc, const char* const* argv);
 
 // `kiln train --epoch 2`: each unknown option among `extras` with the subcommand's option nearest
