@@ -106,6 +106,8 @@ const RecipeField* recipe_field(const std::string& key) {
   return nullptr;
 }
 
+bool recipe_key_compared(const std::string& key) { return key != kDataSourceKey; }
+
 std::vector<std::pair<std::string, std::string>> recipe_values(const RecipeRun& run) {
   std::vector<std::pair<std::string, std::string>> values;
   for (const RecipeField& f : recipe_fields())

@@ -41,6 +41,17 @@ const std::vector<RecipeField>& recipe_fields();
 // The row of `key`, or nullptr (TrainOptions::data_recipe's keys have none).
 const RecipeField* recipe_field(const std::string& key);
 
+// TrainOptions::data_recipe's key for where the data was (kiln train records the --data folder,
+// its format and --val there), so that `kiln eval` finds it without --data. It says where the
+// samples came from, not how they were made, so it is recorded but never compared: a resumed run
+// may read the same data from another folder, and checkpoints written before it was recorded
+// resume as before.
+inline constexpr const char* kDataSourceKey = "data_source";
+
+// Whether a resumed run must have the same value for `key` as its checkpoint (every key but
+// kDataSourceKey).
+bool recipe_key_compared(const std::string& key);
+
 // Every row that applies to `run`, as (key, value), in table order.
 std::vector<std::pair<std::string, std::string>> recipe_values(const RecipeRun& run);
 

@@ -124,11 +124,13 @@ void Trainer::check_recipe(const std::string& path, const std::map<std::string, 
   std::map<std::string, std::string> theirs;
   for (const auto& [key, value] : metadata)
     if (key.rfind(kRecipePrefix, 0) == 0) theirs[key.substr(std::strlen(kRecipePrefix))] = value;
+  std::erase_if(theirs, [](const auto& kv) { return !recipe_key_compared(kv.first); });
   if (legacy) {  // written before the recipe was recorded: its seed is all there is to compare
     theirs.clear();
     if (auto seed = metadata.find("seed"); seed != metadata.end()) theirs["seed"] = seed->second;
   }
-  const auto mine = recipe();
+  auto mine = recipe();
+  std::erase_if(mine, [](const auto& kv) { return !recipe_key_compared(kv.first); });
   std::map<std::string, std::string> mine_by_key(mine.begin(), mine.end());
   auto differs = [&](const char* key) {
     auto a = theirs.find(key), b = mine_by_key.find(key);

@@ -266,5 +266,99 @@ TEST(EvalPredictCli, ImageFolderPredictionsAgreeWithTheDevicesHitCount) {
   EXPECT_GT(read_image_info(jpeg.data(), jpeg.size(), files[0]).width, 24);
 }
 
+// Issue 47, item 6: `kiln eval` without --data evaluated on data/digits whatever the checkpoint was
+// trained on. It now takes the data recorded in the checkpoint (an absolute path), says so, and
+// counts that data's test images; a checkpoint written before the data was recorded asks for
+// --data, and still evaluates with it.
+TEST(EvalPredictCli, EvalWithoutDataTakesTheDataTheCheckpointWasTrainedOn) {
+  const std::string digits = testing::shared_digits_dir();
+  ASSERT_TRUE(fs::exists(digits + "/t10k-images-idx3-ubyte")) << "no digits at " << digits << ": run scripts/setup.sh";
+  TempDir dir;
+  const std::string data = dir.file("few_digits"), ckpt = dir.file("few.safetensors");
+  testing::write_first_digits(digits, data, 512, 96);
+  const Result train = kiln("train --device cpu --model digits_cnn --data " + data +
+                            " --epochs 1 --batch 32 --workers 1 --checkpoint " + ckpt);
+  ASSERT_EQ(train.rc, 0) << train.output;
+  const Result eval = kiln("eval --device cpu --checkpoint " + ckpt + " --json");
+  ASSERT_EQ(eval.rc, 0) << eval.output;
+  testing::expect_contains(eval, {"kiln: no --data given: evaluating on " + data + ", the data " + ckpt +
+                                  " was trained on"}, "eval without --data");
+  const std::string json = eval.output.substr(eval.output.find('{'));
+  const nlohmann::json j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["data"], data);
+  EXPECT_EQ(j["images"].get<int64_t>(), 96) << "the checkpoint's 96 test digits, not data/digits' 1000";
+  EXPECT_NEAR(j["top1"].get<double>(), testing::test_accuracy(train), 5e-5) << eval.output;  // printed to 4 places
+
+  // The same checkpoint as one written before the data was recorded.
+  SafetensorsFile old = load_safetensors(ckpt);
+  ASSERT_EQ(old.metadata.erase("recipe.data_source"), 1u);
+  const std::string old_ckpt = dir.file("old.safetensors");
+  save_safetensors(old_ckpt, old.tensors, old.metadata);
+  const Result asks = kiln("eval --device cpu --checkpoint " + old_ckpt);
+  EXPECT_EQ(asks.rc, 2) << asks.output;
+  testing::expect_contains(asks, {"no --data given", old_ckpt, "does not record the data it was trained on", "--data"},
+                           "eval of an older checkpoint without --data");
+  const Result given = kiln("eval --device cpu --checkpoint " + old_ckpt + " --data " + data);
+  ASSERT_EQ(given.rc, 0) << given.output;
+  EXPECT_DOUBLE_EQ(testing::test_accuracy(given), testing::test_accuracy(train)) << given.output;
+}
+
+// Issue 47, item 6: data of another image size, channel count or class count failed on a tensor's
+// shape ("conv1.conv.weight [32,3,3,3]"); it is refused in the data's terms before any tensor is
+// loaded, naming both and the data the checkpoint was trained on.
+TEST(EvalPredictCli, EvalRefusesDataOfAnotherGeometryOrClassCountInItsTerms) {
+  const std::string digits = testing::shared_digits_dir();
+  ASSERT_TRUE(fs::exists(digits + "/t10k-images-idx3-ubyte")) << "no digits at " << digits << ": run scripts/setup.sh";
+  TempDir dir;
+  const std::string data = dir.file("few_digits"), ckpt = dir.file("few.safetensors");
+  testing::write_first_digits(digits, data, 256, 64);
+  const Result train = kiln("train --device cpu --model digits_cnn --data " + data +
+                            " --epochs 1 --batch 32 --workers 1 --checkpoint " + ckpt);
+  ASSERT_EQ(train.rc, 0) << train.output;
+  // Three classes of RGB PNGs, 24x24 (the plain transform keeps them so).
+  const fs::path photos = dir.file("rgb");
+  for (const char* cls : {"a", "b", "c"})
+    for (const char* split : {"train", "val"}) {
+      fs::create_directories(photos / split / cls);
+      for (int i = 0; i < 2; ++i) {
+        std::vector<uint8_t> p(24 * 24 * 3, uint8_t(40 * i + cls[0]));
+        testing::write_bytes((photos / split / cls / fmt::format("{}.png", i)).string(), encode_png(p.data(), 24, 24, 3));
+      }
+    }
+  const Result wrong = kiln("eval --device cpu --checkpoint " + ckpt + " --data " + photos.string() +
+                            " --transform plain");
+  EXPECT_EQ(wrong.rc, 2) << wrong.output;
+  testing::expect_contains(wrong, {"checkpoint '" + ckpt + "' was trained on 20x20x1 images of 10 classes",
+                                   "this data ('" + photos.string() + "', val split) is 24x24x3 with 3",
+                                   "image size 24x24 against 20x20", "3 channels against 1",
+                                   "other classes, 3 against 10", "Nothing was loaded", "--data " + data},
+                           "eval on data of another kind");
+  EXPECT_EQ(wrong.output.find("conv1.conv.weight"), std::string::npos) << wrong.output;
+  EXPECT_EQ(wrong.output.find("test accuracy"), std::string::npos) << wrong.output;
+}
+
+// The data's folder is recorded for `kiln eval` (recipe.data_source), but a resume does not compare
+// it: a checkpoint written before it was recorded resumes, and so does a run whose data moved.
+TEST(EvalPredictCli, TheRecordedDataFolderDoesNotStopAResume) {
+  const std::string digits = testing::shared_digits_dir();
+  ASSERT_TRUE(fs::exists(digits + "/t10k-images-idx3-ubyte")) << "no digits at " << digits << ": run scripts/setup.sh";
+  TempDir dir;
+  const std::string data = dir.file("few_digits"), ckpt = dir.file("few.safetensors");
+  testing::write_first_digits(digits, data, 256, 64);
+  const std::string run = "train --device cpu --model digits_cnn --batch 32 --workers 1 --checkpoint " + ckpt;
+  const Result first = kiln(run + " --data " + data + " --epochs 1");
+  ASSERT_EQ(first.rc, 0) << first.output;
+  SafetensorsFile old = load_safetensors(ckpt);
+  ASSERT_EQ(old.metadata.erase("recipe.data_source"), 1u);
+  save_safetensors(ckpt, old.tensors, old.metadata);
+  const std::string moved = dir.file("moved_digits");
+  fs::rename(data, moved);
+  const Result resumed = kiln(run + " --data " + moved + " --epochs 2 --resume");
+  ASSERT_EQ(resumed.rc, 0) << resumed.output;
+  testing::expect_contains(resumed, {"resumed from " + ckpt + ": epoch 1 of 2 done", "epoch 2/2"}, "resume");
+  const nlohmann::json source = nlohmann::json::parse(load_safetensors(ckpt).metadata.at("recipe.data_source"));
+  EXPECT_EQ(source, nlohmann::json({{"path", moved}, {"format", "idx"}})) << "the run's own folder, recorded again";
+}
+
 }  // namespace
 }  // namespace kiln

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <thread>
 
+#include "cli/data_source.h"
 #include "cli/option_checks.h"
 #include "kiln/error.h"
 #include "kiln/threads.h"
+#include "train/recipe_fields.h"
 
 namespace kiln::cli {
 namespace {
@@ -179,7 +181,9 @@ int loader_workers(const DataArgs& a, const std::string& format) {
 }
 
 std::vector<std::pair<std::string, std::string>> data_recipe(const DataArgs& a, const std::string& format) {
-  if (format != "imagefolder" && format != "packed") return {};
+  // Where the data was, for kiln eval without --data: every format, never compared on resume.
+  std::pair<std::string, std::string> where{kDataSourceKey, data_source_text(a, format)};
+  if (format != "imagefolder" && format != "packed") return {where};
   const DataOptions o = data_options(a);
   const ImageTransform& t = o.transform;
   std::vector<std::pair<std::string, std::string>> r = {{"data_format", format}, {"transform", a.transform},
@@ -192,6 +196,7 @@ std::vector<std::pair<std::string, std::string>> data_recipe(const DataArgs& a, 
     r.emplace_back("crop_ratio", number(t.ratio_min) + "," + number(t.ratio_max));
   }
   r.emplace_back("exif_orientation", t.exif_orientation ? "true" : "false");
+  r.push_back(std::move(where));
   return r;
 }
 

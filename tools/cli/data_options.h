@@ -44,8 +44,9 @@ DataArgs resolved_data_args(const DataArgs& a, const DataSplits& data);
 // capped to it, saying so on stderr.
 int loader_workers(const DataArgs& a, const std::string& format);
 
-// The data settings a checkpoint must share to be resumed (Trainer's recipe): empty for the
-// in-memory formats, whose settings the recipe already holds.
+// The data settings a checkpoint must share to be resumed (Trainer's recipe), none for the
+// in-memory formats, whose settings the recipe already holds; and for every format where the data
+// was (kDataSourceKey, cli/data_source.h: recorded for kiln eval, never compared).
 std::vector<std::pair<std::string, std::string>> data_recipe(const DataArgs& a, const std::string& format);
 
 }  // namespace kiln::cli
