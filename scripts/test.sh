@@ -10,7 +10,7 @@ if [ "${1:-}" != "--sanitize" ]; then
   # A warning in kiln's own code fails the build. The CUDA backend is built wherever nvcc and cuDNN
   # are found, GPU or not (KILN_WITH_CUDA=OFF to leave it out): its host tests (label cpu) run in CI,
   # which has no GPU. After a demo on a machine without a GPU (which builds without it) this turns
-  # it on in build/release, and the engine is compiled again once.
+  # it on in build/release: the CUDA backend is built, and what links the engine compiled again once.
   KILN_WERROR=ON KILN_WITH_CUDA=${KILN_WITH_CUDA:-ON} scripts/setup.sh
   ctest --preset release -j "$(nproc)" --label-exclude gpu "$@"
   exit
