@@ -54,4 +54,7 @@ slow+='RunSafetyCli\.ALogInAFileSurvivesAKill|ImageFolderCli\.PhotoFolderTrainsE
 skip="$slow|^kiln_install_package\$"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Memory a system library keeps until exit by design (fontconfig's, under kiln plot's PNG) is not a leak
+# of kiln's: tests/lsan_suppressions.txt names those libraries.
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan_suppressions.txt:print_suppressions=0}
 ctest --test-dir "$build" -j "$(nproc)" -L cpu -E "$skip" --output-on-failure --timeout 1800 "$@"
