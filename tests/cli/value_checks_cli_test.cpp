@@ -93,14 +93,16 @@ TEST(ValueChecksCli, ATestSetOfAnotherImageSizeIsRefusedBeforeTraining) {
   EXPECT_FALSE(contains(r.output, "epoch 1/1")) << r.output;
   EXPECT_FALSE(contains(r.output, "pick a model")) << r.output;
 
-  // An image folder whose val/ images are smaller than train/'s (--transform plain keeps sizes).
+  // An image folder whose val/ images are smaller than train/'s (--transform plain keeps sizes): the
+  // check of every file before the first batch names each one of another size.
   write_png_classes(tmp.path() / "set" / "train", 4, 24);
   write_png_classes(tmp.path() / "set" / "val", 2, 16);
   const std::string folder = kCpu + "--model resnet18 --epochs 1 --batch 4 --transform plain --data " +
                              tmp.file("set");
   const Result f = kiln(folder);
   EXPECT_EQ(f.rc, 2) << f.output;
-  expect_contains(f, {"the validation folder " + tmp.file("set") + "/val has 16x16x3 images", "24x24x3",
+  expect_contains(f, {"4 of the 12 image files are not of one size, as --transform plain needs",
+                      tmp.file("set") + "/val/a/0.png' is 16x16 but the folder's images are 24x24",
                       "--transform imagenet"},
                   folder);
   EXPECT_FALSE(contains(f.output, "epoch 1/1")) << f.output;

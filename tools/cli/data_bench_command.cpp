@@ -130,7 +130,7 @@ int run_data_bench(const DataBenchArgs& a) {
   if (!bad.empty()) fmt::print("skipped {} unreadable samples (--skip-bad), the first: {}\n", bad.size(), bad.front());
   if (json.is_open())
     json << nlohmann::json{{"framework", "kiln"},      {"data", a.data.data},      {"format", data.format},
-                           {"split", a.split},         {"transform", a.data.transform},
+                           {"split", a.split},         {"transform", resolved_data_args(a.data, data).transform},
                            {"image_size", shape.height}, {"batch", a.batch},        {"workers", workers},
                            {"dct_scaling", a.data.dct_scaling}, {"host_normalize", a.host_normalize}, {"decode", a.data.decode},
                            {"decoder", loader.describe()}, {"images", images}, {"seconds", seconds},

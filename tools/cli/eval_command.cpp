@@ -104,7 +104,11 @@ int run_eval(EvalArgs a, const CLI::App& cmd) {
   const CheckpointModel model = read_checkpoint_model(a.checkpoint);
   if (cmd.count("--data") == 0) take_data_trained_on(model, cmd, a.data);
   adopt_data_recipe(model, &cmd, a.data);
-  const DataSplits data = open_dataset(a.data.data, data_options(a.data));
+  DataOptions options = data_options(a.data);
+  // Only the split evaluated is checked file by file: a bad training file does not stop an eval of val.
+  options.check_train_files = a.split == "train";
+  options.check_val_files = a.split == "val";
+  const DataSplits data = open_dataset(a.data.data, options);
   const SampleSource& source = a.split == "val" ? *data.test : *data.train;
   if (source.count() == 0)
     fail("'{}' holds no {} split to evaluate on; give one with --val DIR or use --split train", a.data.data, a.split);

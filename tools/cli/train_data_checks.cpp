@@ -66,7 +66,7 @@ void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplit
                          : fmt::format("a model that takes {}x{} images (--model {})", shape.height, shape.width,
                                        fmt::join(fitting, ", ")),
          smallest, smallest,
-         data.format == "imagefolder" && a.data.transform == "imagenet" ? fmt::format(" (--image-size {})", smallest)
+         data.format == "imagefolder" && data.transform.kind == ImageTransform::Kind::ImageNet ? fmt::format(" (--image-size {})", smallest)
                                                                         : std::string());
   }
 }

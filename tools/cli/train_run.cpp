@@ -105,6 +105,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   // count): opening an image folder scans it on the pool.
   set_threads(a.backend.threads);
   const DataSplits data = open_dataset(a.data.data, data_options(a.data));
+  const DataArgs data_args = resolved_data_args(a.data, data);  // --transform auto as chosen
   const SampleSource& train = *data.train;
   const SampleSource& test = *data.test;
   const SampleShape shape = train.shape();
@@ -136,9 +137,9 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   t.seed = a.seed, t.checkpoint = a.checkpoint, t.resume = a.resume, t.overwrite = a.overwrite;
   t.workers = loader_workers(a.data, data.format);
   t.decode = parse_decode_device(a.data.decode);
-  const DataOptions data_opt = data_options(a.data);
+  const DataOptions data_opt = data_options(data_args);
   t.augment = image_files ? data_opt.transform.augment : data_opt.augment;
-  t.data_recipe = data_recipe(a.data, data.format);
+  t.data_recipe = data_recipe(data_args, data.format);
   t.stop = stop_requested();  // set by StopSignals' handler
   t.rank_timeout = a.parallel.rank_timeout;
 
