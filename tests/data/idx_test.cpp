@@ -132,12 +132,28 @@ TEST(Idx, LabelOutOfRangeNamesIndexAndValue) {
 TEST(LoadDataset, IdxFolderCountsTheClassesItsLabelsName) {
   TempDir dir;
   std::mt19937 rng(7);
-  write_bytes(dir.file("train-images-idx3-ubyte"), idx_images(3, 2, 2, rng));
-  write_bytes(dir.file("train-labels-idx1-ubyte"), idx_labels({0, 12, 5}));
+  write_bytes(dir.file("train-images-idx3-ubyte"), idx_images(8, 2, 2, rng));
+  write_bytes(dir.file("train-labels-idx1-ubyte"), idx_labels({0, 12, 5, 1, 2, 3, 4, 6}));  // 7-11: no sample
   write_bytes(dir.file("t10k-images-idx3-ubyte"), idx_images(2, 2, 2, rng));
   write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_labels({3, 1}));
+  // Both splits take the training labels' count: a test split without the last class still has it.
   EXPECT_EQ(load_dataset(dir.path().string(), "idx", true).num_classes, 13);
-  EXPECT_EQ(load_dataset(dir.path().string(), "idx", false).num_classes, 4);
+  EXPECT_EQ(load_dataset(dir.path().string(), "idx", false).num_classes, 13);
+}
+
+// Labels whose range is mostly empty are a damaged file, not 13 classes: refused naming the stray
+// labels and their first records. An empty class or two is a data set's own business.
+TEST(LoadDataset, IdxLabelsThatLeaveMostClassesEmptyAreRefused) {
+  TempDir dir;
+  std::mt19937 rng(7);
+  write_bytes(dir.file("train-images-idx3-ubyte"), idx_images(5, 2, 2, rng));
+  write_bytes(dir.file("train-labels-idx1-ubyte"), idx_labels({0, 12, 1, 5, 1}));
+  testing::expect_error([&] { load_dataset(dir.path().string(), "idx", true); },
+                        {"train-labels-idx1-ubyte' run up to 12, which makes 13 classes",
+                         "9 of them have no training sample (classes 2-4, 6-11)", "Labels 0-1 hold 3 of the 5",
+                         "5 (1 sample, the first at record 3), 12 (1 sample, the first at record 1)"});
+  write_bytes(dir.file("train-labels-idx1-ubyte"), idx_labels({1, 3, 1, 3, 2}));  // EMNIST-like: no 0
+  EXPECT_EQ(load_dataset(dir.path().string(), "idx", true).num_classes, 4);
 }
 
 TEST(LoadDataset, UnknownFormatAndMissingDirectory) {
@@ -160,10 +176,15 @@ TEST(LoadDataset, FindsIdxFilesByStandardNames) {
   write_bytes(dir.file("train-images-idx3-ubyte"), idx_images(4, 2, 2, rng));
   write_bytes(dir.file("train-labels-idx1-ubyte"), idx_labels({0, 1, 2, 3}));
   write_bytes(dir.file("t10k-images-idx3-ubyte"), idx_images(2, 2, 2, rng));
-  write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_labels({5, 6}));
+  write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_labels({3, 1}));
   EXPECT_EQ(load_dataset(dir.path().string(), "idx", true).count, 4);
   Dataset test = load_dataset(dir.path().string(), "idx", false);
-  EXPECT_EQ(test.labels, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(test.labels, (std::vector<int32_t>{3, 1}));
+  // Test labels beyond the training classes 0..3 have no output to be scored on.
+  write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_labels({5, 6}));
+  testing::expect_error([&] { load_dataset(dir.path().string(), "idx", false); },
+                        {"t10k-labels-idx1-ubyte' include classes the training labels", "classes 0-3",
+                         "5 (1 sample, the first at record 0), 6 (1 sample, the first at record 1)"});
 }
 
 }  // namespace
