@@ -2,10 +2,7 @@
 // What the CLI tests of messy image folders share: kiln runs under a time limit (a scan that loops
 // fails the test instead of hanging it), and small folders of 20x20 PNGs that train in a second.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -19,24 +16,9 @@ namespace kiln::testing::messy {
 
 namespace fs = std::filesystem;
 
-// kiln ARGS under `timeout`: rc 124 when it ran past the limit (a hang), the output kept.
-inline Result kiln_within(int seconds, const std::string& args) {
-  Result r;
-  const std::string command = fmt::format("timeout -k 5 {} '{}' {} 2>&1", seconds, kKilnBinary, args);
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return r;
-  }
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  EXPECT_NE(r.rc, 124) << "kiln " << args << " ran past " << seconds << " s:\n" << r.output;
-  return r;
-}
+using testing::kiln_within;
 
+// Every kiln run of these tests under a time limit.
 inline Result kiln(const std::string& args) { return kiln_within(120, args); }
 
 inline void put(const fs::path& path, const std::vector<uint8_t>& bytes) {

@@ -18,13 +18,9 @@ struct Result {
 
 inline const std::string kKilnBinary = KILN_BINARY_DIR "/kiln";
 
-inline Result kiln(const std::string& args) {
+// Runs a shell command line, stdout and stderr together: its exit status and output.
+inline Result run_command(const std::string& command) {
   Result r;
-  if (!std::filesystem::exists(kKilnBinary)) {
-    ADD_FAILURE() << kKilnBinary << " is missing: build the kiln_cli target first";
-    return r;
-  }
-  const std::string command = "'" + kKilnBinary + "' " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
     ADD_FAILURE() << "cannot run " << command;
@@ -35,6 +31,26 @@ inline Result kiln(const std::string& args) {
   while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
   const int status = pclose(pipe);
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline bool kiln_built() {
+  if (std::filesystem::exists(kKilnBinary)) return true;
+  ADD_FAILURE() << kKilnBinary << " is missing: build the kiln_cli target first";
+  return false;
+}
+
+inline Result kiln(const std::string& args) {
+  if (!kiln_built()) return {};
+  return run_command("'" + kKilnBinary + "' " + args + " 2>&1");
+}
+
+// kiln ARGS under timeout(1): rc 124 when it ran past `seconds` (a hang), which fails the test,
+// the output kept.
+inline Result kiln_within(int seconds, const std::string& args) {
+  if (!kiln_built()) return {};
+  const Result r = run_command("timeout -k 5 " + std::to_string(seconds) + " '" + kKilnBinary + "' " + args + " 2>&1");
+  EXPECT_NE(r.rc, 124) << "kiln " << args << " ran past " << seconds << " s:\n" << r.output;
   return r;
 }
 
