@@ -121,6 +121,18 @@ TEST(DataLabelsCli, AnImageFolderOfOneClassIsRefusedNamingTheFolderToGive) {
   expect_contains(r, {"holds one class folder, '3'", "needs at least two classes"}, kPngTrain + dir.file("one"));
 }
 
+// --data at one class's folder of images (one level too deep): the folder above is named.
+TEST(DataLabelsCli, AFolderOfImagesWithoutClassFoldersNamesTheFolderAbove) {
+  TempDir dir;
+  copy_png_digits(dir.path() / "digits", "train", {"0", "1"}, 4);
+  const std::string too_deep = dir.file("digits/1");
+  const Result r = kiln(kPngTrain + too_deep);
+  EXPECT_NE(r.rc, 0) << r.output;
+  expect_contains(r, {"holds 4 images but no class subfolders", "give the folder above it (--data " +
+                                                                     dir.file("digits") + ")"},
+                  kPngTrain + too_deep);
+}
+
 // Flips a byte inside the first IDAT chunk's data: the header and the IEND trailer stay intact (a
 // check of a file's ends passes it) and libpng's CRC check fails it at decoding.
 void damage_png_data(const std::string& path) {

@@ -4,6 +4,7 @@
 
 #include "data/image_folder/checked_folder.h"
 #include "data/image_folder/file_records.h"
+#include "data/image_folder/folder_walk.h"
 #include "data/image_folder/image_source.h"
 #include "data/pack/open_packed.h"
 #include "kiln/error.h"
@@ -55,6 +56,16 @@ std::string detect_dataset_format(const std::string& dir) {
   if (path_exists(d / "test_batch.bin") || path_exists(d / "cifar-10-batches-bin" / "test_batch.bin")) return "cifar10";
   if (path_exists(d / "kiln-pack.json")) return "packed";
   if (holds_class_folders(dir)) return "imagefolder";
+  // Images directly inside: usually --data one level too deep, at one class's folder.
+  size_t images = 0;
+  for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    images += readable_image_name(it->path().filename().string()) ? 1 : 0;
+  if (images > 0) {
+    const std::string parent = fs::absolute(d, ec).lexically_normal().parent_path().string();
+    fail("dataset folder '{}' holds {} image{} but no class subfolders: an image folder holds one subfolder per "
+         "class (DIR/cat/1.jpg, DIR/dog/2.jpg), and its labels are those folders. If '{}' is one class's folder, "
+         "give the folder above it (--data {})", dir, images, images == 1 ? "" : "s", dir, parent);
+  }
   fail("cannot tell what dataset folder '{}' holds: it has no IDX files (train-images-idx3-ubyte), no CIFAR-10 "
        "batches (test_batch.bin), no kiln pack (kiln-pack.json) and no class subfolders of images; name the "
        "format with --format", dir);
