@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/pixel_affine.h"
 #include "core/random.h"
 #include "kiln/error.h"
 
@@ -75,9 +76,7 @@ uint64_t augment_bits(uint64_t seed, int epoch, int64_t index) {
 }
 
 void normalize_pixels(const uint8_t* pixels, int64_t count, const PixelAffine& affine, float* out) {
-  const int64_t C = int64_t(affine.scale.size());
-  for (int64_t i = 0; i < count; i += C)
-    for (int64_t c = 0; c < C; ++c) out[i + c] = float(pixels[i + c]) * affine.scale[c] + affine.bias[c];
+  normalize_pixels_rounded(pixels, count, affine.scale.data(), affine.bias.data(), int64_t(affine.scale.size()), out);
 }
 
 void write_padded_crop(const uint8_t* image, int64_t H, int64_t W, int64_t C, const Augment& augment, uint64_t bits,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/op_scratch.h"
+#include "core/pixel_affine.h"
 #include "kiln/device_pixels.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
@@ -54,8 +55,7 @@ class Backend {
   // cross to the device, and the conversion runs there. The default converts on the host.
   virtual void normalize_in_ordered(float* dst, const uint8_t* pixels, int64_t count, const PixelNormalization& n) {
     std::vector<float> values(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; i += n.channels)
-      for (int c = 0; c < n.channels; ++c) values[i + c] = float(pixels[i + c]) * n.scale[c] + n.bias[c];
+    normalize_pixels_rounded(pixels, count, n.scale, n.bias, n.channels, values.data());
     copy_in_ordered(dst, values.data(), values.size() * sizeof(float));
   }
   // The same conversion from pixels already on the device (a GPU-decoded batch): the main stream
