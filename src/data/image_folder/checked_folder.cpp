@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "data/image_folder/file_check.h"
+#include "data/labels/class_coverage.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -147,13 +148,11 @@ void choose_transform(CheckedFolder& f, const DataOptions& o, const std::string&
 // A class whose every training image was left out would be a class the model never sees.
 void refuse_empty_classes(const CheckedSplit& train) {
   if (train.left_out.empty()) return;
-  std::vector<size_t> per_class(train.index.classes.size(), 0);
-  for (int32_t label : train.index.labels) ++per_class[size_t(label)];
-  for (size_t c = 0; c < per_class.size(); ++c)
-    if (per_class[c] == 0)
-      fail("class folder '{}' has no image left to train on: --skip-bad left out every one of its files; fix or "
-           "replace them, or remove the class folder",
-           (std::filesystem::path(train.index.root) / train.index.classes[c]).string());
+  const std::vector<int> empty = classes_without_samples(train.index.labels, int(train.index.classes.size()));
+  if (!empty.empty())
+    fail("class folder '{}' has no image left to train on: --skip-bad left out every one of its files; fix or "
+         "replace them, or remove the class folder",
+         (std::filesystem::path(train.index.root) / train.index.classes[size_t(empty.front())]).string());
 }
 
 }  // namespace

@@ -62,16 +62,11 @@ std::string class_ranges(const std::vector<int>& classes) {
 void check_training_labels(const std::vector<int32_t>& labels, const std::string& file) {
   if (labels.empty()) return;
   const int classes = *std::max_element(labels.begin(), labels.end()) + 1;
-  const std::vector<int> empty = classes_without_samples(labels, classes);
-  const int used = classes - int(empty.size());
-  if (int(empty.size()) <= used) return;
-  // The labels above the last run of classes in use stand out: those are the ones to show. The
-  // classes in use are the ones with samples; the stray labels are the used ones above the first
-  // gap wider than the classes below it.
   const std::vector<int64_t> n = samples_per_class(labels, classes);
-  std::vector<int> in_use;
-  for (int c = 0; c < classes; ++c)
-    if (n[size_t(c)] > 0) in_use.push_back(c);
+  std::vector<int> empty, in_use;
+  for (int c = 0; c < classes; ++c) (n[size_t(c)] > 0 ? in_use : empty).push_back(c);
+  if (empty.size() <= in_use.size()) return;
+  // The stray labels, the ones to show: those in use above the first class without a sample.
   int dense_end = 0;  // classes 0..dense_end-1 are all in use
   while (dense_end < classes && n[size_t(dense_end)] > 0) ++dense_end;
   std::vector<int> stray;
