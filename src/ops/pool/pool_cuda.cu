@@ -341,6 +341,37 @@ void with_index(int64_t largest, F&& f) {
     f(int64_t{});
 }
 
+// The choices every pooling launch makes, in one place: calls f(T{}, width) with the activation
+// type T of `dtype` and the channel group with_width<T> allows.
+template <class F>
+void with_type_and_width(DType dtype, int64_t c, std::initializer_list<const void*> pointers,
+                         const std::string& where, F&& f) {
+  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    with_width<T>(c, pointers, [&](auto width) { f(zero, width); });
+  });
+}
+
+// ... and for the item-per-thread kernels, the item index type I too (with_index, for tensors of
+// at most `largest` elements): f(T{}, width, items), with items = `elements` / V as an I.
+template <class F>
+void with_items(DType dtype, int64_t c, std::initializer_list<const void*> pointers, int64_t largest,
+                int64_t elements, const std::string& where, F&& f) {
+  with_type_and_width(dtype, c, pointers, where, [&](auto zero, auto width) {
+    with_index(largest, [&](auto index) {
+      using I = decltype(index);
+      f(zero, width, static_cast<I>(elements / decltype(width)::value));
+    });
+  });
+}
+
+// One item-per-thread kernel over `items` items: blocks_for(items) blocks of kThreads, checked.
+template <class I, class... Params, class... Args>
+void launch_items(void (*kernel)(Params...), I items, cudaStream_t stream, const std::string& where, Args... args) {
+  kernel<<<blocks_for(items), kThreads, 0, stream>>>(args..., items);
+  check_launch(where);
+}
+
 void check_sizes(const char* fn, int64_t n, int64_t hw, int64_t c, const std::string& where) {
   if (n < 0 || hw < 1 || c < 0 || hw > INT_MAX || c > INT_MAX)
     fail("{}: {} got n = {}, hw = {}, c = {}; need n >= 0, 1 <= hw and c < 2^31", where, fn, n, hw, c);
@@ -355,52 +386,41 @@ void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y
   const int64_t outs = g.n * g.ho * g.wo * g.c;
   if (outs == 0) return;
   need("maxpool_forward", where, {{x, "x"}, {y, "y"}});
-  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
-    using T = decltype(zero);
-    with_width<T>(g.c, {x, y, argmax}, [&](auto width) {
-      constexpr int V = decltype(width)::value;
-      with_index(std::max(outs, g.n * g.h * g.w * g.c), [&](auto index) {
-        using I = decltype(index);
-        const I items = static_cast<I>(outs / V);
-        if (argmax)
-          maxpool_forward_kernel<T, V, I, true><<<blocks_for(items), kThreads, 0, stream>>>(
-              static_cast<const T*>(x), static_cast<T*>(y), argmax, w, items);
-        else
-          maxpool_forward_kernel<T, V, I, false><<<blocks_for(items), kThreads, 0, stream>>>(
-              static_cast<const T*>(x), static_cast<T*>(y), nullptr, w, items);
-        check_launch(where);
-      });
-    });
-  });
+  with_items(dtype, g.c, {x, y, argmax}, std::max(outs, g.n * g.h * g.w * g.c), outs, where,
+             [&](auto zero, auto width, auto items) {
+               using T = decltype(zero);
+               constexpr int V = decltype(width)::value;
+               using I = decltype(items);
+               if (argmax)
+                 launch_items(maxpool_forward_kernel<T, V, I, true>, items, stream, where, static_cast<const T*>(x),
+                              static_cast<T*>(y), argmax, w);
+               else
+                 launch_items(maxpool_forward_kernel<T, V, I, false>, items, stream, where, static_cast<const T*>(x),
+                              static_cast<T*>(y), nullptr, w);
+             });
 }
 
 void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const uint8_t* argmax, void* dx,
                       cudaStream_t stream, const std::string& where) {
   const Window w = window_of(g, "maxpool_backward", where);
   check_window_index(g, "maxpool_backward", where);
-  const int64_t ins = g.n * g.h * g.w * g.c;
+  const int64_t ins = g.n * g.h * g.w * g.c, outs = g.n * g.ho * g.wo * g.c;
   if (ins == 0) return;
   need("maxpool_backward", where, {{dy, "dy"}, {argmax, "argmax"}, {dx, "dx"}});
-  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
-    using T = decltype(zero);
-    with_width<T>(g.c, {dy, argmax, dx}, [&](auto width) {
-      constexpr int V = decltype(width)::value;
-      with_index(std::max(ins, g.n * g.ho * g.wo * g.c), [&](auto index) {
-        using I = decltype(index);
-        const bool tiled = w.k == w.s && w.p == 0 && w.h == w.ho * w.k && w.w == w.wo * w.k;
-        if (tiled) {
-          const I items = static_cast<I>(g.n * g.ho * g.wo * g.c / V);
-          maxpool_backward_tiled_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
-              static_cast<const T*>(dy), argmax, static_cast<T*>(dx), w, items);
-        } else {
-          const I items = static_cast<I>(ins / V);
-          maxpool_backward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
-              static_cast<const T*>(dy), argmax, static_cast<T*>(dx), w, items);
-        }
-        check_launch(where);
-      });
-    });
-  });
+  // The tiled kernel runs a thread per output group, the general one a thread per input group.
+  const bool tiled = w.k == w.s && w.p == 0 && w.h == w.ho * w.k && w.w == w.wo * w.k;
+  with_items(dtype, g.c, {dy, argmax, dx}, std::max(ins, outs), tiled ? outs : ins, where,
+             [&](auto zero, auto width, auto items) {
+               using T = decltype(zero);
+               constexpr int V = decltype(width)::value;
+               using I = decltype(items);
+               if (tiled)
+                 launch_items(maxpool_backward_tiled_kernel<T, V, I>, items, stream, where, static_cast<const T*>(dy),
+                              argmax, static_cast<T*>(dx), w);
+               else
+                 launch_items(maxpool_backward_kernel<T, V, I>, items, stream, where, static_cast<const T*>(dy), argmax,
+                              static_cast<T*>(dx), w);
+             });
 }
 
 void avgpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, cudaStream_t stream,
@@ -409,19 +429,12 @@ void avgpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y
   const int64_t outs = g.n * g.ho * g.wo * g.c;
   if (outs == 0) return;
   need("avgpool_forward", where, {{x, "x"}, {y, "y"}});
-  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
-    using T = decltype(zero);
-    with_width<T>(g.c, {x, y}, [&](auto width) {
-      constexpr int V = decltype(width)::value;
-      with_index(std::max(outs, g.n * g.h * g.w * g.c), [&](auto index) {
-        using I = decltype(index);
-        const I items = static_cast<I>(outs / V);
-        avgpool_forward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
-            static_cast<const T*>(x), static_cast<T*>(y), w, items);
-        check_launch(where);
-      });
-    });
-  });
+  with_items(dtype, g.c, {x, y}, std::max(outs, g.n * g.h * g.w * g.c), outs, where,
+             [&](auto zero, auto width, auto items) {
+               using T = decltype(zero);
+               launch_items(avgpool_forward_kernel<T, decltype(width)::value, decltype(items)>, items, stream, where,
+                            static_cast<const T*>(x), static_cast<T*>(y), w);
+             });
 }
 
 void avgpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, void* dx, cudaStream_t stream,
@@ -430,19 +443,12 @@ void avgpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, void*
   const int64_t ins = g.n * g.h * g.w * g.c;
   if (ins == 0) return;
   need("avgpool_backward", where, {{dy, "dy"}, {dx, "dx"}});
-  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
-    using T = decltype(zero);
-    with_width<T>(g.c, {dy, dx}, [&](auto width) {
-      constexpr int V = decltype(width)::value;
-      with_index(std::max(ins, g.n * g.ho * g.wo * g.c), [&](auto index) {
-        using I = decltype(index);
-        const I items = static_cast<I>(ins / V);
-        avgpool_backward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
-            static_cast<const T*>(dy), static_cast<T*>(dx), w, items);
-        check_launch(where);
-      });
-    });
-  });
+  with_items(dtype, g.c, {dy, dx}, std::max(ins, g.n * g.ho * g.wo * g.c), ins, where,
+             [&](auto zero, auto width, auto items) {
+               using T = decltype(zero);
+               launch_items(avgpool_backward_kernel<T, decltype(width)::value, decltype(items)>, items, stream, where,
+                            static_cast<const T*>(dy), static_cast<T*>(dx), w);
+             });
 }
 
 void gap_forward(DType dtype, const void* x, int64_t n, int64_t hw, int64_t c, void* y, cudaStream_t stream,
@@ -450,21 +456,19 @@ void gap_forward(DType dtype, const void* x, int64_t n, int64_t hw, int64_t c, v
   check_sizes("gap_forward", n, hw, c, where);
   if (n * c == 0) return;
   need("gap_forward", where, {{x, "x"}, {y, "y"}});
-  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
+  with_type_and_width(dtype, c, {x, y}, where, [&](auto zero, auto width) {
     using T = decltype(zero);
-    with_width<T>(c, {x, y}, [&](auto width) {
-      constexpr int V = decltype(width)::value;
-      const int64_t groups = c / V;
-      // As many channel groups as fill a warp (fewer when C is small), the rest of the block
-      // strands over H*W (never more strands than rows).
-      const int bx = static_cast<int>(std::min<int64_t>(groups, 32));
-      const int by = static_cast<int>(std::min<int64_t>(kThreads / bx, hw));
-      const dim3 grid(static_cast<unsigned>(ceil_div(groups, bx)), static_cast<unsigned>(std::min<int64_t>(n, 65535)));
-      const size_t shared = size_t(bx) * by * V * sizeof(float);
-      gap_forward_kernel<T, V><<<grid, dim3(bx, by), shared, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                                        n, static_cast<int>(hw), static_cast<int>(c));
-      check_launch(where);
-    });
+    constexpr int V = decltype(width)::value;
+    const int64_t groups = c / V;
+    // As many channel groups as fill a warp (fewer when C is small), the rest of the block
+    // strands over H*W (never more strands than rows).
+    const int bx = static_cast<int>(std::min<int64_t>(groups, 32));
+    const int by = static_cast<int>(std::min<int64_t>(kThreads / bx, hw));
+    const dim3 grid(static_cast<unsigned>(ceil_div(groups, bx)), static_cast<unsigned>(std::min<int64_t>(n, 65535)));
+    const size_t shared = size_t(bx) * by * V * sizeof(float);
+    gap_forward_kernel<T, V><<<grid, dim3(bx, by), shared, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n,
+                                                                      static_cast<int>(hw), static_cast<int>(c));
+    check_launch(where);
   });
 }
 
@@ -474,18 +478,10 @@ void gap_backward(DType dtype, const void* dy, int64_t n, int64_t hw, int64_t c,
   const int64_t ins = n * hw * c;
   if (ins == 0) return;
   need("gap_backward", where, {{dy, "dy"}, {dx, "dx"}});
-  dispatch_activation(dtype, where.c_str(), [&](auto zero) {
+  with_items(dtype, c, {dy, dx}, ins, ins, where, [&](auto zero, auto width, auto items) {
     using T = decltype(zero);
-    with_width<T>(c, {dy, dx}, [&](auto width) {
-      constexpr int V = decltype(width)::value;
-      with_index(ins, [&](auto index) {
-        using I = decltype(index);
-        const I items = static_cast<I>(ins / V);
-        gap_backward_kernel<T, V, I><<<blocks_for(items), kThreads, 0, stream>>>(
-            static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<int>(hw), static_cast<int>(c), items);
-        check_launch(where);
-      });
-    });
+    launch_items(gap_backward_kernel<T, decltype(width)::value, decltype(items)>, items, stream, where,
+                 static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<int>(hw), static_cast<int>(c));
   });
 }
 
