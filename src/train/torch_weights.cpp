@@ -8,10 +8,10 @@
 #include <set>
 #include <string_view>
 
+#include "formats/safetensors/tensor_f32.h"
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 #include "train/non_finite_text.h"
-#include "train/tensor_f32.h"
 #include "train/torch_layouts.h"
 #include "train/weights_file_kind.h"
 

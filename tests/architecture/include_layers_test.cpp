@@ -4,6 +4,7 @@
 //   graph and its vocabulary, options, the memory plan);
 //   on them: the model DSL (src/model, blueprint/zoo), the runtime (src/runtime, executable),
 //   the ops (src/ops: they also use the runtime's backend), the data layer (src/data);
+//   the file formats (src/formats/<format>/: the files kiln reads and writes) on core and the IR;
 //   the compiler (src/compile, and the layer lowerings src/ops/<family>/*_layer.cpp) above the
 //   DSL, ops and runtime;
 //   training (src/train) above all of those; the tools on top, and kiln.h, the umbrella header.
@@ -34,7 +35,7 @@ const std::map<std::string, std::string> kPublicHeaders = {
     {"options.h", "ir"},         {"layer_graph.h", "ir"},      {"layer_vocabulary.h", "ir"},
     {"memory_plan.h", "ir"},     {"blueprint.h", "model"},     {"zoo.h", "model"},
     {"executable.h", "runtime"}, {"data.h", "data"},           {"image_folder.h", "data"},
-    {"compile.h", "compile"},    {"trainer.h", "train"},       {"checkpoint.h", "train"},
+    {"compile.h", "compile"},    {"trainer.h", "train"},       {"checkpoint.h", "train"},  {"safetensors.h", "formats"},
     {"schedule.h", "train"},     {"bench.h", "train"},         {"torch_weights.h", "train"},         {"kiln.h", "umbrella"},
     {"export.h", "export"},       {"data_parallel.h", "dist"},
     // Written by the build from the op families' lists (cmake/activations.cmake, cmake/op_kinds.cmake),
@@ -51,15 +52,18 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     // Data parallel (src/dist, kiln/data_parallel.h): the ranks and their NCCL group, on core alone;
     // the runtime averages gradients through it.
     {"dist", {"core", "dist"}},
+    // File formats (src/formats/<format>/, kiln/safetensors.h): bytes on disk to tensors, names and
+    // events and back, on core and the IR; training, the exporters and the tools read and write them.
+    {"formats", {"core", "ir", "formats"}},
     {"runtime", {"core", "ir", "dist", "runtime"}},
     {"ops", {"core", "ir", "runtime", "ops"}},
     {"compile", {"core", "ir", "model", "runtime", "ops", "compile"}},
-    {"train", {"core", "ir", "model", "dist", "runtime", "ops", "data", "compile", "train"}},
+    {"train", {"core", "ir", "formats", "model", "dist", "runtime", "ops", "data", "compile", "train"}},
     // The exporters (src/export/, kiln/export.h): a library of their own above training (kiln_export,
     // cmake/onnx.cmake), which the umbrella header leaves out: kiln::kiln does not link it.
-    {"export", {"core", "ir", "model", "dist", "runtime", "ops", "data", "compile", "train", "export"}},
-    {"umbrella", {"core", "ir", "model", "dist", "runtime", "data", "compile", "train", "umbrella"}},
-    {"tools", {"core", "ir", "model", "dist", "runtime", "ops", "data", "compile", "train", "export", "umbrella",
+    {"export", {"core", "ir", "formats", "model", "dist", "runtime", "ops", "data", "compile", "train", "export"}},
+    {"umbrella", {"core", "ir", "formats", "model", "dist", "runtime", "data", "compile", "train", "umbrella"}},
+    {"tools", {"core", "ir", "formats", "model", "dist", "runtime", "ops", "data", "compile", "train", "export", "umbrella",
                "tools"}},
 };
 

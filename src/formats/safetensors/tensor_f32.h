@@ -3,7 +3,7 @@
 // model hubs save state_dicts in fp16, bf16 or float64 as often as in float32.
 #include <vector>
 
-#include "kiln/checkpoint.h"
+#include "kiln/safetensors.h"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "train/tensor_f32.h"
+#include "formats/safetensors/tensor_f32.h"
 
 #include <cstdint>
 #include <cstring>
