@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "train/crc32c.h"
-#include "train/proto_wire.h"
-#include "train/tensorboard_events.h"
+#include "formats/crc32c.h"
+#include "formats/proto_wire.h"
+#include "formats/tensorboard/tensorboard_events.h"
 
 namespace kiln {
 namespace {

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "formats/tensorboard/tensorboard_writer.h"
 #include "kiln/trainer.h"
-#include "train/tensorboard_writer.h"
 
 namespace kiln::cli {
 

@@ -17,6 +17,7 @@
 #include "cli/stop_signals.h"
 #include "cli/train_events.h"
 #include "cli/train_data_checks.h"
+#include "formats/tensorboard/tensorboard_writer.h"
 #include "kiln/error.h"
 #include "kiln/image_folder.h"
 #include "kiln/schedule.h"
@@ -24,7 +25,6 @@
 #include "kiln/torch_weights.h"
 #include "kiln/trainer.h"
 #include "kiln/zoo.h"
-#include "train/tensorboard_writer.h"
 
 namespace kiln::cli {
 namespace {

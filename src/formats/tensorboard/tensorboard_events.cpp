@@ -1,7 +1,7 @@
-#include "train/tensorboard_events.h"
+#include "formats/tensorboard/tensorboard_events.h"
 
-#include "train/crc32c.h"
-#include "train/proto_wire.h"
+#include "formats/crc32c.h"
+#include "formats/proto_wire.h"
 
 namespace kiln {
 namespace {

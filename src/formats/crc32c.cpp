@@ -1,4 +1,4 @@
-#include "train/crc32c.h"
+#include "formats/crc32c.h"
 
 #include <array>
 

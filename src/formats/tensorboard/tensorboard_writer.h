@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "train/tensorboard_events.h"
+#include "formats/tensorboard/tensorboard_events.h"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "train/proto_wire.h"
+#include "formats/proto_wire.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "train/tensorboard_writer.h"
+#include "formats/tensorboard/tensorboard_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
