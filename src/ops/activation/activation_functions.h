@@ -12,13 +12,8 @@
 #include <cstdint>
 #include <iterator>
 
+#include "core/host_device.h"
 #include "kiln/layer_vocabulary.h"
-
-#ifdef __CUDACC__
-#define KILN_HOST_DEVICE __host__ __device__
-#else
-#define KILN_HOST_DEVICE
-#endif
 
 namespace kiln::activation {
 
