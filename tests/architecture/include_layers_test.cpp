@@ -55,15 +55,17 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     // File formats (src/formats/<format>/, kiln/safetensors.h): bytes on disk to tensors, names and
     // events and back, on core and the IR; training, the exporters and the tools read and write them.
     {"formats", {"core", "ir", "formats"}},
-    {"runtime", {"core", "ir", "dist", "runtime"}},
-    {"ops", {"core", "ir", "runtime", "ops"}},
-    {"compile", {"core", "ir", "model", "runtime", "ops", "compile"}},
-    {"train", {"core", "ir", "formats", "model", "dist", "runtime", "ops", "data", "compile", "train"}},
+    // The settings schema (src/settings): rows of the option structs, on core and the IR's options.
+    {"settings", {"core", "ir", "settings"}},
+    {"runtime", {"core", "ir", "settings", "dist", "runtime"}},
+    {"ops", {"core", "ir", "settings", "runtime", "ops"}},
+    {"compile", {"core", "ir", "settings", "model", "runtime", "ops", "compile"}},
+    {"train", {"core", "ir", "formats", "settings", "model", "dist", "runtime", "ops", "data", "compile", "train"}},
     // The exporters (src/export/, kiln/export.h): a library of their own above training (kiln_export,
     // cmake/onnx.cmake), which the umbrella header leaves out: kiln::kiln does not link it.
-    {"export", {"core", "ir", "formats", "model", "dist", "runtime", "ops", "data", "compile", "train", "export"}},
+    {"export", {"core", "ir", "formats", "settings", "model", "dist", "runtime", "ops", "data", "compile", "train", "export"}},
     {"umbrella", {"core", "ir", "formats", "model", "dist", "runtime", "data", "compile", "train", "umbrella"}},
-    {"tools", {"core", "ir", "formats", "model", "dist", "runtime", "ops", "data", "compile", "train", "export", "umbrella",
+    {"tools", {"core", "ir", "formats", "settings", "model", "dist", "runtime", "ops", "data", "compile", "train", "export", "umbrella",
                "tools"}},
 };
 

@@ -1,0 +1,104 @@
+#include "settings/setting.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace kiln {
+namespace {
+
+// The whole of `text` as a number (no trailing characters, no blanks), or nothing.
+bool parse_number(const std::string& text, double& out) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && errno != ERANGE && std::isfinite(out);
+}
+
+bool whole_number(const std::string& text) {
+  size_t i = text[0] == '-' ? 1 : 0;
+  if (i == text.size()) return false;
+  for (; i < text.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) return false;
+  return true;
+}
+
+std::string bound(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+bool SettingRange::contains(double v) const {
+  if (lo_open ? !(v > lo) : !(v >= lo)) return false;
+  if (hi_open ? !(v < hi) : !(v <= hi)) return false;
+  return true;
+}
+
+std::string SettingRange::text(SettingType type) const {
+  const bool no_lo = lo <= -kUnbounded, no_hi = hi >= kUnbounded;
+  if (no_lo && no_hi) return "any number";
+  if (no_hi) return fmt::format("{} {}", lo_open ? ">" : ">=", bound(lo));
+  if (no_lo) return fmt::format("{} {}", hi_open ? "<" : "<=", bound(hi));
+  if (type == SettingType::Count && !lo_open && !hi_open) return fmt::format("{} to {}", bound(lo), bound(hi));
+  return fmt::format("in {}{}, {}{}", lo_open ? "(" : "[", bound(lo), bound(hi), hi_open ? ")" : "]");
+}
+
+Setting new_setting(const SettingInfo& info, SettingType type, SettingRange range) {
+  Setting s;
+  s.info = info;
+  s.type = type;
+  s.range = range;
+  return s;
+}
+
+std::string setting_number_text(float x) { return fmt::format("{}", x); }
+
+std::string Setting::refusal(const std::string& text) const {
+  const std::string example_value = info.example ? info.example : "";
+  const std::string use = info.flag && !example_value.empty()
+                              ? fmt::format("; use e.g. {} {}", info.flag, example_value)
+                              : std::string();
+  switch (type) {
+    case SettingType::Switch:
+      if (text == "0" || text == "1" || text == "true" || text == "false") return "";
+      return fmt::format("'{}' is not 0 or 1{}", text, use);
+    case SettingType::Count:
+    case SettingType::Real: {
+      double v = 0;
+      if (!parse_number(text, v) || (type == SettingType::Count && !whole_number(text)))
+        return fmt::format("'{}' is not {}{}", text, type == SettingType::Count ? "a whole number" : "a number", use);
+      if (type == SettingType::Real && std::fabs(v) > std::numeric_limits<float>::max())
+        return fmt::format("{} is out of range: it must be a finite float{}", text, use);
+      if (!range.contains(v)) return fmt::format("{} is out of range: it must be {}{}", text, range.text(type), use);
+      return "";
+    }
+    case SettingType::Choice:
+      for (const std::string& c : choices)
+        if (c == text) return "";
+      return fmt::format("'{}' is not one of {}", text, fmt::join(choices, ", "));
+    case SettingType::Text: return "";
+  }
+  return "";
+}
+
+std::string Setting::fix_for(const std::string& value) const {
+  if (!info.flag) return fmt::format("{} as {}", value, info.member);
+  if (type == SettingType::Switch && info.flag_pair) {
+    // "--hflip" or "--no-hflip".
+    return fmt::format("{} ({})", value == "true" ? std::string(info.flag) : "--no-" + std::string(info.flag + 2),
+                       info.member);
+  }
+  if (type == SettingType::Switch) return fmt::format("{} {} ({})", info.flag, value == "true" ? 1 : 0, info.member);
+  return fmt::format("{} {} ({})", info.flag, value, info.member);
+}
+
+const Setting* find_setting(const std::vector<Setting>& rows, const std::string& key) {
+  for (const Setting& s : rows)
+    if (key == s.info.key) return &s;
+  return nullptr;
+}
+
+}  // namespace kiln

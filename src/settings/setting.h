@@ -1,0 +1,154 @@
+#pragma once
+// One user-facing setting, declared once: the field it lives in, its command-line flag, the
+// environment variable that sets it where one exists, its type with its range or choices, its
+// default (the owner struct's own), its help, whether a resumed run must match it and whether
+// `kiln plan`, `kiln bench` and --json report it. Everything that mirrors settings (the CLI's
+// flags and their checks, the KILN_* overrides, the checkpoint recipe, plan's header, the bench
+// JSON, README's options table) is generated from these rows, so a new knob is a field and a row.
+//
+// A row reads and writes its field through an opaque owner (the struct it was declared on); rows
+// declared on a part (OptimizerConfig, CudaOptions) are placed into a larger struct with
+// `settings_within`, so each part declares its own rows where it is defined.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+enum class SettingType : uint8_t {
+  Switch,  // a bool: "true"/"false" in recipes and JSON; 0|1 on the command line
+  Count,   // a whole number in [lo, hi]
+  Real,    // a float within its range
+  Choice,  // one of a list of names ("sgd", "adamw", ...)
+  Text,    // free text: a path, a layer name; empty means none
+};
+
+// A closed or open bound of a Real's or a Count's range.
+struct SettingRange {
+  double lo = 0, hi = 0;
+  bool lo_open = false, hi_open = false;  // (lo, ...] or [..., hi)
+  bool contains(double v) const;
+  // "in [0, 1)", "> 0", ">= 1", "0 to 9999": the words the messages use.
+  std::string text(SettingType type) const;
+};
+inline constexpr double kUnbounded = 1e300;
+
+// What a row says about its setting besides its type (designated initializers keep rows readable).
+struct SettingInfo {
+  const char* key;               // the name recipes and JSON use: "momentum"
+  const char* flag = nullptr;    // "--momentum"; nullptr: the library's only
+  const char* env = nullptr;     // "KILN_CUDNN_TUNE"; nullptr: no variable
+  const char* help = "";         // what it does; a Switch's says what 1 and 0 do
+  const char* member = "";       // the library's field, for messages: "CompileOptions::optimizer.momentum"
+  const char* example = nullptr;  // a value to suggest in a refusal ("0.9"); nullptr: the default
+  bool compared_on_resume = false;  // a resumed run must have the checkpoint's value
+  bool reported = false;            // kiln plan's header, kiln bench's JSON
+  // A Switch the command line gives as --x / --no-x (--hflip, --nesterov) rather than --x 0|1.
+  bool flag_pair = false;
+};
+
+struct Setting {
+  SettingInfo info;
+  SettingType type = SettingType::Text;
+  SettingRange range;                // Count, Real
+  std::vector<std::string> choices;  // Choice: the names, in the order help lists them
+  // The value as text, in the one form recipes, JSON and README use ("0.9", "true", "sgd").
+  std::function<std::string(const void* owner)> read;
+  // Sets the value from text that `refusal` accepted (a Switch also takes 0|1).
+  std::function<void(void* owner, const std::string& text)> write;
+  // Whether the setting means anything for this owner's other values (momentum only for the
+  // optimizers that have it); nullptr: always.
+  std::function<bool(const void* owner)> applies;
+  // The row whose value decides `applies` (the optimizer for momentum): a recipe difference of
+  // this row is no difference of its own while that row's values differ.
+  const char* decided_by = nullptr;
+
+  // Empty when `text` is a value this setting takes; else why not, in the user's terms:
+  // "1.5 is out of range: it must be in [0, 1); use e.g. --momentum 0.9".
+  std::string refusal(const std::string& text) const;
+  // The owner's value as text.
+  template <class Owner>
+  std::string text_of(const Owner& owner) const { return read(&owner); }
+  // How to ask for `value` again: "--momentum 0.9 (CompileOptions::optimizer.momentum)", or
+  // "0.9 as CompileOptions::optimizer.beta1" when there is no flag.
+  std::string fix_for(const std::string& value) const;
+};
+
+// Floats as the shortest text that reads back as the same float ("0.9", "0.0005", "65536").
+std::string setting_number_text(float x);
+
+// A row without its accessors yet (the typed builders below add them).
+Setting new_setting(const SettingInfo& info, SettingType type, SettingRange range);
+
+// Typed rows of a field of `Owner`.
+template <class Owner>
+Setting switch_setting(SettingInfo info, bool Owner::*field) {
+  Setting s = new_setting(info, SettingType::Switch, {0, 1});
+  s.read = [field](const void* o) { return std::string(static_cast<const Owner*>(o)->*field ? "true" : "false"); };
+  s.write = [field](void* o, const std::string& t) { static_cast<Owner*>(o)->*field = t == "true" || t == "1"; };
+  return s;
+}
+
+template <class Owner, class Int>
+Setting count_setting(SettingInfo info, Int Owner::*field, SettingRange range) {
+  Setting s = new_setting(info, SettingType::Count, range);
+  s.read = [field](const void* o) { return std::to_string(static_cast<const Owner*>(o)->*field); };
+  s.write = [field](void* o, const std::string& t) {
+    static_cast<Owner*>(o)->*field = static_cast<Int>(std::stoll(t));
+  };
+  return s;
+}
+
+template <class Owner>
+Setting real_setting(SettingInfo info, float Owner::*field, SettingRange range) {
+  Setting s = new_setting(info, SettingType::Real, range);
+  s.read = [field](const void* o) { return setting_number_text(static_cast<const Owner*>(o)->*field); };
+  s.write = [field](void* o, const std::string& t) { static_cast<Owner*>(o)->*field = std::stof(t); };
+  return s;
+}
+
+template <class Owner>
+Setting text_setting(SettingInfo info, std::string Owner::*field) {
+  Setting s = new_setting(info, SettingType::Text, {});
+  s.read = [field](const void* o) { return static_cast<const Owner*>(o)->*field; };
+  s.write = [field](void* o, const std::string& t) { static_cast<Owner*>(o)->*field = t; };
+  return s;
+}
+
+// An enumerated field: `names` pairs each value with its name.
+template <class Owner, class Enum>
+Setting choice_setting(SettingInfo info, Enum Owner::*field, std::vector<std::pair<std::string, Enum>> names) {
+  Setting s = new_setting(info, SettingType::Choice, {});
+  for (const auto& [name, value] : names) s.choices.push_back(name);
+  s.read = [field, names](const void* o) {
+    for (const auto& [name, value] : names)
+      if (static_cast<const Owner*>(o)->*field == value) return name;
+    return std::string("?");
+  };
+  s.write = [field, names](void* o, const std::string& t) {
+    for (const auto& [name, value] : names)
+      if (name == t) static_cast<Owner*>(o)->*field = value;
+  };
+  return s;
+}
+
+// `rows`, declared on `Part`, as rows of `Whole` whose member `part` holds it.
+template <class Whole, class Part>
+std::vector<Setting> settings_within(std::vector<Setting> rows, Part Whole::*part) {
+  for (Setting& s : rows) {
+    auto read = s.read;
+    auto write = s.write;
+    s.read = [read, part](const void* o) { return read(&(static_cast<const Whole*>(o)->*part)); };
+    s.write = [write, part](void* o, const std::string& t) { write(&(static_cast<Whole*>(o)->*part), t); };
+    if (auto applies = s.applies)
+      s.applies = [applies, part](const void* o) { return applies(&(static_cast<const Whole*>(o)->*part)); };
+  }
+  return rows;
+}
+
+// The row of `key` in `rows`, or nullptr.
+const Setting* find_setting(const std::vector<Setting>& rows, const std::string& key);
+
+}  // namespace kiln
