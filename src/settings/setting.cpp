@@ -57,10 +57,7 @@ Setting new_setting(const SettingInfo& info, SettingType type, SettingRange rang
 std::string setting_number_text(float x) { return fmt::format("{}", x); }
 
 std::string Setting::refusal(const std::string& text) const {
-  const std::string example_value = info.example ? info.example : "";
-  const std::string use = info.flag && !example_value.empty()
-                              ? fmt::format("; use e.g. {} {}", info.flag, example_value)
-                              : std::string();
+  const std::string use = info.fix ? fmt::format("; {}", info.fix) : std::string();
   switch (type) {
     case SettingType::Switch:
       if (text == "0" || text == "1" || text == "true" || text == "false") return "";

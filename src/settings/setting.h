@@ -42,7 +42,8 @@ struct SettingInfo {
   const char* env = nullptr;     // "KILN_CUDNN_TUNE"; nullptr: no variable
   const char* help = "";         // what it does; a Switch's says what 1 and 0 do
   const char* member = "";       // the library's field, for messages: "CompileOptions::optimizer.momentum"
-  const char* example = nullptr;  // a value to suggest in a refusal ("0.9"); nullptr: the default
+  // The advice a refusal ends with: "use e.g. --momentum 0.9, or 0 for plain SGD"; nullptr: none.
+  const char* fix = nullptr;
   bool compared_on_resume = false;  // a resumed run must have the checkpoint's value
   bool reported = false;            // kiln plan's header, kiln bench's JSON
   // A Switch the command line gives as --x / --no-x (--hflip, --nesterov) rather than --x 0|1.
@@ -66,7 +67,7 @@ struct Setting {
   const char* decided_by = nullptr;
 
   // Empty when `text` is a value this setting takes; else why not, in the user's terms:
-  // "1.5 is out of range: it must be in [0, 1); use e.g. --momentum 0.9".
+  // "1.5 is out of range: it must be in [0, 1); use e.g. --momentum 0.9, or 0 for plain SGD".
   std::string refusal(const std::string& text) const;
   // The owner's value as text.
   template <class Owner>

@@ -25,7 +25,7 @@ struct Whole {
 
 std::vector<Setting> part_rows() {
   return {
-      real_setting<Part>({.key = "rate", .flag = "--rate", .member = "Part::rate", .example = "0.1"}, &Part::rate,
+      real_setting<Part>({.key = "rate", .flag = "--rate", .member = "Part::rate", .fix = "use e.g. --rate 0.1"}, &Part::rate,
                          {0, 1, true, false}),
       count_setting<Part>({.key = "count", .flag = "--count", .member = "Part::count"}, &Part::count, {1, 99}),
       switch_setting<Part>({.key = "on", .flag = "--on", .member = "Part::on", .flag_pair = true}, &Part::on),
