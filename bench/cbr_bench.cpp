@@ -143,30 +143,27 @@ int main(int argc, char** argv) {
     }
   }
   if (shapes.empty()) shapes.assign(std::begin(kDefaultShapes), std::end(kDefaultShapes));
-  // Each variant sets its own slicing and stream use; these variables would override them all.
-  for (const char* name : {"KILN_PIPELINE_CHUNKS", "KILN_SIDE_STREAM"}) {
+  // Each variant sets its own stream use; this variable would override them all.
+  for (const char* name : {"KILN_SIDE_STREAM"}) {
     if (std::getenv(name)) std::fprintf(stderr, "kiln_cbr_bench: ignoring %s (the variants set it)\n", name);
     unsetenv(name);
   }
   try {
     std::printf("{\"kind\": \"ceiling\", \"impl\": \"kiln\", \"copy_tb_s\": %.3f}\n", copy_tb_per_s());
     for (const Shape6& s : shapes) {
-      // The cbr_slices* variants pipeline the backward over batch slices (cuda.pipeline_chunks)
-      // and the *_1stream ones run wgrad after dgrad on one stream (cuda.side_stream = false), so
-      // that the defaults (no slicing, wgrad beside dgrad) can be checked against each alternative;
-      // they are timed backward and forward+backward only (their forward is the default's).
+      // The *_1stream variants run wgrad after dgrad on one stream (cuda.side_stream = false), so
+      // that the default (wgrad beside dgrad) can be checked against it; they are timed backward
+      // and forward+backward only (their forward is the default's).
       struct Variant {
         const char* name;
         bool conv_only, fuse;
-        int slices;
         bool side_stream;
       };
       std::vector<Variant> chosen;
       std::vector<std::unique_ptr<kiln::Executable>> exes;
-      for (Variant v : {Variant{"conv", true, false, 1, true}, Variant{"conv_1stream", true, false, 1, false},
-                        Variant{"unfused", false, false, 1, true}, Variant{"cbr", false, true, 1, true},
-                        Variant{"cbr_1stream", false, true, 1, false}, Variant{"cbr_slices2", false, true, 2, true},
-                        Variant{"cbr_slices4", false, true, 4, true}}) {
+      for (Variant v : {Variant{"conv", true, false, true}, Variant{"conv_1stream", true, false, false},
+                        Variant{"unfused", false, false, true}, Variant{"cbr", false, true, true},
+                        Variant{"cbr_1stream", false, true, false}}) {
         if (!variants.empty() && variants.find("," + std::string(v.name) + ",") == std::string::npos) continue;
         kiln::CompileOptions o;
         o.device = kiln::Device::CUDA;
@@ -174,7 +171,7 @@ int main(int argc, char** argv) {
         o.batch = s.n, o.fuse_cbr = v.fuse, o.loss = false, o.input_grad = true;
         // The other CUDA settings keep their defaults, which the KILN_* variables override when the
         // backend is made (KILN_CUDNN_TUNE_PLANS, KILN_TUNE_LOG, KILN_PLAN_CACHE: scripts/gpu_check.sh).
-        o.cuda.pipeline_chunks = v.slices, o.cuda.side_stream = v.side_stream;
+        o.cuda.side_stream = v.side_stream;
         exes.push_back(std::make_unique<kiln::Executable>(kiln::compile(block(s, v.conv_only), o), 1));
         std::mt19937 rng(7);
         fill(*exes.back(), exes.back()->program().input, rng);

@@ -76,9 +76,6 @@ def main():
             "torch_max_autotune_fwd_bwd_ms": tuned and tuned["fwd_bwd_ms"],
             "speedup_vs_max_autotune": tuned and tuned["fwd_bwd_ms"] / k["cbr"]["fwd_bwd_ms"],
             "bn_relu_extra_ms_kiln": ours_extra, "bn_relu_extra_ms_torch": torch_extra,
-            # The backward pipelined over 2 or 4 batch slices ("1" is the default, the cbr row).
-            "kiln_cbr_slices_fwd_bwd_ms": {"1": k["cbr"]["fwd_bwd_ms"], **{
-                v[len("cbr_slices"):]: r["fwd_bwd_ms"] for v, r in k.items() if v.startswith("cbr_slices")}},
             # wgrad after dgrad on one stream instead of beside it.
             "kiln_conv_1stream_fwd_bwd_ms": k.get("conv_1stream", {}).get("fwd_bwd_ms"),
             "kiln_cbr_1stream_fwd_bwd_ms": k.get("cbr_1stream", {}).get("fwd_bwd_ms"),
@@ -109,7 +106,7 @@ def main():
           + (f"; copy bandwidth {ceiling['copy_tb_s']:.2f} TB/s" if ceiling else ""))
     print(f"{'shape N,C,HW,K,k,s':<24}{'conv':>8}{'unfused':>9}{'CBR':>8}{'tconv':>8}{'eager':>8}{'compile':>9}"
           f"{'autotune':>9}{'xEager':>8}{'need':>6}{'xComp':>7}{'xAuto':>7}{'BN+ReLU kiln/torch ms':>24}{'ratio':>7}"
-          f"{'  CBR with 1/2/4 slices':>24}{'  1 stream conv/CBR':>20}")
+          f"{'  1 stream conv/CBR':>20}")
     for r in rows:
         comp, tuned = r["torch_compile_fwd_bwd_ms"], r["torch_max_autotune_fwd_bwd_ms"]
         print(f"{','.join(map(str, r['shape'])):<24}{r['kiln_conv_fwd_bwd_ms']:8.3f}"
@@ -118,9 +115,8 @@ def main():
               f"{r['torch_eager_fwd_bwd_ms']:8.3f}{(comp or 0):9.3f}{(tuned or 0):9.3f}{r['speedup_vs_eager']:8.2f}"
               f"{r['target_vs_eager']:6.1f}{(r['speedup_vs_compile'] or 0):7.2f}{(r['speedup_vs_max_autotune'] or 0):7.2f}"
               f"{r['bn_relu_extra_ms_kiln']:12.3f}/{(r['bn_relu_extra_ms_torch'] or 0):.3f}"
-              f"{r['bn_relu_extra_ms_kiln'] / (r['bn_relu_extra_ms_torch'] or float('nan')):7.2f}  "
-              + "/".join(f"{r['kiln_cbr_slices_fwd_bwd_ms'].get(n, float('nan')):.3f}" for n in ("1", "2", "4"))
-              + f"  {r['kiln_conv_1stream_fwd_bwd_ms'] or float('nan'):.3f}/{r['kiln_cbr_1stream_fwd_bwd_ms'] or float('nan'):.3f}")
+              f"{r['bn_relu_extra_ms_kiln'] / (r['bn_relu_extra_ms_torch'] or float('nan')):7.2f}"
+              f"  {r['kiln_conv_1stream_fwd_bwd_ms'] or float('nan'):.3f}/{r['kiln_cbr_1stream_fwd_bwd_ms'] or float('nan'):.3f}")
 
 
 if __name__ == "__main__":

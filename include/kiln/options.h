@@ -1,4 +1,5 @@
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 
@@ -6,25 +7,28 @@
 
 namespace kiln {
 
-// LARS: SGD with momentum whose step for each parameter tensor is scaled by its trust ratio
-// trust_coefficient * ||w|| / (||g|| + weight_decay * ||w||) (You et al., 2017), for the large
-// global batches of data-parallel runs.
-enum class OptimizerKind : uint8_t { SGD, AdamW, LARS };
-
+// The optimizer and its settings. `name` chooses a family ("sgd", "adamw", "lars", "rmsprop": each
+// is src/ops/optimizer/<name>_optimizer.cpp, which declares its settings with their keys, defaults
+// and ranges, its state and the update it emits; `kiln train --help` lists them), and `values`
+// sets that family's settings by key; a key left out takes the family's default. compile()
+// refuses an unknown name, a key the family does not take and a value out of its range, naming
+// them. Switches are 1 or 0.
+//   opts.optimizer = {"adamw"};
+//   opts.optimizer.set("beta1", 0.95).set("weight_decay", 0.05);
 struct OptimizerConfig {
-  OptimizerKind kind = OptimizerKind::SGD;
-  float momentum = 0.9f;  // SGD, LARS
-  bool nesterov = false;  // SGD
-  float weight_decay = 0.f;  // SGD, LARS: L2 added to the gradient (PyTorch); AdamW: decoupled
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // AdamW
-  // LARS: the trust coefficient (eta), and whether parameters of one dimension (BatchNorm's scale
-  // and shift, biases) are left out of the trust ratio and the weight decay, as MLPerf's ResNet
-  // recipes do (they then take plain momentum SGD steps).
-  float trust_coefficient = 0.001f;
-  bool lars_skip_1d = true;
-};
+  std::string name = "sgd";
+  std::map<std::string, double> values;
 
-OptimizerKind parse_optimizer(const std::string& text);  // throws kiln::Error
+  OptimizerConfig& set(const std::string& key, double value) {
+    values[key] = value;
+    return *this;
+  }
+  // The value set for `key`, or `otherwise` when none is.
+  double value_or(const std::string& key, double otherwise) const {
+    const auto it = values.find(key);
+    return it == values.end() ? otherwise : it->second;
+  }
+};
 
 // Settings of the CUDA backend (read when an executable makes it; the CPU backend ignores them).
 // The KILN_* environment variable named with each field overrides it when set (README.md, GPU);
@@ -53,10 +57,6 @@ struct CudaOptions {
   // Run work meant to overlap (wgrad beside dgrad) on a second, lower-priority stream; false runs
   // it after, in issue order on the main stream. KILN_SIDE_STREAM=0|1.
   bool side_stream = true;
-  // How many batch slices the CBR backward may pipeline its data gradient over (slice i on the
-  // side stream while the main stream prepares slice i+1); 1 turns it off, the default
-  // (src/ops/common/pipeline_slices.h says why). 1 to 99. KILN_PIPELINE_CHUNKS=N.
-  int pipeline_chunks = 1;
   // How a seam's consumer (fusion across layers, CompileOptions::fuse_seams) takes its input's
   // BatchNorm + ReLU: 0 (the default) writes the applied input first, then convolves it, with the
   // numbers of the program without seams; 1 takes cuDNN's fp16 prologue graph wherever it builds,

@@ -63,8 +63,6 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 65536, "the most workspace one cuDNN plan may use, in MiB; plans needing more are skipped (default 1024)"),
       count_row("tune_runs", "--tune-runs", "KILN_CUDNN_TIMED_RUNS", &CudaOptions::tune_runs, 1, 100,
                 "timed runs per plan when tuning, after one warm-up; the median counts (default 5)"),
-      count_row("pipeline_chunks", "--pipeline-chunks", "KILN_PIPELINE_CHUNKS", &CudaOptions::pipeline_chunks, 1, 99,
-                "batch slices the CBR backward pipelines its data gradient over; 1: off (default)"),
       count_row("seam_input", "--seam-input", "KILN_SEAM_INPUT", &CudaOptions::seam_input, 0, 2,
                 "how a seam's consumer applies its input's BatchNorm + ReLU: 0 the applied input written first "
                 "(default), 1 cuDNN's fp16 prologue graph where it builds, 2 the faster of the two by timing"),

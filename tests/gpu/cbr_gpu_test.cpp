@@ -179,18 +179,8 @@ struct Float64Case {
         dy(ref.correlated_dy(rng)) {}
 };
 
-// CUDA options that pipeline the CBR backward over `chunks` batch slices.
-CudaOptions pipeline_chunks(int chunks) {
-  CudaOptions o;
-  o.pipeline_chunks = chunks;
-  return o;
-}
-
-// Set (ScopedEnv) for the backends made while the setting lives; "" is as if unset.
-constexpr const char* kPipelineChunksVar = "KILN_PIPELINE_CHUNKS";
-
 // Whether the process-wide graph cache of backends with `options` holds graph `kind` of `s` at
-// batch `n` (a batch slice).
+// batch `n`.
 bool has_graph_at_batch(const char* kind, const BlockShape& s, int n, const CudaOptions& options = {}) {
   cuda::CudaBackend backend(0, options);
   for (const cuda::TuneRecord& r : backend.graphs().tune_records())
@@ -198,26 +188,6 @@ bool has_graph_at_batch(const char* kind, const BlockShape& s, int n, const Cuda
         r.problem.r == s.kernel && r.problem.stride == s.stride)
       return true;
   return false;
-}
-
-// The backward pipelined over batch slices (dconv slice by slice, each slice's dgrad on the side
-// stream) gives the same gradients as the plain order and float64.
-TEST_P(CbrGpu, SlicedBackwardEqualsPlainOrder) {
-  KILN_REQUIRE_GPU();
-  const ScopedEnv unset(kPipelineChunksVar, "");  // the variable would override the slice counts compared here
-  const Precision precision = GetParam();
-  for (const BlockShape& s : {kShapes[0], kShapes[2], kShapes[3]}) {  // batches 8, 4, 4: four slices
-    SCOPED_TRACE(s.str());
-    std::mt19937 rng(2000 + s.c + s.k + s.hw);
-    const Float64Case c(s, precision, rng);
-    const auto &x = c.x, &dy = c.dy;
-    BlockRun plain = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, pipeline_chunks(1));
-    BlockRun sliced = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, pipeline_chunks(4));
-    EXPECT_TRUE(has_graph_at_batch("CONV_DGRAD", s, s.n / 4)) << "no dgrad graph was built for a quarter of the batch";
-    // Slices may run other dgrad plans than the whole batch: equal to rounding, not bits.
-    expect_close(sliced.bwd, plain.bwd, tolerance(precision), "sliced vs plain backward");
-    c.ref.expect_backward_matches(sliced.fwd["mask"], sliced.bwd, sliced.fwd["w"], dy, "sliced");
-  }
 }
 
 // CUDA options that take the statistics of a CBR's convolution in way `mode` (CudaOptions::conv_stats),
@@ -355,20 +325,27 @@ TEST(CbrGpuFolds, FoldedShapesAreTheConvolutionsWithMoreChannels) {
   EXPECT_FALSE(cuda::tap_fold_is_lean(vgg, cuda::TapFold::kWhole));
 }
 
-TEST(CbrGpuErrors, PipelineChunksFromTheEnvironmentAreChecked) {
+// CUDA options with `runs` timed runs per plan (a count setting the backend checks).
+CudaOptions tune_runs(int runs) {
+  CudaOptions o;
+  o.tune_runs = runs;
+  return o;
+}
+
+TEST(CbrGpuErrors, CountSettingsFromTheEnvironmentAreChecked) {
   KILN_REQUIRE_GPU();
-  const ScopedEnv bad(kPipelineChunksVar, "two");
-  kiln::testing::expect_error([] { cuda::CudaBackend backend(0); }, {"KILN_PIPELINE_CHUNKS"});
+  const ScopedEnv bad("KILN_CUDNN_TIMED_RUNS", "two");
+  kiln::testing::expect_error([] { cuda::CudaBackend backend(0); }, {"KILN_CUDNN_TIMED_RUNS"});
 }
 
 // The options themselves: out of range is an error naming the field; the environment overrides them.
-TEST(CbrGpuErrors, PipelineChunksOptionIsCheckedAndTheEnvironmentOverridesIt) {
+TEST(CbrGpuErrors, CountOptionIsCheckedAndTheEnvironmentOverridesIt) {
   KILN_REQUIRE_GPU();
-  const ScopedEnv unset(kPipelineChunksVar, "");
-  kiln::testing::expect_error([] { cuda::CudaBackend backend(0, pipeline_chunks(0)); }, {"cuda.pipeline_chunks"});
-  EXPECT_EQ(cuda::CudaBackend(0, pipeline_chunks(3)).pipeline_chunks(), 3);
-  const ScopedEnv two(kPipelineChunksVar, "2");
-  EXPECT_EQ(cuda::CudaBackend(0, pipeline_chunks(3)).pipeline_chunks(), 2);
+  const ScopedEnv unset("KILN_CUDNN_TIMED_RUNS", "");
+  kiln::testing::expect_error([] { cuda::CudaBackend backend(0, tune_runs(0)); }, {"cuda.tune_runs"});
+  EXPECT_EQ(cuda::CudaBackend(0, tune_runs(3)).options().tune_runs, 3);
+  const ScopedEnv two("KILN_CUDNN_TIMED_RUNS", "2");
+  EXPECT_EQ(cuda::CudaBackend(0, tune_runs(3)).options().tune_runs, 2);
 }
 
 // --device cuda:N: an ordinal past the visible GPUs is an error naming the range; the last

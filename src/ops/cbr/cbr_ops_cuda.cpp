@@ -2,10 +2,7 @@
 //   forward    conv + statistics (conv_stats_cuda.h) -> finalize (fp32, length C) -> apply + ReLU +
 //              bit mask (one pass);
 //   backward   dY*mask reduce -> dconv (two passes, the masked dY never stored) -> wgrad on the
-//              side stream beside dgrad on the main stream, and on beside the next op; or, when
-//              KILN_PIPELINE_CHUNKS asks for it, the second pass and dgrad pipelined over batch
-//              slices (main / side stream) and wgrad last, so the memory-bound pass may run beside
-//              the convolutions;
+//              side stream beside dgrad on the main stream, and on beside the next op;
 //   inference  conv -> *scale -> +shift -> ReLU as one cuDNN graph when supported, otherwise conv
 //              then one scale/shift/ReLU pass (the choice is logged once per shape).
 // In a seam (fusion across layers, cbr_seam_cuda.h): a producer stops after finalize, with its scale
@@ -22,7 +19,6 @@
 #include "ops/cbr/cbr_cuda_kernels.h"
 #include "ops/cbr/cbr_seam_cuda.h"
 #include "ops/common/op_args.h"
-#include "ops/common/pipeline_slices.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv/conv_cuda.h"
 #include "ops/conv/conv_cudnn_graphs_cuda.h"
@@ -131,33 +127,6 @@ void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
                          a.bitmask.as<uint8_t>(), be.stream(0), where);
 }
 
-// Same storage or none in common: an elementwise pass over row slices stays correct.
-bool same_or_apart(const TensorArg& a, const TensorArg& b) { return a.data == b.data || !overlaps(a, b); }
-
-// How many batch slices the backward pipelines dgrad over (1: the plain order). Slices interleave
-// dgrad's writes of dX with the reads of the later slices and of wgrad, so dX must share no bytes
-// with any input, and dconv (written slice by slice) must be apart from or equal to dY / conv_out.
-int backward_slices(CudaBackend& be, const CbrBackward<TensorArg>& a, const ConvProblem& p) {
-  const TensorArg &dy = a.dy, &bits = a.bitmask, &conv_out = a.conv_out, &x = a.x;
-  const TensorArg &dx = a.dx, &dconv = a.dconv;
-  if (!dx) return 1;  // first layer: no dgrad to overlap
-  SliceQuery q;
-  q.batch = p.n;
-  q.grad_sample_elems = p.ho * p.wo * p.k;
-  q.input_sample_elems = p.h * p.w * p.c;
-  q.elem_bytes = dtype_size(p.io);
-  q.requested = be.side_stream() ? be.pipeline_chunks() : 1;  // one stream: nothing to overlap
-  q.hazard = overlaps(dx, dy) || overlaps(dx, bits) || overlaps(dx, conv_out) || overlaps(dx, x) ||
-             overlaps(dx, a.x_applied) || overlaps(dx, dconv) || !same_or_apart(dconv, dy) ||
-             !same_or_apart(dconv, conv_out);
-  return pipeline_slices(q);
-}
-
-ConvProblem batch_slice(ConvProblem p, int slices) {
-  p.n /= slices;
-  return p;
-}
-
 void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
   relu_mask(call, a);
   if (a.in_scale && (!a.in_shift || !a.x_applied))
@@ -173,22 +142,17 @@ void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
     be.request_workspace(scratch(nullptr, m, p.k, wgrad).used, 0);
     return;
   }
-  const int slices = backward_slices(be, a, p);
-  const size_t dgrad = be.graphs().prepare(kConvDgradGraph, batch_slice(p, slices));
-  if (slices == 1) {  // wgrad on the side stream, dgrad on the main one
-    be.request_workspace(scratch(nullptr, m, p.k, dgrad).used, 0);
-    be.request_workspace(wgrad, 1);
-  } else {  // the dgrad slices on the side stream, wgrad on the main one
-    be.request_workspace(scratch(nullptr, m, p.k, wgrad).used, 0);
-    be.request_workspace(dgrad, 1);
-  }
+  // wgrad on the side stream, dgrad on the main one
+  const size_t dgrad = be.graphs().prepare(kConvDgradGraph, p);
+  be.request_workspace(scratch(nullptr, m, p.k, dgrad).used, 0);
+  be.request_workspace(wgrad, 1);
 }
 
-// The plain order: dconv in two passes, then wgrad on the side stream beside dgrad on the main.
-// A first layer has no dgrad: its wgrad runs on the main stream (nothing to overlap, and the side
-// stream's workspace then needs no room for the largest wgrad of the network, the first layer's).
-void backward_in_order(CudaBackend& be, const CbrBackward<TensorArg>& a, const ConvProblem& p, const Scratch& s,
-                       const std::string& where) {
+// wgrad on the side stream beside dgrad on the main one. A first layer has no dgrad: its wgrad runs
+// on the main stream (nothing to overlap, and the side stream's workspace then needs no room for
+// the largest wgrad of the network, the first layer's).
+void wgrad_beside_dgrad(CudaBackend& be, const CbrBackward<TensorArg>& a, const ConvProblem& p, const Scratch& s,
+                        const std::string& where) {
   const TensorArg &x = a.x, &dx = a.dx, &dconv = a.dconv;
   if (!dx) {
     wgrad(be, a, p, s.conv, be.stream(0), where);
@@ -206,45 +170,20 @@ void backward_in_order(CudaBackend& be, const CbrBackward<TensorArg>& a, const C
 void cbr_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const std::string where = call.where();
-  const TensorArg &dy = a.dy, &conv_out = a.conv_out, &x = a.x, &w = a.w;
-  const TensorArg &dx = a.dx, &dconv = a.dconv;
-  const ConvProblem p = conv_problem(call, x, w, conv_out, a.stride, a.padding);
+  const TensorArg &dy = a.dy, &conv_out = a.conv_out;
+  const ConvProblem p = conv_problem(call, a.x, a.w, conv_out, a.stride, a.padding);
   const int64_t m = rows(conv_out);
   const Scratch s = scratch(be.workspace(0), m, p.k, 0);
   const ReluMask bits = relu_mask(call, a);
   const float *gamma = a.gamma.as<float>(), *mean = a.saved_mean.as<float>(), *inv_std = a.saved_inv_std.as<float>();
   float *dgamma = a.dgamma.as<float>(), *dbeta = a.dbeta.as<float>();
-  // ReLU mask and BN backward, pass 1: dbeta and dgamma over the whole batch.
+  // ReLU mask and BN backward: pass 1, dbeta and dgamma; pass 2, dconv.
   cbr_backward_reduce(dy.dtype(), dy.data, bits, conv_out.data, mean, inv_std, m, p.k, dgamma, dbeta, s.reduce,
                       s.reduce_bytes, be.stream(0), where);
-  const int slices = backward_slices(be, a, p);
-  if (slices == 1) {
-    cbr_backward_apply(dy.dtype(), dy.data, bits, conv_out.data, gamma, mean, inv_std, dgamma, dbeta, m, p.k, 0, m,
-                       dconv.data, be.stream(0), where);
-    backward_in_order(be, a, p, s, where);
-    be.end_side_work();  // wgrad may run on beside the next op
-  } else {
-    // Pipelined: pass 2 writes dconv one batch slice at a time on the main stream; as each slice
-    // is done, its dgrad runs on the side stream while the main stream writes the next slice
-    // (the main stream's priority lets the memory-bound pass in beside the convolution). wgrad
-    // needs all of dconv, so it follows the last slice on the main stream, beside the last dgrads.
-    const ConvProblem slice = batch_slice(p, slices);
-    const int64_t slice_rows = m / slices;
-    const size_t dconv_step = size_t(slice_rows * p.k) * dtype_size(p.io);
-    const size_t dx_step = size_t(slice.n * p.h * p.w * p.c) * dtype_size(p.io);
-    for (int i = 0; i < slices; ++i) {
-      cbr_backward_apply(dy.dtype(), dy.data, bits, conv_out.data, gamma, mean, inv_std, dgamma, dbeta, m, p.k,
-                         i * slice_rows, slice_rows, dconv.data, be.stream(0), where);
-      be.order(0, 1);
-      Pointers dg;
-      dg.dy = static_cast<const std::byte*>(dconv.data) + i * dconv_step;
-      dg.w = w.data;
-      dg.dx = static_cast<std::byte*>(dx.data) + i * dx_step;
-      be.graphs().run(kConvDgradGraph, slice, dg, be.workspace(1), be.stream(1), where);
-    }
-    wgrad(be, a, p, s.conv, be.stream(0), where);
-    be.order(1, 0);  // the side stream wrote dx slice by slice, which the next op reads
-  }
+  cbr_backward_apply(dy.dtype(), dy.data, bits, conv_out.data, gamma, mean, inv_std, dgamma, dbeta, m, p.k, 0, m,
+                     a.dconv.data, be.stream(0), where);
+  wgrad_beside_dgrad(be, a, p, s, where);
+  be.end_side_work();  // wgrad may run on beside the next op
 }
 
 // Inference runs the convolution, scale, shift and ReLU as one cuDNN graph when cuDNN has a plan

@@ -97,11 +97,6 @@ class CudaBackend final : public Backend {
   size_t workspace_total_bytes() const override;
   CudnnGraphs& graphs();
   int device_ordinal() const { return device_; }
-  // How many batch slices an op may cut a data-gradient convolution into, so that slice i runs on
-  // the side stream while the main stream prepares slice i+1 (CBR backward). 1 (the default)
-  // turns pipelining off (ops/common/pipeline_slices.h says why). CudaOptions::pipeline_chunks,
-  // KILN_PIPELINE_CHUNKS.
-  int pipeline_chunks() const { return options_.pipeline_chunks; }
   // The options in effect (environment overrides applied).
   const CudaOptions& options() const { return options_; }
 

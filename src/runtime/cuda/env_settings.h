@@ -14,7 +14,7 @@ namespace kiln::cuda {
 CudaOptions with_env_overrides(CudaOptions options);
 
 // kiln::Error naming the field (CompileOptions::cuda.<field>) and its range unless every count
-// field is in its table range (tune_plans 0 to 9999, pipeline_chunks 1 to 99).
+// field is in its table range (tune_plans 0 to 9999, tune_runs 1 to 100).
 void check_cuda_options(const CudaOptions& options);
 
 // The variable's text, or nothing when it is unset or empty.

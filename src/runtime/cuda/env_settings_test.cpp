@@ -64,7 +64,7 @@ class CudaEnvOverrides : public ::testing::Test {
 CudaOptions non_default_options() {
   CudaOptions o;
   o.tune = false, o.tune_plans = 3, o.plan_cache = "plans.json", o.tune_log = "tune.jsonl";
-  o.side_stream = false, o.pipeline_chunks = 4, o.overlap_ops = false, o.conv_tf32 = true;
+  o.side_stream = false, o.tune_runs = 4, o.overlap_ops = false, o.conv_tf32 = true;
   return o;
 }
 
@@ -89,12 +89,12 @@ TEST_F(CudaEnvOverrides, EachVariableReplacesItsField) {
   setenv("KILN_PLAN_CACHE", "/tmp/cache.json", 1);
   setenv("KILN_TUNE_LOG", "/tmp/log.jsonl", 1);
   setenv("KILN_SIDE_STREAM", "0", 1);
-  setenv("KILN_PIPELINE_CHUNKS", "2", 1);
+  setenv("KILN_CUDNN_TIMED_RUNS", "2", 1);
   setenv("KILN_OVERLAP_OPS", "0", 1);
   setenv("KILN_CONV_TF32", "1", 1);
   CudaOptions want;
   want.tune = false, want.tune_plans = 12, want.plan_cache = "/tmp/cache.json", want.tune_log = "/tmp/log.jsonl";
-  want.side_stream = false, want.pipeline_chunks = 2, want.overlap_ops = false, want.conv_tf32 = true;
+  want.side_stream = false, want.tune_runs = 2, want.overlap_ops = false, want.conv_tf32 = true;
   expect_same(with_env_overrides(CudaOptions{}), want);
 
   // 1 turns on what the options turned off: the variables override both ways.
@@ -136,8 +136,8 @@ TEST_F(CudaEnvOverrides, MalformedValuesAreErrorsNamingTheVariable) {
   std::vector<std::vector<std::string>> cases = {
       {"KILN_CUDNN_TUNE", "yes", "from 0 to 1"},        {"KILN_CUDNN_TUNE", "2", "from 0 to 1"},
       {"KILN_CUDNN_TUNE_PLANS", "-1", "from 0 to 9999"}, {"KILN_CUDNN_TUNE_PLANS", "10000", "from 0 to 9999"},
-      {"KILN_SIDE_STREAM", "off", "from 0 to 1"},       {"KILN_PIPELINE_CHUNKS", "0", "from 1 to 99"},
-      {"KILN_PIPELINE_CHUNKS", "two", "from 1 to 99"}, {"KILN_OVERLAP_OPS", "2", "from 0 to 1"},
+      {"KILN_SIDE_STREAM", "off", "from 0 to 1"},       {"KILN_CUDNN_TIMED_RUNS", "0", "from 1 to 100"},
+      {"KILN_CUDNN_TIMED_RUNS", "two", "from 1 to 100"}, {"KILN_OVERLAP_OPS", "2", "from 0 to 1"},
       {"KILN_CONV_TF32", "yes", "from 0 to 1"},
   };
   for (const CudaOptionField& f : cuda_option_fields())  // and a value past every number's range
@@ -158,11 +158,11 @@ TEST(CudaOptionsCheck, FieldsOutOfRangeAreErrorsNamingTheField) {
   kiln::testing::expect_error([&] { check_cuda_options(o); }, {"cuda.tune_plans", "-1", "9999"});
   o.tune_plans = 9999;
   check_cuda_options(o);
-  o.pipeline_chunks = 0;
-  kiln::testing::expect_error([&] { check_cuda_options(o); }, {"cuda.pipeline_chunks", "0", "99"});
-  o.pipeline_chunks = 100;
+  o.tune_runs = 0;
+  kiln::testing::expect_error([&] { check_cuda_options(o); }, {"cuda.tune_runs", "0", "100"});
+  o.tune_runs = 101;
   kiln::testing::expect_error([&] { check_cuda_options(o); },
-                              {"cuda.pipeline_chunks", "100", "99", "KILN_PIPELINE_CHUNKS", "--pipeline-chunks"});
+                              {"cuda.tune_runs", "101", "100", "KILN_CUDNN_TIMED_RUNS", "--tune-runs"});
 }
 
 }  // namespace
