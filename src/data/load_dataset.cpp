@@ -1,8 +1,11 @@
-// Finds a dataset's files by their standard names inside a directory.
+// Finds a dataset's files by their standard names inside a directory (in_memory_formats.h), and
+// load_dataset over the formats read whole into memory (their rows in dataset_formats.cpp).
 #include <algorithm>
 #include <filesystem>
 
+#include "data/dataset_formats.h"
 #include "data/idx_labels.h"
+#include "data/in_memory_formats.h"
 #include "data/labels/class_coverage.h"
 #include "kiln/data.h"
 #include "kiln/error.h"
@@ -12,6 +15,16 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string join(const fs::path& dir, const std::string& name) { return (dir / name).string(); }
+
+// "'idx' or 'cifar10'": the formats load_dataset reads.
+std::string in_memory_format_names() {
+  std::vector<std::string> names;
+  for (const DatasetFormat& f : dataset_formats())
+    if (f.load) names.push_back(fmt::format("'{}'", f.name));
+  return spoken_list(names, " or ");
+}
+
+}  // namespace
 
 // As many classes as the training labels name (the largest + 1), up to the 256 a label byte holds:
 // digits have 10, EMNIST 47, a user's set its own. Both splits take the training labels' classes
@@ -34,7 +47,8 @@ Dataset load_idx_dir(const fs::path& dir, bool train) {
   return ds;
 }
 
-Dataset load_cifar_dir(fs::path dir, bool train) {
+Dataset load_cifar_dir(const fs::path& folder, bool train) {
+  fs::path dir = folder;
   // Accept both the extracted archive's parent and cifar-10-batches-bin itself.
   if (!fs::exists(dir / "test_batch.bin") && fs::is_directory(dir / "cifar-10-batches-bin"))
     dir /= "cifar-10-batches-bin";
@@ -47,20 +61,15 @@ Dataset load_cifar_dir(fs::path dir, bool train) {
   return read_cifar10(files);
 }
 
-}  // namespace
-
 Dataset load_dataset(const std::string& dir, const std::string& format, bool train) {
-  if (format != "idx" && format != "cifar10")
-    fail("unknown dataset format '{}': use 'idx' (MNIST-style, e.g. digits) or 'cifar10'", format);
+  const DatasetFormat* f = find_dataset_format(format);
+  if (!f) fail("unknown dataset format '{}': use {}", format, in_memory_format_names());
+  if (!f->load)
+    fail("load_dataset reads the formats held in memory ({}); '{}' is read file by file as it trains: open it "
+         "with open_dataset", in_memory_format_names(), format);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    if (format == "idx")
-      fail("dataset directory '{}' does not exist: for the digits dataset run scripts/setup.sh, "
-           "which builds it with kiln_make_digits; for MNIST put the four *-ubyte files there", dir);
-    fail("dataset directory '{}' does not exist: download cifar-10-binary.tar.gz from "
-         "https://www.cs.toronto.edu/~kriz/cifar.html and extract it there", dir);
-  }
-  return format == "idx" ? load_idx_dir(dir, train) : load_cifar_dir(dir, train);
+  if (!fs::is_directory(dir, ec)) fail("dataset directory '{}' does not exist: {}", dir, f->missing_fix);
+  return f->load(dir, train);
 }
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 
 #include "cli/data_source.h"
 #include "cli/option_checks.h"
+#include "data/dataset_formats.h"
 #include "kiln/error.h"
 #include "kiln/threads.h"
 #include "train/recipe_fields.h"
@@ -45,11 +46,8 @@ void add_data_options(CLI::App* app, DataArgs& a, bool training) {
                   "dataset folder: IDX files, CIFAR-10 batches, an image folder (class subfolders, or train/ and "
                   "val/ holding them) or a kiln pack")
       ->group(group);
-  app->add_option("--format", a.format, "auto (from what --data holds), idx, cifar10, imagefolder or packed")
-      ->check(parsed_by([](const std::string& f) {
-        if (f != "auto" && f != "idx" && f != "cifar10" && f != "imagefolder" && f != "packed")
-          fail("unknown dataset format '{}': use auto, idx, cifar10, imagefolder or packed", f);
-      }))
+  app->add_option("--format", a.format, dataset_format_choices("auto (from what --data holds)"))
+      ->check(parsed_by([](const std::string& f) { chosen_dataset_format(f); }))
       ->group(group);
   app->add_option("--val", a.val, "image folders: the validation folder (default: <data>/val when there is one)")
       ->type_name("DIR")

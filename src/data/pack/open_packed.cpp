@@ -137,6 +137,7 @@ DataSplits open_packed_dataset(const std::string& dir, const DataOptions& o) {
   const int num_classes = int(manifest.classes.size());
   DataSplits splits;
   splits.format = "packed";
+  splits.transform = o.transform;  // as given: a pack's images are not looked at before training
   splits.train = std::make_unique<ImageSource>(std::make_unique<PackRecords>(dir, *manifest.find("train"), num_classes),
                                                manifest.classes, o.transform, true, o.skip_bad);
   std::unique_ptr<RecordReader> val;

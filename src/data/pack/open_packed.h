@@ -25,7 +25,7 @@ PackManifest read_pack_manifest(const std::string& dir);
 
 // The train split from "train"; the test split from "val", or with no "val" an empty split of the
 // same classes. Each is an ImageSource over PackRecords with options.transform and
-// options.skip_bad; format "packed".
+// options.skip_bad; format "packed", transform options.transform.
 DataSplits open_packed_dataset(const std::string& dir, const DataOptions& options);
 
 }  // namespace kiln
