@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <span>
 
+#include "cli/plot/chart_png/chart_png.h"
+#include "cli/plot/run_log.h"
+#include "cli/plot/training_chart.h"
 #include "core/file_io.h"
 #include "kiln/error.h"
-#include "train/chart_png/chart_png.h"
-#include "train/run_log.h"
-#include "train/training_chart.h"
 
 namespace kiln::cli {
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 // `kiln plot RUN.jsonl -o curves.svg|curves.png`: the loss, accuracy and learning rate of a run's
 // `kiln train --json` lines against the epochs, drawn as SVG, or as PNG: the
-// same SVG rasterized by librsvg (kiln_chart_png; a build without librsvg refuses PNG, naming the package).
+// same SVG rasterized by librsvg (kiln_plot; a build without librsvg refuses PNG, naming the package).
 #include <CLI/CLI.hpp>
 
 #include <string>

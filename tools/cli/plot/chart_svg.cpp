@@ -2,7 +2,7 @@
 // with a point per epoch, a legend per panel and the title.
 #include <fmt/format.h>
 
-#include "train/training_chart.h"
+#include "cli/plot/training_chart.h"
 
 namespace kiln {
 namespace {

@@ -1,7 +1,7 @@
 // chart_png in a build without librsvg (cmake/chart_png.cmake found no librsvg-2.0 through pkg-config,
 // or KILN_WITH_RSVG=OFF): refused, naming what to install. The SVG chart needs nothing.
+#include "cli/plot/chart_png/chart_png.h"
 #include "kiln/error.h"
-#include "train/chart_png/chart_png.h"
 
 namespace kiln {
 

@@ -1,12 +1,12 @@
 #pragma once
 // `kiln plot -o curves.png`: the chart's SVG (chart_svg) rasterized, text included, into an RGB PNG
 // of the chart's size. Not in kiln_engine: the rasterizer (librsvg and cairo, with GLib, Pango and
-// fontconfig behind them) lives in its own library, kiln_chart_png (cmake/chart_png.cmake), which
-// the CLI links; a program that wants PNG charts links it too.
+// fontconfig behind them) lives with the rest of the chart in kiln plot's library, kiln_plot
+// (cmake/chart_png.cmake), which the CLI links.
 #include <cstdint>
 #include <vector>
 
-#include "train/training_chart.h"
+#include "cli/plot/training_chart.h"
 
 namespace kiln {
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "cli/plot/chart_png/chart_png.h"
 #include "data/image/image_codec.h"
 #include "kiln/error.h"
-#include "train/chart_png/chart_png.h"
 
 namespace kiln {
 namespace {

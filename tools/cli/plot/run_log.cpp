@@ -1,4 +1,4 @@
-#include "train/run_log.h"
+#include "cli/plot/run_log.h"
 
 #include <nlohmann/json.hpp>
 

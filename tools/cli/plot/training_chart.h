@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "train/run_log.h"
+#include "cli/plot/run_log.h"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "train/training_chart.h"
+#include "cli/plot/training_chart.h"
 
 #include <algorithm>
 #include <array>
