@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "data/image/image_codec.h"
-#include "data/image_folder/make_image_folders.h"
+#include "make_image_folders/make_image_folders.h"
 #include "support/kiln_cli.h"
 #include "support/program_fixture.h"
 #include "support/temp_dir.h"

@@ -1,5 +1,5 @@
-// The photo-crop and digits-PNG image folders (data/image_folder/make_image_folders.h).
-#include "data/image_folder/make_image_folders.h"
+// The photo-crop and digits-PNG image folders (tools/make_image_folders/make_image_folders.h).
+#include "make_image_folders/make_image_folders.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -1,5 +1,5 @@
 // Photo-crop and digits-PNG image folders (see make_image_folders.h).
-#include "data/image_folder/make_image_folders.h"
+#include "make_image_folders/make_image_folders.h"
 
 #include <algorithm>
 #include <atomic>

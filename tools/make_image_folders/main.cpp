@@ -2,7 +2,8 @@
 // pixels on this machine, for testing and benchmarking `--format imagefolder`:
 //   photos OUT   random crops of the photographs in Debian's opencv-doc, one class per photo
 //   digits IDX_DIR OUT   the IDX digits as 20x20 grayscale PNGs
-// The work is kiln::make_photo_folder / kiln::make_digits_png_folder (data/image_folder/).
+// The work is kiln::make_photo_folder / kiln::make_digits_png_folder (make_image_folders.h, beside
+// this file: the library kiln_image_folder_maker, which the tests link too; kiln_data does not hold it).
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -11,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "data/image_folder/make_image_folders.h"
 #include "kiln/error.h"
+#include "make_image_folders/make_image_folders.h"
 
 namespace {
 
