@@ -72,15 +72,12 @@ struct CudaOptions {
   // nondeterministic, so `deterministic` does not see them): 0 gives repeatable bits.
   // KILN_CONV_STATS=0|1|2.
   int conv_stats = 1;
-  // kiln's own Hopper convolutions on CUTLASS (sm_90 GPUs, fp16/bf16; src/ops/*/*_cutlass.cu), today
-  // the forward convolution that sums its own output for BatchNorm in its epilogue, in a fixed order
-  // (repeatable bits): 0 never; 1 (the default) for 1x1 convolutions of stride 1 (its GEMM kernel)
-  // where, timed at prepare on the op's own tensors, it beats the ways conv_stats offers (untimed,
-  // with tuning off, those stay); 2 wherever it takes the shape, other shapes on its implicit-GEMM
-  // convolution, which measured slower than cuDNN everywhere (tests, A/B). conv_stats 0 keeps the
-  // sum kernel whatever this says.
-  // KILN_CUTLASS=0|1|2.
-  int cutlass = 1;
+  // kiln's own Hopper convolution on CUTLASS (sm_90 GPUs, fp16/bf16; ops/conv/conv_sums_cutlass.h):
+  // the 1x1 convolution of stride 1 that sums its own output for BatchNorm in its epilogue, in a
+  // fixed order (repeatable bits), where, timed at prepare on the op's own tensors, it beats the
+  // ways conv_stats offers (untimed, with tuning off, those stay). false: cuDNN's ways only.
+  // conv_stats 0 keeps the sum kernel whatever this says. KILN_CUTLASS=0|1.
+  bool cutlass = true;
   // A first layer's few input channels (3 for RGB) folded with filter taps into more channels
   // (src/ops/conv/tap_fold_cuda.h: ResNet's 7x7 stride-2 stem becomes a 4x4 convolution of 16
   // channels), which tensor cores run nearer their rate, for the forward with statistics and the

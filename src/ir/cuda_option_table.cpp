@@ -70,10 +70,9 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 "how a convolution before BatchNorm sums its output per channel: 0 a sum kernel after it (repeatable "
                 "bits), 1 cuDNN's conv + genstats graph where it builds (fp16), else 0 (default), 2 as 1, and in bf16 "
                 "the faster of 0 and cuDNN's graph that sums in the convolution's epilogue"),
-      count_row("cutlass", "--cutlass", "KILN_CUTLASS", &CudaOptions::cutlass, 0, 2,
-                "kiln's CUTLASS convolutions (sm_90, fp16/bf16; today the forward that sums its output for "
-                "BatchNorm): 0 never, 1 for 1x1 convolutions of stride 1 where faster when timed at prepare "
-                "(default), 2 wherever they take the shape"),
+      switch_row("cutlass", "--cutlass", "KILN_CUTLASS", &CudaOptions::cutlass,
+                 "1: kiln's CUTLASS convolution that sums its output for BatchNorm (sm_90, fp16/bf16, 1x1 of "
+                 "stride 1) where faster when timed at prepare (default); 0: cuDNN's ways only"),
       count_row("fold_taps", "--fold-taps", "KILN_FOLD_TAPS", &CudaOptions::fold_taps, 0, 2,
                 "a first layer's few input channels folded with filter taps into more channels (ResNet's stem: "
                 "16 channels, 4x4) for its forward and weight gradient: 0 never, 1 folds that at most double "

@@ -11,7 +11,6 @@
 
 #include "cbr_float64_check.h"
 #include "kiln/error.h"
-#include "ops/conv/conv_sums_cutlass.h"
 #include "ops/conv/tap_fold_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cudnn_graphs.h"
@@ -199,17 +198,6 @@ CudaOptions conv_stats(int mode, bool tuned = true) {
   return o;
 }
 
-CudaOptions cutlass_always() {
-  CudaOptions o;
-  o.cutlass = 2;
-  return o;
-}
-
-// Every block shape here has channels in multiples of 8, which the CUTLASS kernel takes.
-bool cutlass_runs_here() {
-  return cuda::cutlass_fprop_sums_supported(cuda::ConvShape{1, 8, 8, 64, 64, 3, 3, 1, 1, 8, 8, DType::BF16});
-}
-
 // The ways to a convolution's statistics: kiln's sum kernel after the convolution (0) and cuDNN's
 // statistics graphs (2, untimed: genstats in fp16, the reductions graph in bf16; fp32 builds
 // neither, so both take the sum kernel there) each train the block's step as float64 does, and
@@ -219,7 +207,6 @@ bool cutlass_runs_here() {
 TEST_P(CbrGpu, StatisticsWaysMatchFloat64) {
   KILN_REQUIRE_GPU();
   const ScopedEnv unset("KILN_CONV_STATS", "");  // the variable would override the ways compared here
-  const ScopedEnv unset_cutlass("KILN_CUTLASS", "");
   const ScopedEnv tuned("KILN_CUDNN_TUNE", "");  // and this one the untimed choice
   const Precision precision = GetParam();
   for (const BlockShape& s : kShapes) {
@@ -238,15 +225,6 @@ TEST_P(CbrGpu, StatisticsWaysMatchFloat64) {
     c.ref.expect_backward_matches(graph.fwd["mask"], graph.bwd, graph.fwd["w"], dy, "cuDNN's statistics graph");
     const BlockRun again = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, conv_stats(0));
     EXPECT_EQ(kernel.fwd, again.fwd) << "two steps with the sum kernel differ in the forward";
-    // kiln's CUTLASS convolution with sums (CudaOptions::cutlass 2: wherever it takes the shape,
-    // fp16 and bf16 on a compute-capability 9.0 GPU in a build with CUTLASS): trains the step as
-    // float64 does, and repeats its bytes.
-    if (precision == Precision::FP32 || !cutlass_runs_here()) continue;
-    BlockRun cut = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, cutlass_always());
-    expect_close(cut.fwd, kernel.fwd, tolerance(precision), "CUTLASS conv with sums vs sum kernel (forward)");
-    c.ref.expect_backward_matches(cut.fwd["mask"], cut.bwd, cut.fwd["w"], dy, "CUTLASS conv with sums");
-    const BlockRun cut_again = run_block(s, Device::CUDA, precision, true, true, x, dy, {}, {}, cutlass_always());
-    EXPECT_EQ(cut.fwd, cut_again.fwd) << "two steps with the CUTLASS convolution differ in the forward";
   }
 }
 

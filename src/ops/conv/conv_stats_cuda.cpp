@@ -53,7 +53,7 @@ int64_t rows_of(const ConvProblem& p) { return p.n * p.ho * p.wo; }
 
 // One table per CudaOptions::conv_stats, ::cutlass and ::fold_taps mode: backends with different
 // modes share a graph cache.
-EngineChoices<Way> choices_by_mode[3][3][3];
+EngineChoices<Way> choices_by_mode[3][2][3];
 EngineChoices<Way>& choices(const CudaBackend& be) {
   return choices_by_mode[be.options().conv_stats][be.options().cutlass][be.options().fold_taps];
 }
@@ -125,9 +125,8 @@ double time_way(CudaBackend& be, const ConvProblem& p, Way way, const void* x, c
 // asks: 0 the sum kernel after the convolution; 1 genstats where cuDNN builds it (fp16), else the
 // sum kernel; 2 genstats where it builds, else the reductions graph and the sum kernel, timed.
 // Besides these, in modes 1 and 2, kiln's CUTLASS convolution with sums where it takes the shape
-// (fp16/bf16 on an sm_90 GPU) as CudaOptions::cutlass asks (1 timed beside them where it runs on its
-// GEMM kernel, 2 alone wherever it takes the shape), and in
-// every mode the few-channel kernel where it takes the shape; and the folds of its taps into
+// (1x1 of stride 1, fp16/bf16 on an sm_90 GPU) unless CudaOptions::cutlass is off, and in every
+// mode the few-channel kernel where it takes the shape; and the folds of its taps into
 // channels where one applies, as CudaOptions::fold_taps asks (1 the lean ones timed beside the rest,
 // 2 every one, alone).
 // cuDNN notes neither statistics graph nondeterministic, yet both finish their sums with atomics:
@@ -138,16 +137,14 @@ std::vector<Way> candidates(CudaBackend& be, const ConvProblem& p) {
   for (TapFold f : tap_folds_for_mode(conv_shape(p), be.options().fold_taps)) folds.push_back(way_of(f));
   if (be.options().fold_taps == 2 && !folds.empty()) return folds;
   const int mode = be.options().conv_stats, cutlass = be.options().cutlass;
-  const bool cutlass_takes = mode != 0 && cutlass != 0 && cutlass_fprop_sums_supported(conv_shape(p));
-  if (cutlass_takes && cutlass == 2) return {Way::kCutlass};
+  const bool cutlass_takes = mode != 0 && cutlass && cutlass_fprop_sums_supported(conv_shape(p));
   if (mode != 0 && be.graphs().supported(kConvFpropGenstatsGraph, p)) {
     ways.push_back(Way::kGenstats);
   } else {
     if (mode == 2 && be.graphs().supported(kConvFpropSumsGraph, p)) ways.push_back(Way::kSumsGraph);
     ways.push_back(Way::kConvThenSums);
   }
-  // Timed only on its GEMM kernel: the implicit-GEMM convolution never won (conv_sums_cutlass.h).
-  if (cutlass_takes && cutlass_fprop_sums_on_gemm(conv_shape(p))) ways.push_back(Way::kCutlass);
+  if (cutlass_takes) ways.push_back(Way::kCutlass);
   if (few_channel_conv_supported(conv_shape(p))) ways.push_back(Way::kFewChannel);
   ways.insert(ways.end(), folds.begin(), folds.end());
   return ways;

@@ -6,8 +6,8 @@
 //     CudaOptions::conv_stats asks for it, cuDNN's runtime-fused graph that sums the convolution's
 //     results in its epilogue (CONV_FPROP_SUMS), if faster when timed at prepare;
 //   - or kiln's CUTLASS convolution that sums its output in its epilogue (conv_sums_cutlass.h),
-//     for 1x1 convolutions of stride 1 where it is faster when timed at prepare (everywhere it
-//     takes the shape with CudaOptions::cutlass 2);
+//     for 1x1 convolutions of stride 1 where it is faster when timed at prepare (unless
+//     CudaOptions::cutlass is off);
 //   - or the few-channel kernel (few_channel_conv_cuda.h), where it takes the shape and, timed at
 //     prepare on the op's own tensors, is faster than the cuDNN way (conv and sums together).
 // The choice is made once per shape for each graph cache, at prepare, and every run takes it.

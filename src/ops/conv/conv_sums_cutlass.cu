@@ -109,30 +109,29 @@ void launch_sum_rows(const float* rows, int64_t row_count, int64_t row_stride, i
 
 void check_supported(const ConvShape& p, const std::string& where) {
   if (!cutlass_fprop_sums_supported(p))
-    fail("{}: the CUTLASS convolution with sums takes fp16 or bf16 with input and output channels multiples of 8 "
-         "on a compute-capability 9.0 GPU; got {} with {} input and {} output channels",
-         where, dtype_name(p.io), p.c, p.k);
+    fail("{}: the CUTLASS convolution with sums takes fp16 or bf16 1x1 convolutions of stride 1 without padding, "
+         "with input and output channels multiples of 8, on a compute-capability 9.0 GPU; got {} {}x{} stride {} "
+         "padding {} with {} input and {} output channels",
+         where, dtype_name(p.io), p.r, p.s, p.stride, p.pad, p.c, p.k);
 }
 
 }  // namespace
 
 bool cutlass_kernels_built() { return true; }
 
-bool cutlass_fprop_sums_on_gemm(const ConvShape& p) { return is_gemm(p); }
-
 bool cutlass_fprop_sums_supported(const ConvShape& p) {
   const bool dtype = p.io == DType::F16 || p.io == DType::BF16;
-  if (!dtype || p.c % 8 != 0 || p.k % 8 != 0 || p.c < 8 || p.k < 8 || p.n < 1 || p.ho < 1 || p.wo < 1 ||
+  if (!dtype || !is_gemm(p) || p.c % 8 != 0 || p.k % 8 != 0 || p.c < 8 || p.k < 8 || p.n < 1 || p.ho < 1 || p.wo < 1 ||
       p.stride < 1 || p.pad < 0 || pixels(p) > kMaxPixels || p.n * p.h * p.w * p.c > kMaxPixels * 8)
     return false;
   if ((p.h + 2 * p.pad - p.r) / p.stride + 1 != p.ho || (p.w + 2 * p.pad - p.s) / p.stride + 1 != p.wo) return false;
   if (!device_facts().sm90) return false;
-  return is_gemm(p) ? gemm_implementable(p, sm_count()) : implicit_implementable(p);
+  return gemm_implementable(p, sm_count());
 }
 
 size_t cutlass_fprop_sums_workspace_bytes(const ConvShape& p) {
   check_supported(p, "CUTLASS convolution with sums");
-  const size_t own = is_gemm(p) ? gemm_workspace_bytes(p, sm_count()) : implicit_workspace_bytes(p);
+  const size_t own = gemm_workspace_bytes(p, sm_count());
   return partials(nullptr, p).bytes + (own + 255) / 256 * 256;
 }
 
@@ -147,7 +146,7 @@ void cutlass_fprop_sums(const ConvShape& p, const void* x, const void* w, void* 
   const Partials part = partials(workspace, p);
   void* own = static_cast<std::byte*>(workspace) + part.bytes;
   const Launch launch{x, w, y, part.sum_rows, part.sq_rows, own, stream};
-  const char* refused = is_gemm(p) ? gemm_launch(p, launch, sm_count()) : implicit_launch(p, launch);
+  const char* refused = gemm_launch(p, launch, sm_count());
   if (refused) fail("{}: the CUTLASS convolution with sums did not launch: {}", where, refused);
   check_launch(where);
   const int64_t rows = tile_rows(p), stride = padded_channels(p), part_count = parts(p);
@@ -160,7 +159,6 @@ void cutlass_fprop_sums(const ConvShape& p, const void* x, const void* w, void* 
 #else  // CUTLASS's headers were not found: never supported.
 
 bool cutlass_kernels_built() { return false; }
-bool cutlass_fprop_sums_on_gemm(const ConvShape&) { return false; }
 bool cutlass_fprop_sums_supported(const ConvShape&) { return false; }
 size_t cutlass_fprop_sums_workspace_bytes(const ConvShape&) {
   fail("the CUTLASS convolution with sums was not built (CUTLASS's headers were not found when kiln was configured)");

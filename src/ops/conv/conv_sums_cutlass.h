@@ -1,12 +1,11 @@
 #pragma once
-// A convolution that sums its own output: on CUTLASS's Hopper kernels (TMA loads, wgmma, fp32
-// accumulation; a persistent GEMM for 1x1 convolutions of stride 1, the implicit-GEMM convolution
-// for the rest: conv_sums_cutlass_kernels.h), with an epilogue that rounds each result to the io
-// dtype, stores it, and adds it and its square into per-channel partial sums (one row of partials
-// per 128 output pixels); a second kernel adds those rows in a fixed order in fp64. So y and the
-// per-channel sum and sum of squares of y as stored (the values batch normalization reads) come
-// from one pass over y instead of two, and, unlike cuDNN's statistics graphs (which finish their
-// sums with atomics), the same bits on every run.
+// A 1x1 convolution of stride 1 that sums its own output: on CUTLASS's persistent Hopper GEMM (TMA
+// loads, wgmma, fp32 accumulation: conv_sums_cutlass_kernels.h), with an epilogue that rounds each
+// result to the io dtype, stores it, and adds it and its square into per-channel partial sums (one
+// row of partials per 128 output pixels); a second kernel adds those rows in a fixed order in fp64.
+// So y and the per-channel sum and sum of squares of y as stored (the values batch normalization
+// reads) come from one pass over y instead of two, and, unlike cuDNN's statistics graphs (which
+// finish their sums with atomics), the same bits on every run.
 //
 // Built from sm_90a code (wgmma), so it runs on compute capability 9.0 only; where CUTLASS's
 // headers were not found at configure time (KILN_WITH_CUTLASS=0) it is never supported.
@@ -24,15 +23,12 @@ namespace kiln::cuda {
 // Whether this build has the kernels (CUTLASS's headers found, sm_90 among the architectures).
 bool cutlass_kernels_built();
 
-// fp16 or bf16, input and output channels multiples of 8 (TMA's 16-byte rows), a 32-bit pixel
-// count, and a compute-capability 9.0 GPU as the current device.
+// fp16 or bf16, a 1x1 filter of stride 1 without padding (a GEMM), input and output channels
+// multiples of 8 (TMA's 16-byte rows), a 32-bit pixel count, and a compute-capability 9.0 GPU as
+// the current device. Other shapes are cuDNN's: CUTLASS 4.2's implicit-GEMM convolution, tried for
+// them, took 1.5-2.5x cuDNN's convolution and sum kernel on every ResNet-50 and VGG16-BN shape and
+// was retired (docs/results.md), while the GEMM beats cuDNN on some 1x1 shapes (ResNet-50's in bf16).
 bool cutlass_fprop_sums_supported(const ConvShape& p);
-
-// Whether the shape runs on the GEMM kernel (1x1, stride 1, no padding), the one that beats cuDNN
-// on some shapes (ResNet-50's 1x1 layers in bf16, H200); the implicit-GEMM convolution that takes
-// the rest measured 1.5-2.5x cuDNN's convolution and sum kernel on every ResNet-50 and VGG16-BN
-// shape.
-bool cutlass_fprop_sums_on_gemm(const ConvShape& p);
 
 // Scratch run needs (the partial sums), 256-byte aligned pieces.
 size_t cutlass_fprop_sums_workspace_bytes(const ConvShape& p);

@@ -1,10 +1,9 @@
 #pragma once
-// The CUTLASS kernels behind conv_sums_cutlass.h, each in a translation unit of its own (CUTLASS's
-// convolution and GEMM headers do not compile together): the persistent GEMM for 1x1 convolutions
-// of stride 1 without padding (conv_sums_gemm_cutlass.cu) and the implicit-GEMM convolution for
-// every other shape (conv_sums_implicit_cutlass.cu). Both write y and, per tile of kTileM output
-// pixels, one row of partial per-channel sums and sums of squares (rows of padded_channels
-// floats); conv_sums_cutlass.cu adds the rows.
+// The CUTLASS kernel behind conv_sums_cutlass.h, in a translation unit of its own (CUTLASS's
+// headers, sm_90a code): the persistent GEMM for 1x1 convolutions of stride 1 without padding
+// (conv_sums_gemm_cutlass.cu). It writes y and, per tile of kTileM output pixels, one row of
+// partial per-channel sums and sums of squares (rows of padded_channels floats);
+// conv_sums_cutlass.cu adds the rows.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -32,14 +31,11 @@ struct Launch {
   cudaStream_t stream;
 };
 
-// Each takes fp16/bf16 shapes whose channels suit TMA (the caller checks); `sms` is the GPU's
-// multiprocessor count (the persistent GEMM's grid). launch returns null, or CUTLASS's status when
-// it refused.
+// Takes fp16/bf16 GEMM shapes whose channels suit TMA (the caller checks); `sms` is the GPU's
+// multiprocessor count (the persistent GEMM's grid). gemm_launch returns null, or CUTLASS's status
+// when it refused.
 bool gemm_implementable(const ConvShape& p, int sms);
 size_t gemm_workspace_bytes(const ConvShape& p, int sms);
 const char* gemm_launch(const ConvShape& p, const Launch& l, int sms);
-bool implicit_implementable(const ConvShape& p);
-size_t implicit_workspace_bytes(const ConvShape& p);
-const char* implicit_launch(const ConvShape& p, const Launch& l);
 
 }  // namespace kiln::cuda::cutlass_sums

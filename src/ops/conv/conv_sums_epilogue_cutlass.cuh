@@ -1,6 +1,6 @@
 #pragma once
-// The epilogue of kiln's CUTLASS convolutions with sums (conv_sums_cutlass_kernels.h), as a CUTLASS
-// epilogue visitor tree, and the dispatch over dtypes both kernels use.
+// The epilogue of kiln's CUTLASS convolution with sums (conv_sums_cutlass_kernels.h), as a CUTLASS
+// epilogue visitor tree, and the dispatch over dtypes its kernel uses.
 #include <cstdint>
 
 #include <cute/tensor.hpp>
@@ -21,7 +21,7 @@ struct PlusSquare {
   CUTLASS_HOST_DEVICE T operator()(T const& partial, T const& value) const { return partial + value * value; }
 };
 
-// The epilogue both kernels share, for element type E and CTA tile Tile: the accumulator rounded
+// The epilogue, for element type E and CTA tile Tile: the accumulator rounded
 // to E (what is stored, and what is summed), then its sum and its sum of squares per output channel
 // (a column of the GEMM), as partial sums only (FinalReduction false): one row per tile of output
 // pixels, added by conv_sums_cutlass.cu in a fixed order, where CUTLASS's own final reduction
@@ -50,7 +50,7 @@ auto dispatch(const ConvShape& p, F&& f) {
   return f(K<cutlass::bfloat16_t>{});
 }
 
-// The kernel-level entry points for a kernel family K (GemmSums, ConvSums): K<E>::arguments
+// The kernel-level entry points for a kernel family K (GemmSums): K<E>::arguments
 // builds its arguments, K<E>::Conv is its device adapter.
 template <template <class> class K, class... Extra>
 bool implementable(const ConvShape& p, Extra... extra) {
