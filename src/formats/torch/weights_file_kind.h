@@ -5,7 +5,7 @@
 // not fit the model is refused saying which it is, rather than only listing tensor names.
 #include <string>
 
-#include "kiln/checkpoint.h"
+#include "kiln/safetensors.h"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "train/weights_file_kind.h"
+#include "formats/torch/weights_file_kind.h"
 
 #include <fmt/format.h>
 
