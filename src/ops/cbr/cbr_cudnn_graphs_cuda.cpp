@@ -1,9 +1,9 @@
-// CBR's cuDNN graph: its tensors and nodes, built from the toolkit of
-// runtime/cuda/cudnn_graph_defs.h (which includes cudnn_frontend.h: only this file of the family
-// does).
+// CBR's cuDNN graphs: their tensors and nodes, built from the toolkit of
+// runtime/cuda/cudnn_graph_defs.h and the conv family's nodes (ops/conv/conv_graph_nodes_cuda.h),
+// which include cudnn_frontend.h: only this file of the family does.
 #include "ops/cbr/cbr_cudnn_graphs_cuda.h"
 
-#include "runtime/cuda/cudnn_graph_defs.h"
+#include "ops/conv/conv_graph_nodes_cuda.h"
 
 namespace kiln::cuda {
 namespace {
@@ -35,23 +35,14 @@ TensorPtr applied_input(const ConvProblem& p, fe::graph::Graph& g) {
   return g.pointwise(shifted, Pointwise_attributes().set_mode(fe::PointwiseMode_t::RELU_FWD));
 }
 
+// The conv family's CONV_FPROP_GENSTATS and CONV_WGRAD graphs with the applied input in place of x.
 void define_seam_prologue_genstats(const ConvProblem& p, fe::graph::Graph& g) {
-  auto y = conv_fprop(g, applied_input(p, g), conv_w(g, p), p);
-  make_output_nhwc(y, UID_Y, p.n, p.k, p.ho, p.wo);
-  auto [sum, sq_sum] = g.genstats(y, fe::graph::Genstats_attributes().set_name("stats"));
-  make_output_channels(sum, UID_SUM, p.k);
-  make_output_channels(sq_sum, UID_SQ_SUM, p.k);
+  add_output_with_genstats(g, p, conv_fprop(g, applied_input(p, g), conv_w(g, p), p));
 }
 
 void define_seam_prologue_wgrad(const ConvProblem& p, fe::graph::Graph& g) {
-  auto dy = g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
-  auto dw = g.conv_wgrad(dy, applied_input(p, g),
-                         fe::graph::Conv_wgrad_attributes()
-                             .set_padding({p.pad, p.pad})
-                             .set_stride({p.stride, p.stride})
-                             .set_dilation({1, 1}));
-  // The filter gradient in the filter's KRSC layout.
-  dw->set_uid(UID_DW).set_dim({p.k, p.c, p.r, p.s}).set_stride({p.c * p.r * p.s, 1, p.s * p.c, p.c}).set_output(true);
+  auto dy = conv_dy(g, p);
+  add_wgrad_into_krsc(g, p, dy, applied_input(p, g));
 }
 
 }  // namespace

@@ -1,11 +1,33 @@
 // The convolution family's cuDNN graphs: their tensors and nodes, built from the toolkit of
 // runtime/cuda/cudnn_graph_defs.h (which includes cudnn_frontend.h: only this file of the family
-// does).
+// does), and the nodes other families' graphs share with them (conv_graph_nodes_cuda.h).
 #include "ops/conv/conv_cudnn_graphs_cuda.h"
 
-#include "runtime/cuda/cudnn_graph_defs.h"
+#include "ops/conv/conv_graph_nodes_cuda.h"
 
 namespace kiln::cuda {
+
+TensorPtr conv_dy(fe::graph::Graph& g, const ConvProblem& p) {
+  return g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
+}
+
+void add_wgrad_into_krsc(fe::graph::Graph& g, const ConvProblem& p, const TensorPtr& dy, const TensorPtr& x) {
+  auto dw = g.conv_wgrad(dy, x,
+                         fe::graph::Conv_wgrad_attributes()
+                             .set_padding({p.pad, p.pad})
+                             .set_stride({p.stride, p.stride})
+                             .set_dilation({1, 1}));
+  // The filter gradient in the filter's KRSC layout.
+  dw->set_uid(UID_DW).set_dim({p.k, p.c, p.r, p.s}).set_stride({p.c * p.r * p.s, 1, p.s * p.c, p.c}).set_output(true);
+}
+
+void add_output_with_genstats(fe::graph::Graph& g, const ConvProblem& p, const TensorPtr& y) {
+  make_output_nhwc(y, UID_Y, p.n, p.k, p.ho, p.wo);
+  auto [sum, sq_sum] = g.genstats(y, fe::graph::Genstats_attributes().set_name("stats"));
+  make_output_channels(sum, UID_SUM, p.k);
+  make_output_channels(sq_sum, UID_SQ_SUM, p.k);
+}
+
 namespace {
 
 void define_fprop(const ConvProblem& p, fe::graph::Graph& g) {
@@ -14,11 +36,7 @@ void define_fprop(const ConvProblem& p, fe::graph::Graph& g) {
 }
 
 void define_fprop_genstats(const ConvProblem& p, fe::graph::Graph& g) {
-  auto y = conv_fprop(g, conv_x(g, p), conv_w(g, p), p);
-  make_output_nhwc(y, UID_Y, p.n, p.k, p.ho, p.wo);
-  auto [sum, sq_sum] = g.genstats(y, fe::graph::Genstats_attributes().set_name("stats"));
-  make_output_channels(sum, UID_SUM, p.k);
-  make_output_channels(sq_sum, UID_SQ_SUM, p.k);
+  add_output_with_genstats(g, p, conv_fprop(g, conv_x(g, p), conv_w(g, p), p));
 }
 
 // The statistics as two ADD reductions over N, H and W, which cuDNN's runtime-fusion engines
@@ -37,7 +55,7 @@ void define_fprop_sums(const ConvProblem& p, fe::graph::Graph& g) {
 }
 
 void define_dgrad(const ConvProblem& p, fe::graph::Graph& g) {
-  auto dy = g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
+  auto dy = conv_dy(g, p);
   auto dx = g.conv_dgrad(dy, conv_w(g, p),
                          fe::graph::Conv_dgrad_attributes()
                              .set_padding({p.pad, p.pad})
@@ -47,14 +65,8 @@ void define_dgrad(const ConvProblem& p, fe::graph::Graph& g) {
 }
 
 void define_wgrad(const ConvProblem& p, fe::graph::Graph& g) {
-  auto dy = g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
-  auto dw = g.conv_wgrad(dy, conv_x(g, p),
-                         fe::graph::Conv_wgrad_attributes()
-                             .set_padding({p.pad, p.pad})
-                             .set_stride({p.stride, p.stride})
-                             .set_dilation({1, 1}));
-  // The filter gradient in the filter's KRSC layout.
-  dw->set_uid(UID_DW).set_dim({p.k, p.c, p.r, p.s}).set_stride({p.c * p.r * p.s, 1, p.s * p.c, p.c}).set_output(true);
+  auto dy = conv_dy(g, p);  // dy before x, in the order the graph has always been built
+  add_wgrad_into_krsc(g, p, dy, conv_x(g, p));
 }
 
 }  // namespace
