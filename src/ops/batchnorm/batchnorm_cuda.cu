@@ -29,11 +29,7 @@ __global__ void __launch_bounds__(kTileThreads)
   float s[VEC] = {}, q[VEC] = {};
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     Pack<T, VEC> xs[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t{u} * g.rows;
-      if (r < p.end) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
-    }
+    load_rows</*STREAMING=*/false>(xs, x, g, p, row);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (row + int64_t{u} * g.rows >= p.end) break;
@@ -129,21 +125,16 @@ __global__ void __launch_bounds__(kTileThreads)
                                    const float* inv_std_b, TileGrid g, float* part_dy, float* part_dy_xhat,
                                    float* part_dy_xhat_b) {
   constexpr int U = kTripleUnroll;
-  using Rows = MaskedRows<T, VEC, U, /*STREAMING=*/true>;
   const TileThread p = tile_thread<kReduceSplit>(g, U);
   float sums[3][VEC] = {};
   SavedStats<VEC> stats, stats_b;
   stats.load(mean, inv_std, p);
   stats_b.load(mean_b, inv_std_b, p);
   for (int64_t row = p.row; row < p.end; row += p.stride) {
-    Rows in;
+    MaskedRows<T, VEC, U, /*STREAMING=*/true> in;
     in.load(dy, bits, x, g, p, row);
     Pack<T, VEC> xb[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t{u} * g.rows;
-      if (r < p.end) xb[u] = Rows::load_row(x_b + r * g.c + p.c0);
-    }
+    load_rows</*STREAMING=*/true>(xb, x_b, g, p, row);
     if constexpr (TERMS2) in.add_term(dy2, g, p, row);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -212,11 +203,7 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     Pack<T, VEC> xs[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t{u} * g.rows;
-      if (r < p.end) xs[u] = load_pack<T, VEC>(x + r * g.c + p.c0);
-    }
+    load_rows</*STREAMING=*/false>(xs, x, g, p, row);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
@@ -369,17 +356,14 @@ void channel_sums(DType dtype, const void* x, int64_t m, int64_t c, float* sum, 
   need("channel_sums", where, {{sum, "sum"}, {sqsum, "sqsum"}});
   if (m == 0) return zero_sums(sum, sqsum, c, stream, where);
   need("channel_sums", where, {{x, "x"}});
-  dispatch_activation(dtype, "channel_sums", [&](auto zero) {
+  with_tile_types(dtype, "channel_sums", c, {x}, [&](auto zero, auto vec) {
     using T = decltype(zero);
-    dispatch_vec(choose_vec(c, sizeof(T), {x}), [&](auto vec) {
-      constexpr int V = decltype(vec)::value;
-      auto* kernel = channel_sums_kernel<T, V>;
-      const TileGrid g = grid_for<V>(kernel, m, c, kTileUnroll<T, V>, RowSplit::kRoundRobin, where);
-      const auto parts = partials("channel_sums", g, workspace, workspace_bytes, where);
-      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(x), g, parts.first, parts.second);
-      combine(g, parts, sum, sqsum, stream, where);
-    });
+    constexpr int V = decltype(vec)::value;
+    auto* kernel = channel_sums_kernel<T, V>;
+    const TileGrid g = grid_for<V>(kernel, m, c, kTileUnroll<T, V>, RowSplit::kRoundRobin, where);
+    const auto parts = partials("channel_sums", g, workspace, workspace_bytes, where);
+    launch_tiles(kernel, g, stream, static_cast<const T*>(x), g, parts.first, parts.second);
+    combine(g, parts, sum, sqsum, stream, where);
   });
 }
 
@@ -455,8 +439,8 @@ void bn_apply(DType dtype, const void* x, const float* scale, const float* shift
       constexpr int V = decltype(v)::value;
       auto* kernel = relu ? bn_apply_kernel<T, V, true> : bn_apply_kernel<T, V, false>;
       const TileGrid g = grid_for<V>(kernel, m, c, kTileUnroll<T, V>, kApplySplit, where);
-      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), bitmask, bytemask);
+      launch_tiles(kernel, g, stream, static_cast<const T*>(x), scale, shift, g, static_cast<T*>(y), bitmask,
+                   bytemask);
     });
     check_launch(where);
   });
@@ -480,20 +464,17 @@ void bn_backward_reduce(DType dtype, const void* dy, const void* dy2, ReluMask r
   if (m == 0) return zero_sums(sum_dy, sum_dy_xhat, c, stream, where);
   need(fn, where, {{dy, "dy"}, {x, "x"}});
   check_mask(fn, relu_mask, where);
-  dispatch_activation(dtype, fn, [&](auto zero) {
+  with_tile_types(dtype, fn, c, {dy, dy2, x}, [&](auto zero, auto vec) {
     using T = decltype(zero);
-    dispatch_vec(choose_vec(c, sizeof(T), {dy, dy2, x}), [&](auto vec) {
-      constexpr int V = decltype(vec)::value;
-      auto* kernel = relu_mask.recomputed() ? bn_backward_reduce_kernel<T, V, true, false>
-                     : dy2                  ? bn_backward_reduce_kernel<T, V, false, true>
-                                            : bn_backward_reduce_kernel<T, V, false, false>;
-      const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kReduceSplit, where);
-      const auto parts = partials(fn, g, workspace, workspace_bytes, where);
-      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(dy), static_cast<const T*>(dy2), relu_mask, static_cast<const T*>(x), saved_mean,
-          saved_inv_std, g, parts.first, parts.second);
-      combine(g, parts, sum_dy, sum_dy_xhat, stream, where);
-    });
+    constexpr int V = decltype(vec)::value;
+    auto* kernel = relu_mask.recomputed() ? bn_backward_reduce_kernel<T, V, true, false>
+                   : dy2                  ? bn_backward_reduce_kernel<T, V, false, true>
+                                          : bn_backward_reduce_kernel<T, V, false, false>;
+    const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kReduceSplit, where);
+    const auto parts = partials(fn, g, workspace, workspace_bytes, where);
+    launch_tiles(kernel, g, stream, static_cast<const T*>(dy), static_cast<const T*>(dy2), relu_mask,
+                 static_cast<const T*>(x), saved_mean, saved_inv_std, g, parts.first, parts.second);
+    combine(g, parts, sum_dy, sum_dy_xhat, stream, where);
   });
 }
 
@@ -513,21 +494,18 @@ void bn_backward_reduce_pair(DType dtype, const void* dy, const void* dy2, const
     return zero_sums(b.sum_dy, b.sum_dy_xhat, c, stream, where);
   }
   need(fn, where, {{dy, "dy"}, {bitmask, "bitmask"}, {a.x, "x"}, {b.x, "x_b"}});
-  dispatch_activation(dtype, fn, [&](auto zero) {
+  with_tile_types(dtype, fn, c, {dy, dy2, a.x, b.x}, [&](auto zero, auto vec) {
     using T = decltype(zero);
-    dispatch_vec(choose_vec(c, sizeof(T), {dy, dy2, a.x, b.x}), [&](auto vec) {
-      constexpr int V = decltype(vec)::value;
-      auto* kernel = dy2 ? bn_backward_reduce_pair_kernel<T, V, true> : bn_backward_reduce_pair_kernel<T, V, false>;
-      const TileGrid g = grid_for<V>(kernel, m, c, kTripleUnroll, kReduceSplit, where);
-      const auto parts = partial_arrays<3>(fn, g, workspace, workspace_bytes, where);
-      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(dy), static_cast<const T*>(dy2), bitmask, static_cast<const T*>(a.x), a.saved_mean,
-          a.saved_inv_std, static_cast<const T*>(b.x), b.saved_mean, b.saved_inv_std, g, parts[0], parts[1],
-          parts[2]);
-      // The sum of g from the same partials for both branches: the same bits.
-      combine(g, {parts[0], parts[1]}, a.sum_dy, a.sum_dy_xhat, stream, where);
-      combine(g, {parts[0], parts[2]}, b.sum_dy, b.sum_dy_xhat, stream, where);
-    });
+    constexpr int V = decltype(vec)::value;
+    auto* kernel = dy2 ? bn_backward_reduce_pair_kernel<T, V, true> : bn_backward_reduce_pair_kernel<T, V, false>;
+    const TileGrid g = grid_for<V>(kernel, m, c, kTripleUnroll, kReduceSplit, where);
+    const auto parts = partial_arrays<3>(fn, g, workspace, workspace_bytes, where);
+    launch_tiles(kernel, g, stream, static_cast<const T*>(dy), static_cast<const T*>(dy2), bitmask,
+                 static_cast<const T*>(a.x), a.saved_mean, a.saved_inv_std, static_cast<const T*>(b.x), b.saved_mean,
+                 b.saved_inv_std, g, parts[0], parts[1], parts[2]);
+    // The sum of g from the same partials for both branches: the same bits.
+    combine(g, {parts[0], parts[1]}, a.sum_dy, a.sum_dy_xhat, stream, where);
+    combine(g, {parts[0], parts[2]}, b.sum_dy, b.sum_dy_xhat, stream, where);
   });
 }
 
@@ -551,17 +529,14 @@ void bn_backward_apply(DType dtype, const void* dy, ReluMask relu_mask, const vo
         {sum_dy_xhat, "sum_dy_xhat"},
         {dx, "dx"}});
   check_mask(fn, relu_mask, where);
-  dispatch_activation(dtype, fn, [&](auto zero) {
+  const float inv_m = static_cast<float>(1.0 / double(count));
+  with_tile_types(dtype, fn, c, {dy, x, dx}, [&](auto zero, auto vec) {
     using T = decltype(zero);
-    const float inv_m = static_cast<float>(1.0 / double(count));
-    dispatch_vec(choose_vec(c, sizeof(T), {dy, x, dx}), [&](auto vec) {
-      constexpr int V = decltype(vec)::value;
-      auto* kernel = relu_mask.recomputed() ? bn_backward_apply_kernel<T, V, true> : bn_backward_apply_kernel<T, V, false>;
-      const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kBackwardApplySplit, where);
-      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(dy), relu_mask, static_cast<const T*>(x), gamma, saved_mean,
-          saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));
-    });
+    constexpr int V = decltype(vec)::value;
+    auto* kernel = relu_mask.recomputed() ? bn_backward_apply_kernel<T, V, true> : bn_backward_apply_kernel<T, V, false>;
+    const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kBackwardApplySplit, where);
+    launch_tiles(kernel, g, stream, static_cast<const T*>(dy), relu_mask, static_cast<const T*>(x), gamma, saved_mean,
+                 saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));
     check_launch(where);
   });
 }

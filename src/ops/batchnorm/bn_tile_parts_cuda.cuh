@@ -1,8 +1,8 @@
 #pragma once
 // The pieces of BatchNorm's tiled kernels that other families' kernels built on them share
 // (ops/resblock's block ends): how each kernel kind splits rows among blocks, the masked backward
-// loads, a branch's backward coefficients, and the host-side checks and grid choice. Used by
-// batchnorm_cuda.cu and resblock_cuda.cu only.
+// loads, a branch's backward coefficients, and on the host the checks, the choice of type, channel
+// group and grid, and the launch. Used by batchnorm_cuda.cu and resblock_cuda.cu only.
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -10,6 +10,7 @@
 #include "kiln/error.h"
 #include "ops/batchnorm/tile_cuda.cuh"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/dtype_cuda.h"
 
 namespace kiln::cuda::bn_parts {
 
@@ -44,10 +45,7 @@ struct MaskedRows {
     }
   }
   // One row's pack, evict-first when STREAMING.
-  __device__ __forceinline__ static Pack<T, VEC> load_row(const T* at) {
-    if constexpr (STREAMING) return load_pack_streaming<T, VEC>(at);
-    return load_pack<T, VEC>(at);
-  }
+  __device__ __forceinline__ static Pack<T, VEC> load_row(const T* at) { return load_tile_pack<STREAMING, T, VEC>(at); }
   // dy given as two terms (a block end's, CompileOptions::fuse_grad_sums): the second's packs
   // added to the loaded dy's in fp32 and rounded to T, the bits GRAD_SUM stores for the sum of
   // two terms (elementwise_cuda.cu), so what follows computes what it would from the summed tensor.
@@ -113,6 +111,23 @@ TileGrid grid_for(Kernel* kernel, int64_t m, int64_t c, int unroll, RowSplit spl
   const int resident =
       split == RowSplit::kChunkPerBlock ? 0 : resident_blocks(reinterpret_cast<const void*>(kernel), kTileThreads, where);
   return make_tile_grid(m, c, VEC, unroll, resident, split);
+}
+
+// The choices most tile launchers make, in one place: calls f(T{}, vec) with the activation type T
+// of `dtype` and the widest channel group (std::integral_constant<int, VEC>) that c and the
+// activation pointers' alignment allow.
+template <class F>
+void with_tile_types(DType dtype, const char* fn, int64_t c, std::initializer_list<const void*> activations, F&& f) {
+  dispatch_activation(dtype, fn, [&](auto zero) {
+    using T = decltype(zero);
+    dispatch_vec(choose_vec(c, sizeof(T), activations), [&](auto vec) { f(zero, vec); });
+  });
+}
+
+// Launches a tile kernel on its grid: g.row_blocks x g.col_blocks blocks of kTileThreads.
+template <class... Params, class... Args>
+void launch_tiles(void (*kernel)(Params...), const TileGrid& g, cudaStream_t stream, Args... args) {
+  kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(args...);
 }
 
 }  // namespace kiln::cuda::bn_parts

@@ -1,6 +1,7 @@
 #pragma once
 // The per-channel tiling of NHWC tensors (m rows x c channels) that BN's reductions and
-// per-channel elementwise kernels share. Included only by batchnorm_cuda.cu.
+// per-channel elementwise kernels share. Included only by batchnorm_cuda.cu and, through
+// bn_tile_parts_cuda.cuh, resblock_cuda.cu.
 //
 // A block of kTileThreads threads is a 2D tile: `width` threads across channels, each owning
 // `vec` consecutive channels (one packed load), times `rows` threads down the rows. A warp thus
@@ -24,7 +25,7 @@
 #include "runtime/cuda/cuda_check.h"
 
 namespace kiln::cuda {
-namespace {  // every includer gets its own copy; only batchnorm_cuda.cu includes this
+namespace {  // every includer gets its own copy
 
 constexpr int kTileThreads = 256;
 // Upper bound on row blocks (gridDim.x): covers 8 resident blocks on each SM of GPUs with up to
@@ -173,6 +174,37 @@ __device__ __forceinline__ TileThread tile_thread(const TileGrid& g, int unroll)
   }
   if (!p.active) p.row = p.end;
   return p;
+}
+
+// One pack of the thread's channels at `at`, evict-first when STREAMING (a stream read once).
+template <bool STREAMING, class T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> load_tile_pack(const T* at) {
+  if constexpr (STREAMING) return load_pack_streaming<T, VEC>(at);
+  return load_pack<T, VEC>(at);
+}
+
+// The tile loop's loads of one tensor t, or of two (t and t2, row by row): the thread's U rows
+// row, row + g.rows, ... (those before p.end; the others are left as they are), all issued before
+// the caller uses any.
+template <bool STREAMING, class T, int VEC, int U>
+__device__ __forceinline__ void load_rows(Pack<T, VEC> (&out)[U], const T* t, const TileGrid& g, const TileThread& p,
+                                          int64_t row) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t r = row + int64_t{u} * g.rows;
+    if (r < p.end) out[u] = load_tile_pack<STREAMING, T, VEC>(t + r * g.c + p.c0);
+  }
+}
+template <bool STREAMING, class T, int VEC, int U>
+__device__ __forceinline__ void load_rows(Pack<T, VEC> (&out)[U], const T* t, Pack<T, VEC> (&out2)[U], const T* t2,
+                                          const TileGrid& g, const TileThread& p, int64_t row) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t r = row + int64_t{u} * g.rows;
+    if (r >= p.end) continue;
+    out[u] = load_tile_pack<STREAMING, T, VEC>(t + r * g.c + p.c0);
+    out2[u] = load_tile_pack<STREAMING, T, VEC>(t2 + r * g.c + p.c0);
+  }
 }
 
 // Bits of flat elements f .. f+VEC-1 at bit positions 0..VEC-1 (higher bits are garbage). f is

@@ -49,13 +49,7 @@ __global__ void __launch_bounds__(kTileThreads)
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     // Every load before the first store: y may alias a or b.
     Pack<T, VEC> as[U], bs[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= p.end) continue;
-      as[u] = load_pack<T, VEC>(a + r * g.c + p.c0);
-      bs[u] = load_pack<T, VEC>(b + r * g.c + p.c0);
-    }
+    load_rows</*STREAMING=*/false>(as, a, bs, b, g, p, row);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
@@ -131,13 +125,7 @@ __global__ void __launch_bounds__(kTileThreads, NORMALIZED ? 2 : kBackwardApplyB
     in.load(dy, bitmask, a, g, p, row);
     if constexpr (TERMS2) in.add_term(dy2, g, p, row);
     Pack<T, VEC> bs[NORMALIZED ? U : 1];
-    if constexpr (NORMALIZED) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t r = row + int64_t{u} * g.rows;
-        if (r < p.end) bs[u] = load_pack<T, VEC>(b + r * g.c + p.c0);
-      }
-    }
+    if constexpr (NORMALIZED) load_rows</*STREAMING=*/false>(bs, b, g, p, row);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;
@@ -187,8 +175,7 @@ void bn_add_relu_apply(DType dtype, const void* a, const float* scale_a, const f
       constexpr int V = decltype(v)::value;
       auto* kernel = bn_add_relu_kernel<T, V>;
       const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kApplySplit, where);
-      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          at, scale_a, shift_a, bt, scale_b, shift_b, g, yt, bitmask);
+      launch_tiles(kernel, g, stream, at, scale_a, shift_a, bt, scale_b, shift_b, g, yt, bitmask);
     });
     check_launch(where);
   });
@@ -215,21 +202,19 @@ void bn_add_relu_backward_apply(DType dtype, const void* dy, const void* dy2, co
   };
   const BnBranchCoefficients ca = coefficients(branch_a);
   const BnBranchCoefficients cb = branch_b ? coefficients(*branch_b) : ca;
-  dispatch_activation(dtype, fn, [&](auto zero) {
+  const float inv_m = static_cast<float>(1.0 / double(m));
+  with_tile_types(dtype, fn, c, {dy, dy2, a, b, da, db}, [&](auto zero, auto vec) {
     using T = decltype(zero);
-    const float inv_m = static_cast<float>(1.0 / double(m));
-    dispatch_vec(choose_vec(c, sizeof(T), {dy, dy2, a, b, da, db}), [&](auto vec) {
-      constexpr int V = decltype(vec)::value;
-      auto* kernel = branch_b ? (dy2 ? bn_add_relu_backward_apply_kernel<T, V, true, true>
-                                     : bn_add_relu_backward_apply_kernel<T, V, true, false>)
-                              : (dy2 ? bn_add_relu_backward_apply_kernel<T, V, false, true>
-                                     : bn_add_relu_backward_apply_kernel<T, V, false, false>);
-      const int unroll = dy2 ? kTripleUnroll : kPairUnroll<T, V>;
-      const TileGrid g = grid_for<V>(kernel, m, c, unroll, kBackwardApplySplit, where);
-      kernel<<<dim3(g.row_blocks, g.col_blocks), kTileThreads, 0, stream>>>(
-          static_cast<const T*>(dy), static_cast<const T*>(dy2), bitmask, static_cast<const T*>(a),
-          static_cast<const T*>(b), ca, cb, inv_m, g, static_cast<T*>(da), static_cast<T*>(db));
-    });
+    constexpr int V = decltype(vec)::value;
+    auto* kernel = branch_b ? (dy2 ? bn_add_relu_backward_apply_kernel<T, V, true, true>
+                                   : bn_add_relu_backward_apply_kernel<T, V, true, false>)
+                            : (dy2 ? bn_add_relu_backward_apply_kernel<T, V, false, true>
+                                   : bn_add_relu_backward_apply_kernel<T, V, false, false>);
+    const int unroll = dy2 ? kTripleUnroll : kPairUnroll<T, V>;
+    const TileGrid g = grid_for<V>(kernel, m, c, unroll, kBackwardApplySplit, where);
+    launch_tiles(kernel, g, stream, static_cast<const T*>(dy), static_cast<const T*>(dy2), bitmask,
+                 static_cast<const T*>(a), static_cast<const T*>(b), ca, cb, inv_m, g, static_cast<T*>(da),
+                 static_cast<T*>(db));
     check_launch(where);
   });
 }
