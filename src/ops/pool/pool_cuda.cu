@@ -96,6 +96,53 @@ __device__ __forceinline__ void covering(int i, const Window& g, int outs, int& 
   hi = min(outs, (i + g.p) / g.s + 1);
 }
 
+// The part of output pixel o's window inside the map: input rows [h_lo, h_hi) and columns
+// [w_lo, w_hi); (h0, w0) is the window's corner, padding included.
+struct WindowSpan {
+  int h0, w0, h_lo, h_hi, w_lo, w_hi;
+};
+__device__ __forceinline__ WindowSpan window_span(const Item& o, const Window& g) {
+  WindowSpan s;
+  s.h0 = o.row * g.s - g.p, s.w0 = o.col * g.s - g.p;
+  s.h_lo = max(s.h0, 0), s.h_hi = min(s.h0 + g.k, g.h);
+  s.w_lo = max(s.w0, 0), s.w_hi = min(s.w0 + g.k, g.w);
+  return s;
+}
+
+// The outputs whose windows hold input pixel in: rows [h_lo, h_hi) and columns [w_lo, w_hi).
+struct CoveringSpan {
+  int h_lo, h_hi, w_lo, w_hi;
+};
+__device__ __forceinline__ CoveringSpan covering_span(const Item& in, const Window& g) {
+  CoveringSpan s;
+  covering(in.row, g, g.ho, s.h_lo, s.h_hi);
+  covering(in.col, g, g.wo, s.w_lo, s.w_hi);
+  return s;
+}
+
+// Average pooling's gather, forward and backward: acc += channel group c0 of the pixels
+// [r_lo, r_hi) x [q_lo, q_hi) of image n of t (an (N, rows, cols, c) tensor), in raster order.
+template <int V, class I, class T>
+__device__ __forceinline__ void add_pixels(const T* t, int n, int rows, int cols, int c, int c0, int r_lo, int r_hi,
+                                           int q_lo, int q_hi, float (&acc)[V]) {
+  for (int r = r_lo; r < r_hi; ++r)
+    for (int q = q_lo; q < q_hi; ++q) {
+      float v[V];
+      load_channels<V>(t + pixel_offset<I>(n, r, q, rows, cols, c) + c0, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += v[j];
+    }
+}
+
+// acc / divisor stored at `at`: a division, not a multiplication by 1/divisor, correctly rounded
+// as the CPU's.
+template <int V, class T>
+__device__ __forceinline__ void store_quotient(T* at, float (&acc)[V], float divisor) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] /= divisor;
+  store_channels<V>(at, acc);
+}
+
 // The CPU's comparison (pool_cpu.cpp): a larger value wins, and a NaN wins over a number (then
 // stays), so a NaN is not silently hidden. `v != v` is the NaN test (no fast-math here).
 __device__ __forceinline__ bool takes_max(float v, float best) { return v > best || (v != v && best == best); }
@@ -115,21 +162,19 @@ __global__ void __launch_bounds__(kThreads)
   const int groups = g.c / V;
   for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
     const Item o = item_at<V>(i, groups, g.ho, g.wo);
-    const int h0 = o.row * g.s - g.p, w0 = o.col * g.s - g.p;
-    const int ih_lo = max(h0, 0), ih_hi = min(h0 + g.k, g.h);
-    const int iw_lo = max(w0, 0), iw_hi = min(w0 + g.k, g.w);
+    const WindowSpan win = window_span(o, g);
     // -inf with the first real element's index is the CPU's "the first element starts the max":
     // that element replaces -inf unless it is -inf itself, and then the index is already its.
     // Window indices count from the window's corner (h0, w0), padding included.
     float best[V];
     int arg[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) best[j] = -CUDART_INF_F, arg[j] = (ih_lo - h0) * g.k + (iw_lo - w0);
-    for (int ih = ih_lo; ih < ih_hi; ++ih)
-      for (int iw = iw_lo; iw < iw_hi; ++iw) {
+    for (int j = 0; j < V; ++j) best[j] = -CUDART_INF_F, arg[j] = (win.h_lo - win.h0) * g.k + (win.w_lo - win.w0);
+    for (int ih = win.h_lo; ih < win.h_hi; ++ih)
+      for (int iw = win.w_lo; iw < win.w_hi; ++iw) {
         float v[V];
         load_channels<V>(x + pixel_offset<I>(o.n, ih, iw, g.h, g.w, g.c) + o.c0, v);
-        const int idx = (ih - h0) * g.k + (iw - w0);
+        const int idx = (ih - win.h0) * g.k + (iw - win.w0);
 #pragma unroll
         for (int j = 0; j < V; ++j)
           if (takes_max(v[j], best[j])) best[j] = v[j], arg[j] = idx;  // strict: ties keep the first
@@ -148,13 +193,11 @@ __global__ void __launch_bounds__(kThreads)
   const int groups = g.c / V;
   for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
     const Item in = item_at<V>(i, groups, g.h, g.w);
-    int oh_lo, oh_hi, ow_lo, ow_hi;
-    covering(in.row, g, g.ho, oh_lo, oh_hi);
-    covering(in.col, g, g.wo, ow_lo, ow_hi);
+    const CoveringSpan outs = covering_span(in, g);
     float acc[V] = {};
-    for (int oh = oh_lo; oh < oh_hi; ++oh) {
+    for (int oh = outs.h_lo; oh < outs.h_hi; ++oh) {
       const int kh = in.row - (oh * g.s - g.p);  // this element's row in window oh: [0, k)
-      for (int ow = ow_lo; ow < ow_hi; ++ow) {
+      for (int ow = outs.w_lo; ow < outs.w_hi; ++ow) {
         const int idx = kh * g.k + (in.col - (ow * g.s - g.p));  // its window index in (oh, ow)
         const I o = pixel_offset<I>(in.n, oh, ow, g.ho, g.wo, g.c) + I(in.c0);
         float d[V];
@@ -202,20 +245,10 @@ __global__ void __launch_bounds__(kThreads) avgpool_forward_kernel(const T* x, T
   const float divisor = static_cast<float>(g.k * g.k);  // padding counts: always k*k in floor mode
   for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
     const Item o = item_at<V>(i, groups, g.ho, g.wo);
-    const int h0 = o.row * g.s - g.p, w0 = o.col * g.s - g.p;
-    const int ih_lo = max(h0, 0), ih_hi = min(h0 + g.k, g.h);
-    const int iw_lo = max(w0, 0), iw_hi = min(w0 + g.k, g.w);
+    const WindowSpan win = window_span(o, g);
     float acc[V] = {};
-    for (int ih = ih_lo; ih < ih_hi; ++ih)
-      for (int iw = iw_lo; iw < iw_hi; ++iw) {
-        float v[V];
-        load_channels<V>(x + pixel_offset<I>(o.n, ih, iw, g.h, g.w, g.c) + o.c0, v);
-#pragma unroll
-        for (int j = 0; j < V; ++j) acc[j] += v[j];
-      }
-#pragma unroll
-    for (int j = 0; j < V; ++j) acc[j] /= divisor;
-    store_channels<V>(y + i * V, acc);
+    add_pixels<V, I>(x, o.n, g.h, g.w, g.c, o.c0, win.h_lo, win.h_hi, win.w_lo, win.w_hi, acc);
+    store_quotient<V>(y + i * V, acc, divisor);
   }
 }
 
@@ -226,20 +259,10 @@ __global__ void __launch_bounds__(kThreads) avgpool_backward_kernel(const T* dy,
   const float divisor = static_cast<float>(g.k * g.k);
   for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
     const Item in = item_at<V>(i, groups, g.h, g.w);
-    int oh_lo, oh_hi, ow_lo, ow_hi;
-    covering(in.row, g, g.ho, oh_lo, oh_hi);
-    covering(in.col, g, g.wo, ow_lo, ow_hi);
+    const CoveringSpan outs = covering_span(in, g);
     float acc[V] = {};
-    for (int oh = oh_lo; oh < oh_hi; ++oh)
-      for (int ow = ow_lo; ow < ow_hi; ++ow) {
-        float d[V];
-        load_channels<V>(dy + pixel_offset<I>(in.n, oh, ow, g.ho, g.wo, g.c) + in.c0, d);
-#pragma unroll
-        for (int j = 0; j < V; ++j) acc[j] += d[j];
-      }
-#pragma unroll
-    for (int j = 0; j < V; ++j) acc[j] /= divisor;
-    store_channels<V>(dx + i * V, acc);
+    add_pixels<V, I>(dy, in.n, g.ho, g.wo, g.c, in.c0, outs.h_lo, outs.h_hi, outs.w_lo, outs.w_hi, acc);
+    store_quotient<V>(dx + i * V, acc, divisor);
   }
 }
 
@@ -272,9 +295,7 @@ __global__ void __launch_bounds__(kThreads) gap_forward_kernel(const T* x, T* y,
 #pragma unroll
         for (int j = 0; j < V; ++j) acc[j] += other[j];
       }
-#pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] /= static_cast<float>(hw);
-      store_channels<V>(y + img * c + int64_t{cg} * V, acc);
+      store_quotient<V>(y + img * c + int64_t{cg} * V, acc, static_cast<float>(hw));
     }
     __syncthreads();  // the partials are rewritten for the next image
   }
@@ -290,9 +311,7 @@ __global__ void __launch_bounds__(kThreads) gap_backward_kernel(const T* dy, T* 
     const int c0 = static_cast<int>(i - row * I(groups)) * V;
     float d[V];
     load_channels<V>(dy + (row / I(hw)) * I(c) + I(c0), d);
-#pragma unroll
-    for (int j = 0; j < V; ++j) d[j] /= static_cast<float>(hw);
-    store_channels<V>(dx + i * V, d);
+    store_quotient<V>(dx + i * V, d, static_cast<float>(hw));
   }
 }
 
