@@ -26,11 +26,12 @@ inline int64_t bitmask_bytes(int64_t elements) { return (elements + 7) / 8; }
 template <class T>
 void bn_channel_moments(const T* x, int64_t M, int64_t C, double* mean, double* var);
 
-// Sum and sum of squares in one pass (the "genstats" form CBR.md describes); feed to bn_finalize.
+// Sum and sum of squares in one pass (the "genstats" form docs/cbr.md describes); feed to
+// bn_finalize.
 template <class T>
 void bn_channel_sums(const T* x, int64_t M, int64_t C, double* sum, double* sqsum);
 
-// --- Finalize (CBR.md, forward stage 2) ---
+// --- Finalize (docs/cbr.md, forward stage 2) ---
 // From batch mean and biased variance over `count` values per channel: writes saved_mean,
 // saved_inv_std (kept for backward), scale = gamma * inv_std, shift = beta - mean * scale,
 // and updates running_mean / running_var in place. scale/shift stay in double: they are
@@ -48,7 +49,7 @@ void bn_finalize(const double* sum, const double* sqsum, int64_t count, const T*
                  const T* beta, double eps, double momentum, T* running_mean, T* running_var,
                  T* saved_mean, T* saved_inv_std, double* scale, double* shift, int64_t C);
 
-// --- Apply (CBR.md, forward stage 3) ---
+// --- Apply (docs/cbr.md, forward stage 3) ---
 // y = x * scale + shift per channel. y may alias x.
 template <class T>
 void bn_apply(const T* x, const double* scale, const double* shift, int64_t M, int64_t C, T* y);

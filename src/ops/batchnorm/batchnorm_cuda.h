@@ -1,5 +1,5 @@
 #pragma once
-// Batch normalization kernels on the GPU, the pieces CBR.md describes (statistics, finalize,
+// Batch normalization kernels on the GPU, the pieces docs/cbr.md describes (statistics, finalize,
 // apply, backward reduce/apply) exposed separately so that BN layers, the fused CBR op and
 // ResNet's fused block ends (ops/resblock/) can run them in their own order. Semantics match the CPU kernels (batchnorm_cpu.h) and PyTorch:
 // normalization uses the biased batch variance, running_var takes the unbiased one
@@ -44,7 +44,7 @@ void channel_sums(DType dtype, const void* x, int64_t m, int64_t c, float* sum, 
                   void* workspace, size_t workspace_bytes, cudaStream_t stream,
                   const std::string& where);
 
-// --- Finalize (CBR.md forward stage 2; one tiny kernel, computed in fp64) ---
+// --- Finalize (docs/cbr.md forward stage 2; one tiny kernel, computed in fp64) ---
 // mean = sum / count, var = max(sqsum / count - mean^2, 0), inv_std = 1 / sqrt(var + eps);
 // writes saved_mean, saved_inv_std, scale = gamma * inv_std, shift = beta - mean * scale, and
 // updates running_mean / running_var in place (skipped when both are nullptr). count > 1 for
@@ -59,7 +59,7 @@ void bn_inference_scale_shift(const float* gamma, const float* beta, const float
                               const float* running_var, double eps, int64_t c, float* scale,
                               float* shift, cudaStream_t stream, const std::string& where);
 
-// --- Apply (CBR.md forward stage 3) ---
+// --- Apply (docs/cbr.md forward stage 3) ---
 // v = x * scale + shift per channel (fp32); y = relu ? (v > 0 ? v : 0) : v. bitmask and
 // bytemask (nullable) get "v > 0" and require relu. y may alias x.
 void bn_apply(DType dtype, const void* x, const float* scale, const float* shift, int64_t m,

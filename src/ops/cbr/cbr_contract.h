@@ -1,6 +1,6 @@
 #pragma once
-// The fused Conv + BatchNorm + ReLU operator (CBR.md): conv_out and the batch statistics are kept
-// for backward, the ReLU mask packed 8 elements a byte (least significant bit first).
+// The fused Conv + BatchNorm + ReLU operator (docs/cbr.md): conv_out and the batch statistics are
+// kept for backward, the ReLU mask packed 8 elements a byte (least significant bit first).
 #include "runtime/op_contract.h"
 
 namespace kiln {

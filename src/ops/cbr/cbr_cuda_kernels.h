@@ -1,5 +1,5 @@
 #pragma once
-// The stages of the fused Conv -> BatchNorm -> ReLU operator (CBR.md) that are not cuDNN
+// The stages of the fused Conv -> BatchNorm -> ReLU operator (docs/cbr.md) that are not cuDNN
 // graphs, on the GPU. Forward: cuDNN's conv + genstats gives conv_out and the per-channel
 // sum / sum of squares, batchnorm_cuda.h's bn_finalize turns them into scale / shift, and
 // cbr_apply_relu_bitmask below writes y and the bit mask in one pass. Backward: cbr_backward

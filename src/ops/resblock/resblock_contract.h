@@ -1,5 +1,5 @@
 #pragma once
-// ResNet's block ends fused the CBR way (CBR.md). A block ends with Conv -> BN (no ReLU), adds
+// ResNet's block ends fused the CBR way (docs/cbr.md). A block ends with Conv -> BN (no ReLU), adds
 // the shortcut (the block input, or a downsample Conv -> BN) and applies ReLU. Fused:
 //   CONV_BN_FWD      the convolution with its batch statistics in the same pass and the
 //                    finalize step; it writes conv_out and the BN's scale / shift, never the
