@@ -31,7 +31,11 @@ endif()
 
 file(GLOB KILN_EXPORT_SRC CONFIGURE_DEPENDS src/export/*.cpp)
 list(FILTER KILN_EXPORT_SRC EXCLUDE REGEX "src/export/onnx_(proto_writer|unavailable)\\.cpp$")
-add_library(kiln_export STATIC ${KILN_EXPORT_SRC})
+# Each layer kind's export, in its family folder (src/ops/<family>/*_export.cpp), and the generated
+# list of them: they write kiln's own ONNX graph (src/export/onnx_graph.h), so they build either way.
+include(${CMAKE_CURRENT_LIST_DIR}/layer_exports.cmake)
+kiln_layer_exports(${CMAKE_BINARY_DIR}/generated/layer_exports.cpp KILN_LAYER_EXPORT_SRC)
+add_library(kiln_export STATIC ${KILN_EXPORT_SRC} ${KILN_LAYER_EXPORT_SRC} ${CMAKE_BINARY_DIR}/generated/layer_exports.cpp)
 target_link_libraries(kiln_export PUBLIC kiln_engine)
 if(KILN_ONNX_FOUND)
   target_sources(kiln_export PRIVATE src/export/onnx_proto_writer.cpp)
@@ -53,4 +57,7 @@ if(TARGET kiln_test_export)
 endif()
 if(TARGET kiln_test_gpu)
   target_link_libraries(kiln_test_gpu PRIVATE kiln_export)
+endif()
+if(TARGET kiln_test_architecture)  # layer_exports_test.cpp: every layer kind has an export
+  target_link_libraries(kiln_test_architecture PRIVATE kiln_export)
 endif()

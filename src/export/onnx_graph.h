@@ -73,12 +73,10 @@ class GraphWriter {
   std::map<float, std::string> scalars_;
 };
 
-// The eval-mode program of `exe` as ONNX nodes (onnx_graph_builder.cpp): reads its parameters and
-// running statistics. A layer kind without an ONNX form is a kiln::Error naming the layer.
+// The eval-mode program of `exe` as ONNX nodes (onnx_graph_builder.cpp), each layer's written by
+// its kind's export (export/layer_export.h): reads its parameters and running statistics. A layer
+// kind without an export is a kiln::Error naming the layer.
 Graph build_onnx_graph(Executable& exe, const OnnxExportOptions& options);
-
-// The nodes of activation `a` (alpha as the layer's) from `x` to `y` (onnx_activations.cpp).
-void write_activation(GraphWriter& out, Activation a, float alpha, const std::string& x, const std::string& y);
 
 // Serializes the graph with the ONNX library's protobuf classes, runs onnx::checker::check_model and
 // strict shape inference on it, and writes it to `path` atomically; returns the bytes written

@@ -1,14 +1,18 @@
-// kiln's elementwise activations (src/ops/activation/activation_list.def) as ONNX opset 17 nodes.
-// Those opset 17 lacks as one operator (SiLU, GELU, Mish: later opsets added them) are composed of
-// the operators that are there, by the formulas of src/ops/activation/activation_functions.h. The
-// switch has no default, so a new activation fails the build (-Wswitch) until it is written here.
-#include "export/onnx_graph.h"
+// The activation layer's export: kiln's elementwise activations (activation_list.def) as ONNX opset
+// 17 nodes. Those opset 17 lacks as one operator (SiLU, GELU, Mish: later opsets added them) are
+// composed of the operators that are there, by the formulas of activation_functions.h. The switch
+// has no default, so a new activation fails the build (-Wswitch) until it is written here. No
+// parameters.
+#include "export/layer_export.h"
+#include "export/onnx_layer_writer.h"
 #include "kiln/error.h"
 
-namespace kiln::onnx_export {
+namespace kiln {
+namespace {
 
-void write_activation(GraphWriter& out, Activation a, float alpha, const std::string& x, const std::string& y) {
-  using A = Attribute;
+// The nodes of activation `a` (alpha as the layer's) from `x` to `y`.
+void write_activation(OnnxLayerWriter& out, Activation a, float alpha, const std::string& x, const std::string& y) {
+  using A = onnx_export::Attribute;
   switch (a) {
     case Activation::ReLU6:
       out.node("Clip", {x, out.scalar(0.f), out.scalar(6.f)}, y);
@@ -55,7 +59,17 @@ void write_activation(GraphWriter& out, Activation a, float alpha, const std::st
       out.node("HardSigmoid", {x}, y, {A::real("alpha", 1.f / 6.f), A::real("beta", 0.5f)});
       return;
   }
-  fail("activation {} has no ONNX form in kiln's exporter (src/export/onnx_activations.cpp)", int(a));
+  fail("activation {} has no ONNX form in kiln's exporter (src/ops/activation/activation_export.cpp)", int(a));
 }
 
-}  // namespace kiln::onnx_export
+std::string onnx(OnnxLayerWriter& out, int layer) {
+  const Layer& l = out.layer(layer);
+  write_activation(out, l.attrs.activation, l.attrs.alpha, out.input(layer), l.name);
+  return l.name;
+}
+
+}  // namespace
+
+extern const LayerExport kActivationExport{LayerKind::Activation, onnx, nullptr};
+
+}  // namespace kiln

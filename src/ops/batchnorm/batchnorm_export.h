@@ -1,0 +1,20 @@
+#pragma once
+// A BatchNorm's export, for the layers that hold one: the BatchNorm layer, and the fused CBR and
+// conv_bn layers, whose BatchNorm keeps its own name (<bn>.weight, ...).
+#include <string>
+#include <vector>
+
+#include "export/layer_export.h"
+#include "export/onnx_layer_writer.h"
+
+namespace kiln {
+
+// A BatchNormalization node of BatchNorm `bn` (its tensors' prefix) with epsilon `eps`, from `x` to
+// `y`, its scale, shift and running statistics as initializers; returns y.
+std::string onnx_batch_norm(OnnxLayerWriter& out, const std::string& bn, float eps, const std::string& x,
+                            const std::string& y);
+
+// Appends BatchNorm `bn`'s tensors in a state_dict's order: weight, bias, running_mean, running_var.
+void batch_norm_torch_params(const std::string& bn, std::vector<TorchParam>& params);
+
+}  // namespace kiln

@@ -1,0 +1,15 @@
+// The dropout layer's export: the identity in eval mode, so no node; its output is its input's
+// value. No parameters.
+#include "export/layer_export.h"
+#include "export/onnx_layer_writer.h"
+
+namespace kiln {
+namespace {
+
+std::string onnx(OnnxLayerWriter& out, int layer) { return out.input(layer); }
+
+}  // namespace
+
+extern const LayerExport kDropoutExport{LayerKind::Dropout, onnx, nullptr};
+
+}  // namespace kiln
