@@ -86,6 +86,8 @@ std::string part_of(const std::string& path) {
     // compiler's: it may include the compiler, and no kernel may include it.
     const std::string stem = p.stem().string();
     if (area == "ops" && stem.size() > 6 && stem.substr(stem.size() - 6) == "_layer") return "compile";
+    // Likewise a layer kind's export (<family>/*_export.cpp/.h) is the exporters'.
+    if (area == "ops" && stem.size() > 7 && stem.substr(stem.size() - 7) == "_export") return "export";
     return area;
   }
   return "?";
@@ -179,6 +181,7 @@ TEST(IncludeLayers, TheCheckFindsAnIncludeThatRunsUp) {
   // A layer lowering in the family folder may include the compiler; a kernel may not include it.
   std::ofstream(root / "src/ops/toy/toy_layer.cpp") << "#include \"compile/layer_def.h\"\n";
   std::ofstream(root / "src/ops/toy/toy_cuda.cpp") << "#include \"ops/toy/toy_layer.h\"\n";
+  std::ofstream(root / "src/ops/toy/toy_export.cpp") << "#include \"export/layer_export.h\"\n";
   const std::vector<std::string> found = layering_violations(root);
   ASSERT_EQ(found.size(), 3u);
   const std::string joined = found[0] + "\n" + found[1] + "\n" + found[2];
