@@ -14,15 +14,12 @@ def load(path):
         return [json.loads(line) for line in f if line.startswith("{")]
 
 
-# The programs compared: without seams, with seams writing the applied input (--seam-input 0, the
-# default) and with seams taking the faster way by timing (--seam-input 2).
-SIDES = ("without seams", "seams written", "seams timed")
+# The programs compared: without seams and with them.
+SIDES = ("without seams", "with seams")
 
 
 def side(row):
-    if not row.get("fuse_seams"):
-        return SIDES[0]
-    return SIDES[2] if row.get("seam_input") == 2 else SIDES[1]
+    return SIDES[1] if row.get("fuse_seams") else SIDES[0]
 
 
 def summary(rows):

@@ -135,20 +135,19 @@ fi
 if [ "$what" = seams ]; then
   # Fusion across layers (--fuse-seams) against the program without seams, kiln only: for each of
   # KILN_MODELS (default vgg16_bn resnet50) at KILN_PRECISION (fp16), batch KILN_BATCH (256),
-  # default tuning, the program without seams, with seams (the applied input written) and with seams
-  # the faster way by timing (--seam-input 2) in turn for KILN_ROUNDS rounds (2) with one plan cache
-  # (the first round tunes, later rounds start warm). bench/report_seams.py joins the rows.
+  # default tuning, the program without seams and with seams in turn for KILN_ROUNDS rounds (2) with
+  # one plan cache (the first round tunes, later rounds start warm). bench/report_seams.py joins the
+  # rows.
   batch=${KILN_BATCH:-256} precision=${KILN_PRECISION:-fp16}
   for model in ${KILN_MODELS:-vgg16_bn resnet50}; do
     for ((round = 1; round <= ${KILN_ROUNDS:-2}; ++round)); do
-      for seams in "" --fuse-seams "--fuse-seams --seam-input 2"; do
+      for seams in "" --fuse-seams; do
         "$bin/kiln" bench --device cuda --model "$model" --batch "$batch" --precision "$precision" $seams \
           ${KILN_BENCH_ARGS:-} --plan-cache "$out/plans.json" --json "$out/kiln_seams.jsonl" 2>> "$out/kiln_seams.err" \
           || { tail -5 "$out/kiln_seams.err"; status=1; }
       done
     done
   done
-  grep "seam consumer" "$out/kiln_seams.err" | sort -u > "$out/seam_choices.log"
   python3 bench/report_seams.py "$out/kiln_seams.jsonl" "$out/seams_${precision}.json" "$out/env.json" || status=1
   exit $status
 fi

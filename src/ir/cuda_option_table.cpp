@@ -63,9 +63,6 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 65536, "the most workspace one cuDNN plan may use, in MiB; plans needing more are skipped (default 1024)"),
       count_row("tune_runs", "--tune-runs", "KILN_CUDNN_TIMED_RUNS", &CudaOptions::tune_runs, 1, 100,
                 "timed runs per plan when tuning, after one warm-up; the median counts (default 5)"),
-      count_row("seam_input", "--seam-input", "KILN_SEAM_INPUT", &CudaOptions::seam_input, 0, 2,
-                "how a seam's consumer applies its input's BatchNorm + ReLU: 0 the applied input written first "
-                "(default), 1 cuDNN's fp16 prologue graph where it builds, 2 the faster of the two by timing"),
       count_row("conv_stats", "--conv-stats", "KILN_CONV_STATS", &CudaOptions::conv_stats, 0, 2,
                 "how a convolution before BatchNorm sums its output per channel: 0 a sum kernel after it (repeatable "
                 "bits), 1 cuDNN's conv + genstats graph where it builds (fp16), else 0 (default), 2 as 1, and in bf16 "

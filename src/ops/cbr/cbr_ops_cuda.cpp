@@ -7,8 +7,8 @@
 //              then one scale/shift/ReLU pass (the choice is logged once per shape).
 // In a seam (fusion across layers, cbr_seam_cuda.h): a producer stops after finalize, with its scale
 // and shift as outputs, and its backward recomputes the ReLU mask from them; a consumer's stage 1
-// convolves its input's BatchNorm + ReLU (cuDNN's prologue graph, or the applied input written
-// first), and its backward writes the applied input for wgrad.
+// writes its input's BatchNorm + ReLU applied and convolves that, and its backward writes the
+// applied input again for wgrad.
 #include <cstdio>
 #include <mutex>
 #include <set>
