@@ -1,5 +1,5 @@
 #include "compile/layer_def.h"
-#include "compile/seam_scratch.h"
+#include "compile/seam_input.h"
 
 #include <utility>
 
@@ -20,7 +20,7 @@ struct CbrSaved {
   TensorId weight;
 };
 
-// One fused operator with all its tensors fixed up front (CBR.md): the conv output and batch
+// One fused operator with all its tensors fixed up front (docs/cbr.md): the conv output and batch
 // statistics are kept for backward, the ReLU mask is packed 8 elements per byte.
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
@@ -28,12 +28,7 @@ void lower_forward(LowerContext& ctx, int index) {
   const Shape kc = {a.out_channels};
   const ConvBnParams p = declare_conv_bn_params(ctx, index);
   CbrForward<TensorId> f;
-  f.x = ctx.in(index, 0);
-  if (a.seam_in) {  // the producer's convolution output, its BatchNorm + ReLU applied here
-    const LowerContext::SeamOutput& producer = ctx.seam_output(layer.inputs[0]);
-    f.x = producer.conv_out, f.in_scale = producer.scale, f.in_shift = producer.shift;
-    f.x_applied = seam_scratch(ctx, index, ":x_applied");
-  }
+  lower_seam_input(ctx, index, f);  // a seam's consumer: the producer's conv_out, its BN + ReLU applied here
   f.w = p.w, f.gamma = p.gamma, f.beta = p.beta, f.running_mean = p.running_mean, f.running_var = p.running_var;
   f.conv_out = ctx.activation(layer.name + ":conv_out", layer.out_shape);
   f.saved_mean = ctx.activation(layer.name + ":saved_mean", kc, ctx.param_dtype);
@@ -69,13 +64,10 @@ void lower_backward(LowerContext& ctx, int index) {
   b.dconv = ctx.activation(layer.name + ":dconv", layer.out_shape);
   b.dx = ctx.grad_in(index, 0);
   b.dy = ctx.grad_out(index);
-  b.bitmask = f.bitmask, b.conv_out = f.conv_out, b.x = f.x, b.w = f.w, b.gamma = f.gamma;
+  b.bitmask = f.bitmask, b.conv_out = f.conv_out, b.w = f.w, b.gamma = f.gamma;
   b.saved_mean = f.saved_mean, b.saved_inv_std = f.saved_inv_std;
   b.scale = f.scale, b.shift = f.shift;  // a seam's producer: the mask is recomputed from them
-  if (layer.attrs.seam_in) {
-    b.in_scale = f.in_scale, b.in_shift = f.in_shift;
-    b.x_applied = seam_scratch(ctx, index, ":x_applied_bwd");
-  }
+  lower_seam_input_backward(ctx, index, f, b);
   b.dw = ctx.grad_of(saved.weight), b.dgamma = ctx.grad_of(f.gamma), b.dbeta = ctx.grad_of(f.beta);
   b.stride = f.stride, b.padding = f.padding;
   Op op = make_op(b, index);

@@ -4,7 +4,7 @@
 // receives is that of the convolution's output (BN's backward runs in the consumer's op).
 #include "ops/resblock/conv_bn_layer.h"
 
-#include "compile/seam_scratch.h"
+#include "compile/seam_input.h"
 #include "ir/fused_layer_kinds.h"
 #include "ops/resblock/resblock_contract.h"
 
@@ -24,12 +24,7 @@ void lower_forward(LowerContext& ctx, int index) {
   ConvBnSaved s;
   s.weight = p.weight;
   ConvBnForward<TensorId>& f = s.fwd;
-  f.x = ctx.in(index, 0);
-  if (a.seam_in) {  // a CBR's convolution output, its BatchNorm + ReLU applied here
-    const LowerContext::SeamOutput& producer = ctx.seam_output(layer.inputs[0]);
-    f.x = producer.conv_out, f.in_scale = producer.scale, f.in_shift = producer.shift;
-    f.x_applied = seam_scratch(ctx, index, ":x_applied");
-  }
+  lower_seam_input(ctx, index, f);  // a seam's consumer: a CBR's conv_out, its BN + ReLU applied here
   f.w = p.w, f.gamma = p.gamma, f.beta = p.beta, f.running_mean = p.running_mean, f.running_var = p.running_var;
   f.conv_out = ctx.activation(layer.name + ":conv_out", layer.out_shape);
   f.saved_mean = ctx.activation(layer.name + ":saved_mean", kc, ctx.param_dtype);
@@ -57,11 +52,8 @@ void lower_backward(LowerContext& ctx, int index) {
   const ConvBnSaved& s = ctx.saved<ConvBnSaved>(index);
   ConvBnBackward<TensorId> b;
   b.dconv = ctx.grad_out(index);
-  b.x = s.fwd.x, b.w = s.fwd.w;
-  if (ctx.layer(index).attrs.seam_in) {
-    b.in_scale = s.fwd.in_scale, b.in_shift = s.fwd.in_shift;
-    b.x_applied = seam_scratch(ctx, index, ":x_applied_bwd");
-  }
+  b.w = s.fwd.w;
+  lower_seam_input_backward(ctx, index, s.fwd, b);
   b.dw = ctx.grad_of(s.weight);
   b.dx = ctx.grad_in(index, 0);  // absent for a convolution of the data batch
   b.stride = s.fwd.stride, b.padding = s.fwd.padding;
