@@ -169,7 +169,7 @@ void passed_row(const T* z, const T* scale, const T* shift, int64_t n, uint8_t* 
   for (int64_t c = 0; c < n; ++c) on[c] = z[c] * scale[c] + shift[c] > T(0);
 }
 
-// dgamma, dbeta and dconv of CBR's backward (CBR.md). rows_passed(m0, m1, on) writes, for rows
+// dgamma, dbeta and dconv of CBR's backward (docs/cbr.md). rows_passed(m0, m1, on) writes, for rows
 // [m0, m1) of one chunk, 1 in on[(m - m0) * C + c] where the ReLU passed channel c's gradient of
 // row m, else 0: a chunk's flags at once, so the unpacking runs over whole chunks, not row by row.
 template <class T, class RowsPassed>

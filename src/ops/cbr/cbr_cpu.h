@@ -1,5 +1,5 @@
 #pragma once
-// The fused Conv -> BatchNorm -> ReLU operator (CBR) on the CPU, per its functional spec (CBR.md).
+// The fused Conv -> BatchNorm -> ReLU operator (CBR) on the CPU, per its functional spec (docs/cbr.md).
 //
 // Training forward runs three stages with one pass over memory each after the convolution:
 //   1. per-channel sum and sum of squares of conv_out (accumulated in double),

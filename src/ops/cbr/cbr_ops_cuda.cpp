@@ -1,4 +1,4 @@
-// The fused CBR operator on the GPU (CBR.md):
+// The fused CBR operator on the GPU (docs/cbr.md):
 //   forward    conv + statistics (conv_stats_cuda.h) -> finalize (fp32, length C) -> apply + ReLU +
 //              bit mask (one pass);
 //   backward   dY*mask reduce -> dconv (two passes, the masked dY never stored) -> wgrad on the

@@ -1,5 +1,5 @@
 #pragma once
-// A file of tuned cuDNN plan choices ("experience table", CBR.md): for each graph key (GPU,
+// A file of tuned cuDNN plan choices ("experience table", docs/cbr.md): for each graph key (GPU,
 // cuDNN version, graph name, shape, options) the name of the engine configuration that engine
 // choice kept (cuDNN's tag: engine id and knob values), so that later processes rebuild that one plan instead of building and timing every plan again
 // (about 5 s per graph at batch 256 on an H200), and pick the same plan every run.
