@@ -39,6 +39,7 @@ inline constexpr double kUnbounded = 1e300;
 struct SettingInfo {
   const char* key;               // the name recipes and JSON use: "momentum"
   const char* flag = nullptr;    // "--momentum"; nullptr: the library's only
+  const char* alias = nullptr;   // another name of the flag: "-b", "--wd"
   const char* env = nullptr;     // "KILN_CUDNN_TUNE"; nullptr: no variable
   const char* help = "";         // what it does; a Switch's says what 1 and 0 do
   const char* member = "";       // the library's field, for messages: "CompileOptions::optimizer.momentum"

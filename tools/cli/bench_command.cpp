@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "cli/option_checks.h"
+#include "cli/setting_report.h"
 #include "core/cpu_kernels.h"
 #include "ir/cuda_option_table.h"
 #include "kiln/threads.h"
 #include "kiln/zoo.h"
+#include "settings/compile_settings.h"
 
 namespace kiln::cli {
 namespace {
@@ -82,7 +84,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
   const int ranks = group ? group->ranks() : 1;
   const std::string where = ranks > 1 ? fmt::format("{} GPUs (data parallel)", ranks) : device_label(c);
   fmt::print("kiln bench: {} on {} {}, batch {}{}: {:.0f} img/s (median step {:.2f} ms of {}, {:.2f}-{:.2f})\n",
-             o.model, where, o.precision, o.batch, ranks > 1 ? " per GPU" : "", r.images_per_second,
+             o.model, where, precision_name(o.compile.precision), o.compile.batch, ranks > 1 ? " per GPU" : "", r.images_per_second,
              r.median_step_ms, r.step_ms.size(), *lo, *hi);
   fmt::print("first step after {:.1f} s; memory: planned {} + workspace {}, device {}; loss {:.4f} -> {:.4f}\n",
              r.first_step_seconds, gib(r.planned_bytes), gib(r.workspace_bytes),
@@ -101,12 +103,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"profile", ops},
                               {"model", o.model},
                               {"device", device_label(c)},
-                              {"precision", o.precision},
-                              {"batch", o.batch},
                               {"ranks", ranks},
-                              {"fuse_cbr", c.fuse_cbr},
-                              {"fuse_seams", c.fuse_seams},
-                              {"fuse_grad_sums", c.fuse_grad_sums ? 1 : 0},
                               {"threads", c.device == Device::CPU ? kiln::threads() : 0},
                               {"cpu_kernels", c.device == Device::CPU ? cpu_kernels_name(cpu_kernels()) : ""},
                               {"warmup", b.bench.warmup},
@@ -126,6 +123,8 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"device_bytes", r.device_bytes},
                               {"first_loss", r.first_loss},
                               {"last_loss", r.last_loss}};
+    // The compile settings plan and bench report (settings/compile_settings.h), under their keys.
+    add_reported_settings(j, compile_settings(), &c);
     // Every numeric CUDA setting under its field's name, so any of them can be compared
     // (gpu_check.sh option-ab).
     for (const CudaOptionField& f : cuda_option_fields())

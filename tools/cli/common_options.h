@@ -12,16 +12,19 @@ namespace kiln::cli {
 
 struct CommonOptions {
   std::string model = "digits_cnn";
-  int batch = 64;
-  std::string device = "auto", precision = "fp32";
-  bool no_fuse = false;
-  bool fuse_seams = false;  // --fuse-seams: CompileOptions::fuse_seams
-  bool fuse_grad_sums = true;  // --fuse-grad-sums 0|1: CompileOptions::fuse_grad_sums
+  std::string device = "auto";
   int classes = -1;
-  std::string freeze;  // --freeze: CompileOptions::freeze
+  // What the settings rows (settings/compile_settings.h) write: the batch, the precision, the
+  // fusions, --freeze. The command line's batch default is 64 (the library's is 32).
+  CompileOptions compile = [] {
+    CompileOptions c;
+    c.batch = 64;
+    return c;
+  }();
 };
 
-// --model, --batch, --device, --precision, --no-fuse, --fuse-seams, --fuse-grad-sums, --classes, --freeze.
+// --model, --device, --classes, and the compile settings' rows but label smoothing (train's):
+// --batch, --precision, --no-fuse, --fuse-seams, --fuse-grad-sums, --freeze.
 void add_common_options(CLI::App* app, CommonOptions& o);
 
 // The compile settings the options ask for, --device resolved ("auto" picks the GPU when there is one).

@@ -51,7 +51,7 @@ void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplit
          a.data.crop_pad, shape.height, shape.width, a.data.data, side, side, std::max(1, side / 8));
   CompileOptions probe;
   probe.input_hwc = {shape.height, shape.width, shape.channels};
-  probe.fuse_cbr = !o.no_fuse;
+  probe.fuse_cbr = o.compile.fuse_cbr;
   const int smallest = min_input_side(zoo::by_name(o.model), probe);
   if (smallest > 0 && side < smallest) {
     std::vector<std::string> fitting;  // the zoo's models that take images this small
@@ -76,7 +76,7 @@ void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplit
 // is over 4 times what the linear scaling rule gives for one image from the default recipe (--lr
 // 0.05 at --batch 64).
 void warn_batch_of_one(const CommonOptions& o, const TrainArgs& a, const Blueprint& model, const CompileOptions& c) {
-  if (o.batch != 1) return;
+  if (o.compile.batch != 1) return;
   const LayerGraph graph = expand(model, c);
   const int bn = graph.count(LayerKind::BatchNorm) + graph.count(LayerKind::CBR);
   if (bn == 0) return;

@@ -154,14 +154,14 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
              shape.channels, train.num_classes(),
              group ? fmt::format("{} GPUs (data parallel, rank 0 on cuda:{})", group->ranks(), c.device_index)
                    : device_label(c),
-             o.precision, a.optimizer, group ? fmt::format("{} per GPU", o.batch) : std::to_string(o.batch),
+             precision_name(o.compile.precision), a.optimizer, group ? fmt::format("{} per GPU", o.compile.batch) : std::to_string(o.compile.batch),
              a.epochs, t.workers);
   print_checkpoint_start(a, trainer, replacing);
   if (trainer.resumed() && trainer.resumed_ranks() != trainer.ranks())
     fmt::print("kiln: the checkpoint was trained on {} rank{} and this run has {}: the global batch goes from {} to {}, "
                "and the schedule continues from epoch {}\n", trainer.resumed_ranks(),
-               trainer.resumed_ranks() == 1 ? "" : "s", trainer.ranks(), o.batch * trainer.resumed_ranks(),
-               o.batch * trainer.ranks(), trainer.resumed_epochs() + 1);
+               trainer.resumed_ranks() == 1 ? "" : "s", trainer.ranks(), o.compile.batch * trainer.resumed_ranks(),
+               o.compile.batch * trainer.ranks(), trainer.resumed_epochs() + 1);
   if (!a.init_from.empty()) {
     if (trainer.resumed()) {
       fmt::print("kiln: --init-from {} not used: the run continues from its checkpoint\n", a.init_from);
@@ -239,7 +239,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     if (json.is_open()) {
       json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"data", a.data.data},
                              {"format", data.format}, {"workers", t.workers}, {"decode", a.data.decode}, {"device", device_label(c)},
-                             {"precision", o.precision}, {"batch", o.batch}, {"epoch", r.epoch + 1},
+                             {"precision", precision_name(o.compile.precision)}, {"batch", o.compile.batch}, {"epoch", r.epoch + 1},
                              {"epochs", a.epochs}, {"wall_seconds", wall}, {"train_seconds", r.seconds},
                              {"check_seconds", r.check_seconds}, {"eval_seconds", r.eval_seconds},
                              {"checkpoint_seconds", r.checkpoint_seconds},

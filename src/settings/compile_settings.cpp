@@ -1,0 +1,80 @@
+#include "settings/compile_settings.h"
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+const std::vector<Setting>& compile_settings() {
+  using C = CompileOptions;
+  static const std::vector<Setting> rows = {
+      count_setting<C>({.key = "batch",
+                        .flag = "--batch",
+                        .alias = "-b",
+                        .help = "batch size, >= 1",
+                        .member = "CompileOptions::batch",
+                        .fix = "use e.g. --batch 64",
+                        .compared_on_resume = true,
+                        .reported = true},
+                       &C::batch, {1, kUnbounded}),
+      choice_setting<C, Precision>({.key = "precision",
+                                    .flag = "--precision",
+                                    .help = "fp32 (cpu, cuda), fp16 or bf16 (cuda)",
+                                    .member = "CompileOptions::precision",
+                                    .compared_on_resume = true,
+                                    .reported = true},
+                                   &C::precision,
+                                   {{"fp32", Precision::FP32},
+                                    {"fp16", Precision::FP16},
+                                    {"bf16", Precision::BF16},
+                                    {"fp64", Precision::FP64}}),
+      switch_setting<C>({.key = "fuse_cbr",
+                         .flag = "--fuse",
+                         .help = "--no-fuse: run Conv, BN, ReLU and residual adds as separate layers, cbr() ones and "
+                                 "ResNet block ends included (same tensor names, so checkpoints move between the two)",
+                         .member = "CompileOptions::fuse_cbr",
+                         .reported = true,
+                         .flag_pair = true},
+                        &C::fuse_cbr),
+      switch_setting<C>({.key = "fuse_seams",
+                         .flag = "--fuse-seams",
+                         .help = "fusion across layers: a CBR whose output feeds only CBR or conv_bn layers leaves its "
+                                 "BN+ReLU to them, applied as they read its convolution's output (`kiln plan` shows the "
+                                 "seams); less memory",
+                         .member = "CompileOptions::fuse_seams",
+                         .reported = true,
+                         .flag_pair = true},
+                        &C::fuse_seams),
+      switch_setting<C>({.key = "fuse_grad_sums",
+                         .flag = "--fuse-grad-sums",
+                         .help = "1: a ResNet block end's backward adds the two gradients of its output as it reads "
+                                 "them, where a GRAD_SUM pass would write their sum first (the same values, one tensor "
+                                 "pass fewer per block; the default); 0: the GRAD_SUM pass",
+                         .member = "CompileOptions::fuse_grad_sums",
+                         .fix = "use --fuse-grad-sums 1 (the default) to fuse the sums, 0 to keep them",
+                         .reported = true},
+                        &C::fuse_grad_sums),
+      text_setting<C>({.key = "freeze",
+                       .flag = "--freeze",
+                       .help = "fine-tuning: freeze the layers up to and including this one (a layer or a block, e.g. "
+                               "layer3; `kiln plan` lists the names): eval-mode BatchNorm, no gradient, no update",
+                       .member = "CompileOptions::freeze",
+                       .compared_on_resume = true},
+                      &C::freeze),
+      real_setting<C>({.key = "label_smoothing",
+                       .flag = "--label-smoothing",
+                       .help = "label smoothing for cross-entropy, in [0, 1)",
+                       .member = "CompileOptions::label_smoothing",
+                       .fix = "use e.g. --label-smoothing 0.1, or 0 for none",
+                       .compared_on_resume = true},
+                      &C::label_smoothing, {0, 1, false, true}),
+  };
+  return rows;
+}
+
+const Setting& compile_setting(const char* key) {
+  const Setting* row = find_setting(compile_settings(), key);
+  if (!row) fail("internal: no compile setting '{}'", key);
+  return *row;
+}
+
+}  // namespace kiln

@@ -1,0 +1,76 @@
+#include "cli/setting_options.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "cli/option_checks.h"
+
+namespace kiln::cli {
+namespace {
+
+const char* type_name(const Setting& row) {
+  switch (row.type) {
+    case SettingType::Switch: return "0|1";
+    case SettingType::Count: return "INT";
+    case SettingType::Real: return "FLOAT";
+    case SettingType::Choice: return "TEXT";
+    case SettingType::Text: return "TEXT";
+  }
+  return "TEXT";
+}
+
+// The help line: the row's, and the variable that also sets it.
+std::string help_of(const Setting& row) {
+  if (!row.info.env) return row.info.help;
+  return fmt::format("{} [{}]", row.info.help, row.info.env);
+}
+
+// A number's check, made with number_in so that value_refusal words CLI11's own refusals (text
+// that is no number, a fraction for a whole number) with the same range and fix.
+CLI::Validator number_check(const Setting& row) {
+  const bool real = row.type == SettingType::Real;
+  return number_in([range = row.range, real](double v) { return range.contains(v) && (!real || fits_finite_float(v)); },
+                   row.type == SettingType::Switch ? "0 or 1" : row.range.text(row.type), row.info.fix ? row.info.fix : "");
+}
+
+}  // namespace
+
+CLI::Option* add_setting_option_to(CLI::App* app, const Setting& row, void* owner, const std::string& shown_default) {
+  if (!row.info.flag) return nullptr;
+  const std::string flag = row.info.alias ? fmt::format("{},{}", row.info.flag, row.info.alias) : row.info.flag;
+  if (row.type == SettingType::Switch && row.info.flag_pair) {
+    const std::string names = fmt::format("{},!--no-{}", flag, std::string(row.info.flag).substr(2));
+    return app->add_flag_function(
+        names, [row, owner](std::int64_t count) { row.write(owner, count > 0 ? "true" : "false"); }, help_of(row));
+  }
+  CLI::Option* option = nullptr;
+  if (row.type == SettingType::Switch || row.type == SettingType::Count || row.type == SettingType::Real) {
+    // Read as its number type first, so CLI11 refuses text that is no number (and value_refusal words it).
+    if (row.type == SettingType::Real) {
+      option = app->add_option_function<double>(
+          flag, [row, owner](double v) { row.write(owner, fmt::format("{}", v)); }, help_of(row));
+    } else {
+      // An int, as every whole-number setting is: CLI11 refuses a number past its range, and
+      // value_refusal says so with the row's range and fix.
+      option = app->add_option_function<int>(
+          flag, [row, owner](int v) { row.write(owner, std::to_string(v)); }, help_of(row));
+    }
+    option->check(number_check(row));
+    option->default_str(row.type == SettingType::Switch ? (shown_default == "true" ? "1" : "0") : shown_default);
+  } else if (row.type == SettingType::Choice) {
+    option = app->add_option_function<std::string>(
+        flag, [row, owner](const std::string& text) { row.write(owner, text); }, help_of(row));
+    option->check(CLI::Validator(
+        [row](std::string& text) -> std::string { return row.refusal(text); }, "", ""));
+    option->default_str(shown_default);
+  } else {
+    option = app->add_option_function<std::string>(
+        flag, [row, owner](const std::string& text) { row.write(owner, text); }, help_of(row));
+    option->default_str(shown_default);
+  }
+  option->type_name(row.type == SettingType::Choice ? fmt::format("{}", fmt::join(row.choices, "|")) : type_name(row));
+  return option;
+}
+
+}  // namespace kiln::cli
