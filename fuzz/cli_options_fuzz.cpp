@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "cli/kiln_app.h"
+#include "compile/optimizer_family.h"
 #include "data/image/crop_geometry.h"
 #include "data/image/image_codec.h"
 #include "fuzz_support.h"
@@ -33,7 +34,7 @@ namespace {
 void parse_word(const std::string& word) {
   accept_kiln_errors([&] { parse_schedule(word); });
   accept_kiln_errors([&] { parse_decode_device(word); });
-  accept_kiln_errors([&] { parse_optimizer(word); });
+  accept_kiln_errors([&] { optimizer_family(word); });
   accept_kiln_errors([&] { parse_precision(word); });
   accept_kiln_errors([&] { parse_device_spec(word); });
   accept_kiln_errors([&] { parse_loss_scale_mode(word); });

@@ -2,6 +2,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "kiln/dtype.h"
 
@@ -16,7 +17,9 @@ namespace kiln {
 //   opts.optimizer = {"adamw"};
 //   opts.optimizer.set("beta1", 0.95).set("weight_decay", 0.05);
 struct OptimizerConfig {
-  std::string name = "sgd";
+  OptimizerConfig(std::string family = "sgd") : name(std::move(family)) {}  // NOLINT: {"adamw"} converts
+
+  std::string name;
   std::map<std::string, double> values;
 
   OptimizerConfig& set(const std::string& key, double value) {

@@ -5,6 +5,7 @@
 #include "ir/op_streams.h"
 #include "compile/lower_context.h"
 #include "compile/layer_def.h"
+#include "compile/optimizer_family.h"
 #include "ops/loss/loss_contract.h"
 
 namespace kiln {
@@ -29,6 +30,7 @@ void lower_frozen_forward(LowerContext& ctx, int index) {
 }  // namespace
 
 Program lower(LayerGraph graph, const CompileOptions& options) {
+  check_optimizer_config(options.optimizer);
   const bool scale_loss = loss_scaling_on(options);
   Program program;
   program.options = options;
@@ -98,7 +100,9 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
 
   for (int i = last; i >= 0; --i)
     if (!program.graph.layers[i].attrs.frozen) layer_def(program.graph.layers[i].kind).lower_backward(ctx, i);
-  ctx.finish();
+  ctx.lay_out_parameters();
+  optimizer_family(options.optimizer.name).lower_update(ctx);
+  wrap_update_in_loss_scaling(program);
   return program;
 }
 

@@ -1,13 +1,10 @@
 #include "compile/lower_context.h"
 
 #include <algorithm>
-#include <cmath>
 
-#include "compile/loss_scaling.h"
 #include "kiln/error.h"
 #include "kiln/memory_plan.h"
 #include "ops/elementwise/elementwise_contract.h"
-#include "ops/optimizer/optimizer_contract.h"
 
 namespace kiln {
 
@@ -175,7 +172,7 @@ int LowerContext::grad_out(int layer) {
   return grad_total_[layer] = total;
 }
 
-void LowerContext::finish() {
+void LowerContext::lay_out_parameters() {
   // Parameters and each optimizer-state slot share one layout, so a fused update walks all of
   // them as flat arrays with the same index. Parameters with compute copies come first: their
   // copies and gradients (compute dtype) are then one prefix of that index range, and the fp32
@@ -203,6 +200,7 @@ void LowerContext::finish() {
   if (copied_elements % 8 != 0)
     fail("internal: the parameters with compute copies end at element {}, not a multiple of 8", copied_elements);
   const int64_t count = int64_t(offset / elem);
+  param_elements_ = count;
   auto region = [&](const std::string& name, TensorRole role, DType dtype, int64_t n) {
     TensorSpec t;
     t.name = name, t.shape = {n}, t.dtype = dtype, t.role = role, t.init = Init::Zeros;
@@ -226,44 +224,16 @@ void LowerContext::finish() {
     program.tensors[grad_of(id)].alias_of = copied ? program.compute_grad_region : program.grad_region;
     if (copied) program.tensors[compute_param_[id]].alias_of = program.compute_param_region;
   }
-  const OptimizerConfig& opt = program.options.optimizer;
-  if (opt.kind == OptimizerKind::SGD) {
-    SgdUpdate<TensorId> sgd;
-    sgd.grads = program.grad_region, sgd.params = program.param_region;
-    sgd.compute_grads = program.compute_grad_region, sgd.compute_params = program.compute_param_region;
-    sgd.momentum_buffer = region("optimizer.momentum_buffer", TensorRole::OptState, param_dtype, count);
-    sgd.momentum = opt.momentum, sgd.weight_decay = opt.weight_decay, sgd.nesterov = opt.nesterov;
-    sgd.loss_scale = program.loss_scale, sgd.found_nonfinite = program.found_nonfinite;  // -1 without scaling
-    program.opt_state_regions = {sgd.momentum_buffer};
-    program.update.push_back(make_op(sgd, -1));
-  } else if (opt.kind == OptimizerKind::LARS) {
-    if (!(opt.trust_coefficient > 0) || !std::isfinite(opt.trust_coefficient))
-      fail("the LARS trust coefficient (CompileOptions::optimizer.trust_coefficient, kiln train --lars-eta) is {}; "
-           "it must be finite and > 0, e.g. 0.001",
-           opt.trust_coefficient);
-    LarsUpdate<TensorId> lars;
-    lars.grads = program.grad_region, lars.params = program.param_region;
-    lars.compute_grads = program.compute_grad_region, lars.compute_params = program.compute_param_region;
-    lars.momentum_buffer = region("optimizer.lars_momentum_buffer", TensorRole::OptState, param_dtype, count);
-    lars.momentum = opt.momentum, lars.weight_decay = opt.weight_decay;
-    lars.trust_coefficient = opt.trust_coefficient, lars.skip_1d = opt.lars_skip_1d;
-    lars.loss_scale = program.loss_scale, lars.found_nonfinite = program.found_nonfinite;
-    lars.tensors.assign(program.params.begin(), program.params.end());  // their views give the tensors' bounds
-    program.opt_state_regions = {lars.momentum_buffer};
-    // Without parameters (a program that trains nothing) there is no update to make.
-    if (!lars.tensors.empty()) program.update.push_back(make_op(lars, -1));
-  } else {
-    AdamWUpdate<TensorId> adamw;
-    adamw.grads = program.grad_region, adamw.params = program.param_region;
-    adamw.compute_grads = program.compute_grad_region, adamw.compute_params = program.compute_param_region;
-    adamw.exp_avg = region("optimizer.exp_avg", TensorRole::OptState, param_dtype, count);
-    adamw.exp_avg_sq = region("optimizer.exp_avg_sq", TensorRole::OptState, param_dtype, count);
-    adamw.beta1 = opt.beta1, adamw.beta2 = opt.beta2, adamw.eps = opt.eps, adamw.weight_decay = opt.weight_decay;
-    adamw.loss_scale = program.loss_scale, adamw.found_nonfinite = program.found_nonfinite;
-    program.opt_state_regions = {adamw.exp_avg, adamw.exp_avg_sq};
-    program.update.push_back(make_op(adamw, -1));
-  }
-  wrap_update_in_loss_scaling(program);
+}
+
+int LowerContext::optimizer_state(const std::string& name) {
+  if (param_elements_ < 0) fail("internal: optimizer state '{}' declared before the parameters were laid out", name);
+  TensorSpec t;
+  t.name = name, t.shape = {param_elements_}, t.dtype = param_dtype, t.role = TensorRole::OptState;
+  t.init = Init::Zeros;
+  const int id = add_tensor(std::move(t));
+  program.opt_state_regions.push_back(id);
+  return id;
 }
 
 }  // namespace kiln

@@ -108,8 +108,14 @@ class LowerContext {
     return *value;
   }
 
-  // Lays out the parameter, gradient and optimizer-state regions.
-  void finish();
+  // After the last layer's backward: lays out the parameter and gradient regions (every
+  // parameter a view of Program::param_region, in one order that the gradients and each state
+  // region of the optimizer share, so a fused update walks them all with one index).
+  void lay_out_parameters();
+  // The optimizer's (optimizer_family.h): a state region named `name` of the parameters' layout,
+  // zeros at first, checkpointed (Program::opt_state_regions). After lay_out_parameters.
+  int optimizer_state(const std::string& name);
+  void update(Op op) { program.update.push_back(std::move(op)); }
 
  private:
   std::vector<int> consumer_gradients(int layer) const;  // each consumer's gradient of layer's output
@@ -123,6 +129,7 @@ class LowerContext {
   std::map<int, std::any> saved_;                    // layer -> what its forward saved
   std::map<int, SeamOutput> seam_output_;            // seam producer -> what its consumers apply
   std::vector<std::vector<std::pair<int, int>>> consumers_;  // per layer: (consumer, input index)
+  int64_t param_elements_ = -1;  // of the parameter layout, once laid out
 };
 
 }  // namespace kiln

@@ -26,13 +26,6 @@ int LayerGraph::count(LayerKind kind) const {
   return n;
 }
 
-OptimizerKind parse_optimizer(const std::string& text) {
-  if (text == "sgd") return OptimizerKind::SGD;
-  if (text == "adamw") return OptimizerKind::AdamW;
-  if (text == "lars") return OptimizerKind::LARS;
-  fail("unknown optimizer '{}': use 'sgd', 'adamw' or 'lars'", text);
-}
-
 LossScaleMode parse_loss_scale_mode(const std::string& text) {
   if (text == "auto") return LossScaleMode::Auto;
   if (text == "dynamic") return LossScaleMode::Dynamic;

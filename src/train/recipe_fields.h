@@ -1,10 +1,13 @@
 #pragma once
 // What a resumed run must share with its checkpoint (Trainer::recipe), one row per setting: the
 // key the checkpoint's metadata records it under ("recipe.<key>"), how its value is read from the
-// run, when it applies (momentum only for SGD, gamma only for the step schedule) and what sets it,
-// kiln train's flag and the library's field, so a refused resume names the fix. Trainer::recipe
+// run, when it applies (momentum only for the optimizers that have it, gamma only for the step
+// schedule) and what sets it, kiln train's flag and the library's field, so a refused resume
+// names the fix. The optimizers' rows are their families' settings (compile/optimizer_family.h),
+// one row per key however many families share it. Trainer::recipe
 // writes and check_recipe compares the rows' keys and values; they are the checkpoint's format:
 // a row's key and the text of its value may never change, or older checkpoints stop resuming.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,15 +26,15 @@ struct RecipeRun {
 };
 
 struct RecipeField {
-  const char* key;                            // "momentum"
-  std::string (*value)(const RecipeRun& run);  // as the metadata holds it: "0.9"
-  // nullptr: always applies; else whether it does for this run.
-  bool (*applies)(const RecipeRun& run) = nullptr;
+  const char* key;                                     // "momentum"
+  std::function<std::string(const RecipeRun&)> value;  // as the metadata holds it: "0.9"
+  // Empty: always applies; else whether it does for this run.
+  std::function<bool(const RecipeRun&)> applies;
   // The row whose value decides whether this one applies ("optimizer" for momentum): while they
   // differ, this row being recorded on one side only is no difference of its own.
   const char* decided_by = nullptr;
   const char* flag = nullptr;  // kiln train's ("--momentum"); nullptr: it has none
-  const char* field = "";      // the library's ("CompileOptions::optimizer.momentum")
+  const char* field = "";      // the library's ("CompileOptions::optimizer.values[\"momentum\"]")
   bool is_switch = false;      // a "true"/"false" value, set by --<flag> and --no-<flag>
 };
 
@@ -57,10 +60,7 @@ std::vector<std::pair<std::string, std::string>> recipe_values(const RecipeRun& 
 
 // How to run with `value` for `row` again, for a resume error: "--lr 0.05 (TrainOptions::
 // schedule.lr)", "--no-hflip (TrainOptions::augment.hflip)", or "0.9 as CompileOptions::
-// optimizer.beta1 (...)" where kiln train has no flag.
+// optimizer.values["beta1"]" where kiln train has no flag.
 std::string recipe_fix(const RecipeField& row, const std::string& value);
-
-// "sgd", "adamw", "lars": parse_optimizer's names.
-const char* optimizer_name(OptimizerKind kind);
 
 }  // namespace kiln

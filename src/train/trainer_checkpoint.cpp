@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compile/optimizer_family.h"
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 #include "kiln/trainer.h"
@@ -27,14 +28,6 @@ std::string join(const std::vector<float>& v) {
 constexpr const char* kFormat = "kiln-checkpoint-2";        // with the recipe
 constexpr const char* kLegacyFormat = "kiln-checkpoint-1";  // without: only the seed is compared
 constexpr const char* kRecipePrefix = "recipe.";
-
-// The optimizer whose state a checkpoint tensor is ("" for other tensors).
-std::string optimizer_of_state(const std::string& tensor) {
-  if (tensor == "optimizer.momentum_buffer") return "sgd";
-  if (tensor == "optimizer.exp_avg" || tensor == "optimizer.exp_avg_sq") return "adamw";
-  if (tensor == "optimizer.lars_momentum_buffer") return "lars";
-  return "";
-}
 }  // namespace
 
 // "" when every value is finite; else what the tensor holds, for a message.
@@ -190,11 +183,11 @@ int Trainer::restore(const std::string& path, bool weights_only) {
     const NamedTensor* saved = file.find(t.name);
     if (!saved && t.role == TensorRole::OptState) {
       for (const NamedTensor& other : file.tensors) {
-        const std::string theirs = optimizer_of_state(other.name);
-        if (!theirs.empty() && theirs != optimizer_name(p.options.optimizer.kind))
+        const OptimizerFamily* theirs = optimizer_of_state(other.name);
+        if (theirs && theirs->name != p.options.optimizer.name)
           fail("checkpoint '{}' was written with the {} optimizer (it holds '{}') but this run uses {}, whose state "
                "'{}' it lacks; resume with --optimizer {}, or start a new run with another checkpoint path", path,
-               theirs, other.name, optimizer_name(p.options.optimizer.kind), t.name, theirs);
+               theirs->name, other.name, p.options.optimizer.name, t.name, theirs->name);
       }
     }
     if (!saved) fail("checkpoint '{}' has no tensor '{}'; was it written for another model?", path, t.name);

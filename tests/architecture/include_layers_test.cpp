@@ -86,6 +86,8 @@ std::string part_of(const std::string& path) {
     // compiler's: it may include the compiler, and no kernel may include it.
     const std::string stem = p.stem().string();
     if (area == "ops" && stem.size() > 6 && stem.substr(stem.size() - 6) == "_layer") return "compile";
+    // So is an optimizer's (<family>/*_optimizer.cpp: its settings, state and update).
+    if (area == "ops" && stem.size() > 10 && stem.substr(stem.size() - 10) == "_optimizer") return "compile";
     // Likewise a layer kind's export (<family>/*_export.cpp/.h) is the exporters'.
     if (area == "ops" && stem.size() > 7 && stem.substr(stem.size() - 7) == "_export") return "export";
     return area;

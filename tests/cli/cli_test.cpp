@@ -120,8 +120,26 @@ TEST(Cli, LarsOptionsParse) {
   EXPECT_NE(r.rc, 0);
   expect_contains(r, {"dataset directory", kNoData}, args);
   r = kiln("train --help");
-  expect_contains(r, {"sgd, adamw or lars", "--lars-eta FLOAT=0.001", "--lars-skip-1d", "--no-lars-skip-1d"},
+  expect_contains(r, {"lars (LARS", "sgd (SGD", "adamw (Adam", "--lars-eta FLOAT=0.001", "--lars-skip-1d",
+                      "--no-lars-skip-1d"},
                   "train --help");
+}
+
+// The optimizers' flags come from their families' settings: a flag the chosen optimizer does not
+// take is refused naming the optimizer, whose the flag is and what the chosen one takes; a shared
+// flag (--momentum, --weight-decay) goes to the chosen optimizer.
+TEST(Cli, AFlagTheChosenOptimizerDoesNotTakeIsRefused) {
+  const std::string train = "train --data " + kNoData + " ";
+  expect_rejected(train + "--optimizer adamw --nesterov",
+                  {"--nesterov", "the adamw optimizer has no nesterov setting", "sgd's", "--eps", "--weight-decay",
+                   "--optimizer sgd"});
+  expect_rejected(train + "--optimizer adamw --momentum 0.9", {"--momentum", "adamw", "no momentum setting"});
+  expect_rejected(train + "--lars-eta 0.002", {"--lars-eta", "the sgd optimizer", "lars's", "--optimizer lars"});
+  for (const char* args :
+       {"--optimizer adamw --weight-decay 0.05 --eps 1e-6", "--optimizer lars --momentum 0.8", "--momentum 0.5 --wd 0"}) {
+    const Result r = kiln(train + args);
+    expect_contains(r, {"dataset directory", kNoData}, args);
+  }
 }
 
 // A LARS run trains, and its checkpoint's recipe records the optimizer and what --lars-eta and
@@ -164,7 +182,8 @@ TEST(Cli, HelpShowsDefaults) {
   EXPECT_EQ(r.rc, 0) << r.output;
   expect_contains(r,
                   {"--model TEXT=digits_cnn", "--batch INT=64", "--epochs INT=10", "--lr FLOAT=0.05",
-                   "--momentum FLOAT=0.9", "--schedule TEXT=cosine", "--optimizer TEXT=sgd", "TEXT=data/digits",
+                   "--momentum FLOAT", "sgd: momentum", "--schedule TEXT=cosine", "--optimizer TEXT=sgd",
+                   "--weight-decay,--wd FLOAT=0.0005", "TEXT=data/digits",
                    "--workers INT=auto", "--overwrite", "refused unless --resume or --overwrite"},
                   "train --help");
 }

@@ -234,9 +234,6 @@ TEST(Options, DeviceSpecsAndPrecisionNamesParseOrNameTheFix) {
   EXPECT_THROW(resolve_device("automatic"), Error);
   EXPECT_EQ(parse_precision("bf16"), Precision::BF16);
   EXPECT_THROW(parse_precision("fp8"), Error);
-  EXPECT_EQ(parse_optimizer("adamw"), OptimizerKind::AdamW);
-  EXPECT_EQ(parse_optimizer("lars"), OptimizerKind::LARS);
-  testing::expect_error([] { parse_optimizer("lamb"); }, {"'lamb'", "'sgd', 'adamw' or 'lars'"});
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ TEST(LossScalingCompile, StateIsPersistentAndTheScaleAndCountAreCheckpointed) {
 
 TEST(LossScalingCompile, AdamWReadsTheScaleToo) {
   CompileOptions o = options(Precision::FP16);
-  o.optimizer.kind = OptimizerKind::AdamW;
+  o.optimizer.name = "adamw";
   const Program p = compile(zoo::digits_cnn(), o);
   ASSERT_EQ(kinds(p.update),
             (std::vector<OpKind>{OpKind::FIND_NONFINITE, OpKind::ADAMW_UPDATE, OpKind::UPDATE_LOSS_SCALE}));

@@ -44,7 +44,7 @@ Blueprint blocks() {
 CompileOptions fp64(bool fuse) {
   CompileOptions o;
   o.precision = Precision::FP64, o.batch = 6, o.fuse_cbr = fuse;
-  o.optimizer.momentum = 0.9f;
+  o.optimizer.set("momentum", 0.9);
   return o;
 }
 

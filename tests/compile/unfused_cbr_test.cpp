@@ -140,7 +140,7 @@ Blueprint digits_cnn_without_dropout() {
 // SGD steps on one batch: fused and unfused give the same losses to rounding.
 TEST(UnfusedCbr, DigitsCnnLayersTakeTheSameSteps) {
   CompileOptions o = options(true, 16);
-  o.optimizer.momentum = 0.9f;
+  o.optimizer.set("momentum", 0.9);
   Executable fused(compile(digits_cnn_without_dropout(), o), 1);
   o.fuse_cbr = false;
   Executable unfused(compile(digits_cnn_without_dropout(), o), 1);
@@ -186,8 +186,8 @@ TEST(UnfusedCbr, DigitsCnnTrainsAlikeAndCheckpointsMoveBetweenTheTwo) {
   const Dataset train = first(load_dataset(dir, "idx", true), 512);
   const Dataset test = first(load_dataset(dir, "idx", false), 300);
   CompileOptions c = options(true, 64);
-  c.optimizer.momentum = 0.9f;
-  c.optimizer.weight_decay = 5e-4f;
+  c.optimizer.set("momentum", 0.9);
+  c.optimizer.set("weight_decay", 5e-4);
   TrainOptions t;
   t.epochs = 2;
   t.schedule.kind = ScheduleKind::Constant;

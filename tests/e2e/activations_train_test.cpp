@@ -21,7 +21,7 @@ TEST(TrainDigits, EveryActivationTrainsASmallCnn) {
         .flatten().fc(10);
     CompileOptions c;
     c.batch = 64;
-    c.optimizer.momentum = 0.9f;
+    c.optimizer.set("momentum", 0.9);
     TrainOptions t;
     t.epochs = 2;
     t.schedule.lr = 0.05f;

@@ -44,9 +44,9 @@ Trained train_with_threads(int threads, const Dataset& train, const Dataset& tes
   testing::ScopedThreads scope(threads);
   CompileOptions c;
   c.batch = 64;
-  c.optimizer.momentum = 0.9f;
-  c.optimizer.nesterov = true;
-  c.optimizer.weight_decay = 5e-4f;
+  c.optimizer.set("momentum", 0.9);
+  c.optimizer.set("nesterov", 1);
+  c.optimizer.set("weight_decay", 5e-4);
   c.label_smoothing = 0.1f;
   TrainOptions t;
   t.epochs = 1;

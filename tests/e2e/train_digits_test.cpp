@@ -25,10 +25,10 @@ struct DigitsRun {
 CompileOptions digits_compile() {
   CompileOptions c;
   c.batch = 64;
-  c.optimizer.kind = OptimizerKind::SGD;
-  c.optimizer.momentum = 0.9f;
-  c.optimizer.nesterov = true;
-  c.optimizer.weight_decay = 5e-4f;
+  c.optimizer.name = "sgd";
+  c.optimizer.set("momentum", 0.9);
+  c.optimizer.set("nesterov", 1);
+  c.optimizer.set("weight_decay", 5e-4);
   c.label_smoothing = 0.1f;
   return c;
 }

@@ -36,7 +36,8 @@ std::unique_ptr<Executable> make(const Blueprint& model, Precision precision, in
                                  std::shared_ptr<ProcessGroup> group) {
   CompileOptions o;
   o.device = Device::CUDA, o.device_index = device, o.precision = precision, o.batch = batch;
-  o.optimizer.kind = OptimizerKind::SGD, o.optimizer.momentum = 0.9f, o.optimizer.weight_decay = 1e-4f;
+  o.optimizer.name = "sgd";
+  o.optimizer.set("momentum", 0.9).set("weight_decay", 1e-4);
   o.cuda.tune = false;  // the same (first) plans in every program
   // The statistics by kiln's sum kernel: cuDNN's fp16 genstats graph ends its sums in atomics, whose
   // last bits differ between two programs even without any rank (CudaOptions::conv_stats).

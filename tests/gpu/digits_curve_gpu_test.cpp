@@ -96,8 +96,8 @@ TEST_P(DigitsCurve, KilnTracksPyTorchsTrainingCurve) {
   // kiln: Trainer::step on each batch.
   CompileOptions o;
   o.device = device, o.batch = kBatch;
-  o.optimizer.kind = OptimizerKind::SGD;
-  o.optimizer.momentum = kMomentum, o.optimizer.weight_decay = kWeightDecay;
+  o.optimizer.name = "sgd";
+  o.optimizer.set("momentum", kMomentum).set("weight_decay", kWeightDecay);
   TrainOptions t;
   t.seed = 1;  // kiln's dropout masks
   Trainer trainer(zoo::digits_cnn(), o, t);

@@ -24,8 +24,8 @@ CompileOptions recipe(Device device, Precision precision) {
   CompileOptions c;
   c.device = device, c.precision = precision;
   c.batch = 64;
-  c.optimizer.kind = OptimizerKind::SGD;
-  c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 5e-4f;
+  c.optimizer.name = "sgd";
+  c.optimizer.set("momentum", 0.9).set("nesterov", 1).set("weight_decay", 5e-4);
   c.label_smoothing = 0.1f;
   return c;
 }

@@ -35,7 +35,7 @@ std::unique_ptr<Executable> frozen_resnet(Precision precision, const std::string
   CompileOptions o;
   o.device = Device::CUDA, o.precision = precision, o.batch = 16;
   o.freeze = freeze;
-  o.optimizer.weight_decay = 0.05f;
+  o.optimizer.set("weight_decay", 0.05);
   o.cuda.tune = false;
   auto made = std::make_unique<Executable>(compile(zoo::resnet18_cifar(), o), 3);
   Executable& exe = *made;

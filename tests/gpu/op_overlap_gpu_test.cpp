@@ -26,7 +26,7 @@ struct Trace {
 Trace train(Blueprint (*model)(int), bool overlap, bool graphs) {
   CompileOptions o;
   o.device = Device::CUDA, o.precision = Precision::FP32, o.batch = 64;
-  o.optimizer.momentum = 0.9f, o.optimizer.nesterov = true, o.optimizer.weight_decay = 1e-4f;
+  o.optimizer.set("momentum", 0.9).set("nesterov", 1).set("weight_decay", 1e-4);
   o.cuda.tune = false;  // both programs take the same (first) plans
   o.cuda.overlap_ops = overlap, o.cuda.graphs = graphs;
   Executable exe(compile(model(10), o), 5);

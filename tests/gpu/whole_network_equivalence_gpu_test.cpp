@@ -121,16 +121,16 @@ double catch_factor(Precision p) { return p == Precision::FP32 || p == Precision
 
 int input_channels(const std::string& model) { return model == "digits_cnn" ? 1 : 3; }
 
-CompileOptions options(const StepCase& c, OptimizerKind kind) {
+CompileOptions options(const StepCase& c, const std::string& kind) {
   CompileOptions o;
   o.device = c.device, o.precision = c.precision, o.batch = c.batch;
   o.input_hwc = {c.side, c.side, input_channels(c.model)};
-  o.optimizer.kind = kind;
-  if (kind == OptimizerKind::SGD) {
-    o.optimizer.momentum = kSgdMomentum, o.optimizer.weight_decay = kSgdWeightDecay, o.optimizer.nesterov = false;
+  o.optimizer.name = kind;
+  if (kind == "sgd") {
+    o.optimizer.set("momentum", kSgdMomentum).set("weight_decay", kSgdWeightDecay).set("nesterov", 0);
   } else {
-    o.optimizer.weight_decay = kAdamWWeightDecay, o.optimizer.eps = kAdamWEps;
-    o.optimizer.beta1 = kAdamWBeta1, o.optimizer.beta2 = kAdamWBeta2;
+    o.optimizer.set("weight_decay", kAdamWWeightDecay).set("eps", kAdamWEps);
+    o.optimizer.set("beta1", kAdamWBeta1).set("beta2", kAdamWBeta2);
   }
   o.loss_scaling.mode = c.precision == Precision::FP16 ? LossScaleMode::Dynamic : LossScaleMode::Off;
   o.loss_scaling.init_scale = kLossScale;
@@ -190,7 +190,7 @@ struct KilnStep {
 };
 
 KilnStep kiln_sgd_step(const StepCase& c, const std::string& weights, const Batch& batch) {
-  Executable exe(compile(zoo::by_name(c.model), options(c, OptimizerKind::SGD)), 1);
+  Executable exe(compile(zoo::by_name(c.model), options(c, "sgd")), 1);
   load_torch_weights(exe, weights);
   const Program& p = exe.program();
   KilnStep k;
@@ -219,7 +219,7 @@ KilnStep kiln_sgd_step(const StepCase& c, const std::string& weights, const Batc
 // after each.
 std::pair<Tensors, Tensors> kiln_adamw(const StepCase& c, const std::string& weights, const Batch& batch,
                                        const Tensors& grads) {
-  Executable exe(compile(zoo::by_name(c.model), options(c, OptimizerKind::AdamW)), 1);
+  Executable exe(compile(zoo::by_name(c.model), options(c, "adamw")), 1);
   const Program& p = exe.program();
   const StepScalars s{kAdamWLr, 0, kDropoutSeed};
   load_torch_weights(exe, weights);
@@ -272,7 +272,7 @@ class TorchLayouts {
   static CompileOptions converter_options(const StepCase& c) {
     CompileOptions o;
     o.batch = 1, o.input_hwc = {c.side, c.side, input_channels(c.model)};
-    o.optimizer.momentum = 0;  // no momentum buffer: the converter never steps
+    o.optimizer.set("momentum", 0);  // no momentum buffer: the converter never steps
     return o;
   }
   Executable exe_;

@@ -34,7 +34,7 @@ void train_fifty_steps(const ZooCase& c, Precision precision) {
   SCOPED_TRACE(c.name + " " + precision_name(precision));
   CompileOptions o;
   o.device = Device::CUDA, o.precision = precision, o.batch = 8;
-  o.optimizer.momentum = 0.9f, o.optimizer.nesterov = true, o.optimizer.weight_decay = 1e-4f;
+  o.optimizer.set("momentum", 0.9).set("nesterov", 1).set("weight_decay", 1e-4);
   Executable exe(compile(c.model(1000), o), 3);
   const Program& p = exe.program();
   std::mt19937 rng(11);

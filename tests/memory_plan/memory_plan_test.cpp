@@ -100,7 +100,7 @@ TEST(MemoryPlan, Vgg16BnHasNoOverlappingLiveTensors) {
 TEST(MemoryPlan, ResNet50HasNoOverlappingLiveTensors) {
   CompileOptions o;
   o.batch = 16;
-  o.optimizer.kind = OptimizerKind::AdamW;
+  o.optimizer.name = "adamw";
   const Program p = compile(zoo::resnet50(), o);
   const MemoryPlan plan = plan_memory(p);
   expect_no_live_overlap(p, plan);

@@ -41,7 +41,8 @@ Blueprint no_batch_norm() {
 CompileOptions options(int batch, std::shared_ptr<ProcessGroup> group = nullptr) {
   CompileOptions c;
   c.batch = batch;
-  c.optimizer.kind = OptimizerKind::SGD, c.optimizer.momentum = 0.9f, c.optimizer.weight_decay = 1e-4f;
+  c.optimizer.name = "sgd";
+  c.optimizer.set("momentum", 0.9).set("weight_decay", 1e-4);
   c.data_parallel = std::move(group);
   return c;
 }

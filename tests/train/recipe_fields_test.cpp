@@ -1,13 +1,17 @@
 // The recipe a resumed run must share comes from one table (src/train/recipe_fields.cpp): every
 // row yields its value where it applies, in the table's order, and a resume that changes any one
 // setting is refused naming that setting alone, with the flag (or field) that gives the
-// checkpoint's value back.
+// checkpoint's value back. The optimizers' rows are their families' settings: every family's run
+// yields its rows, and a change of any of its settings is named with the row's own fix.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <map>
 #include <set>
 
+#include "compile/optimizer_family.h"
+#include "compile/optimizer_settings.h"
 #include "support/cpu_test_util.h"
 #include "support/temp_dir.h"
 #include "train/recipe_fields.h"
@@ -31,7 +35,7 @@ Blueprint tiny_model(const std::string& name = "tiny", int classes = 3) {
 }
 
 // The runs whose rows together are the whole table: SGD on the step schedule, AdamW on cosine,
-// LARS.
+// LARS, and a run of every other optimizer family.
 struct RunSettings {
   std::string model = "tiny";
   int classes = 3;
@@ -41,7 +45,7 @@ struct RunSettings {
 
 RunSettings sgd_step_run(const std::string& ckpt = {}) {
   RunSettings r;
-  r.compile = tiny_compile(OptimizerKind::SGD);
+  r.compile = tiny_compile("sgd");
   r.train = tiny_train(3, ckpt);
   r.train.schedule.kind = ScheduleKind::Step;
   return r;
@@ -49,7 +53,7 @@ RunSettings sgd_step_run(const std::string& ckpt = {}) {
 
 RunSettings adamw_run(const std::string& ckpt = {}) {
   RunSettings r;
-  r.compile = tiny_compile(OptimizerKind::AdamW);
+  r.compile = tiny_compile("adamw");
   r.compile.freeze = "conv1";  // a row recorded only when set
   r.train = tiny_train(3, ckpt);
   return r;
@@ -57,10 +61,23 @@ RunSettings adamw_run(const std::string& ckpt = {}) {
 
 RunSettings lars_run(const std::string& ckpt = {}) {
   RunSettings r;
-  r.compile = tiny_compile(OptimizerKind::LARS);
-  r.compile.optimizer.trust_coefficient = 0.02f;
+  r.compile = tiny_compile("lars");
+  r.compile.optimizer.set("trust_coefficient", 0.02);
   r.train = tiny_train(3, ckpt);
   return r;
+}
+
+RunSettings family_run(const std::string& optimizer, const std::string& ckpt = {}) {
+  RunSettings r;
+  r.compile = tiny_compile(optimizer);
+  r.train = tiny_train(3, ckpt);
+  return r;
+}
+
+std::vector<RunSettings> every_run() {
+  std::vector<RunSettings> runs = {sgd_step_run(), adamw_run(), lars_run()};
+  for (const OptimizerFamily* family : all_optimizer_families()) runs.push_back(family_run(family->name));
+  return runs;
 }
 
 std::map<std::string, std::string> recipe_of(const RunSettings& r) {
@@ -76,7 +93,7 @@ RunSettings resuming(RunSettings r) {
 
 TEST(RecipeFields, EveryRowYieldsItsValueInTableOrder) {
   std::set<std::string> seen;
-  for (const RunSettings& run : {sgd_step_run(), adamw_run(), lars_run()}) {
+  for (const RunSettings& run : every_run()) {
     Trainer trainer(tiny_model(), run.compile, run.train);
     const auto recipe = trainer.recipe();
     const RecipeRun source{trainer.executable().program(), run.model, run.train};
@@ -91,7 +108,7 @@ TEST(RecipeFields, EveryRowYieldsItsValueInTableOrder) {
     }
     EXPECT_EQ(i, recipe.size()) << "rows the table does not have";
   }
-  EXPECT_EQ(seen.size(), recipe_fields().size()) << "a row that neither run yields";
+  EXPECT_EQ(seen.size(), recipe_fields().size()) << "a row that no run yields";
 
   const std::map<std::string, std::string> sgd = recipe_of(sgd_step_run());
   EXPECT_EQ(sgd.at("step_epochs"), "30");
@@ -149,28 +166,29 @@ std::vector<Change> changes() {
        "batch: 16 in the checkpoint, 8 in this run; resume with --batch 16 (CompileOptions::batch)"},
       {"precision", Base::Sgd, [](RunSettings& r) { r.compile.precision = Precision::FP64; },
        "precision: fp32 in the checkpoint, fp64 in this run; resume with --precision fp32"},
-      {"optimizer", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.kind = OptimizerKind::AdamW; },
+      {"optimizer", Base::Sgd, [](RunSettings& r) { r.compile.optimizer = {"adamw"}; },
        "optimizer: sgd in the checkpoint, adamw in this run; resume with --optimizer sgd"},
-      {"optimizer", Base::Lars, [](RunSettings& r) { r.compile.optimizer.kind = OptimizerKind::SGD; },
+      {"optimizer", Base::Lars, [](RunSettings& r) { r.compile.optimizer = {"sgd"}; },
        "optimizer: lars in the checkpoint, sgd in this run; resume with --optimizer lars"},
-      {"momentum", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.momentum = 0.8f; },
+      {"momentum", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.set("momentum", 0.8); },
        "momentum: 0.9 in the checkpoint, 0.8 in this run; resume with --momentum 0.9"},
-      {"momentum", Base::Lars, [](RunSettings& r) { r.compile.optimizer.momentum = 0.8f; },
+      {"momentum", Base::Lars, [](RunSettings& r) { r.compile.optimizer.set("momentum", 0.8); },
        "momentum: 0.9 in the checkpoint, 0.8 in this run; resume with --momentum 0.9"},
-      {"nesterov", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.nesterov = true; },
+      {"nesterov", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.set("nesterov", 1); },
        "nesterov: false in the checkpoint, true in this run; resume with --no-nesterov"},
-      {"beta1", Base::AdamW, [](RunSettings& r) { r.compile.optimizer.beta1 = 0.8f; },
-       "beta1: 0.9 in the checkpoint, 0.8 in this run; resume with 0.9 as CompileOptions::optimizer.beta1"},
-      {"beta2", Base::AdamW, [](RunSettings& r) { r.compile.optimizer.beta2 = 0.99f; },
-       "beta2: 0.999 in the checkpoint, 0.99 in this run; resume with 0.999 as CompileOptions::optimizer.beta2"},
-      {"eps", Base::AdamW, [](RunSettings& r) { r.compile.optimizer.eps = 1e-6f; },
-       "eps: 1e-08 in the checkpoint, 1e-06 in this run; resume with 1e-08 as CompileOptions::optimizer.eps"},
-      {"trust_coefficient", Base::Lars, [](RunSettings& r) { r.compile.optimizer.trust_coefficient = 0.001f; },
+      {"beta1", Base::AdamW, [](RunSettings& r) { r.compile.optimizer.set("beta1", 0.8); },
+       "beta1: 0.9 in the checkpoint, 0.8 in this run; resume with 0.9 as CompileOptions::optimizer.values[\"beta1\"]"},
+      {"beta2", Base::AdamW, [](RunSettings& r) { r.compile.optimizer.set("beta2", 0.99); },
+       "beta2: 0.999 in the checkpoint, 0.99 in this run; resume with 0.999 as "
+       "CompileOptions::optimizer.values[\"beta2\"]"},
+      {"eps", Base::AdamW, [](RunSettings& r) { r.compile.optimizer.set("eps", 1e-6); },
+       "eps: 1e-08 in the checkpoint, 1e-06 in this run; resume with --eps 1e-08"},
+      {"trust_coefficient", Base::Lars, [](RunSettings& r) { r.compile.optimizer.set("trust_coefficient", 0.001); },
        "trust_coefficient: 0.02 in the checkpoint, 0.001 in this run; resume with --lars-eta 0.02"},
-      {"lars_skip_1d", Base::Lars, [](RunSettings& r) { r.compile.optimizer.lars_skip_1d = false; },
+      {"lars_skip_1d", Base::Lars, [](RunSettings& r) { r.compile.optimizer.set("lars_skip_1d", 0); },
        "lars_skip_1d: true in the checkpoint, false in this run; resume with --lars-skip-1d "
-       "(CompileOptions::optimizer.lars_skip_1d)"},
-      {"weight_decay", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.weight_decay = 1e-4f; },
+       "(CompileOptions::optimizer.values[\"lars_skip_1d\"])"},
+      {"weight_decay", Base::Sgd, [](RunSettings& r) { r.compile.optimizer.set("weight_decay", 1e-4); },
        "weight_decay: 0 in the checkpoint, 0.0001 in this run; resume with --weight-decay 0"},
       {"schedule", Base::Sgd, [](RunSettings& r) { r.train.schedule.kind = ScheduleKind::Cosine; },
        "schedule: step in the checkpoint, cosine in this run; resume with --schedule step"},
@@ -195,9 +213,45 @@ std::vector<Change> changes() {
   };
 }
 
+// Another value the row takes than `value`: a switch flipped, a number halved (or 0.5 for 0).
+std::string other_value(const Setting& row, const std::string& value) {
+  if (row.type == SettingType::Switch) return value == "true" ? "false" : "true";
+  const double v = std::stod(value);
+  const double other = v != 0 ? v / 2 : 0.5;
+  EXPECT_TRUE(row.range.contains(other)) << row.info.key;
+  return setting_number_text(float(other));
+}
+
+// A checkpoint of every optimizer family's run, resumed with each of its settings changed in turn.
+void expect_each_optimizer_setting_named_alone(const TempDir& dir) {
+  for (const OptimizerFamily* family : all_optimizer_families()) {
+    const std::string ckpt = dir.file(std::string(family->name) + ".safetensors");
+    const RunSettings base = family_run(family->name, ckpt);
+    {
+      Trainer trainer(tiny_model(), base.compile, base.train);
+      trainer.save_checkpoint(ckpt, 1);
+    }
+    for (const Setting& row : family->settings()) {
+      SCOPED_TRACE(std::string(family->name) + " " + row.info.key);
+      RunSettings run = resuming(base);
+      const std::string old_value = row.read(&base.compile.optimizer);
+      const std::string new_value = other_value(row, old_value);
+      row.write(&run.compile.optimizer, new_value);
+      if (family->refusal && !family->refusal(run.compile.optimizer).empty()) continue;  // not a run at all
+      const std::string msg = error_of([&] { Trainer trainer(tiny_model(), run.compile, run.train); });
+      const std::string line = fmt::format("{}: {} in the checkpoint, {} in this run; resume with {}", row.info.key,
+                                           old_value, new_value, row.fix_for(old_value));
+      EXPECT_TRUE(contains(msg, "\n  " + line)) << msg;
+      EXPECT_EQ(msg.find("\n  "), msg.rfind("\n  ")) << msg;
+    }
+  }
+}
+
 TEST(RecipeFields, EachChangedSettingIsNamedAloneInTheResumeErrorWithItsFix) {
   std::set<std::string> covered;
   for (const Change& c : changes()) covered.insert(c.key);
+  for (const OptimizerFamily* family : all_optimizer_families())
+    for (const Setting& row : family->settings()) covered.insert(row.info.key);
   for (const RecipeField& row : recipe_fields()) EXPECT_TRUE(covered.count(row.key)) << "no change of " << row.key;
 
   TempDir dir;
@@ -223,6 +277,7 @@ TEST(RecipeFields, EachChangedSettingIsNamedAloneInTheResumeErrorWithItsFix) {
     Trainer trainer(tiny_model(), unchanged.compile, unchanged.train);
     EXPECT_TRUE(trainer.resumed()) << unchanged.train.checkpoint;
   }
+  expect_each_optimizer_setting_named_alone(dir);
 }
 
 }  // namespace

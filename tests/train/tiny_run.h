@@ -34,10 +34,10 @@ inline Blueprint tiny_model(const std::string& name = "tiny") {
   return m;
 }
 
-inline CompileOptions tiny_compile(OptimizerKind optimizer = OptimizerKind::SGD, int batch = 16) {
+inline CompileOptions tiny_compile(const std::string& optimizer = "sgd", int batch = 16) {
   CompileOptions c;
   c.batch = batch;
-  c.optimizer.kind = optimizer;
+  c.optimizer.name = optimizer;
   return c;
 }
 

@@ -73,8 +73,8 @@ CLI::App* add_bench_command(CLI::App& app, CommonOptions& common, BenchArgs& b) 
 int run_bench(const CommonOptions& o, const BenchArgs& b) {
   CompileOptions c = compile_options(o);
   c.cpu = cpu_options(b.backend);  // the CPU backend sizes the pool with it
-  c.optimizer.kind = OptimizerKind::SGD;  // PyTorch's recipe in bench/torch_models.py
-  c.optimizer.momentum = 0.9f, c.optimizer.nesterov = true, c.optimizer.weight_decay = 1e-4f;
+  c.optimizer = {"sgd"};  // PyTorch's recipe in bench/torch_models.py
+  c.optimizer.set("momentum", 0.9).set("nesterov", 1).set("weight_decay", 1e-4);
   c.cuda = cuda_options(b.backend);
   const std::shared_ptr<ProcessGroup> group = join_ranks_if_launched(b.parallel, c);
   std::ofstream json = json_appender(group && group->rank() != 0 ? std::string() : b.json);  // rank 0 writes

@@ -34,25 +34,10 @@ CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) 
   add_common_options(train, common);
   add_data_options(train, t.data, true);
   train->add_option("--epochs,-e", t.epochs, "epochs, >= 1")->check(at_least(1, "use e.g. --epochs 10"));
-  train->add_option("--optimizer", t.optimizer, "sgd, adamw or lars (layer-wise adaptive rate scaling)")
-      ->check(parsed_by([](const std::string& name) { parse_optimizer(name); }));
+  add_optimizer_options(train, t.optimizer);
   train->add_option("--lr", t.lr, "peak learning rate, > 0")
       ->check(number_in([](double v) { return v > 0 && fits_finite_float(v); }, "a finite number > 0",
                         "use e.g. --lr 0.05 (SGD) or --lr 0.001 (AdamW)"));
-  train->add_option("--momentum", t.momentum, "SGD and LARS momentum, in [0, 1)")
-      ->check(number_in([](double v) { return v >= 0 && v < 1; }, "in [0, 1)",
-                        "use e.g. --momentum 0.9, or 0 for plain SGD"));
-  train->add_flag("--nesterov,!--no-nesterov", t.nesterov, "Nesterov momentum (SGD, needs --momentum > 0)");
-  train->add_option("--weight-decay,--wd", t.weight_decay, "weight decay (SGD, LARS: L2, AdamW: decoupled), >= 0")
-      ->check(number_in([](double v) { return v >= 0 && fits_finite_float(v); }, "a finite number >= 0",
-                        "use e.g. --weight-decay 5e-4, or 0 for none"));
-  train->add_option("--lars-eta", t.lars_eta, "LARS trust coefficient (eta), finite and > 0")
-      ->check(number_in([](double v) { return v > 0 && fits_finite_float(v); }, "a finite number > 0",
-                        "use e.g. --lars-eta 0.001"));
-  train->add_flag("--lars-skip-1d,!--no-lars-skip-1d", t.lars_skip_1d,
-                  "LARS: one-dimensional parameters (BatchNorm scale and shift, biases) take plain momentum SGD "
-                  "steps, without trust ratio or weight decay, as in MLPerf's ResNet recipes; --no-lars-skip-1d "
-                  "gives them LARS steps too");
   train->add_option("--schedule", t.schedule, "constant, cosine or step")
       ->check(parsed_by([](const std::string& name) { parse_schedule(name); }));
   train->add_option("--warmup", t.warmup, "warm-up epochs (linear), >= 0")
@@ -125,9 +110,7 @@ void check_train_options(const TrainArgs& t) {
                                 t.warmup, t.epochs, t.lr,
                                 t.epochs >= 2 ? fmt::format("{} (or 0 for none)", std::max(1, t.epochs / 10))
                                               : std::string("0 (none), or more --epochs")));
-  if (t.nesterov && t.momentum == 0 && t.optimizer == "sgd")
-    throw CLI::ValidationError("--nesterov", "needs --momentum > 0 (as in PyTorch); use e.g. --momentum 0.9, or "
-                                             "--no-nesterov for plain SGD");
+  check_optimizer_options(t.optimizer);
 }
 
 }  // namespace kiln::cli

@@ -10,21 +10,22 @@
 #include "cli/common_options.h"
 #include "cli/data_parallel_options.h"
 #include "cli/data_options.h"
+#include "cli/optimizer_options.h"
 #include "kiln/options.h"
 
 namespace kiln::cli {
 
 struct TrainArgs {
   DataArgs data;  // --data, --format, --workers, the image transform (add_data_options)
-  std::string optimizer = "sgd", schedule = "cosine";
+  // --optimizer and the optimizers' flags; kiln train decays weights by 5e-4 unless told otherwise.
+  OptimizerArgs optimizer{.defaults = {{"weight_decay", 5e-4}}};
+  std::string schedule = "cosine";
   std::string checkpoint;
   std::string json;  // --json FILE: one line per epoch
   std::string tensorboard;  // --tensorboard DIR: TensorBoard event files
   int epochs = 10, warmup = 0, step_epochs = 30;
-  float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, label_smoothing = 0.f, gamma = 0.1f;
-  bool nesterov = false, resume = false, overwrite = false;
-  float lars_eta = 0.001f;    // --lars-eta, into optimizer.trust_coefficient
-  bool lars_skip_1d = true;   // --lars-skip-1d / --no-lars-skip-1d
+  float lr = 0.05f, label_smoothing = 0.f, gamma = 0.1f;
+  bool resume = false, overwrite = false;
   std::string init_from;  // --init-from: PyTorch weights to start from
   bool new_head = false;  // --new-head: leave the classifier as initialized
   uint64_t seed = 1;

@@ -115,12 +115,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   CompileOptions c = compile_options(o);
   c.input_hwc = {shape.height, shape.width, shape.channels};
   c.label_smoothing = a.label_smoothing;
-  c.optimizer.kind = parse_optimizer(a.optimizer);
-  c.optimizer.momentum = a.momentum;
-  c.optimizer.nesterov = a.nesterov;
-  c.optimizer.weight_decay = a.weight_decay;
-  c.optimizer.trust_coefficient = a.lars_eta;
-  c.optimizer.lars_skip_1d = a.lars_skip_1d;
+  c.optimizer = optimizer_config(a.optimizer);
   c.cpu = cpu_options(a.backend);
   c.cuda = cuda_options(a.backend);
   c.loss_scaling = a.loss_scaling;
@@ -154,7 +149,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
              shape.channels, train.num_classes(),
              group ? fmt::format("{} GPUs (data parallel, rank 0 on cuda:{})", group->ranks(), c.device_index)
                    : device_label(c),
-             precision_name(o.compile.precision), a.optimizer, group ? fmt::format("{} per GPU", o.compile.batch) : std::to_string(o.compile.batch),
+             precision_name(o.compile.precision), a.optimizer.name, group ? fmt::format("{} per GPU", o.compile.batch) : std::to_string(o.compile.batch),
              a.epochs, t.workers);
   print_checkpoint_start(a, trainer, replacing);
   if (trainer.resumed() && trainer.resumed_ranks() != trainer.ranks())

@@ -70,8 +70,8 @@ CompileOptions options(Device device, Precision precision, bool seams) {
   o.cuda.tune_plans = 2;  // correct plans, not the fastest
   // fp16: a fixed-size first scale whose scaled gradients stay finite (2^16 overflows them here).
   o.loss_scaling.init_scale = 1024.f;
-  o.optimizer.kind = OptimizerKind::SGD;
-  o.optimizer.momentum = 0.9f, o.optimizer.weight_decay = 1e-3f;
+  o.optimizer = {"sgd"};
+  o.optimizer.set("momentum", 0.9).set("weight_decay", 1e-3);
   return o;
 }
 

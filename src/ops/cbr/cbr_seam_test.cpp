@@ -40,8 +40,8 @@ CompileOptions options(Precision precision, bool seams) {
   o.batch = 4;
   o.precision = precision;
   o.fuse_seams = seams;
-  o.optimizer.kind = OptimizerKind::SGD;
-  o.optimizer.momentum = 0.9f, o.optimizer.weight_decay = 1e-3f;
+  o.optimizer = {"sgd"};
+  o.optimizer.set("momentum", 0.9).set("weight_decay", 1e-3);
   return o;
 }
 

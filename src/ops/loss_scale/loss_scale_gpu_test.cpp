@@ -156,7 +156,7 @@ struct Fp16Run {
   static Program program() {
     CompileOptions c;
     c.device = Device::CUDA, c.precision = Precision::FP16, c.batch = 64;
-    c.optimizer.momentum = 0.9f;
+    c.optimizer.set("momentum", 0.9);
     return compile(zoo::digits_cnn(), c);
   }
   const Program& p() const { return exe.program(); }

@@ -13,8 +13,9 @@
 
 namespace kiln {
 
-// momentum and weight decay >= 0 and finite, the trust coefficient finite and > 0 (OptimizerConfig
-// has the ranges; compile() refuses the options before any op runs).
+// momentum and weight decay >= 0 and finite, the trust coefficient finite and > 0 (the lars
+// family's settings have the ranges, lars_optimizer.cpp; compile() refuses the options before any
+// op runs).
 inline void check_lars_hyper(const std::string& where, const LarsUpdate<TensorArg>& a) {
   if (!(a.momentum >= 0) || !std::isfinite(a.momentum) || !(a.weight_decay >= 0) || !std::isfinite(a.weight_decay))
     fail("{}: momentum ({}) and weight_decay ({}) must be finite and >= 0; fix the optimizer options", where,

@@ -1,4 +1,4 @@
-// LARS through compile() (OptimizerKind::LARS): the update is one LARS_UPDATE that lists every
+// LARS through compile() (optimizer "lars"): the update is one LARS_UPDATE that lists every
 // parameter view and keeps its momentum in its own region, and a program trained with it moves
 // every parameter as the rule says (lars_reference_test.h, on the gradients the program's own
 // backward wrote), step after step, with BatchNorm's scale and shift and the biases taking plain
@@ -38,9 +38,9 @@ CompileOptions lars_options(Precision precision, bool skip_1d) {
   CompileOptions o;
   o.batch = 4;
   o.precision = precision;
-  o.optimizer.kind = OptimizerKind::LARS;
-  o.optimizer.momentum = kMomentum, o.optimizer.weight_decay = kWeightDecay;
-  o.optimizer.trust_coefficient = kEta, o.optimizer.lars_skip_1d = skip_1d;
+  o.optimizer.name = "lars";
+  o.optimizer.set("momentum", kMomentum).set("weight_decay", kWeightDecay);
+  o.optimizer.set("trust_coefficient", kEta).set("lars_skip_1d", skip_1d);
   return o;
 }
 
@@ -108,11 +108,12 @@ TEST(LarsProgram, Fp32TrainingFollowsTheRule) { check_training<float>(Precision:
 TEST(LarsProgram, WithoutSkipEveryTensorTakesLarsSteps) { check_training<double>(Precision::FP64, false, 1e-12); }
 
 TEST(LarsProgram, ABadTrustCoefficientIsRefusedNamingTheOption) {
-  for (float eta : {0.f, -0.001f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+  for (double eta : {0.0, -0.001, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     CompileOptions o = lars_options(Precision::FP32, true);
-    o.optimizer.trust_coefficient = eta;
-    testing::expect_error([&] { compile(lars_net(), o); }, {"trust coefficient", "optimizer.trust_coefficient",
-                                                            "--lars-eta", "finite and > 0"});
+    o.optimizer.set("trust_coefficient", eta);
+    testing::expect_error([&] { compile(lars_net(), o); },
+                          {"the lars optimizer's trust_coefficient", "trust coefficient",
+                           "optimizer.values[\"trust_coefficient\"]", "--lars-eta", "a finite number > 0"});
   }
 }
 

@@ -279,7 +279,7 @@ TEST(OptimizerGpu, ProgramKeepsComputeCopiesEqualToTheRoundedMasters) {
   KILN_REQUIRE_GPU();
   CompileOptions c;
   c.device = Device::CUDA, c.precision = Precision::FP16, c.batch = 64;
-  c.optimizer.momentum = 0.9f;
+  c.optimizer.set("momentum", 0.9);
   Executable exe(compile(zoo::digits_cnn(), c), 3);
   const Program& p = exe.program();
   ASSERT_GE(p.compute_param_region, 0);
@@ -584,8 +584,8 @@ TEST(OptimizerGpu, LarsProgramFollowsTheRuleAndReplaysBitForBit) {
   KILN_REQUIRE_GPU();
   CompileOptions c;
   c.device = Device::CUDA, c.precision = Precision::FP32, c.batch = 32;
-  c.optimizer.kind = OptimizerKind::LARS;
-  c.optimizer.momentum = 0.9f, c.optimizer.weight_decay = 5e-4f, c.optimizer.trust_coefficient = 0.002f;
+  c.optimizer.name = "lars";
+  c.optimizer.set("momentum", 0.9).set("weight_decay", 5e-4).set("trust_coefficient", 0.002);
   c.cuda.tune = false;  // both programs take the same (first) plans
   Executable by_op(compile(zoo::digits_cnn(), c), 3), replayed(compile(zoo::digits_cnn(), c), 3);
   const Program& p = by_op.program();
@@ -630,8 +630,8 @@ TEST(OptimizerGpu, LarsProgramInFp16KeepsCopiesAndSkipsOverflow) {
   KILN_REQUIRE_GPU();
   CompileOptions c;
   c.device = Device::CUDA, c.precision = Precision::FP16, c.batch = 64;
-  c.optimizer.kind = OptimizerKind::LARS;
-  c.optimizer.weight_decay = 5e-4f;
+  c.optimizer.name = "lars";
+  c.optimizer.set("weight_decay", 5e-4);
   Executable exe(compile(zoo::digits_cnn(), c), 3);
   const Program& p = exe.program();
   ASSERT_GE(p.compute_param_region, 0);

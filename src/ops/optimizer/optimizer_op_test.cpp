@@ -30,7 +30,7 @@ const std::vector<double> kGrad{0.5, -1.5, 0.25}, kParam{1.0, -2.0, 0.5};
 TEST(UpdateOps, SgdTakesAttributesAndLearningRate) {
   OpBench b;
   OptimizerConfig& opt = b.program.options.optimizer;
-  opt.momentum = 0.3f, opt.nesterov = false, opt.weight_decay = 0.5f;  // not read: the op carries its own
+  opt.set("momentum", 0.3).set("nesterov", 0).set("weight_decay", 0.5);  // not read: the op carries its own
   const int g = b.add("grads", kGrad), p = b.add("params", kParam),
             buf = b.add("momentum", {0, 0, 0});
   const SgdUpdate<TensorId> sgd{g, p, buf, 0.8f, 0.125f, true};

@@ -36,7 +36,7 @@ Blueprint three_blocks() {
 CompileOptions options(Precision precision, bool fuse_grad_sums) {
   CompileOptions o;
   o.precision = precision, o.batch = 5, o.fuse_grad_sums = fuse_grad_sums;
-  o.optimizer.momentum = 0.9f;
+  o.optimizer.set("momentum", 0.9);
   return o;
 }
 
