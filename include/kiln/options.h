@@ -60,12 +60,6 @@ struct CudaOptions {
   // Run work meant to overlap (wgrad beside dgrad) on a second, lower-priority stream; false runs
   // it after, in issue order on the main stream. KILN_SIDE_STREAM=0|1.
   bool side_stream = true;
-  // How a seam's consumer (fusion across layers, CompileOptions::fuse_seams) takes its input's
-  // BatchNorm + ReLU: 0 (the default) writes the applied input first, then convolves it, with the
-  // numbers of the program without seams; 1 takes cuDNN's fp16 prologue graph wherever it builds,
-  // which rounds the producer's scale and shift to fp16 (less exact, README); 2 times both at
-  // prepare and keeps the faster. KILN_SEAM_INPUT=0|1|2.
-  int seam_input = 0;
   // How a convolution that BatchNorm follows (CBR, conv + BN) gets its output's per-channel sums:
   // 0 the convolution, then kiln's sum kernel over its output, in every dtype; 1 (the default)
   // cuDNN's conv + genstats graph where it builds (fp16), else the sum kernel; 2 as 1, but where
@@ -191,9 +185,8 @@ struct CompileOptions {
   bool fuse_cbr = true;       // fuse Conv -> BN -> ReLU into CBR, and ResNet block ends (conv_bn + bn_add_relu)
   // Fusion across layers (with fuse_cbr): a CBR whose output feeds only CBR or conv_bn layers leaves its
   // BatchNorm + ReLU to them, applied as they read its convolution's output (`kiln plan` shows the
-  // seams). Off by default. On the GPU a consumer applies it in cuDNN's fp16 prologue graph or
-  // writes the applied input first (CudaOptions::seam_input); the BN+ReLU outputs and masks of the
-  // producers leave the memory plan.
+  // seams). Off by default. A consumer writes the applied input into a scratch of one op's life and
+  // convolves it; the BN+ReLU outputs and masks of the producers leave the memory plan.
   bool fuse_seams = false;
   // A ResNet block end's backward reads the two gradients of its output (from the next block's
   // body and shortcut) and adds them as it reads them, where a GRAD_SUM pass would write their

@@ -52,12 +52,6 @@ Scratch scratch(void* base, int64_t m, int64_t c, size_t conv_bytes) {
 
 int64_t rows(const TensorArg& y) { return y.numel() / y.shape().back(); }
 
-// A seam's consumer reads its producer's conv_out as x, with in_scale and in_shift.
-SeamInput seam_input(const TensorArg& x, const TensorArg& in_scale, const TensorArg& in_shift,
-                     const TensorArg& x_applied) {
-  return {x.data, in_scale.as<float>(), in_shift.as<float>(), x_applied.data};
-}
-
 // The forward writes y and its bit mask, or (a seam's producer) neither but its scale and shift.
 void check_outputs(const OpCall& call, const CbrForward<TensorArg>& a) {
   if (bool(a.y) != bool(a.bitmask) || (!a.y && (!a.scale || !a.shift)))
@@ -80,8 +74,7 @@ ReluMask relu_mask(const OpCall& call, const CbrBackward<TensorArg>& a) {
 void wgrad(CudaBackend& be, const CbrBackward<TensorArg>& a, const ConvProblem& p, void* workspace,
            cudaStream_t stream, const std::string& where) {
   if (a.in_scale)
-    run_seam_wgrad(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied), a.dconv.data, a.dw.data, workspace,
-                   stream, where);
+    run_seam_wgrad(be, p, seam_input_of(a), a.dconv.data, a.dw.data, workspace, stream, where);
   else
     run_wgrad(be, p, a.x.data, a.dconv.data, a.dw.data, workspace, stream, where);
 }
@@ -92,8 +85,7 @@ void prepare_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   const size_t conv =
       a.in_scale
-          ? prepare_seam_conv_stats(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied), a.w.data,
-                                    a.conv_out.data, call.where())
+          ? prepare_seam_conv_stats(be, p, seam_input_of(a), a.w.data, a.conv_out.data, call.where())
           : prepare_conv_stats(be, p, a.x.data, a.w.data, a.conv_out.data, call.where());
   be.request_workspace(scratch(nullptr, rows(a.conv_out), p.k, conv).used);
 }
@@ -109,8 +101,8 @@ void cbr_fwd(const OpCall& call, const CbrForward<TensorArg>& a) {
   // Stage 1: the convolution and the per-channel sums of its output (in the same pass where the
   // chosen engine can); a seam's consumer convolves its input's BatchNorm + ReLU.
   if (a.in_scale)
-    run_seam_conv_stats(be, p, seam_input(x, a.in_scale, a.in_shift, a.x_applied), a.w.data, conv_out.data, s.sum,
-                        s.sqsum, s.reduce, s.reduce_bytes, s.conv, be.stream(0), where);
+    run_seam_conv_stats(be, p, seam_input_of(a), a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes,
+                        s.conv, be.stream(0), where);
   else
     run_conv_stats(be, p, x.data, a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes, s.conv,
                    be.stream(0), where);
@@ -134,8 +126,7 @@ void prepare_bwd(const OpCall& call, const CbrBackward<TensorArg>& a) {
          call.where());
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
-  const size_t wgrad = a.in_scale ? prepare_seam_wgrad(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied),
-                                                       a.dconv.data, a.dw.data, call.where())
+  const size_t wgrad = a.in_scale ? prepare_seam_wgrad(be, p, seam_input_of(a), a.dconv.data, a.dw.data, call.where())
                                   : prepare_wgrad(be, p, a.x.data, a.dconv.data, a.dw.data, call.where());
   const int64_t m = rows(a.conv_out);
   if (!a.dx) {  // a first layer: wgrad alone, on the main stream

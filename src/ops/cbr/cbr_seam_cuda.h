@@ -29,6 +29,13 @@ struct SeamInput {
   void* applied = nullptr;        // scratch of x's shape (the op's x_applied)
 };
 
+// The input of a seam consumer's op, from its contract's tensors (CBR's and conv_bn's name them
+// alike: x, the producer's conv_out; in_scale, in_shift; x_applied).
+template <class OpArgs>
+SeamInput seam_input_of(const OpArgs& a) {
+  return {a.x.data, a.in_scale.template as<float>(), a.in_shift.template as<float>(), a.x_applied.data};
+}
+
 // Prepares the convolution with statistics of the applied input (prepare_conv_stats, timing on
 // the op's own tensors, which it overwrites) and returns the workspace bytes run_seam_conv_stats
 // needs besides the sum kernel's (channel_sums_workspace_bytes). Not under CUDA Graph capture.

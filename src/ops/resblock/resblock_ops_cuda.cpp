@@ -126,19 +126,12 @@ int64_t check_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a, const C
   return m;
 }
 
-// A seam consumer's input: the producer's conv_out, its scale and shift, and the scratch for the
-// applied input.
-SeamInput seam_input(const TensorArg& x, const TensorArg& in_scale, const TensorArg& in_shift,
-                     const TensorArg& x_applied) {
-  return {x.data, in_scale.as<float>(), in_shift.as<float>(), x_applied.data};
-}
-
 void prepare_conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
   CudaBackend& be = cuda_backend(call.backend, call.where());
   const ConvProblem p = conv_problem(call, a.x, a.w, a.conv_out, a.stride, a.padding);
   const int64_t m = check_fwd(call, a, p);
-  const size_t conv = a.in_scale ? prepare_seam_conv_stats(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied),
-                                                           a.w.data, a.conv_out.data, call.where())
+  const size_t conv = a.in_scale ? prepare_seam_conv_stats(be, p, seam_input_of(a), a.w.data, a.conv_out.data,
+                                                           call.where())
                                  : prepare_conv_stats(be, p, a.x.data, a.w.data, a.conv_out.data, call.where());
   be.request_workspace(fwd_scratch(nullptr, m, p.k, conv).used);
 }
@@ -153,8 +146,8 @@ void conv_bn_fwd(const OpCall& call, const ConvBnForward<TensorArg>& a) {
   // The convolution and the per-channel sums of its output (in the same pass where the chosen
   // engine can); a seam's consumer convolves its input's BatchNorm + ReLU.
   if (a.in_scale)
-    run_seam_conv_stats(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied), a.w.data, conv_out.data, s.sum,
-                        s.sqsum, s.reduce, s.reduce_bytes, s.conv, be.stream(0), where);
+    run_seam_conv_stats(be, p, seam_input_of(a), a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes,
+                        s.conv, be.stream(0), where);
   else
     run_conv_stats(be, p, a.x.data, a.w.data, conv_out.data, s.sum, s.sqsum, s.reduce, s.reduce_bytes, s.conv,
                    be.stream(0), where);
@@ -221,8 +214,7 @@ void prepare_conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a)
   const ConvProblem p = conv_problem(call, a.x, a.w, a.dconv, a.stride, a.padding);
   check_bwd(call, a);
   // wgrad uses the side stream's workspace, dgrad the main one's.
-  be.request_workspace(a.in_scale ? prepare_seam_wgrad(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied),
-                                                       a.dconv.data, a.dw.data, call.where())
+  be.request_workspace(a.in_scale ? prepare_seam_wgrad(be, p, seam_input_of(a), a.dconv.data, a.dw.data, call.where())
                                   : be.graphs().prepare(kConvWgradGraph, p),
                        1);
   if (a.dx) be.request_workspace(be.graphs().prepare(kConvDgradGraph, p), 0);
@@ -235,8 +227,7 @@ void conv_bn_bwd(const OpCall& call, const ConvBnBackward<TensorArg>& a) {
   check_bwd(call, a);
   be.order(0, 1);  // dconv was written on the main stream
   if (a.in_scale) {  // a seam's consumer: wgrad of the input its forward convolved
-    run_seam_wgrad(be, p, seam_input(a.x, a.in_scale, a.in_shift, a.x_applied), a.dconv.data, a.dw.data,
-                   be.workspace(1), be.stream(1), where);
+    run_seam_wgrad(be, p, seam_input_of(a), a.dconv.data, a.dw.data, be.workspace(1), be.stream(1), where);
   } else {
     Pointers wg;
     wg.dy = a.dconv.data, wg.x = a.x.data, wg.dw = a.dw.data;
