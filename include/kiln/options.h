@@ -84,11 +84,6 @@ struct CudaOptions {
   // tuning off, the other ways stay); 2 every fold that applies, alone (tests, A/B).
   // The same products are summed, in another order. KILN_FOLD_TAPS=0|1|2.
   int fold_taps = 1;
-  // A block end with a normalized (projection) shortcut sums both branches' BatchNorm gradients
-  // in one pass over its output's gradient and mask (the sum of g once, the sum of g * xhat for
-  // each branch), where false runs one such pass per branch: the same sums, the fp32 terms added
-  // in another order. KILN_BLOCK_END_SUMS=0|1.
-  bool block_end_sums = true;
   // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,
   // which waits for it only when it ends; false joins the side stream at the end of every op.
   // KILN_OVERLAP_OPS=0|1.

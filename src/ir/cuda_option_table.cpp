@@ -74,9 +74,6 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                 "a first layer's few input channels folded with filter taps into more channels (ResNet's stem: "
                 "16 channels, 4x4) for its forward and weight gradient: 0 never, 1 folds that at most double "
                 "the input, where faster when timed at prepare (default), 2 every fold that applies"),
-      switch_row("block_end_sums", "--block-end-sums", "KILN_BLOCK_END_SUMS", &CudaOptions::block_end_sums,
-                 "1: a block end with a projection shortcut sums both branches' BatchNorm gradients in one pass "
-                 "(default); 0: one pass per branch"),
       count_row("linear_workspace_mib", "--linear-workspace-mib", "KILN_LINEAR_WORKSPACE_MIB",
                 &CudaOptions::linear_workspace_mib, 0, 65536,
                 "the most workspace one linear layer's cuBLASLt GEMM may use, in MiB; 0: only algorithms without "

@@ -24,6 +24,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -243,10 +244,8 @@ class ResblockOps {
  public:
   using Tensors = std::map<std::string, TensorArg>;
 
-  // The backend's options: no tuning, and `block_end_sums` (CudaOptions).
-  explicit ResblockOps(bool block_end_sums = CudaOptions{}.block_end_sums) : backend_(0, options(block_end_sums)) {
-    register_cuda_ops();
-  }
+  // The backend's options: no tuning.
+  ResblockOps() : backend_(0, options()) { register_cuda_ops(); }
 
   TensorArg arg(const Shape& shape, const DeviceTensor& t) { return bench_.arg(shape, t.ptr(), t.dtype); }
   TensorArg channels(const DeviceTensor& t) { return bench_.arg({int64_t(t.n)}, t.ptr(), DType::F32); }
@@ -293,10 +292,9 @@ class ResblockOps {
   testing::OpBench bench_{2, "layer1.0.tail"};
   cuda::CudaBackend backend_;
 
-  static CudaOptions options(bool block_end_sums) {
+  static CudaOptions options() {
     CudaOptions o;
     o.tune = false;
-    o.block_end_sums = block_end_sums;
     return o;
   }
 };
@@ -474,17 +472,17 @@ TEST(ResblockOpsGpu, BnAddReluBackwardTakesItsGradientInTwoTerms) {
       }
 }
 
-// A block end with a normalized shortcut: both branches' sums from one pass
-// (CudaOptions::block_end_sums, the default) against one pass per branch, with the gradient whole
-// and in two terms. The sum of g is computed once for both branches, so dbeta_b must be dbeta_a's
-// bits. The rest may differ in the order the fp32 terms are added (the one-pass kernel's one-wave
-// grid follows its own occupancy): sums within 2e-5 (both within 1e-5 of float64,
-// BnAddReluBackwardMatchesFloat64's bound, which also holds the one-pass sums to float64), da and
-// db within that plus one ulp of their dtype. The branches' dgamma differ from each other by far
-// more than that bound, so a pass that took one branch's input or statistics for the other fails.
+// A block end with a normalized shortcut sums both branches' BatchNorm gradients in one pass
+// (bn_backward_reduce_pair), with the gradient whole and in two terms, against one
+// bn_backward_reduce per branch. The sum of g is computed once for both branches, so dbeta_b must
+// be dbeta_a's bits. The rest may differ in the order the fp32 terms are added (the one-pass
+// kernel's one-wave grid follows its own occupancy): within 2e-5 (both within 1e-5 of float64,
+// BnAddReluBackwardMatchesFloat64's bound, which also holds the op's da and db to float64). The
+// branches' dgamma differ from each other by far more than that bound, so a pass that took one
+// branch's input or statistics for the other fails.
 TEST(ResblockOpsGpu, BnAddReluBackwardSumsBothBranchesInOnePass) {
   KILN_REQUIRE_GPU();
-  ResblockOps one_pass(true), per_branch(false);
+  ResblockOps ops;
   std::mt19937 rng(41);
   for (DType dt : kDtypes)
     for (const Shape& shape : kTailShapes)
@@ -503,30 +501,37 @@ TEST(ResblockOpsGpu, BnAddReluBackwardSumsBothBranchesInOnePass) {
             gb(DType::F32, gamma_b), ma(DType::F32, mean_a), ia(DType::F32, inv_a), mb(DType::F32, mean_b),
             ib(DType::F32, inv_b);
         const DeviceBytes mask(random_bytes(cuda::bitmask_bytes(n), rng));
-        // da, db, dgamma_a, dbeta_a, dgamma_b, dbeta_b as `ops` computes them.
-        auto backward = [&](ResblockOps& ops) {
-          DeviceTensor da = DeviceTensor::poisoned(dt, n), db = DeviceTensor::poisoned(dt, n),
-                       dga = DeviceTensor::poisoned(DType::F32, c), dba = DeviceTensor::poisoned(DType::F32, c),
-                       dgb = DeviceTensor::poisoned(DType::F32, c), dbb = DeviceTensor::poisoned(DType::F32, c);
-          ResblockOps::Tensors t = {
-              {"dy", ops.arg(shape, dy)},           {"bitmask", ops.bits(mask)},
-              {"a", ops.arg(shape, a)},             {"gamma_a", ops.channels(ga)},
-              {"saved_mean_a", ops.channels(ma)},   {"saved_inv_std_a", ops.channels(ia)},
-              {"da", ops.arg(shape, da)},           {"dgamma_a", ops.channels(dga)},
-              {"dbeta_a", ops.channels(dba)},       {"db", ops.arg(shape, db)},
-              {"b", ops.arg(shape, b)},             {"gamma_b", ops.channels(gb)},
-              {"saved_mean_b", ops.channels(mb)},   {"saved_inv_std_b", ops.channels(ib)},
-              {"dgamma_b", ops.channels(dgb)},      {"dbeta_b", ops.channels(dbb)}};
-          if (terms) t["dy2"] = ops.arg(shape, dy2);
-          ops.run(BnAddReluBackward<TensorId>{}, t);
-          return std::vector<std::vector<double>>{da.get(), db.get(), dga.get(), dba.get(), dgb.get(), dbb.get()};
-        };
-        const auto one = backward(one_pass), each = backward(per_branch);
-        EXPECT_EQ(one[5], one[3]) << "dbeta_b and dbeta_a are the one sum of g";
-        const char* names[] = {"da", "db", "dgamma_a", "dbeta_a", "dgamma_b", "dbeta_b"};
-        for (size_t k = 0; k < one.size(); ++k)
-          expect_close(names[k], one[k], each[k], k >= 2 ? 2e-5 : 2e-5 + one_ulp(dt));
-        EXPECT_GT(testing::rel_l2(one[4], one[2]), 10 * 2e-5) << "the branches' dgamma cannot be told apart";
+        // The op: dgamma_a, dbeta_a, dgamma_b, dbeta_b.
+        DeviceTensor da = DeviceTensor::poisoned(dt, n), db = DeviceTensor::poisoned(dt, n),
+                     dga = DeviceTensor::poisoned(DType::F32, c), dba = DeviceTensor::poisoned(DType::F32, c),
+                     dgb = DeviceTensor::poisoned(DType::F32, c), dbb = DeviceTensor::poisoned(DType::F32, c);
+        ResblockOps::Tensors t = {
+            {"dy", ops.arg(shape, dy)},           {"bitmask", ops.bits(mask)},
+            {"a", ops.arg(shape, a)},             {"gamma_a", ops.channels(ga)},
+            {"saved_mean_a", ops.channels(ma)},   {"saved_inv_std_a", ops.channels(ia)},
+            {"da", ops.arg(shape, da)},           {"dgamma_a", ops.channels(dga)},
+            {"dbeta_a", ops.channels(dba)},       {"db", ops.arg(shape, db)},
+            {"b", ops.arg(shape, b)},             {"gamma_b", ops.channels(gb)},
+            {"saved_mean_b", ops.channels(mb)},   {"saved_inv_std_b", ops.channels(ib)},
+            {"dgamma_b", ops.channels(dgb)},      {"dbeta_b", ops.channels(dbb)}};
+        if (terms) t["dy2"] = ops.arg(shape, dy2);
+        ops.run(BnAddReluBackward<TensorId>{}, t);
+        const std::vector<std::vector<double>> one = {dga.get(), dba.get(), dgb.get(), dbb.get()};
+        // One pass per branch.
+        const size_t ws_bytes = cuda::bn_backward_reduce_workspace_bytes(m, c);
+        DeviceBuffer ws(ws_bytes);
+        std::vector<std::vector<double>> each;
+        for (const auto& [x, mean, inv] : {std::tuple{&a, &ma, &ia}, std::tuple{&b, &mb, &ib}}) {
+          DeviceTensor dgamma = DeviceTensor::poisoned(DType::F32, c), dbeta = DeviceTensor::poisoned(DType::F32, c);
+          cuda::bn_backward_reduce(dt, dy.ptr(), terms ? dy2.ptr() : nullptr, mask.ptr(), x->ptr(), mean->f32(),
+                                   inv->f32(), m, c, dbeta.f32(), dgamma.f32(), ws.get(), ws_bytes, nullptr, "test");
+          sync();
+          each.push_back(dgamma.get()), each.push_back(dbeta.get());
+        }
+        EXPECT_EQ(one[3], one[1]) << "dbeta_b and dbeta_a are the one sum of g";
+        const char* names[] = {"dgamma_a", "dbeta_a", "dgamma_b", "dbeta_b"};
+        for (size_t k = 0; k < one.size(); ++k) expect_close(names[k], one[k], each[k], 2e-5);
+        EXPECT_GT(testing::rel_l2(one[2], one[0]), 10 * 2e-5) << "the branches' dgamma cannot be told apart";
       }
 }
 

@@ -331,12 +331,9 @@ Rows check_tail_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a, b
   return r;
 }
 
-// Whether both branches' sums come from one pass (CudaOptions::block_end_sums).
-bool one_reduce(const CudaBackend& be, bool normalized) { return normalized && be.options().block_end_sums; }
-
-size_t bn_add_relu_bwd_workspace_bytes(const CudaBackend& be, bool normalized, const Rows& r) {
-  return one_reduce(be, normalized) ? bn_backward_reduce_pair_workspace_bytes(r.m, r.c)
-                                    : bn_backward_reduce_workspace_bytes(r.m, r.c);
+// A normalized shortcut's sums come from the same pass as the body's (bn_backward_reduce_pair).
+size_t bn_add_relu_bwd_workspace_bytes(bool normalized, const Rows& r) {
+  return normalized ? bn_backward_reduce_pair_workspace_bytes(r.m, r.c) : bn_backward_reduce_workspace_bytes(r.m, r.c);
 }
 
 void prepare_bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) {
@@ -344,7 +341,7 @@ void prepare_bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorA
   const bool normalized = normalized_shortcut(call, a);
   const Rows r = check_tail_bwd(call, a, normalized);
   WorkspaceLayout layout;
-  layout.take(bn_add_relu_bwd_workspace_bytes(be, normalized, r));
+  layout.take(bn_add_relu_bwd_workspace_bytes(normalized, r));
   be.request_workspace(layout.used());
 }
 
@@ -356,25 +353,20 @@ void bn_add_relu_bwd(const OpCall& call, const BnAddReluBackward<TensorArg>& a) 
   const DType dt = a.a.dtype();
   const auto* bits = a.bitmask.as<uint8_t>();
   void* ws = be.workspace(0);
-  const size_t ws_bytes = bn_add_relu_bwd_workspace_bytes(be, normalized, r);
+  const size_t ws_bytes = bn_add_relu_bwd_workspace_bytes(normalized, r);
   cudaStream_t stream = be.stream(0);
   // Pass 1, every branch's sums (dbeta = sum of g, dgamma = sum of g * xhat), before any output
-  // is written: both branches in one pass over dy and the mask, or one pass each, one after the
-  // other on one stream, sharing the partials.
+  // is written: with a normalized shortcut both branches in one pass over dy and the mask (one
+  // pass per branch measured 2% slower on ResNet-50, docs/results.md).
   const BnReduceBranch sums_a{a.a.data, a.saved_mean_a.as<float>(), a.saved_inv_std_a.as<float>(),
                               a.dbeta_a.as<float>(), a.dgamma_a.as<float>()},
       sums_b{a.b.data, a.saved_mean_b.as<float>(), a.saved_inv_std_b.as<float>(), a.dbeta_b.as<float>(),
              a.dgamma_b.as<float>()};
-  auto reduce = [&](const BnReduceBranch& s) {
-    bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, s.x, s.saved_mean, s.saved_inv_std, r.m, r.c, s.sum_dy,
-                       s.sum_dy_xhat, ws, ws_bytes, stream, where);
-  };
-  if (one_reduce(be, normalized)) {
+  if (normalized)
     bn_backward_reduce_pair(dt, a.dy.data, a.dy2.data, bits, sums_a, sums_b, r.m, r.c, ws, ws_bytes, stream, where);
-  } else {
-    reduce(sums_a);
-    if (normalized) reduce(sums_b);
-  }
+  else
+    bn_backward_reduce(dt, a.dy.data, a.dy2.data, bits, sums_a.x, sums_a.saved_mean, sums_a.saved_inv_std, r.m, r.c,
+                       sums_a.sum_dy, sums_a.sum_dy_xhat, ws, ws_bytes, stream, where);
   // Pass 2: da and the shortcut's gradient in one pass over dy and the mask; without a shortcut
   // gradient (the shortcut is the data batch), BN's backward apply alone.
   const BnBranch branch_a{a.gamma_a.as<float>(), a.saved_mean_a.as<float>(), a.saved_inv_std_a.as<float>(),
