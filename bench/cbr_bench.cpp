@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -143,35 +142,23 @@ int main(int argc, char** argv) {
     }
   }
   if (shapes.empty()) shapes.assign(std::begin(kDefaultShapes), std::end(kDefaultShapes));
-  // Each variant sets its own stream use; this variable would override them all.
-  for (const char* name : {"KILN_SIDE_STREAM"}) {
-    if (std::getenv(name)) std::fprintf(stderr, "kiln_cbr_bench: ignoring %s (the variants set it)\n", name);
-    unsetenv(name);
-  }
   try {
     std::printf("{\"kind\": \"ceiling\", \"impl\": \"kiln\", \"copy_tb_s\": %.3f}\n", copy_tb_per_s());
     for (const Shape6& s : shapes) {
-      // The *_1stream variants run wgrad after dgrad on one stream (cuda.side_stream = false), so
-      // that the default (wgrad beside dgrad) can be checked against it; they are timed backward
-      // and forward+backward only (their forward is the default's).
       struct Variant {
         const char* name;
         bool conv_only, fuse;
-        bool side_stream;
       };
       std::vector<Variant> chosen;
       std::vector<std::unique_ptr<kiln::Executable>> exes;
-      for (Variant v : {Variant{"conv", true, false, true}, Variant{"conv_1stream", true, false, false},
-                        Variant{"unfused", false, false, true}, Variant{"cbr", false, true, true},
-                        Variant{"cbr_1stream", false, true, false}}) {
+      for (Variant v : {Variant{"conv", true, false}, Variant{"unfused", false, false}, Variant{"cbr", false, true}}) {
         if (!variants.empty() && variants.find("," + std::string(v.name) + ",") == std::string::npos) continue;
         kiln::CompileOptions o;
         o.device = kiln::Device::CUDA;
         o.precision = kiln::parse_precision(precision);
         o.batch = s.n, o.fuse_cbr = v.fuse, o.loss = false, o.input_grad = true;
-        // The other CUDA settings keep their defaults, which the KILN_* variables override when the
+        // The CUDA settings keep their defaults, which the KILN_* variables override when the
         // backend is made (KILN_CUDNN_TUNE_PLANS, KILN_TUNE_LOG, KILN_PLAN_CACHE: scripts/gpu_check.sh).
-        o.cuda.side_stream = v.side_stream;
         exes.push_back(std::make_unique<kiln::Executable>(kiln::compile(block(s, v.conv_only), o), 1));
         std::mt19937 rng(7);
         fill(*exes.back(), exes.back()->program().input, rng);
@@ -179,7 +166,7 @@ int main(int argc, char** argv) {
         chosen.push_back(v);
       }
       const kiln::StepScalars step{0.f, 0, 1};
-      std::vector<kiln::Executable*> all, unforced;
+      std::vector<kiln::Executable*> all;
       std::vector<std::function<void()>> fwd_bodies, fwd_bwd_bodies, bwd_bodies;
       for (size_t i = 0; i < chosen.size(); ++i) {
         kiln::Executable* exe = exes[i].get();
@@ -191,22 +178,16 @@ int main(int argc, char** argv) {
         // The backward alone, again and again on the last forward's saved tensors: splits the
         // cost between the two halves.
         bwd_bodies.push_back([exe, &step] { exe->run_backward(step); });
-        if (std::strchr(chosen[i].name, '_') == nullptr) {
-          unforced.push_back(exe);
-          fwd_bodies.push_back([exe, &step] { exe->run_forward(step); });
-        }
+        fwd_bodies.push_back([exe, &step] { exe->run_forward(step); });
       }
-      const std::vector<double> fwd = time_interleaved_ms(unforced, warmup, iters, fwd_bodies);
+      const std::vector<double> fwd = time_interleaved_ms(all, warmup, iters, fwd_bodies);
       const std::vector<double> fwd_bwd = time_interleaved_ms(all, warmup, iters, fwd_bwd_bodies);
       const std::vector<double> bwd = time_interleaved_ms(all, warmup, iters, bwd_bodies);
-      for (size_t i = 0, f = 0; i < chosen.size(); ++i) {
-        char fwd_text[32] = "null";
-        if (std::strchr(chosen[i].name, '_') == nullptr) std::snprintf(fwd_text, sizeof fwd_text, "%.4f", fwd[f++]);
+      for (size_t i = 0; i < chosen.size(); ++i)
         std::printf("{\"kind\": \"block\", \"impl\": \"kiln\", \"variant\": \"%s\", \"precision\": \"%s\", "
-                    "\"shape\": [%d, %d, %d, %d, %d, %d], \"fwd_ms\": %s, \"bwd_ms\": %.4f, \"fwd_bwd_ms\": %.4f}\n",
-                    chosen[i].name, precision.c_str(), s.n, s.c, s.hw, s.k, s.kernel, s.stride, fwd_text, bwd[i],
+                    "\"shape\": [%d, %d, %d, %d, %d, %d], \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_bwd_ms\": %.4f}\n",
+                    chosen[i].name, precision.c_str(), s.n, s.c, s.hw, s.k, s.kernel, s.stride, fwd[i], bwd[i],
                     fwd_bwd[i]);
-      }
       std::fflush(stdout);
     }
   } catch (const kiln::Error& e) {

@@ -76,9 +76,6 @@ def main():
             "torch_max_autotune_fwd_bwd_ms": tuned and tuned["fwd_bwd_ms"],
             "speedup_vs_max_autotune": tuned and tuned["fwd_bwd_ms"] / k["cbr"]["fwd_bwd_ms"],
             "bn_relu_extra_ms_kiln": ours_extra, "bn_relu_extra_ms_torch": torch_extra,
-            # wgrad after dgrad on one stream instead of beside it.
-            "kiln_conv_1stream_fwd_bwd_ms": k.get("conv_1stream", {}).get("fwd_bwd_ms"),
-            "kiln_cbr_1stream_fwd_bwd_ms": k.get("cbr_1stream", {}).get("fwd_bwd_ms"),
         }
         row["meets_eager_target"] = row["speedup_vs_eager"] >= target
         row["meets_compile_target"] = comp is None or row["speedup_vs_compile"] >= 1.0
@@ -105,8 +102,7 @@ def main():
     print("CBR fp16, forward+backward ms (median); ratios = PyTorch time / kiln time"
           + (f"; copy bandwidth {ceiling['copy_tb_s']:.2f} TB/s" if ceiling else ""))
     print(f"{'shape N,C,HW,K,k,s':<24}{'conv':>8}{'unfused':>9}{'CBR':>8}{'tconv':>8}{'eager':>8}{'compile':>9}"
-          f"{'autotune':>9}{'xEager':>8}{'need':>6}{'xComp':>7}{'xAuto':>7}{'BN+ReLU kiln/torch ms':>24}{'ratio':>7}"
-          f"{'  1 stream conv/CBR':>20}")
+          f"{'autotune':>9}{'xEager':>8}{'need':>6}{'xComp':>7}{'xAuto':>7}{'BN+ReLU kiln/torch ms':>24}{'ratio':>7}")
     for r in rows:
         comp, tuned = r["torch_compile_fwd_bwd_ms"], r["torch_max_autotune_fwd_bwd_ms"]
         print(f"{','.join(map(str, r['shape'])):<24}{r['kiln_conv_fwd_bwd_ms']:8.3f}"
@@ -115,8 +111,7 @@ def main():
               f"{r['torch_eager_fwd_bwd_ms']:8.3f}{(comp or 0):9.3f}{(tuned or 0):9.3f}{r['speedup_vs_eager']:8.2f}"
               f"{r['target_vs_eager']:6.1f}{(r['speedup_vs_compile'] or 0):7.2f}{(r['speedup_vs_max_autotune'] or 0):7.2f}"
               f"{r['bn_relu_extra_ms_kiln']:12.3f}/{(r['bn_relu_extra_ms_torch'] or 0):.3f}"
-              f"{r['bn_relu_extra_ms_kiln'] / (r['bn_relu_extra_ms_torch'] or float('nan')):7.2f}"
-              f"  {r['kiln_conv_1stream_fwd_bwd_ms'] or float('nan'):.3f}/{r['kiln_cbr_1stream_fwd_bwd_ms'] or float('nan'):.3f}")
+              f"{r['bn_relu_extra_ms_kiln'] / (r['bn_relu_extra_ms_torch'] or float('nan')):7.2f}")
 
 
 if __name__ == "__main__":

@@ -57,9 +57,6 @@ struct CudaOptions {
   // File to which what tuning found is appended, one JSON object a line per graph, when the
   // executable is destroyed. Empty: no log. KILN_TUNE_LOG=<file>.
   std::string tune_log;
-  // Run work meant to overlap (wgrad beside dgrad) on a second, lower-priority stream; false runs
-  // it after, in issue order on the main stream. KILN_SIDE_STREAM=0|1.
-  bool side_stream = true;
   // How a convolution that BatchNorm follows (CBR, conv + BN) gets its output's per-channel sums:
   // 0 the convolution, then kiln's sum kernel over its output, in every dtype; 1 (the default)
   // cuDNN's conv + genstats graph where it builds (fp16), else the sum kernel; 2 as 1, but where
@@ -84,15 +81,6 @@ struct CudaOptions {
   // tuning off, the other ways stay); 2 every fold that applies, alone (tests, A/B).
   // The same products are summed, in another order. KILN_FOLD_TAPS=0|1|2.
   int fold_taps = 1;
-  // Let an op's side-stream work (the CBR's and the block end's wgrad) run on beside the next op,
-  // which waits for it only when it ends; false joins the side stream at the end of every op.
-  // KILN_OVERLAP_OPS=0|1.
-  bool overlap_ops = true;
-  // Run an op that depends on none of the ops since its list's last one on the main stream
-  // (ResNet's projection shortcut beside its block's body) on a second pair of streams, with
-  // events where one waits for the other, all derived from the bytes each op reads and writes
-  // (src/ir/op_streams.h; `kiln plan` lists them). KILN_BRANCH_STREAMS=0|1.
-  bool branch_streams = false;
   // Capture each training step (forward, loss, backward, update, loss-scale bookkeeping) and each
   // inference pass as a CUDA Graph after a first run of it, and replay that graph from then on:
   // one launch per step instead of one per kernel. false runs every op from the host each time.

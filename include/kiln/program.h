@@ -69,16 +69,11 @@ struct Op {
   int layer = -1;  // index into the program's LayerGraph (-1 for update ops)
   std::vector<int> in, out;  // tensor ids; -1 marks an absent optional tensor
   std::vector<double> attrs;  // the contract's attributes
-  // On the GPU the op may leave work running on the side stream when it returns (its contract's
-  // side_work_outlives_op): that work overlaps the next op, and the memory plan keeps every
-  // tensor the op touches alive through the next op, whose end waits for it.
+  // On the GPU the op leaves work running on the side stream when it returns (its contract's
+  // side_work_outlives_op; compile/op_streams.h places it, in CUDA programs only): that work
+  // overlaps the next op, and the memory plan keeps every tensor the op touches alive through the
+  // next op, whose end waits for it.
   bool side_work_outlives = false;
-  // Where the op runs on the GPU (src/ir/op_streams.h): stream 0 (main) or 1 (branch); the
-  // op on the other stream it waits for, as how many ops before it in its list (0: none); whether
-  // an op on the other stream waits for it.
-  int stream = 0;
-  int wait_back = 0;
-  bool signals = false;
 };
 
 struct Program {

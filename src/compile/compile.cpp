@@ -2,7 +2,7 @@
 #include "kiln/memory_plan.h"
 
 #include "compile/loss_scaling.h"
-#include "ir/op_streams.h"
+#include "compile/op_streams.h"
 #include "compile/lower_context.h"
 #include "compile/layer_def.h"
 #include "compile/optimizer_family.h"
@@ -120,9 +120,8 @@ Program compile(const Blueprint& blueprint, const CompileOptions& options) {
   }
   check_target_limits(graph, options);
   Program program = lower(std::move(graph), options);
+  place_op_streams(program);  // before the memory plan, which keeps overlapped ops' tensors live
   program.memory = plan_memory(program);
-  // As the CUDA options ask (the Executable places them again as its backend's settings say).
-  assign_op_streams(program, options.device == Device::CUDA && options.cuda.branch_streams);
   return program;
 }
 

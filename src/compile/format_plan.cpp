@@ -27,25 +27,15 @@ const char* role_name(TensorRole role) {
   return "?";
 }
 
-std::string op_name(const Program& p, const std::vector<Op>& ops, size_t i) {
-  const Op& op = ops[i];
-  return fmt::format("op {} {} {}", i, op_kind_name(op.kind), op.layer >= 0 ? p.graph.layers[size_t(op.layer)].name : "");
-}
-
-// The ops on the branch stream pair and the waits between the pairs (ir/op_streams.h).
+// The ops whose side-stream work (wgrad) runs on beside the next op (compile/op_streams.h), as
+// the GPU runs them; none on the CPU.
 std::string format_op_streams(const Program& p) {
-  const std::pair<const char*, const std::vector<Op>*> lists[] = {
-      {"forward", &p.forward}, {"backward", &p.backward}, {"update", &p.update}, {"inference", &p.inference}};
-  std::string out;
-  for (const auto& [name, ops] : lists) {
-    for (size_t i = 0; i < ops->size(); ++i) {
-      const Op& op = (*ops)[i];
-      if (op.stream == 0 && op.wait_back == 0) continue;
-      out += fmt::format("  {:<9} {:<48} stream {}{}\n", name, op_name(p, *ops, i), op.stream,
-                         op.wait_back ? ", waits for " + op_name(p, *ops, i - size_t(op.wait_back)) : "");
-    }
-  }
-  return out.empty() ? "" : "ops beside the main stream, and their waits:\n" + out;
+  int outliving = 0;
+  for (const auto* ops : {&p.forward, &p.backward, &p.update, &p.inference})
+    for (const Op& op : *ops) outliving += op.side_work_outlives;
+  if (outliving == 0) return "";
+  return fmt::format("streams: {} ops leave their wgrad on the side stream running beside the next op\n",
+                     outliving);
 }
 
 }  // namespace

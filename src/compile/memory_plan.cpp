@@ -36,13 +36,12 @@ std::vector<Lifetime> lifetimes(const Program& p) {
     l.first = std::min(l.first, position);
     l.last = std::max(l.last, position);
   };
-  // On the GPU an op may leave side-stream work running through the next op of its list
-  // (Op::side_work_outlives), so its tensors stay live there too; the CPU runs ops one by one.
-  const bool overlapping = p.options.device == Device::CUDA;
+  // An op may leave side-stream work running through the next op of its list
+  // (Op::side_work_outlives, placed on the GPU only), so its tensors stay live there too.
   for (const auto* list : {&p.forward, &p.backward, &p.update, &p.inference}) {
     const Op* previous = nullptr;
     for (const Op& op : *list) {
-      if (previous && previous->side_work_outlives && overlapping) {
+      if (previous && previous->side_work_outlives) {
         for (int id : previous->in) touch(id);
         for (int id : previous->out) touch(id);
       }

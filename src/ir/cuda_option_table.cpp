@@ -45,13 +45,6 @@ const std::vector<CudaOptionField>& cuda_option_fields() {
                "tuning (default: ~/.cache/kiln/cudnn-plans.json, or under $XDG_CACHE_HOME; none: no file)"),
       file_row("tune_log", "--tune-log", "KILN_TUNE_LOG", &CudaOptions::tune_log,
                "append what tuning found, one JSON line per graph"),
-      switch_row("side_stream", "--side-stream", "KILN_SIDE_STREAM", &CudaOptions::side_stream,
-                 "1: run wgrad beside dgrad on a second stream (default); 0: after it"),
-      switch_row("overlap_ops", "--overlap-ops", "KILN_OVERLAP_OPS", &CudaOptions::overlap_ops,
-                 "1: an op's wgrad may run on beside the next op (default); 0: every op joins its streams"),
-      switch_row("branch_streams", "--branch-streams", "KILN_BRANCH_STREAMS", &CudaOptions::branch_streams,
-                 "1: an op independent of the main stream's last (ResNet's projection shortcut) runs beside it on "
-                 "a second stream pair, ordered by the bytes ops read and write; 0: one pair (default)"),
       switch_row("graphs", "--cuda-graphs", "KILN_CUDA_GRAPHS", &CudaOptions::graphs,
                  "1: replay each step as one captured CUDA Graph (default); 0: launch every op"),
       switch_row("conv_tf32", "--conv-tf32", "KILN_CONV_TF32", &CudaOptions::conv_tf32,

@@ -93,16 +93,10 @@ class Backend {
   virtual void replay(int graph, const StepScalars& s) { (void)graph, (void)s; }
   // Makes this backend's device current for the calling thread before its ops run.
   virtual void activate() {}
-  // Whether ops may run on a branch stream beside the main one (ir/op_streams.h places them
-  // by their reads and writes; the Executable asks before it prepares them).
-  virtual bool runs_branch_streams() const { return false; }
-  // Names the op about to be prepared (the stream it will run on asks for its workspace).
-  virtual void prepare_op(const Op& op) { (void)op; }
-  // Around each op of a list the executable runs: before_ops starts the list, before_op names
-  // the op (its stream, whether it may leave work running beside the next one:
-  // Op::side_work_outlives), after_op follows it, after_ops ends the list with all of its work
-  // joined into stream order. The CPU runs ops one by one.
-  virtual void before_ops() {}
+  // Around each op of a list the executable runs: before_op names the op (whether it leaves work
+  // running beside the next one: Op::side_work_outlives, compile/op_streams.h), after_op follows
+  // it, after_ops ends the list with all of its work joined into stream order. The CPU runs ops
+  // one by one.
   virtual void before_op(const Op& op) { (void)op; }
   virtual void after_op() {}
   virtual void after_ops() {}

@@ -9,7 +9,6 @@
 
 #include "core/half_bits.h"
 #include "kiln/data_parallel.h"
-#include "ir/op_streams.h"
 #include "runtime/backend.h"
 #include "runtime/gradient_buckets.h"
 #include "runtime/initializers.h"
@@ -38,9 +37,6 @@ Executable::Executable(Program program, uint64_t seed) : program_(std::move(prog
     fail("the program's memory plan covers {} of its {} tensors: run the Executable on a Program as compile() "
          "returns it, or plan a changed one again (program.memory = plan_memory(program))",
          plan.offset.size(), program_.tensors.size());
-  // Which ops run beside others is the backend's to say (CUDA: CudaOptions::branch_streams, after
-  // its KILN_* variables): placed again here by the program's reads and writes.
-  assign_op_streams(program_, backend_->runs_branch_streams());
   start_seconds_.backend = lap();
   plan_rank_averages();
   arena_ = backend_->allocate(plan.arena_bytes);
@@ -103,7 +99,6 @@ void Executable::prepare_ops() {
   for (const auto* list : lists) {
     for (const Op& op : *list) {
       find_op(program_.options.device, op.kind);
-      backend_->prepare_op(op);
       if (PrepareFn prepare = find_prepare(program_.options.device, op.kind)) prepare(bind(op, zero));
       progress.op_done(++done, status);
     }
@@ -297,7 +292,6 @@ void Executable::run_lists(std::initializer_list<const std::vector<Op>*> lists, 
       run_backward_averaged(scalars);
       continue;
     }
-    backend_->before_ops();
     for (const Op& op : *ops) run_op(op, scalars);
     backend_->after_ops();
   }
@@ -308,7 +302,6 @@ void Executable::run_lists(std::initializer_list<const std::vector<Op>*> lists, 
 void Executable::run_backward_averaged(const StepScalars& scalars) {
   ProcessGroup& group = *program_.options.data_parallel;
   size_t next = 0;
-  backend_->before_ops();
   // Issues the averages ready once backward op `k` is (every one left, at the list's end).
   auto average_ready = [&](int k) {
     for (; next < rank_averages_.size() && (k < 0 || rank_averages_[next].after_op == k); ++next) {
@@ -371,7 +364,6 @@ std::vector<OpTime> Executable::profile_step(const StepScalars& scalars) {
     backend_->synchronize();
     for (const Op& op : *ops) {
       const auto start = Clock::now();
-      backend_->before_ops();  // each op starts alone
       run_op(op, scalars);
       backend_->after_ops();  // each op timed with all of its work
       backend_->synchronize();

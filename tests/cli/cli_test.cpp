@@ -415,17 +415,18 @@ TEST(Cli, VersionFlagPrintsTheVersion) {
   EXPECT_EQ(r.output.find("subcommand is required"), std::string::npos) << r.output;
 }
 
-// --branch-streams 1: the plan lists the ops beside the main stream (ResNet's projections) and their
-// waits; by default there are none.
-TEST(Cli, PlanListsTheOpsOnTheBranchStreams) {
-  const std::string plan = "plan --model resnet18 --batch 2 --device cuda --precision fp16";
-  const Result branch = kiln(plan + " --branch-streams 1");
-  ASSERT_EQ(branch.rc, 0) << branch.output;
-  expect_contains(branch, {"ops beside the main stream", "CONV_BN_FWD layer2.0.downsample.0", "stream 1, waits for"},
-                  plan + " --branch-streams 1");
-  const Result one = kiln(plan);
-  ASSERT_EQ(one.rc, 0) << one.output;
-  EXPECT_EQ(one.output.find("ops beside the main stream"), std::string::npos) << one.output;
+// The plan says which ops leave their wgrad running beside the next op on the GPU (ResNet-18's
+// CBR and conv + BN backward: 9 CBRs, 8 block-end convolutions and 3 projections), and none on the
+// CPU, which runs ops one by one.
+TEST(Cli, PlanCountsTheOpsWhoseWgradRunsBesideTheNext) {
+  const std::string plan = "plan --model resnet18 --batch 2 --precision fp16";
+  const Result gpu = kiln(plan + " --device cuda");
+  ASSERT_EQ(gpu.rc, 0) << gpu.output;
+  expect_contains(gpu, {"streams: 20 ops leave their wgrad on the side stream running beside the next op"},
+                  plan + " --device cuda");
+  const Result cpu = kiln("plan --model resnet18 --batch 2 --device cpu");
+  ASSERT_EQ(cpu.rc, 0) << cpu.output;
+  EXPECT_EQ(cpu.output.find("streams:"), std::string::npos) << cpu.output;
 }
 
 // Issue 47, item 9: `kiln --verison` and `kiln -V` were answered "A subcommand is required"; the

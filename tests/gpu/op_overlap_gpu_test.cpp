@@ -1,13 +1,16 @@
-// The CBR's and the block end's wgrad may run on beside the next op (CudaOptions::overlap_ops;
-// the memory plan keeps their tensors through that op). Overlapped or joined at the end of every
-// op, the same fp32 program must train to the same bits: fp32 kernels reduce in a fixed order
-// (cuda_graph_gpu_test.cpp measured replayed and op-by-op runs identical), so any difference is a
-// race, e.g. a next op writing over the activation or gradient a still-running wgrad reads.
+// The CBR's and the block end's wgrad run on beside the next op (Op::side_work_outlives, placed
+// by compile/op_streams.h; the memory plan keeps their tensors through that op). Overlapped, or
+// joined at the end of every op (the same program and memory plan with no op's side work
+// outliving it), the same fp32 program must train to the same bits: fp32 kernels reduce in a
+// fixed order (cuda_graph_gpu_test.cpp measured replayed and op-by-op runs identical), so any
+// difference is a race, e.g. a next op writing over the activation or gradient a still-running
+// wgrad reads.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/compile.h"
@@ -28,8 +31,15 @@ Trace train(Blueprint (*model)(int), bool overlap, bool graphs) {
   o.device = Device::CUDA, o.precision = Precision::FP32, o.batch = 64;
   o.optimizer.set("momentum", 0.9).set("nesterov", 1).set("weight_decay", 1e-4);
   o.cuda.tune = false;  // both programs take the same (first) plans
-  o.cuda.overlap_ops = overlap, o.cuda.graphs = graphs;
-  Executable exe(compile(model(10), o), 5);
+  o.cuda.graphs = graphs;
+  Program program = compile(model(10), o);
+  int outliving = 0;
+  for (Op& op : program.backward) {
+    outliving += op.side_work_outlives;
+    if (!overlap) op.side_work_outlives = false;  // joined: the plan, made for the overlap, still holds
+  }
+  EXPECT_GT(outliving, 0) << "no op of the program overlaps the next";
+  Executable exe(std::move(program), 5);
   const Program& p = exe.program();
   Trace t;
   for (int step = 0; step < 4; ++step) {

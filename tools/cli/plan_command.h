@@ -7,8 +7,8 @@
 
 namespace kiln::cli {
 
-// The CUDA settings the plan is compiled with (those that shape it: which ops run on the branch
-// stream pair, --branch-streams); the others are taken and change nothing a plan shows.
+// The CUDA settings, taken as `kiln train` takes them (so that its command line's settings may be
+// given); none of them changes what a plan shows.
 struct PlanArgs {
   BackendArgs backend;
 };

@@ -41,16 +41,12 @@ CudaBackend::CudaBackend(int index, const CudaOptions& options) {
   KILN_CUDA(cudaSetDevice(device_), "cuda backend");
   int least = 0, greatest = 0;
   KILN_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cuda backend");
-  // The branch pair is made only where ops may run on it.
-  for (int pair = 0; pair < (options_.branch_streams ? kPairs : 1); ++pair)
-    for (int i = 0; i < kStreams; ++i) {
-      const int priority = i == 0 ? greatest : least;
-      KILN_CUDA(cudaStreamCreateWithPriority(&pairs_[pair].streams[i], cudaStreamNonBlocking, priority),
-                "cuda backend");
-      KILN_CUDA(cudaEventCreateWithFlags(&pairs_[pair].events[i], cudaEventDisableTiming), "cuda backend");
-    }
+  for (int i = 0; i < kStreams; ++i) {
+    const int priority = i == 0 ? greatest : least;
+    KILN_CUDA(cudaStreamCreateWithPriority(&streams_[i], cudaStreamNonBlocking, priority), "cuda backend");
+    KILN_CUDA(cudaEventCreateWithFlags(&events_[i], cudaEventDisableTiming), "cuda backend");
+  }
   for (cudaEvent_t& e : deferred_) KILN_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cuda backend");
-  KILN_CUDA(cudaEventCreateWithFlags(&list_start_, cudaEventDisableTiming), "cuda backend");
   KILN_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cuda backend");
   KILN_CUDA(cudaMalloc(&device_scalars_, sizeof(StepScalars)), "step scalars");
   KILN_CUDA(cudaMemset(device_scalars_, 0, sizeof(StepScalars)), "step scalars");
@@ -122,16 +118,11 @@ CudaBackend::~CudaBackend() {
   if (comm_stream_) cudaStreamSynchronize(comm_stream_), cudaStreamDestroy(comm_stream_);
   for (cudaEvent_t e : comm_events_)
     if (e) cudaEventDestroy(e);
-  for (auto& [op, end] : op_ends_)
-    for (cudaEvent_t e : {end.main, end.side})
-      if (e) cudaEventDestroy(e);
-  if (list_start_) cudaEventDestroy(list_start_);
-  for (StreamPair& pair : pairs_)
-    for (int i = 0; i < kStreams; ++i) {
-      if (pair.workspace[i]) cudaFree(pair.workspace[i]);
-      if (pair.events[i]) cudaEventDestroy(pair.events[i]);
-      if (pair.streams[i]) cudaStreamDestroy(pair.streams[i]);
-    }
+  for (int i = 0; i < kStreams; ++i) {
+    if (workspace_[i]) cudaFree(workspace_[i]);
+    if (events_[i]) cudaEventDestroy(events_[i]);
+    if (streams_[i]) cudaStreamDestroy(streams_[i]);
+  }
 }
 
 std::byte* CudaBackend::allocate(size_t bytes) {
@@ -242,45 +233,28 @@ void CudaBackend::copy_out_many(const std::vector<CopyOut>& copies) {
 
 void CudaBackend::request_workspace(size_t bytes, int stream) {
   if (stream < 0 || stream >= kStreams) fail("internal: workspace requested for stream {} of {}", stream, kStreams);
-  size_t& requested = pairs_[pair_].requested_bytes[stream];
-  requested = std::max(requested, bytes);
-}
-
-void CudaBackend::prepare_op(const Op& op) {
-  if (op.stream < 0 || op.stream >= kPairs || (op.stream > 0 && !options_.branch_streams))
-    fail("internal: an op placed on stream {} with {} stream pairs", op.stream, options_.branch_streams ? kPairs : 1);
-  pair_ = op.stream;
+  requested_bytes_[stream] = std::max(requested_bytes_[stream], bytes);
 }
 
 void CudaBackend::finish_prepare() {
-  pair_ = 0;
-  for (StreamPair& pair : pairs_)
-    for (int i = 0; i < kStreams; ++i) {
-      if (pair.requested_bytes[i] <= pair.workspace_bytes[i]) continue;
-      if (pair.workspace[i]) KILN_CUDA(cudaFree(pair.workspace[i]), "workspace");
-      pair.workspace[i] = nullptr, pair.workspace_bytes[i] = 0;
-      if (cudaMalloc(&pair.workspace[i], pair.requested_bytes[i]) != cudaSuccess)
-        fail("cannot allocate {:.1f} MiB of op workspace; use a smaller batch",
-             double(pair.requested_bytes[i]) / 1048576.0);
-      pair.workspace_bytes[i] = pair.requested_bytes[i];
-    }
+  for (int i = 0; i < kStreams; ++i) {
+    if (requested_bytes_[i] <= workspace_bytes_[i]) continue;
+    if (workspace_[i]) KILN_CUDA(cudaFree(workspace_[i]), "workspace");
+    workspace_[i] = nullptr, workspace_bytes_[i] = 0;
+    if (cudaMalloc(&workspace_[i], requested_bytes_[i]) != cudaSuccess)
+      fail("cannot allocate {:.1f} MiB of op workspace; use a smaller batch", double(requested_bytes_[i]) / 1048576.0);
+    workspace_bytes_[i] = requested_bytes_[i];
+  }
 }
 
-size_t CudaBackend::workspace_total_bytes() const {
-  size_t total = 0;
-  for (const StreamPair& pair : pairs_) total += pair.workspace_bytes[0] + pair.workspace_bytes[1];
-  return total;
-}
+size_t CudaBackend::workspace_total_bytes() const { return workspace_bytes_[0] + workspace_bytes_[1]; }
 
 void CudaBackend::synchronize() {
   activate();
-  for (const StreamPair& pair : pairs_)
-    for (cudaStream_t stream : pair.streams)
-      if (stream) KILN_CUDA(cudaStreamSynchronize(stream), "synchronize");
+  for (cudaStream_t stream : streams_) KILN_CUDA(cudaStreamSynchronize(stream), "synchronize");
   KILN_CUDA(cudaStreamSynchronize(copy_stream_), "synchronize");
   if (comm_stream_) KILN_CUDA(cudaStreamSynchronize(comm_stream_), "synchronize");
   previous_pending_ = deferred_now_ = false;  // all done: nothing left to wait for
-  branch_started_ = branch_used_ = false;
 }
 
 void CudaBackend::activate() { KILN_CUDA(cudaSetDevice(device_), "cuda backend"); }
@@ -335,8 +309,6 @@ void CudaBackend::end_capture(int graph) {
 void CudaBackend::abort_capture() {
   // Events recorded in the abandoned capture must not be waited for outside it.
   previous_pending_ = deferred_now_ = averages_pending_ = false;
-  branch_started_ = branch_used_ = false;
-  pair_ = 0;
   capture_scalar_nodes_.clear();
   cudaGraph_t partial = nullptr;
   if (cudaStreamEndCapture(main_stream(), &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
@@ -363,50 +335,18 @@ void CudaBackend::replay(int graph, const StepScalars& s) {
 }
 
 void CudaBackend::order(int from, int to) {
-  if (stream(from) == stream(to)) return;
-  StreamPair& pair = pairs_[pair_];
-  KILN_CUDA(cudaEventRecord(pair.events[from], stream(from)), "stream order");
-  KILN_CUDA(cudaStreamWaitEvent(stream(to), pair.events[from], 0), "stream order");
-}
-
-void CudaBackend::before_ops() {
-  // Where the branch pair starts from if an op of this list runs on it.
-  KILN_CUDA(cudaEventRecord(list_start_, main_stream()), "stream order");
-  branch_started_ = branch_used_ = false;
-}
-
-// The waits of an op placed beside the other pair's ops (ir/op_streams.h): the branch pair
-// starts where the list did, and the op waits for the end of the op it names on the other pair.
-void CudaBackend::wait_across_pairs(const Op& op) {
-  cudaStream_t main = pair_stream(op.stream, 0);
-  if (op.stream == 1 && !branch_started_) {
-    for (int i = 0; i < kStreams; ++i)
-      KILN_CUDA(cudaStreamWaitEvent(pairs_[1].streams[i], list_start_, 0), "stream order");
-    branch_started_ = branch_used_ = true;
-  }
-  if (op.wait_back <= 0) return;
-  const auto it = op_ends_.find(&op - op.wait_back);
-  if (it == op_ends_.end()) fail("internal: an op waits for one that recorded no end; recompile the program");
-  KILN_CUDA(cudaStreamWaitEvent(main, it->second.main, 0), "stream order");
-  if (it->second.side_outlives) KILN_CUDA(cudaStreamWaitEvent(main, it->second.side, 0), "stream order");
+  KILN_CUDA(cudaEventRecord(events_[from], streams_[from]), "stream order");
+  KILN_CUDA(cudaStreamWaitEvent(streams_[to], events_[from], 0), "stream order");
 }
 
 void CudaBackend::before_op(const Op& op) {
-  if (op.stream != 0 || op.wait_back > 0) {
-    if (op.stream < 0 || op.stream >= kPairs || (op.stream > 0 && !options_.branch_streams))
-      fail("internal: an op placed on stream {} with {} stream pairs", op.stream, options_.branch_streams ? kPairs : 1);
-    wait_across_pairs(op);
-  }
-  pair_ = op.stream;
-  current_op_ = &op;
-  // Side work left running past the op is the main pair's (its next op joins it).
-  may_defer_ = op.side_work_outlives && options_.overlap_ops && options_.side_stream && pair_ == 0;
+  may_defer_ = op.side_work_outlives;
   deferred_now_ = false;
 }
 
 void CudaBackend::end_side_work() {
   if (!may_defer_) return order(1, 0);
-  KILN_CUDA(cudaEventRecord(deferred_[slot_], pairs_[0].streams[1]), "stream order");
+  KILN_CUDA(cudaEventRecord(deferred_[slot_], streams_[1]), "stream order");
   deferred_now_ = true;
 }
 
@@ -418,39 +358,12 @@ void CudaBackend::join_previous() {
 void CudaBackend::after_op() {
   // The op before this one may have left work on the side stream: the next op starts after it.
   join_previous();
-  // An op another pair waits for records its end: its pair's main stream, which has joined
-  // everything before it, and its own side work where that outlives it (recorded there, so a
-  // side stream that holds none of a captured step's work is never waited on).
-  if (current_op_ && current_op_->signals) {
-    OpEnd& end = op_ends_[current_op_];
-    for (cudaEvent_t* e : {&end.main, &end.side})
-      if (!*e) KILN_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "stream order");
-    KILN_CUDA(cudaEventRecord(end.main, pair_stream(pair_, 0)), "stream order");
-    end.side_outlives = deferred_now_;
-    if (deferred_now_) KILN_CUDA(cudaEventRecord(end.side, pair_stream(pair_, 1)), "stream order");
-  }
-  current_op_ = nullptr;
-  pair_ = 0;
   previous_pending_ = deferred_now_;
   deferred_now_ = false, may_defer_ = false;
   slot_ ^= 1;
 }
 
-// The branch pair's work so far joined into the main stream.
-void CudaBackend::join_branch() {
-  if (!branch_used_) return;
-  StreamPair& branch = pairs_[1];
-  for (int i = 0; i < kStreams; ++i) {
-    KILN_CUDA(cudaEventRecord(branch.events[i], branch.streams[i]), "stream order");
-    KILN_CUDA(cudaStreamWaitEvent(main_stream(), branch.events[i], 0), "stream order");
-  }
-  branch_started_ = branch_used_ = false;
-}
-
-void CudaBackend::after_ops() {
-  join_previous();
-  join_branch();
-}
+void CudaBackend::after_ops() { join_previous(); }
 
 void CudaBackend::make_comm_stream() {
   if (comm_stream_) return;
@@ -469,24 +382,22 @@ void CudaBackend::average_over_ranks(ProcessGroup& group, void* data, size_t cou
   // work, and waiting on an event recorded there is an error (cudaErrorStreamCaptureIsolation).
   cudaStreamCaptureStatus main_capture = cudaStreamCaptureStatusNone;
   KILN_CUDA(cudaStreamIsCapturing(main_stream(), &main_capture), "data parallel");
-  for (int pair = 0; pair < kPairs; ++pair)
-    for (int i = 0; i < kStreams; ++i) {
-      cudaStream_t s = pairs_[pair].streams[i];
-      if (!s || (i > 0 && !options_.side_stream)) continue;
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      KILN_CUDA(cudaStreamIsCapturing(s, &capture), "data parallel");
-      if (main_capture == cudaStreamCaptureStatusActive && capture != cudaStreamCaptureStatusActive) continue;
-      cudaEvent_t& ready = comm_events_[pair * kStreams + i];
-      KILN_CUDA(cudaEventRecord(ready, s), "data parallel");
-      KILN_CUDA(cudaStreamWaitEvent(comm_stream_, ready, 0), "data parallel");
-    }
+  for (int i = 0; i < kStreams; ++i) {
+    cudaStream_t s = streams_[i];
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    KILN_CUDA(cudaStreamIsCapturing(s, &capture), "data parallel");
+    if (main_capture == cudaStreamCaptureStatusActive && capture != cudaStreamCaptureStatusActive) continue;
+    cudaEvent_t& ready = comm_events_[i];
+    KILN_CUDA(cudaEventRecord(ready, s), "data parallel");
+    KILN_CUDA(cudaStreamWaitEvent(comm_stream_, ready, 0), "data parallel");
+  }
   group.average(data, count, dtype, comm_stream_);
   averages_pending_ = true;
 }
 
 void CudaBackend::join_rank_averages() {
   if (!averages_pending_) return;
-  cudaEvent_t& done = comm_events_[kPairs * kStreams];
+  cudaEvent_t& done = comm_events_[kStreams];
   KILN_CUDA(cudaEventRecord(done, comm_stream_), "data parallel");
   KILN_CUDA(cudaStreamWaitEvent(main_stream(), done, 0), "data parallel");
   averages_pending_ = false;

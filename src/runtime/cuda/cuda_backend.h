@@ -1,16 +1,14 @@
 #pragma once
 // The CUDA backend: one device arena, a main and a side stream with events between them, the
-// cuDNN handle and graph cache, and per-stream workspaces sized while ops are prepared. A second
-// such pair of streams, the branch, runs the ops ir/op_streams.h places beside the main ones
-// (CudaOptions::branch_streams), with events between the two pairs where an op waits for one on
-// the other.
+// cuDNN handle and graph cache, and per-stream workspaces sized while ops are prepared. Every op
+// runs on the main stream; an op's wgrad may run on the side stream beside its dgrad, and on
+// beside the next op where the program says so (Op::side_work_outlives, compile/op_streams.h).
 //
 // The main stream has the higher priority: when an op overlaps short memory-bound kernels on the
 // main stream with a long convolution on the side stream, the block scheduler hands freed SMs to
 // the main stream's kernels first, so they are not starved until the convolution drains.
 #include <cuda_runtime.h>
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +23,6 @@ class CudnnGraphs;
 class CudaBackend final : public Backend {
  public:
   static constexpr int kStreams = 2;  // 0: main, 1: side (e.g. wgrad beside dgrad)
-  static constexpr int kPairs = 2;    // Op::stream: 0 the main pair, 1 the branch pair
 
   // GPU `index` with `options` (CompileOptions::cuda), the KILN_* environment variables set in
   // place of their fields (env_settings.h); kiln::Error for a field out of range, a malformed
@@ -67,19 +64,14 @@ class CudaBackend final : public Backend {
   void abort_capture() override;
   void replay(int graph, const StepScalars& s) override;
 
-  // The op's stream `index` of the pair it runs on (Op::stream; outside ops, the main pair). With
-  // the side stream off (CudaOptions::side_stream, KILN_SIDE_STREAM=0), stream(1) is the pair's
-  // main stream: work meant to overlap runs in issue order instead.
-  cudaStream_t stream(int index = 0) const { return pair_stream(pair_, index); }
-  // Makes stream `to` wait for all work issued so far on stream `from` (of the current pair).
+  // Stream `index`: 0 the main stream, 1 the side stream.
+  cudaStream_t stream(int index = 0) const { return streams_[index]; }
+  // Makes stream `to` wait for all work issued so far on stream `from`.
   void order(int from, int to);
-  bool runs_branch_streams() const override { return options_.branch_streams; }
-  void prepare_op(const Op& op) override;
-  void before_ops() override;
   // An op calls this once it has issued its side-stream work. The main stream waits for that
-  // work now, or, when the op may outlive it (Op::side_work_outlives and
-  // CudaOptions::overlap_ops), at the end of the next op, so it overlaps that op; the memory plan
-  // keeps the op's tensors alive until then.
+  // work now, or, where the program lets the op's side work outlive it (Op::side_work_outlives),
+  // at the end of the next op, so it overlaps that op; the memory plan keeps the op's tensors
+  // alive until then.
   void end_side_work();
   void before_op(const Op& op) override;
   void after_op() override;
@@ -88,12 +80,11 @@ class CudaBackend final : public Backend {
   void average_over_ranks(ProcessGroup& group, void* data, size_t count, DType dtype) override;
   void join_rank_averages() override;
   void broadcast_over_ranks(ProcessGroup& group, void* data, size_t bytes, int root) override;
-  bool side_stream() const { return options_.side_stream; }
-  // Scratch memory for work on stream `index` of the current op's pair, sized by the requests for
-  // that stream (so the side stream's, used by wgrad only, is only as large as the largest of
-  // those); ops never share one workspace across streams.
-  void* workspace(int index = 0) const { return pairs_[pair_].workspace[index]; }
-  size_t workspace_bytes(int index = 0) const { return pairs_[pair_].workspace_bytes[index]; }
+  // Scratch memory for work on stream `index`, sized by the requests for that stream (so the side
+  // stream's, used by wgrad only, is only as large as the largest of those); ops never share one
+  // workspace across streams.
+  void* workspace(int index = 0) const { return workspace_[index]; }
+  size_t workspace_bytes(int index = 0) const { return workspace_bytes_[index]; }
   size_t workspace_total_bytes() const override;
   CudnnGraphs& graphs();
   int device_ordinal() const { return device_; }
@@ -102,32 +93,12 @@ class CudaBackend final : public Backend {
 
  private:
   int device_ = 0;
-  // A main and a side stream with their events and workspaces.
-  struct StreamPair {
-    cudaStream_t streams[kStreams] = {};
-    cudaEvent_t events[kStreams] = {};
-    void* workspace[kStreams] = {};
-    size_t workspace_bytes[kStreams] = {}, requested_bytes[kStreams] = {};
-  };
-  StreamPair pairs_[kPairs];
-  int pair_ = 0;  // the pair the current op runs on
-  cudaStream_t pair_stream(int pair, int index) const {
-    return pairs_[pair].streams[options_.side_stream ? index : 0];
-  }
-  cudaStream_t main_stream() const { return pairs_[0].streams[0]; }
-  // Between the pairs (Op::wait_back, Op::signals): where the current list started on the main
-  // pair, whether the branch pair has started from there yet, and each signalling op's end on its
-  // pair's main and side streams.
-  cudaEvent_t list_start_ = nullptr;
-  bool branch_started_ = false, branch_used_ = false;
-  const Op* current_op_ = nullptr;
-  struct OpEnd {
-    cudaEvent_t main = nullptr, side = nullptr;
-    bool side_outlives = false;  // `side` was recorded at the op's last run
-  };
-  std::map<const Op*, OpEnd> op_ends_;
-  void wait_across_pairs(const Op& op);
-  void join_branch();
+  // The main and the side stream with their events and workspaces.
+  cudaStream_t streams_[kStreams] = {};
+  cudaEvent_t events_[kStreams] = {};
+  void* workspace_[kStreams] = {};
+  size_t workspace_bytes_[kStreams] = {}, requested_bytes_[kStreams] = {};
+  cudaStream_t main_stream() const { return streams_[0]; }
   // Side work left running by an op (end_side_work): recorded in deferred_[slot_] by the current
   // op, waited for by the main stream when the next op ends (deferred_[slot_ ^ 1] by then).
   cudaEvent_t deferred_[2] = {};
@@ -167,7 +138,7 @@ class CudaBackend final : public Backend {
   void* gather_ = nullptr;  // pinned, for copy_out_many
   // Data parallel: the stream the gradient averages run on (made at the first), and its events.
   cudaStream_t comm_stream_ = nullptr;
-  cudaEvent_t comm_events_[kPairs * kStreams + 1] = {};  // each pair's streams: ready for the average; comm: done
+  cudaEvent_t comm_events_[kStreams + 1] = {};  // each stream: ready for the average; comm: done
   bool averages_pending_ = false;
   void make_comm_stream();
   size_t gather_bytes_ = 0;

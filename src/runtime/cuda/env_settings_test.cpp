@@ -64,7 +64,7 @@ class CudaEnvOverrides : public ::testing::Test {
 CudaOptions non_default_options() {
   CudaOptions o;
   o.tune = false, o.tune_plans = 3, o.plan_cache = "plans.json", o.tune_log = "tune.jsonl";
-  o.side_stream = false, o.tune_runs = 4, o.overlap_ops = false, o.conv_tf32 = true;
+  o.graphs = false, o.tune_runs = 4, o.cutlass = false, o.conv_tf32 = true;
   return o;
 }
 
@@ -88,24 +88,24 @@ TEST_F(CudaEnvOverrides, EachVariableReplacesItsField) {
   setenv("KILN_CUDNN_TUNE_PLANS", "12", 1);
   setenv("KILN_PLAN_CACHE", "/tmp/cache.json", 1);
   setenv("KILN_TUNE_LOG", "/tmp/log.jsonl", 1);
-  setenv("KILN_SIDE_STREAM", "0", 1);
+  setenv("KILN_CUDA_GRAPHS", "0", 1);
   setenv("KILN_CUDNN_TIMED_RUNS", "2", 1);
-  setenv("KILN_OVERLAP_OPS", "0", 1);
+  setenv("KILN_CUTLASS", "0", 1);
   setenv("KILN_CONV_TF32", "1", 1);
   CudaOptions want;
   want.tune = false, want.tune_plans = 12, want.plan_cache = "/tmp/cache.json", want.tune_log = "/tmp/log.jsonl";
-  want.side_stream = false, want.tune_runs = 2, want.overlap_ops = false, want.conv_tf32 = true;
+  want.graphs = false, want.tune_runs = 2, want.cutlass = false, want.conv_tf32 = true;
   expect_same(with_env_overrides(CudaOptions{}), want);
 
   // 1 turns on what the options turned off: the variables override both ways.
   setenv("KILN_CUDNN_TUNE", "1", 1);
-  setenv("KILN_SIDE_STREAM", "1", 1);
-  setenv("KILN_OVERLAP_OPS", "1", 1);
+  setenv("KILN_CUDA_GRAPHS", "1", 1);
+  setenv("KILN_CUTLASS", "1", 1);
   setenv("KILN_CONV_TF32", "0", 1);
   const CudaOptions on = with_env_overrides(non_default_options());
   EXPECT_TRUE(on.tune);
-  EXPECT_TRUE(on.side_stream);
-  EXPECT_TRUE(on.overlap_ops);
+  EXPECT_TRUE(on.graphs);
+  EXPECT_TRUE(on.cutlass);
   EXPECT_FALSE(on.conv_tf32);  // 0 turns off what the options turned on
   EXPECT_EQ(on.tune_plans, 12);
 }
@@ -136,8 +136,8 @@ TEST_F(CudaEnvOverrides, MalformedValuesAreErrorsNamingTheVariable) {
   std::vector<std::vector<std::string>> cases = {
       {"KILN_CUDNN_TUNE", "yes", "from 0 to 1"},        {"KILN_CUDNN_TUNE", "2", "from 0 to 1"},
       {"KILN_CUDNN_TUNE_PLANS", "-1", "from 0 to 9999"}, {"KILN_CUDNN_TUNE_PLANS", "10000", "from 0 to 9999"},
-      {"KILN_SIDE_STREAM", "off", "from 0 to 1"},       {"KILN_CUDNN_TIMED_RUNS", "0", "from 1 to 100"},
-      {"KILN_CUDNN_TIMED_RUNS", "two", "from 1 to 100"}, {"KILN_OVERLAP_OPS", "2", "from 0 to 1"},
+      {"KILN_CUDA_GRAPHS", "off", "from 0 to 1"},       {"KILN_CUDNN_TIMED_RUNS", "0", "from 1 to 100"},
+      {"KILN_CUDNN_TIMED_RUNS", "two", "from 1 to 100"}, {"KILN_CUTLASS", "2", "from 0 to 1"},
       {"KILN_CONV_TF32", "yes", "from 0 to 1"},
   };
   for (const CudaOptionField& f : cuda_option_fields())  // and a value past every number's range
