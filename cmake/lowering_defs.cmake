@@ -1,7 +1,11 @@
-# Collects the lowering families besides the layers (cmake/layer_defs.cmake has those): each
-# optimizer, src/ops/<family>/<name>_optimizer.cpp with `extern const OptimizerFamily k<Name>Optimizer{`,
-# into a generated list, so that adding one edits no list by hand and compile() names none. cmake
-# re-runs when such a file changes, so a definition added to an existing file is found too.
+# Collects the lowering families besides the layers (cmake/layer_defs.cmake has those), each a
+# file beside the kernels of its ops, into generated lists, so that adding one edits no list by hand
+# and compile() names none: each optimizer (src/ops/<family>/<name>_optimizer.cpp,
+# `extern const OptimizerFamily k<Name>Optimizer{`), the loss (*_loss.cpp, `extern const LossDef
+# k<Name>Loss{`) and loss scaling (*_loss_scale.cpp, `extern const LossScaleDef k<Name>LossScale{`).
+# The ops the compiler places itself are made in *_lowering.cpp files (compile/compiler_ops.h),
+# which have no list. cmake re-runs when such a file changes, so a definition added to an existing
+# file is found too.
 #   kiln_definition_list(<file suffix> <type> <symbol suffix> <header> <function> <output> <out var: the files>)
 # writes <output>, defining `const std::vector<const <type>*>& <function>()` over every
 # `extern const <type> k<Name><symbol suffix>{` of src/ops/*/*_<file suffix>.cpp, in the order of
@@ -44,5 +48,10 @@ function(kiln_lowering_defs sources_var)
   set(generated ${CMAKE_BINARY_DIR}/generated)
   kiln_definition_list(optimizer OptimizerFamily Optimizer compile/optimizer_family.h all_optimizer_families
                        ${generated}/optimizer_families.cpp optimizer_files)
-  set(${sources_var} ${optimizer_files} ${generated}/optimizer_families.cpp PARENT_SCOPE)
+  kiln_definition_list(loss LossDef Loss compile/loss_def.h all_loss_defs ${generated}/loss_defs.cpp loss_files)
+  kiln_definition_list(loss_scale LossScaleDef LossScale compile/loss_scale_def.h all_loss_scale_defs
+                       ${generated}/loss_scale_defs.cpp loss_scale_files)
+  file(GLOB lowering_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/ops/*/*_lowering.cpp)
+  set(${sources_var} ${optimizer_files} ${loss_files} ${loss_scale_files} ${lowering_files}
+      ${generated}/optimizer_families.cpp ${generated}/loss_defs.cpp ${generated}/loss_scale_defs.cpp PARENT_SCOPE)
 endfunction()

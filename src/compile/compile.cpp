@@ -1,12 +1,12 @@
 #include "kiln/compile.h"
 #include "kiln/memory_plan.h"
 
-#include "compile/loss_scaling.h"
 #include "compile/op_streams.h"
 #include "compile/lower_context.h"
 #include "compile/layer_def.h"
+#include "compile/loss_def.h"
+#include "compile/loss_scale_def.h"
 #include "compile/optimizer_family.h"
-#include "ops/loss/loss_contract.h"
 
 namespace kiln {
 namespace {
@@ -31,7 +31,8 @@ void lower_frozen_forward(LowerContext& ctx, int index) {
 
 Program lower(LayerGraph graph, const CompileOptions& options) {
   check_optimizer_config(options.optimizer);
-  const bool scale_loss = loss_scaling_on(options);
+  const LossScaleDef& scaling = loss_scale_def();
+  const bool scale_loss = scaling.enabled(options);
   Program program;
   program.options = options;
   program.graph = std::move(graph);
@@ -50,46 +51,7 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
   program.tensors[program.inference_logits].role = TensorRole::Output;
   if (options.loss) {
     // The loss closes the training forward; its gradient seeds backward at the last layer.
-    TensorSpec labels;
-    labels.name = "labels", labels.shape = {out_layer.out_shape[0]}, labels.dtype = DType::I32;
-    labels.role = TensorRole::Label;
-    program.label = ctx.add_tensor(labels);
-    TensorSpec loss;
-    loss.name = "loss", loss.shape = {1}, loss.dtype = ctx.act_dtype == DType::F64 ? DType::F64 : DType::F32;
-    loss.role = TensorRole::Output;
-    program.loss = ctx.add_tensor(loss);
-    SoftmaxCrossEntropy<TensorId> ce;
-    ce.logits = program.logits, ce.labels = program.label, ce.loss = program.loss;
-    ce.dlogits = ctx.activation("d:" + out_layer.name, out_layer.out_shape);
-    ce.label_smoothing = options.label_smoothing;
-    // The backward runs on the scaled gradient; the loss the trainer reads stays unscaled.
-    if (scale_loss) ce.loss_scale = lower_loss_scaling(ctx);
-    ctx.forward(make_op(ce, last));
-    ctx.set_loss_grad(last, ce.dlogits);
-    // Top-1 and top-5 hits of the training step and of an inference batch, counted where the
-    // logits are: the trainer reads two int32 instead of the logits.
-    auto count_tensor = [&](const char* name) {
-      TensorSpec correct;
-      correct.name = name, correct.shape = {kCorrectSlots}, correct.dtype = DType::I32;
-      correct.role = TensorRole::Output;
-      return ctx.add_tensor(std::move(correct));
-    };
-    program.train_correct = count_tensor("correct");
-    ctx.forward(make_op(CountCorrect<TensorId>{program.logits, program.label, program.train_correct}, last));
-    program.inference_correct = count_tensor("correct:inf");
-    // Last in the inference list: every layer's inference ops are emitted by now.
-    ctx.inference(
-        make_op(CountCorrect<TensorId>{program.inference_logits, program.label, program.inference_correct}, last));
-    auto totals_tensor = [&](const char* name) {
-      TensorSpec totals;
-      totals.name = name, totals.shape = {kTotalsSlots}, totals.dtype = DType::F64;
-      totals.role = TensorRole::Output;
-      return ctx.add_tensor(std::move(totals));
-    };
-    program.train_totals = totals_tensor("totals");
-    ctx.forward(make_op(AccumulateTotals<TensorId>{program.loss, program.train_correct, program.train_totals}, last));
-    program.inference_totals = totals_tensor("totals:inf");
-    ctx.inference(make_op(AccumulateTotals<TensorId>{-1, program.inference_correct, program.inference_totals}, last));
+    ctx.set_loss_grad(last, loss_def().lower(ctx, last, scale_loss ? scaling.declare_state : nullptr));
   } else {
     TensorSpec grad;
     grad.name = "d:" + out_layer.name, grad.shape = out_layer.out_shape, grad.dtype = ctx.act_dtype;
@@ -102,7 +64,7 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
     if (!program.graph.layers[i].attrs.frozen) layer_def(program.graph.layers[i].kind).lower_backward(ctx, i);
   ctx.lay_out_parameters();
   optimizer_family(options.optimizer.name).lower_update(ctx);
-  wrap_update_in_loss_scaling(program);
+  if (scale_loss) scaling.wrap_update(ctx);
   return program;
 }
 

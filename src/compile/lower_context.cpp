@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "compile/compiler_ops.h"
 #include "kiln/error.h"
 #include "kiln/memory_plan.h"
-#include "ops/elementwise/elementwise_contract.h"
 
 namespace kiln {
 
@@ -93,7 +93,7 @@ int LowerContext::frozen_param(const std::string& name, const Shape& shape, Init
     c.name = name + ":compute", c.shape = shape, c.dtype = act_dtype, c.role = TensorRole::ComputeParam;
     const int copy = add_tensor(std::move(c));
     compute_param_[id] = copy;
-    program.refresh_copies.push_back(make_op(Cast<TensorId>{id, copy}, -1));
+    program.refresh_copies.push_back(copy_cast_op(id, copy));
   }
   return id;
 }
@@ -165,10 +165,7 @@ int LowerContext::grad_out(int layer) {
   const std::vector<int> parts = consumer_gradients(layer);
   const TensorSpec& fwd = program.tensors.at(out(layer));
   int total = activation("d:" + this->layer(layer).name, fwd.shape, fwd.dtype);
-  GradSum<TensorId> sum;
-  sum.terms.assign(parts.begin(), parts.end());
-  sum.sum = total;
-  backward(make_op(sum, layer));
+  backward(gradient_sum_op(std::vector<TensorId>(parts.begin(), parts.end()), total, layer));
   return grad_total_[layer] = total;
 }
 
@@ -215,8 +212,7 @@ void LowerContext::lay_out_parameters() {
     program.compute_grad_region = region("grads:compute", TensorRole::ComputeGrad, act_dtype, int64_t(copied_elements));
     // The copies change only when the masters do: in the update, which rewrites them, or when
     // the host writes parameters, after which the Executable runs this list.
-    program.refresh_copies.push_back(
-        make_op(Cast<TensorId>{program.param_region, program.compute_param_region}, -1));
+    program.refresh_copies.push_back(copy_cast_op(program.param_region, program.compute_param_region));
   }
   for (int id : program.params) {
     program.tensors[id].alias_of = program.param_region;

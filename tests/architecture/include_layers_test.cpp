@@ -5,8 +5,11 @@
 //   on them: the model DSL (src/model, blueprint/zoo), the runtime (src/runtime, executable),
 //   the ops (src/ops: they also use the runtime's backend), the data layer (src/data);
 //   the file formats (src/formats/<format>/: the files kiln reads and writes) on core and the IR;
-//   the compiler (src/compile, and the layer lowerings src/ops/<family>/*_layer.cpp) above the
-//   DSL, ops and runtime;
+//   the compiler (src/compile: the graph passes, the Program's layout, the lowering context and
+//   the interfaces its families fill) above the DSL and runtime, and no op family;
+//   the lowerings (src/ops/<family>/*_layer.cpp, *_optimizer.cpp, *_loss.cpp, *_loss_scale.cpp,
+//   *_lowering.cpp: the files that emit ops through the compiler's LowerContext) above the
+//   compiler and the ops, which no other part includes: the build's generated lists reach them;
 //   training (src/train) above all of those; the tools on top, and kiln.h, the umbrella header.
 // A new public header must be placed in the table below; an include that runs up or across to a
 // part not listed fails with the file and the line to change.
@@ -59,7 +62,8 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     {"settings", {"core", "ir", "settings"}},
     {"runtime", {"core", "ir", "settings", "dist", "runtime"}},
     {"ops", {"core", "ir", "settings", "runtime", "ops"}},
-    {"compile", {"core", "ir", "settings", "model", "runtime", "ops", "compile"}},
+    {"compile", {"core", "ir", "settings", "model", "runtime", "compile"}},
+    {"lowering", {"core", "ir", "settings", "model", "runtime", "ops", "compile", "lowering"}},
     {"train", {"core", "ir", "formats", "settings", "model", "dist", "runtime", "ops", "data", "compile", "train"}},
     // The exporters (src/export/, kiln/export.h): a library of their own above training (kiln_export,
     // cmake/onnx.cmake), which the umbrella header leaves out: kiln::kiln does not link it.
@@ -82,14 +86,18 @@ std::string part_of(const std::string& path) {
   if (top == "tools") return "tools";
   if (top == "src" && ++it != p.end()) {
     const std::string area = it->string();
-    // A layer's lowering (<family>/*_layer.cpp/.h) sits beside the ops it emits but is the
-    // compiler's: it may include the compiler, and no kernel may include it.
+    // A lowering (<family>/*_layer, *_optimizer, *_loss, *_loss_scale, *_lowering .cpp/.h) sits
+    // beside the ops it emits but is the compiler's: it may include the compiler, and no kernel
+    // may include it.
     const std::string stem = p.stem().string();
-    if (area == "ops" && stem.size() > 6 && stem.substr(stem.size() - 6) == "_layer") return "compile";
-    // So is an optimizer's (<family>/*_optimizer.cpp: its settings, state and update).
-    if (area == "ops" && stem.size() > 10 && stem.substr(stem.size() - 10) == "_optimizer") return "compile";
+    auto ends_with = [&](const std::string& tail) {
+      return stem.size() > tail.size() && stem.compare(stem.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (area == "ops")
+      for (const char* tail : {"_layer", "_optimizer", "_loss", "_loss_scale", "_lowering"})
+        if (ends_with(tail)) return "lowering";
     // Likewise a layer kind's export (<family>/*_export.cpp/.h) is the exporters'.
-    if (area == "ops" && stem.size() > 7 && stem.substr(stem.size() - 7) == "_export") return "export";
+    if (area == "ops" && ends_with("_export")) return "export";
     return area;
   }
   return "?";
@@ -184,13 +192,26 @@ TEST(IncludeLayers, TheCheckFindsAnIncludeThatRunsUp) {
   std::ofstream(root / "src/ops/toy/toy_layer.cpp") << "#include \"compile/layer_def.h\"\n";
   std::ofstream(root / "src/ops/toy/toy_cuda.cpp") << "#include \"ops/toy/toy_layer.h\"\n";
   std::ofstream(root / "src/ops/toy/toy_export.cpp") << "#include \"export/layer_export.h\"\n";
+  // An optimizer's lowering may include its contract; the compiler may include neither.
+  std::ofstream(root / "src/ops/toy/toy_optimizer.cpp") << "#include \"compile/optimizer_family.h\"\n"
+                                                           "#include \"ops/toy/toy_contract.h\"\n";
+  fs::create_directories(root / "src/compile");
+  std::ofstream(root / "src/compile/compile.cpp") << "#include \"ops/toy/toy_contract.h\"\n"
+                                                     "#include \"ops/toy/toy_optimizer.h\"\n";
   const std::vector<std::string> found = layering_violations(root);
-  ASSERT_EQ(found.size(), 3u);
-  const std::string joined = found[0] + "\n" + found[1] + "\n" + found[2];
+  ASSERT_EQ(found.size(), 5u);
+  std::string joined;
+  for (const std::string& f : found) joined += f + "\n";
   EXPECT_NE(joined.find("src/ops/toy/toy_cpu.cpp:2: includes kiln/blueprint.h (ops -> model)"), std::string::npos)
       << joined;
   EXPECT_NE(joined.find("include/kiln/stray.h: a public header"), std::string::npos) << joined;
-  EXPECT_NE(joined.find("src/ops/toy/toy_cuda.cpp:1: includes ops/toy/toy_layer.h (ops -> compile)"), std::string::npos)
+  EXPECT_NE(joined.find("src/ops/toy/toy_cuda.cpp:1: includes ops/toy/toy_layer.h (ops -> lowering)"),
+            std::string::npos)
+      << joined;
+  EXPECT_NE(joined.find("src/compile/compile.cpp:1: includes ops/toy/toy_contract.h (compile -> ops)"), std::string::npos)
+      << joined;
+  EXPECT_NE(joined.find("src/compile/compile.cpp:2: includes ops/toy/toy_optimizer.h (compile -> lowering)"),
+            std::string::npos)
       << joined;
 }
 

@@ -1,14 +1,16 @@
-#include "compile/loss_scaling.h"
-
+// Dynamic loss scaling in a compiled program (CompileOptions::loss_scaling, PyTorch's GradScaler):
+// its settings' checks, its state, the scale the loss multiplies its gradient by, and the check
+// and scale update around the optimizer's update (loss_scale_contract.h has the ops).
 #include <cmath>
 
-#include "compile/lower_context.h"
+#include "compile/loss_scale_def.h"
 #include "kiln/error.h"
 #include "ops/loss_scale/loss_scale_contract.h"
 
 namespace kiln {
+namespace {
 
-bool loss_scaling_on(const CompileOptions& options) {
+bool enabled(const CompileOptions& options) {
   const LossScaling& s = options.loss_scaling;
   if (!(s.init_scale > 0.f) || !std::isfinite(s.init_scale))
     fail("loss scaling: init_scale {} must be finite and > 0 (PyTorch's default is 65536)", s.init_scale);
@@ -27,7 +29,10 @@ bool loss_scaling_on(const CompileOptions& options) {
   return s.enabled(options.precision);
 }
 
-int lower_loss_scaling(LowerContext& ctx) {
+// The scale and the count of clean steps are checkpointed with the buffers; the flag is rewritten
+// every step. The loss scales its gradient in fp32, before rounding it to the activations' dtype,
+// so the whole backward runs on scaled gradients.
+int declare_state(LowerContext& ctx) {
   Program& p = ctx.program;
   auto state = [&](const char* name, DType dtype, Init init, double value) {
     TensorSpec t;
@@ -38,16 +43,16 @@ int lower_loss_scaling(LowerContext& ctx) {
   p.loss_scale = state("loss_scale", DType::F32, Init::Constant, p.options.loss_scaling.init_scale);
   p.loss_scale_clean_steps = state("loss_scale.clean_steps", DType::I32, Init::Zeros, 0);
   p.found_nonfinite = state("loss_scale.found_nonfinite", DType::I32, Init::Zeros, 0);
-  // The scale and its count continue a resumed run; the flag is rewritten every step.
   p.buffers.push_back(p.loss_scale);
   p.buffers.push_back(p.loss_scale_clean_steps);
   return p.loss_scale;
 }
 
-void wrap_update_in_loss_scaling(Program& p) {
-  if (p.loss_scale < 0) return;
-  // Every gradient the optimizer reads: the fp32 region and, in mixed precision, the compute-dtype
-  // gradients of the weights with copies (either may be absent, -1; not both).
+// FIND_NONFINITE over every gradient the optimizer reads first in the update list (the fp32
+// region and, in mixed precision, the compute dtype's; either may be absent, not both), so the
+// update can skip the step; UPDATE_LOSS_SCALE last.
+void wrap_update(LowerContext& ctx) {
+  Program& p = ctx.program;
   FindNonFinite<TensorId> check{p.grad_region, p.found_nonfinite};
   check.compute_grads = p.compute_grad_region;
   p.update.insert(p.update.begin(), make_op(check, -1));
@@ -57,5 +62,9 @@ void wrap_update_in_loss_scaling(Program& p) {
   rule.growth_interval = s.growth_interval;
   p.update.push_back(make_op(rule, -1));
 }
+
+}  // namespace
+
+extern const LossScaleDef kDynamicLossScale{"dynamic", enabled, declare_state, wrap_update};
 
 }  // namespace kiln
