@@ -120,7 +120,7 @@ TEST(Cli, LarsOptionsParse) {
   EXPECT_NE(r.rc, 0);
   expect_contains(r, {"dataset directory", kNoData}, args);
   r = kiln("train --help");
-  expect_contains(r, {"lars (LARS", "sgd (SGD", "adamw (Adam", "--lars-eta FLOAT=0.001", "--lars-skip-1d",
+  expect_contains(r, {"lars: LARS", "sgd: SGD", "adamw: Adam", "--lars-eta FLOAT=0.001", "--lars-skip-1d",
                       "--no-lars-skip-1d"},
                   "train --help");
 }

@@ -102,7 +102,8 @@ void add_flag(CLI::App* app, OptimizerArgs& a, const SharedFlag& shared) {
       app->add_option(names, a.numbers[shared.key], help)
           ->check(number_in([range](double v) { return fits_finite_float(v) && range->range.contains(v); },
                             setting_range_words(first), fix));
-  if (one_default) option->default_str(default_text(a, first));
+  // Families that differ in their default show none here: the help names each one's.
+  option->default_str(one_default ? default_text(a, first) : std::string());
   a.options[shared.key] = option;
 }
 
@@ -130,8 +131,7 @@ void add_optimizer_options(CLI::App* app, OptimizerArgs& a) {
   std::string choices;
   const auto& families = all_optimizer_families();
   for (size_t i = 0; i < families.size(); ++i)
-    choices += fmt::format("{}{} ({})", i == 0 ? "" : i + 1 == families.size() ? " or " : ", ", families[i]->name,
-                           families[i]->help);
+    choices += fmt::format("{}{}: {}", i == 0 ? "" : "; ", families[i]->name, families[i]->help);
   app->add_option("--optimizer", a.name, choices)
       ->check(parsed_by([](const std::string& name) { optimizer_family(name); }));
   for (const SharedFlag& shared : shared_flags()) add_flag(app, a, shared);

@@ -21,7 +21,7 @@ const std::vector<Setting>& settings() {
                           .fix = "use e.g. --eps 1e-8", .compared_on_resume = true},
                          1e-8, {0, kUnbounded}),
           optimizer_real({.key = "weight_decay", .flag = "--weight-decay",
-                          .help = "weight decay: decoupled, the weights shrunk by lr * weight_decay",
+                          .help = "decoupled: the weights shrink by lr x weight_decay each step",
                           .fix = "use e.g. --weight-decay 5e-4, or 0 for none", .compared_on_resume = true},
                          0, {0, kUnbounded}),
       });

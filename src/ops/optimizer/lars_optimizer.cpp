@@ -15,7 +15,7 @@ const std::vector<Setting>& settings() {
   static const std::vector<Setting> rows = optimizer_rows(
       kName,
       {
-          optimizer_real({.key = "momentum", .flag = "--momentum", .help = "momentum",
+          optimizer_real({.key = "momentum", .flag = "--momentum", .help = "momentum factor",
                           .fix = "use e.g. --momentum 0.9, or 0 for none", .compared_on_resume = true},
                          0.9, {0, 1, false, true}),
           optimizer_real({.key = "trust_coefficient", .flag = "--lars-eta",
@@ -30,7 +30,7 @@ const std::vector<Setting>& settings() {
                             .compared_on_resume = true, .flag_pair = true},
                            true),
           optimizer_real({.key = "weight_decay", .flag = "--weight-decay",
-                          .help = "weight decay: L2, added to the gradient inside the trust ratio",
+                          .help = "L2 penalty, added to the gradient inside the trust ratio",
                           .fix = "use e.g. --weight-decay 5e-4, or 0 for none", .compared_on_resume = true},
                          0, {0, kUnbounded}),
       });

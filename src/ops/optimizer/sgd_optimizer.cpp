@@ -13,7 +13,7 @@ const std::vector<Setting>& settings() {
   static const std::vector<Setting> rows = optimizer_rows(
       kName,
       {
-          optimizer_real({.key = "momentum", .flag = "--momentum", .help = "momentum (0: plain SGD)",
+          optimizer_real({.key = "momentum", .flag = "--momentum", .help = "momentum factor (0: plain SGD)",
                           .fix = "use e.g. --momentum 0.9, or 0 for none", .compared_on_resume = true},
                          0.9, {0, 1, false, true}),
           optimizer_switch({.key = "nesterov", .flag = "--nesterov",
@@ -21,7 +21,7 @@ const std::vector<Setting>& settings() {
                             .flag_pair = true},
                            false),
           optimizer_real({.key = "weight_decay", .flag = "--weight-decay",
-                          .help = "weight decay: L2, added to the gradient",
+                          .help = "L2 penalty, added to the gradient",
                           .fix = "use e.g. --weight-decay 5e-4, or 0 for none", .compared_on_resume = true},
                          0, {0, kUnbounded}),
       });
