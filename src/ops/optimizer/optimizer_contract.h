@@ -95,4 +95,34 @@ struct LarsUpdate {
   }
 };
 
+// RMSprop, as torch.optim.RMSprop: with g each gradient (the loss scale divided out) plus
+// weight_decay * w (L2, PyTorch's weight_decay),
+//   v = alpha * v + (1 - alpha) * g^2                                       (square_avg)
+//   centered: a = alpha * a + (1 - alpha) * g, d = sqrt(v - a^2) + eps      (grad_avg)
+//   else d = sqrt(v) + eps
+//   momentum > 0: b = momentum * b + g / d, w -= lr * b                     (momentum_buffer)
+//   else w -= lr * g / d
+// eps is added after the square root (TensorFlow adds it inside). The state starts at zero.
+// momentum_buffer is bound exactly when momentum > 0, grad_avg exactly when centered.
+template <class T>
+struct RmspropUpdate {
+  static constexpr OpKind kind = OpKind::RMSPROP_UPDATE;
+  T grads, params, square_avg;
+  T momentum_buffer{}, grad_avg{};
+  float alpha = 0.99f, eps = 1e-8f, weight_decay = 0.f, momentum = 0.f;
+  bool centered = false;
+  T loss_scale{}, found_nonfinite{};     // absent without loss scaling
+  T compute_grads{}, compute_params{};   // absent without compute copies
+  template <class V>
+  void fields(V& v) {
+    v.in("grads", grads, kOptional), v.in("compute_grads", compute_grads, kOptional);
+    v.in("loss_scale", loss_scale, kOptional), v.in("found_nonfinite", found_nonfinite, kOptional);
+    v.out("params", params), v.out("compute_params", compute_params, kOptional);
+    v.out("square_avg", square_avg), v.out("momentum_buffer", momentum_buffer, kOptional);
+    v.out("grad_avg", grad_avg, kOptional);
+    v.attr("alpha", alpha), v.attr("eps", eps), v.attr("weight_decay", weight_decay);
+    v.attr("momentum", momentum), v.attr("centered", centered);
+  }
+};
+
 }  // namespace kiln

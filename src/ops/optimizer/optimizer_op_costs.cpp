@@ -1,5 +1,6 @@
 // The optimizers' costs: they only move bytes, and read and rewrite the parameters and their state
-// (momentum; AdamW's two moments). LARS reads the parameters and gradients twice: once for the norms.
+// (momentum; AdamW's two moments; RMSprop's square average and, where kept, its momentum and
+// gradient average). LARS reads the parameters and gradients twice: once for the norms.
 #include "ops/optimizer/optimizer_contract.h"
 #include "runtime/op_cost.h"
 
@@ -14,6 +15,12 @@ OpCost adamw(const Program& p, const Op& op) {
   const auto f = op_fields<AdamWUpdate>(op);
   return {0, each_tensor_once(p, op) + tensor_bytes(p, f.params) + tensor_bytes(p, f.exp_avg) +
                  tensor_bytes(p, f.exp_avg_sq)};
+}
+
+OpCost rmsprop(const Program& p, const Op& op) {
+  const auto f = op_fields<RmspropUpdate>(op);
+  return {0, each_tensor_once(p, op) + tensor_bytes(p, f.params) + tensor_bytes(p, f.square_avg) +
+                 tensor_bytes(p, f.momentum_buffer) + tensor_bytes(p, f.grad_avg)};
 }
 
 // LARS's parameter views are the parameter region again: each region counts, the views do not.
@@ -31,6 +38,6 @@ OpCost lars(const Program& p, const Op& op) {
 namespace ops {
 extern const OpCostTable optimizer_op_costs;
 const OpCostTable optimizer_op_costs{{OpKind::SGD_UPDATE, &sgd}, {OpKind::ADAMW_UPDATE, &adamw},
-                                      {OpKind::LARS_UPDATE, &lars}};
+                                      {OpKind::LARS_UPDATE, &lars}, {OpKind::RMSPROP_UPDATE, &rmsprop}};
 }  // namespace ops
 }  // namespace kiln

@@ -1,5 +1,5 @@
-// Op wrappers binding SGD_UPDATE, ADAMW_UPDATE and LARS_UPDATE to the CPU optimizer kernels
-// (optimizer_cpu.h): hyper-parameters from the op's contract, lr and step from the step scalars
+// Op wrappers binding SGD_UPDATE, ADAMW_UPDATE, LARS_UPDATE and RMSPROP_UPDATE to the CPU optimizer
+// kernels (optimizer_cpu.h, rmsprop_cpu.h): hyper-parameters from the op's contract, lr and step from the step scalars
 // (LARS: its tensors from the parameter views, lars_op_args.h), and with loss scaling the skip of
 // a step whose gradients hold inf/NaN and the scale to divide out.
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "ops/optimizer/lars_op_args.h"
 #include "ops/optimizer/optimizer_contract.h"
 #include "ops/optimizer/optimizer_cpu.h"
+#include "ops/optimizer/rmsprop_cpu.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
@@ -124,11 +125,39 @@ void lars(const OpCall& call, const LarsUpdate<TensorArg>& a) {
   });
 }
 
+void rmsprop(const OpCall& call, const RmspropUpdate<TensorArg>& a) {
+  cpu::RmspropHyper h;
+  h.lr = call.scalars.lr, h.alpha = a.alpha, h.eps = a.eps, h.weight_decay = a.weight_decay;
+  h.momentum = a.momentum, h.centered = a.centered;
+  reject_compute_copies(call, a.compute_grads, a.compute_params);
+  check_lr("RMSPROP_UPDATE", h.lr);
+  const bool in_range = h.alpha >= 0 && h.alpha < 1 && h.momentum >= 0 && h.momentum < 1 && h.eps >= 0 &&
+                        h.weight_decay >= 0;
+  if (!in_range)
+    fail("RMSPROP_UPDATE: alpha ({}) and momentum ({}) must lie in [0, 1), eps ({}) and weight_decay ({}) be >= 0; "
+         "fix the optimizer options",
+         h.alpha, h.momentum, h.eps, h.weight_decay);
+  std::vector<const TensorArg*> regions = {&a.grads, &a.params, &a.square_avg};
+  std::vector<const char*> roles = {"gradient", "parameter", "square_avg"};
+  if (h.momentum != 0) regions.push_back(&a.momentum_buffer), roles.push_back("momentum");
+  if (h.centered) regions.push_back(&a.grad_avg), roles.push_back("grad_avg");
+  check_regions("RMSPROP_UPDATE", regions, roles);
+  if (skip_step("RMSPROP_UPDATE", a.loss_scale, a.found_nonfinite, h.unscale)) return;
+  dispatch_float(a.params.dtype(), "RMSPROP_UPDATE", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::rmsprop_update<T>(a.params.numel(), a.grads.as<T>(), a.params.as<T>(), a.square_avg.as<T>(),
+                           h.momentum != 0 ? a.momentum_buffer.as<T>() : nullptr,
+                           h.centered ? a.grad_avg.as<T>() : nullptr, h);
+  });
+}
+
 }  // namespace
 
 namespace ops {
 extern const OpTable optimizer_cpu_ops{
-    Device::CPU, {kernel<SgdUpdate, sgd>(), kernel<AdamWUpdate, adamw>(), kernel<LarsUpdate, lars>()}};
+    Device::CPU,
+    {kernel<SgdUpdate, sgd>(), kernel<AdamWUpdate, adamw>(), kernel<LarsUpdate, lars>(),
+     kernel<RmspropUpdate, rmsprop>()}};
 }  // namespace ops
 
 }  // namespace kiln

@@ -1,6 +1,6 @@
-// SGD_UPDATE / ADAMW_UPDATE on the GPU: one launch over the whole contiguous parameter region,
-// reading the compute-dtype gradients of its prefix and rewriting that prefix's copies in mixed
-// precision; LARS_UPDATE: two launches per batch of parameter tensors (norms, then the step), its
+// SGD_UPDATE / ADAMW_UPDATE / RMSPROP_UPDATE on the GPU: one launch over the whole contiguous
+// parameter region, reading the compute-dtype gradients of its prefix and rewriting that prefix's
+// copies in mixed precision; LARS_UPDATE: two launches per batch of parameter tensors (norms, then the step), its
 // block sums in the main stream's workspace. Hyper-parameters come from the op's contract, lr and
 // step from the step scalars; with loss scaling the kernel reads the scale and the skip flag from
 // device memory.
@@ -13,6 +13,7 @@
 #include "ops/optimizer/lars_op_args.h"
 #include "ops/optimizer/optimizer_contract.h"
 #include "ops/optimizer/optimizer_cuda.h"
+#include "ops/optimizer/rmsprop_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/op_call.h"
 
@@ -129,6 +130,25 @@ void lars(const OpCall& call, const LarsUpdate<TensorArg>& a) {
               scaling_of(call, a.loss_scale, a.found_nonfinite));
 }
 
+// The learning rate is read where the step's scalars are (a replayed graph's); the other scalars
+// are the op's and stay.
+void rmsprop(const OpCall& call, const RmspropUpdate<TensorArg>& a) {
+  const bool with_momentum = a.momentum != 0;
+  const ComputeCopies compute =
+      checked_regions(call, a.params, a.grads, a.compute_grads, a.compute_params,
+                      {&a.params, &a.square_avg, &a.momentum_buffer, &a.grad_avg});
+  if (!a.square_avg || (with_momentum && !a.momentum_buffer) || (a.centered && !a.grad_avg))
+    fail("{}: RMSprop needs its square_avg region{}{}; recompile the program", call.where(),
+         with_momentum ? ", a momentum buffer (momentum != 0)" : "", a.centered ? ", a grad_avg (centered)" : "");
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  rmsprop_update(a.params.numel(), a.grads.as<float>(), a.params.as<float>(), a.square_avg.as<float>(),
+                 with_momentum ? a.momentum_buffer.as<float>() : nullptr,
+                 a.centered ? a.grad_avg.as<float>() : nullptr,
+                 rmsprop_scalars(call.scalars.lr, a.alpha, a.eps, a.weight_decay, a.momentum), be.stream(0),
+                 call.where(), call.device_scalars ? &call.device_scalars->lr : nullptr, compute,
+                 scaling_of(call, a.loss_scale, a.found_nonfinite));
+}
+
 }  // namespace
 }  // namespace kiln::cuda
 
@@ -136,5 +156,6 @@ namespace kiln::ops {
 extern const OpTable optimizer_cuda_ops{Device::CUDA,
                                         {kernel<SgdUpdate, cuda::sgd, cuda::prepare_scalars<SgdUpdate<TensorArg>>>(),
                                          kernel<AdamWUpdate, cuda::adamw, cuda::prepare_scalars<AdamWUpdate<TensorArg>>>(),
-                                         kernel<LarsUpdate, cuda::lars, cuda::prepare_lars>()}};
+                                         kernel<LarsUpdate, cuda::lars, cuda::prepare_lars>(),
+                                         kernel<RmspropUpdate, cuda::rmsprop>()}};
 }  // namespace kiln::ops
