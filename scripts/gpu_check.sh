@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
-what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | seams | conv-stats | option-ab | start | digits | data | memcheck | data-parallel | ddp-bench
+what=${1:-all}   # all | tests | bench | kiln-bench | torch-bench (the last two split a long run) | stages | variants | models | seams | conv-stats | option-ab | binary-ab | start | digits | data | memcheck | data-parallel | ddp-bench
 
 # KILN_PREBUILT=<build dir>: use binaries built elsewhere (same x86-64 ABI) instead of building
 # here; their shared libraries not on this machine sit in <build dir>/lib.
@@ -175,6 +175,37 @@ if [ "$what" = conv-stats ] || [ "$what" = option-ab ]; then
   grep "conv with statistics" "$out/kiln_$field.err" | sort -u > "$out/${field}_choices.log"
   python3 bench/report_ab.py "$field" "${values// /,}" "$out/kiln_$field.jsonl" "$out/${field}_${precision}.json" \
     "$out/env.json" || status=1
+  exit $status
+fi
+if [ "$what" = binary-ab ]; then
+  # Two builds of kiln against each other (a refactor that must not change speed): KILN_OLD_BIN
+  # (the baseline's kiln, its libraries beside the new one's) and this build's, interleaved for
+  # KILN_ROUNDS rounds (3), each with a plan cache of its own, on KILN_MODELS (resnet50 vgg16_bn)
+  # at KILN_PRECISION (fp16) and KILN_BATCH (256), default settings otherwise. The rows are tagged
+  # binary=old|new and joined by report_ab.py.
+  old=${KILN_OLD_BIN:?binary-ab needs KILN_OLD_BIN}
+  batch=${KILN_BATCH:-256} precision=${KILN_PRECISION:-fp16}
+  for model in ${KILN_MODELS:-resnet50 vgg16_bn}; do
+    for ((round = 1; round <= ${KILN_ROUNDS:-3}; ++round)); do
+      for side in old new; do
+        exe="$bin/kiln"; [ $side = old ] && exe=$old
+        "$exe" bench --device cuda --model "$model" --batch "$batch" --precision "$precision" \
+          --plan-cache "$out/plans_$side.json" --json "$out/kiln_$side.jsonl" 2>> "$out/kiln_$side.err" \
+          || { tail -5 "$out/kiln_$side.err"; status=1; }
+      done
+    done
+  done
+  python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+with open(f"{out}/kiln_binary.jsonl", "w") as f:
+    for side in ("old", "new"):
+        for line in open(f"{out}/kiln_{side}.jsonl"):
+            if line.strip():
+                f.write(json.dumps(dict(json.loads(line), binary=side)) + "\n")
+PY
+  python3 bench/report_ab.py binary old,new "$out/kiln_binary.jsonl" "$out/binary_${precision}.json" "$out/env.json" \
+    || status=1
   exit $status
 fi
 if [ "$what" = data-parallel ]; then
