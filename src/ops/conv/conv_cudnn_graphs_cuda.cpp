@@ -1,16 +1,20 @@
 // The convolution family's cuDNN graphs: their tensors and nodes, built from the toolkit of
 // runtime/cuda/cudnn_graph_defs.h (which includes cudnn_frontend.h: only this file of the family
-// does), and the nodes other families' graphs share with them (conv_graph_nodes_cuda.h).
+// does).
 #include "ops/conv/conv_cudnn_graphs_cuda.h"
 
-#include "ops/conv/conv_graph_nodes_cuda.h"
+#include "runtime/cuda/cudnn_graph_defs.h"
 
 namespace kiln::cuda {
+namespace {
 
+// The gradient dy of the problem's output (UID_DY, NHWC), added to `g`.
 TensorPtr conv_dy(fe::graph::Graph& g, const ConvProblem& p) {
   return g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
 }
 
+// dw = wgrad(dy, x) of `p` (its padding and stride, no dilation), made the output UID_DW in the
+// filter's KRSC layout.
 void add_wgrad_into_krsc(fe::graph::Graph& g, const ConvProblem& p, const TensorPtr& dy, const TensorPtr& x) {
   auto dw = g.conv_wgrad(dy, x,
                          fe::graph::Conv_wgrad_attributes()
@@ -21,14 +25,14 @@ void add_wgrad_into_krsc(fe::graph::Graph& g, const ConvProblem& p, const Tensor
   dw->set_uid(UID_DW).set_dim({p.k, p.c, p.r, p.s}).set_stride({p.c * p.r * p.s, 1, p.s * p.c, p.c}).set_output(true);
 }
 
+// Makes the convolution result y the NHWC output UID_Y and adds its per-channel sum and sum of
+// squares (genstats, fp32) as the outputs UID_SUM and UID_SQ_SUM.
 void add_output_with_genstats(fe::graph::Graph& g, const ConvProblem& p, const TensorPtr& y) {
   make_output_nhwc(y, UID_Y, p.n, p.k, p.ho, p.wo);
   auto [sum, sq_sum] = g.genstats(y, fe::graph::Genstats_attributes().set_name("stats"));
   make_output_channels(sum, UID_SUM, p.k);
   make_output_channels(sq_sum, UID_SQ_SUM, p.k);
 }
-
-namespace {
 
 void define_fprop(const ConvProblem& p, fe::graph::Graph& g) {
   auto y = conv_fprop(g, conv_x(g, p), conv_w(g, p), p);
