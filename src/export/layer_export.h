@@ -25,7 +25,7 @@ struct ExportedGraph {
   const std::vector<std::vector<int>> consumers;
 };
 
-// How one of kiln's tensors is laid out in PyTorch's state_dict (src/train/torch_layouts.h).
+// How one of kiln's tensors is laid out in PyTorch's state_dict (src/formats/torch/torch_layouts.h).
 enum class TorchLayout {
   AsIs,              // the same shape and order: vectors, a linear layer's [out, in] weight
   Filter,            // a convolution's KRSC filter, OIHW in PyTorch

@@ -9,11 +9,11 @@
 #include "export/model_metadata.h"
 #include "export/output_path.h"
 #include "export/weight_layouts.h"
+#include "formats/torch/torch_layouts.h"
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 #include "kiln/export.h"
 #include "kiln/torch_weights.h"
-#include "train/torch_layouts.h"
 
 namespace kiln {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // What both exporters (ONNX and the state_dict) need of a model's weights beyond their layouts
-// (src/train/torch_layouts.h, shared with load_torch_weights).
+// (src/formats/torch/torch_layouts.h, shared with load_torch_weights).
 #include <map>
 #include <string>
 #include <vector>

@@ -9,11 +9,11 @@
 #include <string_view>
 
 #include "formats/safetensors/tensor_f32.h"
+#include "formats/torch/torch_layouts.h"
 #include "formats/torch/weights_file_kind.h"
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 #include "train/non_finite_text.h"
-#include "train/torch_layouts.h"
 
 namespace kiln {
 namespace {

@@ -4,8 +4,8 @@
 #include "ops/conv/conv_export.h"
 
 #include "export/batch_norm_fold.h"
+#include "formats/torch/torch_layouts.h"
 #include "ops/batchnorm/batchnorm_export.h"
-#include "train/torch_layouts.h"
 
 namespace kiln {
 

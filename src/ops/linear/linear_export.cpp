@@ -5,7 +5,7 @@
 #include "export/flatten_export.h"
 #include "export/layer_export.h"
 #include "export/onnx_layer_writer.h"
-#include "train/torch_layouts.h"
+#include "formats/torch/torch_layouts.h"
 
 namespace kiln {
 namespace {

@@ -1,4 +1,4 @@
-#include "train/torch_layouts.h"
+#include "formats/torch/torch_layouts.h"
 
 #include "kiln/error.h"
 
