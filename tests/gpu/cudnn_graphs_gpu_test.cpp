@@ -42,7 +42,7 @@ CudnnGraphsOptions untuned() {
 }
 
 // Shared by the tests (handle creation is slow). Destroyed by an exit handler registered after its
-// cudnnCreate, so before cuDNN's own teardown (as the backend's caches, cuda_backend.cpp): a handle
+// cudnnCreate, so before cuDNN's own teardown (as the backend's caches, cudnn_graph_caches.cpp): a handle
 // left to the end keeps its device memory, which compute-sanitizer's leak check reports.
 CudnnGraphs& graphs() {
   static CudnnGraphs* g = [] {

@@ -1,12 +1,13 @@
 #pragma once
-// The CUDA backend: one device arena, a main and a side stream with events between them, the
-// cuDNN handle and graph cache, and per-stream workspaces sized while ops are prepared. Every op
-// runs on the main stream; an op's wgrad may run on the side stream beside its dgrad, and on
-// beside the next op where the program says so (Op::side_work_outlives, compile/op_streams.h).
-//
-// The main stream has the higher priority: when an op overlaps short memory-bound kernels on the
-// main stream with a long convolution on the side stream, the block scheduler hands freed SMs to
-// the main stream's kernels first, so they are not starved until the convolution drains.
+// The CUDA backend: one GPU, tying together the parts that each hold one concern —
+//   device_memory.h     the program's arena, the copies the host waits for, each stream's workspace;
+//   host_staging.h      pinned host buffers: batches staged in on a copy stream, copies gathered out;
+//   stream_schedule.h   the main and side streams and the per-op placement the Program carries;
+//   graph_capture.h     CUDA Graph capture and replay of the step, with the step's scalars;
+//   rank_collectives.h  data parallel: gradient averages and broadcasts over the ranks;
+//   cudnn_graph_caches.h  the process-wide cuDNN graph cache this backend's ops share.
+// Every call that touches the GPU makes it current first (activate), so backends of several GPUs
+// may be used from one thread.
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -15,6 +16,11 @@
 
 #include "kiln/options.h"
 #include "runtime/backend.h"
+#include "runtime/cuda/device_memory.h"
+#include "runtime/cuda/graph_capture.h"
+#include "runtime/cuda/host_staging.h"
+#include "runtime/cuda/rank_collectives.h"
+#include "runtime/cuda/stream_schedule.h"
 
 namespace kiln::cuda {
 
@@ -22,7 +28,7 @@ class CudnnGraphs;
 
 class CudaBackend final : public Backend {
  public:
-  static constexpr int kStreams = 2;  // 0: main, 1: side (e.g. wgrad beside dgrad)
+  static constexpr int kStreams = StreamSchedule::kStreams;  // 0: main, 1: side (e.g. wgrad beside dgrad)
 
   // GPU `index` with `options` (CompileOptions::cuda), the KILN_* environment variables set in
   // place of their fields (env_settings.h); kiln::Error for a field out of range, a malformed
@@ -38,11 +44,8 @@ class CudaBackend final : public Backend {
   void copy_out(void* host_dst, const void* src, size_t bytes) override;
   // Into one pinned buffer on the main stream, one wait, then out to the hosts' memory.
   void copy_out_many(const std::vector<CopyOut>& copies) override;
-  // Through staging buffers used in turn (kStaging of them, each pinned host memory and a device
-  // copy): the host copies the batch into one and goes on; a copy stream moves it to the device
-  // while the main stream still runs the steps queued before it, and the main stream then takes
-  // it into the tensor with a device-to-device copy in its order. So the next batch crosses PCIe
-  // while the current step trains. A buffer is refilled only once its last copies have left it.
+  // Through the staging buffers (host_staging.h): the next batch crosses PCIe on a copy stream
+  // while the current step trains, and the main stream takes it into the tensor in its order.
   void copy_in_ordered(void* dst, const void* host_src, size_t bytes) override;
   // The same staging for the uint8 pixels; the main stream then converts them into `dst`
   // (pixel_normalize_cuda.h) instead of copying.
@@ -54,9 +57,9 @@ class CudaBackend final : public Backend {
   std::string prepare_status() const override;
   void synchronize() override;
   void activate() override;
-  const StepScalars* device_scalars() const override { return device_scalars_; }
+  const StepScalars* device_scalars() const override { return capture_.device_scalars(); }
   void stage_scalars(const StepScalars& s) override;
-  bool can_capture() const override { return options_.graphs; }
+  bool can_capture() const override { return options().graphs; }
   // Captures the work issued on the main stream (and the streams it waits on) until end_capture,
   // which instantiates it as graph `graph`; replay(graph) launches it on the main stream.
   void begin_capture() override;
@@ -65,14 +68,14 @@ class CudaBackend final : public Backend {
   void replay(int graph, const StepScalars& s) override;
 
   // Stream `index`: 0 the main stream, 1 the side stream.
-  cudaStream_t stream(int index = 0) const { return streams_[index]; }
+  cudaStream_t stream(int index = 0) const { return schedule_.stream(index); }
   // Makes stream `to` wait for all work issued so far on stream `from`.
-  void order(int from, int to);
+  void order(int from, int to) { schedule_.order(from, to); }
   // An op calls this once it has issued its side-stream work. The main stream waits for that
   // work now, or, where the program lets the op's side work outlive it (Op::side_work_outlives),
   // at the end of the next op, so it overlaps that op; the memory plan keeps the op's tensors
   // alive until then.
-  void end_side_work();
+  void end_side_work() { schedule_.end_side_work(); }
   void before_op(const Op& op) override;
   void after_op() override;
   void after_ops() override;
@@ -83,65 +86,32 @@ class CudaBackend final : public Backend {
   // Scratch memory for work on stream `index`, sized by the requests for that stream (so the side
   // stream's, used by wgrad only, is only as large as the largest of those); ops never share one
   // workspace across streams.
-  void* workspace(int index = 0) const { return workspace_[index]; }
-  size_t workspace_bytes(int index = 0) const { return workspace_bytes_[index]; }
+  void* workspace(int index = 0) const { return workspaces_.workspace(index); }
+  size_t workspace_bytes(int index = 0) const { return workspaces_.bytes(index); }
   size_t workspace_total_bytes() const override;
   CudnnGraphs& graphs();
-  int device_ordinal() const { return device_; }
+  int device_ordinal() const { return gpu_.index; }
   // The options in effect (environment overrides applied).
-  const CudaOptions& options() const { return options_; }
+  const CudaOptions& options() const { return gpu_.options; }
 
  private:
-  int device_ = 0;
-  // The main and the side stream with their events and workspaces.
-  cudaStream_t streams_[kStreams] = {};
-  cudaEvent_t events_[kStreams] = {};
-  void* workspace_[kStreams] = {};
-  size_t workspace_bytes_[kStreams] = {}, requested_bytes_[kStreams] = {};
-  cudaStream_t main_stream() const { return streams_[0]; }
-  // Side work left running by an op (end_side_work): recorded in deferred_[slot_] by the current
-  // op, waited for by the main stream when the next op ends (deferred_[slot_ ^ 1] by then).
-  cudaEvent_t deferred_[2] = {};
-  int slot_ = 0;
-  bool may_defer_ = false, deferred_now_ = false, previous_pending_ = false;
-  void join_previous();
-  CudaOptions options_;
-  std::shared_ptr<CudnnGraphs> graphs_;  // the process-wide cache of this device and graph options
-  // The step's scalars on the device, written in stream order by a kernel whose argument they
-  // are (step_scalars_cuda.h).
-  StepScalars* device_scalars_ = nullptr;
-  // Each captured graph, its instance, and its nodes that write the step's scalars (one per op
-  // list it holds); replay() sets their argument. The graph is kept: its nodes name them.
-  struct Captured {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    std::vector<cudaGraphNode_t> scalar_nodes;
+  // The GPU, checked, with the options in effect, and made current. The first member: every
+  // member after it makes its streams and memory on that GPU.
+  struct OpenedGpu {
+    OpenedGpu(int index, const CudaOptions& options);
+    int index = 0;
+    CudaOptions options;
   };
-  std::vector<Captured> captured_;
-  std::vector<cudaGraphNode_t> capture_scalar_nodes_;  // of the capture in progress
-  void release(Captured& c);
-  static constexpr int kStaging = 4;  // a step's batch and labels, and the next step's
-  struct Staging {
-    void* host = nullptr;    // pinned
-    void* device = nullptr;  // where the copy stream puts the bytes
-    size_t bytes = 0;
-    cudaEvent_t copied = nullptr;  // the copy stream's copy out of `host` has finished
-    cudaEvent_t taken = nullptr;   // the main stream's copy out of `device` has finished
-  };
-  cudaStream_t copy_stream_ = nullptr;  // host-to-device copies of staged batches
-  Staging staging_[kStaging];
-  int next_staging_ = 0;
-  // Stages `bytes` of `host_src` in the next staging buffer and makes the main stream wait for
-  // their arrival; returns the buffer, whose device bytes the main stream's next work may read.
-  // The caller records the buffer's `taken` event after that work.
-  Staging& stage(const void* host_src, size_t bytes, const char* what);
-  void* gather_ = nullptr;  // pinned, for copy_out_many
-  // Data parallel: the stream the gradient averages run on (made at the first), and its events.
-  cudaStream_t comm_stream_ = nullptr;
-  cudaEvent_t comm_events_[kStreams + 1] = {};  // each stream: ready for the average; comm: done
-  bool averages_pending_ = false;
-  void make_comm_stream();
-  size_t gather_bytes_ = 0;
+  OpenedGpu gpu_;
+  // The process-wide cache of this device and graph options (cudnn_graph_caches.h), made at first
+  // use; released after the members below.
+  std::shared_ptr<CudnnGraphs> graphs_;
+  StreamSchedule schedule_;
+  StreamWorkspaces workspaces_;
+  HostStaging staging_;
+  GraphCapture capture_;
+  RankCollectives collectives_;
+  cudaStream_t main_stream() const { return schedule_.main_stream(); }
 };
 
 // The CUDA backend of an op call (a kiln::Error if the call runs on another backend).
