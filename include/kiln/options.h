@@ -114,7 +114,8 @@ struct CudaOptions {
 // Settings of the CPU backend (read when an executable makes it; the CUDA backend ignores them).
 // Unlike CudaOptions' variables, KILN_THREADS does not override the field: it is the default the
 // field leaves in place (ctest gives every test KILN_THREADS=1, and the tests of thread-count
-// independence ask for their own counts). src/ir/cpu_option_table.h has the flag and the range.
+// independence ask for their own counts). The rows of src/settings/cpu_settings.h have the flag and
+// the range.
 struct CpuOptions {
   // Threads of the CPU kernels (kiln/threads.h). The pool is one per process, so this is applied
   // (kiln::set_threads) when a CPU Executable is made: the last one made with a count sets it for

@@ -120,7 +120,7 @@ class Backend {
 // The CPU backend with the CPU settings of the program (CompileOptions::cpu): a nonzero thread
 // count resizes the process's one pool (kiln::set_threads), so the last CPU executable made with a
 // count sets it for every executable; 0 leaves the pool as it is. Throws kiln::Error when a
-// setting is out of range (ir/cpu_option_table.h).
+// setting is out of range (the rows of settings/cpu_settings.h).
 std::unique_ptr<Backend> make_cpu_backend(const CpuOptions& options);
 // GPU `index` (cudaSetDevice ordinal) with the CUDA settings of the program (CompileOptions::cuda;
 // the KILN_* environment variables override them); throws kiln::Error when built without CUDA,

@@ -4,13 +4,13 @@
 
 #include "core/cpu_kernels.h"
 #include "core/op_scratch.h"
-#include "ir/cpu_option_table.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/memory_plan.h"
 #include "kiln/threads.h"
 #include "runtime/backend.h"
 #include "runtime/op_call.h"
+#include "settings/cpu_settings.h"
 
 namespace kiln {
 namespace {

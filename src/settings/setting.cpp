@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "kiln/error.h"
+
 namespace kiln {
 namespace {
 
@@ -69,7 +71,10 @@ std::string Setting::refusal(const std::string& text) const {
         return fmt::format("'{}' is not {}{}", text, type == SettingType::Count ? "a whole number" : "a number", use);
       if (type == SettingType::Real && std::fabs(v) > std::numeric_limits<float>::max())
         return fmt::format("{} is out of range: it must be a finite float{}", text, use);
-      if (!range.contains(v)) return fmt::format("{} is out of range: it must be {}{}", text, range.text(type), use);
+      if (info.zero && v == 0) return "";
+      if (!range.contains(v))
+        return fmt::format("{} is out of range: it must be {}{}{}", text, range.text(type), info.zero ? ", or 0" : "",
+                           use);
       return "";
     }
     case SettingType::Choice:
@@ -96,6 +101,20 @@ const Setting* find_setting(const std::vector<Setting>& rows, const std::string&
   for (const Setting& s : rows)
     if (key == s.info.key) return &s;
   return nullptr;
+}
+
+int setting_number(const Setting& row, const void* owner) {
+  if (row.type != SettingType::Switch && row.type != SettingType::Count)
+    fail("internal: {} is no Switch or Count", row.info.member);
+  const std::string text = row.read(owner);
+  if (row.type == SettingType::Switch) return text == "true" ? 1 : 0;
+  return std::stoi(text);
+}
+
+void set_setting_number(const Setting& row, void* owner, int value) {
+  if (row.type != SettingType::Switch && row.type != SettingType::Count)
+    fail("internal: {} is no Switch or Count", row.info.member);
+  row.write(owner, std::to_string(value));
 }
 
 }  // namespace kiln

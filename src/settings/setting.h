@@ -49,6 +49,10 @@ struct SettingInfo {
   bool reported = false;            // kiln plan's header, kiln bench's JSON
   // A Switch the command line gives as --x / --no-x (--hflip, --nesterov) rather than --x 0|1.
   bool flag_pair = false;
+  // A Count whose 0 lies outside its range and leaves the choice elsewhere (CpuOptions: to `env`
+  // when set, else the machine): what 0 does. The library takes 0; the flag does not, its default
+  // being what 0 leaves in place. nullptr: 0 is a value only where the range holds it.
+  const char* zero = nullptr;
 };
 
 struct Setting {
@@ -152,5 +156,10 @@ std::vector<Setting> settings_within(std::vector<Setting> rows, Part Whole::*par
 
 // The row of `key` in `rows`, or nullptr.
 const Setting* find_setting(const std::vector<Setting>& rows, const std::string& key);
+
+// A Switch's or a Count's value as a number (a Switch: 0 or 1), and back (the environment's
+// overrides, the checks of the library's fields); an internal kiln::Error for other types.
+int setting_number(const Setting& row, const void* owner);
+void set_setting_number(const Setting& row, void* owner, int value);
 
 }  // namespace kiln

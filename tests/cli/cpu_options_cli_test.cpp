@@ -1,5 +1,5 @@
 // The CPU backend's settings on the command line, checked over the table they come from
-// (ir/cpu_option_table.h): every field has its flag in `train --help` and `bench --help`, with its
+// (settings/cpu_settings.h): every field has its flag in `train --help` and `bench --help`, with its
 // range and its variable.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "ir/cpu_option_table.h"
+#include "settings/cpu_settings.h"
 #include "support/kiln_cli.h"
 
 namespace kiln {
@@ -17,9 +17,10 @@ TEST(CpuOptionsCli, HelpListsEveryFieldWithItsRangeAndVariable) {
   for (const char* command : {"train", "bench"}) {
     const testing::Result help = testing::kiln(std::string(command) + " --help");
     ASSERT_EQ(help.rc, 0) << help.output;
-    for (const CpuOptionField& f : cpu_option_fields())
-      testing::expect_contains(help, {std::string(f.flag) + " ", f.help, fmt::format("{} to {}", f.lo, f.hi()), f.env},
-                               command);
+    for (const Setting& f : cpu_settings())
+      testing::expect_contains(
+          help, {std::string(f.info.flag) + " ", f.info.help, fmt::format("{} to {}", f.range.lo, f.range.hi), f.info.env},
+          command);
   }
 }
 

@@ -1,5 +1,5 @@
 // The CUDA backend's settings on the command line and in README.md, checked over the one table
-// they come from (ir/cuda_option_table.h): every field has its flag with its variable in --help, a
+// they come from (settings/cuda_settings.h): every field has its flag with its variable in --help, a
 // number out of range is refused naming the flag, and README.md's table lists every field.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "ir/cuda_option_table.h"
+#include "settings/cuda_settings.h"
 #include "support/kiln_cli.h"
 
 namespace kiln {
@@ -19,18 +19,18 @@ TEST(CudaOptionsCli, HelpListsEveryFieldWithItsVariable) {
   for (const char* command : {"train", "bench"}) {
     const testing::Result help = testing::kiln(std::string(command) + " --help");
     ASSERT_EQ(help.rc, 0) << help.output;
-    for (const CudaOptionField& f : cuda_option_fields())
-      testing::expect_contains(help, {std::string(f.flag) + " ", fmt::format("[{}]", f.env)}, command);
+    for (const Setting& f : cuda_settings())
+      testing::expect_contains(help, {std::string(f.info.flag) + " ", fmt::format("[{}]", f.info.env)}, command);
   }
 }
 
 TEST(CudaOptionsCli, NumbersOutOfRangeAreRefusedNamingTheFlag) {
-  for (const CudaOptionField& f : cuda_option_fields()) {
-    if (f.type == CudaOptionField::Type::File) continue;
-    const std::string args = fmt::format("train --device cpu --epochs 1 {} {}", f.flag, f.hi + 1);
+  for (const Setting& f : cuda_settings()) {
+    if (f.type == SettingType::Text) continue;
+    const std::string args = fmt::format("train --device cpu --epochs 1 {} {}", f.info.flag, f.range.hi + 1);
     const testing::Result r = testing::kiln(args);
     EXPECT_NE(r.rc, 0) << args;
-    testing::expect_contains(r, {f.flag, fmt::format("{}", f.hi + 1)}, args);
+    testing::expect_contains(r, {f.info.flag, fmt::format("{}", f.range.hi + 1)}, args);
     EXPECT_EQ(r.output.find("epoch 1"), std::string::npos) << args << ": refused before training";
   }
 }
@@ -57,13 +57,13 @@ TEST(CudaOptionsCli, ReadmeListsEveryField) {
   std::stringstream text;
   text << in.rdbuf();
   const std::string readme = text.str();
-  for (const CudaOptionField& f : cuda_option_fields()) {
-    SCOPED_TRACE(f.member);
-    const size_t row = readme.find(fmt::format("| `{}", f.env));
-    ASSERT_NE(row, std::string::npos) << "README.md has no row for " << f.env;
+  for (const Setting& f : cuda_settings()) {
+    SCOPED_TRACE(f.info.key);
+    const size_t row = readme.find(fmt::format("| `{}", f.info.env));
+    ASSERT_NE(row, std::string::npos) << "README.md has no row for " << f.info.env;
     const std::string line = readme.substr(row, readme.find('\n', row) - row);
-    EXPECT_NE(line.find(fmt::format("`{}", f.flag)), std::string::npos) << line;
-    EXPECT_NE(line.find(fmt::format("`{}`", f.member)), std::string::npos) << line;
+    EXPECT_NE(line.find(fmt::format("`{}", f.info.flag)), std::string::npos) << line;
+    EXPECT_NE(line.find(fmt::format("`{}`", f.info.key)), std::string::npos) << line;
   }
 }
 

@@ -1,4 +1,4 @@
-// CompileOptions::cpu.threads (kiln/options.h, the row of ir/cpu_option_table.h): a CPU executable
+// CompileOptions::cpu.threads (kiln/options.h, the row of settings/cpu_settings.h): a CPU executable
 // made with a count resizes the process's one pool, 0 leaves it as it is (KILN_THREADS, the cores,
 // or what kiln::set_threads made it), and a count out of range is an error naming the field, the
 // flag and the variable before anything is allocated.
@@ -6,10 +6,10 @@
 
 #include <string>
 
-#include "ir/cpu_option_table.h"
 #include "kiln/compile.h"
 #include "kiln/executable.h"
 #include "kiln/threads.h"
+#include "settings/cpu_settings.h"
 #include "support/cpu_test_util.h"
 #include "support/scoped_threads.h"
 
@@ -57,16 +57,19 @@ TEST(CpuOptions, CountsOutOfRangeAreErrorsNamingTheFieldFlagAndVariable) {
 
 // Every row's range: its least value and the machine's cap are accepted, one past either refused.
 TEST(CpuOptions, TheTableChecksEveryRowsRange) {
-  for (const CpuOptionField& f : cpu_option_fields()) {
-    SCOPED_TRACE(f.member);
+  for (const Setting& f : cpu_settings()) {
+    SCOPED_TRACE(f.info.key);
     CpuOptions o;
-    for (int good : {0, f.lo, f.hi()}) {
-      o.*f.field = good;
+    const int lo = int(f.range.lo), hi = int(f.range.hi);
+    for (int good : {0, lo, hi}) {
+      set_setting_number(f, &o, good);
+      EXPECT_EQ(setting_number(f, &o), good);
       check_cpu_options(o);
     }
-    for (int bad : {f.lo - 1 == 0 ? -1 : f.lo - 1, f.hi() + 1}) {
-      o.*f.field = bad;
-      testing::expect_error([&] { check_cpu_options(o); }, {std::string("cpu.") + f.member, f.flag, f.env});
+    for (int bad : {lo - 1 == 0 ? -1 : lo - 1, hi + 1}) {
+      set_setting_number(f, &o, bad);
+      testing::expect_error([&] { check_cpu_options(o); },
+                            {std::string("cpu.") + f.info.key, f.info.flag, f.info.env});
     }
   }
 }

@@ -11,10 +11,10 @@
 #include "cli/option_checks.h"
 #include "cli/setting_report.h"
 #include "core/cpu_kernels.h"
-#include "ir/cuda_option_table.h"
 #include "kiln/threads.h"
 #include "kiln/zoo.h"
 #include "settings/compile_settings.h"
+#include "settings/cuda_settings.h"
 
 namespace kiln::cli {
 namespace {
@@ -72,10 +72,10 @@ CLI::App* add_bench_command(CLI::App& app, CommonOptions& common, BenchArgs& b) 
 
 int run_bench(const CommonOptions& o, const BenchArgs& b) {
   CompileOptions c = compile_options(o);
-  c.cpu = cpu_options(b.backend);  // the CPU backend sizes the pool with it
+  c.cpu = b.backend.cpu;  // the CPU backend sizes the pool with it
   c.optimizer = {"sgd"};  // PyTorch's recipe in bench/torch_models.py
   c.optimizer.set("momentum", 0.9).set("nesterov", 1).set("weight_decay", 1e-4);
-  c.cuda = cuda_options(b.backend);
+  c.cuda = b.backend.cuda;
   const std::shared_ptr<ProcessGroup> group = join_ranks_if_launched(b.parallel, c);
   std::ofstream json = json_appender(group && group->rank() != 0 ? std::string() : b.json);  // rank 0 writes
   // (a bad path fails before the benchmark runs)
@@ -126,9 +126,8 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
     // The compile settings plan and bench report (settings/compile_settings.h), under their keys.
     add_reported_settings(j, compile_settings(), &c);
     // Every numeric CUDA setting under its field's name, so any of them can be compared
-    // (gpu_check.sh option-ab).
-    for (const CudaOptionField& f : cuda_option_fields())
-      if (f.type != CudaOptionField::Type::File) j[f.member] = cuda_option_number(c.cuda, f);
+    // (gpu_check.sh option-ab): the rows of settings/cuda_settings.h mark them reported.
+    add_reported_settings(j, cuda_settings(), &c.cuda);
     json << j.dump() << std::endl;
   }
   if (group) group->leave();

@@ -21,7 +21,7 @@ struct BenchArgs {
 };
 
 // The "bench" subcommand with `common` (shared with plan and train) and its own options in `args`.
-// args.backend.threads must hold its default (kiln::threads()) already: --help shows it.
+// args.backend.cpu.threads must hold its default (kiln::threads()) already: --help shows it.
 CLI::App* add_bench_command(CLI::App& app, CommonOptions& common, BenchArgs& args);
 int run_bench(const CommonOptions& common, const BenchArgs& args);
 

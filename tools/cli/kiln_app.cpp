@@ -17,7 +17,7 @@ namespace kiln::cli {
 
 KilnApp::KilnApp(int default_threads) : default_threads_(default_threads) {
   // Before the options are added: --help shows the defaults they capture.
-  train_args.backend.threads = bench_args.backend.threads = default_threads;
+  train_args.backend.cpu.threads = bench_args.backend.cpu.threads = default_threads;
   app.set_version_flag("--version", std::function<std::string()>(version_text), "print the version; exit");
   app.require_subcommand(1);
   // For every option (subcommands copy these when made): --help shows the default, and a later
@@ -40,10 +40,10 @@ void KilnApp::reset() {
   // uninitialized (a false -Wmaybe-uninitialized).
   common = CommonOptions();
   train_args = TrainArgs();
-  train_args.backend.threads = default_threads_;
+  train_args.backend.cpu.threads = default_threads_;
   plan_args = PlanArgs();
   bench_args = BenchArgs();
-  bench_args.backend.threads = default_threads_;
+  bench_args.backend.cpu.threads = default_threads_;
   data_bench_args = DataBenchArgs();
   eval_args = EvalArgs();
   pack_args = PackCommandArgs();

@@ -24,10 +24,11 @@ CLI::Validator number_in(std::function<bool(double)> in_range, std::string range
         double v = 0;
         if (!CLI::detail::lexical_cast(text, v)) return {};
         // No kiln number may be infinite or NaN: "1e400" reads as an infinity.
+        const std::string use = fix.empty() ? std::string() : "; " + fix;
         if (!std::isfinite(v) && range.find("finite") == std::string::npos)
-          return fmt::format("{} is out of range: it must be {}, and finite; {}", text, range, fix);
+          return fmt::format("{} is out of range: it must be {}, and finite{}", text, range, use);
         if (in_range(v)) return {};
-        return fmt::format("{} is out of range: it must be {}; {}", text, range, fix);
+        return fmt::format("{} is out of range: it must be {}{}", text, range, use);
       },
       "", name);
 }

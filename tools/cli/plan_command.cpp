@@ -16,7 +16,7 @@ CLI::App* add_plan_command(CLI::App& app, CommonOptions& common, PlanArgs& args)
 
 int run_plan(const CommonOptions& o, const PlanArgs& args) {
   CompileOptions c = compile_options(o);
-  c.cuda = cuda_options(args.backend);
+  c.cuda = args.backend.cuda;
   const Program program = compile(zoo::by_name(o.model, o.classes), c);
   verify_memory_plan(program, program.memory);
   fmt::print("{}", format_plan(program, program.memory));

@@ -9,12 +9,16 @@
 namespace kiln::cli {
 namespace {
 
-const char* type_name(const Setting& row) {
+// A Count bounded both ways shows its range, as CLI11's own ranges do ("INT in [0 - 9999]").
+std::string type_name(const Setting& row) {
   switch (row.type) {
     case SettingType::Switch: return "0|1";
-    case SettingType::Count: return "INT";
+    case SettingType::Count:
+      if (row.range.lo > -kUnbounded && row.range.hi < kUnbounded && !row.range.lo_open && !row.range.hi_open)
+        return fmt::format("INT in [{} - {}]", row.range.lo, row.range.hi);
+      return "INT";
     case SettingType::Real: return "FLOAT";
-    case SettingType::Choice: return "TEXT";
+    case SettingType::Choice: return fmt::format("{}", fmt::join(row.choices, "|"));
     case SettingType::Text: return "TEXT";
   }
   return "TEXT";
@@ -27,11 +31,21 @@ std::string help_of(const Setting& row) {
 }
 
 // A number's check, made with number_in so that value_refusal words CLI11's own refusals (text
-// that is no number, a fraction for a whole number) with the same range and fix.
-CLI::Validator number_check(const Setting& row) {
+// that is no number, a fraction for a whole number) with the same range and fix: the row's, else
+// its default ("use e.g. --tune-plans 4 (the default)").
+CLI::Validator number_check(const Setting& row, const std::string& shown_default) {
   const bool real = row.type == SettingType::Real;
+  const std::string fix = row.info.fix         ? std::string(row.info.fix)
+                          : shown_default.empty() ? std::string()
+                                                  : fmt::format("use e.g. {} {} (the default)", row.info.flag, shown_default);
   return number_in([range = row.range, real](double v) { return range.contains(v) && (!real || fits_finite_float(v)); },
-                   row.type == SettingType::Switch ? "0 or 1" : row.range.text(row.type), row.info.fix ? row.info.fix : "");
+                   row.type == SettingType::Switch ? "0 or 1" : row.range.text(row.type), fix);
+}
+
+// A Real's float check before its range: a number no float holds (1e39) is refused as not finite,
+// as a NaN or an infinity is (number_in words those itself).
+CLI::Validator finite_float_check(const Setting& row) {
+  return number_in(fits_finite_float, row.range.text(row.type) + ", and a finite float", row.info.fix ? row.info.fix : "");
 }
 
 }  // namespace
@@ -56,8 +70,10 @@ CLI::Option* add_setting_option_to(CLI::App* app, const Setting& row, void* owne
       option = app->add_option_function<int>(
           flag, [row, owner](int v) { row.write(owner, std::to_string(v)); }, help_of(row));
     }
-    option->check(number_check(row));
-    option->default_str(row.type == SettingType::Switch ? (shown_default == "true" ? "1" : "0") : shown_default);
+    const std::string shown = row.type == SettingType::Switch ? (shown_default == "true" ? "1" : "0") : shown_default;
+    if (row.type == SettingType::Real) option->check(finite_float_check(row));
+    option->check(number_check(row, shown));
+    option->default_str(shown);
   } else if (row.type == SettingType::Choice) {
     option = app->add_option_function<std::string>(
         flag, [row, owner](const std::string& text) { row.write(owner, text); }, help_of(row));
@@ -69,7 +85,7 @@ CLI::Option* add_setting_option_to(CLI::App* app, const Setting& row, void* owne
         flag, [row, owner](const std::string& text) { row.write(owner, text); }, help_of(row));
     option->default_str(shown_default);
   }
-  option->type_name(row.type == SettingType::Choice ? fmt::format("{}", fmt::join(row.choices, "|")) : type_name(row));
+  option->type_name(type_name(row));
   return option;
 }
 

@@ -36,7 +36,7 @@ struct TrainArgs {
 };
 
 // The "train" subcommand with `common` (shared with plan and bench) and its own options in `args`.
-// args.backend.threads must hold its default (kiln::threads()) already: --help shows it.
+// args.backend.cpu.threads must hold its default (kiln::threads()) already: --help shows it.
 CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& args);
 
 // Checks between options, after parsing: still errors naming the flags (CLI::ParseError), before

@@ -103,7 +103,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   if (!a.tensorboard.empty()) TensorBoardWriter::check_folder(a.tensorboard);  // so does a file as the folder
   // Sized now rather than when the program is made (CompileOptions::cpu, set below to the same
   // count): opening an image folder scans it on the pool.
-  set_threads(a.backend.threads);
+  set_threads(a.backend.cpu.threads);
   const DataSplits data = open_dataset(a.data.data, data_options(a.data));
   const DataArgs data_args = resolved_data_args(a.data, data);  // --transform auto as chosen
   const SampleSource& train = *data.train;
@@ -116,8 +116,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.input_hwc = {shape.height, shape.width, shape.channels};
   c.label_smoothing = a.label_smoothing;
   c.optimizer = optimizer_config(a.optimizer);
-  c.cpu = cpu_options(a.backend);
-  c.cuda = cuda_options(a.backend);
+  c.cpu = a.backend.cpu;
+  c.cuda = a.backend.cuda;
   c.loss_scaling = a.loss_scaling;
   c.loss_scaling.mode = parse_loss_scale_mode(a.loss_scale);
   // A rank of a data-parallel launch (--gpus) joins the others; only rank 0 writes the run's files.

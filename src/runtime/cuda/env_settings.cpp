@@ -2,29 +2,30 @@
 
 #include <cstdlib>
 
-#include "ir/cuda_option_table.h"
 #include "kiln/error.h"
+#include "settings/cuda_settings.h"
 
 namespace kiln::cuda {
 
 CudaOptions with_env_overrides(CudaOptions o) {
-  for (const CudaOptionField& f : cuda_option_fields()) {
-    if (f.type == CudaOptionField::Type::File) {
-      if (auto path = env_text(f.env)) o.*f.file_field = std::move(*path);
+  for (const Setting& row : cuda_settings()) {
+    if (row.type == SettingType::Text) {
+      if (auto text = env_text(row.info.env)) row.write(&o, *text);
       continue;
     }
-    set_cuda_option_number(o, f, env_int(f.env, f.lo, f.hi, cuda_option_number(o, f), f.help));
+    const int v = env_int(row.info.env, int(row.range.lo), int(row.range.hi), setting_number(row, &o), row.info.help);
+    set_setting_number(row, &o, v);
   }
   return o;
 }
 
 void check_cuda_options(const CudaOptions& o) {
-  for (const CudaOptionField& f : cuda_option_fields()) {
-    if (f.type != CudaOptionField::Type::Count) continue;
-    const int v = cuda_option_number(o, f);
-    if (v < f.lo || v > f.hi)
-      fail("CompileOptions::cuda.{} = {} is not valid: it takes {}, from {} to {} ({}, {} in kiln's CLI)", f.member,
-           v, f.help, f.lo, f.hi, f.env, f.flag);
+  for (const Setting& row : cuda_settings()) {
+    if (row.type != SettingType::Count) continue;
+    const int v = setting_number(row, &o);
+    if (!row.range.contains(v))
+      fail("{} = {} is not valid: it takes {}, from {} to {} ({}, {} in kiln's CLI)", row.info.member, v,
+           row.info.help, row.range.lo, row.range.hi, row.info.env, row.info.flag);
   }
 }
 

@@ -10,11 +10,11 @@
 namespace kiln::cuda {
 
 // `options` with every KILN_* variable that is set (and not empty) in place of its field; the
-// variables, their fields and ranges are ir/cuda_option_table.h's (README.md lists them).
+// variables, their fields and ranges are the rows of settings/cuda_settings.h (README.md lists them).
 CudaOptions with_env_overrides(CudaOptions options);
 
 // kiln::Error naming the field (CompileOptions::cuda.<field>) and its range unless every count
-// field is in its table range (tune_plans 0 to 9999, tune_runs 1 to 100).
+// field is in its row's range (tune_plans 0 to 9999, tune_runs 1 to 100).
 void check_cuda_options(const CudaOptions& options);
 
 // The variable's text, or nothing when it is unset or empty.

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "ir/cuda_option_table.h"
+#include "settings/cuda_settings.h"
 #include "support/cpu_test_util.h"
 #include "support/scoped_env.h"
 
@@ -47,13 +47,13 @@ TEST(EnvSettings, AnythingElseIsAnErrorNamingTheVariableAndTheRange) {
   }
 }
 
-// The variables of CudaOptions (ir/cuda_option_table.h): saved and unset for one test (so that a
+// The variables of CudaOptions (the rows of settings/cuda_settings.h): saved and unset for one test (so that a
 // variable set where the tests run, e.g. by scripts/gpu_check.sh, changes nothing here), restored
 // afterwards.
 class CudaEnvOverrides : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const CudaOptionField& f : cuda_option_fields()) unset_.emplace_back(f.env, nullptr);
+    for (const Setting& f : cuda_settings()) unset_.emplace_back(f.info.env, nullptr);
   }
   void TearDown() override { unset_.clear(); }
 
@@ -68,18 +68,15 @@ CudaOptions non_default_options() {
   return o;
 }
 
-// Every field of the table equal.
+// Every field of the rows equal.
 void expect_same(const CudaOptions& a, const CudaOptions& b) {
-  for (const CudaOptionField& f : cuda_option_fields()) {
-    if (f.file_field) EXPECT_EQ(a.*f.file_field, b.*f.file_field) << f.member;
-    else EXPECT_EQ(cuda_option_number(a, f), cuda_option_number(b, f)) << f.member;
-  }
+  for (const Setting& f : cuda_settings()) EXPECT_EQ(f.text_of(a), f.text_of(b)) << f.info.key;
 }
 
 TEST_F(CudaEnvOverrides, UnsetOrEmptyVariablesKeepTheOptions) {
   expect_same(with_env_overrides(CudaOptions{}), CudaOptions{});
   expect_same(with_env_overrides(non_default_options()), non_default_options());
-  for (const CudaOptionField& f : cuda_option_fields()) setenv(f.env, "", 1);
+  for (const Setting& f : cuda_settings()) setenv(f.info.env, "", 1);
   expect_same(with_env_overrides(non_default_options()), non_default_options());
 }
 
@@ -110,25 +107,27 @@ TEST_F(CudaEnvOverrides, EachVariableReplacesItsField) {
   EXPECT_EQ(on.tune_plans, 12);
 }
 
-// Over the whole table: each variable, set alone to a value its field does not hold, changes that
-// field to it and nothing else.
-TEST_F(CudaEnvOverrides, EveryFieldOfTheTableHasItsVariable) {
-  for (const CudaOptionField& f : cuda_option_fields()) {
-    SCOPED_TRACE(f.env);
+// Over every row: each variable, set alone to a value its field does not hold, changes that field
+// to it and nothing else.
+TEST_F(CudaEnvOverrides, EveryFieldOfTheRowsHasItsVariable) {
+  for (const Setting& f : cuda_settings()) {
+    SCOPED_TRACE(f.info.env);
     const CudaOptions base;
     CudaOptions want = base;
     std::string text;
-    if (f.file_field) {
-      text = "/tmp/kiln-" + std::string(f.member);
-      want.*f.file_field = text;
+    if (f.type == SettingType::Text) {
+      text = "/tmp/kiln-" + std::string(f.info.key);
+      f.write(&want, text);
+      EXPECT_EQ(f.text_of(want), text);
     } else {
-      const int v = cuda_option_number(base, f) == f.hi ? f.lo : f.hi;
+      const int lo = int(f.range.lo), hi = int(f.range.hi);
+      const int v = setting_number(f, &base) == hi ? lo : hi;
       text = std::to_string(v);
-      set_cuda_option_number(want, f, v);
+      set_setting_number(f, &want, v);
     }
-    setenv(f.env, text.c_str(), 1);
+    setenv(f.info.env, text.c_str(), 1);
     expect_same(with_env_overrides(base), want);
-    unsetenv(f.env);
+    unsetenv(f.info.env);
   }
 }
 
@@ -140,8 +139,9 @@ TEST_F(CudaEnvOverrides, MalformedValuesAreErrorsNamingTheVariable) {
       {"KILN_CUDNN_TIMED_RUNS", "two", "from 1 to 100"}, {"KILN_CUTLASS", "2", "from 0 to 1"},
       {"KILN_CONV_TF32", "yes", "from 0 to 1"},
   };
-  for (const CudaOptionField& f : cuda_option_fields())  // and a value past every number's range
-    if (!f.file_field) cases.push_back({f.env, std::to_string(f.hi + 1), fmt::format("from {} to {}", f.lo, f.hi)});
+  for (const Setting& f : cuda_settings())  // and a value past every number's range
+    if (f.type != SettingType::Text)
+      cases.push_back({f.info.env, fmt::format("{}", f.range.hi + 1), fmt::format("from {} to {}", f.range.lo, f.range.hi)});
   for (const auto& c : cases) {
     SCOPED_TRACE(c[0] + "=" + c[1]);
     setenv(c[0].c_str(), c[1].c_str(), 1);
