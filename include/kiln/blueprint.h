@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "kiln/layer_attrs.h"
+#include "kiln/layer_kind_attrs.h"
 #include "kiln/layer_vocabulary.h"
 
 namespace kiln {
@@ -16,7 +18,7 @@ class Blueprint;
 struct BlueprintNode {
   LayerKind kind;
   std::string name;  // may be empty: the compiler numbers it by position
-  LayerAttrs attrs;
+  LayerAttrs attrs;  // its kind's struct (kiln/layer_kind_attrs.h), none for a kind without
   std::vector<Blueprint> children;  // Sequence: [seq]; Residual: [body] or [body, shortcut]
 };
 
@@ -26,6 +28,9 @@ class Blueprint {
 
   Blueprint& conv(int out_channels, int kernel, int stride = 1, int padding = 0, bool bias = false,
                   std::string name = {});
+  // Every attribute of the convolution (kernel height and width, four paddings, ...): the compiler
+  // refuses what the kernels do not run yet, naming the layer and the attribute.
+  Blueprint& conv(const ConvAttrs& attrs, std::string name = {});
   Blueprint& bn(std::string name = {}, float eps = 1e-5f, float momentum = 0.1f);
   Blueprint& relu(std::string name = {});
   // Elementwise activations (PyTorch's functionals of the same names).
@@ -39,14 +44,18 @@ class Blueprint {
   Blueprint& sigmoid(std::string name = {});
   Blueprint& tanh(std::string name = {});
   Blueprint& cbr(int out_channels, int kernel, int stride = 1, int padding = 0, std::string name = {});
+  Blueprint& cbr(const ConvBnAttrs& attrs, std::string name = {});
   Blueprint& conv_bn_relu(int out_channels, int kernel, int stride = 1, int padding = 0,
                           std::string name = {});
   Blueprint& maxpool(int kernel, int stride, int padding = 0, std::string name = {});
   Blueprint& avgpool(int kernel, int stride, int padding = 0, std::string name = {});
+  Blueprint& maxpool(const PoolAttrs& attrs, std::string name = {});
+  Blueprint& avgpool(const PoolAttrs& attrs, std::string name = {});
   Blueprint& global_avgpool(std::string name = {});
   Blueprint& flatten(std::string name = {});
-  // init_std > 0: weight ~ N(0, init_std²), bias 0 (LayerAttrs::init_std); 0: nn.Linear's default.
+  // init_std > 0: weight ~ N(0, init_std²), bias 0 (LinearAttrs::init_std); 0: nn.Linear's default.
   Blueprint& fc(int out_features, bool bias = true, std::string name = {}, float init_std = 0.f);
+  Blueprint& fc(const LinearAttrs& attrs, std::string name = {});
   Blueprint& dropout(float p, std::string name = {});
   // Appends another blueprint's nodes as a named sub-sequence.
   Blueprint& seq(const Blueprint& inner, std::string name = {});

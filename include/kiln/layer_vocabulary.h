@@ -1,8 +1,8 @@
 #pragma once
-// The layer graph's vocabulary: the kinds of layer, the elementwise activations and the layer
-// attributes. Part of the IR (the bottom layer, with kiln/program.h and kiln/layer_graph.h): the
-// model DSL (kiln/blueprint.h), the compiler and the kernels all speak it, so it depends on none
-// of them.
+// The layer graph's vocabulary: the kinds of layer and the elementwise activations (a layer's
+// attributes are its kind's own struct, kiln/layer_kind_attrs.h, in the box of kiln/layer_attrs.h).
+// Part of the IR (the bottom layer, with kiln/program.h and kiln/layer_graph.h): the model DSL
+// (kiln/blueprint.h), the compiler and the kernels all speak it, so it depends on none of them.
 #include <cstdint>
 #include <string>
 
@@ -23,7 +23,7 @@ enum class LayerKind : uint8_t {
   Linear,
   Dropout,
   Add,  // residual add of two inputs
-  Activation,  // an elementwise activation other than ReLU (LayerAttrs::activation says which)
+  Activation,  // an elementwise activation other than ReLU (ActivationAttrs::activation says which)
   // Blueprint-only composites, expanded away by the compiler:
   Sequence,
   Residual,
@@ -42,31 +42,5 @@ const char* activation_name(Activation a);
 // The activation named `name` (activation_name's names: "silu", "leaky_relu", ...); a kiln::Error
 // listing the names otherwise.
 Activation parse_activation(const std::string& name);
-
-struct LayerAttrs {
-  int out_channels = 0;  // Conv, CBR: output channels; Linear: output features
-  int kernel = 0;        // Conv, CBR, pools: square kernel size
-  int stride = 1;
-  int padding = 0;
-  bool bias = false;         // Conv, Linear
-  float eps = 1e-5f;         // BatchNorm, CBR
-  float momentum = 0.1f;     // BatchNorm, CBR: weight of the new batch in running stats
-  float p = 0.f;             // Dropout probability
-  bool first_layer = false;  // set by the compiler: an input is the data batch, so no dX of it is computed
-  // Set by the compiler (CompileOptions::freeze): the layer runs as in inference (BN on its running
-  // statistics, no dropout), has no backward, and the optimizer leaves its parameters alone.
-  bool frozen = false;
-  // Set by the compiler (CompileOptions::fuse_seams, src/compile/seams.cpp): seam_out, this CBR's
-  // BatchNorm + ReLU output is never written, its consumers apply them as they read its convolution's
-  // output; seam_in, this CBR or conv_bn is such a consumer.
-  bool seam_out = false;
-  bool seam_in = false;
-  bool relu_after = true;    // Residual: apply ReLU after the add
-  Activation activation = Activation::SiLU;  // Activation: which function
-  float alpha = 0.f;                         // Activation: LeakyReLU's slope, ELU's alpha
-  // Linear: > 0 draws the weight from N(0, init_std²) and starts the bias at 0 (torchvision's VGG
-  // classifier, std 0.01); 0 keeps PyTorch's nn.Linear default, U(±1/sqrt(in)) for both.
-  float init_std = 0.f;
-};
 
 }  // namespace kiln

@@ -39,7 +39,7 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
   LowerContext ctx(program);
   const int n = int(program.graph.layers.size());
   for (int i = 0; i < n; ++i) {
-    if (program.graph.layers[i].attrs.frozen) lower_frozen_forward(ctx, i);
+    if (program.graph.layers[i].marks.frozen) lower_frozen_forward(ctx, i);
     else layer_def(program.graph.layers[i].kind).lower_forward(ctx, i);
   }
 
@@ -61,7 +61,7 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
   }
 
   for (int i = last; i >= 0; --i)
-    if (!program.graph.layers[i].attrs.frozen) layer_def(program.graph.layers[i].kind).lower_backward(ctx, i);
+    if (!program.graph.layers[i].marks.frozen) layer_def(program.graph.layers[i].kind).lower_backward(ctx, i);
   ctx.lay_out_parameters();
   optimizer_family(options.optimizer.name).lower_update(ctx);
   if (scale_loss) scaling.wrap_update(ctx);

@@ -10,6 +10,11 @@
 namespace kiln {
 namespace {
 
+// "conv 'layer1.0.conv1'", as kiln::layer_label names a layer.
+std::string label(const BlueprintNode& node, const std::string& name) {
+  return fmt::format("{} '{}'", layer_kind_name(node.kind), name);
+}
+
 class Expander {
  public:
   Expander(LayerGraph& graph, bool fuse_cbr) : graph_(graph), fuse_cbr_(fuse_cbr) {}
@@ -26,7 +31,10 @@ class Expander {
   }
 
  private:
+  // The one place the model's attributes are checked: each node's, once, as it enters the graph,
+  // named by its full name (a cbr() split by unfused_cbr is checked whole, bias included).
   int node(const BlueprintNode& node, int from, const std::string& name) {
+    node.attrs.check(label(node, name));
     switch (node.kind) {
       case LayerKind::Sequence: return sequence(node.children.at(0), from, name + ".");
       case LayerKind::Residual: return residual(node, from, name);
@@ -48,13 +56,12 @@ class Expander {
   // the fused layer's name ("<name>.conv.weight", "<name>.bn.running_var", the output "<name>"):
   // checkpoints move between fused and unfused programs, and `kiln plan --no-fuse` shows what runs.
   int unfused_cbr(const BlueprintNode& node, int from, const std::string& name) {
+    const ConvBnAttrs& cbr = node.attrs.get<ConvBnAttrs>(label(node, name));
     Layer conv;
-    conv.name = name + ".conv", conv.kind = LayerKind::Conv, conv.attrs = node.attrs, conv.inputs = {from};
-    conv.attrs.bias = false;
+    conv.name = name + ".conv", conv.kind = LayerKind::Conv, conv.attrs = cbr.conv, conv.inputs = {from};
     const int c = add(std::move(conv));
     Layer bn;
-    bn.name = name + ".bn", bn.kind = LayerKind::BatchNorm, bn.inputs = {c};
-    bn.attrs.eps = node.attrs.eps, bn.attrs.momentum = node.attrs.momentum;
+    bn.name = name + ".bn", bn.kind = LayerKind::BatchNorm, bn.attrs = cbr.bn, bn.inputs = {c};
     const int b = add(std::move(bn));
     Layer relu;
     relu.name = name, relu.kind = LayerKind::ReLU, relu.inputs = {b};
@@ -70,7 +77,7 @@ class Expander {
     Layer add_layer;
     add_layer.name = name + ".add", add_layer.kind = LayerKind::Add, add_layer.inputs = {body, shortcut};
     int out = add(std::move(add_layer));
-    if (node.attrs.relu_after) {
+    if (node.attrs.get<ResidualAttrs>(label(node, name)).relu_after) {
       Layer relu;
       relu.name = name + ".relu", relu.kind = LayerKind::ReLU, relu.inputs = {out};
       out = add(std::move(relu));

@@ -44,7 +44,7 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
   std::string out;
   const auto& o = p.options;
   int seams = 0;
-  for (const Layer& l : p.graph.layers) seams += l.attrs.seam_out;
+  for (const Layer& l : p.graph.layers) seams += l.marks.seam_out;
   out += fmt::format(
       "program: {} layers, device {}, precision {}, batch {}, cbr fusion {}, fusion across layers {}, gradient sums "
       "fused {}\n",
@@ -55,12 +55,12 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
     const Layer& l = p.graph.layers[i];
     std::string inputs;
     for (int in : l.inputs) inputs += (inputs.empty() ? "" : ", ") + p.graph.layers[in].name;
-    std::string marks = l.attrs.frozen ? "  [frozen: eval mode, not trained]"
-                        : l.attrs.first_layer ? "  [first layer: no dX]" : "";
+    std::string marks = l.marks.frozen ? "  [frozen: eval mode, not trained]"
+                        : l.marks.first_layer ? "  [first layer: no dX]" : "";
     // Fusion across layers: who applies this layer's BatchNorm + ReLU, whose this layer applies.
-    if (l.attrs.seam_in) marks += "  [applies its input's BN+ReLU]";
-    if (l.attrs.seam_out) marks += "  [BN+ReLU applied by its consumers]";
-    out += fmt::format("  {:4} {:<15} {:<34} {:<18} <- {}{}\n", i, l.kind == LayerKind::Activation ? activation_name(l.attrs.activation) : layer_kind_name(l.kind), l.name,
+    if (l.marks.seam_in) marks += "  [applies its input's BN+ReLU]";
+    if (l.marks.seam_out) marks += "  [BN+ReLU applied by its consumers]";
+    out += fmt::format("  {:4} {:<15} {:<34} {:<18} <- {}{}\n", i, l.kind == LayerKind::Activation ? activation_name(attrs_of<ActivationAttrs>(l).activation) : layer_kind_name(l.kind), l.name,
                        shape_str(l.out_shape), inputs, marks);
   }
   std::string fused;  // every kind the fusions add, by its family's name for it

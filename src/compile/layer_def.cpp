@@ -22,39 +22,60 @@ const Shape& single_nhwc_input(const Layer& layer, const std::vector<Shape>& inp
   return x;
 }
 
-int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int padding, WindowPadding rule) {
-  const char* kind = layer_kind_name(layer.kind);
-  if (kernel <= 0) fail("{} '{}': kernel size must be positive, got {}", kind, layer.name, kernel);
-  if (stride <= 0) fail("{} '{}': stride must be positive, got {}", kind, layer.name, stride);
-  if (padding < 0) fail("{} '{}': padding must be >= 0, got {}", kind, layer.name, padding);
-  if (rule == WindowPadding::AtMostHalfTheKernel && 2 * padding > kernel)
-    fail("{} '{}': padding {} exceeds half the kernel {}; use padding <= {}", kind, layer.name,
-         padding, kernel, kernel / 2);
-  if (size + 2 * padding < kernel)
-    fail("{} '{}': kernel {} is larger than its padded input ({} + 2*{}); use a smaller kernel, "
-         "more padding or a larger input",
-         kind, layer.name, kernel, size, padding);
-  return (size + 2 * padding - kernel) / stride + 1;
+int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int pad_before, int pad_after) {
+  if (size + pad_before + pad_after < kernel) {
+    const std::string padded = pad_before == pad_after ? fmt::format("{} + 2*{}", size, pad_before)
+                                                       : fmt::format("{} + {} + {}", size, pad_before, pad_after);
+    fail("{}: kernel {} is larger than its padded input ({}); use a smaller kernel, more padding or a larger input",
+         layer_label(layer), kernel, padded);
+  }
+  return (size + pad_before + pad_after - kernel) / stride + 1;
+}
+
+void require_square_window(const Layer& layer, int kernel_h, int kernel_w, int stride_h, int stride_w, int pad_top,
+                           int pad_left, int pad_bottom, int pad_right) {
+  if (kernel_h != kernel_w)
+    fail("{}: kernel {}x{} (kernel_h x kernel_w) is not supported: kiln's kernels run square kernels only; use "
+         "kernel_h == kernel_w",
+         layer_label(layer), kernel_h, kernel_w);
+  if (stride_h != stride_w)
+    fail("{}: stride {}x{} (stride_h x stride_w) is not supported: kiln's kernels run one stride for both axes; "
+         "use stride_h == stride_w",
+         layer_label(layer), stride_h, stride_w);
+  if (pad_top != pad_bottom || pad_left != pad_right || pad_top != pad_left)
+    fail("{}: padding (top, left, bottom, right) {}, {}, {}, {} is not supported: kiln's kernels pad all four sides "
+         "alike; use one padding",
+         layer_label(layer), pad_top, pad_left, pad_bottom, pad_right);
 }
 
 Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs) {
   const Shape& x = single_nhwc_input(layer, inputs);
-  const LayerAttrs& a = layer.attrs;
-  if (a.out_channels <= 0)
-    fail("{} '{}': output channels must be positive, got {}", layer_kind_name(layer.kind), layer.name, a.out_channels);
-  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding, WindowPadding::Any),
-          window_output(layer, x[2], a.kernel, a.stride, a.padding, WindowPadding::Any), a.out_channels};
+  const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
+  if (x[3] % a.groups != 0)
+    fail("{}: groups {} does not divide its {} input channels; use a number of groups that divides both the input "
+         "and the output channels",
+         layer_label(layer), a.groups, x[3]);
+  require_square_window(layer, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
+                        a.pad_right);
+  if (a.dilation_h != 1 || a.dilation_w != 1)
+    fail("{}: dilation {}x{} is not supported: kiln's convolutions run dilation 1 only; use dilation 1",
+         layer_label(layer), a.dilation_h, a.dilation_w);
+  if (a.groups != 1)
+    fail("{}: groups {} is not supported: kiln's convolutions run groups 1 only; use groups 1", layer_label(layer),
+         a.groups);
+  return {x[0], window_output(layer, x[1], a.kernel_h, a.stride_h, a.pad_top, a.pad_bottom),
+          window_output(layer, x[2], a.kernel_w, a.stride_w, a.pad_left, a.pad_right), a.out_channels};
 }
 
 ConvBnParams declare_conv_bn_params(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
-  const LayerAttrs& a = layer.attrs;
+  const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
   const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3];
-  const int64_t k = a.out_channels, rs = int64_t(a.kernel) * a.kernel;
+  const int64_t k = a.out_channels, rs = int64_t(a.kernel_h) * a.kernel_w;
   const Shape kc = {k};
   ConvBnParams p;
   // torchvision's ResNet/VGG init: Kaiming normal, fan_out, ReLU gain.
-  p.weight = ctx.param(layer.conv_name + ".weight", {k, a.kernel, a.kernel, c}, Init::KaimingNormalFanOut, c * rs,
+  p.weight = ctx.param(layer.conv_name + ".weight", {k, a.kernel_h, a.kernel_w, c}, Init::KaimingNormalFanOut, c * rs,
                        k * rs, /*compute_copy=*/true);
   p.w = ctx.compute_param(p.weight);
   p.gamma = ctx.param(layer.bn_name + ".weight", kc, Init::Ones);

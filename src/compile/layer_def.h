@@ -28,13 +28,18 @@ const std::vector<const LayerDef*>& all_layer_defs();  // generated
 // Shared checks for shape inference.
 const Shape& single_input(const Layer& layer, const std::vector<Shape>& inputs);
 const Shape& single_nhwc_input(const Layer& layer, const std::vector<Shape>& inputs);
-// How much padding a sliding window accepts: a convolution any (zeros), a pooling window at most
-// half its kernel (PyTorch's rule: more would let a window see padding only).
-enum class WindowPadding { Any, AtMostHalfTheKernel };
-// Output size of a sliding window; rejects non-positive kernel/stride, negative padding,
-// padding the rule does not allow, and windows larger than the padded input.
-int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int padding, WindowPadding rule);
-// Output shape of a convolution (conv, CBR): checks channels and window, names the layer.
+// Output size of a sliding window along one axis, padded by `pad_before` and `pad_after`; rejects a
+// window larger than the padded input. (Its attributes were checked as the layer entered the graph:
+// positive kernel and stride, padding >= 0, a pool's at most half its kernel.)
+int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int pad_before, int pad_after);
+// What kiln's sliding-window kernels run today: a square kernel, one stride for both axes and the
+// same padding on all four sides. Anything else is refused before a program is built, naming the
+// layer, the attribute and what is supported.
+void require_square_window(const Layer& layer, int kernel_h, int kernel_w, int stride_h, int stride_w, int pad_top,
+                           int pad_left, int pad_bottom, int pad_right);
+// Output shape of a convolution (conv, CBR, conv_bn: the layer's ConvAttrs): checks the input, its
+// channels against groups, and refuses what the kernels do not run (require_square_window,
+// dilation and groups other than 1), naming the layer.
 Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs);
 
 // The parameters and buffers of a fused convolution + BN layer (CBR, conv_bn), under the names of

@@ -72,7 +72,7 @@ class LowerContext {
   bool input_is_data(int layer, int i) const {
     const Layer& l = this->layer(layer);
     const int producer = l.inputs.at(i);
-    return l.attrs.first_layer && (producer == 0 ? !program.options.input_grad : this->layer(producer).attrs.frozen);
+    return l.marks.first_layer && (producer == 0 ? !program.options.input_grad : this->layer(producer).marks.frozen);
   }
   void set_loss_grad(int layer, int tensor) { loss_grad_[layer] = tensor; }
 

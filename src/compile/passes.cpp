@@ -29,15 +29,20 @@ void compact(LayerGraph& graph, const std::vector<bool>& removed) {
   graph.layers = std::move(kept);
 }
 
-// The fused layer of kind `kind` standing for `conv` followed by `bn`: the conv's attributes and
-// inputs, BN's eps and momentum, both names kept (its tensors take them).
+// A bias-free Conv layer: one a following BatchNorm may fuse with (fusing a biased one would
+// silently drop a parameter the user asked for).
+bool is_unbiased_conv(const Layer& layer) {
+  return layer.kind == LayerKind::Conv && !attrs_of<ConvAttrs>(layer).bias;
+}
+
+// The fused layer of kind `kind` standing for `conv` followed by `bn`: both layers' attributes
+// (ConvBnAttrs) and the conv's inputs, both names kept (its tensors take them).
 Layer fused_conv_bn(LayerKind kind, const Layer& conv, const Layer& bn, const Shape& out_shape) {
   Layer fused;
   fused.kind = kind;
   fused.name = conv.name;
   fused.conv_name = conv.name, fused.bn_name = bn.name;
-  fused.attrs = conv.attrs;
-  fused.attrs.eps = bn.attrs.eps, fused.attrs.momentum = bn.attrs.momentum;
+  fused.attrs = ConvBnAttrs{attrs_of<ConvAttrs>(conv), attrs_of<BatchNormAttrs>(bn)};
   fused.inputs = conv.inputs;
   fused.out_shape = out_shape;
   return fused;
@@ -53,7 +58,7 @@ void fuse_conv_bn_relu(LayerGraph& graph) {
   std::vector<bool> removed(graph.layers.size(), false);
   for (size_t c = 0; c < graph.layers.size(); ++c) {
     const Layer& conv = graph.layers[c];
-    if (conv.kind != LayerKind::Conv || conv.attrs.bias || consumers[c].size() != 1) continue;
+    if (!is_unbiased_conv(conv) || consumers[c].size() != 1) continue;
     const int b = consumers[c][0];
     const Layer& bn = graph.layers[b];
     if (bn.kind != LayerKind::BatchNorm || consumers[b].size() != 1) continue;
@@ -81,7 +86,7 @@ void fuse_residual_tails(LayerGraph& graph) {
     if (norm.kind != LayerKind::BatchNorm || consumers[bn].size() != 1 || norm.out_shape.size() != 4) return -1;
     const int c = norm.inputs[0];
     const Layer& conv = graph.layers[c];
-    if (conv.kind != LayerKind::Conv || conv.attrs.bias || consumers[c].size() != 1) return -1;
+    if (!is_unbiased_conv(conv) || consumers[c].size() != 1) return -1;
     return c;
   };
   auto make_conv_bn = [&](int conv_index, int bn_index) {
@@ -117,7 +122,7 @@ void fuse_residual_tails(LayerGraph& graph) {
 // that decides it; lowering asks LowerContext::input_is_data, which reads this mark.
 void mark_first_layer(LayerGraph& graph) {
   for (Layer& layer : graph.layers)
-    layer.attrs.first_layer = layer.kind != LayerKind::Input &&
+    layer.marks.first_layer = layer.kind != LayerKind::Input &&
                               std::find(layer.inputs.begin(), layer.inputs.end(), 0) != layer.inputs.end();
 }
 
@@ -146,17 +151,17 @@ void mark_frozen(LayerGraph& graph, const std::string& through) {
   if (last == int(graph.layers.size()) - 1)
     fail("--freeze '{}' would freeze every layer up to the last ('{}'), leaving nothing to train; name an earlier "
          "layer", through, graph.layers[last].name);
-  for (int i = 1; i <= last; ++i) graph.layers[i].attrs.frozen = true;
+  for (int i = 1; i <= last; ++i) graph.layers[i].marks.frozen = true;
   for (size_t i = last + 1; i < graph.layers.size(); ++i) {
     Layer& layer = graph.layers[i];
     for (int in : layer.inputs) {
       const Layer& producer = graph.layers[in];
-      if (!producer.attrs.frozen) continue;
+      if (!producer.marks.frozen) continue;
       if (producer.kind == fused_layer::ConvBN)
         fail("--freeze '{}' ends inside a residual block: '{}' is frozen but '{}', which finishes its BatchNorm, is "
              "not. Freeze whole blocks: name the block (e.g. '{}') or an earlier layer", through, producer.name,
              layer.name, producer.name.substr(0, producer.name.rfind('.')));
-      layer.attrs.first_layer = true;  // no gradient flows into a frozen layer
+      layer.marks.first_layer = true;  // no gradient flows into a frozen layer
     }
   }
 }
@@ -171,8 +176,9 @@ void check_target_limits(const LayerGraph& graph, const CompileOptions& options)
   const bool mixed = options.precision == Precision::FP16 || options.precision == Precision::BF16;
   if (options.device != Device::CUDA || !mixed) return;
   for (const Layer& layer : graph.layers) {
-    const int k = layer.attrs.out_channels;
-    if ((layer.kind == LayerKind::CBR || layer.kind == fused_layer::ConvBN) && k % 8 != 0)
+    if (layer.kind != LayerKind::CBR && layer.kind != fused_layer::ConvBN) continue;
+    const int k = attrs_of<ConvAttrs>(layer).out_channels;
+    if (k % 8 != 0)
       fail("{} '{}': {} output channels; the fused op on GPU in {} needs a multiple of 8 — use {} or pad the channels "
            "to {}",
            layer_kind_name(layer.kind), layer.name, k, precision_name(options.precision), std::max(8, k / 8 * 8),

@@ -20,7 +20,7 @@ template <class Forward>
 void lower_seam_input(LowerContext& ctx, int consumer, Forward& f) {
   const Layer& layer = ctx.layer(consumer);
   f.x = ctx.in(consumer, 0);
-  if (!layer.attrs.seam_in) return;
+  if (!layer.marks.seam_in) return;
   const LowerContext::SeamOutput& producer = ctx.seam_output(layer.inputs[0]);
   f.x = producer.conv_out, f.in_scale = producer.scale, f.in_shift = producer.shift;
   f.x_applied = seam_scratch(ctx, consumer, ":x_applied");
@@ -31,7 +31,7 @@ void lower_seam_input(LowerContext& ctx, int consumer, Forward& f) {
 template <class Forward, class Backward>
 void lower_seam_input_backward(LowerContext& ctx, int consumer, const Forward& f, Backward& b) {
   b.x = f.x;
-  if (!ctx.layer(consumer).attrs.seam_in) return;
+  if (!ctx.layer(consumer).marks.seam_in) return;
   b.in_scale = f.in_scale, b.in_shift = f.in_shift;
   b.x_applied = seam_scratch(ctx, consumer, ":x_applied_bwd");
 }

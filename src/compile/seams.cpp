@@ -20,16 +20,16 @@ void mark_seams(LayerGraph& graph) {
   const auto consumers = graph.consumers();
   for (size_t p = 1; p < graph.layers.size(); ++p) {
     Layer& producer = graph.layers[p];
-    if (producer.kind != LayerKind::CBR || producer.attrs.frozen || consumers[p].empty()) continue;
+    if (producer.kind != LayerKind::CBR || producer.marks.frozen || consumers[p].empty()) continue;
     bool all_convolve = true;
     for (int c : consumers[p]) {
       const Layer& consumer = graph.layers[c];
       const bool convolves = consumer.kind == LayerKind::CBR || consumer.kind == fused_layer::ConvBN;
-      all_convolve &= convolves && !consumer.attrs.frozen && consumer.inputs.size() == 1;
+      all_convolve &= convolves && !consumer.marks.frozen && consumer.inputs.size() == 1;
     }
     if (!all_convolve) continue;
-    producer.attrs.seam_out = true;
-    for (int c : consumers[p]) graph.layers[c].attrs.seam_in = true;
+    producer.marks.seam_out = true;
+    for (int c : consumers[p]) graph.layers[c].marks.seam_in = true;
   }
 }
 

@@ -45,10 +45,11 @@ void OnnxLayerWriter::absorb(int consumer, std::string value) {
   set_value(consumer, std::move(value));
 }
 
-std::vector<onnx_export::Attribute> window_attributes(const LayerAttrs& a) {
+std::vector<onnx_export::Attribute> window_attributes(int kernel_h, int kernel_w, int stride_h, int stride_w,
+                                                      int pad_top, int pad_left, int pad_bottom, int pad_right) {
   using A = onnx_export::Attribute;
-  const int64_t k = a.kernel, s = a.stride, p = a.padding;
-  return {A::integers("kernel_shape", {k, k}), A::integers("strides", {s, s}), A::integers("pads", {p, p, p, p})};
+  return {A::integers("kernel_shape", {kernel_h, kernel_w}), A::integers("strides", {stride_h, stride_w}),
+          A::integers("pads", {pad_top, pad_left, pad_bottom, pad_right})};
 }
 
 }  // namespace kiln

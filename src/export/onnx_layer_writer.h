@@ -59,7 +59,9 @@ class OnnxLayerWriter {
   std::set<int> absorbed_;
 };
 
-// The attributes of a square sliding window (convolution, pooling): kernel_shape, strides, pads.
-std::vector<onnx_export::Attribute> window_attributes(const LayerAttrs& a);
+// The attributes of a sliding window (convolution, pooling): kernel_shape, strides, pads (ONNX's
+// order: top, left, bottom, right).
+std::vector<onnx_export::Attribute> window_attributes(int kernel_h, int kernel_w, int stride_h, int stride_w,
+                                                      int pad_top, int pad_left, int pad_bottom, int pad_right);
 
 }  // namespace kiln

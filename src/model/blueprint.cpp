@@ -10,7 +10,7 @@ Blueprint::Blueprint(std::string name) : name_(std::move(name)) {}
 
 Blueprint& Blueprint::add(LayerKind kind, LayerAttrs attrs, std::string name,
                           std::vector<Blueprint> children) {
-  nodes_.push_back({kind, std::move(name), attrs, std::move(children)});
+  nodes_.push_back({kind, std::move(name), std::move(attrs), std::move(children)});
   return *this;
 }
 
@@ -18,24 +18,21 @@ Blueprint& Blueprint::add(LayerKind kind, LayerAttrs attrs, std::string name,
 // blueprint can be assembled freely and every problem is reported with its place in the model.
 Blueprint& Blueprint::conv(int out_channels, int kernel, int stride, int padding, bool bias,
                            std::string name) {
-  LayerAttrs a;
-  a.out_channels = out_channels, a.kernel = kernel, a.stride = stride, a.padding = padding;
-  a.bias = bias;
-  return add(LayerKind::Conv, a, std::move(name));
+  return conv(ConvAttrs::square(out_channels, kernel, stride, padding, bias), std::move(name));
+}
+
+Blueprint& Blueprint::conv(const ConvAttrs& attrs, std::string name) {
+  return add(LayerKind::Conv, attrs, std::move(name));
 }
 
 Blueprint& Blueprint::bn(std::string name, float eps, float momentum) {
-  LayerAttrs a;
-  a.eps = eps, a.momentum = momentum;
-  return add(LayerKind::BatchNorm, a, std::move(name));
+  return add(LayerKind::BatchNorm, BatchNormAttrs{eps, momentum}, std::move(name));
 }
 
 Blueprint& Blueprint::relu(std::string name) { return add(LayerKind::ReLU, {}, std::move(name)); }
 
 Blueprint& Blueprint::activation(Activation a, float alpha, std::string name) {
-  LayerAttrs attrs;
-  attrs.activation = a, attrs.alpha = alpha;
-  return add(LayerKind::Activation, attrs, std::move(name));
+  return add(LayerKind::Activation, ActivationAttrs{a, alpha}, std::move(name));
 }
 Blueprint& Blueprint::relu6(std::string name) { return activation(Activation::ReLU6, 0.f, std::move(name)); }
 Blueprint& Blueprint::leaky_relu(float negative_slope, std::string name) {
@@ -51,9 +48,11 @@ Blueprint& Blueprint::sigmoid(std::string name) { return activation(Activation::
 Blueprint& Blueprint::tanh(std::string name) { return activation(Activation::Tanh, 0.f, std::move(name)); }
 
 Blueprint& Blueprint::cbr(int out_channels, int kernel, int stride, int padding, std::string name) {
-  LayerAttrs a;
-  a.out_channels = out_channels, a.kernel = kernel, a.stride = stride, a.padding = padding;
-  return add(LayerKind::CBR, a, std::move(name));
+  return cbr(ConvBnAttrs{ConvAttrs::square(out_channels, kernel, stride, padding), BatchNormAttrs{}}, std::move(name));
+}
+
+Blueprint& Blueprint::cbr(const ConvBnAttrs& attrs, std::string name) {
+  return add(LayerKind::CBR, attrs, std::move(name));
 }
 
 Blueprint& Blueprint::conv_bn_relu(int out_channels, int kernel, int stride, int padding,
@@ -62,15 +61,19 @@ Blueprint& Blueprint::conv_bn_relu(int out_channels, int kernel, int stride, int
 }
 
 Blueprint& Blueprint::maxpool(int kernel, int stride, int padding, std::string name) {
-  LayerAttrs a;
-  a.kernel = kernel, a.stride = stride, a.padding = padding;
-  return add(LayerKind::MaxPool, a, std::move(name));
+  return maxpool(PoolAttrs::square(kernel, stride, padding), std::move(name));
 }
 
 Blueprint& Blueprint::avgpool(int kernel, int stride, int padding, std::string name) {
-  LayerAttrs a;
-  a.kernel = kernel, a.stride = stride, a.padding = padding;
-  return add(LayerKind::AvgPool, a, std::move(name));
+  return avgpool(PoolAttrs::square(kernel, stride, padding), std::move(name));
+}
+
+Blueprint& Blueprint::maxpool(const PoolAttrs& attrs, std::string name) {
+  return add(LayerKind::MaxPool, attrs, std::move(name));
+}
+
+Blueprint& Blueprint::avgpool(const PoolAttrs& attrs, std::string name) {
+  return add(LayerKind::AvgPool, attrs, std::move(name));
 }
 
 Blueprint& Blueprint::global_avgpool(std::string name) {
@@ -82,15 +85,15 @@ Blueprint& Blueprint::flatten(std::string name) { return add(LayerKind::Flatten,
 Blueprint& Blueprint::fc(int out_features, bool bias, std::string name, float init_std) {
   if (!(init_std >= 0.f) || !std::isfinite(init_std))
     fail("fc layer '{}': init_std {} must be finite and >= 0 (0: PyTorch's default init)", name, init_std);
-  LayerAttrs a;
-  a.out_channels = out_features, a.bias = bias, a.init_std = init_std;
-  return add(LayerKind::Linear, a, std::move(name));
+  return fc(LinearAttrs{out_features, bias, init_std}, std::move(name));
+}
+
+Blueprint& Blueprint::fc(const LinearAttrs& attrs, std::string name) {
+  return add(LayerKind::Linear, attrs, std::move(name));
 }
 
 Blueprint& Blueprint::dropout(float p, std::string name) {
-  LayerAttrs a;
-  a.p = p;
-  return add(LayerKind::Dropout, a, std::move(name));
+  return add(LayerKind::Dropout, DropoutAttrs{p}, std::move(name));
 }
 
 Blueprint& Blueprint::seq(const Blueprint& inner, std::string name) {
@@ -99,11 +102,9 @@ Blueprint& Blueprint::seq(const Blueprint& inner, std::string name) {
 
 Blueprint& Blueprint::residual(const Blueprint& body, std::optional<Blueprint> shortcut,
                                bool relu_after, std::string name) {
-  LayerAttrs a;
-  a.relu_after = relu_after;
   std::vector<Blueprint> children{body};
   if (shortcut) children.push_back(*shortcut);
-  return add(LayerKind::Residual, a, std::move(name), std::move(children));
+  return add(LayerKind::Residual, ResidualAttrs{relu_after}, std::move(name), std::move(children));
 }
 
 Blueprint& Blueprint::input(int height, int width, int channels) {

@@ -36,6 +36,7 @@ const std::map<std::string, std::string> kPublicHeaders = {
     {"error.h", "core"},         {"dtype.h", "core"},          {"device.h", "core"},
     {"threads.h", "core"},       {"device_pixels.h", "core"},  {"program.h", "ir"},
     {"options.h", "ir"},         {"layer_graph.h", "ir"},      {"layer_vocabulary.h", "ir"},
+    {"layer_attrs.h", "ir"},     {"layer_kind_attrs.h", "ir"},
     {"memory_plan.h", "ir"},     {"blueprint.h", "model"},     {"zoo.h", "model"},
     {"executable.h", "runtime"}, {"data.h", "data"},           {"image_folder.h", "data"},
     {"compile.h", "compile"},    {"trainer.h", "train"},       {"checkpoint.h", "train"},

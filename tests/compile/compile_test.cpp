@@ -113,8 +113,8 @@ TEST(Compile, FirstLayerIsMarkedAndSkipsDgrad) {
   const Program p = compile(zoo::digits_cnn(), options());
   const Layer& first = p.graph.layers[1];
   EXPECT_EQ(first.kind, LayerKind::CBR);
-  EXPECT_TRUE(first.attrs.first_layer);
-  EXPECT_FALSE(p.graph.layers[2].attrs.first_layer);
+  EXPECT_TRUE(first.marks.first_layer);
+  EXPECT_FALSE(p.graph.layers[2].marks.first_layer);
   int first_bwd = 0, full_bwd = 0, dgrad = 0;
   for (const Op& op : p.backward) {
     first_bwd += op.kind == OpKind::CBR_BWD_FIRST;

@@ -81,10 +81,14 @@ TEST(UnfusedCbr, ExplicitCbrKeepsItsErrorsAndAttributes) {
   const Layer& conv = p.graph.layers[1];
   EXPECT_EQ(conv.kind, LayerKind::Conv);
   EXPECT_EQ(conv.name, "block.conv");
-  EXPECT_EQ(conv.attrs.stride, 2);
-  EXPECT_EQ(conv.attrs.padding, 1);
-  EXPECT_FALSE(conv.attrs.bias);
-  EXPECT_TRUE(conv.attrs.first_layer);
+  const ConvAttrs& a = attrs_of<ConvAttrs>(conv);
+  EXPECT_EQ(a.out_channels, 8);
+  EXPECT_EQ(a.kernel_h, 3);
+  EXPECT_EQ(a.stride_h, 2);
+  EXPECT_EQ(a.pad_top, 1);
+  EXPECT_FALSE(a.bias);
+  EXPECT_TRUE(conv.marks.first_layer);
+  EXPECT_FLOAT_EQ(attrs_of<BatchNormAttrs>(p.graph.layers[2]).eps, 1e-5f);
   EXPECT_EQ(p.graph.layers[2].kind, LayerKind::BatchNorm);
   EXPECT_EQ(p.graph.layers[3].kind, LayerKind::ReLU);
   EXPECT_EQ(p.graph.layers[3].name, "block");  // its output keeps the fused layer's name

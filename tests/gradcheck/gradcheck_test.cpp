@@ -174,7 +174,7 @@ TEST(GradCheck, FusionAcrossLayers) {
   CompileOptions o;
   o.precision = Precision::FP64, o.batch = 3, o.input_hwc = {6, 6, 2}, o.fuse_seams = true;
   int seams = 0;
-  for (const Layer& l : compile(residual_blocks(), o).graph.layers) seams += l.attrs.seam_out;
+  for (const Layer& l : compile(residual_blocks(), o).graph.layers) seams += l.marks.seam_out;
   ASSERT_EQ(seams, 2);  // block1.conv1 -> conv2, block2.conv1 -> conv2; the stem is not (block1's add reads it)
   check_gradients({"residual seams", residual_blocks(), {6, 6, 2}, true, true});
 }

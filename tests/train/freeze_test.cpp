@@ -144,7 +144,7 @@ TEST(Freeze, PlanShowsFrozenLayersAndNoBackwardForThem) {
   const Program p = compile(zoo::resnet18_cifar(), options("layer1"));
   const std::string plan = format_plan(p, p.memory);
   EXPECT_TRUE(contains(plan, "[frozen: eval mode, not trained]")) << plan;
-  for (const Op& op : p.backward) EXPECT_FALSE(p.graph.layers.at(op.layer).attrs.frozen) << p.graph.layers[op.layer].name;
+  for (const Op& op : p.backward) EXPECT_FALSE(p.graph.layers.at(op.layer).marks.frozen) << p.graph.layers[op.layer].name;
   // Fewer parameters in the optimizer's region than in the whole model.
   const Program all = compile(zoo::resnet18_cifar(), options(""));
   EXPECT_LT(p.params.size(), all.params.size());

@@ -64,7 +64,8 @@ void write_activation(OnnxLayerWriter& out, Activation a, float alpha, const std
 
 std::string onnx(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
-  write_activation(out, l.attrs.activation, l.attrs.alpha, out.input(layer), l.name);
+  const ActivationAttrs& a = attrs_of<ActivationAttrs>(l);
+  write_activation(out, a.activation, a.alpha, out.input(layer), l.name);
   return l.name;
 }
 

@@ -8,10 +8,8 @@ namespace kiln {
 namespace {
 
 Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
-  const LayerAttrs& a = layer.attrs;
-  if (int(a.activation) >= kActivationCount)
-    fail("activation '{}': {} is not a kiln::Activation (there are {}); use one of its enumerators", layer.name,
-         int(a.activation), kActivationCount);
+  // ActivationAttrs::check took the enumerator; what alpha may be is each function's, in the list.
+  const ActivationAttrs& a = attrs_of<ActivationAttrs>(layer);
   const activation::Info& info = activation::info(a.activation);
   if (info.alpha == activation::AlphaRule::AboveZero && !(a.alpha > 0))
     fail("{} '{}': alpha must be positive, got {}", info.name, layer.name, a.alpha);
@@ -24,7 +22,8 @@ void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   ActivationForward<TensorId> f;
   f.x = ctx.in(index, 0), f.y = ctx.activation(layer.name, layer.out_shape);
-  f.function = layer.attrs.activation, f.alpha = layer.attrs.alpha;
+  const ActivationAttrs& a = attrs_of<ActivationAttrs>(layer);
+  f.function = a.activation, f.alpha = a.alpha;
   ctx.forward(make_op(f, index));
   ctx.set_out(index, f.y);
   ctx.save(index, f);

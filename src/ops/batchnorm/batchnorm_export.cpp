@@ -25,7 +25,7 @@ namespace {
 
 std::string onnx(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
-  return onnx_batch_norm(out, l.name, l.attrs.eps, out.input(layer), l.name);
+  return onnx_batch_norm(out, l.name, attrs_of<BatchNormAttrs>(l).eps, out.input(layer), l.name);
 }
 
 void torch_params(const ExportedGraph& graph, int layer, std::vector<TorchParam>& params) {

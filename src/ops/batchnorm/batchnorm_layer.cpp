@@ -8,9 +8,6 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
   const Shape& x = single_input(layer, inputs);
   if (x.size() != 4 && x.size() != 2)
     fail("bn '{}': input must be (N,H,W,C) or (N,F), got {}", layer.name, shape_str(x));
-  if (layer.attrs.eps <= 0) fail("bn '{}': eps must be positive, got {}", layer.name, layer.attrs.eps);
-  if (layer.attrs.momentum < 0 || layer.attrs.momentum > 1)
-    fail("bn '{}': momentum must be in [0, 1], got {}", layer.name, layer.attrs.momentum);
   return x;
 }
 
@@ -27,7 +24,8 @@ void lower_forward(LowerContext& ctx, int index) {
   f.y = ctx.activation(layer.name, layer.out_shape);
   f.saved_mean = ctx.activation(layer.name + ":saved_mean", c, ctx.param_dtype);
   f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", c, ctx.param_dtype);
-  f.eps = layer.attrs.eps, f.momentum = layer.attrs.momentum;
+  const BatchNormAttrs& a = attrs_of<BatchNormAttrs>(layer);
+  f.eps = a.eps, f.momentum = a.momentum;
   ctx.forward(make_op(f, index));
   ctx.set_out(index, f.y);
   ctx.save(index, f);
@@ -36,7 +34,7 @@ void lower_forward(LowerContext& ctx, int index) {
   inf.x = ctx.infer_in(index, 0);
   inf.gamma = f.gamma, inf.beta = f.beta, inf.running_mean = f.running_mean, inf.running_var = f.running_var;
   inf.y = ctx.activation(layer.name + ":inf", layer.out_shape);
-  inf.eps = layer.attrs.eps;
+  inf.eps = f.eps;
   ctx.inference(make_op(inf, index));
   ctx.set_infer_out(index, inf.y);
 }

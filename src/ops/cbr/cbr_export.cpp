@@ -11,8 +11,8 @@ namespace {
 
 std::string onnx(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
-  return out.node("Relu", {onnx_conv_bn(out, l, l.conv_name, l.bn_name, l.attrs.eps, out.input(layer), l.name + ":bn")},
-                  l.name);
+  const float eps = attrs_of<BatchNormAttrs>(l).eps;
+  return out.node("Relu", {onnx_conv_bn(out, l, l.conv_name, l.bn_name, eps, out.input(layer), l.name + ":bn")}, l.name);
 }
 
 void torch_params(const ExportedGraph& graph, int layer, std::vector<TorchParam>& params) {

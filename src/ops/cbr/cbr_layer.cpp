@@ -8,10 +8,7 @@
 namespace kiln {
 namespace {
 
-Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
-  if (layer.attrs.eps <= 0) fail("cbr '{}': eps must be positive, got {}", layer.name, layer.attrs.eps);
-  return conv_output_shape(layer, inputs);
-}
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return conv_output_shape(layer, inputs); }
 
 // What the backward lowering takes from the forward's: its op and the master conv weight (the
 // forward reads the weight's compute copy; the gradient goes to the weight's own).
@@ -24,8 +21,8 @@ struct CbrSaved {
 // statistics are kept for backward, the ReLU mask is packed 8 elements per byte.
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
-  const LayerAttrs& a = layer.attrs;
-  const Shape kc = {a.out_channels};
+  const ConvBnAttrs& a = attrs_of<ConvBnAttrs>(layer);
+  const Shape kc = {a.conv.out_channels};
   const ConvBnParams p = declare_conv_bn_params(ctx, index);
   CbrForward<TensorId> f;
   lower_seam_input(ctx, index, f);  // a seam's consumer: the producer's conv_out, its BN + ReLU applied here
@@ -33,17 +30,19 @@ void lower_forward(LowerContext& ctx, int index) {
   f.conv_out = ctx.activation(layer.name + ":conv_out", layer.out_shape);
   f.saved_mean = ctx.activation(layer.name + ":saved_mean", kc, ctx.param_dtype);
   f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", kc, ctx.param_dtype);
-  if (a.seam_out) {  // no output of its own: its consumers apply scale and shift to conv_out
+  if (layer.marks.seam_out) {  // no output of its own: its consumers apply scale and shift to conv_out
     f.scale = ctx.activation(layer.name + ":scale", kc, ctx.param_dtype);
     f.shift = ctx.activation(layer.name + ":shift", kc, ctx.param_dtype);
   } else {
     f.y = ctx.activation(layer.name, layer.out_shape);
     f.bitmask = ctx.activation(layer.name + ":bitmask", {(numel(layer.out_shape) + 7) / 8}, DType::U8);
   }
-  f.stride = a.stride, f.padding = a.padding, f.eps = a.eps, f.momentum = a.momentum;
+  // Square windows padded alike on every side (conv_output_shape refused any other).
+  f.stride = a.conv.stride_h, f.padding = a.conv.pad_top, f.eps = a.bn.eps, f.momentum = a.bn.momentum;
   ctx.forward(make_op(f, index));
-  ctx.set_out(index, a.seam_out ? f.conv_out : f.y);  // a seam's consumers read conv_out, with scale and shift
-  if (a.seam_out) ctx.set_seam_output(index, {f.conv_out, f.scale, f.shift});
+  // A seam's consumers read conv_out, with scale and shift.
+  ctx.set_out(index, layer.marks.seam_out ? f.conv_out : f.y);
+  if (layer.marks.seam_out) ctx.set_seam_output(index, {f.conv_out, f.scale, f.shift});
   ctx.save(index, CbrSaved{f, p.weight});
 
   CbrInference<TensorId> inf;
@@ -51,7 +50,7 @@ void lower_forward(LowerContext& ctx, int index) {
   inf.w = f.w, inf.gamma = f.gamma, inf.beta = f.beta, inf.running_mean = f.running_mean;
   inf.running_var = f.running_var;
   inf.y = ctx.activation(layer.name + ":inf", layer.out_shape);
-  inf.stride = a.stride, inf.padding = a.padding, inf.eps = a.eps;
+  inf.stride = f.stride, inf.padding = f.padding, inf.eps = f.eps;
   ctx.inference(make_op(inf, index));
   ctx.set_infer_out(index, inf.y);
 }

@@ -151,8 +151,8 @@ TEST(CbrSeams, AResidualBlocksConvBnConsumesASeamAsWithoutIt) {
   const Program fused = compile(bottleneck_net(), options(Precision::FP32, true));
   int seams = 0, conv_bn_consumers = 0;
   for (const Layer& l : fused.graph.layers) {
-    seams += l.attrs.seam_out;
-    conv_bn_consumers += l.attrs.seam_in && l.kind == fused_layer::ConvBN;
+    seams += l.marks.seam_out;
+    conv_bn_consumers += l.marks.seam_in && l.kind == fused_layer::ConvBN;
   }
   // stem -> {conv1, the downsample's conv_bn}, conv1 -> conv2, conv2 -> conv3's conv_bn.
   EXPECT_EQ(seams, 3);
@@ -191,14 +191,14 @@ TEST(CbrSeams, ProducersWriteNeitherOutputNorMaskAndThePlanShowsTheSeams) {
       if (l.name == name) return l;
     throw std::runtime_error("no layer " + name);
   };
-  EXPECT_TRUE(layer(fused, "c1").attrs.seam_out);
-  EXPECT_TRUE(layer(fused, "c2").attrs.seam_in);
-  EXPECT_TRUE(layer(fused, "c2").attrs.seam_out);  // read by both branches of c3
-  EXPECT_TRUE(layer(fused, "c3.a").attrs.seam_in);
-  EXPECT_TRUE(layer(fused, "c3.right.b").attrs.seam_in);
-  EXPECT_FALSE(layer(fused, "c3.a").attrs.seam_out);  // read by the add
-  EXPECT_FALSE(layer(fused, "c4").attrs.seam_out);    // read by the pool
-  EXPECT_FALSE(layer(plain, "c1").attrs.seam_out);    // off unless asked for
+  EXPECT_TRUE(layer(fused, "c1").marks.seam_out);
+  EXPECT_TRUE(layer(fused, "c2").marks.seam_in);
+  EXPECT_TRUE(layer(fused, "c2").marks.seam_out);  // read by both branches of c3
+  EXPECT_TRUE(layer(fused, "c3.a").marks.seam_in);
+  EXPECT_TRUE(layer(fused, "c3.right.b").marks.seam_in);
+  EXPECT_FALSE(layer(fused, "c3.a").marks.seam_out);  // read by the add
+  EXPECT_FALSE(layer(fused, "c4").marks.seam_out);    // read by the pool
+  EXPECT_FALSE(layer(plain, "c1").marks.seam_out);    // off unless asked for
   for (const char* name : {"c1", "c1:bitmask", "c2", "c2:bitmask"}) {
     EXPECT_GE(plain.find(name), 0) << name;
     EXPECT_LT(fused.find(name), 0) << name << " is still in the fused program";
@@ -212,7 +212,7 @@ TEST(CbrSeams, TheZooModelsHaveTheirSeamsAndNoFuseRefusesThem) {
     CompileOptions o = options(Precision::FP32, true);
     o.batch = 2;
     int n = 0;
-    for (const Layer& l : compile(b, o).graph.layers) n += l.attrs.seam_out;
+    for (const Layer& l : compile(b, o).graph.layers) n += l.marks.seam_out;
     return n;
   };
   EXPECT_EQ(seams(zoo::by_name("vgg16_bn", 10)), 8);   // 13 CBRs, 5 of them before a pool
@@ -243,7 +243,7 @@ TEST(CbrSeams, AGpuPlanLosesTheProducersOutputsAndMasks) {
     const Program fused = compile(zoo::by_name(model, 1000), o);
     int64_t removed = 0, largest_scratch = 0;
     for (const Layer& l : fused.graph.layers) {
-      if (!l.attrs.seam_out) continue;
+      if (!l.marks.seam_out) continue;
       removed += plain.tensors[plain.find(l.name)].bytes() + plain.tensors[plain.find(l.name + ":bitmask")].bytes();
     }
     for (const TensorSpec& t : fused.tensors)

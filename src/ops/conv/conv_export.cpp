@@ -15,7 +15,8 @@ std::string onnx_conv_bn(OnnxLayerWriter& out, const Layer& l, const std::string
   const Shape krsc = out.tensor_shape(weight);
   std::vector<float> w = torch_layout::krsc_to_oihw(out.read(weight), krsc);
   std::vector<float> b;
-  if (l.attrs.bias) b = out.read(conv_name + ".bias");
+  const ConvAttrs& a = attrs_of<ConvAttrs>(l);
+  if (a.bias) b = out.read(conv_name + ".bias");
   const bool fold = !bn_name.empty() && out.fold_bn();
   if (fold) {
     if (b.empty()) b.assign(size_t(krsc[0]), 0.f);
@@ -24,7 +25,9 @@ std::string onnx_conv_bn(OnnxLayerWriter& out, const Layer& l, const std::string
   std::vector<std::string> inputs = {x, out.weight(weight, torch_layout::oihw_shape(krsc), std::move(w))};
   if (!b.empty()) inputs.push_back(out.weight(conv_name + ".bias", {krsc[0]}, std::move(b)));
   const std::string conv_out = bn_name.empty() || fold ? y : y + ":conv";
-  out.node("Conv", std::move(inputs), conv_out, window_attributes(l.attrs));
+  out.node("Conv", std::move(inputs), conv_out,
+           window_attributes(a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
+                             a.pad_right));
   return bn_name.empty() || fold ? y : onnx_batch_norm(out, bn_name, eps, conv_out, y);
 }
 
@@ -52,14 +55,15 @@ std::string onnx(OnnxLayerWriter& out, int layer) {
   const int bn = out.fold_bn() ? batch_norm_after(out.graph(), layer) : -1;
   if (bn < 0 || out.layer(bn).out_shape.size() != 4) return onnx_conv_bn(out, l, l.name, "", 0.f, out.input(layer), l.name);
   const Layer& norm = out.layer(bn);
-  const std::string y = onnx_conv_bn(out, l, l.name, norm.name, norm.attrs.eps, out.input(layer), norm.name);
+  const float eps = attrs_of<BatchNormAttrs>(norm).eps;
+  const std::string y = onnx_conv_bn(out, l, l.name, norm.name, eps, out.input(layer), norm.name);
   out.absorb(bn, y);
   return y;
 }
 
 void torch_params(const ExportedGraph& graph, int layer, std::vector<TorchParam>& params) {
   const Layer& l = graph.layers[size_t(layer)];
-  conv_torch_params(l.name, l.attrs.bias, batch_norm_after(graph, layer) >= 0, params);
+  conv_torch_params(l.name, attrs_of<ConvAttrs>(l).bias, batch_norm_after(graph, layer) >= 0, params);
 }
 
 }  // namespace

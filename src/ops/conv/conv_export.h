@@ -9,7 +9,7 @@
 
 namespace kiln {
 
-// A Conv node of convolution `conv_name` (layer `l`'s window, its bias when l.attrs.bias) from `x`,
+// A Conv node of convolution `conv_name` (layer `l`'s ConvAttrs: its window, its bias) from `x`,
 // then BatchNorm `bn_name` with epsilon `eps`, none when the name is empty (a fused layer's
 // attributes hold its BatchNorm's epsilon, a Conv layer's do not): folded into the convolution's
 // weight and bias (OnnxExportOptions::fold_bn) or a node of its own. The result is named `y`.

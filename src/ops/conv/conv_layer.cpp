@@ -16,18 +16,19 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return conv_
 
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
-  const LayerAttrs& a = layer.attrs;
+  const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
   const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3];
-  const int64_t k = a.out_channels, rs = int64_t(a.kernel) * a.kernel;
+  const int64_t k = a.out_channels, rs = int64_t(a.kernel_h) * a.kernel_w;
   // torchvision's ResNet/VGG init: Kaiming normal, fan_out, ReLU gain.
-  const int w = ctx.param(layer.name + ".weight", {k, a.kernel, a.kernel, c}, Init::KaimingNormalFanOut,
+  const int w = ctx.param(layer.name + ".weight", {k, a.kernel_h, a.kernel_w, c}, Init::KaimingNormalFanOut,
                           c * rs, k * rs, /*compute_copy=*/true);
   const int b = a.bias ? ctx.param(layer.name + ".bias", {k}, Init::UniformFanIn, c * rs, k * rs) : -1;
   ConvForward<TensorId> fwd;
   fwd.x = ctx.in(index, 0), fwd.w = ctx.compute_param(w);
   fwd.bias = b;  // in mixed precision the bias stays fp32, as cuDNN's bias input does
   fwd.y = ctx.activation(layer.name, layer.out_shape);
-  fwd.stride = a.stride, fwd.padding = a.padding;
+  // Square windows padded alike on every side (conv_output_shape refused any other).
+  fwd.stride = a.stride_h, fwd.padding = a.pad_top;
   ctx.forward(make_op(fwd, index));
   ctx.set_out(index, fwd.y);
   ctx.save(index, ConvSaved{fwd, w});

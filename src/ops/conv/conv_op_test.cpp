@@ -22,16 +22,14 @@ using testing::OpBench;
 // as lowering does.
 template <template <class> class C>
 void run(OpBench& f, C<TensorId> c) {
-  const LayerAttrs& a = f.layer_spec().attrs;
-  c.stride = a.stride, c.padding = a.padding;
+  const ConvAttrs& a = attrs_of<ConvAttrs>(f.layer_spec());
+  c.stride = a.stride_h, c.padding = a.pad_top;
   f.run(c);
 }
 
 // The op tests' bench around one Conv layer, "conv1".
 OpBench conv1(int kernel, int stride, int padding) {
-  LayerAttrs a;
-  a.kernel = kernel, a.stride = stride, a.padding = padding;
-  return OpBench(0, "conv1", LayerKind::Conv, a);
+  return OpBench(0, "conv1", LayerKind::Conv, ConvAttrs::square(0, kernel, stride, padding));
 }
 
 class ConvOpCpu : public ::testing::Test {};

@@ -19,10 +19,12 @@ cpu::ConvGeom geometry(const OpCall& call, const Shape& x, const Shape& w, int s
   } catch (const Error& e) {
     fail("layer '{}': {}", layer_name(call), e.what());
   }
-  const int kernel = call.op.layer >= 0 ? call.layer().attrs.kernel : 0;
-  if (kernel > 0 && (g.r != kernel || g.s != kernel))
-    fail("layer '{}': filter {} does not match the layer's kernel size {}", layer_name(call),
-         shape_str(w), kernel);
+  // A Conv, CBR or conv_bn layer holds its ConvAttrs (a fused one among its parts); a hand-built
+  // op may have no layer, or one without.
+  const ConvAttrs* conv = call.op.layer >= 0 ? call.layer().attrs.find<ConvAttrs>() : nullptr;
+  if (conv && (g.r != conv->kernel_h || g.s != conv->kernel_w))
+    fail("layer '{}': filter {} does not match the layer's kernel size {}x{}", layer_name(call), shape_str(w),
+         conv->kernel_h, conv->kernel_w);
   return g;
 }
 

@@ -4,11 +4,7 @@
 namespace kiln {
 namespace {
 
-Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
-  const float p = layer.attrs.p;
-  if (!(p >= 0.f && p < 1.f)) fail("dropout '{}': probability must be in [0, 1), got {}", layer.name, p);
-  return single_input(layer, inputs);
-}
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return single_input(layer, inputs); }
 
 // FNV-1a over the name, 32 bits: exact as an op attribute.
 uint32_t name_key(const std::string& name) {
@@ -23,7 +19,7 @@ void lower_forward(LowerContext& ctx, int index) {
   fwd.x = ctx.in(index, 0);
   fwd.y = ctx.activation(layer.name, layer.out_shape);
   fwd.mask = ctx.activation(layer.name + ":mask", layer.out_shape, DType::U8);
-  fwd.p = layer.attrs.p;
+  fwd.p = attrs_of<DropoutAttrs>(layer).p;
   fwd.layer_key = name_key(layer.name);
   ctx.forward(make_op(fwd, index));
   ctx.save(index, fwd);

@@ -19,7 +19,8 @@ std::string onnx(OnnxLayerWriter& out, int layer) {
   const Shape map = out.layer(in).kind == LayerKind::Flatten ? onnx_chw_flattened_map(out.graph(), in) : Shape{};
   if (!map.empty()) w = torch_layout::hwc_columns_to_chw(w, shape[0], map);
   std::vector<std::string> inputs = {out.input(layer), out.weight(weight, shape, std::move(w))};
-  if (l.attrs.bias) inputs.push_back(out.weight(l.name + ".bias", {shape[0]}, out.read(l.name + ".bias")));
+  if (attrs_of<LinearAttrs>(l).bias)
+    inputs.push_back(out.weight(l.name + ".bias", {shape[0]}, out.read(l.name + ".bias")));
   return out.node("Gemm", std::move(inputs), l.name, {onnx_export::Attribute::integer("transB", 1)});
 }
 
@@ -29,7 +30,7 @@ void torch_params(const ExportedGraph& graph, int layer, std::vector<TorchParam>
   const std::map<std::string, Shape> flattened = torch_layout::flattened_maps(graph.graph);
   const auto map = flattened.find(weight);
   params.push_back(map == flattened.end() ? TorchParam::as_is(weight) : TorchParam::flattened_columns(weight, map->second));
-  if (l.attrs.bias) params.push_back(TorchParam::as_is(l.name + ".bias"));
+  if (attrs_of<LinearAttrs>(l).bias) params.push_back(TorchParam::as_is(l.name + ".bias"));
 }
 
 }  // namespace

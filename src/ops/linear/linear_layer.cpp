@@ -9,9 +9,7 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
   if (x.size() != 2)
     fail("fc '{}': needs a flat input (N,F) but gets {}; add flatten() or global_avgpool() before it",
          layer.name, shape_str(x));
-  if (layer.attrs.out_channels <= 0)
-    fail("fc '{}': output features must be positive, got {}", layer.name, layer.attrs.out_channels);
-  return {x[0], layer.attrs.out_channels};
+  return {x[0], attrs_of<LinearAttrs>(layer).out_features};
 }
 
 // What the backward lowering needs from forward: the training forward op (which reads the
@@ -23,7 +21,7 @@ struct LinearSaved {
 };
 
 // Weight (out, in) and PyTorch's default nn.Linear init, U(-1/sqrt(in), 1/sqrt(in)) for the weight
-// and the bias; or, with LayerAttrs::init_std, N(0, init_std²) and a zero bias (torchvision's VGG).
+// and the bias; or, with LinearAttrs::init_std, N(0, init_std²) and a zero bias (torchvision's VGG).
 //
 // Mixed precision: fp32 masters, and fp16/bf16 copies of both the weight and the bias, which the
 // ops read (as convolution weights do). The bias gets a copy too, unlike conv's (which stays fp32
@@ -34,14 +32,15 @@ struct LinearSaved {
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const int64_t f = ctx.program.tensors[ctx.in(index, 0)].shape[1];
-  const int64_t o = layer.attrs.out_channels;
-  const bool normal = layer.attrs.init_std > 0.f;
+  const LinearAttrs& a = attrs_of<LinearAttrs>(layer);
+  const int64_t o = a.out_features;
+  const bool normal = a.init_std > 0.f;
   const int w = ctx.param(layer.name + ".weight", {o, f}, normal ? Init::Normal : Init::UniformFanIn, f, o,
                           /*compute_copy=*/true);
-  if (normal) ctx.program.tensors[w].init_value = layer.attrs.init_std;
-  const int b = layer.attrs.bias ? ctx.param(layer.name + ".bias", {o}, normal ? Init::Zeros : Init::UniformFanIn, f,
-                                             o, /*compute_copy=*/true)
-                                 : -1;
+  if (normal) ctx.program.tensors[w].init_value = a.init_std;
+  const int b = a.bias ? ctx.param(layer.name + ".bias", {o}, normal ? Init::Zeros : Init::UniformFanIn, f, o,
+                                   /*compute_copy=*/true)
+                       : -1;
   LinearForward<TensorId> fwd;
   fwd.x = ctx.in(index, 0);
   fwd.w = ctx.compute_param(w);

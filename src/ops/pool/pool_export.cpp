@@ -7,15 +7,21 @@ namespace {
 
 using A = onnx_export::Attribute;
 
+std::vector<A> pool_window(const Layer& l) {
+  const PoolAttrs& a = attrs_of<PoolAttrs>(l);
+  return window_attributes(a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
+                           a.pad_right);
+}
+
 std::string onnx_max(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
-  return out.node("MaxPool", {out.input(layer)}, l.name, window_attributes(l.attrs));
+  return out.node("MaxPool", {out.input(layer)}, l.name, pool_window(l));
 }
 
 // kiln, as PyTorch, divides by the window's size, padding included.
 std::string onnx_avg(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
-  std::vector<A> attributes = window_attributes(l.attrs);
+  std::vector<A> attributes = pool_window(l);
   attributes.push_back(A::integer("count_include_pad", 1));
   return out.node("AveragePool", {out.input(layer)}, l.name, std::move(attributes));
 }

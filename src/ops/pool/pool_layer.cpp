@@ -1,4 +1,6 @@
 // Max, average and global average pooling: no parameters, one op each way.
+#include <algorithm>
+
 #include "compile/layer_def.h"
 #include "ops/pool/pool_contract.h"
 #include "ops/pool/pool_cpu.h"
@@ -8,18 +10,22 @@ namespace {
 
 Shape infer_window(const Layer& layer, const std::vector<Shape>& inputs) {
   const Shape& x = single_nhwc_input(layer, inputs);
-  const LayerAttrs& a = layer.attrs;
-  return {x[0], window_output(layer, x[1], a.kernel, a.stride, a.padding, WindowPadding::AtMostHalfTheKernel),
-          window_output(layer, x[2], a.kernel, a.stride, a.padding, WindowPadding::AtMostHalfTheKernel), x[3]};
+  const PoolAttrs& a = attrs_of<PoolAttrs>(layer);
+  require_square_window(layer, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
+                        a.pad_right);
+  return {x[0], window_output(layer, x[1], a.kernel_h, a.stride_h, a.pad_top, a.pad_bottom),
+          window_output(layer, x[2], a.kernel_w, a.stride_w, a.pad_left, a.pad_right), x[3]};
 }
 
 // Max pooling saves a U8 window index per output (pool_cpu.h): a byte indexes a window of at most
 // 16 x 16 positions.
 Shape infer_max(const Layer& layer, const std::vector<Shape>& inputs) {
-  if (layer.attrs.kernel > kMaxPoolMaxKernel)
+  const PoolAttrs& a = attrs_of<PoolAttrs>(layer);
+  const int kernel = std::max(a.kernel_h, a.kernel_w);
+  if (kernel > kMaxPoolMaxKernel)
     fail("{} '{}': kernel {} is too large; its backward saves the position of each window's maximum in a byte, "
          "so use a kernel of at most {}",
-         layer_kind_name(layer.kind), layer.name, layer.attrs.kernel, kMaxPoolMaxKernel);
+         layer_kind_name(layer.kind), layer.name, kernel, kMaxPoolMaxKernel);
   return infer_window(layer, inputs);
 }
 
@@ -28,7 +34,11 @@ Shape infer_global(const Layer& layer, const std::vector<Shape>& inputs) {
   return {x[0], x[3]};
 }
 
-PoolWindow window_of(const Layer& layer) { return {layer.attrs.kernel, layer.attrs.stride, layer.attrs.padding}; }
+// Square windows padded alike on every side (infer_window refused any other).
+PoolWindow window_of(const Layer& layer) {
+  const PoolAttrs& a = attrs_of<PoolAttrs>(layer);
+  return {a.kernel_h, a.stride_h, a.pad_top};
+}
 
 void lower_forward_max(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);

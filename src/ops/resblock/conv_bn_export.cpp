@@ -11,7 +11,8 @@ namespace {
 
 std::string onnx(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
-  return onnx_conv_bn(out, l, l.conv_name, l.bn_name, l.attrs.eps, out.input(layer), l.name + ":bn");
+  const float eps = attrs_of<BatchNormAttrs>(l).eps;
+  return onnx_conv_bn(out, l, l.conv_name, l.bn_name, eps, out.input(layer), l.name + ":bn");
 }
 
 void torch_params(const ExportedGraph& graph, int layer, std::vector<TorchParam>& params) {

@@ -11,15 +11,12 @@
 namespace kiln {
 namespace {
 
-Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
-  if (layer.attrs.eps <= 0) fail("conv_bn '{}': eps must be positive, got {}", layer.name, layer.attrs.eps);
-  return conv_output_shape(layer, inputs);
-}
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return conv_output_shape(layer, inputs); }
 
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
-  const LayerAttrs& a = layer.attrs;
-  const Shape kc = {a.out_channels};
+  const ConvBnAttrs& a = attrs_of<ConvBnAttrs>(layer);  // the Conv's and the BatchNorm's it was fused from
+  const Shape kc = {a.conv.out_channels};
   const ConvBnParams p = declare_conv_bn_params(ctx, index);
   ConvBnSaved s;
   s.weight = p.weight;
@@ -31,7 +28,8 @@ void lower_forward(LowerContext& ctx, int index) {
   f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", kc, ctx.param_dtype);
   f.scale = ctx.activation(layer.name + ":scale", kc, ctx.param_dtype);
   f.shift = ctx.activation(layer.name + ":shift", kc, ctx.param_dtype);
-  f.stride = a.stride, f.padding = a.padding, f.eps = a.eps, f.momentum = a.momentum;
+  // Square windows padded alike on every side (conv_output_shape refused any other).
+  f.stride = a.conv.stride_h, f.padding = a.conv.pad_top, f.eps = a.bn.eps, f.momentum = a.bn.momentum;
   ctx.forward(make_op(f, index));
   ctx.set_out(index, f.conv_out);
 
@@ -42,7 +40,7 @@ void lower_forward(LowerContext& ctx, int index) {
   inf.conv_out = ctx.activation(layer.name + ":conv_out:inf", layer.out_shape);
   inf.scale = ctx.activation(layer.name + ":scale:inf", kc, ctx.param_dtype);
   inf.shift = ctx.activation(layer.name + ":shift:inf", kc, ctx.param_dtype);
-  inf.stride = a.stride, inf.padding = a.padding, inf.eps = a.eps;
+  inf.stride = f.stride, inf.padding = f.padding, inf.eps = f.eps;
   ctx.inference(make_op(inf, index));
   ctx.set_infer_out(index, inf.conv_out);
   ctx.save(index, s);
