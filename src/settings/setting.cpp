@@ -44,7 +44,7 @@ std::string SettingRange::text(SettingType type) const {
   if (no_lo && no_hi) return "any number";
   if (no_hi) return fmt::format("{} {}", lo_open ? ">" : ">=", bound(lo));
   if (no_lo) return fmt::format("{} {}", hi_open ? "<" : "<=", bound(hi));
-  if (type == SettingType::Count && !lo_open && !hi_open) return fmt::format("{} to {}", bound(lo), bound(hi));
+  if (type == SettingType::Count && !lo_open && !hi_open) return fmt::format("from {} to {}", bound(lo), bound(hi));
   return fmt::format("in {}{}, {}{}", lo_open ? "(" : "[", bound(lo), bound(hi), hi_open ? ")" : "]");
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,10 +31,12 @@ struct SettingRange {
   double lo = 0, hi = 0;
   bool lo_open = false, hi_open = false;  // (lo, ...] or [..., hi)
   bool contains(double v) const;
-  // "in [0, 1)", "> 0", ">= 1", "0 to 9999": the words the messages use.
+  // "in [0, 1)", "> 0", ">= 1", "from 0 to 9999": the words the messages use (value_refusal's too).
   std::string text(SettingType type) const;
 };
 inline constexpr double kUnbounded = 1e300;
+// The top of a 64-bit unsigned count's range (the seed): its flag reads 64 bits, not an int.
+inline constexpr double kUint64Max = 18446744073709551615.0;
 
 // What a row says about its setting besides its type (designated initializers keep rows readable).
 struct SettingInfo {
@@ -102,7 +105,9 @@ Setting count_setting(SettingInfo info, Int Owner::*field, SettingRange range) {
   Setting s = new_setting(info, SettingType::Count, range);
   s.read = [field](const void* o) { return std::to_string(static_cast<const Owner*>(o)->*field); };
   s.write = [field](void* o, const std::string& t) {
-    static_cast<Owner*>(o)->*field = static_cast<Int>(std::stoll(t));
+    // An unsigned 64-bit count (the seed) may pass what a long long holds.
+    if constexpr (std::is_unsigned_v<Int>) static_cast<Owner*>(o)->*field = static_cast<Int>(std::stoull(t));
+    else static_cast<Owner*>(o)->*field = static_cast<Int>(std::stoll(t));
   };
   return s;
 }
@@ -137,6 +142,15 @@ Setting choice_setting(SettingInfo info, Enum Owner::*field, std::vector<std::pa
     for (const auto& [name, value] : names)
       if (name == t) static_cast<Owner*>(o)->*field = value;
   };
+  return s;
+}
+
+// A field that holds one of `choices` by name (a dataset format, a transform), checked as a Choice.
+template <class Owner>
+Setting text_choice_setting(SettingInfo info, std::string Owner::*field, std::vector<std::string> choices) {
+  Setting s = text_setting<Owner>(info, field);
+  s.type = SettingType::Choice;
+  s.choices = std::move(choices);
   return s;
 }
 

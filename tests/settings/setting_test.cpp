@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+
 namespace kiln {
 namespace {
 
@@ -72,10 +75,54 @@ TEST(Setting, RefusesWhatItDoesNotTakeInTheUsersTerms) {
   EXPECT_EQ(rate.refusal("1e39"), "1e39 is out of range: it must be a finite float; use e.g. --rate 0.1");
   const Setting& count = *find_setting(rows, "count");
   EXPECT_EQ(count.refusal("99"), "");
-  EXPECT_EQ(count.refusal("100"), "100 is out of range: it must be 1 to 99");
+  EXPECT_EQ(count.refusal("100"), "100 is out of range: it must be from 1 to 99");
   EXPECT_EQ(count.refusal("2.5"), "'2.5' is not a whole number");
   EXPECT_EQ(find_setting(rows, "on")->refusal("yes"), "'yes' is not 0 or 1");
   EXPECT_EQ(find_setting(rows, "shade")->refusal("grey"), "'grey' is not one of light, dark");
+}
+
+// A count whose 0 leaves the choice elsewhere (CpuOptions::threads): 0 is taken although the
+// range starts at 1, and a refusal says so.
+TEST(Setting, AZeroOutsideTheRangeIsTakenWhereTheRowSaysWhatItDoes) {
+  struct Pool {
+    int threads = 0;
+  };
+  const Setting row = count_setting<Pool>({.key = "threads", .member = "Pool::threads", .zero = "leave it"},
+                                          &Pool::threads, {1, 8});
+  EXPECT_EQ(row.refusal("0"), "");
+  EXPECT_EQ(row.refusal("8"), "");
+  EXPECT_EQ(row.refusal("9"), "9 is out of range: it must be from 1 to 8, or 0");
+  EXPECT_EQ(row.refusal("-1"), "-1 is out of range: it must be from 1 to 8, or 0");
+  Pool p;
+  set_setting_number(row, &p, 5);
+  EXPECT_EQ(p.threads, 5);
+  EXPECT_EQ(setting_number(row, &p), 5);
+}
+
+// A 64-bit unsigned count (the seed) reads and writes values past a long long's.
+TEST(Setting, AnUnsignedCountKeepsAll64Bits) {
+  struct Run {
+    uint64_t seed = 1;
+  };
+  const Setting row = count_setting<Run>({.key = "seed"}, &Run::seed, {0, kUint64Max});
+  Run r;
+  row.write(&r, "18446744073709551615");
+  EXPECT_EQ(r.seed, 18446744073709551615ull);
+  EXPECT_EQ(row.text_of(r), "18446744073709551615");
+}
+
+// A name held as text (a dataset format) is checked as a Choice.
+TEST(Setting, ATextChoiceTakesOnlyItsNames) {
+  struct Data {
+    std::string format = "auto";
+  };
+  const Setting row = text_choice_setting<Data>({.key = "format"}, &Data::format, {"auto", "idx", "packed"});
+  EXPECT_EQ(row.type, SettingType::Choice);
+  EXPECT_EQ(row.refusal("idx"), "");
+  EXPECT_EQ(row.refusal("png"), "'png' is not one of auto, idx, packed");
+  Data d;
+  row.write(&d, "packed");
+  EXPECT_EQ(row.text_of(d), "packed");
 }
 
 TEST(Setting, OpenEndedRangesReadAsBounds) {

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <thread>
 
+#include "cli/data_settings.h"
 #include "cli/data_source.h"
 #include "cli/option_checks.h"
+#include "cli/setting_options.h"
 #include "data/dataset_formats.h"
 #include "kiln/error.h"
 #include "kiln/threads.h"
@@ -34,31 +36,22 @@ ImageTransform::Normalize parse_normalize(const std::string& name) {
 
 std::string number(double x) { return fmt::format("{}", x); }
 
-// A whole number >= 0, else a message with the range and a value to use (at_least, whose range
-// kiln's message for a number past an int's also gives).
-CLI::Validator non_negative(std::string fix) { return at_least(0, std::move(fix)); }
 
 }  // namespace
 
 void add_data_options(CLI::App* app, DataArgs& a, bool training) {
-  const std::string group = "Data";
-  app->add_option("--data,-d", a.data,
-                  "dataset folder: IDX files, CIFAR-10 batches, an image folder (class subfolders, or train/ and "
-                  "val/ holding them) or a kiln pack")
-      ->group(group);
-  app->add_option("--format", a.format, dataset_format_choices("auto (from what --data holds)"))
-      ->check(parsed_by([](const std::string& f) { chosen_dataset_format(f); }))
-      ->group(group);
-  app->add_option("--val", a.val, "image folders: the validation folder (default: <data>/val when there is one)")
-      ->type_name("DIR")
-      ->group(group);
-  app->add_option("--workers", a.workers,
-                  "data loader threads, >= 0 (0: load on the training thread; more than 4 x the cores, at least 64, "
-                  "are capped to that); default: the cores left after the training thread for image files, 2 "
-                  "otherwise")
-      ->check(non_negative("use e.g. --workers 2, or 0 to load batches on the training thread"))
-      ->default_str("auto")
-      ->group(group);
+  const std::string group = "Data", images = "Image files (image folders, packs)";
+  // The rows (cli/data_settings.h); --crop-pad is training's alone.
+  for (const Setting& row : data_settings()) {
+    const std::string key = row.info.key;
+    if (!training && key == "crop_pad") continue;
+    const bool image_key = key == "transform" || key == "image_size" || key == "eval_resize" || key == "normalize" ||
+                           key == "dct_scaling";
+    add_setting_option(app, row, a)->group(image_key ? images : group);
+  }
+  app->get_option("--val")->type_name("DIR");
+  app->get_option("--workers")->default_str("auto");  // -1: by the format (loader_workers)
+  // The flags that are no rows (cli/data_settings.h says why).
   if (training)
     app->add_option("--decode", a.decode,
                     "who decodes training JPEGs on a CUDA run: cpu (the loader threads), gpu (nvJPEG, the GPU's JPEG "
@@ -70,36 +63,8 @@ void add_data_options(CLI::App* app, DataArgs& a, bool training) {
                 "image files that cannot be decoded are skipped (each replaced by the next readable one) and listed "
                 "at the end, instead of stopping with an error")
       ->group(group);
-  const std::string images = "Image files (image folders, packs)";
-  app->add_option("--transform", a.transform,
-                  "auto (default): plain when every image of both splits has one size smaller than --image-size "
-                  "(imagenet's crops would upsample them), else imagenet; imagenet: RandomResizedCrop + flip for "
-                  "training, Resize + CenterCrop for evaluation; plain: images at their own size (all alike), with "
-                  "--crop-pad and --hflip")
-      ->check(parsed_by([](const std::string& t) { parse_transform(t); }))
-      ->group(images);
-  app->add_option("--image-size", a.image_size,
-                  "imagenet transform: side of the square samples, in [1, 4096] (--transform auto takes images all of "
-                  "one size smaller than this as they are)")
-      ->check(CLI::Range(1, 4096))
-      ->group(images);
-  app->add_option("--eval-resize", a.eval_resize,
-                  "imagenet transform: evaluation resizes the short side to this, then center-crops --image-size")
-      ->check(CLI::Range(1, 8192))
-      ->group(images);
   app->add_option("--channels", a.channels, "3: RGB; 1: grayscale (luma as PIL's convert('L'))")
       ->check(CLI::IsMember({1, 3}))
-      ->group(images);
-  app->add_option("--normalize", a.normalize,
-                  "auto (ImageNet's mean/std for the imagenet transform in RGB, else the training set's), imagenet "
-                  "or dataset")
-      ->check(parsed_by([](const std::string& n) { parse_normalize(n); }))
-      ->group(images);
-  app->add_option("--dct-scaling", a.dct_scaling,
-                  "1: decode training crops of JPEGs at 1/2, 1/4 or 1/8 scale when the crop stays at least --image-size "
-                  "at that scale (default); 0: always at full scale (evaluation always is)")
-      ->check(CLI::Range(0, 1))
-      ->type_name("0|1")
       ->group(images);
   app->add_flag("--exif-orientation", a.exif_orientation,
                 "rotate JPEGs as their EXIF orientation says (torchvision's loader does not, nor does kiln by "
@@ -114,10 +79,6 @@ void add_data_options(CLI::App* app, DataArgs& a, bool training) {
       ->delimiter(',')
       ->expected(2)
       ->group(images);
-  app->add_option("--crop-pad", a.crop_pad,
-                  "random crop after zero padding by this many pixels, >= 0 (IDX, CIFAR-10, --transform plain)")
-      ->check(non_negative("use e.g. --crop-pad 4, or 0 for no random crop"))
-      ->group(group);
   app->add_flag_callback("--hflip", [&a] { a.hflip = 1; },
                          "random horizontal flips (default: on for the imagenet transform, off otherwise)")
       ->group(group);
@@ -147,7 +108,7 @@ DataOptions data_options(const DataArgs& a) {
   t.ratio_min = a.crop_ratio[0], t.ratio_max = a.crop_ratio[1];
   t.channels = a.channels;
   t.normalize = parse_normalize(a.normalize);
-  t.dct_scaling = a.dct_scaling == 1;
+  t.dct_scaling = a.dct_scaling;
   t.exif_orientation = a.exif_orientation;
   const bool imagenet = t.kind == ImageTransform::Kind::ImageNet;
   t.augment.hflip = a.hflip == -1 ? imagenet : a.hflip == 1;
@@ -159,7 +120,7 @@ DataOptions data_options(const DataArgs& a) {
 
 DataArgs resolved_data_args(const DataArgs& a, const DataSplits& data) {
   DataArgs r = a;
-  if (a.transform == "auto" && (data.format == "imagefolder" || data.format == "packed"))
+  if (a.transform == "auto" && reads_image_files(data.format))
     r.transform = data.transform.kind == ImageTransform::Kind::Plain ? "plain" : "imagenet";
   return r;
 }
@@ -174,14 +135,14 @@ int loader_workers(const DataArgs& a, const std::string& format) {
     return cap;
   }
   if (a.workers >= 0) return a.workers;
-  if (format == "imagefolder" || format == "packed") return std::max(1, available_cores() - 1);
+  if (reads_image_files(format)) return std::max(1, available_cores() - 1);
   return 2;
 }
 
 std::vector<std::pair<std::string, std::string>> data_recipe(const DataArgs& a, const std::string& format) {
   // Where the data was, for kiln eval without --data: every format, never compared on resume.
   std::pair<std::string, std::string> where{kDataSourceKey, data_source_text(a, format)};
-  if (format != "imagefolder" && format != "packed") return {where};
+  if (!reads_image_files(format)) return {where};
   const DataOptions o = data_options(a);
   const ImageTransform& t = o.transform;
   std::vector<std::pair<std::string, std::string>> r = {{"data_format", format}, {"transform", a.transform},
@@ -196,6 +157,11 @@ std::vector<std::pair<std::string, std::string>> data_recipe(const DataArgs& a, 
   r.emplace_back("exif_orientation", t.exif_orientation ? "true" : "false");
   r.push_back(std::move(where));
   return r;
+}
+
+bool reads_image_files(const std::string& format) {
+  const DatasetFormat* row = find_dataset_format(format);
+  return row && !row->load;
 }
 
 CLI::Validator parsed_by(std::function<void(const std::string&)> parse) {

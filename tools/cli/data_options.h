@@ -17,11 +17,16 @@ struct DataArgs {
   int image_size = 224, eval_resize = 256, channels = 3, crop_pad = 0;
   std::vector<double> crop_scale{0.08, 1.0}, crop_ratio{3.0 / 4.0, 4.0 / 3.0};
   int hflip = -1;        // --hflip 1, --no-hflip 0; -1: on for the imagenet transform, off otherwise
-  int dct_scaling = 1;   // --dct-scaling 0|1
+  bool dct_scaling = true;  // --dct-scaling 0|1
   bool exif_orientation = false, skip_bad = false;
   int workers = -1;      // -1: the cores left after the training thread (image files), else 2
   std::string decode = "auto";  // training images: cpu, gpu (nvJPEG) or auto
 };
+
+// Whether `format` (DataSplits::format, a name of data/dataset_formats.h) is read file by file as
+// it trains (image folders, packs: DatasetFormat::load is nullptr), its images decoded, transformed
+// and augmented by the loader; false for the formats read whole into memory (IDX, CIFAR-10).
+bool reads_image_files(const std::string& format);
 
 // A CLI11 check that runs a kiln parse function: its kiln::Error, which names the accepted values,
 // is the message.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "cli/option_checks.h"
@@ -64,8 +65,16 @@ CLI::Option* add_setting_option_to(CLI::App* app, const Setting& row, void* owne
     if (row.type == SettingType::Real) {
       option = app->add_option_function<double>(
           flag, [row, owner](double v) { row.write(owner, fmt::format("{}", v)); }, help_of(row));
+    } else if (row.type == SettingType::Count && row.range.hi == kUint64Max) {
+      // A count of 64 bits (the seed): seed_in_64_bits refuses what is negative or longer than 64
+      // bits, which CLI11 alone would clamp.
+      option = app->add_option_function<uint64_t>(
+          flag, [row, owner](uint64_t v) { row.write(owner, std::to_string(v)); }, help_of(row));
+      option->check(seed_in_64_bits());
+      option->default_str(shown_default)->type_name("UINT");
+      return option;
     } else {
-      // An int, as every whole-number setting is: CLI11 refuses a number past its range, and
+      // An int, as every other whole-number setting is: CLI11 refuses a number past its range, and
       // value_refusal says so with the row's range and fix.
       option = app->add_option_function<int>(
           flag, [row, owner](int v) { row.write(owner, std::to_string(v)); }, help_of(row));

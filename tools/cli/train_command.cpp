@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "cli/option_checks.h"
-#include "kiln/schedule.h"
+#include "cli/setting_options.h"
+#include "settings/compile_settings.h"
+#include "train/train_settings.h"
 
 namespace kiln::cli {
 namespace {
@@ -33,24 +35,14 @@ CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) 
   CLI::App* train = app.add_subcommand("train", "train a model on a dataset and report test accuracy");
   add_common_options(train, common);
   add_data_options(train, t.data, true);
-  train->add_option("--epochs,-e", t.epochs, "epochs, >= 1")->check(at_least(1, "use e.g. --epochs 10"));
-  add_optimizer_options(train, t.optimizer);
-  train->add_option("--lr", t.lr, "peak learning rate, > 0")
-      ->check(number_in([](double v) { return v > 0 && fits_finite_float(v); }, "a finite number > 0",
-                        "use e.g. --lr 0.05 (SGD) or --lr 0.001 (AdamW)"));
-  train->add_option("--schedule", t.schedule, "constant, cosine or step")
-      ->check(parsed_by([](const std::string& name) { parse_schedule(name); }));
-  train->add_option("--warmup", t.warmup, "warm-up epochs (linear), >= 0")
-      ->check(at_least(0, "use e.g. --warmup 2, or 0 for no warm-up"));
-  train->add_option("--step-epochs", t.step_epochs, "step schedule: epochs between decays, >= 1")
-      ->check(at_least(1, "use e.g. --step-epochs 30"));
-  train->add_option("--gamma", t.gamma, "step schedule: decay factor, in (0, 1]")
-      ->check(number_in([](double v) { return v > 0 && v <= 1; }, "in (0, 1]", "use e.g. --gamma 0.1"));
-  train->add_option("--label-smoothing", t.label_smoothing, "label smoothing for cross-entropy, in [0, 1)")
-      ->check(number_in([](double v) { return v >= 0 && v < 1; }, "in [0, 1)",
-                        "use e.g. --label-smoothing 0.1, or 0 for none"));
-  train->add_option("--seed", t.seed, "random seed (init, shuffling, augmentation, dropout), 0 to 2^64-1")
-      ->check(seed_in_64_bits());
+  // The rows of train/train_settings.h (--epochs, the schedule, --seed), the optimizers' flags after
+  // --epochs and label smoothing's (a compile setting, train's alone) before --seed.
+  for (const Setting& row : train_settings()) {
+    if (row.info.key == std::string("seed")) add_setting_option(train, compile_setting("label_smoothing"), common.compile);
+    CLI::Option* option = add_setting_option(train, row, t.train);
+    if (row.info.key == std::string("schedule")) option->type_name("TEXT");  // as --optimizer's
+    if (row.info.key == std::string("epochs")) add_optimizer_options(train, t.optimizer);
+  }
   train->add_option("--checkpoint", t.checkpoint,
                     "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock "
                     "guards it while training; an existing file is refused unless --resume or --overwrite")
@@ -102,14 +94,15 @@ void check_train_options(const TrainArgs& t) {
                                CLI::ExitCodes::ValidationError);
   // A warm-up as long as the run never reaches --lr (cosine never decays either): the run would end
   // at the peak of a schedule it never finished.
-  if (t.warmup >= t.epochs)
+  const int warmup = t.train.schedule.warmup_epochs, epochs = t.train.epochs;
+  if (warmup >= epochs)
     throw CLI::ValidationError(
         "--warmup", fmt::format("{} is not shorter than the run (--epochs {}): the learning rate would only "
                                 "rise, reaching --lr {} at best at the last step, and never decay; use a warm-up "
                                 "shorter than the run, e.g. --warmup {}",
-                                t.warmup, t.epochs, t.lr,
-                                t.epochs >= 2 ? fmt::format("{} (or 0 for none)", std::max(1, t.epochs / 10))
-                                              : std::string("0 (none), or more --epochs")));
+                                warmup, epochs, t.train.schedule.lr,
+                                epochs >= 2 ? fmt::format("{} (or 0 for none)", std::max(1, epochs / 10))
+                                            : std::string("0 (none), or more --epochs")));
   check_optimizer_options(t.optimizer);
 }
 

@@ -12,6 +12,7 @@
 #include "cli/data_options.h"
 #include "cli/optimizer_options.h"
 #include "kiln/options.h"
+#include "kiln/trainer.h"
 
 namespace kiln::cli {
 
@@ -19,16 +20,19 @@ struct TrainArgs {
   DataArgs data;  // --data, --format, --workers, the image transform (add_data_options)
   // --optimizer and the optimizers' flags; kiln train decays weights by 5e-4 unless told otherwise.
   OptimizerArgs optimizer{.defaults = {{"weight_decay", 5e-4}}};
-  std::string schedule = "cosine";
+  // What the rows of train/train_settings.h write: --epochs, the schedule's flags, --seed. kiln
+  // train's peak learning rate is 0.05 (the library's 0.1).
+  TrainOptions train = [] {
+    TrainOptions t;
+    t.schedule.lr = 0.05f;
+    return t;
+  }();
   std::string checkpoint;
   std::string json;  // --json FILE: one line per epoch
   std::string tensorboard;  // --tensorboard DIR: TensorBoard event files
-  int epochs = 10, warmup = 0, step_epochs = 30;
-  float lr = 0.05f, label_smoothing = 0.f, gamma = 0.1f;
   bool resume = false, overwrite = false;
   std::string init_from;  // --init-from: PyTorch weights to start from
   bool new_head = false;  // --new-head: leave the classifier as initialized
-  uint64_t seed = 1;
   BackendArgs backend;              // --threads and the CUDA backend's options
   DataParallelArgs parallel;        // --gpus and the other launch options
   std::string loss_scale = "auto";  // --loss-scale, into loss_scaling.mode

@@ -34,7 +34,7 @@ std::string no_test_set_reason(const TrainArgs& a, const std::string& format) {
 
 void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplits& data) {
   const SampleShape shape = data.train->shape();
-  const bool image_files = data.format == "imagefolder" || data.format == "packed";
+  const bool image_files = reads_image_files(data.format);
   if (data.test->count() > 0) {
     const SampleShape t = data.test->shape();
     if (t.height != shape.height || t.width != shape.width || t.channels != shape.channels)
@@ -80,15 +80,15 @@ void warn_batch_of_one(const CommonOptions& o, const TrainArgs& a, const Bluepri
   const LayerGraph graph = expand(model, c);
   const int bn = graph.count(LayerKind::BatchNorm) + graph.count(LayerKind::CBR);
   if (bn == 0) return;
-  const bool high_lr = a.lr > 4 * 0.05 / 64;
+  const bool high_lr = a.train.schedule.lr > 4 * 0.05 / 64;
   fmt::print(stderr,
              "warning: --batch 1 with batch normalization ({} BN layers in {}): in training each BN layer "
              "normalizes by the statistics of one image, which are noisy and unlike the running statistics "
              "evaluation uses{}; such runs tend to stay at chance level or diverge. Use --batch 16 or more{}\n",
              bn, o.model,
-             high_lr ? fmt::format(", and --lr {} is meant for batches of tens of images", a.lr) : std::string(),
+             high_lr ? fmt::format(", and --lr {} is meant for batches of tens of images", a.train.schedule.lr) : std::string(),
              high_lr ? fmt::format(", or at least a learning rate scaled down with the batch (--lr {:.2g} is {}/64)",
-                                   a.lr / 64, a.lr)
+                                   a.train.schedule.lr / 64, a.train.schedule.lr)
                      : std::string());
 }
 

@@ -73,8 +73,8 @@ void print_checkpoint_start(const TrainArgs& a, const Trainer& trainer, bool rep
   if (a.checkpoint.empty()) return;
   if (trainer.resumed()) {
     const int done = trainer.resumed_epochs();
-    fmt::print("kiln: resumed from {}: epoch {} of {} done{}\n", a.checkpoint, done, a.epochs,
-               done >= a.epochs ? "; nothing left to train (raise --epochs to train on)" : "");
+    fmt::print("kiln: resumed from {}: epoch {} of {} done{}\n", a.checkpoint, done, a.train.epochs,
+               done >= a.train.epochs ? "; nothing left to train (raise --epochs to train on)" : "");
   } else if (a.resume) {
     fmt::print("kiln: no checkpoint at {} yet: starting fresh\n", a.checkpoint);
   } else if (replacing) {
@@ -109,12 +109,11 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const SampleSource& train = *data.train;
   const SampleSource& test = *data.test;
   const SampleShape shape = train.shape();
-  const bool image_files = data.format == "imagefolder" || data.format == "packed";
+  const bool image_files = reads_image_files(data.format);
   check_data_fits(o, a, data);
   check_class_count(a, data);
   CompileOptions c = compile_options(o);
   c.input_hwc = {shape.height, shape.width, shape.channels};
-  c.label_smoothing = a.label_smoothing;
   c.optimizer = optimizer_config(a.optimizer);
   c.cpu = a.backend.cpu;
   c.cuda = a.backend.cuda;
@@ -124,12 +123,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const std::shared_ptr<ProcessGroup> group = join_ranks_if_launched(a.parallel, c);
   const bool speaks = !group || group->rank() == 0;
   if (!speaks) json.close();
-  TrainOptions t;
-  t.epochs = a.epochs;
-  t.schedule.kind = parse_schedule(a.schedule);
-  t.schedule.lr = a.lr, t.schedule.warmup_epochs = a.warmup, t.schedule.step_epochs = a.step_epochs;
-  t.schedule.gamma = a.gamma;
-  t.seed = a.seed, t.checkpoint = a.checkpoint, t.resume = a.resume, t.overwrite = a.overwrite;
+  TrainOptions t = a.train;  // the epochs, the schedule and the seed
+  t.checkpoint = a.checkpoint, t.resume = a.resume, t.overwrite = a.overwrite;
   t.workers = loader_workers(a.data, data.format);
   t.decode = parse_decode_device(a.data.decode);
   const DataOptions data_opt = data_options(data_args);
@@ -150,7 +145,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
              group ? fmt::format("{} GPUs (data parallel, rank 0 on cuda:{})", group->ranks(), c.device_index)
                    : device_label(c),
              precision_name(o.compile.precision), a.optimizer.name, group ? fmt::format("{} per GPU", o.compile.batch) : std::to_string(o.compile.batch),
-             a.epochs, t.workers);
+             a.train.epochs, t.workers);
   print_checkpoint_start(a, trainer, replacing);
   if (trainer.resumed() && trainer.resumed_ranks() != trainer.ranks())
     fmt::print("kiln: the checkpoint was trained on {} rank{} and this run has {}: the global batch goes from {} to {}, "
@@ -204,8 +199,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
            "updates have blown the model up, and such a run ends at chance level. Training stopped without "
            "writing this epoch's checkpoint ({}). Lower the learning rate (--lr {} now) or add --warmup, and "
            "start a new run",
-           s.epoch + 1, a.epochs, s.loss, s.step_in_epoch, s.steps_per_epoch, kBlownUpLoss, uniform_loss, classes,
-           kept, a.lr);
+           s.epoch + 1, a.train.epochs, s.loss, s.step_in_epoch, s.steps_per_epoch, kBlownUpLoss, uniform_loss, classes,
+           kept, a.train.schedule.lr);
     }
     events.on_step(s);
     if (!live) return;
@@ -213,7 +208,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
     if (s.step_in_epoch != s.steps_per_epoch && now - last_print < std::chrono::milliseconds(500)) return;
     last_print = now;
     fmt::print("\repoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} img/s  data wait {:.0f}%  ETA {}   ", s.epoch + 1,
-               a.epochs, s.step_in_epoch, s.steps_per_epoch, s.loss, s.images_per_second, 100 * s.data_wait_share,
+               a.train.epochs, s.step_in_epoch, s.steps_per_epoch, s.loss, s.images_per_second, 100 * s.data_wait_share,
                clock_text(s.eta_seconds));
     std::fflush(stdout);
   };
@@ -235,7 +230,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
       json << nlohmann::json{{"framework", "kiln"}, {"model", o.model}, {"data", a.data.data},
                              {"format", data.format}, {"workers", t.workers}, {"decode", a.data.decode}, {"device", device_label(c)},
                              {"precision", precision_name(o.compile.precision)}, {"batch", o.compile.batch}, {"epoch", r.epoch + 1},
-                             {"epochs", a.epochs}, {"wall_seconds", wall}, {"train_seconds", r.seconds},
+                             {"epochs", a.train.epochs}, {"wall_seconds", wall}, {"train_seconds", r.seconds},
                              {"check_seconds", r.check_seconds}, {"eval_seconds", r.eval_seconds},
                              {"checkpoint_seconds", r.checkpoint_seconds},
                              {"data_wait_seconds", r.data_wait_seconds}, {"decoder", r.decoder},
@@ -254,7 +249,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                                  : tested ? std::string("  test acc: evaluation failed")
                                           : std::string();
     fmt::print("{}epoch {}/{}  loss {:.4f}  train acc {:.4f}{}  {:.1f}s  {:.0f} img/s  data wait {:.0f}%\n",
-               live ? "\r" : "", r.epoch + 1, a.epochs, r.train_loss, r.train_accuracy, test_acc, r.seconds,
+               live ? "\r" : "", r.epoch + 1, a.train.epochs, r.train_loss, r.train_accuracy, test_acc, r.seconds,
                r.images_per_second, 100 * r.data_wait_seconds / std::max(r.seconds, 1e-9));
   };
   std::vector<EpochReport> reports;

@@ -1,0 +1,106 @@
+#include "cli/data_settings.h"
+
+#include <string>
+
+#include "data/dataset_formats.h"
+#include "kiln/error.h"
+
+namespace kiln::cli {
+namespace {
+
+// --format's choices: "auto", then every format of the registry.
+std::vector<std::string> format_choices() {
+  std::vector<std::string> names = {"auto"};
+  for (const DatasetFormat& f : dataset_formats()) names.push_back(f.name);
+  return names;
+}
+
+}  // namespace
+
+const std::vector<Setting>& data_settings() {
+  using D = DataArgs;
+  // The help of --format names the registry's formats; the row keeps a pointer to it.
+  static const std::string format_help = dataset_format_choices("auto (from what --data holds)");
+  static const std::vector<Setting> rows = {
+      text_setting<D>({.key = "data",
+                       .flag = "--data",
+                       .alias = "-d",
+                       .help = "dataset folder: IDX files, CIFAR-10 batches, an image folder (class subfolders, or "
+                               "train/ and val/ holding them) or a kiln pack",
+                       .member = "DataArgs::data"},
+                      &D::data),
+      text_choice_setting<D>({.key = "data_format",
+                              .flag = "--format",
+                              .help = format_help.c_str(),
+                              .member = "DataArgs::format"},
+                             &D::format, format_choices()),
+      text_setting<D>({.key = "val",
+                       .flag = "--val",
+                       .help = "image folders: the validation folder (default: <data>/val when there is one)",
+                       .member = "DataArgs::val"},
+                      &D::val),
+      count_setting<D>({.key = "workers",
+                        .flag = "--workers",
+                        .help = "data loader threads, >= 0 (0: load on the training thread; more than 4 x the cores, "
+                                "at least 64, are capped to that); default: the cores left after the training thread "
+                                "for image files, 2 otherwise",
+                        .member = "DataArgs::workers",
+                        .fix = "use e.g. --workers 2, or 0 to load batches on the training thread"},
+                       &D::workers, {0, kUnbounded}),
+      text_choice_setting<D>({.key = "transform",
+                              .flag = "--transform",
+                              .help = "auto (default): plain when every image of both splits has one size smaller "
+                                      "than --image-size (imagenet's crops would upsample them), else imagenet; "
+                                      "imagenet: RandomResizedCrop + flip for training, Resize + CenterCrop for "
+                                      "evaluation; plain: images at their own size (all alike), with --crop-pad and "
+                                      "--hflip",
+                              .member = "DataOptions::transform.kind",
+                              .compared_on_resume = true},
+                             &D::transform, {"auto", "imagenet", "plain"}),
+      count_setting<D>({.key = "image_size",
+                        .flag = "--image-size",
+                        .help = "imagenet transform: side of the square samples, in [1, 4096] (--transform auto takes "
+                                "images all of one size smaller than this as they are)",
+                        .member = "DataOptions::transform.size",
+                        .compared_on_resume = true},
+                       &D::image_size, {1, 4096}),
+      count_setting<D>({.key = "eval_resize",
+                        .flag = "--eval-resize",
+                        .help = "imagenet transform: evaluation resizes the short side to this, then center-crops "
+                                "--image-size",
+                        .member = "DataOptions::transform.eval_resize",
+                        .compared_on_resume = true},
+                       &D::eval_resize, {1, 8192}),
+      text_choice_setting<D>({.key = "normalize",
+                              .flag = "--normalize",
+                              .help = "auto (ImageNet's mean/std for the imagenet transform in RGB, else the training "
+                                      "set's), imagenet or dataset",
+                              .member = "DataOptions::transform.normalize",
+                              .compared_on_resume = true},
+                             &D::normalize, {"auto", "imagenet", "dataset"}),
+      switch_setting<D>({.key = "dct_scaling",
+                         .flag = "--dct-scaling",
+                         .help = "1: decode training crops of JPEGs at 1/2, 1/4 or 1/8 scale when the crop stays at "
+                                 "least --image-size at that scale (default); 0: always at full scale (evaluation "
+                                 "always is)",
+                         .member = "DataOptions::transform.dct_scaling"},
+                        &D::dct_scaling),
+      count_setting<D>({.key = "crop_pad",
+                        .flag = "--crop-pad",
+                        .help = "random crop after zero padding by this many pixels, >= 0 (IDX, CIFAR-10, --transform "
+                                "plain)",
+                        .member = "TrainOptions::augment.pad_crop",
+                        .fix = "use e.g. --crop-pad 4, or 0 for no random crop",
+                        .compared_on_resume = true},
+                       &D::crop_pad, {0, kUnbounded}),
+  };
+  return rows;
+}
+
+const Setting& data_setting(const char* key) {
+  const Setting* row = find_setting(data_settings(), key);
+  if (!row) fail("internal: no data setting '{}'", key);
+  return *row;
+}
+
+}  // namespace kiln::cli
