@@ -5,31 +5,49 @@
 #include <algorithm>
 
 #include "compile/optimizer_family.h"
+#include "settings/compile_settings.h"
+#include "train/train_settings.h"
 
 namespace kiln {
 namespace {
 
-// Shortest text that reads back as the same float.
-std::string number(float x) { return fmt::format("{}", x); }
 std::string truth(bool b) { return b ? "true" : "false"; }
-
-const char* schedule_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::Constant: return "constant";
-    case ScheduleKind::Cosine: return "cosine";
-    case ScheduleKind::Step: return "step";
-  }
-  return "?";
-}
 
 const CompileOptions& compiled(const RecipeRun& r) { return r.program.options; }
 const OptimizerConfig& optimizer(const RecipeRun& r) { return r.program.options.optimizer; }
 // The data input, (N, H, W, C): what the program was compiled for, whatever set it.
 const Shape& input_shape(const RecipeRun& r) { return r.program.tensors[r.program.input].shape; }
 
-bool step_schedule(const RecipeRun& r) { return r.train.schedule.kind == ScheduleKind::Step; }
 bool has_logits(const RecipeRun& r) { return r.program.logits >= 0; }
 bool frozen(const RecipeRun& r) { return !compiled(r).freeze.empty(); }
+
+// The row of a setting whose value the run holds in the struct `owner` gives: its key, its text,
+// where it applies (and the row deciding that), its flag and its field, all the setting row's.
+RecipeField from_setting(const Setting& s, std::function<const void*(const RecipeRun&)> owner) {
+  RecipeField f;
+  f.key = s.info.key;
+  f.value = [&s, owner](const RecipeRun& r) { return s.read(owner(r)); };
+  if (s.applies) f.applies = [&s, owner](const RecipeRun& r) { return s.applies(owner(r)); };
+  f.decided_by = s.decided_by;
+  f.flag = s.info.flag;
+  f.field = s.info.member;
+  f.is_switch = s.type == SettingType::Switch && s.info.flag_pair;
+  return f;
+}
+
+// The settings of the trainer's options a resumed run must match (train/train_settings.h: the
+// schedule's and the seed), with label smoothing, a compile setting, before the seed.
+std::vector<RecipeField> training_fields() {
+  std::vector<RecipeField> fields;
+  auto train = [](const RecipeRun& r) -> const void* { return &r.train; };
+  auto compile = [](const RecipeRun& r) -> const void* { return &compiled(r); };
+  for (const Setting& s : train_settings()) {
+    if (!s.info.compared_on_resume) continue;
+    if (s.info.key == std::string("seed")) fields.push_back(from_setting(compile_setting("label_smoothing"), compile));
+    fields.push_back(from_setting(s, train));
+  }
+  return fields;
+}
 
 // The optimizers' rows: "optimizer", then each key of the families' settings once, in the order
 // the families (by name) first declare it. A key's value is the chosen family's, and it applies
@@ -75,19 +93,8 @@ const std::vector<RecipeField>& recipe_fields() {
          "--precision", "CompileOptions::precision"},
     };
     for (RecipeField& f : optimizer_fields()) rows.push_back(std::move(f));
-    const std::vector<RecipeField> after_optimizer = {
-        {"schedule", [](R r) -> std::string { return schedule_name(r.train.schedule.kind); }, nullptr, nullptr,
-         "--schedule", "TrainOptions::schedule.kind"},
-        {"lr", [](R r) { return number(r.train.schedule.lr); }, nullptr, nullptr, "--lr", "TrainOptions::schedule.lr"},
-        {"warmup", [](R r) { return std::to_string(r.train.schedule.warmup_epochs); }, nullptr, nullptr, "--warmup",
-         "TrainOptions::schedule.warmup_epochs"},
-        {"step_epochs", [](R r) { return std::to_string(r.train.schedule.step_epochs); }, step_schedule, "schedule",
-         "--step-epochs", "TrainOptions::schedule.step_epochs"},
-        {"gamma", [](R r) { return number(r.train.schedule.gamma); }, step_schedule, "schedule", "--gamma",
-         "TrainOptions::schedule.gamma"},
-        {"label_smoothing", [](R r) { return number(compiled(r).label_smoothing); }, nullptr, nullptr,
-         "--label-smoothing", "CompileOptions::label_smoothing"},
-        {"seed", [](R r) { return std::to_string(r.train.seed); }, nullptr, nullptr, "--seed", "TrainOptions::seed"},
+    for (RecipeField& f : training_fields()) rows.push_back(std::move(f));
+    const std::vector<RecipeField> after_training = {
         {"crop_pad", [](R r) { return std::to_string(r.train.augment.pad_crop); }, nullptr, nullptr, "--crop-pad",
          "TrainOptions::augment.pad_crop"},
         {"hflip", [](R r) { return truth(r.train.augment.hflip); }, nullptr, nullptr, "--hflip",
@@ -95,7 +102,7 @@ const std::vector<RecipeField>& recipe_fields() {
         // Recorded only when set, so that the checkpoints of runs without it match as before.
         {"freeze", [](R r) { return compiled(r).freeze; }, frozen, nullptr, "--freeze", "CompileOptions::freeze"},
     };
-    rows.insert(rows.end(), after_optimizer.begin(), after_optimizer.end());
+    rows.insert(rows.end(), after_training.begin(), after_training.end());
     return rows;
   }();
   return fields;

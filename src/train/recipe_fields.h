@@ -4,7 +4,9 @@
 // run, when it applies (momentum only for the optimizers that have it, gamma only for the step
 // schedule) and what sets it, kiln train's flag and the library's field, so a refused resume
 // names the fix. The optimizers' rows are their families' settings (compile/optimizer_family.h),
-// one row per key however many families share it. Trainer::recipe
+// one row per key however many families share it; the schedule's, the seed's and label
+// smoothing's are the setting rows a resumed run must match (train/train_settings.h,
+// settings/compile_settings.h: SettingInfo::compared_on_resume). Trainer::recipe
 // writes and check_recipe compares the rows' keys and values; they are the checkpoint's format:
 // a row's key and the text of its value may never change, or older checkpoints stop resuming.
 #include <functional>
