@@ -59,8 +59,11 @@ TEST(CudaOptionsCli, ReadmeListsEveryField) {
   const std::string readme = text.str();
   for (const Setting& f : cuda_settings()) {
     SCOPED_TRACE(f.info.key);
-    const size_t row = readme.find(fmt::format("| `{}", f.info.env));
+    // A line of the GPU section's table opens with the variable (the settings table's name it
+    // third).
+    size_t row = readme.find(fmt::format("\n| `{}", f.info.env));
     ASSERT_NE(row, std::string::npos) << "README.md has no row for " << f.info.env;
+    ++row;
     const std::string line = readme.substr(row, readme.find('\n', row) - row);
     EXPECT_NE(line.find(fmt::format("`{}", f.info.flag)), std::string::npos) << line;
     EXPECT_NE(line.find(fmt::format("`{}`", f.info.key)), std::string::npos) << line;

@@ -32,6 +32,7 @@ KilnApp::KilnApp(int default_threads) : default_threads_(default_threads) {
   exporter = add_export_command(app, export_args);
   predict = add_predict_command(app, predict_args);
   plot = add_plot_command(app, plot_args);
+  settings = add_settings_command(app);
 }
 
 void KilnApp::reset() {
@@ -53,7 +54,7 @@ void KilnApp::reset() {
 }
 
 CLI::App* KilnApp::parsed_subcommand() const {
-  for (CLI::App* sub : {plan, train, bench, data_bench, eval, pack, predict, exporter, plot})
+  for (CLI::App* sub : {plan, train, bench, data_bench, eval, pack, predict, exporter, plot, settings})
     if (sub->parsed()) return sub;
   return nullptr;
 }
@@ -121,6 +122,7 @@ int KilnApp::run() {
     if (exporter->parsed()) return run_export(export_args);
     if (predict->parsed()) return run_predict(predict_args);
     if (plot->parsed()) return run_plot(plot_args);
+    if (settings->parsed()) return run_settings();
     return run_train(common, train_args);
   } catch (const Error& e) {
     fmt::print(stderr, "\nkiln: error: {}\n", e.what());

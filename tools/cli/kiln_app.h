@@ -1,6 +1,6 @@
 #pragma once
 // The whole `kiln` command line: the CLI11 app with its subcommands (plan, train, bench,
-// data-bench, eval, pack, export, predict, plot) and --version, parsed with kiln's own errors (typo hints, the checks
+// data-bench, eval, pack, export, predict, plot, settings) and --version, parsed with kiln's own errors (typo hints, the checks
 // between train's options), and the run of the subcommand given. tools/kiln.cpp's main() and the
 // cli_options fuzz target (fuzz/) both use it, so what the fuzzer parses is what users type.
 #include <CLI/CLI.hpp>
@@ -17,6 +17,7 @@
 #include "cli/plan_command.h"
 #include "cli/plot_command.h"
 #include "cli/predict_command.h"
+#include "cli/settings_command.h"
 #include "cli/train_command.h"
 
 namespace kiln::cli {
@@ -60,6 +61,7 @@ class KilnApp {
   CLI::App* exporter = nullptr;  // `kiln export` (export is a C++ keyword)
   CLI::App* predict = nullptr;
   CLI::App* plot = nullptr;
+  CLI::App* settings = nullptr;  // `kiln settings`: the settings table
 
  private:
   // The subcommand parse() found, or nullptr before a parse.

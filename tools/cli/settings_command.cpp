@@ -1,0 +1,108 @@
+#include "cli/settings_command.h"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <vector>
+
+#include "cli/common_options.h"
+#include "cli/data_settings.h"
+#include "cli/train_command.h"
+#include "compile/optimizer_family.h"
+#include "compile/optimizer_settings.h"
+#include "kiln/threads.h"
+#include "settings/compile_settings.h"
+#include "settings/cpu_settings.h"
+#include "settings/cuda_settings.h"
+#include "train/train_settings.h"
+
+namespace kiln::cli {
+namespace {
+
+// A table cell: its '|' escaped.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+std::string flag_text(const Setting& row) {
+  std::string flag = row.info.flag;
+  if (row.type == SettingType::Switch && row.info.flag_pair) return fmt::format("`{}`, `--no-{}`", flag, flag.substr(2));
+  if (row.info.alias) return fmt::format("`{}`, `{}`", flag, row.info.alias);
+  return fmt::format("`{}`", flag);
+}
+
+// What the row takes. A range whose top is the machine's thread cap (kiln::max_threads()) is said
+// in words, so that the table is the same on every machine.
+std::string takes_text(const Setting& row) {
+  switch (row.type) {
+    case SettingType::Switch: return row.info.flag_pair ? "a flag" : "0 or 1";
+    case SettingType::Count:
+    case SettingType::Real: {
+      std::string range = row.range.text(row.type);
+      if (row.type == SettingType::Count && row.range.hi == double(max_threads()))
+        range = fmt::format("from {} to 4 x the cores (at least 64)", row.range.lo);
+      if (row.type == SettingType::Count && row.range.hi == kUint64Max)
+        range = fmt::format("from {} to 2^64-1", row.range.lo);
+      return row.info.zero ? range + ", or 0" : range;
+    }
+    case SettingType::Choice: return fmt::format("{}", fmt::join(row.choices, ", "));
+    case SettingType::Text: return "text";
+  }
+  return "";
+}
+
+std::string line(const Setting& row, const std::string& default_text) {
+  const std::string shown = row.type == SettingType::Switch ? (default_text == "true" ? "1" : "0") : default_text;
+  return fmt::format("| {} | `{}` | {} | {} | {} | {} | {} | {} |\n", flag_text(row), row.info.member,
+                     row.info.env ? fmt::format("`{}`", row.info.env) : std::string(), cell(takes_text(row)),
+                     shown.empty() ? std::string() : fmt::format("`{}`", cell(shown)),
+                     row.info.compared_on_resume ? "must match" : "", row.info.reported ? "yes" : "",
+                     cell(row.info.help));
+}
+
+template <class Owner>
+void add_rows(std::string& out, const std::vector<Setting>& rows, const Owner& defaults) {
+  for (const Setting& row : rows)
+    if (row.info.flag) out += line(row, row.read(&defaults));
+}
+
+}  // namespace
+
+std::string settings_table() {
+  std::string out =
+      "| flag | field | variable | takes | default | `--resume` | reported | what it does |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  const CommonOptions common;
+  const TrainArgs train;
+  add_rows(out, compile_settings(), common.compile);
+  add_rows(out, train_settings(), train.train);
+  // The optimizers': a key once, with the first family's (by name) row, and its default there but
+  // where kiln train has its own (its weight decay); the recipe compares the chosen optimizer's.
+  std::set<std::string> keys;
+  for (const OptimizerFamily* family : all_optimizer_families())
+    for (const Setting& row : family->settings()) {
+      if (!row.info.flag || !keys.insert(row.info.key).second) continue;
+      const auto own = train.optimizer.defaults.find(row.info.key);
+      out += line(row, own == train.optimizer.defaults.end() ? setting_default_text(row)
+                                                              : setting_number_text(float(own->second)));
+    }
+  add_rows(out, data_settings(), DataArgs());
+  add_rows(out, cpu_settings(), CpuOptions());
+  add_rows(out, cuda_settings(), CudaOptions());
+  return out;
+}
+
+CLI::App* add_settings_command(CLI::App& app) {
+  return app.add_subcommand("settings",
+                            "print every setting with a flag as a markdown table: flag, field, variable, what it "
+                            "takes, default, whether --resume must match it, whether plan and bench report it");
+}
+
+int run_settings() {
+  fmt::print("{}", settings_table());
+  return 0;
+}
+
+}  // namespace kiln::cli
