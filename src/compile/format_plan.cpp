@@ -4,6 +4,7 @@
 #include "ir/fused_layer_kinds.h"
 #include "kiln/memory_plan.h"
 #include "kiln/program.h"
+#include "settings/compile_settings.h"
 
 namespace kiln {
 namespace {
@@ -45,11 +46,17 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
   const auto& o = p.options;
   int seams = 0;
   for (const Layer& l : p.graph.layers) seams += l.marks.seam_out;
-  out += fmt::format(
-      "program: {} layers, device {}, precision {}, batch {}, cbr fusion {}, fusion across layers {}, gradient sums "
-      "fused {}\n",
-      p.graph.layers.size() - 1, device_name(o.device), precision_name(o.precision), o.batch, o.fuse_cbr ? "on" : "off",
-      o.fuse_seams ? fmt::format("on ({} seams)", seams) : "off", o.fuse_grad_sums ? "on" : "off");
+  // The header: the device, then every reported compile setting (settings/compile_settings.h) in
+  // its plan words, a switch as on/off; the seams fusion across layers made are counted.
+  out += fmt::format("program: {} layers, device {}", p.graph.layers.size() - 1, device_name(o.device));
+  for (const Setting& row : compile_settings()) {
+    if (!row.info.reported) continue;
+    std::string value = row.text_of(o);
+    if (row.type == SettingType::Switch) value = value == "true" ? "on" : "off";
+    if (row.info.key == std::string("fuse_seams") && o.fuse_seams) value += fmt::format(" ({} seams)", seams);
+    out += fmt::format(", {} {}", row.info.plan_words ? row.info.plan_words : row.info.key, value);
+  }
+  out += "\n";
   out += "\nlayers (after passes):\n";
   for (size_t i = 1; i < p.graph.layers.size(); ++i) {
     const Layer& l = p.graph.layers[i];

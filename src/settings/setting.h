@@ -56,6 +56,8 @@ struct SettingInfo {
   // when set, else the machine): what 0 does. The library takes 0; the flag does not, its default
   // being what 0 leaves in place. nullptr: 0 is a value only where the range holds it.
   const char* zero = nullptr;
+  // How `kiln plan`'s header names a reported row ("cbr fusion" for fuse_cbr); nullptr: its key.
+  const char* plan_words = nullptr;
 };
 
 struct Setting {
