@@ -6,13 +6,11 @@
 #include <thread>
 
 #include "cli/data_settings.h"
-#include "cli/data_source.h"
 #include "cli/option_checks.h"
 #include "cli/setting_options.h"
 #include "data/dataset_formats.h"
 #include "kiln/error.h"
 #include "kiln/threads.h"
-#include "train/recipe_fields.h"
 
 namespace kiln::cli {
 namespace {
@@ -32,10 +30,6 @@ ImageTransform::Normalize parse_normalize(const std::string& name) {
   if (name == "dataset") return ImageTransform::Normalize::Dataset;
   fail("unknown normalization '{}': use auto, imagenet or dataset", name);
 }
-
-
-std::string number(double x) { return fmt::format("{}", x); }
-
 
 }  // namespace
 
@@ -137,26 +131,6 @@ int loader_workers(const DataArgs& a, const std::string& format) {
   if (a.workers >= 0) return a.workers;
   if (reads_image_files(format)) return std::max(1, available_cores() - 1);
   return 2;
-}
-
-std::vector<std::pair<std::string, std::string>> data_recipe(const DataArgs& a, const std::string& format) {
-  // Where the data was, for kiln eval without --data: every format, never compared on resume.
-  std::pair<std::string, std::string> where{kDataSourceKey, data_source_text(a, format)};
-  if (!reads_image_files(format)) return {where};
-  const DataOptions o = data_options(a);
-  const ImageTransform& t = o.transform;
-  std::vector<std::pair<std::string, std::string>> r = {{"data_format", format}, {"transform", a.transform},
-                                                        {"channels", std::to_string(t.channels)},
-                                                        {"normalize", a.normalize}};
-  if (t.kind == ImageTransform::Kind::ImageNet) {
-    r.emplace_back("image_size", std::to_string(t.size));
-    r.emplace_back("eval_resize", std::to_string(t.eval_resize));
-    r.emplace_back("crop_scale", number(t.scale_min) + "," + number(t.scale_max));
-    r.emplace_back("crop_ratio", number(t.ratio_min) + "," + number(t.ratio_max));
-  }
-  r.emplace_back("exif_orientation", t.exif_orientation ? "true" : "false");
-  r.push_back(std::move(where));
-  return r;
 }
 
 bool reads_image_files(const std::string& format) {

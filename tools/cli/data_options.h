@@ -40,18 +40,14 @@ void add_data_options(CLI::App* app, DataArgs& a, bool training);
 DataOptions data_options(const DataArgs& a);
 
 // `a` with --transform auto replaced by the kind open_dataset chose for `data`, so that
-// data_options and data_recipe of the result say what the run uses (the checkpoint's recipe
-// records the resolved transform: --resume, kiln eval and kiln predict take the same).
+// data_options and data_recipe (cli/data_recipe.h) of the result say what the run uses (the
+// checkpoint's recipe records the resolved transform: --resume, kiln eval and kiln predict take
+// the same).
 DataArgs resolved_data_args(const DataArgs& a, const DataSplits& data);
 
 // Loader threads: --workers, or by default the cores left after the training thread for image
 // files (decoding is the work) and 2 for in-memory sets. A --workers above kiln::max_threads() is
 // capped to it, saying so on stderr.
 int loader_workers(const DataArgs& a, const std::string& format);
-
-// The data settings a checkpoint must share to be resumed (Trainer's recipe), none for the
-// in-memory formats, whose settings the recipe already holds; and for every format where the data
-// was (kDataSourceKey, cli/data_source.h: recorded for kiln eval, never compared).
-std::vector<std::pair<std::string, std::string>> data_recipe(const DataArgs& a, const std::string& format);
 
 }  // namespace kiln::cli

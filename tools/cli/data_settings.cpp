@@ -15,6 +15,14 @@ std::vector<std::string> format_choices() {
   return names;
 }
 
+// A setting of the imagenet transform alone: "auto" is imagenet until open_dataset chooses (the
+// recipe records the kind chosen), so only plain leaves it unused.
+Setting imagenet_only(Setting row) {
+  row.applies = [](const void* args) { return static_cast<const DataArgs*>(args)->transform != "plain"; };
+  row.decided_by = "transform";
+  return row;
+}
+
 }  // namespace
 
 const std::vector<Setting>& data_settings() {
@@ -57,20 +65,21 @@ const std::vector<Setting>& data_settings() {
                               .member = "DataOptions::transform.kind",
                               .compared_on_resume = true},
                              &D::transform, {"auto", "imagenet", "plain"}),
-      count_setting<D>({.key = "image_size",
-                        .flag = "--image-size",
-                        .help = "imagenet transform: side of the square samples, in [1, 4096] (--transform auto takes "
-                                "images all of one size smaller than this as they are)",
-                        .member = "DataOptions::transform.size",
-                        .compared_on_resume = true},
-                       &D::image_size, {1, 4096}),
-      count_setting<D>({.key = "eval_resize",
-                        .flag = "--eval-resize",
-                        .help = "imagenet transform: evaluation resizes the short side to this, then center-crops "
-                                "--image-size",
-                        .member = "DataOptions::transform.eval_resize",
-                        .compared_on_resume = true},
-                       &D::eval_resize, {1, 8192}),
+      imagenet_only(count_setting<D>({.key = "image_size",
+                                      .flag = "--image-size",
+                                      .help = "imagenet transform: side of the square samples, in [1, 4096] "
+                                              "(--transform auto takes images all of one size smaller than this "
+                                              "as they are)",
+                                      .member = "DataOptions::transform.size",
+                                      .compared_on_resume = true},
+                                     &D::image_size, {1, 4096})),
+      imagenet_only(count_setting<D>({.key = "eval_resize",
+                                      .flag = "--eval-resize",
+                                      .help = "imagenet transform: evaluation resizes the short side to this, "
+                                              "then center-crops --image-size",
+                                      .member = "DataOptions::transform.eval_resize",
+                                      .compared_on_resume = true},
+                                     &D::eval_resize, {1, 8192})),
       text_choice_setting<D>({.key = "normalize",
                               .flag = "--normalize",
                               .help = "auto (ImageNet's mean/std for the imagenet transform in RGB, else the training "

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/class_count_checks.h"
+#include "cli/data_recipe.h"
 #include "cli/stop_signals.h"
 #include "cli/train_events.h"
 #include "cli/train_data_checks.h"
@@ -130,6 +131,8 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const DataOptions data_opt = data_options(data_args);
   t.augment = image_files ? data_opt.transform.augment : data_opt.augment;
   t.data_recipe = data_recipe(data_args, data.format);
+  // The data settings' differences named with their flags, before the program is compiled.
+  if (a.resume) check_data_recipe_resumes(a.checkpoint, data_args, data.format);
   t.stop = stop_requested();  // set by StopSignals' handler
   t.rank_timeout = a.parallel.rank_timeout;
 
