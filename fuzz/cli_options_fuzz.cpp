@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cli/data_recipe.h"
 #include "cli/kiln_app.h"
 #include "compile/optimizer_family.h"
 #include "data/image/crop_geometry.h"
