@@ -48,6 +48,18 @@ Setting optimizer_switch(SettingInfo info, bool default_value) {
   return s;
 }
 
+Setting optimizer_momentum(const char* help, double default_value) {
+  return optimizer_real({.key = "momentum", .flag = "--momentum", .help = help,
+                         .fix = "use e.g. --momentum 0.9, or 0 for none", .compared_on_resume = true},
+                        default_value, {0, 1, false, true});
+}
+
+Setting optimizer_weight_decay(const char* help) {
+  return optimizer_real({.key = "weight_decay", .flag = "--weight-decay", .help = help,
+                         .fix = "use e.g. --weight-decay 5e-4, or 0 for none", .compared_on_resume = true},
+                        0, {0, kUnbounded});
+}
+
 std::vector<Setting> optimizer_rows(const char* family, std::vector<Setting> rows) {
   const std::string name = family;
   for (Setting& s : rows) {

@@ -18,6 +18,13 @@ Setting optimizer_real(SettingInfo info, double default_value, SettingRange rang
 // A switch: 1 or 0 in OptimizerConfig::values, "true" or "false" in recipes.
 Setting optimizer_switch(SettingInfo info, bool default_value);
 
+// The rows several families declare under one flag, `--momentum` and `--weight-decay`: the key,
+// flag, range, fix and resume rule must agree between them (the command line makes one flag of
+// them), so they are made here; a family gives what the setting means in it (its help) and, for
+// momentum, its default.
+Setting optimizer_momentum(const char* help, double default_value);
+Setting optimizer_weight_decay(const char* help);
+
 // `rows` as the settings of the optimizer `family`: each applies when OptimizerConfig::name is
 // `family`, and is decided by the "optimizer" row (a recipe's setting of another optimizer is no
 // difference of its own).

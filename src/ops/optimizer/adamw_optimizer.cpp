@@ -20,10 +20,7 @@ const std::vector<Setting>& settings() {
           optimizer_real({.key = "eps", .flag = "--eps", .help = "added to the second moment's square root",
                           .fix = "use e.g. --eps 1e-8", .compared_on_resume = true},
                          1e-8, {0, kUnbounded}),
-          optimizer_real({.key = "weight_decay", .flag = "--weight-decay",
-                          .help = "decoupled: the weights shrink by lr x weight_decay each step",
-                          .fix = "use e.g. --weight-decay 5e-4, or 0 for none", .compared_on_resume = true},
-                         0, {0, kUnbounded}),
+          optimizer_weight_decay("decoupled: the weights shrink by lr x weight_decay each step"),
       });
   return rows;
 }

@@ -15,9 +15,7 @@ const std::vector<Setting>& settings() {
   static const std::vector<Setting> rows = optimizer_rows(
       kName,
       {
-          optimizer_real({.key = "momentum", .flag = "--momentum", .help = "momentum factor",
-                          .fix = "use e.g. --momentum 0.9, or 0 for none", .compared_on_resume = true},
-                         0.9, {0, 1, false, true}),
+          optimizer_momentum("momentum factor", 0.9),
           optimizer_real({.key = "trust_coefficient", .flag = "--lars-eta",
                           .help = "the LARS trust coefficient (eta) of trust = eta * ||w|| / (||g|| + weight_decay * "
                                   "||w||)",
@@ -29,10 +27,7 @@ const std::vector<Setting>& settings() {
                                     "recipes; --no-lars-skip-1d gives them LARS steps too",
                             .compared_on_resume = true, .flag_pair = true},
                            true),
-          optimizer_real({.key = "weight_decay", .flag = "--weight-decay",
-                          .help = "L2 penalty, added to the gradient inside the trust ratio",
-                          .fix = "use e.g. --weight-decay 5e-4, or 0 for none", .compared_on_resume = true},
-                         0, {0, kUnbounded}),
+          optimizer_weight_decay("L2 penalty, added to the gradient inside the trust ratio"),
       });
   return rows;
 }

@@ -22,19 +22,13 @@ const std::vector<Setting>& settings() {
           optimizer_real({.key = "eps", .flag = "--eps", .help = "added to the square average's square root",
                           .fix = "use e.g. --eps 1e-8", .compared_on_resume = true},
                          1e-8, {0, kUnbounded}),
-          optimizer_real({.key = "momentum", .flag = "--momentum",
-                          .help = "momentum of the normalized steps (0: none)",
-                          .fix = "use e.g. --momentum 0.9, or 0 for none", .compared_on_resume = true},
-                         0, {0, 1, false, true}),
+          optimizer_momentum("momentum of the normalized steps (0: none)", 0),
           optimizer_switch({.key = "centered", .flag = "--centered",
                             .help = "normalize by the gradient's variance (the square average less the squared "
                                     "gradient average) rather than its second moment",
                             .compared_on_resume = true, .flag_pair = true},
                            false),
-          optimizer_real({.key = "weight_decay", .flag = "--weight-decay",
-                          .help = "L2 penalty, added to the gradient",
-                          .fix = "use e.g. --weight-decay 5e-4, or 0 for none", .compared_on_resume = true},
-                         0, {0, kUnbounded}),
+          optimizer_weight_decay("L2 penalty, added to the gradient"),
       });
   return rows;
 }

@@ -13,17 +13,12 @@ const std::vector<Setting>& settings() {
   static const std::vector<Setting> rows = optimizer_rows(
       kName,
       {
-          optimizer_real({.key = "momentum", .flag = "--momentum", .help = "momentum factor (0: plain SGD)",
-                          .fix = "use e.g. --momentum 0.9, or 0 for none", .compared_on_resume = true},
-                         0.9, {0, 1, false, true}),
+          optimizer_momentum("momentum factor (0: plain SGD)", 0.9),
           optimizer_switch({.key = "nesterov", .flag = "--nesterov",
                             .help = "Nesterov momentum (needs a momentum > 0)", .compared_on_resume = true,
                             .flag_pair = true},
                            false),
-          optimizer_real({.key = "weight_decay", .flag = "--weight-decay",
-                          .help = "L2 penalty, added to the gradient",
-                          .fix = "use e.g. --weight-decay 5e-4, or 0 for none", .compared_on_resume = true},
-                         0, {0, kUnbounded}),
+          optimizer_weight_decay("L2 penalty, added to the gradient"),
       });
   return rows;
 }
