@@ -172,12 +172,6 @@ struct CompileOptions {
   // seams). Off by default. A consumer writes the applied input into a scratch of one op's life and
   // convolves it; the BN+ReLU outputs and masks of the producers leave the memory plan.
   bool fuse_seams = false;
-  // A ResNet block end's backward reads the two gradients of its output (from the next block's
-  // body and shortcut) and adds them as it reads them, where a GRAD_SUM pass would write their
-  // sum first: one activation-sized pass fewer per block with an identity shortcut, the same values
-  // (bit for bit on the CPU; on the GPU the BN sums may add their fp32 terms in another order).
-  // ResNet-50 steps 1.4-1.8% faster on an H200, ResNet-18's 1.4-1.7% on the CPU (docs/results.md).
-  bool fuse_grad_sums = true;
   // With a loss (the default) the program ends in softmax cross-entropy on labels. Without,
   // any blueprint compiles (a block, a backbone): its output is an Output tensor and backward
   // starts from `output_grad`, written by the caller.

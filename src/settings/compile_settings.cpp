@@ -48,16 +48,6 @@ const std::vector<Setting>& compile_settings() {
                          .flag_pair = true,
                          .plan_words = "fusion across layers"},
                         &C::fuse_seams),
-      switch_setting<C>({.key = "fuse_grad_sums",
-                         .flag = "--fuse-grad-sums",
-                         .help = "1: a ResNet block end's backward adds the two gradients of its output as it reads "
-                                 "them, where a GRAD_SUM pass would write their sum first (the same values, one tensor "
-                                 "pass fewer per block; the default); 0: the GRAD_SUM pass",
-                         .member = "CompileOptions::fuse_grad_sums",
-                         .fix = "use --fuse-grad-sums 1 (the default) to fuse the sums, 0 to keep them",
-                         .reported = true,
-                         .plan_words = "gradient sums fused"},
-                        &C::fuse_grad_sums),
       text_setting<C>({.key = "freeze",
                        .flag = "--freeze",
                        .help = "fine-tuning: freeze the layers up to and including this one (a layer or a block, e.g. "

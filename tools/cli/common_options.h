@@ -24,7 +24,7 @@ struct CommonOptions {
 };
 
 // --model, --device, --classes, and the compile settings' rows but label smoothing (train's):
-// --batch, --precision, --no-fuse, --fuse-seams, --fuse-grad-sums, --freeze.
+// --batch, --precision, --no-fuse, --fuse-seams, --freeze.
 void add_common_options(CLI::App* app, CommonOptions& o);
 
 // The compile settings the options ask for, --device resolved ("auto" picks the GPU when there is one).

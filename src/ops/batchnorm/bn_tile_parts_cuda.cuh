@@ -46,7 +46,7 @@ struct MaskedRows {
   }
   // One row's pack, evict-first when STREAMING.
   __device__ __forceinline__ static Pack<T, VEC> load_row(const T* at) { return load_tile_pack<STREAMING, T, VEC>(at); }
-  // dy given as two terms (a block end's, CompileOptions::fuse_grad_sums): the second's packs
+  // dy given as two terms (a block end's whose output feeds two layers): the second's packs
   // added to the loaded dy's in fp32 and rounded to T, the bits GRAD_SUM stores for the sum of
   // two terms (elementwise_cuda.cu), so what follows computes what it would from the summed tensor.
   __device__ __forceinline__ void add_term(const T* dy2_, const TileGrid& g, const TileThread& p, int64_t row) {

@@ -102,9 +102,9 @@ struct BnAddRelu {
 // (b, gamma_b, saved statistics, dgamma_b, dbeta_b) are present together or not at all; db is
 // absent when the shortcut is the data batch. dy2 (optional, only with db) is a second term of
 // the output's gradient: then dy + dy2 replaces dy, each element added in the activations'
-// dtype exactly as GRAD_SUM adds two terms, so the program computes the same values without the
-// summed tensor (CompileOptions::fuse_grad_sums): the same bits on the CPU; on the GPU the BN
-// sums' fp32 terms may be added in another order (the two-term kernels' grids follow their own
+// dtype exactly as GRAD_SUM adds two terms, so a block end whose output feeds two layers computes
+// the same values without the summed tensor: the same bits on the CPU; on the GPU the BN sums'
+// fp32 terms may be added in another order (the two-term kernels' grids follow their own
 // occupancy).
 template <class T>
 struct BnAddReluBackward {

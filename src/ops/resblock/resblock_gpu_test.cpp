@@ -404,7 +404,7 @@ TEST(ResblockOpsGpu, BnAddReluBackwardMatchesFloat64) {
       }
 }
 
-// The gradient in two terms (CompileOptions::fuse_grad_sums) against GRAD_SUM's sum of the same
+// The gradient in two terms (a block end's whose output feeds two layers) against GRAD_SUM's sum of the same
 // terms on the same GPU, on the packed, narrow and normalized paths. Each element of g = dy + dy2
 // is GRAD_SUM's bits, so an identity shortcut's db (g itself) must be equal bit for bit. The sums
 // may not be: the two-term reduce kernel holds more registers, so its one-wave grid can split the

@@ -92,7 +92,7 @@ TEST(ResblockOps, IdentityShortcutGetsTheMaskedGradient) {
   }
 }
 
-// The gradient in two terms (CompileOptions::fuse_grad_sums) gives the bits of its sum given whole:
+// The gradient in two terms (a block end's whose output feeds two layers) gives the bits of its sum given whole:
 // every output of both shortcut kinds, and none equal to what the first term alone gives.
 TEST(ResblockOps, TwoGradientTermsGiveTheSummedGradientsBits) {
   for (bool normalized : {false, true}) {
