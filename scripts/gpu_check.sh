@@ -32,7 +32,8 @@ if ! python3 -c 'import timm' 2>/dev/null; then
     export PYTHONPATH="$(cd "$out/pylib" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
   fi
 fi
-export LD_LIBRARY_PATH="$PWD/$bin/lib:$venv/cudnn/lib:$venv/cu13/lib:$venv/nccl/lib:${LD_LIBRARY_PATH:-}"
+case $bin in /*) libdir=$bin/lib ;; *) libdir=$PWD/$bin/lib ;; esac  # KILN_PREBUILT may be absolute
+export LD_LIBRARY_PATH="$libdir:$venv/cudnn/lib:$venv/cu13/lib:$venv/nccl/lib:${LD_LIBRARY_PATH:-}"
 # NVLink multicast stays off on the shared multi-GPU machines (it can take the host's GPUs down).
 export NCCL_NVLS_ENABLE=0
 
