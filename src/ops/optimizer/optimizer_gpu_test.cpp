@@ -16,6 +16,7 @@
 #include "kiln/error.h"
 #include "kiln/executable.h"
 #include "kiln/zoo.h"
+#include "ops/optimizer/fp16_program_gpu_test.h"
 #include "ops/optimizer/lars_reference_test.h"
 #include "ops/optimizer/optimizer_cuda.h"
 #include "ops/optimizer/update_regions_gpu_test.h"
@@ -562,48 +563,7 @@ TEST(OptimizerGpu, LarsProgramInFp16KeepsCopiesAndSkipsOverflow) {
   c.device = Device::CUDA, c.precision = Precision::FP16, c.batch = 64;
   c.optimizer.name = "lars";
   c.optimizer.set("weight_decay", 5e-4);
-  Executable exe(compile(zoo::digits_cnn(), c), 3);
-  const Program& p = exe.program();
-  ASSERT_GE(p.compute_param_region, 0);
-  ASSERT_EQ(p.update.size(), 3u);  // FIND_NONFINITE, LARS_UPDATE, UPDATE_LOSS_SCALE
-  EXPECT_EQ(p.update[1].kind, OpKind::LARS_UPDATE);
-  std::mt19937 rng(55);
-  const TensorSpec& in = p.tensors[size_t(p.input)];
-  const std::vector<std::byte> images =
-      testing::encode(in.dtype, random_values(DType::F32, size_t(numel(in.shape)), rng));
-  exe.write(p.input, images.data(), images.size());
-  std::vector<int32_t> labels(size_t(c.batch));
-  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
-  exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
-  const size_t prefix = size_t(numel(p.tensors[size_t(p.compute_param_region)].shape));
-  auto copies = [&] {
-    std::vector<std::byte> bytes(p.tensors[size_t(p.compute_param_region)].bytes());
-    exe.read(p.compute_param_region, bytes.data(), bytes.size());
-    return bytes;
-  };
-  auto rounded_masters = [&] {
-    const std::vector<float> master = exe.read<float>(p.param_region);
-    return testing::encode(DType::F16, std::vector<float>(master.begin(), master.begin() + std::ptrdiff_t(prefix)));
-  };
-  const float modest = 1024.f;
-  exe.write(p.loss_scale, &modest, sizeof modest);
-  const std::vector<float> initial = exe.read<float>(p.param_region);
-  for (int64_t step = 0; step < 3; ++step) {
-    exe.run_step({1.0f, step, 1});
-    EXPECT_EQ(exe.read<int32_t>(p.found_nonfinite)[0], 0) << "step " << step;
-    EXPECT_EQ(copies(), rounded_masters()) << "after step " << step;
-  }
-  EXPECT_NE(exe.read<float>(p.param_region), initial);
-  const float huge = std::ldexp(1.f, 40);
-  exe.write(p.loss_scale, &huge, sizeof huge);
-  const std::vector<float> masters = exe.read<float>(p.param_region);
-  const std::vector<float> state = exe.read<float>(p.opt_state_regions[0]);
-  const std::vector<std::byte> kept = copies();
-  exe.run_step({1.0f, 3, 1});
-  EXPECT_EQ(exe.read<int32_t>(p.found_nonfinite)[0], 1);
-  EXPECT_EQ(exe.read<float>(p.param_region), masters);
-  EXPECT_EQ(exe.read<float>(p.opt_state_regions[0]), state);
-  EXPECT_EQ(copies(), kept);
+  expect_fp16_program_keeps_copies_and_skips_overflow(c, OpKind::LARS_UPDATE, 1.0f, 55);
 }
 
 }  // namespace
