@@ -36,6 +36,9 @@ DataSplits open_in_memory(const std::string& dir, const DataOptions& o, const ch
 const std::array<DatasetFormat, 4> kFormats = {{
     {.name = "idx",
      .description = "IDX files (train-images-idx3-ubyte)",
+     .test_split_name = [](const std::string& dir,
+                           const std::string&) { return "the test set (" + dir + "/t10k-images-idx3-ubyte)"; },
+     .class_folders = false,
      .detect = [](const fs::path& d) { return path_exists(d / "train-images-idx3-ubyte"); },
      .open = [](const std::string& dir, const DataOptions& o) { return open_in_memory(dir, o, "idx"); },
      .refuse_near_miss = nullptr,
@@ -44,6 +47,9 @@ const std::array<DatasetFormat, 4> kFormats = {{
                     "put the four *-ubyte files there"},
     {.name = "cifar10",
      .description = "CIFAR-10 batches (test_batch.bin)",
+     .test_split_name = [](const std::string& dir,
+                           const std::string&) { return "the test set (test_batch.bin of " + dir + ")"; },
+     .class_folders = false,
      .detect =
          [](const fs::path& d) {
            return path_exists(d / "test_batch.bin") || path_exists(d / "cifar-10-batches-bin" / "test_batch.bin");
@@ -55,6 +61,8 @@ const std::array<DatasetFormat, 4> kFormats = {{
                     "it there"},
     {.name = "packed",
      .description = "kiln pack (kiln-pack.json)",
+     .test_split_name = [](const std::string& dir, const std::string&) { return "the validation split of " + dir; },
+     .class_folders = false,
      .detect = [](const fs::path& d) { return path_exists(d / "kiln-pack.json"); },
      .open = open_packed_dataset,
      .refuse_near_miss = nullptr,
@@ -62,6 +70,11 @@ const std::array<DatasetFormat, 4> kFormats = {{
      .missing_fix = nullptr},
     {.name = "imagefolder",
      .description = "class subfolders of images",
+     .test_split_name =
+         [](const std::string& dir, const std::string& val) {
+           return "the validation folder " + (val.empty() ? dir + "/val" : val);
+         },
+     .class_folders = true,
      .detect = [](const fs::path& d) { return holds_class_folders(d.string()); },
      .open = open_image_folder_dataset,
      .refuse_near_miss = refuse_images_without_class_folders,

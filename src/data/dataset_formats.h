@@ -18,6 +18,13 @@ struct DatasetFormat {
   // What a folder of the format holds, worded so that "no <description>" says what a folder lacks:
   // "IDX files (train-images-idx3-ubyte)".
   const char* description;
+  // How messages name the test split of the folder `dir` ("the test set (<dir>/t10k-images-idx3-
+  // ubyte)"); `val` is --val, empty when not given.
+  std::string (*test_split_name)(const std::string& dir, const std::string& val);
+  // Whether the classes are folders (a class's images in a folder of its own) and the test split a
+  // folder beside them (<dir>/val, or --val): messages about one class or a missing test split
+  // then name folders.
+  bool class_folders = false;
   // Whether the folder `dir` (one that exists) holds this format.
   bool (*detect)(const std::filesystem::path& dir);
   // Both splits of the folder as sources (DataSplits::format is set by open_dataset).

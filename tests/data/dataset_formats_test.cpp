@@ -44,8 +44,25 @@ TEST(DatasetFormats, EveryRowIsCompleteAndNamedOnce) {
     EXPECT_NE(f.open, nullptr);
     // A format read into memory says how to get its data when the folder is missing.
     EXPECT_EQ(f.load != nullptr, f.missing_fix != nullptr);
+    ASSERT_NE(f.test_split_name, nullptr);
+    EXPECT_NE(f.test_split_name("/d/digits", "").find("/d/digits"), std::string::npos);
   }
   EXPECT_EQ(names, (std::set<std::string>{"idx", "cifar10", "packed", "imagefolder"}));
+}
+
+// Messages name the test split in each format's own terms; an image folder's is a folder, --val
+// when given, and its classes are folders (the one-class and no-validation-folder messages say so).
+TEST(DatasetFormats, EachFormatNamesItsTestSplit) {
+  EXPECT_EQ(find_dataset_format("idx")->test_split_name("d", ""), "the test set (d/t10k-images-idx3-ubyte)");
+  EXPECT_EQ(find_dataset_format("cifar10")->test_split_name("d", ""), "the test set (test_batch.bin of d)");
+  EXPECT_EQ(find_dataset_format("packed")->test_split_name("d", ""), "the validation split of d");
+  const DatasetFormat& folder = *find_dataset_format("imagefolder");
+  EXPECT_EQ(folder.test_split_name("d", ""), "the validation folder d/val");
+  EXPECT_EQ(folder.test_split_name("d", "v"), "the validation folder v");
+  std::set<std::string> class_folders;
+  for (const DatasetFormat& f : dataset_formats())
+    if (f.class_folders) class_folders.insert(f.name);
+  EXPECT_EQ(class_folders, (std::set<std::string>{"imagefolder"}));
 }
 
 TEST(DatasetFormats, EachFormatRecognizesItsOwnFolderOnly) {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "data/dataset_formats.h"
 #include "data/labels/class_coverage.h"
 #include "kiln/error.h"
 
@@ -23,7 +24,8 @@ std::string class_root(const TrainArgs& a) {
   const std::string why =
       "every label is the same, so a model learns nothing about the images (its loss goes to 0 and its accuracy "
       "to 1.0 on anything)";
-  if (data.format == "imagefolder" && names.size() == 1) {
+  const DatasetFormat* format = find_dataset_format(data.format);
+  if (format && format->class_folders && names.size() == 1) {
     const std::string root = class_root(a);
     const std::string only = (fs::path(root) / names[0]).string();
     if (holds_class_folders(only))

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "data/dataset_formats.h"
 #include "kiln/error.h"
 #include "kiln/zoo.h"
 
@@ -13,20 +14,22 @@ namespace {
 
 std::string size_text(const SampleShape& s) { return fmt::format("{}x{}x{}", s.height, s.width, s.channels); }
 
-// Where the test split of --data is, for messages.
+// Where the test split of --data is, for messages (the format's own words; "the test split of
+// <dir>" for a format the registry does not know, which open_dataset never returns).
 std::string test_set_name(const TrainArgs& a, const std::string& format) {
-  const std::string& dir = a.data.data;
-  if (format == "idx") return fmt::format("the test set ({}/t10k-images-idx3-ubyte)", dir);
-  if (format == "cifar10") return fmt::format("the test set (test_batch.bin of {})", dir);
-  if (format == "imagefolder")
-    return fmt::format("the validation folder {}", a.data.val.empty() ? dir + "/val" : a.data.val);
-  return fmt::format("the validation split of {}", dir);
+  const DatasetFormat* row = find_dataset_format(format);
+  return row ? row->test_split_name(a.data.data, a.data.val) : "the test split of " + a.data.data;
+}
+
+bool has_class_folders(const std::string& format) {
+  const DatasetFormat* row = find_dataset_format(format);
+  return row && row->class_folders;
 }
 
 }  // namespace
 
 std::string no_test_set_reason(const TrainArgs& a, const std::string& format) {
-  if (format == "imagefolder" && a.data.val.empty())
+  if (has_class_folders(format) && a.data.val.empty())
     return fmt::format("{} has no validation folder (DIR/val beside DIR/train, or one given with --val DIR)",
                        a.data.data);
   return fmt::format("{} holds no images", test_set_name(a, format));
@@ -66,8 +69,9 @@ void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplit
                          : fmt::format("a model that takes {}x{} images (--model {})", shape.height, shape.width,
                                        fmt::join(fitting, ", ")),
          smallest, smallest,
-         data.format == "imagefolder" && data.transform.kind == ImageTransform::Kind::ImageNet ? fmt::format(" (--image-size {})", smallest)
-                                                                        : std::string());
+         has_class_folders(data.format) && data.transform.kind == ImageTransform::Kind::ImageNet
+             ? fmt::format(" (--image-size {})", smallest)
+             : std::string());
   }
 }
 
