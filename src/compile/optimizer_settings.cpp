@@ -79,6 +79,7 @@ std::string setting_range_words(const Setting& row) {
     case SettingType::Switch: return "0 or 1";
     case SettingType::Choice: return fmt::format("one of {}", fmt::join(row.choices, ", "));
     case SettingType::Text: return "any text";
+    case SettingType::Interval: return setting_interval_words(row.range);
     case SettingType::Count:
     case SettingType::Real: break;
   }

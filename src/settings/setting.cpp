@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -58,11 +59,28 @@ Setting new_setting(const SettingInfo& info, SettingType type, SettingRange rang
 
 std::string setting_number_text(float x) { return fmt::format("{}", x); }
 
+std::string setting_interval_text(const std::array<double, 2>& v) { return fmt::format("{},{}", v[0], v[1]); }
+
+bool parse_setting_interval(const std::string& text, std::array<double, 2>& out) {
+  const size_t comma = text.find(',');
+  if (comma == std::string::npos) return false;
+  std::array<double, 2> v{};
+  if (!parse_number(text.substr(0, comma), v[0]) || !parse_number(text.substr(comma + 1), v[1])) return false;
+  out = v;
+  return true;
+}
+
+std::string setting_interval_words(const SettingRange& each) {
+  return fmt::format("MIN,MAX with MIN <= MAX, each {}", each.text(SettingType::Real));
+}
+
 std::string Setting::refusal(const std::string& text) const {
   const std::string use = info.fix ? fmt::format("; {}", info.fix) : std::string();
   switch (type) {
     case SettingType::Switch:
       if (text == "0" || text == "1" || text == "true" || text == "false") return "";
+      for (const std::string& c : choices)
+        if (c == text) return "";
       return fmt::format("'{}' is not 0 or 1{}", text, use);
     case SettingType::Count:
     case SettingType::Real: {
@@ -75,23 +93,39 @@ std::string Setting::refusal(const std::string& text) const {
       if (!range.contains(v))
         return fmt::format("{} is out of range: it must be {}{}{}", text, range.text(type), info.zero ? ", or 0" : "",
                            use);
+      if (type == SettingType::Count && !choices.empty() &&
+          std::none_of(choices.begin(), choices.end(), [v](const std::string& c) { return std::stod(c) == v; }))
+        return fmt::format("{} is not one of {}{}", text, fmt::join(choices, ", "), use);
       return "";
     }
     case SettingType::Choice:
       for (const std::string& c : choices)
         if (c == text) return "";
-      return fmt::format("'{}' is not one of {}", text, fmt::join(choices, ", "));
+      return fmt::format("'{}' is not one of {}{}", text, fmt::join(choices, ", "), use);
     case SettingType::Text: return "";
+    case SettingType::Interval: {
+      std::array<double, 2> v{};
+      if (!parse_setting_interval(text, v))
+        return fmt::format("'{}' is not a range: it takes two numbers, MIN,MAX{}", text, use);
+      if (!range.contains(v[0]) || !range.contains(v[1]))
+        return fmt::format("{} is out of range: MIN and MAX must each be {}{}", text, range.text(SettingType::Real),
+                           use);
+      if (v[0] > v[1]) return fmt::format("{} is not a range: its MIN is above its MAX{}", text, use);
+      return "";
+    }
   }
   return "";
 }
 
 std::string Setting::fix_for(const std::string& value) const {
   if (!info.flag) return fmt::format("{} as {}", value, info.member);
-  if (type == SettingType::Switch && info.flag_pair) {
-    // "--hflip" or "--no-hflip".
-    return fmt::format("{} ({})", value == "true" ? std::string(info.flag) : "--no-" + std::string(info.flag + 2),
-                       info.member);
+  if (type == SettingType::Switch && (info.flag_pair || info.flag_only)) {
+    // "--hflip" or "--no-hflip"; a flag alone is given or not ("no --skip-bad"); an optional
+    // switch's "auto" is neither.
+    const std::string flag = info.flag;
+    std::string off = info.flag_pair ? "--no-" + flag.substr(2) : "no " + flag;
+    if (value != "true" && value != "false") off = fmt::format("neither {} nor {}", flag, off);
+    return fmt::format("{} ({})", value == "true" ? flag : off, info.member);
   }
   if (type == SettingType::Switch) return fmt::format("{} {} ({})", info.flag, value == "true" ? 1 : 0, info.member);
   return fmt::format("{} {} ({})", info.flag, value, info.member);

@@ -9,8 +9,10 @@
 // A row reads and writes its field through an opaque owner (the struct it was declared on); rows
 // declared on a part (OptimizerConfig, CudaOptions) are placed into a larger struct with
 // `settings_within`, so each part declares its own rows where it is defined.
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -19,11 +21,12 @@
 namespace kiln {
 
 enum class SettingType : uint8_t {
-  Switch,  // a bool: "true"/"false" in recipes and JSON; 0|1 on the command line
-  Count,   // a whole number in [lo, hi]
-  Real,    // a float within its range
-  Choice,  // one of a list of names ("sgd", "adamw", ...)
-  Text,    // free text: a path, a layer name; empty means none
+  Switch,    // a bool: "true"/"false" in recipes and JSON; 0|1 on the command line
+  Count,     // a whole number in [lo, hi]
+  Real,      // a float within its range
+  Choice,    // one of a list of names ("sgd", "adamw", ...)
+  Text,      // free text: a path, a layer name; empty means none
+  Interval,  // two numbers MIN,MAX with MIN <= MAX, each within its range: "0.08,1"
 };
 
 // A closed or open bound of a Real's or a Count's range.
@@ -52,19 +55,27 @@ struct SettingInfo {
   bool reported = false;            // kiln plan's header, kiln bench's JSON
   // A Switch the command line gives as --x / --no-x (--hflip, --nesterov) rather than --x 0|1.
   bool flag_pair = false;
+  // A Switch the command line gives as --x alone (--skip-bad): given is true, and there is no --no-x.
+  bool flag_only = false;
   // A Count whose 0 lies outside its range and leaves the choice elsewhere (CpuOptions: to `env`
   // when set, else the machine): what 0 does. The library takes 0; the flag does not, its default
   // being what 0 leaves in place. nullptr: 0 is a value only where the range holds it.
   const char* zero = nullptr;
   // How `kiln plan`'s header names a reported row ("cbr fusion" for fuse_cbr); nullptr: its key.
   const char* plan_words = nullptr;
+  // `kiln eval` and `kiln predict` take the checkpoint's value (its recipe's, under `key`) where
+  // their command line does not give the flag: how evaluation images become samples (--image-size).
+  bool eval_adopts = false;
 };
 
 struct Setting {
   SettingInfo info;
   SettingType type = SettingType::Text;
-  SettingRange range;                // Count, Real
-  std::vector<std::string> choices;  // Choice: the names, in the order help lists them
+  SettingRange range;                // Count, Real; an Interval's, for each of its two ends
+  // Choice: the names, in the order help lists them. A Count: the only values it takes (--channels:
+  // 1 or 3; empty: every one of its range). A Switch: the words it reads besides true and false
+  // (an optional switch's "auto").
+  std::vector<std::string> choices;
   // The value as text, in the one form recipes, JSON and README use ("0.9", "true", "sgd").
   std::function<std::string(const void* owner)> read;
   // Sets the value from text that `refusal` accepted (a Switch also takes 0|1).
@@ -90,6 +101,14 @@ struct Setting {
 // Floats as the shortest text that reads back as the same float ("0.9", "0.0005", "65536").
 std::string setting_number_text(float x);
 
+// An Interval's text, each end the shortest that reads back as the same double: "0.08,1",
+// "0.75,1.3333333333333333"; and back, false for text that is not two numbers MIN,MAX.
+std::string setting_interval_text(const std::array<double, 2>& v);
+bool parse_setting_interval(const std::string& text, std::array<double, 2>& out);
+
+// What an Interval takes, in the words messages and tables use: "MIN,MAX with MIN <= MAX, each in (0, 1]".
+std::string setting_interval_words(const SettingRange& each);
+
 // A row without its accessors yet (the typed builders below add them).
 Setting new_setting(const SettingInfo& info, SettingType type, SettingRange range);
 
@@ -111,6 +130,43 @@ Setting count_setting(SettingInfo info, Int Owner::*field, SettingRange range) {
     if constexpr (std::is_unsigned_v<Int>) static_cast<Owner*>(o)->*field = static_cast<Int>(std::stoull(t));
     else static_cast<Owner*>(o)->*field = static_cast<Int>(std::stoll(t));
   };
+  return s;
+}
+
+// A whole number that takes only `values` (--channels: 1 or 3), its range spanning them.
+template <class Owner>
+Setting count_choice_setting(SettingInfo info, int Owner::*field, const std::vector<int>& values) {
+  int lo = values.front(), hi = values.front();
+  for (int v : values) lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+  Setting s = count_setting<Owner>(info, field, {double(lo), double(hi)});
+  for (int v : values) s.choices.push_back(std::to_string(v));
+  return s;
+}
+
+// A Switch that may be left unset: "auto", what that does being the owner's to decide (--hflip: on
+// for the imagenet transform). Its flag is --x / --no-x (info.flag_pair); "auto" gives neither.
+template <class Owner>
+Setting optional_switch_setting(SettingInfo info, std::optional<bool> Owner::*field) {
+  Setting s = new_setting(info, SettingType::Switch, {0, 1});
+  s.choices = {"auto"};
+  s.read = [field](const void* o) {
+    const std::optional<bool>& v = static_cast<const Owner*>(o)->*field;
+    return std::string(!v ? "auto" : *v ? "true" : "false");
+  };
+  s.write = [field](void* o, const std::string& t) {
+    std::optional<bool>& v = static_cast<Owner*>(o)->*field;
+    if (t == "auto") v.reset();
+    else v = t == "true" || t == "1";
+  };
+  return s;
+}
+
+// Two numbers MIN,MAX (--crop-scale 0.08,1), each within `each`.
+template <class Owner>
+Setting interval_setting(SettingInfo info, std::array<double, 2> Owner::*field, SettingRange each) {
+  Setting s = new_setting(info, SettingType::Interval, each);
+  s.read = [field](const void* o) { return setting_interval_text(static_cast<const Owner*>(o)->*field); };
+  s.write = [field](void* o, const std::string& t) { parse_setting_interval(t, static_cast<Owner*>(o)->*field); };
   return s;
 }
 

@@ -15,12 +15,14 @@ std::string type_name(const Setting& row) {
   switch (row.type) {
     case SettingType::Switch: return "0|1";
     case SettingType::Count:
+      if (!row.choices.empty()) return "INT";  // its check shows the values: "INT:{1,3}"
       if (row.range.lo > -kUnbounded && row.range.hi < kUnbounded && !row.range.lo_open && !row.range.hi_open)
         return fmt::format("INT in [{} - {}]", row.range.lo, row.range.hi);
       return "INT";
     case SettingType::Real: return "FLOAT";
     case SettingType::Choice: return fmt::format("{}", fmt::join(row.choices, "|"));
     case SettingType::Text: return "TEXT";
+    case SettingType::Interval: return "MIN,MAX";
   }
   return "TEXT";
 }
@@ -54,8 +56,9 @@ CLI::Validator finite_float_check(const Setting& row) {
 CLI::Option* add_setting_option_to(CLI::App* app, const Setting& row, void* owner, const std::string& shown_default) {
   if (!row.info.flag) return nullptr;
   const std::string flag = row.info.alias ? fmt::format("{},{}", row.info.flag, row.info.alias) : row.info.flag;
-  if (row.type == SettingType::Switch && row.info.flag_pair) {
-    const std::string names = fmt::format("{},!--no-{}", flag, std::string(row.info.flag).substr(2));
+  if (row.type == SettingType::Switch && (row.info.flag_pair || row.info.flag_only)) {
+    const std::string names =
+        row.info.flag_only ? flag : fmt::format("{},!--no-{}", flag, std::string(row.info.flag).substr(2));
     return app->add_flag_function(
         names, [row, owner](std::int64_t count) { row.write(owner, count > 0 ? "true" : "false"); }, help_of(row));
   }
@@ -81,9 +84,16 @@ CLI::Option* add_setting_option_to(CLI::App* app, const Setting& row, void* owne
     }
     const std::string shown = row.type == SettingType::Switch ? (shown_default == "true" ? "1" : "0") : shown_default;
     if (row.type == SettingType::Real) option->check(finite_float_check(row));
-    option->check(number_check(row, shown));
+    if (row.type == SettingType::Count && !row.choices.empty()) {
+      // value_refusal words CLI::IsMember's refusal: "--channels: 2 is not one of 1, 3; use e.g. ...".
+      std::vector<int> values;
+      for (const std::string& c : row.choices) values.push_back(std::stoi(c));
+      option->check(CLI::IsMember(values));
+    } else {
+      option->check(number_check(row, shown));
+    }
     option->default_str(shown);
-  } else if (row.type == SettingType::Choice) {
+  } else if (row.type == SettingType::Choice || row.type == SettingType::Interval) {
     option = app->add_option_function<std::string>(
         flag, [row, owner](const std::string& text) { row.write(owner, text); }, help_of(row));
     option->check(CLI::Validator(

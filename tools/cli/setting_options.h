@@ -16,8 +16,9 @@ namespace kiln::cli {
 CLI::Option* add_setting_option_to(CLI::App* app, const Setting& row, void* owner, const std::string& shown_default);
 
 // `row`'s flag on `app`, its value written into `owner` (whose current value --help shows as the
-// default). A Switch is `--x 0|1`, or `--x`/`--no-x` where the row says flag_pair. Rows without
-// a flag are the library's only: nullptr.
+// default). A Switch is `--x 0|1`, or `--x`/`--no-x` where the row says flag_pair, or `--x` alone
+// where it says flag_only; an Interval is `--x MIN,MAX`. Rows without a flag are the library's
+// only: nullptr.
 template <class Owner>
 CLI::Option* add_setting_option(CLI::App* app, const Setting& row, Owner& owner) {
   return add_setting_option_to(app, row, &owner, row.read(&owner));

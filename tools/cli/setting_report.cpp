@@ -13,7 +13,8 @@ void add_reported_settings(nlohmann::json& out, const std::vector<Setting>& rows
       case SettingType::Count: out[row.info.key] = std::stoll(text); break;
       case SettingType::Real: out[row.info.key] = std::stod(text); break;
       case SettingType::Choice:
-      case SettingType::Text: out[row.info.key] = text; break;
+      case SettingType::Text:
+      case SettingType::Interval: out[row.info.key] = text; break;
     }
   }
 }

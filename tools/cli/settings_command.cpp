@@ -37,8 +37,10 @@ std::string flag_text(const Setting& row) {
 // in words, so that the table is the same on every machine.
 std::string takes_text(const Setting& row) {
   switch (row.type) {
-    case SettingType::Switch: return row.info.flag_pair ? "a flag" : "0 or 1";
+    case SettingType::Switch: return row.info.flag_pair || row.info.flag_only ? "a flag" : "0 or 1";
     case SettingType::Count:
+      if (!row.choices.empty()) return fmt::format("{}", fmt::join(row.choices, ", "));
+      [[fallthrough]];
     case SettingType::Real: {
       std::string range = row.range.text(row.type);
       if (row.type == SettingType::Count && row.range.hi == double(max_threads()))
@@ -49,12 +51,15 @@ std::string takes_text(const Setting& row) {
     }
     case SettingType::Choice: return fmt::format("{}", fmt::join(row.choices, ", "));
     case SettingType::Text: return "text";
+    case SettingType::Interval: return setting_interval_words(row.range);
   }
   return "";
 }
 
 std::string line(const Setting& row, const std::string& default_text) {
-  const std::string shown = row.type == SettingType::Switch ? (default_text == "true" ? "1" : "0") : default_text;
+  // A Switch's as its flag's 1 or 0; an optional switch's "auto" as it is.
+  const bool on_off = row.type == SettingType::Switch && (default_text == "true" || default_text == "false");
+  const std::string shown = on_off ? (default_text == "true" ? "1" : "0") : default_text;
   return fmt::format("| {} | `{}` | {} | {} | {} | {} | {} | {} |\n", flag_text(row), row.info.member,
                      row.info.env ? fmt::format("`{}`", row.info.env) : std::string(), cell(takes_text(row)),
                      shown.empty() ? std::string() : fmt::format("`{}`", cell(shown)),
