@@ -66,9 +66,50 @@ TEST(DataRecipeCli, AResumeWithOtherDataSettingsNamesTheirFlags) {
   const Result flipped = kiln(imagenet_args(data, 2, ckpt) + " --exif-orientation --crop-scale 0.5,1 --resume");
   EXPECT_NE(flipped.rc, 0) << flipped.output;
   testing::expect_contains(flipped, {"exif_orientation: false in the checkpoint, true in this run; resume with no "
-                                     "--exif-orientation", "crop_scale: 0.08,1 in the checkpoint, 0.5,1 in this run; "
-                                     "resume with --crop-scale 0.08,1"},
-                           "the data flags that are no rows");
+                                     "--exif-orientation (DataArgs::exif_orientation)",
+                                     "crop_scale: 0.08,1 in the checkpoint, 0.5,1 in this run; resume with "
+                                     "--crop-scale 0.08,1 (DataArgs::crop_scale)"},
+                           "--exif-orientation and --crop-scale");
+}
+
+// --channels, a resume of another is refused before compiling, naming the flag; the same run with
+// every data flag spelled out at the values the checkpoint records resumes, and a crop ratio that
+// is only near the recorded one is another.
+TEST(DataRecipeCli, AResumeMustHaveTheCheckpointsChannelsAndCropRanges) {
+  TempDir dir;
+  const fs::path data = small_pngs(dir.path() / "data");
+  const std::string ckpt = dir.file("c.safetensors");
+  ASSERT_EQ(kiln(imagenet_args(data, 1, ckpt)).rc, 0);
+  const Result gray = kiln(imagenet_args(data, 2, ckpt) + " --channels 1 --resume");
+  EXPECT_NE(gray.rc, 0) << gray.output;
+  testing::expect_contains(gray, {"cannot resume from checkpoint", "channels: 3 in the checkpoint, 1 in this run; "
+                                  "resume with --channels 3 (DataArgs::channels)"},
+                           "--channels 1");
+  EXPECT_EQ(gray.output.find("epoch 2/2"), std::string::npos) << gray.output;
+  const Result near = kiln(imagenet_args(data, 2, ckpt) + " --crop-ratio 0.75,1.3333 --resume");
+  EXPECT_NE(near.rc, 0) << near.output;
+  testing::expect_contains(near, {"crop_ratio: 0.75,1.3333333333333333 in the checkpoint, 0.75,1.3333 in this run; "
+                                  "resume with --crop-ratio 0.75,1.3333333333333333 (DataArgs::crop_ratio)"},
+                           "--crop-ratio 0.75,1.3333");
+  const std::string same = " --format imagefolder --normalize auto --channels 3 --crop-scale 0.08,1 --crop-ratio "
+                           "0.75,1.3333333333333333 --hflip --decode cpu --skip-bad --dct-scaling 1 --resume";
+  const Result resumed = kiln(imagenet_args(data, 2, ckpt) + same);
+  ASSERT_EQ(resumed.rc, 0) << resumed.output;
+  testing::expect_contains(resumed, {"resumed from", "epoch 2/2"}, same);
+}
+
+// --hflip's row is the training half's key (the flips the run made, "auto" resolved): a resume
+// that turns them off is refused with the flag that turns them on again.
+TEST(DataRecipeCli, AResumeWithoutTheCheckpointsFlipsNamesHflip) {
+  TempDir dir;
+  const fs::path data = small_pngs(dir.path() / "data");
+  const std::string ckpt = dir.file("c.safetensors");
+  ASSERT_EQ(kiln(imagenet_args(data, 1, ckpt)).rc, 0);
+  EXPECT_EQ(load_safetensors(ckpt).metadata.at("recipe.hflip"), "true");
+  const Result off = kiln(imagenet_args(data, 2, ckpt) + " --no-hflip --resume");
+  EXPECT_NE(off.rc, 0) << off.output;
+  testing::expect_contains(off, {"hflip: true in the checkpoint, false in this run; resume with --hflip"},
+                           "--no-hflip");
 }
 
 }  // namespace

@@ -3,20 +3,22 @@
 // format, and how image files become samples (kiln/image_folder.h).
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <functional>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "kiln/image_folder.h"
 
 namespace kiln::cli {
 
+// Its fields are set through their rows (cli/data_settings.h), which say what each takes.
 struct DataArgs {
   std::string data = "data/digits", format = "auto", val;
   std::string transform = "auto", normalize = "auto";  // transform: auto, imagenet or plain
   int image_size = 224, eval_resize = 256, channels = 3, crop_pad = 0;
-  std::vector<double> crop_scale{0.08, 1.0}, crop_ratio{3.0 / 4.0, 4.0 / 3.0};
-  int hflip = -1;        // --hflip 1, --no-hflip 0; -1: on for the imagenet transform, off otherwise
+  std::array<double, 2> crop_scale{0.08, 1.0}, crop_ratio{3.0 / 4.0, 4.0 / 3.0};  // MIN, MAX
+  std::optional<bool> hflip;  // --hflip, --no-hflip; unset: on for the imagenet transform, off otherwise
   bool dct_scaling = true;  // --dct-scaling 0|1
   bool exif_orientation = false, skip_bad = false;
   int workers = -1;      // -1: the cores left after the training thread (image files), else 2
@@ -32,7 +34,8 @@ bool reads_image_files(const std::string& format);
 // is the message.
 CLI::Validator parsed_by(std::function<void(const std::string&)> parse);
 
-// `training`: the options that only matter when training (augmentation) are added too.
+// The flags of the data rows (cli/data_settings.h) in their --help groups; `training`: those that
+// only matter when training (augmentation, who decodes) too.
 void add_data_options(CLI::App* app, DataArgs& a, bool training);
 
 // The options as the library takes them (the format still "auto" when not named). --transform

@@ -1,10 +1,9 @@
 #pragma once
 // The checkpoint recipe's data half (TrainOptions::data_recipe): the settings of how image files
 // became samples that a resumed run must share, made from the data rows a resumed run must match
-// (cli/data_settings.h: SettingInfo::compared_on_resume) and from the data flags that are no rows
-// (--channels, --crop-scale, --crop-ratio, --exif-orientation), and its check on --resume, which
-// names the flag that gives the checkpoint's value back. The keys and the texts of the values are
-// the checkpoint's format: they may never change, or older checkpoints stop resuming.
+// (cli/data_settings.h: SettingInfo::compared_on_resume), and its check on --resume, which names
+// the flag that gives the checkpoint's value back. The keys and the texts of the values are the
+// checkpoint's format: they may never change, or older checkpoints stop resuming.
 #include <string>
 #include <utility>
 #include <vector>

@@ -37,10 +37,12 @@ const std::vector<Setting>& data_settings() {
                                "train/ and val/ holding them) or a kiln pack",
                        .member = "DataArgs::data"},
                       &D::data),
+      // The recipe records the format read, never "auto" (data_recipe: the one open_dataset chose).
       text_choice_setting<D>({.key = "data_format",
                               .flag = "--format",
                               .help = format_help.c_str(),
-                              .member = "DataArgs::format"},
+                              .member = "DataArgs::format",
+                              .compared_on_resume = true},
                              &D::format, format_choices()),
       text_setting<D>({.key = "val",
                        .flag = "--val",
@@ -63,7 +65,8 @@ const std::vector<Setting>& data_settings() {
                                       "evaluation; plain: images at their own size (all alike), with --crop-pad and "
                                       "--hflip",
                               .member = "DataOptions::transform.kind",
-                              .compared_on_resume = true},
+                              .compared_on_resume = true,
+                              .eval_adopts = true},
                              &D::transform, {"auto", "imagenet", "plain"}),
       imagenet_only(count_setting<D>({.key = "image_size",
                                       .flag = "--image-size",
@@ -71,14 +74,16 @@ const std::vector<Setting>& data_settings() {
                                               "(--transform auto takes images all of one size smaller than this "
                                               "as they are)",
                                       .member = "DataOptions::transform.size",
-                                      .compared_on_resume = true},
+                                      .compared_on_resume = true,
+                                      .eval_adopts = true},
                                      &D::image_size, {1, 4096})),
       imagenet_only(count_setting<D>({.key = "eval_resize",
                                       .flag = "--eval-resize",
                                       .help = "imagenet transform: evaluation resizes the short side to this, "
                                               "then center-crops --image-size",
                                       .member = "DataOptions::transform.eval_resize",
-                                      .compared_on_resume = true},
+                                      .compared_on_resume = true,
+                                      .eval_adopts = true},
                                      &D::eval_resize, {1, 8192})),
       text_choice_setting<D>({.key = "normalize",
                               .flag = "--normalize",
@@ -102,6 +107,65 @@ const std::vector<Setting>& data_settings() {
                         .fix = "use e.g. --crop-pad 4, or 0 for no random crop",
                         .compared_on_resume = true},
                        &D::crop_pad, {0, kUnbounded}),
+      text_choice_setting<D>({.key = "decode",
+                              .flag = "--decode",
+                              .help = "who decodes training JPEGs on a CUDA run: cpu (the loader threads), gpu (nvJPEG, "
+                                      "the GPU's JPEG engines where it has them, as much as it can; the loader threads "
+                                      "take what it cannot decode and share the rest) or auto (the loader threads, the "
+                                      "GPU finishing the batch training waits for)",
+                              .member = "TrainOptions::decode",
+                              .fix = "use e.g. --decode cpu, or auto (the default)"},
+                             &D::decode, {"cpu", "gpu", "auto"}),
+      switch_setting<D>({.key = "skip_bad",
+                         .flag = "--skip-bad",
+                         .help = "image files that cannot be decoded are skipped (each replaced by the next readable "
+                                 "one) and listed at the end, instead of stopping with an error",
+                         .member = "DataOptions::skip_bad",
+                         .flag_only = true},
+                        &D::skip_bad),
+      // The recipe's channels, exif_orientation, crop_scale and crop_ratio name DataArgs' fields in
+      // their fixes, as they always have.
+      count_choice_setting<D>({.key = "channels",
+                               .flag = "--channels",
+                               .help = "3: RGB; 1: grayscale (luma as PIL's convert('L'))",
+                               .member = "DataArgs::channels",
+                               .compared_on_resume = true,
+                               .eval_adopts = true},
+                              &D::channels, {1, 3}),
+      switch_setting<D>({.key = "exif_orientation",
+                         .flag = "--exif-orientation",
+                         .help = "rotate JPEGs as their EXIF orientation says (torchvision's loader does not, nor does "
+                                 "kiln by default)",
+                         .member = "DataArgs::exif_orientation",
+                         .compared_on_resume = true,
+                         .flag_only = true,
+                         .eval_adopts = true},
+                        &D::exif_orientation),
+      imagenet_only(interval_setting<D>({.key = "crop_scale",
+                                         .flag = "--crop-scale",
+                                         .help = "imagenet transform: RandomResizedCrop's area range MIN,MAX, as "
+                                                 "fractions of the image",
+                                         .member = "DataArgs::crop_scale",
+                                         .fix = "use e.g. --crop-scale 0.08,1 (the default)",
+                                         .compared_on_resume = true},
+                                        &D::crop_scale, {0, 1, true, false})),
+      imagenet_only(interval_setting<D>({.key = "crop_ratio",
+                                         .flag = "--crop-ratio",
+                                         .help = "imagenet transform: RandomResizedCrop's aspect ratio (width / "
+                                                 "height) range MIN,MAX",
+                                         .member = "DataArgs::crop_ratio",
+                                         .fix = "use e.g. --crop-ratio 0.75,1.3333 (about the default)",
+                                         .compared_on_resume = true},
+                                        &D::crop_ratio, {0, kUnbounded, true, false})),
+      // The training half of the recipe records the flips the run makes (on or off, as resolved).
+      optional_switch_setting<D>({.key = "hflip",
+                                  .flag = "--hflip",
+                                  .help = "random horizontal flips (default: on for the imagenet transform, off "
+                                          "otherwise); --no-hflip: none",
+                                  .member = "TrainOptions::augment.hflip",
+                                  .compared_on_resume = true,
+                                  .flag_pair = true},
+                                 &D::hflip),
   };
   return rows;
 }

@@ -1,14 +1,11 @@
 #pragma once
 // The rows of the data options (DataArgs, cli/data_options.h): where the data is, its format (the
-// choices are the registry's, data/dataset_formats.h), the loader and how image files become
-// samples. The flags of `kiln train`, `eval` and `data-bench` come from these rows. DataArgs is the
-// command line's struct (the library's DataOptions is made from it by data_options), so its rows
-// live with it, in the tools.
-//
-// Not rows, each for a reason of its flag's shape: --channels (1 or 3, no range), --crop-scale and
-// --crop-ratio (a pair MIN,MAX), --hflip/--no-hflip (three states: unset follows the transform),
-// --skip-bad and --exif-orientation (flags without a --no- form), --decode (its refusal is
-// parse_decode_device's, which data-bench's and train's messages build on).
+// choices are the registry's, data/dataset_formats.h), the loader, who decodes, and how image files
+// become samples and are augmented. The flags of `kiln train`, `eval` and `data-bench` come from
+// these rows (add_data_options), and so do the checkpoint recipe's data half (cli/data_recipe.h:
+// the rows a resumed run must match) and what `kiln eval` and `kiln predict` take from a
+// checkpoint (SettingInfo::eval_adopts). DataArgs is the command line's struct (the library's
+// DataOptions is made from it by data_options), so its rows live with it, in the tools.
 #include <vector>
 
 #include "cli/data_options.h"
