@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "cli/data_settings.h"
 #include "kiln/checkpoint.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
@@ -61,20 +62,16 @@ CheckpointModel read_checkpoint_model(const std::string& path) {
 }
 
 void adopt_data_recipe(const CheckpointModel& m, const CLI::App* cmd, DataArgs& d) {
-  auto take = [&](const char* key, const char* flag, auto&& apply) {
-    const std::string value = m.recipe(key);
-    if (value.empty() || (cmd != nullptr && cmd->count(flag) != 0)) return;
-    try {
-      apply(value);
-    } catch (const std::logic_error&) {
-      fail("checkpoint '{}' has a malformed '{}': '{}'; give {} on the command line", m.path, key, value, flag);
-    }
-  };
-  take("transform", "--transform", [&](const std::string& v) { d.transform = v; });
-  take("image_size", "--image-size", [&](const std::string& v) { d.image_size = std::stoi(v); });
-  take("eval_resize", "--eval-resize", [&](const std::string& v) { d.eval_resize = std::stoi(v); });
-  take("channels", "--channels", [&](const std::string& v) { d.channels = std::stoi(v); });
-  take("exif_orientation", "--exif-orientation", [&](const std::string& v) { d.exif_orientation = v == "true"; });
+  for (const Setting& row : data_settings()) {
+    if (!row.info.eval_adopts) continue;
+    const std::string value = m.recipe(row.info.key);
+    const CLI::Option* given = cmd ? cmd->get_option_no_throw(row.info.flag) : nullptr;
+    if (value.empty() || (given && given->count() != 0)) continue;
+    if (const std::string why = row.refusal(value); !why.empty())
+      fail("checkpoint '{}' has a malformed '{}': {}; give {} on the command line", m.path, row.info.key, why,
+           row.info.flag);
+    row.write(&d, value);
+  }
 }
 
 std::unique_ptr<Trainer> evaluation_trainer(const CheckpointModel& m, const SampleShape& input, const EvalRun& run) {

@@ -30,8 +30,10 @@ struct CheckpointModel {
 // not a kiln train checkpoint, or lacks a setting, is a kiln::Error naming the file and the setting.
 CheckpointModel read_checkpoint_model(const std::string& path);
 
-// The checkpoint's data settings (transform, image size, eval resize, channels, EXIF orientation)
-// into `d`, except those the command line `cmd` gave (nullptr: a command without those options).
+// The checkpoint's data settings that decide how evaluation images become samples (the data rows
+// marked SettingInfo::eval_adopts: transform, image size, eval resize, channels, EXIF orientation)
+// into `d`, except those the command line `cmd` gave (nullptr: a command without those options). A
+// recorded value its row refuses is a kiln::Error naming the checkpoint, the key and the flag.
 void adopt_data_recipe(const CheckpointModel& m, const CLI::App* cmd, DataArgs& d);
 
 struct EvalRun {
