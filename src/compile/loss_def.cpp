@@ -23,4 +23,9 @@ const LossDef& loss_def() { return only(all_loss_defs(), "loss"); }
 
 const LossScaleDef& loss_scale_def() { return only(all_loss_scale_defs(), "loss scaling"); }
 
+const std::vector<Setting>& loss_scale_settings() {
+  static const std::vector<Setting> rows = settings_within(loss_scale_def().settings(), &CompileOptions::loss_scaling);
+  return rows;
+}
+
 }  // namespace kiln

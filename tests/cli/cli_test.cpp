@@ -344,6 +344,32 @@ TEST(Cli, MalformedThreadsVariableIsNamed) {
 
 namespace {
 
+// The loss-scaling rows (declared by the loss-scale family) reach the program: fp32 scales no loss
+// unless --loss-scale dynamic asks, which starts at --loss-scale-init; with no overflow in an
+// epoch of 16 steps (4,000 digits at batch 256) and the scale doubling only after 2000 clean steps
+// (the default --loss-scale-interval), the epoch ends at the initial scale (its --json line's
+// loss_scale); with an interval of 5 it grows.
+TEST(KilnCli, LossScaleFlagsReachTheTraining) {
+  const std::string dir = kiln::testing::shared_digits_dir();
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte")) GTEST_SKIP() << "no digits at " << dir;
+  kiln::testing::TempDir tmp;
+  auto loss_scale = [&](const std::string& flags, const std::string& name) {
+    const std::string json = tmp.file(name + ".jsonl");
+    const std::string args =
+        "train --device cpu --model digits_cnn --data " + dir + " --epochs 1 --batch 256 --workers 1 --json " + json + flags;
+    const Result r = kiln(args);
+    EXPECT_EQ(r.rc, 0) << args << "\n" << r.output;
+    std::ifstream in(json);
+    std::string line;
+    std::getline(in, line);
+    return nlohmann::json::parse(line)["loss_scale"];
+  };
+  EXPECT_TRUE(loss_scale("", "auto").is_null());  // fp32: auto is off
+  EXPECT_EQ(loss_scale(" --loss-scale dynamic --loss-scale-init 1024", "fixed").get<double>(), 1024);
+  EXPECT_GT(loss_scale(" --loss-scale dynamic --loss-scale-init 1024 --loss-scale-interval 5", "grows").get<double>(),
+            1024);
+}
+
 // `kiln train --json FILE`: one line per epoch with its wall time (training, evaluation), its
 // training time, loss and accuracies, as the digits benchmark reads them.
 TEST(KilnCli, TrainJsonHasOneLinePerEpoch) {
@@ -480,7 +506,9 @@ TEST(Cli, EveryWholeNumberOptionRefusesANumberPastItsRangeInKilnsWords) {
       EXPECT_NE(r.rc, 0) << args << "\n" << r.output;
       EXPECT_TRUE(has(r, {flag + ": 99999999999 is out of range: it must be ", flag + ": 99999999999 is not one of "}))
           << args << "\n" << r.output;
-      EXPECT_TRUE(has(r, {"2147483647", " to ", "in [", "at most", "one of"})) << args << ": no range\n" << r.output;
+      // The range in words: a count's bounds, or a switch's "must be 0 or 1".
+      EXPECT_TRUE(has(r, {"2147483647", " to ", "in [", "at most", "one of", "must be 0 or 1"}))
+          << args << ": no range\n" << r.output;
       EXPECT_TRUE(has(r, {"; use ", "--help says", "--help lists"})) << args << ": no fix\n" << r.output;
       EXPECT_EQ(r.output.find("Could not convert"), std::string::npos) << args << "\n" << r.output;
       EXPECT_EQ(r.output.find("not in range"), std::string::npos) << args << "\n" << r.output;

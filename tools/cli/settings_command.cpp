@@ -8,6 +8,7 @@
 #include "cli/common_options.h"
 #include "cli/data_settings.h"
 #include "cli/train_command.h"
+#include "compile/loss_scale_def.h"
 #include "compile/optimizer_family.h"
 #include "compile/optimizer_settings.h"
 #include "kiln/threads.h"
@@ -93,6 +94,7 @@ std::string settings_table() {
       out += line(row, own == train.optimizer.defaults.end() ? setting_default_text(row)
                                                               : setting_number_text(float(own->second)));
     }
+  add_rows(out, loss_scale_settings(), common.compile);
   add_rows(out, data_settings(), DataArgs());
   add_rows(out, cpu_settings(), CpuOptions());
   add_rows(out, cuda_settings(), CudaOptions());

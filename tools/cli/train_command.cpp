@@ -6,27 +6,17 @@
 
 #include "cli/option_checks.h"
 #include "cli/setting_options.h"
+#include "compile/loss_scale_def.h"
 #include "settings/compile_settings.h"
 #include "train/train_settings.h"
 
 namespace kiln::cli {
 namespace {
 
-// Dynamic loss scaling (CompileOptions::loss_scaling, PyTorch's GradScaler); the growth and
-// backoff factors keep PyTorch's 2 and 0.5.
-void add_loss_scale_options(CLI::App* app, TrainArgs& a) {
-  const std::string group = "Loss scaling";
-  app->add_option("--loss-scale", a.loss_scale, "auto (dynamic for fp16, off otherwise), dynamic or off")
-      ->check(parsed_by([](const std::string& name) { parse_loss_scale_mode(name); }))
-      ->group(group);
-  app->add_option("--loss-scale-init", a.loss_scaling.init_scale, "initial loss scale, > 0")
-      ->check(number_in([](double v) { return v > 0 && fits_finite_float(v); }, "finite and > 0",
-                        "use e.g. --loss-scale-init 65536"))
-      ->group(group);
-  app->add_option("--loss-scale-interval", a.loss_scaling.growth_interval,
-                  "steps without inf/NaN gradients before the scale doubles, >= 1")
-      ->check(at_least(1, "use e.g. --loss-scale-interval 2000"))
-      ->group(group);
+// Dynamic loss scaling's rows (CompileOptions::loss_scaling, PyTorch's GradScaler), declared by
+// its family (src/ops/loss_scale/).
+void add_loss_scale_options(CLI::App* app, CompileOptions& c) {
+  add_setting_options(app, loss_scale_settings(), c, "Loss scaling");
 }
 
 }  // namespace
@@ -71,7 +61,7 @@ CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) 
   add_cpu_kernels_option(train, t.backend);
   add_cuda_options(train, t.backend);
   add_data_parallel_options(train, t.parallel, true);
-  add_loss_scale_options(train, t);
+  add_loss_scale_options(train, common.compile);
   return train;
 }
 

@@ -35,8 +35,6 @@ struct TrainArgs {
   bool new_head = false;  // --new-head: leave the classifier as initialized
   BackendArgs backend;              // --threads and the CUDA backend's options
   DataParallelArgs parallel;        // --gpus and the other launch options
-  std::string loss_scale = "auto";  // --loss-scale, into loss_scaling.mode
-  LossScaling loss_scaling;         // --loss-scale-init, --loss-scale-interval
 };
 
 // The "train" subcommand with `common` (shared with plan and bench) and its own options in `args`.

@@ -118,8 +118,6 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   c.optimizer = optimizer_config(a.optimizer);
   c.cpu = a.backend.cpu;
   c.cuda = a.backend.cuda;
-  c.loss_scaling = a.loss_scaling;
-  c.loss_scaling.mode = parse_loss_scale_mode(a.loss_scale);
   // A rank of a data-parallel launch (--gpus) joins the others; only rank 0 writes the run's files.
   const std::shared_ptr<ProcessGroup> group = join_ranks_if_launched(a.parallel, c);
   const bool speaks = !group || group->rank() == 0;

@@ -63,8 +63,37 @@ void wrap_update(LowerContext& ctx) {
   p.update.push_back(make_op(rule, -1));
 }
 
+// The settings a user gives (the growth and backoff factors keep PyTorch's 2 and 0.5: the
+// library's alone).
+const std::vector<Setting>& settings() {
+  using L = LossScaling;
+  static const std::vector<Setting> rows = {
+      choice_setting<L, LossScaleMode>({.key = "loss_scale",
+                                        .flag = "--loss-scale",
+                                        .help = "auto (dynamic for fp16, off otherwise), dynamic or off",
+                                        .member = "CompileOptions::loss_scaling.mode"},
+                                       &L::mode,
+                                       {{"auto", LossScaleMode::Auto},
+                                        {"dynamic", LossScaleMode::Dynamic},
+                                        {"off", LossScaleMode::Off}}),
+      real_setting<L>({.key = "loss_scale_init",
+                       .flag = "--loss-scale-init",
+                       .help = "initial loss scale, > 0",
+                       .member = "CompileOptions::loss_scaling.init_scale",
+                       .fix = "use e.g. --loss-scale-init 65536"},
+                      &L::init_scale, {0, kUnbounded, true, false}),
+      count_setting<L>({.key = "loss_scale_interval",
+                        .flag = "--loss-scale-interval",
+                        .help = "steps without inf/NaN gradients before the scale doubles, >= 1",
+                        .member = "CompileOptions::loss_scaling.growth_interval",
+                        .fix = "use e.g. --loss-scale-interval 2000"},
+                       &L::growth_interval, {1, kUnbounded}),
+  };
+  return rows;
+}
+
 }  // namespace
 
-extern const LossScaleDef kDynamicLossScale{"dynamic", enabled, declare_state, wrap_update};
+extern const LossScaleDef kDynamicLossScale{"dynamic", enabled, declare_state, wrap_update, settings};
 
 }  // namespace kiln
