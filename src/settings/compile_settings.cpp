@@ -3,6 +3,16 @@
 #include "kiln/error.h"
 
 namespace kiln {
+namespace {
+
+// A text setting that means something only when given (--freeze): a checkpoint's recipe records it
+// only then, so the recipes of runs without it stay as they were before it existed.
+Setting recorded_when_set(Setting row) {
+  row.applies = [read = row.read](const void* options) { return !read(options).empty(); };
+  return row;
+}
+
+}  // namespace
 
 const std::vector<Setting>& compile_settings() {
   using C = CompileOptions;
@@ -48,13 +58,13 @@ const std::vector<Setting>& compile_settings() {
                          .flag_pair = true,
                          .plan_words = "fusion across layers"},
                         &C::fuse_seams),
-      text_setting<C>({.key = "freeze",
+      recorded_when_set(text_setting<C>({.key = "freeze",
                        .flag = "--freeze",
                        .help = "fine-tuning: freeze the layers up to and including this one (a layer or a block, e.g. "
                                "layer3; `kiln plan` lists the names): eval-mode BatchNorm, no gradient, no update",
                        .member = "CompileOptions::freeze",
                        .compared_on_resume = true},
-                      &C::freeze),
+                      &C::freeze)),
       real_setting<C>({.key = "label_smoothing",
                        .flag = "--label-smoothing",
                        .help = "label smoothing for cross-entropy, in [0, 1)",

@@ -19,7 +19,6 @@ const OptimizerConfig& optimizer(const RecipeRun& r) { return r.program.options.
 const Shape& input_shape(const RecipeRun& r) { return r.program.tensors[r.program.input].shape; }
 
 bool has_logits(const RecipeRun& r) { return r.program.logits >= 0; }
-bool frozen(const RecipeRun& r) { return !compiled(r).freeze.empty(); }
 
 // The row of a setting whose value the run holds in the struct `owner` gives: its key, its text,
 // where it applies (and the row deciding that), its flag and its field, all the setting row's.
@@ -35,17 +34,12 @@ RecipeField from_setting(const Setting& s, std::function<const void*(const Recip
   return f;
 }
 
-// The settings of the trainer's options a resumed run must match (train/train_settings.h: the
-// schedule's and the seed), with label smoothing, a compile setting, before the seed.
-std::vector<RecipeField> training_fields() {
+// The settings of `rows` a resumed run must match, read from the struct `owner` gives.
+std::vector<RecipeField> compared_fields(const std::vector<Setting>& rows,
+                                         std::function<const void*(const RecipeRun&)> owner) {
   std::vector<RecipeField> fields;
-  auto train = [](const RecipeRun& r) -> const void* { return &r.train; };
-  auto compile = [](const RecipeRun& r) -> const void* { return &compiled(r); };
-  for (const Setting& s : train_settings()) {
-    if (!s.info.compared_on_resume) continue;
-    if (s.info.key == std::string("seed")) fields.push_back(from_setting(compile_setting("label_smoothing"), compile));
-    fields.push_back(from_setting(s, train));
-  }
+  for (const Setting& s : rows)
+    if (s.info.compared_on_resume) fields.push_back(from_setting(s, owner));
   return fields;
 }
 
@@ -87,20 +81,19 @@ const std::vector<RecipeField>& recipe_fields() {
          nullptr, nullptr, nullptr, "CompileOptions::input_hwc (kiln train: the data's image size)"},
         {"classes", [](R r) { return std::to_string(r.program.tensors[r.program.logits].shape[1]); }, has_logits,
          nullptr, "--classes", "the model's output classes"},
-        {"batch", [](R r) { return std::to_string(input_shape(r)[0]); }, nullptr, nullptr, "--batch",
-         "CompileOptions::batch"},
-        {"precision", [](R r) -> std::string { return precision_name(compiled(r).precision); }, nullptr, nullptr,
-         "--precision", "CompileOptions::precision"},
     };
+    // The compile settings (batch, precision, freeze when given, label smoothing), the optimizer's,
+    // then the training's (the schedule's and the seed), each from its rows.
+    for (RecipeField& f : compared_fields(compile_settings(), [](R r) -> const void* { return &compiled(r); }))
+      rows.push_back(std::move(f));
     for (RecipeField& f : optimizer_fields()) rows.push_back(std::move(f));
-    for (RecipeField& f : training_fields()) rows.push_back(std::move(f));
+    for (RecipeField& f : compared_fields(train_settings(), [](R r) -> const void* { return &r.train; }))
+      rows.push_back(std::move(f));
     const std::vector<RecipeField> after_training = {
         {"crop_pad", [](R r) { return std::to_string(r.train.augment.pad_crop); }, nullptr, nullptr, "--crop-pad",
          "TrainOptions::augment.pad_crop"},
         {"hflip", [](R r) { return truth(r.train.augment.hflip); }, nullptr, nullptr, "--hflip",
          "TrainOptions::augment.hflip", true},
-        // Recorded only when set, so that the checkpoints of runs without it match as before.
-        {"freeze", [](R r) { return compiled(r).freeze; }, frozen, nullptr, "--freeze", "CompileOptions::freeze"},
     };
     rows.insert(rows.end(), after_training.begin(), after_training.end());
     return rows;
