@@ -74,7 +74,14 @@ std::string setting_interval_words(const SettingRange& each) {
   return fmt::format("MIN,MAX with MIN <= MAX, each {}", each.text(SettingType::Real));
 }
 
-std::string Setting::refusal(const std::string& text) const {
+namespace {
+
+// What refusal says of `text` before the row's own check: its type's and range's words.
+std::string type_refusal(const Setting& row, const std::string& text) {
+  const SettingInfo& info = row.info;
+  const SettingType type = row.type;
+  const SettingRange& range = row.range;
+  const std::vector<std::string>& choices = row.choices;
   const std::string use = info.fix ? fmt::format("; {}", info.fix) : std::string();
   switch (type) {
     case SettingType::Switch:
@@ -91,8 +98,8 @@ std::string Setting::refusal(const std::string& text) const {
         return fmt::format("{} is out of range: it must be a finite float{}", text, use);
       if (info.zero && v == 0) return "";
       if (!range.contains(v))
-        return fmt::format("{} is out of range: it must be {}{}{}", text, range.text(type), info.zero ? ", or 0" : "",
-                           use);
+        return fmt::format("{} is out of range: it must be {}{}{}", text, info.takes ? info.takes : range.text(type),
+                           info.zero ? ", or 0" : "", use);
       if (type == SettingType::Count && !choices.empty() &&
           std::none_of(choices.begin(), choices.end(), [v](const std::string& c) { return std::stod(c) == v; }))
         return fmt::format("{} is not one of {}{}", text, fmt::join(choices, ", "), use);
@@ -115,6 +122,16 @@ std::string Setting::refusal(const std::string& text) const {
     }
   }
   return "";
+}
+
+}  // namespace
+
+std::string Setting::refusal(const std::string& text) const {
+  const std::string use = info.fix ? fmt::format("; {}", info.fix) : std::string();
+  const std::string typed = type_refusal(*this, text);
+  if (!typed.empty() || !check) return typed;
+  const std::string why = check(text);
+  return why.empty() ? why : why + use;
 }
 
 std::string Setting::fix_for(const std::string& value) const {

@@ -66,6 +66,9 @@ struct SettingInfo {
   // `kiln eval` and `kiln predict` take the checkpoint's value (its recipe's, under `key`) where
   // their command line does not give the flag: how evaluation images become samples (--image-size).
   bool eval_adopts = false;
+  // What it takes, in words, where its type and range cannot say it ("-1 or >= 1", "auto, cpu, cuda
+  // or cuda:N"): refusals and `kiln settings` use them; nullptr: the range's, or the type's.
+  const char* takes = nullptr;
 };
 
 struct Setting {
@@ -86,6 +89,11 @@ struct Setting {
   // The row whose value decides `applies` (the optimizer for momentum): a recipe difference of
   // this row is no difference of its own while that row's values differ.
   const char* decided_by = nullptr;
+  // A refusal of its own, for text its type takes but the setting does not (a device spec, a GPU
+  // list, HOST:PORT; --classes' 0): why not, in the user's terms, without the fix (`refusal` and the
+  // flag's check add info.fix); empty: taken. nullptr: the type's checks are all. It must answer
+  // any text (the command line asks before its number conversion): "" for what it does not judge.
+  std::function<std::string(const std::string& text)> check;
 
   // Empty when `text` is a value this setting takes; else why not, in the user's terms:
   // "1.5 is out of range: it must be in [0, 1); use e.g. --momentum 0.9, or 0 for plain SGD".

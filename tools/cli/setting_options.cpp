@@ -33,16 +33,38 @@ std::string help_of(const Setting& row) {
   return fmt::format("{} [{}]", row.info.help, row.info.env);
 }
 
+// The fix a refusal ends with: the row's, else its default ("use e.g. --tune-plans 4 (the default)").
+std::string fix_of(const Setting& row, const std::string& shown_default) {
+  return row.info.fix           ? std::string(row.info.fix)
+         : shown_default.empty() ? std::string()
+                                 : fmt::format("use e.g. {} {} (the default)", row.info.flag, shown_default);
+}
+
 // A number's check, made with number_in so that value_refusal words CLI11's own refusals (text
-// that is no number, a fraction for a whole number) with the same range and fix: the row's, else
-// its default ("use e.g. --tune-plans 4 (the default)").
+// that is no number, a fraction for a whole number) with the same range (the row's `takes` where
+// it has them) and fix.
 CLI::Validator number_check(const Setting& row, const std::string& shown_default) {
   const bool real = row.type == SettingType::Real;
-  const std::string fix = row.info.fix         ? std::string(row.info.fix)
-                          : shown_default.empty() ? std::string()
-                                                  : fmt::format("use e.g. {} {} (the default)", row.info.flag, shown_default);
+  const std::string fix = fix_of(row, shown_default);
+  const std::string range_words = row.type == SettingType::Switch ? "0 or 1"
+                                  : row.info.takes                ? row.info.takes
+                                                                  : row.range.text(row.type);
   return number_in([range = row.range, real](double v) { return range.contains(v) && (!real || fits_finite_float(v)); },
-                   row.type == SettingType::Switch ? "0 or 1" : row.range.text(row.type), fix);
+                   range_words, fix);
+}
+
+// The row's own check (Setting::check) after its type's: the whole refusal for text, the check
+// with number_check's fix for a number (whose text that is no number CLI11 refuses after).
+CLI::Validator own_check(const Setting& row, const std::string& shown_default) {
+  const bool number = row.type == SettingType::Count || row.type == SettingType::Real;
+  const std::string fix = fix_of(row, shown_default);
+  return CLI::Validator(
+      [row, number, fix](std::string& text) -> std::string {
+        if (!number) return row.refusal(text);
+        const std::string why = row.check(text);
+        return why.empty() || fix.empty() ? why : why + "; " + fix;
+      },
+      "", "");
 }
 
 // A Real's float check before its range: a number no float holds (1e39) is refused as not finite,
@@ -92,6 +114,7 @@ CLI::Option* add_setting_option_to(CLI::App* app, const Setting& row, void* owne
     } else {
       option->check(number_check(row, shown));
     }
+    if (row.check) option->check(own_check(row, shown));
     option->default_str(shown);
   } else if (row.type == SettingType::Choice || row.type == SettingType::Interval) {
     option = app->add_option_function<std::string>(
@@ -102,6 +125,7 @@ CLI::Option* add_setting_option_to(CLI::App* app, const Setting& row, void* owne
   } else {
     option = app->add_option_function<std::string>(
         flag, [row, owner](const std::string& text) { row.write(owner, text); }, help_of(row));
+    if (row.check) option->check(own_check(row, shown_default));
     option->default_str(shown_default);
   }
   option->type_name(type_name(row));
