@@ -522,7 +522,8 @@ TEST(Cli, EveryWholeNumberOptionRefusesANumberPastItsRangeInKilnsWords) {
                    "number); use e.g. --batch 64"});
   expect_rejected(train + "--classes -99999999999", {"--classes: -99999999999 is out of range", "-1 or >= 1"});
   expect_rejected(train + "--channels 2", {"--channels: 2 is not one of 1, 3; use e.g. --channels 3 (the default)"});
-  expect_rejected(train + "--rank-timeout 1e400", {"--rank-timeout: 1e400 is out of range: it must be >= 0, and finite"});
+  expect_rejected(train + "--rank-timeout 1e400",
+                  {"--rank-timeout: 1e400 is out of range: it must be >= 0, and a finite float"});
   expect_rejected(train + "--image-size 5000",
                   {"--image-size: 5000 is out of range: it must be from 1 to 4096; use e.g. --image-size 224 (the "
                    "default)"});

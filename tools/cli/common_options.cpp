@@ -2,31 +2,26 @@
 
 #include <fmt/format.h>
 
-#include "cli/data_options.h"
-#include "cli/option_checks.h"
+#include "cli/common_settings.h"
 #include "cli/setting_options.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
-#include "kiln/zoo.h"
 #include "settings/compile_settings.h"
 
 namespace kiln::cli {
 
 void add_common_options(CLI::App* app, CommonOptions& o) {
-  app->add_option("--model,-m", o.model, fmt::format("model zoo name ({})", fmt::join(zoo::names(), ", ")))
-      ->check(parsed_by([](const std::string& name) { zoo::by_name(name); }));
+  // --help's order: the model, the batch, the device, the other compile settings, the classes and
+  // --freeze (label smoothing is train's).
+  // TEXT, as --optimizer shows: the help lists the names, which would crowd the flag column.
+  add_setting_option(app, common_setting("model"), o)->type_name("TEXT");
   add_setting_option(app, compile_setting("batch"), o.compile);
-  app->add_option("--device", o.device, "auto (the first GPU when there is one, else the CPU), cpu, cuda or cuda:N")
-      ->check(parsed_by([](const std::string& d) {
-        if (d != "auto") parse_device_spec(d);
-      }));
+  add_setting_option(app, common_setting("device"), o);
   for (const Setting& row : compile_settings())
     if (std::string(row.info.key) != "batch" && std::string(row.info.key) != "freeze" &&
         std::string(row.info.key) != "label_smoothing")
       add_setting_option(app, row, o.compile);
-  app->add_option("--classes", o.classes, "number of classes, >= 1; -1: the model's, or the dataset's")
-      ->check(number_in([](double v) { return v == -1 || v >= 1; }, "-1 or >= 1",
-                        "use e.g. --classes 10, or -1 for the model's (plan) or the dataset's (train) count"));
+  add_setting_option(app, common_setting("classes"), o);
   add_setting_option(app, compile_setting("freeze"), o.compile)->type_name("LAYER");
 }
 

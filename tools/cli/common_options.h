@@ -10,10 +10,11 @@
 
 namespace kiln::cli {
 
+// The rows of model, device and classes are cli/common_settings.h's.
 struct CommonOptions {
-  std::string model = "digits_cnn";
-  std::string device = "auto";
-  int classes = -1;
+  std::string model = "digits_cnn";  // --model: a zoo name (zoo::names())
+  std::string device = "auto";       // --device: auto, cpu, cuda or cuda:N
+  int classes = -1;                  // --classes: -1 for the model's or the dataset's count
   // What the settings rows (settings/compile_settings.h) write: the batch, the precision, the
   // fusions, --freeze. The command line's batch default is 64 (the library's is 32).
   CompileOptions compile = [] {
@@ -23,8 +24,8 @@ struct CommonOptions {
   }();
 };
 
-// --model, --device, --classes, and the compile settings' rows but label smoothing (train's):
-// --batch, --precision, --no-fuse, --fuse-seams, --freeze.
+// The rows of cli/common_settings.h (--model, --device, --classes) and the compile settings' but
+// label smoothing (train's): --batch, --precision, --no-fuse, --fuse-seams, --freeze.
 void add_common_options(CLI::App* app, CommonOptions& o);
 
 // The compile settings the options ask for, --device resolved ("auto" picks the GPU when there is one).

@@ -6,44 +6,28 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cli/data_options.h"
-#include "cli/option_checks.h"
+#include "cli/data_parallel_settings.h"
+#include "cli/setting_options.h"
 #include "dist/launch_ranks.h"
 #include "kiln/error.h"
 
 namespace kiln::cli {
 
 void add_data_parallel_options(CLI::App* app, DataParallelArgs& a, bool train) {
-  app->add_option("--gpus", a.gpus,
-                  "data parallel: one process per GPU on this machine, each training batch --batch on its share of "
-                  "the data (the global batch is --batch times the ranks): a count (2: GPUs 0 and 1) or ordinals "
-                  "(0,2)")
-      ->type_name("N|LIST")
-      ->check(parsed_by([](const std::string& text) { dist::parse_gpu_list(text); }));
-  app->add_option("--nodes", a.nodes, "data parallel over machines: how many, each started with the same --gpus")
-      ->check(at_least(1, "use e.g. --nodes 2"));
-  app->add_option("--node-rank", a.node_rank, "this machine's place among --nodes, from 0 (0 runs rank 0)")
-      ->check(at_least(0, "use e.g. --node-rank 0"));
-  app->add_option("--master", a.master,
-                  "HOST:PORT where rank 0 (on --node-rank 0) meets the others; needed with --nodes > 1")
-      ->type_name("HOST:PORT")
-      ->check(parsed_by([](const std::string& text) { dist::parse_master(text); }));
-  app->add_option("--join-timeout", a.join_timeout, "seconds the ranks wait for each other to start (default 300)")
-      ->check(number_in([](double v) { return v > 0; }, "> 0", "use e.g. --join-timeout 300"));
-  if (train)
-    app->add_option("--rank-timeout", a.rank_timeout,
-                    "data parallel: a rank that sees no training progress for this many seconds stops the run (a "
-                    "peer hangs); 0 never (default 600)")
-        ->check(number_in([](double v) { return v >= 0; }, ">= 0", "use e.g. --rank-timeout 600"));
+  for (const Setting& row : data_parallel_settings())
+    if (train || std::string(row.info.key) != "rank_timeout") add_setting_option(app, row, a);
+  app->get_option("--gpus")->type_name("N|LIST");
+  app->get_option("--master")->type_name("HOST:PORT");
 }
 
 std::vector<std::string> rank_command(const std::vector<std::string>& argv) {
-  static const char* const launch_options[] = {"--gpus", "--nodes", "--node-rank", "--master"};
+  std::vector<std::string> launch_flags;
+  for (const Setting& row : data_parallel_settings())
+    if (launches_ranks(row)) launch_flags.push_back(row.info.flag);
   std::vector<std::string> out;
   for (size_t i = 0; i < argv.size(); ++i) {
     bool dropped = false;
-    for (const char* o : launch_options) {
-      const std::string name = o;
+    for (const std::string& name : launch_flags) {
       if (argv[i] == name) {
         ++i;  // and its value
         dropped = true;

@@ -20,11 +20,12 @@ struct DataParallelArgs {
   int nodes = 1;           // --nodes: machines, each running this launcher with the same --gpus
   int node_rank = 0;       // --node-rank: this machine's place among them
   std::string master;      // --master HOST:PORT: rank 0's machine (nodes > 1); one machine picks a port
-  double rank_timeout = 600;  // --rank-timeout (train): the watchdog's seconds, 0 off
-  double join_timeout = 300;  // --join-timeout: how long the ranks wait for each other to start
+  float rank_timeout = 600;  // --rank-timeout (train): the watchdog's seconds, 0 off
+  float join_timeout = 300;  // --join-timeout: how long the ranks wait for each other to start
 };
 
-// --gpus, --nodes, --node-rank, --master, --join-timeout; with `train`, --rank-timeout too.
+// --gpus, --nodes, --node-rank, --master, --join-timeout; with `train`, --rank-timeout too: the
+// flags of the rows of cli/data_parallel_settings.h.
 void add_data_parallel_options(CLI::App* app, DataParallelArgs& a, bool train);
 
 // In the process a user started with --gpus: starts the ranks with `argv` less the launch options
@@ -38,8 +39,8 @@ std::optional<int> launch_ranks_if_asked(const DataParallelArgs& a, const std::v
 // Alone, leaves `c` as it is and returns nullptr.
 std::shared_ptr<ProcessGroup> join_ranks_if_launched(const DataParallelArgs& a, CompileOptions& c);
 
-// The command line a rank runs: `argv` without --gpus, --nodes, --node-rank and --master (and
-// their values, in either "--opt v" or "--opt=v" form).
+// The command line a rank runs: `argv` without --gpus, --nodes, --node-rank and --master (the
+// rows that launch ranks) and their values, in either "--opt v" or "--opt=v" form.
 std::vector<std::string> rank_command(const std::vector<std::string>& argv);
 
 }  // namespace kiln::cli

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "cli/common_options.h"
+#include "cli/common_settings.h"
+#include "cli/data_parallel_settings.h"
 #include "cli/data_settings.h"
 #include "cli/train_command.h"
 #include "compile/loss_scale_def.h"
@@ -37,6 +39,7 @@ std::string flag_text(const Setting& row) {
 // What the row takes. A range whose top is the machine's thread cap (kiln::max_threads()) is said
 // in words, so that the table is the same on every machine.
 std::string takes_text(const Setting& row) {
+  if (row.info.takes) return row.info.takes;
   switch (row.type) {
     case SettingType::Switch: return row.info.flag_pair || row.info.flag_only ? "a flag" : "0 or 1";
     case SettingType::Count:
@@ -82,6 +85,7 @@ std::string settings_table() {
       "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
   const CommonOptions common;
   const TrainArgs train;
+  add_rows(out, common_settings(), common);
   add_rows(out, compile_settings(), common.compile);
   add_rows(out, train_settings(), train.train);
   // The optimizers': a key once, with the first family's (by name) row, and its default there but
@@ -96,6 +100,7 @@ std::string settings_table() {
     }
   add_rows(out, loss_scale_settings(), common.compile);
   add_rows(out, data_settings(), DataArgs());
+  add_rows(out, data_parallel_settings(), DataParallelArgs());
   add_rows(out, cpu_settings(), CpuOptions());
   add_rows(out, cuda_settings(), CudaOptions());
   return out;

@@ -1,0 +1,82 @@
+#include "cli/common_settings.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "kiln/device.h"
+#include "kiln/error.h"
+#include "kiln/zoo.h"
+
+namespace kiln::cli {
+namespace {
+
+// --device: auto, or what parse_device_spec reads (cpu, cuda, cuda:N). Which GPUs exist is
+// resolve_device's to say, when the run starts.
+std::string device_refusal(const std::string& text) {
+  if (text == "auto") return "";
+  try {
+    parse_device_spec(text);
+  } catch (const Error&) {
+    return fmt::format("'{}' is not a device: it takes auto, cpu, cuda or cuda:N (N the GPU's number)", text);
+  }
+  return "";
+}
+
+// --classes: its range [-1, ...) less 0, which counts no class. Text that is not a whole number is
+// the type's to refuse.
+std::string classes_refusal(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || v != 0) return "";
+  return fmt::format("{} is out of range: it must be -1 or >= 1", text);
+}
+
+}  // namespace
+
+const std::vector<Setting>& common_settings() {
+  using O = CommonOptions;
+  // The help of --model names the zoo's models; the row keeps a pointer to it.
+  static const std::string model_help = fmt::format("model zoo name ({})", fmt::join(zoo::names(), ", "));
+  static const std::vector<Setting> rows = [] {
+    Setting model = text_choice_setting<O>({.key = "model",
+                                            .flag = "--model",
+                                            .alias = "-m",
+                                            .help = model_help.c_str(),
+                                            .member = "CommonOptions::model",
+                                            .fix = "use e.g. --model resnet50, or digits_cnn (the default)"},
+                                           &O::model, zoo::names());
+    Setting device = text_setting<O>({.key = "device",
+                                      .flag = "--device",
+                                      .help = "auto (the first GPU when there is one, else the CPU), cpu, cuda or "
+                                              "cuda:N",
+                                      .member = "CommonOptions::device",
+                                      .fix = "use e.g. --device cpu, or auto (the default)",
+                                      .takes = "auto, cpu, cuda, cuda:N"},
+                                     &O::device);
+    device.check = device_refusal;
+    // -1 leaves the count to the model (plan, bench) or the dataset (train).
+    Setting classes = count_setting<O>({.key = "classes",
+                                        .flag = "--classes",
+                                        .help = "number of classes, >= 1; -1: the model's, or the dataset's",
+                                        .member = "CommonOptions::classes",
+                                        .fix = "use e.g. --classes 10, or -1 for the model's (plan) or the dataset's "
+                                               "(train) count",
+                                        .takes = "-1 or >= 1"},
+                                       &O::classes, {-1, kUnbounded});
+    classes.check = classes_refusal;
+    return std::vector<Setting>{model, device, classes};
+  }();
+  return rows;
+}
+
+const Setting& common_setting(const char* key) {
+  const Setting* row = find_setting(common_settings(), key);
+  if (!row) fail("internal: no common setting '{}'", key);
+  return *row;
+}
+
+}  // namespace kiln::cli
