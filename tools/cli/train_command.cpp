@@ -4,8 +4,10 @@
 
 #include <algorithm>
 
+#include "cli/named_setting_options.h"
 #include "cli/option_checks.h"
 #include "cli/setting_options.h"
+#include "cli/train_run_settings.h"
 #include "compile/loss_scale_def.h"
 #include "settings/compile_settings.h"
 #include "train/train_settings.h"
@@ -33,30 +35,10 @@ CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) 
     if (row.info.key == std::string("schedule")) option->type_name("TEXT");  // as --optimizer's
     if (row.info.key == std::string("epochs")) add_optimizer_options(train, t.optimizer);
   }
-  train->add_option("--checkpoint", t.checkpoint,
-                    "safetensors checkpoint written atomically after every epoch; its folder must exist; <file>.lock "
-                    "guards it while training; an existing file is refused unless --resume or --overwrite")
-      ->type_name("FILE");
-  train->add_option("--json", t.json, "append one JSON line per epoch (times, loss, accuracies) to this file")
-      ->type_name("FILE");
-  train->add_option("--tensorboard", t.tensorboard,
-                    "write TensorBoard event files into this folder (made when missing; a new file per run): per "
-                    "epoch train/loss, train/accuracy, test/accuracy, test/top5, lr, images_per_second (and "
-                    "loss_scale in fp16), and train/step_loss at the optimizer steps the loss is read")
-      ->type_name("DIR");
-  train->add_flag("--resume", t.resume,
-                  "continue from --checkpoint if it exists, else start fresh (needs --checkpoint); the run's settings "
-                  "must match the checkpoint's, only --epochs may change");
-  train->add_flag("--overwrite", t.overwrite,
-                  "start fresh even though --checkpoint exists: it is replaced after the first epoch (needs "
-                  "--checkpoint; not with --resume)");
-  train->add_option("--init-from", t.init_from,
-                    "start from PyTorch weights: a state_dict saved as safetensors (tools/torch_to_safetensors.py "
-                    "writes torchvision's); names and layouts map as torchvision names its models")
-      ->type_name("FILE");
-  train->add_flag("--new-head", t.new_head,
-                  "with --init-from: leave the last linear layer as initialized, for another number of classes "
-                  "(fine-tuning)");
+  // The run's own flags (cli/train_run_settings.h): --checkpoint, --json, --tensorboard, --resume,
+  // --overwrite, --init-from, --new-head.
+  add_named_setting_options(train, train_run_settings(), t,
+                            {{"checkpoint", "FILE"}, {"json", "FILE"}, {"tensorboard", "DIR"}, {"init_from", "FILE"}});
   add_threads_option(train, t.backend);
   add_cpu_kernels_option(train, t.backend);
   add_cuda_options(train, t.backend);

@@ -27,6 +27,7 @@ struct TrainArgs {
     t.schedule.lr = 0.05f;
     return t;
   }();
+  // The run's own flags, rows of cli/train_run_settings.h; check_train_options checks them together.
   std::string checkpoint;
   std::string json;  // --json FILE: one line per epoch
   std::string tensorboard;  // --tensorboard DIR: TensorBoard event files
