@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "cli/option_checks.h"
+#include "cli/bench_settings.h"
+#include "cli/named_setting_options.h"
 #include "cli/setting_report.h"
 #include "core/cpu_kernels.h"
 #include "kiln/threads.h"
@@ -50,19 +51,8 @@ CLI::App* add_bench_command(CLI::App& app, CommonOptions& common, BenchArgs& b) 
   CLI::App* bench = app.add_subcommand(
       "bench", "train on synthetic data already on the device and print images/s, memory and time to the first step");
   add_common_options(bench, common);
-  bench->add_option("--steps", b.bench.steps, "timed steps, >= 1")->check(at_least(1, "use e.g. --steps 20"));
-  bench->add_option("--warmup", b.bench.warmup, "untimed steps before them, >= 0")
-      ->check(at_least(0, "use e.g. --warmup 5"));
-  bench->add_option("--seed", b.bench.seed, "random seed (initialization, synthetic data), 0 to 2^64-1")
-      ->check(seed_in_64_bits());
-  bench->add_flag("--profile", b.bench.profile,
-                  "then one step op by op, each op timed and set against its floor (FLOPs at --peak-tflops, bytes at "
-                  "--peak-tbps)");
-  bench->add_option("--peak-tflops", b.bench.peak_tflops, "tensor-core rate for the floors (default: an H200's fp16)")
-      ->check(number_in([](double v) { return v > 0; }, "> 0", "use e.g. --peak-tflops 737"));
-  bench->add_option("--peak-tbps", b.bench.peak_tbps, "memory bandwidth in TB/s for the floors (default: an H200's)")
-      ->check(number_in([](double v) { return v > 0; }, "> 0", "use e.g. --peak-tbps 4.18"));
-  bench->add_option("--json", b.json, "append the result as one JSON line to this file")->type_name("FILE");
+  // Its own flags (cli/bench_settings.h): --steps, --warmup, --seed, --profile, the peaks, --json.
+  add_named_setting_options(bench, bench_settings(), b, {{"json", "FILE"}});
   add_threads_option(bench, b.backend);
   add_cpu_kernels_option(bench, b.backend);
   add_cuda_options(bench, b.backend);
@@ -106,7 +96,6 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"ranks", ranks},
                               {"threads", c.device == Device::CPU ? kiln::threads() : 0},
                               {"cpu_kernels", c.device == Device::CPU ? cpu_kernels_name(cpu_kernels()) : ""},
-                              {"warmup", b.bench.warmup},
                               {"images_per_second", r.images_per_second},
                               {"median_step_ms", r.median_step_ms},
                               {"step_ms", r.step_ms},
@@ -123,6 +112,8 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
                               {"device_bytes", r.device_bytes},
                               {"first_loss", r.first_loss},
                               {"last_loss", r.last_loss}};
+    // Its own reported rows (--warmup), under their keys.
+    add_reported_settings(j, bench_settings(), &b);
     // The compile settings plan and bench report (settings/compile_settings.h), under their keys.
     add_reported_settings(j, compile_settings(), &c);
     // Every numeric CUDA setting under its field's name, so any of them can be compared

@@ -14,7 +14,9 @@
 namespace kiln::cli {
 
 struct BenchArgs {
-  BenchOptions bench;   // --steps, --warmup, --seed, --profile, --peak-tflops, --peak-tbps
+  // --steps, --warmup, --seed, --profile, --peak-tflops, --peak-tbps and --json: their rows are
+  // cli/bench_settings.h's.
+  BenchOptions bench;
   std::string json;     // --json FILE
   BackendArgs backend;  // --threads and the CUDA backend's options
   DataParallelArgs parallel;  // --gpus and the other launch options
