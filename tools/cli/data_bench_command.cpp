@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli/data_bench_settings.h"
+#include "cli/named_setting_options.h"
 #include "data/gpu_decode/gpu_decode_loader.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
@@ -36,21 +38,8 @@ CLI::App* add_data_bench_command(CLI::App& app, DataBenchArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "data-bench", "time the data loader alone (decode, augmentation, normalization into batches), no model");
   add_data_options(cmd, a.data, true);
-  cmd->add_option("--batch,-b", a.batch, "batch size, >= 1")->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--batches", a.batches, "timed batches, >= 1")->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--warmup", a.warmup, "batches before the clock starts, >= 0")->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--split", a.split, "train (training transform, shuffled) or val (evaluation transform)")
-      ->check(CLI::IsMember({"train", "val"}));
-  cmd->add_option("--seed", a.seed, "random seed (shuffle, augmentation)");
-  cmd->add_flag("--host-normalize", a.host_normalize,
-                "batches of normalized floats, as a CPU trainer takes them; default: uint8 pixels, as a GPU trainer "
-                "takes them (it normalizes on the device)");
-  cmd->add_option("--json", a.json, "append the result as one JSON line to this file")->type_name("FILE");
-  cmd->add_option("--dump", a.dump,
-                  "also write the split's first --dump-count samples (uint8 HWC, before normalization) to FILE "
-                  "and their names to FILE.names")
-      ->type_name("FILE");
-  cmd->add_option("--dump-count", a.dump_count, "samples --dump writes, >= 1")->check(CLI::Range(1, 1 << 20));
+  // Its own flags (cli/data_bench_settings.h): the batches, --split, --seed, --host-normalize, --json, --dump.
+  add_named_setting_options(cmd, data_bench_settings(), a, {{"json", "FILE"}, {"dump", "FILE"}});
   return cmd;
 }
 

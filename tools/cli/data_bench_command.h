@@ -9,6 +9,7 @@
 
 namespace kiln::cli {
 
+// Its fields with a flag are rows of cli/data_bench_settings.h (epoch has none: every run starts at 0).
 struct DataBenchArgs {
   DataArgs data;
   int batch = 256, batches = 50, warmup = 2, epoch = 0;
