@@ -5,11 +5,14 @@
 #include <set>
 #include <vector>
 
+#include "cli/bench_settings.h"
 #include "cli/common_options.h"
 #include "cli/common_settings.h"
 #include "cli/data_parallel_settings.h"
+#include "cli/data_bench_settings.h"
 #include "cli/data_settings.h"
 #include "cli/train_command.h"
+#include "cli/train_run_settings.h"
 #include "compile/loss_scale_def.h"
 #include "compile/optimizer_family.h"
 #include "compile/optimizer_settings.h"
@@ -101,6 +104,9 @@ std::string settings_table() {
   add_rows(out, loss_scale_settings(), common.compile);
   add_rows(out, data_settings(), DataArgs());
   add_rows(out, data_parallel_settings(), DataParallelArgs());
+  add_rows(out, train_run_settings(), train);
+  add_rows(out, bench_settings(), BenchArgs());
+  add_rows(out, data_bench_settings(), DataBenchArgs());
   add_rows(out, cpu_settings(), CpuOptions());
   add_rows(out, cuda_settings(), CudaOptions());
   return out;
