@@ -5,6 +5,8 @@
 #include <deque>
 #include <mutex>
 
+#include "compile/optimizer_family.h"
+
 namespace kiln {
 namespace {
 
@@ -25,6 +27,25 @@ SettingInfo with_member(SettingInfo info) {
 }
 
 }  // namespace
+
+const Setting& optimizer_choice() {
+  static const Setting row = [] {
+    std::vector<std::string> names;
+    std::string help;
+    for (const OptimizerFamily* family : all_optimizer_families()) {
+      names.push_back(family->name);
+      help += fmt::format("{}{}: {}", help.empty() ? "" : "; ", family->name, family->help);
+    }
+    return text_choice_setting<OptimizerConfig>({.key = "optimizer",
+                                                 .flag = "--optimizer",
+                                                 .help = lasting(help),
+                                                 .member = "CompileOptions::optimizer.name",
+                                                 .fix = "use e.g. --optimizer sgd (the default)",
+                                                 .compared_on_resume = true},
+                                                &OptimizerConfig::name, names);
+  }();
+  return row;
+}
 
 Setting optimizer_real(SettingInfo info, double default_value, SettingRange range) {
   Setting s = new_setting(with_member(info), SettingType::Real, range);

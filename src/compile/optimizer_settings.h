@@ -30,6 +30,10 @@ Setting optimizer_weight_decay(const char* help);
 // difference of its own).
 std::vector<Setting> optimizer_rows(const char* family, std::vector<Setting> rows);
 
+// The "optimizer" row: which family, by one of their names (compile/optimizer_family.h), over
+// OptimizerConfig::name; its help names each family's. A resumed run must have the checkpoint's.
+const Setting& optimizer_choice();
+
 // The row's default, as its text ("0.9", "false").
 std::string setting_default_text(const Setting& row);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "compile/optimizer_family.h"
+#include "compile/optimizer_settings.h"
 #include "settings/compile_settings.h"
 #include "train/train_settings.h"
 
@@ -49,8 +50,7 @@ std::vector<RecipeField> compared_fields(const std::vector<Setting>& rows,
 std::vector<RecipeField> optimizer_fields() {
   using R = const RecipeRun&;
   std::vector<RecipeField> fields = {
-      {"optimizer", [](R r) { return optimizer(r).name; }, nullptr, nullptr, "--optimizer",
-       "CompileOptions::optimizer.name"}};
+      from_setting(optimizer_choice(), [](R r) -> const void* { return &optimizer(r); })};
   for (const OptimizerFamily* family : all_optimizer_families()) {
     for (const Setting& s : family->settings()) {
       const std::string key = s.info.key;

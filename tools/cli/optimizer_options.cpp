@@ -7,6 +7,7 @@
 
 #include "cli/data_options.h"
 #include "cli/option_checks.h"
+#include "cli/setting_options.h"
 #include "compile/optimizer_family.h"
 #include "compile/optimizer_settings.h"
 #include "kiln/error.h"
@@ -128,12 +129,10 @@ std::string what_it_takes(const OptimizerFamily& family) {
 }  // namespace
 
 void add_optimizer_options(CLI::App* app, OptimizerArgs& a) {
-  std::string choices;
-  const auto& families = all_optimizer_families();
-  for (size_t i = 0; i < families.size(); ++i)
-    choices += fmt::format("{}{}: {}", i == 0 ? "" : "; ", families[i]->name, families[i]->help);
-  app->add_option("--optimizer", a.name, choices)
-      ->check(parsed_by([](const std::string& name) { optimizer_family(name); }));
+  // The library's row, over kiln train's own field for the name.
+  const Setting& choice = optimizer_choice();
+  static const Setting row = text_choice_setting<OptimizerArgs>(choice.info, &OptimizerArgs::name, choice.choices);
+  add_setting_option(app, row, a)->type_name("TEXT");  // as --schedule's
   for (const SharedFlag& shared : shared_flags()) add_flag(app, a, shared);
 }
 
