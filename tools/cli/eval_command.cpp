@@ -9,6 +9,8 @@
 #include "cli/checkpoint_data_fit.h"
 #include "cli/checkpoint_model.h"
 #include "cli/data_source.h"
+#include "cli/eval_settings.h"
+#include "cli/named_setting_options.h"
 #include "kiln/error.h"
 #include "kiln/trainer.h"
 #include "train/recipe_fields.h"
@@ -86,17 +88,13 @@ void take_data_trained_on(const CheckpointModel& m, const CLI::App& cmd, DataArg
 CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "eval", "evaluate a checkpoint on a dataset's evaluation split (top-1, top-5, loss, per-class accuracy)");
-  cmd->add_option("--checkpoint,-c", a.checkpoint, "checkpoint written by kiln train")->required()->type_name("FILE");
+  // Its own flags (cli/eval_settings.h): --checkpoint (required), --split, --batch, --device,
+  // --precision, --json; the data's in their groups.
+  add_named_setting_options(cmd, eval_settings(), a, {{"checkpoint", "FILE"}});
+  cmd->get_option("--checkpoint")->required();
   add_data_options(cmd, a.data, false);
   // Not data/digits (add_data_options' default): without --data, the data the checkpoint was trained on.
   cmd->get_option("--data")->default_str("the data the checkpoint was trained on");
-  cmd->add_option("--split", a.split, "val (the evaluation split) or train (the training files, evaluation transform)")
-      ->check(CLI::IsMember({"val", "train"}));
-  cmd->add_option("--batch,-b", a.batch, "batch size; 0: the checkpoint's")->check(CLI::Range(0, 1 << 16));
-  cmd->add_option("--device", a.device, "auto, cpu, cuda or cuda:N");
-  cmd->add_option("--precision", a.precision, "fp32, fp16 or bf16; default: the checkpoint's");
-  cmd->add_flag("--json", a.json,
-                "print one JSON object (checkpoint, data, split, images, loss, top1, top5, per_class) instead of text");
   return cmd;
 }
 

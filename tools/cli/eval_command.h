@@ -11,6 +11,8 @@
 
 namespace kiln::cli {
 
+// Its own fields are rows of cli/eval_settings.h, which give them their flags; the data's are
+// data_settings.h's.
 struct EvalArgs {
   DataArgs data;
   std::string checkpoint, device = "auto", precision;  // precision: the checkpoint's unless given

@@ -8,6 +8,8 @@
 #include <numeric>
 
 #include "cli/checkpoint_model.h"
+#include "cli/named_setting_options.h"
+#include "cli/predict_settings.h"
 #include "core/file_io.h"
 #include "data/image/image_codec.h"
 #include "kiln/error.h"
@@ -70,18 +72,14 @@ std::vector<Ranked> rank_classes(const double* z, int classes) {
 CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "predict", "classify image files (JPEG/PNG) with a checkpoint: the top classes and their probabilities");
-  cmd->add_option("--checkpoint,-c", a.checkpoint, "checkpoint written by kiln train")->required()->type_name("FILE");
+  // Its flags (cli/predict_settings.h): --checkpoint (required), --top, --batch, --device,
+  // --precision, --json.
+  add_named_setting_options(cmd, predict_settings(), a, {{"checkpoint", "FILE"}});
+  cmd->get_option("--checkpoint")->required();
   cmd->add_option("images", a.images, "JPEG or PNG files to classify")
       ->required()
       ->type_name("IMAGE...")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--top,-k", a.top, "classes listed per image, most probable first (at most the model's classes)")
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--batch,-b", a.batch, "batch size; 0: the images' count, at most the checkpoint's batch")
-      ->check(CLI::Range(0, 1 << 16));
-  cmd->add_option("--device", a.device, "auto, cpu, cuda or cuda:N");
-  cmd->add_option("--precision", a.precision, "fp32, fp16 or bf16; default: the checkpoint's");
-  cmd->add_flag("--json", a.json, "print one JSON object (checkpoint, model, predictions) instead of text");
   return cmd;
 }
 

@@ -10,6 +10,7 @@
 
 namespace kiln::cli {
 
+// Its fields but the images (positionals) are rows of cli/predict_settings.h, which give them their flags.
 struct PredictArgs {
   std::string checkpoint, device = "auto", precision;  // precision: the checkpoint's unless given
   std::vector<std::string> images;

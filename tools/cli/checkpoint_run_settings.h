@@ -1,0 +1,48 @@
+#pragma once
+// The rows the commands that read a checkpoint share (kiln eval, predict, export): --checkpoint,
+// and for those that run it (eval, predict) --device and --precision. One meaning, one wording:
+// each command declares them over its own args struct with these builders, so that every one has
+// the same flag, help, check and fix; `kiln settings` lists each under its command's field.
+#include <string>
+
+#include "cli/common_settings.h"
+#include "settings/setting.h"
+
+namespace kiln::cli {
+
+// --checkpoint/-c FILE: a checkpoint kiln train wrote (the command requires it).
+template <class Owner>
+Setting checkpoint_file_setting(std::string Owner::*field, const char* member) {
+  return text_setting<Owner>({.key = "checkpoint",
+                              .flag = "--checkpoint",
+                              .alias = "-c",
+                              .help = "checkpoint written by kiln train",
+                              .member = member},
+                             field);
+}
+
+// --device: what the compiling commands' --device takes (common_settings' row: its help, check,
+// fix and words), over `field`.
+template <class Owner>
+Setting checkpoint_device_setting(std::string Owner::*field, const char* member) {
+  const Setting& common = common_setting("device");
+  SettingInfo info = common.info;
+  info.member = member;
+  Setting row = text_setting<Owner>(info, field);
+  row.check = common.check;
+  return row;
+}
+
+// --precision: the checkpoint's (recorded by kiln train) unless given; the names parse_precision
+// reads (fp64 on the CPU only, which the run says when it starts).
+template <class Owner>
+Setting checkpoint_precision_setting(std::string Owner::*field, const char* member) {
+  return text_choice_setting<Owner>({.key = "precision",
+                                     .flag = "--precision",
+                                     .help = "fp32, fp16 or bf16 (or fp64 on cpu); default: the checkpoint's",
+                                     .member = member,
+                                     .fix = "use e.g. --precision fp32, or leave it out for the checkpoint's"},
+                                    field, {"fp32", "fp16", "bf16", "fp64"});
+}
+
+}  // namespace kiln::cli
