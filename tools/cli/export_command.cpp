@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "cli/export_settings.h"
+#include "cli/named_setting_options.h"
 #include "export/onnx_graph.h"
 #include "export/output_path.h"
 #include "kiln/checkpoint.h"
@@ -93,22 +95,11 @@ std::string op_counts(const std::map<std::string, int>& counts) {
 CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "export", "write a checkpoint as an ONNX model (--onnx) and/or as PyTorch's state_dict (--torch)");
-  cmd->add_option("--checkpoint,-c", a.checkpoint, "checkpoint written by kiln train")->required()->type_name("FILE");
-  cmd->add_option("--onnx", a.onnx,
-                  "write the inference program as an ONNX model (opset 17): input 'input' [N,C,H,W], normalized as "
-                  "the checkpoint's metadata says; output 'logits' [N,classes]")
-      ->type_name("FILE");
-  cmd->add_flag("--fold-bn,!--keep-bn", a.fold_bn,
-                "ONNX: fold each BatchNorm after a convolution into its weight and bias (the default, as "
-                "torch.onnx.export does in eval mode), or keep BatchNormalization nodes");
-  cmd->add_option("--torch", a.torch,
-                  "write the weights as PyTorch's state_dict (safetensors, torchvision's names and layouts)")
-      ->type_name("FILE");
-  cmd->add_option("--torch-conv-bias", a.conv_bias,
-                  "--torch: write a zero bias for convolutions before BatchNorm, as torchvision's VGG-BN has: auto "
-                  "(for the vgg models), zeros or none")
-      ->check(CLI::IsMember({"auto", "zeros", "none"}));
-  cmd->add_flag("--overwrite", a.overwrite, "replace existing output files (never the checkpoint)");
+  // Its flags (cli/export_settings.h): --checkpoint, --onnx, --fold-bn/--keep-bn, --torch,
+  // --torch-conv-bias, --overwrite.
+  add_named_setting_options(cmd, export_settings(), a, {{"checkpoint", "FILE"}, {"onnx", "FILE"}, {"torch", "FILE"}});
+  cmd->get_option("--checkpoint")->required();
+  cmd->get_option("--fold-bn")->excludes(cmd->get_option("--keep-bn"));
   return cmd;
 }
 

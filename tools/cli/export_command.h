@@ -8,6 +8,7 @@
 
 namespace kiln::cli {
 
+// Its fields are rows of cli/export_settings.h, which give them their flags.
 struct ExportArgs {
   std::string checkpoint, onnx, torch;
   bool fold_bn = true;         // --fold-bn / --keep-bn (OnnxExportOptions::fold_bn)
