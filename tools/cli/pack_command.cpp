@@ -5,26 +5,12 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "cli/pack_settings.h"
+#include "cli/setting_options.h"
 #include "data/pack/pack_writer.h"
 #include "kiln/threads.h"
 
 namespace kiln::cli {
-namespace {
-
-// A whole number in [lo, hi], else a message with the range and a value to use.
-CLI::Validator whole_in(int64_t lo, int64_t hi, std::string fix) {
-  return CLI::Validator(
-      [lo, hi, fix](std::string& text) -> std::string {
-        int64_t v = 0;
-        if (!CLI::detail::lexical_cast(text, v))
-          return fmt::format("'{}' is not a whole number; {}", text, fix);
-        if (v < lo || v > hi) return fmt::format("{} is out of range: it must be in [{}, {}]; {}", text, lo, hi, fix);
-        return {};
-      },
-      "", "");
-}
-
-}  // namespace
 
 CLI::App* add_pack_command(CLI::App& app, PackCommandArgs& a) {
   CLI::App* cmd = app.add_subcommand(
@@ -38,20 +24,9 @@ CLI::App* add_pack_command(CLI::App& app, PackCommandArgs& a) {
   cmd->add_option("OUT", a.out, "the pack folder to create; it must not exist (kiln pack never overwrites)")
       ->required()
       ->type_name("DIR");
-  cmd->add_option("--max-side", a.max_side,
-                  "images are stored with their longer side at most this (larger ones are downscaled and "
-                  "re-encoded), in [1, 65500]")
-      ->check(whole_in(1, 65500, "use e.g. --max-side 512"));
-  cmd->add_option("--quality", a.quality, "JPEG quality of re-encoded images, in [1, 100]")
-      ->check(whole_in(1, 100, "use e.g. --quality 90"));
-  cmd->add_option("--shard-mb", a.shard_mb, "shard size in MB (2^20 bytes), in [1, 1048576]")
-      ->check(whole_in(1, 1 << 20, "use e.g. --shard-mb 256"));
-  cmd->add_option("--workers", a.workers, "decode/encode threads, in [0, 4096] (0: all cores)")
-      ->check(whole_in(0, 4096, "use e.g. --workers 8, or 0 for all cores"))
-      ->default_str("0 (all cores)");
-  cmd->add_flag("--skip-bad", a.skip_bad,
-                "leave out images that cannot be decoded (truncated, corrupt, not JPEG/PNG) and list them at the end; "
-                "without it the first one stops the pack, named");
+  // Its flags (cli/pack_settings.h): --max-side, --quality, --shard-mb, --workers, --skip-bad.
+  add_setting_options(cmd, pack_settings(), a);
+  cmd->get_option("--workers")->default_str("0 (all cores)");
   return cmd;
 }
 

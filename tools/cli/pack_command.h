@@ -8,6 +8,7 @@
 
 namespace kiln::cli {
 
+// Its fields but SRC and OUT (positionals) are rows of cli/pack_settings.h, which give them their flags.
 struct PackCommandArgs {
   std::string source, out;
   int max_side = 512, quality = 90, shard_mb = 256;
