@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <span>
 
+#include "cli/named_setting_options.h"
 #include "cli/plot/chart_png/chart_png.h"
 #include "cli/plot/run_log.h"
 #include "cli/plot/training_chart.h"
+#include "cli/plot_settings.h"
 #include "core/file_io.h"
 #include "kiln/error.h"
 
@@ -29,13 +31,9 @@ CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "plot", "draw a run's kiln train --json lines (loss, accuracy, learning rate per epoch) as SVG or PNG");
   cmd->add_option("run", a.run, "the JSON lines kiln train --json wrote")->required()->type_name("RUN.jsonl");
-  cmd->add_option("--output,-o", a.output, "the picture to write: .svg, or .png (the same picture rasterized)")
-      ->required()
-      ->type_name("FILE");
-  cmd->add_option("--title", a.title, "the chart's title; default: the run file's name");
-  cmd->add_option("--width", a.width, "picture width in pixels")->check(CLI::Range(200, 8000));
-  cmd->add_option("--height", a.height, "picture height in pixels")->check(CLI::Range(200, 8000));
-  cmd->add_flag("--overwrite", a.overwrite, "replace the --output file when it exists");
+  // Its flags (cli/plot_settings.h): --output/-o (required), --title, --width, --height, --overwrite.
+  add_named_setting_options(cmd, plot_settings(), a, {{"output", "FILE"}});
+  cmd->get_option("--output")->required();
   return cmd;
 }
 

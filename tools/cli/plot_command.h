@@ -8,6 +8,7 @@
 
 namespace kiln::cli {
 
+// Its fields but the run file (a positional) are rows of cli/plot_settings.h, which give them their flags.
 struct PlotArgs {
   std::string run, output, title;
   int width = 800, height = 900;
