@@ -11,6 +11,11 @@
 #include "cli/data_parallel_settings.h"
 #include "cli/data_bench_settings.h"
 #include "cli/data_settings.h"
+#include "cli/eval_settings.h"
+#include "cli/export_settings.h"
+#include "cli/pack_settings.h"
+#include "cli/plot_settings.h"
+#include "cli/predict_settings.h"
 #include "cli/train_command.h"
 #include "cli/train_run_settings.h"
 #include "compile/loss_scale_def.h"
@@ -107,6 +112,11 @@ std::string settings_table() {
   add_rows(out, train_run_settings(), train);
   add_rows(out, bench_settings(), BenchArgs());
   add_rows(out, data_bench_settings(), DataBenchArgs());
+  add_rows(out, eval_settings(), EvalArgs());
+  add_rows(out, predict_settings(), PredictArgs());
+  add_rows(out, export_settings(), ExportArgs());
+  add_rows(out, pack_settings(), PackCommandArgs());
+  add_rows(out, plot_settings(), PlotArgs());
   add_rows(out, cpu_settings(), CpuOptions());
   add_rows(out, cuda_settings(), CudaOptions());
   return out;
