@@ -96,6 +96,7 @@ std::string settings_table() {
   add_rows(out, common_settings(), common);
   add_rows(out, compile_settings(), common.compile);
   add_rows(out, train_settings(), train.train);
+  add_rows(out, {optimizer_choice()}, OptimizerConfig());
   // The optimizers': a key once, with the first family's (by name) row, and its default there but
   // where kiln train has its own (its weight decay); the recipe compares the chosen optimizer's.
   std::set<std::string> keys;
