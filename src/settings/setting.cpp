@@ -58,6 +58,7 @@ Setting new_setting(const SettingInfo& info, SettingType type, SettingRange rang
 }
 
 std::string setting_number_text(float x) { return fmt::format("{}", x); }
+std::string setting_number_text(double x) { return fmt::format("{}", x); }
 
 std::string setting_interval_text(const std::array<double, 2>& v) { return fmt::format("{},{}", v[0], v[1]); }
 

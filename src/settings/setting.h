@@ -108,6 +108,7 @@ struct Setting {
 
 // Floats as the shortest text that reads back as the same float ("0.9", "0.0005", "65536").
 std::string setting_number_text(float x);
+std::string setting_number_text(double x);
 
 // An Interval's text, each end the shortest that reads back as the same double: "0.08,1",
 // "0.75,1.3333333333333333"; and back, false for text that is not two numbers MIN,MAX.
@@ -178,11 +179,17 @@ Setting interval_setting(SettingInfo info, std::array<double, 2> Owner::*field, 
   return s;
 }
 
-template <class Owner>
-Setting real_setting(SettingInfo info, float Owner::*field, SettingRange range) {
+// A float or a double field (bench's peaks keep the exact double given); its text the shortest
+// that reads back as the same value of the field's type.
+template <class Owner, class Real>
+Setting real_setting(SettingInfo info, Real Owner::*field, SettingRange range) {
+  static_assert(std::is_same_v<Real, float> || std::is_same_v<Real, double>);
   Setting s = new_setting(info, SettingType::Real, range);
   s.read = [field](const void* o) { return setting_number_text(static_cast<const Owner*>(o)->*field); };
-  s.write = [field](void* o, const std::string& t) { static_cast<Owner*>(o)->*field = std::stof(t); };
+  s.write = [field](void* o, const std::string& t) {
+    if constexpr (std::is_same_v<Real, float>) static_cast<Owner*>(o)->*field = std::stof(t);
+    else static_cast<Owner*>(o)->*field = std::stod(t);
+  };
   return s;
 }
 

@@ -1,21 +1,9 @@
 #include "cli/bench_settings.h"
 
-#include <fmt/format.h>
-
 #include <string>
 
 namespace kiln::cli {
 namespace {
-
-// A Real of a double field (the peaks), read and written at a double's precision, so that the
-// floors use the value given (real_setting's fields are floats).
-template <class Owner>
-Setting double_setting(SettingInfo info, double Owner::*field, SettingRange range) {
-  Setting s = new_setting(info, SettingType::Real, range);
-  s.read = [field](const void* o) { return fmt::format("{}", static_cast<const Owner*>(o)->*field); };
-  s.write = [field](void* o, const std::string& t) { static_cast<Owner*>(o)->*field = std::stod(t); };
-  return s;
-}
 
 // BenchOptions' rows (the library's struct; bench_settings places them in BenchArgs).
 std::vector<Setting> bench_option_settings() {
@@ -49,18 +37,18 @@ std::vector<Setting> bench_option_settings() {
                          .member = "BenchOptions::profile",
                          .flag_only = true},
                         &B::profile),
-      double_setting<B>({.key = "peak_tflops",
-                         .flag = "--peak-tflops",
-                         .help = "tensor-core rate for the floors (default: an H200's fp16)",
-                         .member = "BenchOptions::peak_tflops",
-                         .fix = "use e.g. --peak-tflops 737"},
-                        &B::peak_tflops, {0, kUnbounded, true, false}),
-      double_setting<B>({.key = "peak_tbps",
-                         .flag = "--peak-tbps",
-                         .help = "memory bandwidth in TB/s for the floors (default: an H200's)",
-                         .member = "BenchOptions::peak_tbps",
-                         .fix = "use e.g. --peak-tbps 4.18"},
-                        &B::peak_tbps, {0, kUnbounded, true, false}),
+      real_setting<B>({.key = "peak_tflops",
+                       .flag = "--peak-tflops",
+                       .help = "tensor-core rate for the floors (default: an H200's fp16)",
+                       .member = "BenchOptions::peak_tflops",
+                       .fix = "use e.g. --peak-tflops 737"},
+                      &B::peak_tflops, {0, kUnbounded, true, false}),
+      real_setting<B>({.key = "peak_tbps",
+                       .flag = "--peak-tbps",
+                       .help = "memory bandwidth in TB/s for the floors (default: an H200's)",
+                       .member = "BenchOptions::peak_tbps",
+                       .fix = "use e.g. --peak-tbps 4.18"},
+                      &B::peak_tbps, {0, kUnbounded, true, false}),
   };
 }
 
