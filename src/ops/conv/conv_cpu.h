@@ -1,21 +1,36 @@
 #pragma once
-// Convolution kernels on the CPU: NHWC activations, KRSC filters. fp32 runs on oneDNN where the
-// build has it and cpu_kernels() chooses it (conv_onednn_cpu.h), else, and always in float64, on
-// kiln's own im2col + GEMM, the reference the oneDNN kernels are tested against.
+// Convolution kernels on the CPU: NHWC activations, KRSC filters of C / groups channels, any
+// window (core/conv_window.h: strides, the padding of each side, dilation, groups). fp32 runs on
+// oneDNN where the build has it and cpu_kernels() chooses it (conv_onednn_cpu.h), else, and always
+// in float64, on kiln's own im2col + GEMM (a direct loop for depthwise convolutions), the
+// reference the oneDNN kernels are tested against.
 #include <cstddef>
 #include <cstdint>
 
+#include "core/conv_window.h"
 #include "kiln/dtype.h"
 
 namespace kiln::cpu {
 
 struct ConvGeom {
-  int64_t n, h, w, c;   // input NHWC
-  int64_t k, r, s;      // filters KRSC (C shared with input)
-  int64_t stride, pad;  // same in both spatial dims
-  int64_t ho, wo;       // output spatial size
-  // Builds the geometry from x (N,H,W,C) and w (K,R,S,C) shapes; throws kiln::Error on mismatch.
+  int64_t n, h, w, c;  // input NHWC
+  int64_t k, r, s;     // filters (K, R, S, C / groups)
+  ConvWindow win;      // strides, padding of each side, dilation, groups
+  int64_t cg, kg;      // input and output channels of one group: C / groups, K / groups
+  int64_t ho, wo;      // output spatial size
+  // Builds the geometry from x (N,H,W,C) and w (K,R,S,C/groups) shapes; throws kiln::Error naming
+  // the problem and its fix on a mismatch (groups not dividing C or K, a filter of other than
+  // C/groups channels, a stride or dilation below 1, negative padding, a dilated filter larger
+  // than the padded input, ...).
+  static ConvGeom make(const Shape& x, const Shape& w, const ConvWindow& win);
+  // A square window: one stride, `pad` on every side, no dilation, one group (the fused CBR and
+  // conv_bn ops).
   static ConvGeom make(const Shape& x, const Shape& w, int stride, int pad);
+
+  int64_t groups() const { return win.groups; }
+  // Depthwise: one input channel per group (groups == C > 1), each output channel reading one
+  // input channel (K / C of them per input channel, the depth multiplier).
+  bool depthwise() const { return cg == 1 && win.groups > 1; }
 };
 
 // Each kernel overwrites its outputs (gradients are not accumulated into). Bitwise

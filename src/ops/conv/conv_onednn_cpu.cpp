@@ -98,8 +98,11 @@ int64_t channel_slices(int64_t k, int64_t most) {
 // The output-channel slices wgrad cuts each of its `pieces` into, so that a filter too big for
 // kPieces partial gradients still makes about kPieces tasks (ResNet's 512x512x3x3 filters: 2
 // pieces of a batch of 32, 8 slices of 64 channels). Like the pieces, a function of the problem
-// alone: the bytes do not depend on the thread count.
-int64_t k_slices(const ConvGeom& g, int64_t pieces) { return channel_slices(g.k, (kPieces + pieces - 1) / pieces); }
+// alone: the bytes do not depend on the thread count. Grouped filters (C / groups channels each)
+// are small beside their activations and are not sliced.
+int64_t k_slices(const ConvGeom& g, int64_t pieces) {
+  return g.win.groups == 1 ? channel_slices(g.k, (kPieces + pieces - 1) / pieces) : 1;
+}
 
 // How wgrad cuts its work: batch pieces few enough that their partial gradients fit
 // kPartialBytes, each cut into `slices` of output channels; one task computes one slice's
@@ -109,7 +112,7 @@ struct WgradCut {
   ConvGeom slice_geom;  // one task's problem: g with K / slices output channels
 };
 WgradCut wgrad_cut(const ConvGeom& g) {
-  const size_t filter_bytes = size_t(g.k * g.r * g.s * g.c + g.k) * sizeof(float);
+  const size_t filter_bytes = size_t(g.k * g.r * g.s * g.cg + g.k) * sizeof(float);
   const int64_t most_pieces = std::max<int64_t>(1, int64_t(kPartialBytes / (2 * filter_bytes)));
   WgradCut cut;
   cut.images = piece_images(g, (g.n + most_pieces - 1) / most_pieces);
@@ -117,25 +120,38 @@ WgradCut wgrad_cut(const ConvGeom& g) {
   cut.slices = k_slices(g, cut.pieces);
   cut.slice_geom = g;
   cut.slice_geom.k = g.k / cut.slices;
+  cut.slice_geom.kg = cut.slice_geom.k / g.win.groups;  // slices only where there is one group
   return cut;
 }
 
 memory::dims nchw(int64_t n, int64_t c, int64_t h, int64_t w) { return {n, c, h, w}; }
 
-// The problem of one piece of `images` images, as oneDNN's descriptors.
+// The filters' dimensions as oneDNN counts them: (K, C, R, S), or with groups (G, K / G, C / G, R,
+// S); kiln's KRSC layout of them (ohwi, gohwi: K = g * K/G + o, each filter R x S x C/G).
+memory::dims weight_dims(const ConvGeom& g) {
+  if (g.win.groups == 1) return {g.k, g.c, g.r, g.s};
+  return {g.win.groups, g.kg, g.cg, g.r, g.s};
+}
+Tag krsc_tag(const ConvGeom& g) { return g.win.groups == 1 ? Tag::ohwi : Tag::gohwi; }
+
+// The problem of one piece of `images` images, as oneDNN's descriptors. oneDNN counts dilation
+// from 0 (0: taps side by side) where kiln, as PyTorch, counts it from 1.
 struct Descs {
   memory::desc src, dst, weights_any, weights_krsc, bias;
-  memory::dims strides, padding;
+  memory::dims strides, dilates, padding_l, padding_r;
 };
 Descs descs(const ConvGeom& g, int64_t images) {
+  const ConvWindow& v = g.win;
   Descs d;
   d.src = memory::desc(nchw(images, g.c, g.h, g.w), kF32, Tag::nhwc);
   d.dst = memory::desc(nchw(images, g.k, g.ho, g.wo), kF32, Tag::nhwc);
-  d.weights_any = memory::desc(nchw(g.k, g.c, g.r, g.s), kF32, Tag::any);
-  d.weights_krsc = memory::desc(nchw(g.k, g.c, g.r, g.s), kF32, Tag::ohwi);
+  d.weights_any = memory::desc(weight_dims(g), kF32, Tag::any);
+  d.weights_krsc = memory::desc(weight_dims(g), kF32, krsc_tag(g));
   d.bias = memory::desc({g.k}, kF32, Tag::x);
-  d.strides = {g.stride, g.stride};
-  d.padding = {g.pad, g.pad};
+  d.strides = {v.stride_h, v.stride_w};
+  d.dilates = {v.dilation_h - 1, v.dilation_w - 1};
+  d.padding_l = {v.pad_top, v.pad_left};
+  d.padding_r = {v.pad_bottom, v.pad_right};
   return d;
 }
 
@@ -156,9 +172,9 @@ dnnl::convolution_forward::primitive_desc forward_desc(const ConvGeom& g, int64_
   const auto prop = dnnl::prop_kind::forward_training;
   const auto direct = dnnl::algorithm::convolution_direct;
   return bias ? F::primitive_desc(cpu_engine(), prop, direct, d.src, d.weights_any, d.bias, d.dst, d.strides,
-                                  d.padding, d.padding, attributes(bf16_math))
-              : F::primitive_desc(cpu_engine(), prop, direct, d.src, d.weights_any, d.dst, d.strides, d.padding,
-                                  d.padding, attributes(bf16_math));
+                                  d.dilates, d.padding_l, d.padding_r, attributes(bf16_math))
+              : F::primitive_desc(cpu_engine(), prop, direct, d.src, d.weights_any, d.dst, d.strides, d.dilates,
+                                  d.padding_l, d.padding_r, attributes(bf16_math));
 }
 
 // Whether oneDNN's implementation computes in bf16 (its name names the instructions: AMX or
@@ -200,12 +216,13 @@ bool fast(const char* impl) { return std::strncmp(impl, "ref", 3) != 0; }
 // long enough to matter while the pool's other threads wait. Slices of a multiple of 16 output
 // channels (whole blocks of any layout oneDNN picks) and of at least kCopySliceFloats (smaller
 // copies cost less than handing them out), at most kPieces; one where the layout pads a dimension
-// (a reorder writes the padding's zeros only when it writes the whole).
+// (a reorder writes the padding's zeros only when it writes the whole), or where the filters are
+// grouped (small: C / groups channels each).
 constexpr int64_t kCopySliceFloats = int64_t{1} << 16;
-int64_t copy_slices(const memory::desc& weights, int64_t k) {
-  if (weights.get_padded_dims() != weights.get_dims()) return 1;
+int64_t copy_slices(const memory::desc& weights, const ConvGeom& g) {
+  if (g.win.groups != 1 || weights.get_padded_dims() != weights.get_dims()) return 1;
   const int64_t floats = int64_t(weights.get_size() / sizeof(float));
-  return channel_slices(k, std::min(kPieces, floats / kCopySliceFloats));
+  return channel_slices(g.k, std::min(kPieces, floats / kCopySliceFloats));
 }
 
 template <class PD>
@@ -218,10 +235,12 @@ void finish(Prim& p, const PD& pd, const memory::desc& weights, const ConvGeom& 
   p.krsc = krsc;
   p.reordered = weights != krsc;
   if (!p.reordered) return;
-  const int64_t slices = copy_slices(weights, g.k), ks = g.k / slices;
+  const int64_t slices = copy_slices(weights, g), ks = g.k / slices;
   for (int64_t i = 0; i < slices; ++i) {
-    const memory::dims part{ks, g.c, g.r, g.s}, at{i * ks, 0, 0, 0};
-    const memory::desc krsc_part = krsc.submemory_desc(part, at), prim_part = weights.submemory_desc(part, at);
+    // One slice: the whole filters (also the only way for grouped ones).
+    const memory::dims part{ks, g.cg, g.r, g.s}, at{i * ks, 0, 0, 0};
+    const memory::desc krsc_part = slices == 1 ? krsc : krsc.submemory_desc(part, at);
+    const memory::desc prim_part = slices == 1 ? weights : weights.submemory_desc(part, at);
     p.krsc_parts.push_back(krsc_part);
     p.prim_parts.push_back(prim_part);
     p.to_prim.emplace_back(dnnl::reorder::primitive_desc(cpu_engine(), krsc_part, cpu_engine(), prim_part));
@@ -248,8 +267,8 @@ Prim make(Kind kind, const ConvGeom& g, int64_t images, bool bias, bool bf16_mat
     } else if (kind == Kind::kDgrad) {
       using B = dnnl::convolution_backward_data;
       const B::primitive_desc pd(cpu_engine(), dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.dst,
-                                 d.strides, d.padding, d.padding, forward_desc(g, images, false, bf16_math),
-                                 attributes(bf16_math));
+                                 d.strides, d.dilates, d.padding_l, d.padding_r,
+                                 forward_desc(g, images, false, bf16_math), attributes(bf16_math));
       p.primitive = B(pd);
       finish(p, pd, pd.weights_desc(), g);
     } else {
@@ -257,10 +276,10 @@ Prim make(Kind kind, const ConvGeom& g, int64_t images, bool bias, bool bf16_mat
       const auto direct = dnnl::algorithm::convolution_direct;
       const auto hint = forward_desc(g, images, bias, bf16_math);
       const W::primitive_desc pd =
-          bias ? W::primitive_desc(cpu_engine(), direct, d.src, d.weights_any, d.bias, d.dst, d.strides, d.padding,
-                                   d.padding, hint, attributes(bf16_math))
-               : W::primitive_desc(cpu_engine(), direct, d.src, d.weights_any, d.dst, d.strides, d.padding,
-                                   d.padding, hint, attributes(bf16_math));
+          bias ? W::primitive_desc(cpu_engine(), direct, d.src, d.weights_any, d.bias, d.dst, d.strides, d.dilates,
+                                   d.padding_l, d.padding_r, hint, attributes(bf16_math))
+               : W::primitive_desc(cpu_engine(), direct, d.src, d.weights_any, d.dst, d.strides, d.dilates,
+                                   d.padding_l, d.padding_r, hint, attributes(bf16_math));
       p.primitive = W(pd);
       finish(p, pd, pd.diff_weights_desc(), g);
     }
@@ -275,11 +294,14 @@ Prim make(Kind kind, const ConvGeom& g, int64_t images, bool bias, bool bf16_mat
 const Prim& prim(Kind kind, const ConvGeom& g, int64_t images, bool bias) {
   const bool bf16_math = cpu_kernels() == CpuKernels::OneDnnBf16;
   if (bf16_math) check_bf16_math_runs();
-  using Key =
-      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
+  const ConvWindow& v = g.win;
+  using Window = std::tuple<int, int, int, int, int, int, int, int, int>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, Window, bool, bool>;
   static std::mutex mutex;
   static std::map<Key, std::unique_ptr<Prim>> prims;
-  const Key key{int(kind), images, g.h, g.w, g.c, g.k, g.r, g.s, g.stride, g.pad, bias, bf16_math};
+  const Window window{v.stride_h, v.stride_w,   v.pad_top,  v.pad_left, v.pad_bottom,
+                      v.pad_right, v.dilation_h, v.dilation_w, v.groups};
+  const Key key{int(kind), images, g.h, g.w, g.c, g.k, g.r, g.s, window, bias, bf16_math};
   std::lock_guard<std::mutex> lock(mutex);
   std::unique_ptr<Prim>& p = prims[key];
   if (!p) p = std::make_unique<Prim>(make(kind, g, images, bias, bf16_math));
@@ -450,7 +472,7 @@ bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float
   };
   sum_pieces(partial, piece_len);
   // Each slice's filters are KRSC rows [slice * ks, (slice + 1) * ks) of dw.
-  const int64_t slice_krsc = ks * g.r * g.s * g.c;
+  const int64_t slice_krsc = ks * g.r * g.s * g.cg;
   if (p.reordered) {
     parallel_for(slices, [&](int64_t slice) {
       copy_filters(p, false, partial + slice * slice_len, dw + slice * slice_krsc);

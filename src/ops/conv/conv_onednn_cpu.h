@@ -1,14 +1,15 @@
 #pragma once
 // fp32 convolutions on oneDNN (conv_onednn_cpu.cpp), for the CPU kernels of conv_cpu.h when
-// cpu_kernels() is oneDNN. Each returns false, having done nothing, where oneDNN does not run the
-// problem: a build without oneDNN, the reference kernels chosen, or a problem oneDNN has only its
-// slow reference implementation for (then conv_cpu.h's own kernel runs it).
+// cpu_kernels() is oneDNN, on any window: groups (grouped filter layouts), dilation and the padding
+// of each side go to oneDNN as they are. Each returns false, having done nothing, where oneDNN does
+// not run the problem: a build without oneDNN, the reference kernels chosen, or a problem oneDNN
+// has only its slow reference implementation for (then conv_cpu.h's own kernel runs it).
 //
 // Threads and determinism: the batch is cut into pieces of images whose size depends on the
 // problem alone (never on the thread count); kiln's pool runs the pieces, each through oneDNN on
 // one thread; wgrad sums the pieces' partial gradients in piece order (a filter too big for many
 // partial gradients gets few pieces, each cut into slices of output channels, also fixed by the
-// problem). So the bytes do not depend
+// problem; grouped filters, small, are not sliced). So the bytes do not depend
 // on the thread count, as kiln/threads.h promises, and `--threads` and a pool shared by two runs
 // hold. (kiln's oneDNN, PyPI's GNU OpenMP build, runs its own threads on OpenMP, not on a threadpool
 // kiln can hand it.)

@@ -1,7 +1,9 @@
-// oneDNN's CPU convolutions (conv_onednn_cpu.h) at the shapes the model zoo trains: each result
-// against the float64 reference within a bound that rejects a transposed filter, oneDNN seen to
-// run them (not the fallback), the reference kernels behind `--cpu-kernels reference`, and the same
-// bytes at any thread count.
+// oneDNN's CPU convolutions (conv_onednn_cpu.h) at the shapes the model zoo trains and on the
+// windows of torchvision's catalogue (groups, depthwise, dilation, rectangular kernels and strides,
+// padding of its own on each side): each result against the float64 reference within a bound that
+// rejects a transposed filter (or, on any window, each plausible flaw), oneDNN seen to run them
+// (not the fallback), the reference kernels behind `--cpu-kernels reference`, and the same bytes at
+// any thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +21,7 @@
 #include "ops/conv/conv_cpu.h"
 #include "ops/conv/conv_onednn_cpu.h"
 #include "ops/conv/conv_test_reference.h"
+#include "ops/conv/conv_window_reference.h"
 
 namespace kiln::cpu {
 namespace {
@@ -137,6 +140,138 @@ TEST(ConvOnednn, MatchesFloat64AtTheZoosShapes) {
         EXPECT_LE(std::fabs(db[size_t(k)] - sum), kBound * abs_sum) << "db[" << k << "]";
       }
     }
+  }
+}
+
+// --- Any window ---
+
+using conv_test::WindowProblem;
+
+ConvWindow window(int stride_h, int stride_w, int top, int left, int bottom, int right, int dilation_h,
+                  int dilation_w, int groups) {
+  return {stride_h, stride_w, top, left, bottom, right, dilation_h, dilation_w, groups};
+}
+
+struct WindowCase {
+  WindowProblem p;
+  bool bias;
+  bool onednn_runs;  // oneDNN has a fast kernel for it (not only its reference one)
+};
+
+// torchvision's windows: MobileNet's and EfficientNet's depthwise 3x3 and 5x5 (stride 1 and 2), a
+// depthwise multiplier of 2, ResNeXt's 32 groups of 4 channels, AlexNet's 2 groups, DeepLab's
+// dilation 2, Inception's 1x7 and 7x1, TensorFlow's "same" padding (top 1, left 0, bottom 2, right
+// 1), a stride of (2,1), a 3x5 kernel, and all of them at once. Problems of the same tensors but
+// another window must not share a primitive: stride 3 with dilation 1 and 2, stride 2 with the
+// bottom and right padding 1 and 2 (each pair of one output size), groups 2 and 4.
+const std::vector<WindowCase> kWindowCases = {
+    {{8, 14, 14, 32, 32, 3, 3, window(1, 1, 1, 1, 1, 1, 1, 1, 32)}, false, true},
+    {{8, 15, 15, 24, 24, 3, 3, window(2, 2, 1, 1, 1, 1, 1, 1, 24)}, true, true},
+    {{4, 12, 12, 40, 40, 5, 5, window(1, 1, 2, 2, 2, 2, 1, 1, 40)}, false, true},
+    {{4, 10, 10, 16, 32, 3, 3, window(1, 1, 1, 1, 1, 1, 1, 1, 16)}, true, true},
+    {{4, 14, 14, 128, 128, 3, 3, window(1, 1, 1, 1, 1, 1, 1, 1, 32)}, false, true},
+    {{4, 13, 13, 32, 64, 3, 3, window(1, 1, 1, 1, 1, 1, 1, 1, 2)}, true, true},
+    {{4, 13, 13, 32, 64, 3, 3, window(1, 1, 1, 1, 1, 1, 1, 1, 4)}, true, true},
+    {{4, 16, 16, 32, 32, 3, 3, window(1, 1, 2, 2, 2, 2, 2, 2, 1)}, false, true},
+    {{4, 16, 16, 32, 32, 3, 3, window(1, 1, 1, 1, 1, 1, 1, 1, 1)}, false, true},
+    {{4, 16, 16, 32, 32, 3, 3, window(3, 3, 2, 2, 2, 2, 1, 1, 1)}, false, true},
+    {{4, 16, 16, 32, 32, 3, 3, window(3, 3, 2, 2, 2, 2, 2, 2, 1)}, false, true},
+    {{4, 13, 13, 16, 16, 3, 3, window(2, 2, 1, 1, 1, 1, 1, 1, 1)}, true, true},
+    {{4, 13, 13, 16, 16, 3, 3, window(2, 2, 1, 1, 2, 2, 1, 1, 1)}, true, true},
+    {{4, 17, 17, 32, 32, 1, 7, window(1, 1, 0, 3, 0, 3, 1, 1, 1)}, true, true},
+    {{4, 17, 17, 32, 32, 7, 1, window(1, 1, 3, 0, 3, 0, 1, 1, 1)}, false, true},
+    {{4, 12, 12, 16, 32, 3, 3, window(1, 1, 1, 0, 2, 1, 1, 1, 1)}, true, true},
+    {{4, 12, 12, 16, 32, 3, 3, window(1, 1, 2, 1, 1, 0, 1, 1, 1)}, true, true},
+    {{4, 12, 12, 16, 32, 3, 3, window(2, 1, 1, 1, 1, 1, 1, 1, 1)}, false, true},
+    {{4, 12, 12, 16, 16, 3, 5, window(1, 1, 1, 2, 1, 2, 1, 1, 1)}, false, true},
+    {{2, 9, 15, 4, 6, 3, 5, window(2, 1, 1, 0, 2, 1, 2, 3, 2)}, true, true},
+    {{3, 11, 10, 16, 32, 3, 3, window(1, 2, 0, 2, 1, 1, 2, 2, 16)}, true, true},
+};
+
+ConvGeom geom_of(const WindowProblem& p) { return ConvGeom::make(p.x_shape(), p.w_shape(), p.win); }
+
+Inputs inputs(const WindowProblem& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  Inputs in;
+  in.x = random_floats(p.x_numel(), rng);
+  in.w = random_floats(p.w_numel(), rng);
+  in.b = random_floats(size_t(p.k), rng);
+  in.dy = random_floats(p.y_numel(), rng);
+  return in;
+}
+
+// oneDNN's fp32 results within the worst case of fp32 rounding (conv_test::rounding_bound: (n + 1)
+// units of 2^-24 of each result's sum of |terms|, n the most terms a result sums, whatever the
+// order oneDNN adds them in), a bound each plausible flaw of the window misses.
+TEST(ConvOnednn, MatchesFloat64OnAnyWindow) {
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
+  const KernelsFor onednn(CpuKernels::OneDnn);
+  unsigned seed = 41;
+  for (const WindowCase& t : kWindowCases) {
+    const WindowProblem& p = t.p;
+    SCOPED_TRACE(conv_test::label(p) + (t.bias ? " bias" : ""));
+    const ConvGeom g = geom_of(p);
+    const Inputs in = inputs(p, seed++);
+    std::vector<float> y(in.dy.size(), NAN), dx(in.x.size(), NAN), dw(in.w.size(), NAN), db(size_t(p.k), NAN);
+    const float* bias = t.bias ? in.b.data() : nullptr;
+    float* dbias = t.bias ? db.data() : nullptr;
+    const bool ran_fwd = onednn_conv_fwd(g, in.x.data(), in.w.data(), bias, y.data());
+    const bool ran_dgrad = onednn_conv_dgrad(g, in.dy.data(), in.w.data(), dx.data());
+    const bool ran_wgrad = onednn_conv_wgrad(g, in.dy.data(), in.x.data(), dw.data(), dbias);
+    if (t.onednn_runs) {
+      EXPECT_TRUE(ran_fwd) << "oneDNN left the forward pass to the reference kernels";
+      EXPECT_TRUE(ran_dgrad) << "oneDNN left the data gradient to the reference kernels";
+      EXPECT_TRUE(ran_wgrad) << "oneDNN left the weight gradient to the reference kernels";
+    }
+    // Through conv_cpu.h, as the ops call it: oneDNN where it ran, the reference kernel elsewhere.
+    conv_fwd<float>(g, in.x.data(), in.w.data(), bias, y.data());
+    conv_dgrad<float>(g, in.dy.data(), in.w.data(), dx.data());
+    conv_wgrad<float>(g, in.dy.data(), in.x.data(), dw.data(), dbias);
+
+    const double bound = conv_test::rounding_bound<float>(p);
+    const std::vector<double> x64 = doubles(in.x), w64 = doubles(in.w), dy64 = doubles(in.dy);
+    const std::vector<double> b64 = t.bias ? doubles(in.b) : std::vector<double>();
+    const conv_test::Result want_y = conv_test::forward(p, x64, w64, b64);
+    const conv_test::Result want_dx = conv_test::data_gradient(p, dy64, w64);
+    const conv_test::Result want_dw = conv_test::weight_gradient(p, dy64, x64);
+    conv_test::expect_within("y", y, want_y, bound);
+    conv_test::expect_within("dx", dx, want_dx, bound);
+    conv_test::expect_within("dw", dw, want_dw, bound);
+    if (t.bias) conv_test::expect_within("db", db, conv_test::bias_gradient(p, dy64), bound);
+    for (conv_test::Flaw flaw : conv_test::telling_flaws(p)) {
+      SCOPED_TRACE("flaw " + std::to_string(int(flaw)));
+      EXPECT_GT(conv_test::distance(conv_test::forward(p, x64, w64, b64, flaw).value, want_y).worst, bound);
+      EXPECT_GT(conv_test::distance(conv_test::data_gradient(p, dy64, w64, flaw).value, want_dx).worst, bound);
+      EXPECT_GT(conv_test::distance(conv_test::weight_gradient(p, dy64, x64, flaw).value, want_dw).worst, bound);
+    }
+  }
+}
+
+// Grouped and depthwise problems are cut into pieces as any other (conv_onednn_cpu.h).
+TEST(ConvOnednn, SameBytesWhateverTheThreadCountOnAnyWindow) {
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN (scripts/setup.sh fetches it)";
+  const KernelsFor onednn(CpuKernels::OneDnn);
+  const int saved_threads = threads();
+  for (const WindowCase& t : {kWindowCases[1], kWindowCases[4], kWindowCases[19]}) {
+    const WindowProblem& p = t.p;
+    SCOPED_TRACE(conv_test::label(p));
+    const ConvGeom g = geom_of(p);
+    const Inputs in = inputs(p, 13);
+    std::vector<std::vector<float>> runs;
+    for (int n : {1, 3, 8}) {
+      set_threads(n);
+      std::vector<float> y(in.dy.size()), dx(in.x.size()), dw(in.w.size()), db(size_t(p.k));
+      conv_fwd<float>(g, in.x.data(), in.w.data(), t.bias ? in.b.data() : nullptr, y.data());
+      conv_dgrad<float>(g, in.dy.data(), in.w.data(), dx.data());
+      conv_wgrad<float>(g, in.dy.data(), in.x.data(), dw.data(), t.bias ? db.data() : nullptr);
+      y.insert(y.end(), dx.begin(), dx.end());
+      y.insert(y.end(), dw.begin(), dw.end());
+      y.insert(y.end(), db.begin(), db.end());
+      runs.push_back(std::move(y));
+    }
+    set_threads(saved_threads);
+    for (size_t i = 1; i < runs.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[i].data(), runs[0].size() * sizeof(float))) << "run " << i;
   }
 }
 

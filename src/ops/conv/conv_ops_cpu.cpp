@@ -10,12 +10,12 @@
 namespace kiln {
 namespace {
 
-// The geometry comes from the input and filter shapes plus the contract's stride and padding;
-// the filter must also have the layer's kernel size.
-cpu::ConvGeom geometry(const OpCall& call, const Shape& x, const Shape& w, int stride, int padding) {
+// The geometry comes from the input and filter shapes plus the contract's window (strides,
+// padding of each side, dilation, groups); the filter must also have the layer's kernel size.
+cpu::ConvGeom geometry(const OpCall& call, const Shape& x, const Shape& w, const ConvWindow& window) {
   cpu::ConvGeom g;
   try {
-    g = cpu::ConvGeom::make(x, w, stride, padding);
+    g = cpu::ConvGeom::make(x, w, window);
   } catch (const Error& e) {
     fail("layer '{}': {}", layer_name(call), e.what());
   }
@@ -41,7 +41,7 @@ void expect_dtype(const OpCall& call, const TensorArg& t, const char* role, DTyp
 }
 
 void conv_fwd(const OpCall& call, const ConvForward<TensorArg>& a) {
-  const cpu::ConvGeom g = geometry(call, a.x.shape(), a.w.shape(), a.stride, a.padding);
+  const cpu::ConvGeom g = geometry(call, a.x.shape(), a.w.shape(), a.window);
   expect_shape(call, a.y, "output", {g.n, g.ho, g.wo, g.k});
   if (a.bias) expect_shape(call, a.bias, "bias", {g.k});
   for (auto [t, role] : {std::pair{&a.w, "filter"}, {&a.bias, "bias"}, {&a.y, "output"}})
@@ -53,7 +53,7 @@ void conv_fwd(const OpCall& call, const ConvForward<TensorArg>& a) {
 }
 
 void conv_dgrad(const OpCall& call, const ConvDgrad<TensorArg>& a) {
-  const cpu::ConvGeom g = geometry(call, a.dx.shape(), a.w.shape(), a.stride, a.padding);
+  const cpu::ConvGeom g = geometry(call, a.dx.shape(), a.w.shape(), a.window);
   expect_shape(call, a.dy, "output gradient", {g.n, g.ho, g.wo, g.k});
   for (auto [t, role] : {std::pair{&a.w, "filter"}, {&a.dx, "input gradient"}})
     expect_dtype(call, *t, role, a.dy.dtype());
@@ -64,7 +64,7 @@ void conv_dgrad(const OpCall& call, const ConvDgrad<TensorArg>& a) {
 }
 
 void conv_wgrad(const OpCall& call, const ConvWgrad<TensorArg>& a) {
-  const cpu::ConvGeom g = geometry(call, a.x.shape(), a.dw.shape(), a.stride, a.padding);
+  const cpu::ConvGeom g = geometry(call, a.x.shape(), a.dw.shape(), a.window);
   expect_shape(call, a.dy, "output gradient", {g.n, g.ho, g.wo, g.k});
   if (a.dbias) expect_shape(call, a.dbias, "bias gradient", {g.k});
   for (auto [t, role] : {std::pair{&a.x, "input"}, {&a.dw, "filter gradient"}, {&a.dbias, "bias gradient"}})
@@ -77,15 +77,15 @@ void conv_wgrad(const OpCall& call, const ConvWgrad<TensorArg>& a) {
 
 // When the program is prepared: the pass each op runs, made ready (conv_cpu.h).
 void conv_fwd_prepare(const OpCall& call, const ConvForward<TensorArg>& a) {
-  call.backend->request_workspace(cpu::conv_prepare(geometry(call, a.x.shape(), a.w.shape(), a.stride, a.padding),
+  call.backend->request_workspace(cpu::conv_prepare(geometry(call, a.x.shape(), a.w.shape(), a.window),
                                                     a.x.dtype(), bool(a.bias), {.forward = true}));
 }
 void conv_dgrad_prepare(const OpCall& call, const ConvDgrad<TensorArg>& a) {
-  call.backend->request_workspace(cpu::conv_prepare(geometry(call, a.dx.shape(), a.w.shape(), a.stride, a.padding),
+  call.backend->request_workspace(cpu::conv_prepare(geometry(call, a.dx.shape(), a.w.shape(), a.window),
                                                     a.dy.dtype(), false, {.dgrad = true}));
 }
 void conv_wgrad_prepare(const OpCall& call, const ConvWgrad<TensorArg>& a) {
-  call.backend->request_workspace(cpu::conv_prepare(geometry(call, a.x.shape(), a.dw.shape(), a.stride, a.padding),
+  call.backend->request_workspace(cpu::conv_prepare(geometry(call, a.x.shape(), a.dw.shape(), a.window),
                                                     a.dy.dtype(), bool(a.dbias), {.wgrad = true}));
 }
 

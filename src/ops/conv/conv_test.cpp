@@ -70,7 +70,8 @@ void for_each_tap(const ConvGeom& g, F&& f) {
         for (int64_t k = 0; k < g.k; ++k)
           for (int64_t r = 0; r < g.r; ++r)
             for (int64_t s = 0; s < g.s; ++s) {
-              const int64_t ih = oh * g.stride - g.pad + r, iw = ow * g.stride - g.pad + s;
+              // Square windows here (conv_window_test.cpp covers the others).
+              const int64_t ih = oh * g.win.stride_h - g.win.pad_top + r, iw = ow * g.win.stride_w - g.win.pad_left + s;
               if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
               for (int64_t c = 0; c < g.c; ++c)
                 f(((n * g.ho + oh) * g.wo + ow) * g.k + k, ((k * g.r + r) * g.s + s) * g.c + c,
