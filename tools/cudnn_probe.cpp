@@ -71,8 +71,9 @@ TensorPtr bn_relu_prologue(fe::graph::Graph& g, TensorPtr x, int64_t c, bool io_
   auto scaled = pw(g, x, channels(g, "prologue_scale", c, io_typed), fe::PointwiseMode_t::MUL);
   return relu(g, pw(g, scaled, channels(g, "prologue_bias", c, io_typed), fe::PointwiseMode_t::ADD));
 }
-std::vector<int64_t> pad2(const ConvProblem& p) { return {p.pad, p.pad}; }
-std::vector<int64_t> stride2(const ConvProblem& p) { return {p.stride, p.stride}; }
+// The probe's problems are square (make_conv_problem's square overload): one padding, one stride.
+std::vector<int64_t> pad2(const ConvProblem& p) { return {p.win.pad_top, p.win.pad_left}; }
+std::vector<int64_t> stride2(const ConvProblem& p) { return {p.win.stride_h, p.win.stride_w}; }
 
 // ---- patterns CudnnGraphs does not offer --------------------------------------------------------
 void sbr_conv_genstats(fe::graph::Graph& g, const ConvProblem& p, bool io_typed) {

@@ -184,7 +184,7 @@ bool has_graph_at_batch(const char* kind, const BlockShape& s, int n, const Cuda
   cuda::CudaBackend backend(0, options);
   for (const cuda::TuneRecord& r : backend.graphs().tune_records())
     if (r.kind == kind && r.problem.n == n && r.problem.c == s.c && r.problem.k == s.k && r.problem.h == s.hw &&
-        r.problem.r == s.kernel && r.problem.stride == s.stride)
+        r.problem.r == s.kernel && r.problem.win.stride_h == s.stride)
       return true;
   return false;
 }

@@ -94,10 +94,10 @@ void for_each_tap(const ConvProblem& p, F&& f) {
       for (int64_t ox = 0; ox < p.wo; ++ox)
         for (int64_t k = 0; k < p.k; ++k)
           for (int64_t r = 0; r < p.r; ++r) {
-            const int64_t iy = oy * p.stride - p.pad + r;
+            const int64_t iy = oy * p.win.stride_h - p.win.pad_top + r;  // square windows only
             if (iy < 0 || iy >= p.h) continue;
             for (int64_t s = 0; s < p.s; ++s) {
-              const int64_t ix = ox * p.stride - p.pad + s;
+              const int64_t ix = ox * p.win.stride_w - p.win.pad_left + s;
               if (ix < 0 || ix >= p.w) continue;
               for (int64_t c = 0; c < p.c; ++c)
                 f(x_index(p, n, iy, ix, c), w_index(p, k, r, s, c), y_index(p, n, oy, ox, k));

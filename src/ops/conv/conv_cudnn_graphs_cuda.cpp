@@ -13,16 +13,10 @@ TensorPtr conv_dy(fe::graph::Graph& g, const ConvProblem& p) {
   return g.tensor(nhwc("dy", UID_DY, p.n, p.k, p.ho, p.wo));
 }
 
-// dw = wgrad(dy, x) of `p` (its padding and stride, no dilation), made the output UID_DW in the
-// filter's KRSC layout.
+// dw = wgrad(dy, x) of `p` (its window), made the output UID_DW in the filter's KRSC layout
+// (K, R, S, C/groups).
 void add_wgrad_into_krsc(fe::graph::Graph& g, const ConvProblem& p, const TensorPtr& dy, const TensorPtr& x) {
-  auto dw = g.conv_wgrad(dy, x,
-                         fe::graph::Conv_wgrad_attributes()
-                             .set_padding({p.pad, p.pad})
-                             .set_stride({p.stride, p.stride})
-                             .set_dilation({1, 1}));
-  // The filter gradient in the filter's KRSC layout.
-  dw->set_uid(UID_DW).set_dim({p.k, p.c, p.r, p.s}).set_stride({p.c * p.r * p.s, 1, p.s * p.c, p.c}).set_output(true);
+  make_output_krsc(g.conv_wgrad(dy, x, with_window(fe::graph::Conv_wgrad_attributes(), p)), UID_DW, p);
 }
 
 // Makes the convolution result y the NHWC output UID_Y and adds its per-channel sum and sum of
@@ -60,11 +54,7 @@ void define_fprop_sums(const ConvProblem& p, fe::graph::Graph& g) {
 
 void define_dgrad(const ConvProblem& p, fe::graph::Graph& g) {
   auto dy = conv_dy(g, p);
-  auto dx = g.conv_dgrad(dy, conv_w(g, p),
-                         fe::graph::Conv_dgrad_attributes()
-                             .set_padding({p.pad, p.pad})
-                             .set_stride({p.stride, p.stride})
-                             .set_dilation({1, 1}));
+  auto dx = g.conv_dgrad(dy, conv_w(g, p), with_window(fe::graph::Conv_dgrad_attributes(), p));
   make_output_nhwc(dx, UID_DX, p.n, p.c, p.h, p.w);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// A convolution problem as the hand-written CUDA convolution kernels take it: a ConvProblem's
-// fields (runtime/cuda/cudnn_graphs.h, which CUDA sources do not include). Layouts as there: X and
-// dY NHWC, W and dW KRSC, all of the io dtype.
+// A convolution problem as the hand-written CUDA convolution kernels take it: a ConvProblem
+// (runtime/cuda/cudnn_graphs.h, which CUDA sources do not include) of a square window, one stride
+// and one padding on every side, no dilation, one group (conv_cuda.h's conv_shape refuses any
+// other). Layouts as there: X and dY NHWC, W and dW KRSC, all of the io dtype.
 #include <cstdint>
 
 #include "kiln/dtype.h"

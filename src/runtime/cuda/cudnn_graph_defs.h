@@ -39,8 +39,11 @@ fe::DataType_t fe_dtype(DType dtype);
 fe::graph::Tensor_attributes nhwc(const char* name, int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w);
 // Makes a node's result an NHWC output tensor (n,h,w,c) of the io dtype.
 void make_output_nhwc(const TensorPtr& t, int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w);
-// The filter (K,R,S,C) in memory, as dims {K,C,R,S} for cuDNN.
+// The filter (K,R,S,C/groups) in memory, as dims {K,C/groups,R,S} for cuDNN (which infers the
+// groups from C / the filter's C).
 fe::graph::Tensor_attributes krsc(const char* name, int64_t uid, const ConvProblem& p);
+// Makes a node's result (a filter gradient) a KRSC output tensor of the io dtype, dims as krsc's.
+void make_output_krsc(const TensorPtr& t, int64_t uid, const ConvProblem& p);
 // An fp32 vector of k channels (dims {1,k,1,1}): scale, shift, statistics.
 fe::graph::Tensor_attributes per_channel(const char* name, int64_t uid, int64_t k);
 // Makes a node's result an fp32 per-channel output of k channels.
@@ -49,8 +52,21 @@ void make_output_channels(const TensorPtr& t, int64_t uid, int64_t k);
 // The convolution's input x (UID_X) and filter w (UID_W) of `p`, added to `g`.
 TensorPtr conv_x(fe::graph::Graph& g, const ConvProblem& p);
 TensorPtr conv_w(fe::graph::Graph& g, const ConvProblem& p);
-// The conv_fprop node of `p` (its padding and stride, no dilation) on x and w; its result is
-// virtual (fp32, the intermediate dtype) until made an output.
+// Sets `p`'s window on a convolution node's attributes (Conv_fprop_, Conv_dgrad_ or
+// Conv_wgrad_attributes): padding before (top, left) and after (bottom, right), strides and
+// dilation, each as {h, w}. The groups are not an attribute: the filter's dims carry them.
+template <class Attributes>
+Attributes with_window(Attributes attributes, const ConvProblem& p) {
+  const ConvWindow& v = p.win;
+  attributes.set_pre_padding({v.pad_top, v.pad_left})
+      .set_post_padding({v.pad_bottom, v.pad_right})
+      .set_stride({v.stride_h, v.stride_w})
+      .set_dilation({v.dilation_h, v.dilation_w});
+  return attributes;
+}
+
+// The conv_fprop node of `p` (its window) on x and w; its result is virtual (fp32, the
+// intermediate dtype) until made an output.
 TensorPtr conv_fprop(fe::graph::Graph& g, const TensorPtr& x, const TensorPtr& w, const ConvProblem& p);
 
 namespace detail {

@@ -45,17 +45,32 @@ int current_device(const std::string& where) {
 
 ConvProblem make_conv_problem(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t s,
                               int64_t stride, int64_t pad, DType io) {
-  ConvProblem p{n, h, w, c, k, r, s, stride, pad, 0, 0, io};
-  if (stride > 0) {
-    p.ho = (h + 2 * pad - r) / stride + 1;
-    p.wo = (w + 2 * pad - s) / stride + 1;
+  return make_conv_problem(n, h, w, c, k, r, s, ConvWindow::square(int(stride), int(pad)), io);
+}
+
+ConvProblem make_conv_problem(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t s,
+                              const ConvWindow& win, DType io) {
+  ConvProblem p;
+  p.n = n, p.h = h, p.w = w, p.c = c, p.k = k, p.r = r, p.s = s, p.win = win, p.io = io;
+  if (win.stride_h > 0 && win.stride_w > 0) {  // else left 0, which validate_problem refuses
+    p.ho = win.out_h(h, r);
+    p.wo = win.out_w(w, s);
   }
   return p;
 }
 
 std::string conv_problem_str(const ConvProblem& p) {
-  return fmt::format("N={} {}x{} C={} -> K={} {}x{} stride {} pad {} out {}x{} {}", p.n, p.h, p.w, p.c, p.k, p.r,
-                     p.s, p.stride, p.pad, p.ho, p.wo, dtype_name(p.io));
+  const ConvWindow& v = p.win;
+  std::string window = v.stride_h == v.stride_w ? fmt::format("stride {}", v.stride_h)
+                                                : fmt::format("stride {}x{}", v.stride_h, v.stride_w);
+  if (v.pad_top == v.pad_left && v.pad_top == v.pad_bottom && v.pad_top == v.pad_right)
+    window += fmt::format(" pad {}", v.pad_top);
+  else
+    window += fmt::format(" pad t{} l{} b{} r{}", v.pad_top, v.pad_left, v.pad_bottom, v.pad_right);
+  if (v.dilation_h != 1 || v.dilation_w != 1) window += fmt::format(" dilation {}x{}", v.dilation_h, v.dilation_w);
+  if (v.groups != 1) window += fmt::format(" groups {}", v.groups);
+  return fmt::format("N={} {}x{} C={} -> K={} {}x{} {} out {}x{} {}", p.n, p.h, p.w, p.c, p.k, p.r, p.s, window,
+                     p.ho, p.wo, dtype_name(p.io));
 }
 
 CudnnGraphsOptions cudnn_graphs_options(const CudaOptions& cuda) {
@@ -123,7 +138,10 @@ std::string CudnnGraphs::plan_cache_key(const CudnnGraphDef& graph, const ConvPr
 }
 
 CudnnGraphs::Key CudnnGraphs::key(const CudnnGraphDef& graph, const ConvProblem& p, int device) {
-  return {&graph, {p.n, p.h, p.w, p.c, p.k, p.r, p.s, p.stride, p.pad, p.ho, p.wo, int64_t(p.io), device}};
+  const ConvWindow& v = p.win;
+  return {&graph,
+          {p.n, p.h, p.w, p.c, p.k, p.r, p.s, v.stride_h, v.stride_w, v.pad_top, v.pad_left, v.pad_bottom, v.pad_right,
+           v.dilation_h, v.dilation_w, v.groups, p.ho, p.wo, int64_t(p.io), device}};
 }
 
 CudnnGraphs::Entry& CudnnGraphs::get_or_build(const CudnnGraphDef& graph, const ConvProblem& p) {

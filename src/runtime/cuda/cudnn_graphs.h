@@ -2,7 +2,8 @@
 // cuDNN graph-API convolutions (plain and fused) with a plan cache and engine autotuning.
 //
 // Layouts are the project's: activations NHWC, filters KRSC. cuDNN sees them as dims {N,C,H,W}
-// with NHWC strides and filters as dims {K,C,R,S} with KRSC strides; compute is fp32; per-channel
+// with NHWC strides and filters as dims {K,C/groups,R,S} with KRSC strides (cuDNN infers the groups
+// from C / the filter's C); compute is fp32; per-channel
 // statistics, scale and shift are fp32. Every pointer handed to run() must be 16-byte aligned
 // (cudnn-frontend assumes that alignment when it picks engines and rejects misaligned pointers).
 //
@@ -22,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/conv_window.h"
 #include "kiln/dtype.h"
 #include "kiln/options.h"
 
@@ -34,17 +36,29 @@ namespace kiln::cuda {
 class PlanCache;
 struct CachedPlan;
 
-// One 2-D convolution: x (n,h,w,c) NHWC, w (k,r,s,c) KRSC, y (n,ho,wo,k) NHWC. Square stride and
-// symmetric padding, no dilation, no groups. ho/wo must equal (h + 2*pad - r) / stride + 1.
+// One 2-D convolution: x (n,h,w,c) NHWC, w (k,r,s,c/groups) KRSC, y (n,ho,wo,k) NHWC, under any
+// window (core/conv_window.h: strides, the padding of each side, dilation, groups; PyTorch's
+// nn.Conv2d). ho/wo must equal win.out_h(h, r) / win.out_w(w, s). cuDNN runs every window; kiln's
+// own convolution kernels only square ones (ops/conv/conv_cuda.h, conv_shape).
 struct ConvProblem {
-  int64_t n = 0, h = 0, w = 0, c = 0, k = 0, r = 0, s = 0, stride = 1, pad = 0, ho = 0, wo = 0;
+  int64_t n = 0, h = 0, w = 0, c = 0, k = 0, r = 0, s = 0;
+  ConvWindow win;
+  int64_t ho = 0, wo = 0;
   DType io = DType::F16;  // dtype of x, w, y, dy, dx, dw (F32, F16 or BF16)
+
+  int64_t filter_c() const { return c / win.groups; }  // each filter's channels
 };
 
-// Fills ho/wo from the other fields.
+// Fill ho/wo from the other fields: a square window (one stride, one padding on every side, no
+// dilation, one group: CBR, conv_bn and kiln's own kernels), or any window.
 ConvProblem make_conv_problem(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t s,
                               int64_t stride, int64_t pad, DType io);
-std::string conv_problem_str(const ConvProblem& p);  // "N=.. HxW=.. C=.. -> K=.. RxS=.. stride .. pad .. f16"
+ConvProblem make_conv_problem(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r, int64_t s,
+                              const ConvWindow& win, DType io);
+// "N=.. HxW=.. C=.. -> K=.. RxS=.. stride .. pad .. out HoxWo f16"; a window that is not square
+// writes what differs: "stride 2x1" (h x w), "pad t1 l0 b2 r1", "dilation 2x2", "groups 4". Part
+// of every plan cache key, so a square problem keeps the text (and the cached plans) it always had.
+std::string conv_problem_str(const ConvProblem& p);
 
 // One cuDNN graph over a ConvProblem: what the cache below builds, tunes and runs. The graphs
 // live with the op family that uses them (ops/conv/conv_cudnn_graphs_cuda.h: CONV_FPROP,
