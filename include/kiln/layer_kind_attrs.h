@@ -6,12 +6,23 @@
 // ("conv 'stem'") and the fix; compile's expansion calls it once for every layer as it enters the
 // graph. What a kernel does not support yet (a rectangular kernel, ...) is refused where the
 // layer is lowered, not here: these describe the model, not the engine. Part of the IR.
+#include <cstdint>
 #include <string>
 #include <tuple>
 
 #include "kiln/activation_kinds.h"
 
 namespace kiln {
+
+// How a convolution's parameters start: torchvision's families differ.
+enum class ConvInit : uint8_t {
+  // Weight from N(0, 2 / (K x R x S)) (Kaiming normal, fan-out, ReLU's gain), bias 0: ResNet, VGG,
+  // MobileNet, MNASNet, EfficientNet, RegNet.
+  KaimingNormalFanOut,
+  // nn.Conv2d's own reset_parameters: weight and bias from U(±1 / sqrt(C/groups x R x S)): AlexNet,
+  // ShuffleNetV2.
+  TorchDefault,
+};
 
 // A 2-D convolution (Conv; CBR's and conv_bn's through ConvBnAttrs), PyTorch's nn.Conv2d.
 struct ConvAttrs {
@@ -23,6 +34,7 @@ struct ConvAttrs {
   int dilation_h = 1, dilation_w = 1;
   int groups = 1;  // must divide the input and output channels
   bool bias = false;
+  ConvInit init = ConvInit::KaimingNormalFanOut;
 
   // A square kernel, one stride and the same padding on every side (what the DSL's conv() takes).
   static ConvAttrs square(int out_channels, int kernel, int stride = 1, int padding = 0, bool bias = false);

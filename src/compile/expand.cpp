@@ -1,6 +1,7 @@
 // Blueprint -> LayerGraph: flattens sequences and residual blocks into layers with resolved
 // inputs and full names, and infers every output shape (NHWC) on the way. With CBR fusion off
-// (CompileOptions::fuse_cbr = false) an explicit cbr() becomes the Conv, BN and ReLU it stands for.
+// (CompileOptions::fuse_cbr = false), or for a window the fused op does not run, an explicit cbr()
+// becomes the Conv, BN and ReLU it stands for.
 #include <algorithm>
 #include <set>
 
@@ -42,7 +43,9 @@ class Expander {
         fail("layer '{}': {} layers are added by the compiler, not written in a blueprint", name,
              layer_kind_name(node.kind));
       case LayerKind::CBR:
-        if (!fuse_cbr_) return unfused_cbr(node, from, name);
+        // A window the fused ops do not run (groups, dilation, ...) is the same three layers.
+        if (!fuse_cbr_ || !is_fusable_conv(node.attrs.get<ConvAttrs>(label(node, name))))
+          return unfused_cbr(node, from, name);
         break;
       default: break;
     }

@@ -55,16 +55,27 @@ Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs) {
     fail("{}: groups {} does not divide its {} input channels; use a number of groups that divides both the input "
          "and the output channels",
          layer_label(layer), a.groups, x[3]);
-  require_square_window(layer, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
-                        a.pad_right);
-  if (a.dilation_h != 1 || a.dilation_w != 1)
-    fail("{}: dilation {}x{} is not supported: kiln's convolutions run dilation 1 only; use dilation 1",
-         layer_label(layer), a.dilation_h, a.dilation_w);
-  if (a.groups != 1)
-    fail("{}: groups {} is not supported: kiln's convolutions run groups 1 only; use groups 1", layer_label(layer),
-         a.groups);
-  return {x[0], window_output(layer, x[1], a.kernel_h, a.stride_h, a.pad_top, a.pad_bottom),
-          window_output(layer, x[2], a.kernel_w, a.stride_w, a.pad_left, a.pad_right), a.out_channels};
+  const int extent_h = int(ConvWindow::extent(a.kernel_h, a.dilation_h));
+  const int extent_w = int(ConvWindow::extent(a.kernel_w, a.dilation_w));
+  return {x[0], window_output(layer, x[1], extent_h, a.stride_h, a.pad_top, a.pad_bottom),
+          window_output(layer, x[2], extent_w, a.stride_w, a.pad_left, a.pad_right), a.out_channels};
+}
+
+ConvWindow conv_window(const ConvAttrs& a) {
+  return {a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom, a.pad_right, a.dilation_h, a.dilation_w,
+          a.groups};
+}
+
+bool is_fusable_conv(const ConvAttrs& a) { return a.kernel_h == a.kernel_w && conv_window(a).is_square(); }
+
+void require_fusable_window(const Layer& layer) {
+  const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
+  if (is_fusable_conv(a)) return;
+  fail("{}: the fused convolution + BatchNorm ops run a square kernel, one stride, one padding on every side, "
+       "dilation 1 and groups 1 only (this one has kernel {}x{}, stride {}x{}, padding {},{},{},{}, dilation {}x{}, "
+       "groups {}); write conv(), bn() and the activation as separate layers",
+       layer_label(layer), a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom, a.pad_right, a.dilation_h,
+       a.dilation_w, a.groups);
 }
 
 ConvBnParams declare_conv_bn_params(LowerContext& ctx, int index) {
@@ -74,9 +85,10 @@ ConvBnParams declare_conv_bn_params(LowerContext& ctx, int index) {
   const int64_t k = a.out_channels, rs = int64_t(a.kernel_h) * a.kernel_w;
   const Shape kc = {k};
   ConvBnParams p;
-  // torchvision's ResNet/VGG init: Kaiming normal, fan_out, ReLU gain.
-  p.weight = ctx.param(layer.conv_name + ".weight", {k, a.kernel_h, a.kernel_w, c}, Init::KaimingNormalFanOut, c * rs,
-                       k * rs, /*compute_copy=*/true);
+  // ConvInit: the family's initializer (a fused convolution has no bias).
+  const Init init = a.init == ConvInit::TorchDefault ? Init::UniformFanIn : Init::KaimingNormalFanOut;
+  p.weight = ctx.param(layer.conv_name + ".weight", {k, a.kernel_h, a.kernel_w, c}, init, c * rs, k * rs,
+                       /*compute_copy=*/true);
   p.w = ctx.compute_param(p.weight);
   p.gamma = ctx.param(layer.bn_name + ".weight", kc, Init::Ones);
   p.beta = ctx.param(layer.bn_name + ".bias", kc, Init::Zeros);

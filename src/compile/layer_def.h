@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compile/lower_context.h"
+#include "core/conv_window.h"
 #include "kiln/error.h"
 #include "kiln/layer_graph.h"
 
@@ -32,15 +33,22 @@ const Shape& single_nhwc_input(const Layer& layer, const std::vector<Shape>& inp
 // window larger than the padded input. (Its attributes were checked as the layer entered the graph:
 // positive kernel and stride, padding >= 0, a pool's at most half its kernel.)
 int64_t window_output(const Layer& layer, int64_t size, int kernel, int stride, int pad_before, int pad_after);
-// What kiln's sliding-window kernels run today: a square kernel, one stride for both axes and the
-// same padding on all four sides. Anything else is refused before a program is built, naming the
-// layer, the attribute and what is supported.
+// What kiln's pooling kernels and fused convolutions run today: a square kernel, one stride for
+// both axes and the same padding on all four sides. Anything else is refused before a program is
+// built, naming the layer, the attribute and what is supported.
 void require_square_window(const Layer& layer, int kernel_h, int kernel_w, int stride_h, int stride_w, int pad_top,
                            int pad_left, int pad_bottom, int pad_right);
-// Output shape of a convolution (conv, CBR, conv_bn: the layer's ConvAttrs): checks the input, its
-// channels against groups, and refuses what the kernels do not run (require_square_window,
-// dilation and groups other than 1), naming the layer.
+// Output shape of a convolution (conv, CBR, conv_bn: the layer's ConvAttrs, any window): checks
+// the input, its channels against groups, and that the dilated kernel fits the padded input.
 Shape conv_output_shape(const Layer& layer, const std::vector<Shape>& inputs);
+// The window of a layer's convolution, as the op contracts carry it.
+ConvWindow conv_window(const ConvAttrs& a);
+// The fused convolution + BN ops (CBR, conv_bn) run a square kernel in a square window without
+// dilation or groups (ConvWindow::is_square); the compiler fuses only such convolutions
+// (is_fusable_conv), so a fused layer with another window was written by hand: refused, naming the
+// layer and the fix.
+bool is_fusable_conv(const ConvAttrs& a);
+void require_fusable_window(const Layer& layer);
 
 // The parameters and buffers of a fused convolution + BN layer (CBR, conv_bn), under the names of
 // the layers it came from (<conv>.weight, <bn>.weight / .bias / .running_mean / .running_var), so

@@ -1,4 +1,5 @@
 // Graph passes between expansion and lowering.
+#include "compile/layer_def.h"
 #include "ir/fused_layer_kinds.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
@@ -29,10 +30,13 @@ void compact(LayerGraph& graph, const std::vector<bool>& removed) {
   graph.layers = std::move(kept);
 }
 
-// A bias-free Conv layer: one a following BatchNorm may fuse with (fusing a biased one would
-// silently drop a parameter the user asked for).
-bool is_unbiased_conv(const Layer& layer) {
-  return layer.kind == LayerKind::Conv && !attrs_of<ConvAttrs>(layer).bias;
+// A bias-free Conv layer in a window the fused ops run (is_fusable_conv): one a following
+// BatchNorm may fuse with (fusing a biased one would silently drop a parameter the user asked for;
+// a grouped, dilated or otherwise shaped one stays a Conv layer, which runs any window).
+bool is_fusable_unbiased_conv(const Layer& layer) {
+  if (layer.kind != LayerKind::Conv) return false;
+  const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
+  return !a.bias && is_fusable_conv(a);
 }
 
 // The fused layer of kind `kind` standing for `conv` followed by `bn`: both layers' attributes
@@ -58,7 +62,7 @@ void fuse_conv_bn_relu(LayerGraph& graph) {
   std::vector<bool> removed(graph.layers.size(), false);
   for (size_t c = 0; c < graph.layers.size(); ++c) {
     const Layer& conv = graph.layers[c];
-    if (!is_unbiased_conv(conv) || consumers[c].size() != 1) continue;
+    if (!is_fusable_unbiased_conv(conv) || consumers[c].size() != 1) continue;
     const int b = consumers[c][0];
     const Layer& bn = graph.layers[b];
     if (bn.kind != LayerKind::BatchNorm || consumers[b].size() != 1) continue;
@@ -86,7 +90,7 @@ void fuse_residual_tails(LayerGraph& graph) {
     if (norm.kind != LayerKind::BatchNorm || consumers[bn].size() != 1 || norm.out_shape.size() != 4) return -1;
     const int c = norm.inputs[0];
     const Layer& conv = graph.layers[c];
-    if (!is_unbiased_conv(conv) || consumers[c].size() != 1) return -1;
+    if (!is_fusable_unbiased_conv(conv) || consumers[c].size() != 1) return -1;
     return c;
   };
   auto make_conv_bn = [&](int conv_index, int bn_index) {

@@ -96,6 +96,26 @@ TEST(OnnxLayers, EveryLayerKindFusedAndUnfused) {
   expect_onnxruntime_agrees({{"fused", every_layer(), true}, {"unfused", every_layer(), false}});
 }
 
+// Convolutions in every window: grouped (with a BatchNorm that folds into it), depthwise with a
+// channel multiplier, dilated, a rectangular kernel with its own strides and uneven padding, each
+// written with ONNX's group, dilations, strides and pads.
+TEST(OnnxLayers, ConvolutionWindows) {
+  auto conv = [](int out, int kh, int kw, int sh, int sw, int top, int left, int bottom, int right, int dilation,
+                 int groups, bool bias) {
+    return ConvAttrs{.out_channels = out, .kernel_h = kh, .kernel_w = kw, .stride_h = sh, .stride_w = sw,
+                     .pad_top = top, .pad_left = left, .pad_bottom = bottom, .pad_right = right,
+                     .dilation_h = dilation, .dilation_w = dilation, .groups = groups, .bias = bias};
+  };
+  Blueprint m("conv_windows");
+  m.input(11, 9, 4);
+  m.conv(conv(8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, false), "grouped").bn("grouped_bn", 0.02f).relu6("grouped_act");
+  m.conv(conv(16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 8, true), "depthwise_x2");
+  m.conv(conv(8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 1, false), "dilated").bn("dilated_bn");
+  m.conv(conv(8, 1, 5, 1, 2, 0, 2, 1, 1, 1, 4, true), "rect");
+  m.flatten("flatten").fc(5, true, "head");
+  expect_onnxruntime_agrees({{"conv_windows", m, true}});
+}
+
 TEST(OnnxLayers, EveryActivation) {
   std::vector<Case> cases;
   for (int a = 0; a < kActivationCount; ++a) {

@@ -80,6 +80,29 @@ TEST(GradCheck, Conv) {
   check_gradients({"conv", head(m), {7, 7, 3}});
 }
 
+// Convolutions in every window the Conv op runs: groups, depthwise with a channel multiplier,
+// dilation, a rectangular kernel with its own strides and uneven padding; and a cbr() in a grouped
+// window, which is its Conv, BatchNorm and ReLU unfused.
+TEST(GradCheck, ConvWindows) {
+  Blueprint m("conv_windows");
+  m.conv(ConvAttrs{.out_channels = 6, .kernel_h = 3, .kernel_w = 3, .pad_top = 1, .pad_left = 1, .pad_bottom = 1,
+                   .pad_right = 1, .groups = 3, .bias = true},
+         "grouped");
+  m.conv(ConvAttrs{.out_channels = 12, .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_top = 1,
+                   .pad_left = 1, .pad_bottom = 1, .pad_right = 1, .groups = 6},
+         "depthwise_x2");
+  m.conv(ConvAttrs{.out_channels = 4, .kernel_h = 3, .kernel_w = 3, .pad_top = 2, .pad_left = 2, .pad_bottom = 2,
+                   .pad_right = 2, .dilation_h = 2, .dilation_w = 2, .bias = true},
+         "dilated");
+  m.conv(ConvAttrs{.out_channels = 4, .kernel_h = 1, .kernel_w = 3, .stride_h = 1, .stride_w = 2, .pad_left = 2,
+                   .pad_right = 1},
+         "rect");
+  ConvBnAttrs grouped_cbr{ConvAttrs::square(4, 3, 1, 1), BatchNormAttrs{}};
+  grouped_cbr.conv.groups = 2;
+  m.cbr(grouped_cbr, "gcbr");
+  check_gradients({"conv_windows", head(m), {8, 7, 3}});
+}
+
 TEST(GradCheck, BatchNorm) {
   Blueprint m("bn");
   m.conv(4, 3, 1, 1, false, "c0").bn("bn");

@@ -1,7 +1,7 @@
 // Typed layer attributes (kiln/layer_attrs.h, kiln/layer_kind_attrs.h): each layer holds its kind's
 // struct, readers get it back typed or an error naming the layer; each struct's check refuses a
 // value that cannot work as the layer enters the graph, and what the kernels do not run yet
-// (rectangular kernels, uneven padding, dilation, groups) is refused before a program is built.
+// (a pooling window other than a square one) is refused before a program is built.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -236,38 +236,70 @@ TEST(LayerAttrs, EachCheckRefusesAValueThatCannotWorkNamingTheLayer) {
                  {"fc 'fcs'", "init_std"});
 }
 
-// What the kernels do not run yet is refused as the program is built, naming the layer, the
-// attribute and what is supported, fused or not.
-TEST(LayerAttrs, WhatTheKernelsDoNotRunIsRefusedBeforeAnythingRuns) {
+// What the pooling kernels do not run yet is refused as the program is built, naming the layer,
+// the attribute and what is supported, fused or not.
+TEST(LayerAttrs, WhatThePoolingKernelsDoNotRunIsRefusedBeforeAnythingRuns) {
   using B = Blueprint;
   for (bool fuse : {true, false}) {
     SCOPED_TRACE(fuse ? "fused" : "unfused");
-    // 4 input and 4 output channels: 2 groups could work, but the kernels run 1.
-    expect_refused(
-        [](B& m) {
-          m.conv(4, 1, 1, 0, false, "pre")
-              .conv(ConvAttrs{.out_channels = 4, .kernel_h = 3, .kernel_w = 3, .groups = 2}, "g");
-        },
-        {"conv 'g'", "groups 2 is not supported", "groups 1"}, fuse);
-    expect_refused([](B& m) { m.conv(ConvAttrs{.out_channels = 4, .kernel_h = 3, .kernel_w = 1}, "rect"); },
-                   {"conv 'rect'", "kernel 3x1", "square kernels only"}, fuse);
-    expect_refused([](B& m) { m.conv(conv_with([](ConvAttrs& a) { a.stride_w = 2; }), "sw"); },
-                   {"conv 'sw'", "stride 1x2", "one stride"}, fuse);
-    expect_refused([](B& m) { m.conv(conv_with([](ConvAttrs& a) { a.pad_bottom = 0; }), "pb"); },
-                   {"conv 'pb'", "padding (top, left, bottom, right) 1, 1, 0, 1", "pad all four sides alike"}, fuse);
-    expect_refused([](B& m) { m.conv(conv_with([](ConvAttrs& a) { a.dilation_w = 2; }), "dil"); },
-                   {"conv 'dil'", "dilation 1x2 is not supported", "dilation 1"}, fuse);
-    // A cbr's convolution, fused (cbr 'x') or not (its conv, 'x.conv').
-    expect_refused(
-        [](B& m) { m.cbr(ConvBnAttrs{conv_with([](ConvAttrs& a) { a.kernel_w = 1, a.pad_left = a.pad_right = 0; }),
-                                      BatchNormAttrs{}},
-                         "cr"); },
-        {"'cr", "kernel 3x1", "square kernels only"}, fuse);
     expect_refused([](B& m) { m.maxpool(PoolAttrs{.kernel_h = 2, .kernel_w = 3, .stride_h = 2, .stride_w = 2}, "mr"); },
                    {"maxpool 'mr'", "kernel 2x3", "square kernels only"}, fuse);
     expect_refused([](B& m) { m.avgpool(PoolAttrs{.kernel_h = 3, .kernel_w = 3, .pad_top = 1}, "ap"); },
                    {"avgpool 'ap'", "padding (top, left, bottom, right) 1, 0, 0, 0"}, fuse);
   }
+}
+
+// Every convolution window compiles (the Conv op runs any), each output the size PyTorch's
+// nn.Conv2d gives; only a square kernel in a square window without dilation or groups fuses with
+// its BatchNorm and ReLU, and a cbr() with another window becomes the Conv, BN and ReLU it stands
+// for, under the names a fused one gives its tensors.
+TEST(LayerAttrs, AnyConvolutionWindowCompilesAndOnlySquareOnesFuse) {
+  struct Case {
+    const char* name;
+    ConvAttrs conv;
+    int64_t ho, wo;  // from an 8x8 map: floor((size + pads - dilation x (taps - 1) - 1) / stride) + 1
+  };
+  const Case cases[] = {
+      {"grouped", ConvAttrs{.out_channels = 8, .kernel_h = 3, .kernel_w = 3, .pad_top = 1, .pad_left = 1,
+                            .pad_bottom = 1, .pad_right = 1, .groups = 2},
+       8, 8},
+      {"depthwise", ConvAttrs{.out_channels = 4, .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2,
+                              .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1, .groups = 4},
+       4, 4},
+      {"rect", ConvAttrs{.out_channels = 4, .kernel_h = 1, .kernel_w = 7, .pad_left = 3, .pad_right = 3}, 8, 8},
+      {"strides", ConvAttrs{.out_channels = 4, .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 1}, 3, 6},
+      {"uneven", ConvAttrs{.out_channels = 4, .kernel_h = 3, .kernel_w = 3, .pad_top = 1, .pad_right = 2}, 7, 8},
+      {"dilated", ConvAttrs{.out_channels = 4, .kernel_h = 3, .kernel_w = 3, .pad_top = 2, .pad_left = 2,
+                            .pad_bottom = 2, .pad_right = 2, .dilation_h = 2, .dilation_w = 2},
+       8, 8},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Blueprint m("m");
+    m.input(8, 8, 4).conv(c.conv, "conv").bn("bn").relu("relu");
+    ConvBnAttrs cbr{c.conv, BatchNormAttrs{}};
+    m.cbr(cbr, "cbr").flatten("flat").fc(2, true, "head");
+    const Program p = compile(m, options());
+    EXPECT_EQ(layer(p, "conv").kind, LayerKind::Conv) << "only square windows fuse";
+    EXPECT_EQ(layer(p, "conv").out_shape, (Shape{2, c.ho, c.wo, c.conv.out_channels}));
+    EXPECT_EQ(layer(p, "cbr.conv").kind, LayerKind::Conv);
+    EXPECT_EQ(layer(p, "cbr.bn").kind, LayerKind::BatchNorm);
+    EXPECT_EQ(layer(p, "cbr").kind, LayerKind::ReLU);
+    EXPECT_EQ(p.graph.count(LayerKind::CBR), 0);
+    // The filter holds C / groups channels (PyTorch's (K, C/groups, R, S), KRSC here).
+    const int conv_w = p.find("conv.weight");
+    ASSERT_GE(conv_w, 0);
+    EXPECT_EQ(p.tensors[size_t(conv_w)].shape,
+              (Shape{c.conv.out_channels, c.conv.kernel_h, c.conv.kernel_w, 4 / c.conv.groups}));
+    EXPECT_GE(p.find("cbr.conv.weight"), 0);
+    EXPECT_GE(p.find("cbr.bn.running_var"), 0);
+  }
+  // The same layers in a square window fuse, as before.
+  Blueprint m("m");
+  m.input(8, 8, 4).conv(4, 3, 1, 1, false, "conv").bn("bn").relu("relu").cbr(4, 3, 2, 1, "cbr");
+  m.flatten("flat").fc(2, true, "head");
+  const Program p = compile(m, options());
+  EXPECT_EQ(p.graph.count(LayerKind::CBR), 2);
 }
 
 }  // namespace

@@ -8,7 +8,10 @@
 namespace kiln {
 namespace {
 
-Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return conv_output_shape(layer, inputs); }
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
+  require_fusable_window(layer);
+  return conv_output_shape(layer, inputs);
+}
 
 // What the backward lowering takes from the forward's: its op and the master conv weight (the
 // forward reads the weight's compute copy; the gradient goes to the weight's own).
@@ -37,7 +40,7 @@ void lower_forward(LowerContext& ctx, int index) {
     f.y = ctx.activation(layer.name, layer.out_shape);
     f.bitmask = ctx.activation(layer.name + ":bitmask", {(numel(layer.out_shape) + 7) / 8}, DType::U8);
   }
-  // Square windows padded alike on every side (conv_output_shape refused any other).
+  // Square windows padded alike on every side (require_fusable_window refused any other).
   f.stride = a.conv.stride_h, f.padding = a.conv.pad_top, f.eps = a.bn.eps, f.momentum = a.bn.momentum;
   ctx.forward(make_op(f, index));
   // A seam's consumers read conv_out, with scale and shift.

@@ -1,5 +1,7 @@
 #pragma once
-// The convolution's ops: NHWC activations, KRSC filters, square kernel, zero padding.
+// The convolution's ops: NHWC activations, KRSC filters (K, R, S, C / groups), zero padding, any
+// window (core/conv_window.h: strides, the padding of each side, dilation, groups).
+#include "core/conv_window.h"
 #include "runtime/op_contract.h"
 
 namespace kiln {
@@ -8,11 +10,11 @@ template <class T>
 struct ConvForward {
   static constexpr OpKind kind = OpKind::CONV_FWD;
   T x, w, bias, y;  // bias: optional, fp32 also in mixed precision (cuDNN's bias input)
-  int stride = 1, padding = 0;
+  ConvWindow window;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("w", w), v.in("bias", bias, kOptional), v.out("y", y);
-    v.attr("stride", stride), v.attr("padding", padding);
+    window.attrs(v);
   }
 };
 
@@ -20,11 +22,11 @@ template <class T>
 struct ConvDgrad {
   static constexpr OpKind kind = OpKind::CONV_DGRAD;
   T dy, w, dx;
-  int stride = 1, padding = 0;
+  ConvWindow window;
   template <class V>
   void fields(V& v) {
     v.in("dy", dy), v.in("w", w), v.out("dx", dx);
-    v.attr("stride", stride), v.attr("padding", padding);
+    window.attrs(v);
   }
 };
 
@@ -32,11 +34,11 @@ template <class T>
 struct ConvWgrad {
   static constexpr OpKind kind = OpKind::CONV_WGRAD;
   T dy, x, dw, dbias;  // dbias: optional
-  int stride = 1, padding = 0;
+  ConvWindow window;
   template <class V>
   void fields(V& v) {
     v.in("dy", dy), v.in("x", x), v.out("dw", dw), v.out("dbias", dbias, kOptional);
-    v.attr("stride", stride), v.attr("padding", padding);
+    window.attrs(v);
   }
 };
 

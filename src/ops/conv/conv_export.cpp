@@ -25,9 +25,13 @@ std::string onnx_conv_bn(OnnxLayerWriter& out, const Layer& l, const std::string
   std::vector<std::string> inputs = {x, out.weight(weight, torch_layout::oihw_shape(krsc), std::move(w))};
   if (!b.empty()) inputs.push_back(out.weight(conv_name + ".bias", {krsc[0]}, std::move(b)));
   const std::string conv_out = bn_name.empty() || fold ? y : y + ":conv";
-  out.node("Conv", std::move(inputs), conv_out,
-           window_attributes(a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
-                             a.pad_right));
+  std::vector<onnx_export::Attribute> attributes = window_attributes(
+      a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom, a.pad_right);
+  // ONNX's defaults (dilation 1, one group) are left unwritten: a plain convolution's node stays as it was.
+  if (a.dilation_h != 1 || a.dilation_w != 1)
+    attributes.push_back(onnx_export::Attribute::integers("dilations", {a.dilation_h, a.dilation_w}));
+  if (a.groups != 1) attributes.push_back(onnx_export::Attribute::integer("group", a.groups));
+  out.node("Conv", std::move(inputs), conv_out, std::move(attributes));
   return bn_name.empty() || fold ? y : onnx_batch_norm(out, bn_name, eps, conv_out, y);
 }
 

@@ -17,18 +17,23 @@ Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return conv_
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
-  const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3];
+  // Each filter reads its group's C / groups input channels (PyTorch's (K, C/groups, R, S) weight,
+  // KRSC here), which are also its fan-in; the fan-out is K x R x S, as torch.nn.init counts it.
+  const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3] / a.groups;
   const int64_t k = a.out_channels, rs = int64_t(a.kernel_h) * a.kernel_w;
-  // torchvision's ResNet/VGG init: Kaiming normal, fan_out, ReLU gain.
-  const int w = ctx.param(layer.name + ".weight", {k, a.kernel_h, a.kernel_w, c}, Init::KaimingNormalFanOut,
-                          c * rs, k * rs, /*compute_copy=*/true);
-  const int b = a.bias ? ctx.param(layer.name + ".bias", {k}, Init::UniformFanIn, c * rs, k * rs) : -1;
+  // ConvInit: the family's weight and bias initializers (torchvision's).
+  const bool torch_default = a.init == ConvInit::TorchDefault;
+  const int w = ctx.param(layer.name + ".weight", {k, a.kernel_h, a.kernel_w, c},
+                          torch_default ? Init::UniformFanIn : Init::KaimingNormalFanOut, c * rs, k * rs,
+                          /*compute_copy=*/true);
+  const int b =
+      a.bias ? ctx.param(layer.name + ".bias", {k}, torch_default ? Init::UniformFanIn : Init::Zeros, c * rs, k * rs)
+             : -1;
   ConvForward<TensorId> fwd;
   fwd.x = ctx.in(index, 0), fwd.w = ctx.compute_param(w);
   fwd.bias = b;  // in mixed precision the bias stays fp32, as cuDNN's bias input does
   fwd.y = ctx.activation(layer.name, layer.out_shape);
-  // Square windows padded alike on every side (conv_output_shape refused any other).
-  fwd.stride = a.stride_h, fwd.padding = a.pad_top;
+  fwd.window = conv_window(a);
   ctx.forward(make_op(fwd, index));
   ctx.set_out(index, fwd.y);
   ctx.save(index, ConvSaved{fwd, w});
@@ -47,13 +52,13 @@ void lower_backward(LowerContext& ctx, int index) {
   ConvWgrad<TensorId> wgrad;
   wgrad.dy = dy, wgrad.x = f.x, wgrad.dw = ctx.grad_of(s.weight);
   wgrad.dbias = f.bias.present() ? TensorId(ctx.grad_of(f.bias)) : TensorId();
-  wgrad.stride = f.stride, wgrad.padding = f.padding;
+  wgrad.window = f.window;
   ctx.backward(make_op(wgrad, index));
   const int dx = ctx.grad_in(index, 0);
   if (dx >= 0) {
     ConvDgrad<TensorId> dgrad;
     dgrad.dy = dy, dgrad.w = f.w, dgrad.dx = dx;
-    dgrad.stride = f.stride, dgrad.padding = f.padding;
+    dgrad.window = f.window;
     ctx.backward(make_op(dgrad, index));
   }
 }

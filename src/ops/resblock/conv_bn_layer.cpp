@@ -11,7 +11,10 @@
 namespace kiln {
 namespace {
 
-Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return conv_output_shape(layer, inputs); }
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
+  require_fusable_window(layer);
+  return conv_output_shape(layer, inputs);
+}
 
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
@@ -28,7 +31,7 @@ void lower_forward(LowerContext& ctx, int index) {
   f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", kc, ctx.param_dtype);
   f.scale = ctx.activation(layer.name + ":scale", kc, ctx.param_dtype);
   f.shift = ctx.activation(layer.name + ":shift", kc, ctx.param_dtype);
-  // Square windows padded alike on every side (conv_output_shape refused any other).
+  // Square windows padded alike on every side (require_fusable_window refused any other).
   f.stride = a.conv.stride_h, f.padding = a.conv.pad_top, f.eps = a.bn.eps, f.momentum = a.bn.momentum;
   ctx.forward(make_op(f, index));
   ctx.set_out(index, f.conv_out);
