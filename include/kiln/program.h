@@ -130,4 +130,14 @@ struct Program {
   const Layer& layer_of(const Op& op) const { return graph.layers.at(op.layer); }
 };
 
+// What torchvision's tables of models count, from a compiled program: its trainable parameters
+// (PyTorch's model.parameters(): not BatchNorm's running statistics) and the multiply-adds of one
+// image through its convolutions and linear layers (every layer whose attributes hold ConvAttrs or
+// LinearAttrs, fused ones included), for `kiln plan` and the zoo's tests.
+struct ModelCounts {
+  int64_t parameters = 0;
+  int64_t multiply_adds = 0;  // per image
+};
+ModelCounts count_model(const Program& program);
+
 }  // namespace kiln

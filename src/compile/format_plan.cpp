@@ -39,6 +39,16 @@ std::string format_op_streams(const Program& p) {
                      outliving);
 }
 
+// 11689512 -> "11,689,512".
+std::string thousands(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0 && digits[i - 1] != '-') out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_plan(const Program& p, const MemoryPlan& plan) {
@@ -57,6 +67,10 @@ std::string format_plan(const Program& p, const MemoryPlan& plan) {
     out += fmt::format(", {} {}", row.info.plan_words ? row.info.plan_words : row.info.key, value);
   }
   out += "\n";
+  // torchvision's two numbers of a model (kiln::count_model), to set beside its tables.
+  const ModelCounts counts = count_model(p);
+  out += fmt::format("model: {} parameters, {:.3f} G multiply-adds per image\n", thousands(counts.parameters),
+                     double(counts.multiply_adds) / 1e9);
   out += "\nlayers (after passes):\n";
   for (size_t i = 1; i < p.graph.layers.size(); ++i) {
     const Layer& l = p.graph.layers[i];

@@ -23,7 +23,9 @@ namespace {
 using testing::kiln;
 using testing::Result;
 
-constexpr double kBound = 5e-5;  // onnx_export_test.cpp says why
+// onnx_export_test.cpp says why: 5e-5 is its bound for statistics drawn at random (these models are
+// small, and their gaps measured 1e-7 to 5e-7); with statistics calibrated to the batch it takes 1e-4.
+constexpr double kBound = 5e-5;
 
 // The first `train` and `test` digits, trained on for one epoch: the checkpoint.
 std::string train_digits(const testing::TempDir& dir, uint32_t train, uint32_t test) {

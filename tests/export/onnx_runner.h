@@ -55,6 +55,42 @@ inline void randomize_batch_norms(Executable& exe, uint32_t seed) {
   testing::randomize_batch_norms(exe, rng);
 }
 
+// Running statistics near what each BatchNorm sees for the batch `nchw`, then moved at random:
+// with statistics drawn without regard to the layers' scale (randomize_batch_norms), a deep
+// network in eval mode answers almost alike for any input, which would hide a wrong weight
+// (MobileNetV2's depthwise layers, at torchvision's init, shrink their input by about
+// sqrt(2 / channels): its logits moved by under 1e-3 for another input). One training-mode
+// forward gives every BatchNorm its batch mean and variance; each running mean becomes that mean
+// moved by U(-0.3, 0.3) standard deviations, each running variance that variance times
+// U(0.7, 1.4), so the statistics still matter and a misread one still shows.
+inline void calibrate_batch_norms(Executable& exe, const std::vector<float>& nchw, const Shape& s, uint32_t seed) {
+  const Program& p = exe.program();
+  const std::vector<float> nhwc = nhwc_of(nchw, s);
+  exe.write(p.input, nhwc.data(), nhwc.size() * sizeof(float));
+  if (p.label >= 0) {
+    const std::vector<int32_t> labels(size_t(p.tensors[size_t(p.label)].shape[0]), 0);
+    exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
+  }
+  exe.run_forward({});
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> shift(-0.3f, 0.3f), factor(0.7f, 1.4f);
+  for (const Layer& l : p.graph.layers) {
+    const std::string bn = l.kind == LayerKind::BatchNorm ? l.name : l.bn_name;
+    const BatchNormAttrs* attrs = l.attrs.find<BatchNormAttrs>();
+    if (bn.empty() || !attrs || p.find(l.name + ":saved_mean") < 0) continue;
+    std::vector<float> mean = exe.read<float>(p.find(l.name + ":saved_mean"));
+    const std::vector<float> inv_std = exe.read<float>(p.find(l.name + ":saved_inv_std"));
+    std::vector<float> var(mean.size());
+    for (size_t c = 0; c < mean.size(); ++c) {
+      const float batch_var = std::max(1.f / (inv_std[c] * inv_std[c]) - attrs->eps, 0.f);
+      mean[c] += shift(rng) * std::sqrt(batch_var);
+      var[c] = batch_var * factor(rng);
+    }
+    exe.write(exe.id(bn + ".running_mean"), mean.data(), mean.size() * sizeof(float));
+    exe.write(exe.id(bn + ".running_var"), var.data(), var.size() * sizeof(float));
+  }
+}
+
 // One model run in onnxruntime: the file, its input (NCHW), optionally a deliberate corruption
 // (run_onnx.py's "tamper"); after run_onnx, the logits and the report on the file.
 struct OnnxRun {

@@ -39,13 +39,13 @@ std::string classes_refusal(const std::string& text) {
 
 const std::vector<Setting>& common_settings() {
   using O = CommonOptions;
-  // The help of --model names the zoo's models; the row keeps a pointer to it.
-  static const std::string model_help = fmt::format("model zoo name ({})", fmt::join(zoo::names(), ", "));
   static const std::vector<Setting> rows = [] {
     Setting model = text_choice_setting<O>({.key = "model",
                                             .flag = "--model",
                                             .alias = "-m",
-                                            .help = model_help.c_str(),
+                                            .help = "a model of the zoo, under torchvision's name where it has "
+                                                    "one (resnet50, resnext50_32x4d, vgg16_bn, mobilenet_v2, ...); "
+                                                    "`kiln settings` lists them all",
                                             .member = "CommonOptions::model",
                                             .fix = "use e.g. --model resnet50, or digits_cnn (the default)"},
                                            &O::model, zoo::names());

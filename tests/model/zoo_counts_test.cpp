@@ -1,0 +1,90 @@
+// Every model of the zoo that torchvision has is torchvision's network: the parameters and
+// multiply-adds kiln's own compiled program counts (kiln::count_model) equal the numbers
+// torchvision publishes for the model (its weights' meta: num_params, and GFLOPS, which counts
+// multiply-adds of one 224x224 image, to two decimals).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "kiln/compile.h"
+#include "kiln/zoo.h"
+
+namespace kiln {
+namespace {
+
+struct Published {
+  const char* name;
+  int64_t parameters;
+  double gmacs;  // torchvision's "GFLOPS", rounded to two decimals
+  // torchvision's VGG-BN convolutions carry a bias that BatchNorm cancels; kiln's CBR layers
+  // leave it out (src/model/zoo/vgg.cpp), so kiln counts the channels of those convolutions fewer.
+  bool conv_bias_before_bn = false;
+};
+
+const Published kTorchvision[] = {
+    {"resnet18", 11689512, 1.81},          {"resnet34", 21797672, 3.66},
+    {"resnet50", 25557032, 4.09},          {"resnet101", 44549160, 7.80},
+    {"resnet152", 60192808, 11.51},        {"resnext50_32x4d", 25028904, 4.23},
+    {"resnext101_32x8d", 88791336, 16.41}, {"resnext101_64x4d", 83455272, 15.46},
+    {"wide_resnet50_2", 68883240, 11.40},  {"wide_resnet101_2", 126886696, 22.75},
+    {"vgg11", 132863336, 7.61},            {"vgg11_bn", 132868840, 7.61, true},
+    {"vgg13", 133047848, 11.31},           {"vgg13_bn", 133053736, 11.31, true},
+    {"vgg16", 138357544, 15.47},           {"vgg16_bn", 138365992, 15.47, true},
+    {"vgg19", 143667240, 19.63},           {"vgg19_bn", 143678248, 19.63, true},
+    {"mobilenet_v2", 3504872, 0.30},
+};
+
+// The output channels of the program's convolutions fused with a BatchNorm: the biases torchvision's
+// VGG-BN has and kiln's does not.
+int64_t fused_conv_channels(const Program& p) {
+  int64_t channels = 0;
+  for (const Layer& l : p.graph.layers)
+    if (l.kind == LayerKind::CBR) channels += attrs_of<ConvAttrs>(l).out_channels;
+  return channels;
+}
+
+class ZooCounts : public ::testing::TestWithParam<Published> {};
+
+TEST_P(ZooCounts, ParametersAndMultiplyAddsAreTorchvisions) {
+  const Published& want = GetParam();
+  CompileOptions o;
+  o.batch = 1;
+  const Program p = compile(zoo::by_name(want.name), o);
+  const ModelCounts counts = count_model(p);
+  const int64_t omitted = want.conv_bias_before_bn ? fused_conv_channels(p) : 0;
+  EXPECT_EQ(counts.parameters + omitted, want.parameters);
+  // Two decimals of a billion: within half a unit of the last published digit.
+  EXPECT_NEAR(double(counts.multiply_adds) / 1e9, want.gmacs, 0.005 + 1e-9);
+}
+
+INSTANTIATE_TEST_SUITE_P(Torchvision, ZooCounts, ::testing::ValuesIn(kTorchvision),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The counts follow the program, not a table: 10 classes instead of 1000 take the head's
+// 2048 x 990 weights and 990 biases away, and as many multiply-adds.
+TEST(ZooCounts, FollowTheCompiledProgram) {
+  CompileOptions o;
+  o.batch = 1;
+  const ModelCounts imagenet = count_model(compile(zoo::by_name("resnet50"), o));
+  const ModelCounts ten = count_model(compile(zoo::by_name("resnet50", 10), o));
+  EXPECT_EQ(imagenet.parameters - ten.parameters, 2048 * 990 + 990);
+  EXPECT_EQ(imagenet.multiply_adds - ten.multiply_adds, 2048 * 990);
+}
+
+// Every zoo model torchvision has is held to its numbers above; a model added to the zoo under a
+// torchvision name without a row here fails.
+TEST(ZooCounts, EveryTorchvisionModelOfTheZooIsChecked) {
+  const std::set<std::string> kilns_own = {"digits_cnn", "resnet18_cifar", "resnet50_cifar", "vgg16_bn_cifar"};
+  std::set<std::string> checked;
+  for (const Published& p : kTorchvision) checked.insert(p.name);
+  for (const std::string& name : zoo::names()) {
+    if (!kilns_own.count(name)) {
+      EXPECT_TRUE(checked.count(name)) << name << " has no torchvision numbers here";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
