@@ -487,12 +487,14 @@ std::vector<StepCase> cpu_and_fp32_cases() {
     if (d == kGpu) cases.push_back({"vgg16_bn", 224, 2, d, p, true});
     // The catalogue's first families: grouped convolutions (ResNeXt), wider blocks, depthwise
     // convolutions with ReLU6 and linear residual blocks (MobileNetV2: 32x32 is its smallest
-    // input), biased convolutions without BatchNorm (VGG-11: 224, on the GPU only, as VGG16-BN).
+    // input), biased convolutions without BatchNorm (VGG-11 and AlexNet: 224, on the GPU only, as
+    // VGG16-BN).
     cases.push_back({"resnet34", 64, 2, d, p, true});
     cases.push_back({"resnext50_32x4d", 64, 2, d, p, true});
     cases.push_back({"wide_resnet50_2", 64, 2, d, p, true});
     cases.push_back({"mobilenet_v2", 32, 4, d, p, true});
-    if (d == kGpu) cases.push_back({"vgg11", 224, 2, d, p, true});
+    if (d == kGpu) cases.push_back({"alexnet", 224, 2, d, p, false});  // no BatchNorm
+    if (d == kGpu) cases.push_back({"vgg11", 224, 2, d, p, false});  // no BatchNorm
   }
   return cases;
 }

@@ -33,7 +33,7 @@ const Published kTorchvision[] = {
     {"vgg13", 133047848, 11.31},           {"vgg13_bn", 133053736, 11.31, true},
     {"vgg16", 138357544, 15.47},           {"vgg16_bn", 138365992, 15.47, true},
     {"vgg19", 143667240, 19.63},           {"vgg19_bn", 143678248, 19.63, true},
-    {"mobilenet_v2", 3504872, 0.30},
+    {"mobilenet_v2", 3504872, 0.30},       {"alexnet", 61100840, 0.71},
 };
 
 // The output channels of the program's convolutions fused with a BatchNorm: the biases torchvision's
