@@ -2,6 +2,10 @@
 // The model DSL. A Blueprint is an ordered list of nodes; residual nodes hold a body and an
 // optional projection shortcut as nested Blueprints. Names follow the nesting
 // ("layer1.0.body.conv1") and become the tensor names of parameters and checkpoints.
+// Each node reads the node before it (the chained form, for straight paths) unless it is told
+// otherwise through handles (Blueprint::Ref): from() points the next node at any earlier output,
+// and joins (add) read two handles, so a blueprint is a graph as PyTorch's forward() writes one.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,11 +24,41 @@ struct BlueprintNode {
   std::string name;  // may be empty: the compiler numbers it by position
   LayerAttrs attrs;  // its kind's struct (kiln/layer_kind_attrs.h), none for a kind without
   std::vector<Blueprint> children;  // Sequence: [seq]; Residual: [body] or [body, shortcut]
+  // The outputs it reads, as indices of nodes of its own blueprint (-1: that blueprint's input);
+  // empty: the node before it (the blueprint's input for the first). A join (add) reads several.
+  std::vector<int> inputs;
 };
 
 class Blueprint {
  public:
+  // A handle to one node's output, PyTorch's tensor in forward(): the node's index in the
+  // blueprint that made it (-1: that blueprint's input). Handles index their own blueprint's
+  // nodes, so one made by another blueprint is refused where it is passed, and the compiler
+  // refuses a node reading one that is not written before it. A seq() or residual() node is one
+  // node: its handle is its output; inside their nested blueprints, handles index those.
+  class Ref {
+   public:
+    int node() const { return node_; }
+    bool is_source() const { return node_ < 0; }
+
+   private:
+    friend class Blueprint;
+    Ref(std::uint64_t blueprint, int node) : blueprint_(blueprint), node_(node) {}
+    std::uint64_t blueprint_;  // Blueprint::id_ of the blueprint that made it
+    int node_;
+  };
+
   explicit Blueprint(std::string name = "model");
+
+  // The last node's output (the blueprint's input while it has none): `auto x = m.last();`.
+  Ref last() const;
+  // The blueprint's input (for a nested blueprint, what its seq() or residual() node reads).
+  Ref source() const;
+  // The next node reads `r` instead of the previous node's output; later chained calls read the
+  // node before them again.
+  Blueprint& from(Ref r);
+  // a + b (an Add layer, same shapes), PyTorch's `a + b`; it becomes the last node.
+  Blueprint& add(Ref a, Ref b, std::string name = {});
 
   Blueprint& conv(int out_channels, int kernel, int stride = 1, int padding = 0, bool bias = false,
                   std::string name = {});
@@ -69,13 +103,19 @@ class Blueprint {
   const std::string& name() const { return name_; }
   const std::vector<BlueprintNode>& nodes() const { return nodes_; }
   const std::optional<Shape>& input_hwc() const { return input_hwc_; }
+  // The node a from() with no node after it points at (the compiler refuses it), else none.
+  const std::optional<int>& pending_from() const { return next_input_; }
 
  private:
-  Blueprint& add(LayerKind kind, LayerAttrs attrs, std::string name,
-                 std::vector<Blueprint> children = {});
+  Blueprint& append(LayerKind kind, LayerAttrs attrs, std::string name, std::vector<Blueprint> children = {});
+  // Refuses a handle another blueprint made, naming the call that got it.
+  void check_own(const Ref& r, const char* call) const;
   std::string name_;
+  // Tells this blueprint's handles from others'; a copy keeps it, as its nodes are the same.
+  std::uint64_t id_;
   std::vector<BlueprintNode> nodes_;
   std::optional<Shape> input_hwc_;
+  std::optional<int> next_input_;  // from(): what the next node reads
 };
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Blueprint -> LayerGraph: flattens sequences and residual blocks into layers with resolved
-// inputs and full names, and infers every output shape (NHWC) on the way. With CBR fusion off
+// inputs (the node before, or the nodes a handle names: Blueprint::Ref) and full names, and
+// infers every output shape (NHWC) on the way. With CBR fusion off
 // (CompileOptions::fuse_cbr = false), or for a window the fused op does not run, an explicit cbr()
 // becomes the Conv, BN and ReLU it stands for.
 #include <algorithm>
@@ -20,22 +21,61 @@ class Expander {
  public:
   Expander(LayerGraph& graph, bool fuse_cbr) : graph_(graph), fuse_cbr_(fuse_cbr) {}
 
-  // Appends the nodes of `bp` after layer `from`; returns the index of the last layer.
+  // Appends the nodes of `bp`, whose input is layer `from`; returns the layer holding its output
+  // (its last node's; `from` when it has none).
   int sequence(const Blueprint& bp, int from, const std::string& prefix) {
-    int current = from;
+    // The layer holding each node's output, by node index: what handles to the node read.
+    std::vector<int> out;
+    out.reserve(bp.nodes().size());
     for (size_t i = 0; i < bp.nodes().size(); ++i) {
       const BlueprintNode& node = bp.nodes()[i];
-      const std::string name = prefix + (node.name.empty() ? std::to_string(i) : node.name);
-      current = this->node(node, current, name);
+      const std::string name = prefix + node_name(bp, int(i));
+      out.push_back(this->node(node, inputs_of(bp, int(i), from, out, prefix), name));
     }
-    return current;
+    if (bp.pending_from())
+      fail("blueprint '{}' ends with from() (pointing at {}), which no node follows; from() says what the next "
+           "node reads: write that node, or drop the from()",
+           bp.name(), describe(bp, *bp.pending_from(), prefix));
+    return out.empty() ? from : out.back();
   }
 
  private:
+  static std::string node_name(const Blueprint& bp, int i) {
+    const BlueprintNode& node = bp.nodes().at(size_t(i));
+    return node.name.empty() ? std::to_string(i) : node.name;
+  }
+
+  // What a handle's index names, for errors: "its input", "node 3 ('block.conv2')", "node 9".
+  static std::string describe(const Blueprint& bp, int k, const std::string& prefix) {
+    if (k == -1) return "its input";
+    if (k >= 0 && k < int(bp.nodes().size())) return fmt::format("node {} ('{}{}')", k, prefix, node_name(bp, k));
+    return fmt::format("node {}", k);
+  }
+
+  // The layers node `index` of `bp` reads: the node before it, or the outputs its handles name
+  // (found in `out`). Handles index their own blueprint's nodes (Blueprint::Ref), so a node can
+  // only read one written before it; any other index is a handle from elsewhere.
+  static std::vector<int> inputs_of(const Blueprint& bp, int index, int from, const std::vector<int>& out,
+                                    const std::string& prefix) {
+    const BlueprintNode& node = bp.nodes()[size_t(index)];
+    if (node.inputs.empty()) return {index == 0 ? from : out.back()};
+    std::vector<int> layers;
+    for (int k : node.inputs) {
+      if (k < -1 || k >= index)
+        fail("{}: reads {} of blueprint '{}', which is not written before it; a handle reads a node of its own "
+             "blueprint written before the one reading it: take it with last() after writing that node",
+             label(node, prefix + node_name(bp, index)), describe(bp, k, prefix), bp.name());
+      layers.push_back(k < 0 ? from : out[size_t(k)]);
+    }
+    return layers;
+  }
+
   // The one place the model's attributes are checked: each node's, once, as it enters the graph,
   // named by its full name (a cbr() split by unfused_cbr is checked whole, bias included).
-  int node(const BlueprintNode& node, int from, const std::string& name) {
+  // `inputs`: the layers it reads, one but for a join's.
+  int node(const BlueprintNode& node, const std::vector<int>& inputs, const std::string& name) {
     node.attrs.check(label(node, name));
+    const int from = inputs.at(0);
     switch (node.kind) {
       case LayerKind::Sequence: return sequence(node.children.at(0), from, name + ".");
       case LayerKind::Residual: return residual(node, from, name);
@@ -50,7 +90,7 @@ class Expander {
       default: break;
     }
     Layer layer;
-    layer.name = name, layer.kind = node.kind, layer.attrs = node.attrs, layer.inputs = {from};
+    layer.name = name, layer.kind = node.kind, layer.attrs = node.attrs, layer.inputs = inputs;
     if (node.kind == LayerKind::CBR) layer.conv_name = name + ".conv", layer.bn_name = name + ".bn";
     return add(std::move(layer));
   }
@@ -111,6 +151,14 @@ LayerGraph expand_at(const Blueprint& blueprint, const CompileOptions& options, 
   input.out_shape = {options.batch, hwc[0], hwc[1], hwc[2]};
   graph.layers.push_back(input);
   Expander(graph, options.fuse_cbr).sequence(blueprint, 0, "");
+  // A layer no one reads (a branch that from() left and nothing joined) would train on no
+  // gradient; the program's output is its last layer.
+  const auto consumers = graph.consumers();
+  for (size_t i = 0; i + 1 < graph.layers.size(); ++i)
+    if (consumers[i].empty())
+      fail("model '{}': {} is read by no layer and is not the model's output (its last layer, '{}'): join it to the "
+           "graph (e.g. add(handle, last())) or remove it",
+           blueprint.name(), layer_label(graph.layers[i]), graph.layers.back().name);
   const Shape& out = graph.layers.back().out_shape;
   if (options.loss && out.size() != 2)
     fail("model '{}': last layer '{}' gives {}, but a classifier must end in (N, classes); end with fc()",

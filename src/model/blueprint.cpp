@@ -1,16 +1,61 @@
 #include "kiln/blueprint.h"
 
+#include <atomic>
 #include <cmath>
 
 #include "kiln/error.h"
 
 namespace kiln {
+namespace {
 
-Blueprint::Blueprint(std::string name) : name_(std::move(name)) {}
+std::uint64_t new_blueprint_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next++;
+}
 
-Blueprint& Blueprint::add(LayerKind kind, LayerAttrs attrs, std::string name,
-                          std::vector<Blueprint> children) {
-  nodes_.push_back({kind, std::move(name), std::move(attrs), std::move(children)});
+}  // namespace
+
+Blueprint::Blueprint(std::string name) : name_(std::move(name)), id_(new_blueprint_id()) {}
+
+Blueprint& Blueprint::append(LayerKind kind, LayerAttrs attrs, std::string name, std::vector<Blueprint> children) {
+  std::vector<int> inputs;
+  if (next_input_) inputs.push_back(*next_input_);
+  next_input_.reset();
+  nodes_.push_back({kind, std::move(name), std::move(attrs), std::move(children), std::move(inputs)});
+  return *this;
+}
+
+Blueprint::Ref Blueprint::last() const { return Ref(id_, int(nodes_.size()) - 1); }
+
+Blueprint::Ref Blueprint::source() const { return Ref(id_, -1); }
+
+// Where a handle goes wrong is only known here: a node keeps the index alone, which would silently
+// read this blueprint's node of that number.
+void Blueprint::check_own(const Ref& r, const char* call) const {
+  if (r.blueprint_ != id_)
+    fail("blueprint '{}': {}() at node {} was given a handle (to node {}) made by another blueprint; handles index "
+         "the nodes of the blueprint whose last() or source() made them: take them from '{}' (for a seq() or "
+         "residual() node, its last() after it)",
+         name_, call, nodes_.size(), r.node_, name_);
+}
+
+Blueprint& Blueprint::from(Ref r) {
+  check_own(r, "from");
+  if (next_input_)
+    fail("blueprint '{}': from() twice before node {}; the first one would be read by no node: keep one", name_,
+         nodes_.size());
+  next_input_ = r.node_;
+  return *this;
+}
+
+Blueprint& Blueprint::add(Ref a, Ref b, std::string name) {
+  check_own(a, "add");
+  check_own(b, "add");
+  if (next_input_)
+    fail("blueprint '{}': from() before add() at node {}; add() reads its own two handles: drop the from()", name_,
+         nodes_.size());
+  append(LayerKind::Add, {}, std::move(name));
+  nodes_.back().inputs = {a.node_, b.node_};
   return *this;
 }
 
@@ -22,17 +67,17 @@ Blueprint& Blueprint::conv(int out_channels, int kernel, int stride, int padding
 }
 
 Blueprint& Blueprint::conv(const ConvAttrs& attrs, std::string name) {
-  return add(LayerKind::Conv, attrs, std::move(name));
+  return append(LayerKind::Conv, attrs, std::move(name));
 }
 
 Blueprint& Blueprint::bn(std::string name, float eps, float momentum) {
-  return add(LayerKind::BatchNorm, BatchNormAttrs{eps, momentum}, std::move(name));
+  return append(LayerKind::BatchNorm, BatchNormAttrs{eps, momentum}, std::move(name));
 }
 
-Blueprint& Blueprint::relu(std::string name) { return add(LayerKind::ReLU, {}, std::move(name)); }
+Blueprint& Blueprint::relu(std::string name) { return append(LayerKind::ReLU, {}, std::move(name)); }
 
 Blueprint& Blueprint::activation(Activation a, float alpha, std::string name) {
-  return add(LayerKind::Activation, ActivationAttrs{a, alpha}, std::move(name));
+  return append(LayerKind::Activation, ActivationAttrs{a, alpha}, std::move(name));
 }
 Blueprint& Blueprint::relu6(std::string name) { return activation(Activation::ReLU6, 0.f, std::move(name)); }
 Blueprint& Blueprint::leaky_relu(float negative_slope, std::string name) {
@@ -52,7 +97,7 @@ Blueprint& Blueprint::cbr(int out_channels, int kernel, int stride, int padding,
 }
 
 Blueprint& Blueprint::cbr(const ConvBnAttrs& attrs, std::string name) {
-  return add(LayerKind::CBR, attrs, std::move(name));
+  return append(LayerKind::CBR, attrs, std::move(name));
 }
 
 Blueprint& Blueprint::conv_bn_relu(int out_channels, int kernel, int stride, int padding,
@@ -69,18 +114,18 @@ Blueprint& Blueprint::avgpool(int kernel, int stride, int padding, std::string n
 }
 
 Blueprint& Blueprint::maxpool(const PoolAttrs& attrs, std::string name) {
-  return add(LayerKind::MaxPool, attrs, std::move(name));
+  return append(LayerKind::MaxPool, attrs, std::move(name));
 }
 
 Blueprint& Blueprint::avgpool(const PoolAttrs& attrs, std::string name) {
-  return add(LayerKind::AvgPool, attrs, std::move(name));
+  return append(LayerKind::AvgPool, attrs, std::move(name));
 }
 
 Blueprint& Blueprint::global_avgpool(std::string name) {
-  return add(LayerKind::GlobalAvgPool, {}, std::move(name));
+  return append(LayerKind::GlobalAvgPool, {}, std::move(name));
 }
 
-Blueprint& Blueprint::flatten(std::string name) { return add(LayerKind::Flatten, {}, std::move(name)); }
+Blueprint& Blueprint::flatten(std::string name) { return append(LayerKind::Flatten, {}, std::move(name)); }
 
 Blueprint& Blueprint::fc(int out_features, bool bias, std::string name, float init_std) {
   if (!(init_std >= 0.f) || !std::isfinite(init_std))
@@ -89,22 +134,22 @@ Blueprint& Blueprint::fc(int out_features, bool bias, std::string name, float in
 }
 
 Blueprint& Blueprint::fc(const LinearAttrs& attrs, std::string name) {
-  return add(LayerKind::Linear, attrs, std::move(name));
+  return append(LayerKind::Linear, attrs, std::move(name));
 }
 
 Blueprint& Blueprint::dropout(float p, std::string name) {
-  return add(LayerKind::Dropout, DropoutAttrs{p}, std::move(name));
+  return append(LayerKind::Dropout, DropoutAttrs{p}, std::move(name));
 }
 
 Blueprint& Blueprint::seq(const Blueprint& inner, std::string name) {
-  return add(LayerKind::Sequence, {}, name.empty() ? inner.name() : std::move(name), {inner});
+  return append(LayerKind::Sequence, {}, name.empty() ? inner.name() : std::move(name), {inner});
 }
 
 Blueprint& Blueprint::residual(const Blueprint& body, std::optional<Blueprint> shortcut,
                                bool relu_after, std::string name) {
   std::vector<Blueprint> children{body};
   if (shortcut) children.push_back(*shortcut);
-  return add(LayerKind::Residual, ResidualAttrs{relu_after}, std::move(name), std::move(children));
+  return append(LayerKind::Residual, ResidualAttrs{relu_after}, std::move(name), std::move(children));
 }
 
 Blueprint& Blueprint::input(int height, int width, int channels) {

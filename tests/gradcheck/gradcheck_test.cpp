@@ -206,5 +206,40 @@ TEST(GradCheck, UnfusedResidualBlocks) {
   check_gradients({"residual unfused", residual_blocks(), {6, 6, 2}, /*fuse=*/false});
 }
 
+
+// A graph written with handles (Blueprint::Ref): c0's output forks into two branches joined by
+// add, one output is read twice by one add, a ResNet block's identity is a handle (fused, its
+// conv_bn and bn_add_relu), and a branch reads the data batch itself. A fork's gradient is the sum
+// of its consumers'.
+Blueprint graph_with_forks() {
+  Blueprint m("forks");
+  m.conv(4, 3, 1, 1, true, "c0");
+  const Blueprint::Ref fork = m.last();
+  m.conv(4, 3, 1, 1, true, "a").tanh("a_act");
+  const Blueprint::Ref a = m.last();
+  m.from(fork).conv(4, 1, 1, 0, true, "b");
+  m.add(a, m.last(), "join");
+  m.add(m.last(), m.last(), "twice");
+  const Blueprint::Ref x = m.last();
+  m.conv(4, 3, 1, 1, false, "block.conv1").bn("block.bn1").relu("block.relu1");
+  m.conv(4, 3, 1, 1, false, "block.conv2").bn("block.bn2");
+  m.add(m.last(), x, "block.add").relu("block.relu");
+  const Blueprint::Ref y = m.last();
+  m.from(m.source()).conv(4, 3, 1, 1, true, "side");
+  m.add(y, m.last(), "with_side");
+  return head(m);
+}
+
+TEST(GradCheck, GraphWithForks) {
+  CompileOptions o;
+  o.precision = Precision::FP64, o.batch = 3, o.input_hwc = {5, 6, 2};
+  const Program p = compile(graph_with_forks(), o);
+  ASSERT_EQ(p.graph.count(fused_layer::BnAddRelu), 1);  // the fused block end is what is checked
+  ASSERT_EQ(p.graph.count(LayerKind::CBR), 1);
+  ASSERT_EQ(p.graph.count(LayerKind::Add), 3);  // join, twice, with_side
+  check_gradients({"graph fused", graph_with_forks(), {5, 6, 2}});
+  check_gradients({"graph unfused", graph_with_forks(), {5, 6, 2}, /*fuse=*/false});
+}
+
 }  // namespace
 }  // namespace kiln
