@@ -73,9 +73,10 @@ def build(name, side):
         return VggCifar()
     if name in ("resnet18_cifar", "resnet50_cifar"):
         return resnet_cifar(name.replace("_cifar", ""))
-    if name in ("resnet18", "resnet50", "vgg16_bn"):
+    # Every other zoo model is torchvision's model of the same name.
+    if callable(getattr(torchvision.models, name, None)):
         return getattr(torchvision.models, name)(weights=None)
-    sys.exit(f"unknown model {name}")
+    sys.exit(f"unknown model {name}: neither kiln's own (digits_cnn, the _cifar variants) nor torchvision's")
 
 
 def load_model(name, side, weights, device):

@@ -53,13 +53,28 @@ std::vector<float> chw_columns_to_hwc(const std::vector<float>& matrix, int64_t 
   return out;
 }
 
+int flatten_read_by(const LayerGraph& graph, int linear) {
+  const Layer& l = graph.layers[size_t(linear)];
+  if (l.inputs.size() != 1) return -1;
+  int at = l.inputs[0];
+  for (;;) {
+    const Layer& producer = graph.layers[size_t(at)];
+    if (producer.kind == LayerKind::Flatten) return producer.inputs.size() == 1 ? at : -1;
+    const bool per_feature = producer.kind == LayerKind::Dropout || producer.kind == LayerKind::ReLU ||
+                             producer.kind == LayerKind::Activation;
+    if (!per_feature || producer.inputs.size() != 1) return -1;
+    at = producer.inputs[0];
+  }
+}
+
 std::map<std::string, Shape> flattened_maps(const LayerGraph& graph) {
   std::map<std::string, Shape> found;
-  for (const Layer& l : graph.layers) {
-    if (l.kind != LayerKind::Linear || l.inputs.size() != 1) continue;
-    const Layer& flatten = graph.layers[l.inputs[0]];
-    if (flatten.kind != LayerKind::Flatten || flatten.inputs.size() != 1) continue;
-    const Shape& map = graph.layers[flatten.inputs[0]].out_shape;
+  for (size_t i = 0; i < graph.layers.size(); ++i) {
+    const Layer& l = graph.layers[i];
+    if (l.kind != LayerKind::Linear) continue;
+    const int flatten = flatten_read_by(graph, int(i));
+    if (flatten < 0) continue;
+    const Shape& map = graph.layers[size_t(graph.layers[size_t(flatten)].inputs[0])].out_shape;
     if (map.size() == 4 && map[1] * map[2] > 1) found[l.name + ".weight"] = {map[1], map[2], map[3]};
   }
   return found;

@@ -21,8 +21,14 @@ std::vector<float> oihw_to_krsc(const std::vector<float>& oihw, const Shape& krs
 std::vector<float> hwc_columns_to_chw(const std::vector<float>& matrix, int64_t rows, const Shape& hwc);
 std::vector<float> chw_columns_to_hwc(const std::vector<float>& matrix, int64_t rows, const Shape& hwc);
 
-// The linear layers that read a feature map of more than one position through a flatten, by weight
-// name ("fc1.weight"), with that map's {H, W, C}: where the two flatten orders differ.
+// The Flatten layer whose features linear layer `linear` reads, directly or through layers that act
+// on each feature alone and keep their order (dropout, ReLU, an activation: AlexNet's classifier
+// reads its flatten through a dropout); -1 when it reads none.
+int flatten_read_by(const LayerGraph& graph, int linear);
+
+// The linear layers that read a feature map of more than one position through a flatten
+// (flatten_read_by), by weight name ("fc1.weight"), with that map's {H, W, C}: where the two
+// flatten orders differ.
 std::map<std::string, Shape> flattened_maps(const LayerGraph& graph);
 
 }  // namespace kiln::torch_layout
