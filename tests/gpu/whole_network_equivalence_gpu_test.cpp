@@ -489,9 +489,12 @@ std::vector<StepCase> cpu_and_fp32_cases() {
     // convolutions with ReLU6 and linear residual blocks (MobileNetV2: 32x32 is its smallest
     // input), biased convolutions without BatchNorm (VGG-11 and AlexNet: 224, on the GPU only, as
     // VGG16-BN).
-    cases.push_back({"resnet34", 64, 2, d, p, true});
-    cases.push_back({"resnext50_32x4d", 64, 2, d, p, true});
-    cases.push_back({"wide_resnet50_2", 64, 2, d, p, true});
+    // Batch 4 at 64x64, as ResNet-50's case: at batch 2 the last stage's BatchNorms see 8 values a
+    // channel, and ResNeXt-50's float64 gradients came to 1.012e-9 against the 1e-9 bound there
+    // (H100, 9ecbba7; logits 2.0e-10), what the bound's note says such BatchNorms amplify.
+    cases.push_back({"resnet34", 64, 4, d, p, true});
+    cases.push_back({"resnext50_32x4d", 64, 4, d, p, true});
+    cases.push_back({"wide_resnet50_2", 64, 4, d, p, true});
     cases.push_back({"mobilenet_v2", 32, 4, d, p, true});
     if (d == kGpu) cases.push_back({"alexnet", 224, 2, d, p, false});  // no BatchNorm
     if (d == kGpu) cases.push_back({"vgg11", 224, 2, d, p, false});  // no BatchNorm
