@@ -4,7 +4,7 @@
 // ("layer1.0.body.conv1") and become the tensor names of parameters and checkpoints.
 // Each node reads the node before it (the chained form, for straight paths) unless it is told
 // otherwise through handles (Blueprint::Ref): from() points the next node at any earlier output,
-// and joins (add) read two handles, so a blueprint is a graph as PyTorch's forward() writes one.
+// and joins (add, concat) read several handles, so a blueprint is a graph as PyTorch's forward() writes one.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,7 +25,7 @@ struct BlueprintNode {
   LayerAttrs attrs;  // its kind's struct (kiln/layer_kind_attrs.h), none for a kind without
   std::vector<Blueprint> children;  // Sequence: [seq]; Residual: [body] or [body, shortcut]
   // The outputs it reads, as indices of nodes of its own blueprint (-1: that blueprint's input);
-  // empty: the node before it (the blueprint's input for the first). A join (add) reads several.
+  // empty: the node before it (the blueprint's input for the first). A join (add, concat) reads several.
   std::vector<int> inputs;
 };
 
@@ -59,6 +59,9 @@ class Blueprint {
   Blueprint& from(Ref r);
   // a + b (an Add layer, same shapes), PyTorch's `a + b`; it becomes the last node.
   Blueprint& add(Ref a, Ref b, std::string name = {});
+  // The inputs side by side along the channel axis (a Concat layer: two or more handles of equal
+  // batch, height and width), PyTorch's `torch.cat(xs, dim=1)`; it becomes the last node.
+  Blueprint& concat(std::vector<Ref> inputs, std::string name = {});
 
   Blueprint& conv(int out_channels, int kernel, int stride = 1, int padding = 0, bool bias = false,
                   std::string name = {});

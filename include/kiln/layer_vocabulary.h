@@ -24,6 +24,7 @@ enum class LayerKind : uint8_t {
   Dropout,
   Add,  // residual add of two inputs
   Activation,  // an elementwise activation other than ReLU (ActivationAttrs::activation says which)
+  Concat,  // its inputs side by side along the channel axis (torch.cat(xs, dim=1))
   // Blueprint-only composites, expanded away by the compiler:
   Sequence,
   Residual,

@@ -48,6 +48,7 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::Dropout: return "dropout";
     case LayerKind::Add: return "add";
     case LayerKind::Activation: return "activation";
+    case LayerKind::Concat: return "concat";
     case LayerKind::Sequence: return "seq";
     case LayerKind::Residual: return "residual";
     case LayerKind::FirstFused: break;  // a fused kind's value, named by its family's list below

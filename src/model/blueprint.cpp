@@ -59,6 +59,22 @@ Blueprint& Blueprint::add(Ref a, Ref b, std::string name) {
   return *this;
 }
 
+Blueprint& Blueprint::concat(std::vector<Ref> inputs, std::string name) {
+  for (const Ref& r : inputs) check_own(r, "concat");
+  // An empty list would read as "the node before" (a node's empty inputs), one input is a copy.
+  if (inputs.size() < 2)
+    fail("blueprint '{}': concat() at node {} got {} handle(s); it joins two or more: pass them all, "
+         "e.g. concat({{a, b}})",
+         name_, nodes_.size(), inputs.size());
+  if (next_input_)
+    fail("blueprint '{}': from() before concat() at node {}; concat() reads its own handles: drop the from()",
+         name_, nodes_.size());
+  append(LayerKind::Concat, {}, std::move(name));
+  nodes_.back().inputs.clear();
+  for (const Ref& r : inputs) nodes_.back().inputs.push_back(r.node_);
+  return *this;
+}
+
 // Values are checked by the compiler (which knows the layer's full name), not here, so a
 // blueprint can be assembled freely and every problem is reported with its place in the model.
 Blueprint& Blueprint::conv(int out_channels, int kernel, int stride, int padding, bool bias,

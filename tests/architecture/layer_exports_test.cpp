@@ -62,6 +62,8 @@ Blueprint every_kind() {
   body.conv(8, 3, 1, 1, false, "conv").bn("bn");
   m.residual(body, std::nullopt, /*relu_after=*/false, "plain_add");
   m.maxpool(3, 2, 1, "max");
+  const Blueprint::Ref pooled = m.last();
+  m.conv(4, 1, 1, 0, false, "branch").concat({pooled, m.last()}, "cat");
   Blueprint block("block");
   block.cbr(16, 3, 2, 1, "conv1").conv(16, 3, 1, 1, false, "conv2").bn("bn2");
   Blueprint projection("downsample");

@@ -133,6 +133,25 @@ TEST(OnnxLayers, EveryActivation) {
   expect_onnxruntime_agrees(cases);
 }
 
+// Channel concatenation: ONNX Concat on axis 1 of the NCHW graph. A fork joined by one concat with
+// branches of 3 and 5 channels and the fork itself (a BatchNorm after it that folds into nothing), and
+// a concat of the data batch with a branch, read by a convolution.
+TEST(OnnxLayers, Concat) {
+  Blueprint m("concat");
+  m.input(8, 7, 3).cbr(4, 3, 1, 1, "stem");
+  const Blueprint::Ref fork = m.last();
+  m.conv(3, 3, 1, 1, true, "a").relu("a_relu");
+  const Blueprint::Ref a = m.last();
+  m.from(fork).conv(5, 1, 1, 0, false, "b");
+  m.concat({a, m.last(), fork}, "cat").bn("cat_bn");
+  m.conv(3, 3, 2, 1, false, "down");
+  const Blueprint::Ref down = m.last();
+  m.from(m.source()).maxpool(3, 2, 1, "pool");
+  m.concat({down, m.last()}, "cat2").conv(6, 3, 1, 1, true, "mix");
+  m.flatten("flatten").fc(5, true, "head");
+  expect_onnxruntime_agrees({{"concat_fused", m, true}, {"concat_unfused", m, false}});
+}
+
 TEST(OnnxExportErrors, RefusalsNameTheCulpritAndWriteNothing) {
   testing::TempDir dir;
   CompileOptions o;

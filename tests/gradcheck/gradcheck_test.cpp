@@ -241,5 +241,36 @@ TEST(GradCheck, GraphWithForks) {
   check_gradients({"graph unfused", graph_with_forks(), {5, 6, 2}, /*fuse=*/false});
 }
 
+// Channel concatenation (torch.cat(xs, dim=1)): c0's output forks into branches of 3 and 2 channels
+// joined with c0's own output by one concat (c0's gradient is then the sum of three: its slice and
+// both branches'); a second concat reads the data batch itself beside a branch (that input wants no
+// gradient) and one handle twice (its gradient the sum of two slices).
+Blueprint graph_with_concat() {
+  Blueprint m("concat");
+  m.conv(4, 3, 1, 1, true, "c0");
+  const Blueprint::Ref fork = m.last();
+  m.conv(3, 3, 1, 1, true, "a").tanh("a_act");
+  const Blueprint::Ref a = m.last();
+  m.from(fork).conv(2, 1, 1, 0, true, "b");
+  m.concat({a, m.last(), fork}, "cat");
+  m.conv(4, 3, 1, 1, false, "after").bn("after_bn").relu("after_relu");
+  const Blueprint::Ref after = m.last();
+  m.concat({m.source(), after, after}, "cat_in");
+  return head(m);
+}
+
+TEST(GradCheck, ConcatOfForks) {
+  CompileOptions o;
+  o.precision = Precision::FP64, o.batch = 3, o.input_hwc = {5, 6, 2};
+  const Program p = compile(graph_with_concat(), o);
+  ASSERT_EQ(p.graph.count(LayerKind::Concat), 2);
+  ASSERT_GE(p.find("cat"), 0);
+  EXPECT_EQ(p.tensors[size_t(p.find("cat"))].shape, (Shape{3, 5, 6, 9}));
+  ASSERT_GE(p.find("cat_in"), 0);
+  EXPECT_EQ(p.tensors[size_t(p.find("cat_in"))].shape, (Shape{3, 5, 6, 10}));
+  check_gradients({"concat fused", graph_with_concat(), {5, 6, 2}});
+  check_gradients({"concat unfused", graph_with_concat(), {5, 6, 2}, /*fuse=*/false});
+}
+
 }  // namespace
 }  // namespace kiln
