@@ -8,8 +8,9 @@ namespace {
 Shape infer(const Layer& layer, const std::vector<Shape>& inputs) {
   if (inputs.size() != 2) fail("add '{}': expects 2 inputs, got {}", layer.name, inputs.size());
   if (inputs[0] != inputs[1])
-    fail("add '{}': shapes differ, body gives {} but shortcut gives {}; give the shortcut a "
-         "projection (1x1 conv with the body's stride and channels)",
+    fail("add '{}': shapes differ, its first input gives {} and its second {} (in a residual(): the body and the "
+         "shortcut); make them equal, e.g. give the shortcut a projection (a 1x1 conv with the body's stride and "
+         "channels)",
          layer.name, shape_str(inputs[0]), shape_str(inputs[1]));
   return inputs[0];
 }
