@@ -84,7 +84,9 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchvisionWeights,
                                            "resnet34", "resnet101", "resnet152", "resnext50_32x4d",
                                            "resnext101_32x8d", "resnext101_64x4d", "wide_resnet50_2",
                                            "wide_resnet101_2", "vgg11", "vgg11_bn", "vgg13", "vgg13_bn", "vgg16",
-                                           "vgg19", "vgg19_bn", "mobilenet_v2", "alexnet"),
+                                           "vgg19", "vgg19_bn", "mobilenet_v2", "alexnet", "regnet_x_400mf",
+                                           "regnet_x_800mf", "regnet_x_1_6gf", "regnet_x_3_2gf", "regnet_x_8gf",
+                                           "regnet_x_16gf", "regnet_x_32gf"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == ':' ? '_' : c;

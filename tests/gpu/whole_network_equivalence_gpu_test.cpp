@@ -496,6 +496,10 @@ std::vector<StepCase> cpu_and_fp32_cases() {
     cases.push_back({"resnext50_32x4d", 64, 4, d, p, true});
     cases.push_back({"wide_resnet50_2", 64, 4, d, p, true});
     cases.push_back({"mobilenet_v2", 32, 4, d, p, true});
+    // RegNet X: grouped 3x3 convolutions of 16 channels a group, 1x1 projections. 64x64 as the
+    // ResNets: its last stage's 12 blocks see 2x2 maps, 16 values a channel at batch 4; at 32x32
+    // they would see 1x1 maps, 4 values, fewer than ResNeXt-50's 8 at the float64 bound above.
+    cases.push_back({"regnet_x_400mf", 64, 4, d, p, true});
     if (d == kGpu) cases.push_back({"alexnet", 224, 2, d, p, false});  // no BatchNorm
     if (d == kGpu) cases.push_back({"vgg11", 224, 2, d, p, false});  // no BatchNorm
   }
@@ -525,6 +529,7 @@ std::vector<StepCase> mixed_cases() {
     cases.push_back({"vgg16_bn", 224, 2, kGpu, p, false});
     cases.push_back({"resnext50_32x4d", 64, 2, kGpu, p, false});
     cases.push_back({"mobilenet_v2", 32, 2, kGpu, p, false});
+    cases.push_back({"regnet_x_400mf", 64, 2, kGpu, p, false});
   }
   return cases;
 }

@@ -34,6 +34,10 @@ const Published kTorchvision[] = {
     {"vgg16", 138357544, 15.47},           {"vgg16_bn", 138365992, 15.47, true},
     {"vgg19", 143667240, 19.63},           {"vgg19_bn", 143678248, 19.63, true},
     {"mobilenet_v2", 3504872, 0.30},       {"alexnet", 61100840, 0.71},
+    {"regnet_x_400mf", 5495976, 0.41},     {"regnet_x_800mf", 7259656, 0.80},
+    {"regnet_x_1_6gf", 9190136, 1.60},     {"regnet_x_3_2gf", 15296552, 3.18},
+    {"regnet_x_8gf", 39572648, 8.00},      {"regnet_x_16gf", 54278536, 15.94},
+    {"regnet_x_32gf", 107811560, 31.74},
 };
 
 // The output channels of the program's convolutions fused with a BatchNorm: the biases torchvision's
