@@ -59,6 +59,10 @@ class Blueprint {
   Blueprint& from(Ref r);
   // a + b (an Add layer, same shapes), PyTorch's `a + b`; it becomes the last node.
   Blueprint& add(Ref a, Ref b, std::string name = {});
+  // a * b (a Mul layer), PyTorch's `a * b`: of one shape, or one of them a per-channel gate of
+  // shape N x 1 x 1 x C (adaptive_avgpool(1, 1)'s, PyTorch's (N, C, 1, 1)) broadcast over the
+  // other's height and width, as squeeze-and-excitation scales its input; it becomes the last node.
+  Blueprint& mul(Ref a, Ref b, std::string name = {});
   // The inputs side by side along the channel axis (a Concat layer: two or more handles of equal
   // batch, height and width), PyTorch's `torch.cat(xs, dim=1)`; it becomes the last node.
   Blueprint& concat(std::vector<Ref> inputs, std::string name = {});
@@ -79,6 +83,7 @@ class Blueprint {
   Blueprint& hardswish(std::string name = {});
   Blueprint& gelu(bool tanh_approximation = false, std::string name = {});
   Blueprint& sigmoid(std::string name = {});
+  Blueprint& hardsigmoid(std::string name = {});
   Blueprint& tanh(std::string name = {});
   Blueprint& cbr(int out_channels, int kernel, int stride = 1, int padding = 0, std::string name = {});
   Blueprint& cbr(const ConvBnAttrs& attrs, std::string name = {});
@@ -89,11 +94,19 @@ class Blueprint {
   Blueprint& maxpool(const PoolAttrs& attrs, std::string name = {});
   Blueprint& avgpool(const PoolAttrs& attrs, std::string name = {});
   Blueprint& global_avgpool(std::string name = {});
+  // PyTorch's AdaptiveAvgPool2d((out_h, out_w)), a feature map of that size: (1, 1) gives the
+  // N x 1 x 1 x C map a squeeze-and-excitation block's 1x1 convolutions read (global_avgpool gives
+  // the N x C rows a classifier reads).
+  Blueprint& adaptive_avgpool(int out_h, int out_w, std::string name = {});
   Blueprint& flatten(std::string name = {});
-  // init_std > 0: weight ~ N(0, init_std²), bias 0 (LinearAttrs::init_std); 0: nn.Linear's default.
+  // init_std > 0: weight ~ N(0, init_std²), bias 0 (torchvision's VGG, MobileNet, RegNet heads); 0:
+  // nn.Linear's default. LinearAttrs::init and bias_init take any other.
   Blueprint& fc(int out_features, bool bias = true, std::string name = {}, float init_std = 0.f);
   Blueprint& fc(const LinearAttrs& attrs, std::string name = {});
   Blueprint& dropout(float p, std::string name = {});
+  // torchvision's StochasticDepth(p, "row"): each sample's input dropped with probability p in
+  // training (the rest scaled by 1 / (1 - p)), the identity in inference.
+  Blueprint& stochastic_depth(float p, std::string name = {});
   // Appends another blueprint's nodes as a named sub-sequence.
   Blueprint& seq(const Blueprint& inner, std::string name = {});
   // y = relu?(body(x) + shortcut(x)); no shortcut means identity.

@@ -1,8 +1,8 @@
 #pragma once
 // The attributes of the model language's layer kinds, one struct per kind, as the model author
 // writes them (the DSL's Blueprint::conv(ConvAttrs, name), ...). A layer holds its kind's struct
-// in a kiln::LayerAttrs (kiln/layer_attrs.h); a kind without attributes (ReLU, Flatten, Add,
-// GlobalAvgPool) holds none. Each check(where) refuses values that can never work, naming `where`
+// in a kiln::LayerAttrs (kiln/layer_attrs.h); a kind without attributes (ReLU, Flatten, Add, Mul,
+// Concat, GlobalAvgPool) holds none. Each check(where) refuses values that can never work, naming `where`
 // ("conv 'stem'") and the fix; compile's expansion calls it once for every layer as it enters the
 // graph. What a kernel does not support yet (a rectangular kernel, ...) is refused where the
 // layer is lowered, not here: these describe the model, not the engine. Part of the IR.
@@ -14,15 +14,40 @@
 
 namespace kiln {
 
-// How a convolution's parameters start: torchvision's families differ.
-enum class ConvInit : uint8_t {
-  // Weight from N(0, 2 / (K x R x S)) (Kaiming normal, fan-out, ReLU's gain), bias 0: ResNet, VGG,
-  // MobileNet, MNASNet, EfficientNet, RegNet.
-  KaimingNormalFanOut,
-  // nn.Conv2d's own reset_parameters: weight and bias from U(±1 / sqrt(C/groups x R x S)): AlexNet,
-  // ShuffleNetV2.
-  TorchDefault,
+// How a weight (a convolution's filters, a linear layer's matrix) starts, torch.nn.init's draws as
+// torchvision's families call them: a normal, truncated normal or uniform draw whose standard
+// deviation (or bound) is `gain / sqrt(fan)`, or `gain` itself with Fan::None.
+struct WeightInit {
+  enum class Draw : uint8_t { Normal, TruncatedNormal, Uniform };
+  enum class Fan : uint8_t { None, In, Out };
+  Draw draw = Draw::Normal;
+  Fan fan = Fan::Out;
+  double gain = 1.4142135623730951;  // sqrt(2)
+
+  // kaiming_normal_(w, mode="fan_out", nonlinearity="relu"): ResNet, VGG, MobileNet, EfficientNet,
+  // RegNet, MNASNet's convolutions.
+  static WeightInit kaiming_normal_fan_out() { return {Draw::Normal, Fan::Out, 1.4142135623730951}; }
+  // kaiming_normal_(w) (fan_in, ReLU's gain): DenseNet.
+  static WeightInit kaiming_normal_fan_in() { return {Draw::Normal, Fan::In, 1.4142135623730951}; }
+  // kaiming_uniform_(w) (fan_in, ReLU's gain, bound sqrt(6 / fan_in)): SqueezeNet.
+  static WeightInit kaiming_uniform_fan_in() { return {Draw::Uniform, Fan::In, 2.449489742783178}; }
+  // nn.Conv2d's and nn.Linear's reset_parameters, U(±1 / sqrt(fan_in)): AlexNet, ShuffleNetV2.
+  static WeightInit torch_default() { return {Draw::Uniform, Fan::In, 1.0}; }
+  static WeightInit normal(double std) { return {Draw::Normal, Fan::None, std}; }
+  // nn.init.trunc_normal_(w, std=std): N(0, std²) redrawn outside ±2 (torch's default a and b).
+  static WeightInit trunc_normal(double std) { return {Draw::TruncatedNormal, Fan::None, std}; }
+  static WeightInit uniform(double bound) { return {Draw::Uniform, Fan::None, bound}; }
+  // `draw` with std or bound gain / sqrt(fan) (fan_out or fan_in as `fan` says).
+  static WeightInit scaled(Draw draw, Fan fan, double gain) { return {draw, fan, gain}; }
+
+  // (Written out: CUDA sources that include this header compile as C++17.)
+  bool operator==(const WeightInit& o) const { return draw == o.draw && fan == o.fan && gain == o.gain; }
+  void check(const std::string& where) const;
 };
+
+// How a bias starts: zero (torchvision's families) or nn.Conv2d's and nn.Linear's default,
+// U(±1 / sqrt(fan_in)) (AlexNet, ShuffleNetV2, a plain nn.Linear head).
+enum class BiasInit : uint8_t { Zeros, TorchDefault };
 
 // A 2-D convolution (Conv; CBR's and conv_bn's through ConvBnAttrs), PyTorch's nn.Conv2d.
 struct ConvAttrs {
@@ -34,7 +59,8 @@ struct ConvAttrs {
   int dilation_h = 1, dilation_w = 1;
   int groups = 1;  // must divide the input and output channels
   bool bias = false;
-  ConvInit init = ConvInit::KaimingNormalFanOut;
+  WeightInit init = WeightInit::kaiming_normal_fan_out();
+  BiasInit bias_init = BiasInit::Zeros;
 
   // A square kernel, one stride and the same padding on every side (what the DSL's conv() takes).
   static ConvAttrs square(int out_channels, int kernel, int stride = 1, int padding = 0, bool bias = false);
@@ -67,6 +93,12 @@ struct PoolAttrs {
   int kernel_h = 0, kernel_w = 0;
   int stride_h = 1, stride_w = 1;
   int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  // PyTorch's ceil_mode: the output size rounds up, so a last window may hang over the bottom or
+  // right edge (it must start inside the input or its top/left padding, PyTorch's rule).
+  bool ceil_mode = false;
+  // Average pooling: padding counts in the divisor (PyTorch's default, true) or not. A window
+  // hanging over the edge in ceil mode never counts what lies beyond the padding.
+  bool count_include_pad = true;
 
   static PoolAttrs square(int kernel, int stride, int padding = 0);
   void check(const std::string& where) const;
@@ -77,9 +109,24 @@ struct LinearAttrs {
   static constexpr const char* kName = "LinearAttrs";
   int out_features = 0;
   bool bias = true;
-  // > 0: the weight is drawn from N(0, init_std²) and the bias starts at 0 (torchvision's VGG
-  // classifier, std 0.01); 0: PyTorch's nn.Linear default, U(±1/sqrt(in)) for both.
-  float init_std = 0.f;
+  // nn.Linear's default for both, or torchvision's (VGG's classifier: normal(0.01) and a zero bias).
+  WeightInit init = WeightInit::torch_default();
+  BiasInit bias_init = BiasInit::TorchDefault;
+  void check(const std::string& where) const;
+};
+
+// PyTorch's AdaptiveAvgPool2d((out_h, out_w)): output cell (i, j) averages input rows
+// [floor(i H / out_h), ceil((i + 1) H / out_h)) and the columns alike.
+struct AdaptiveAvgPoolAttrs {
+  static constexpr const char* kName = "AdaptiveAvgPoolAttrs";
+  int out_h = 1, out_w = 1;
+  void check(const std::string& where) const;
+};
+
+// torchvision's StochasticDepth(p, mode="row").
+struct StochasticDepthAttrs {
+  static constexpr const char* kName = "StochasticDepthAttrs";
+  float p = 0.f;  // the probability of dropping a sample's input, in [0, 1)
   void check(const std::string& where) const;
 };
 

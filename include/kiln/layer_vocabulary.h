@@ -25,6 +25,13 @@ enum class LayerKind : uint8_t {
   Add,  // residual add of two inputs
   Activation,  // an elementwise activation other than ReLU (ActivationAttrs::activation says which)
   Concat,  // its inputs side by side along the channel axis (torch.cat(xs, dim=1))
+  // The elementwise product of two inputs: of one shape, or a feature map and a per-channel gate
+  // of shape N x 1 x 1 x C broadcast over its height and width (squeeze-and-excitation's s * x).
+  Mul,
+  AdaptiveAvgPool,  // PyTorch's AdaptiveAvgPool2d to a fixed output size (AdaptiveAvgPoolAttrs)
+  // torchvision's StochasticDepth in "row" mode: in training each sample's whole input is dropped
+  // with probability p and the rest scaled by 1 / (1 - p); the identity in inference.
+  StochasticDepth,
   // Blueprint-only composites, expanded away by the compiler:
   Sequence,
   Residual,

@@ -28,8 +28,13 @@ enum class TensorRole : uint8_t {
   Activation,    // everything with a lifetime inside one step
 };
 
-// Normal: N(0, init_value²), e.g. torchvision's VGG classifier weights (std 0.01).
-enum class Init : uint8_t { None, Zeros, Ones, KaimingNormalFanOut, UniformFanIn, Constant, Normal };
+// How a parameter starts. KaimingNormalFanOut: N(0, 2 / fan_out); UniformFanIn: U(±1 / sqrt(fan_in))
+// (nn.Linear's and nn.Conv2d's default); Normal: N(0, init_value²); Uniform: U(±init_value);
+// TruncatedNormal: N(0, init_value²) redrawn outside ±2 (torch.nn.init.trunc_normal_'s default
+// cut, absolute, not in standard deviations).
+enum class Init : uint8_t {
+  None, Zeros, Ones, KaimingNormalFanOut, UniformFanIn, Constant, Normal, Uniform, TruncatedNormal
+};
 
 struct TensorSpec {
   std::string name;
@@ -38,7 +43,7 @@ struct TensorSpec {
   TensorRole role = TensorRole::Activation;
   Init init = Init::None;
   int64_t fan_in = 0, fan_out = 0;  // for initializers
-  double init_value = 0;            // Init::Constant's value, Init::Normal's standard deviation
+  double init_value = 0;            // Init::Constant's value, the standard deviation or bound of the others
   // A view of another tensor's storage (e.g. a parameter inside the parameter region, a
   // flatten's output). -1 when the tensor owns its storage.
   int alias_of = -1;

@@ -1,5 +1,7 @@
 #include "compile/layer_def.h"
 
+#include <cmath>
+
 namespace kiln {
 
 const LayerDef& layer_def(LayerKind kind) {
@@ -78,6 +80,27 @@ void require_fusable_window(const Layer& layer) {
        a.dilation_w, a.groups);
 }
 
+int weight_param(LowerContext& ctx, const std::string& name, const Shape& shape, const WeightInit& init,
+                 int64_t fan_in, int64_t fan_out, bool compute_copy) {
+  if (init == WeightInit::kaiming_normal_fan_out())
+    return ctx.param(name, shape, Init::KaimingNormalFanOut, fan_in, fan_out, compute_copy);
+  if (init == WeightInit::torch_default()) return ctx.param(name, shape, Init::UniformFanIn, fan_in, fan_out, compute_copy);
+  using W = WeightInit;
+  const Init program_init = init.draw == W::Draw::Normal            ? Init::Normal
+                            : init.draw == W::Draw::TruncatedNormal ? Init::TruncatedNormal
+                                                                    : Init::Uniform;
+  const int64_t fan = init.fan == W::Fan::In ? fan_in : init.fan == W::Fan::Out ? fan_out : 1;
+  const int id = ctx.param(name, shape, program_init, fan_in, fan_out, compute_copy);
+  ctx.program.tensors[id].init_value = init.gain / std::sqrt(double(fan));
+  return id;
+}
+
+int bias_param(LowerContext& ctx, const std::string& name, const Shape& shape, BiasInit init, int64_t fan_in,
+               bool compute_copy) {
+  return ctx.param(name, shape, init == BiasInit::TorchDefault ? Init::UniformFanIn : Init::Zeros, fan_in, 0,
+                   compute_copy);
+}
+
 ConvBnParams declare_conv_bn_params(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
@@ -85,10 +108,9 @@ ConvBnParams declare_conv_bn_params(LowerContext& ctx, int index) {
   const int64_t k = a.out_channels, rs = int64_t(a.kernel_h) * a.kernel_w;
   const Shape kc = {k};
   ConvBnParams p;
-  // ConvInit: the family's initializer (a fused convolution has no bias).
-  const Init init = a.init == ConvInit::TorchDefault ? Init::UniformFanIn : Init::KaimingNormalFanOut;
-  p.weight = ctx.param(layer.conv_name + ".weight", {k, a.kernel_h, a.kernel_w, c}, init, c * rs, k * rs,
-                       /*compute_copy=*/true);
+  // The family's initializer (a fused convolution has no bias).
+  p.weight = weight_param(ctx, layer.conv_name + ".weight", {k, a.kernel_h, a.kernel_w, c}, a.init, c * rs, k * rs,
+                          /*compute_copy=*/true);
   p.w = ctx.compute_param(p.weight);
   p.gamma = ctx.param(layer.bn_name + ".weight", kc, Init::Ones);
   p.beta = ctx.param(layer.bn_name + ".bias", kc, Init::Zeros);

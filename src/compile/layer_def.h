@@ -50,6 +50,15 @@ ConvWindow conv_window(const ConvAttrs& a);
 bool is_fusable_conv(const ConvAttrs& a);
 void require_fusable_window(const Layer& layer);
 
+// A weight (conv filters, a linear matrix) of these fans, started as `init` says: the program
+// initializer it maps to, through LowerContext::param (kaiming_normal_fan_out() and torch_default()
+// keep the program initializers kiln's first models started from, so they start as they did).
+int weight_param(LowerContext& ctx, const std::string& name, const Shape& shape, const WeightInit& init,
+                 int64_t fan_in, int64_t fan_out, bool compute_copy);
+// A bias started as `init` says (TorchDefault: U(±1 / sqrt(fan_in))).
+int bias_param(LowerContext& ctx, const std::string& name, const Shape& shape, BiasInit init, int64_t fan_in,
+               bool compute_copy);
+
 // The parameters and buffers of a fused convolution + BN layer (CBR, conv_bn), under the names of
 // the layers it came from (<conv>.weight, <bn>.weight / .bias / .running_mean / .running_var), so
 // checkpoints move between fused and unfused programs.

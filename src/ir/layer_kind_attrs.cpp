@@ -22,6 +22,16 @@ void check_window(const std::string& where, int kernel_h, int kernel_w, int stri
 
 }  // namespace
 
+void WeightInit::check(const std::string& where) const {
+  if (!(gain > 0) || !std::isfinite(gain))
+    fail("{}: the initializer's gain (its standard deviation or bound{}) must be finite and positive, got {}", where,
+         fan == Fan::None ? "" : " times sqrt(fan)", gain);
+  if (int(draw) > int(Draw::Uniform) || int(fan) > int(Fan::Out))
+    fail("{}: the initializer's draw or fan is not one of WeightInit's enumerators; use its factories "
+         "(kaiming_normal_fan_out(), normal(std), ...)",
+         where);
+}
+
 ConvAttrs ConvAttrs::square(int out_channels, int kernel, int stride, int padding, bool bias) {
   ConvAttrs a;
   a.out_channels = out_channels;
@@ -38,6 +48,7 @@ void ConvAttrs::check(const std::string& where) const {
   if (dilation_h < 1 || dilation_w < 1)
     fail("{}: dilation must be >= 1 (1: a dense kernel), got {}x{}", where, dilation_h, dilation_w);
   if (groups < 1) fail("{}: groups must be >= 1 (1: an ordinary convolution), got {}", where, groups);
+  init.check(where);
   if (out_channels % groups != 0)
     fail("{}: groups {} does not divide its {} output channels; use a number of groups that divides both the input "
          "and the output channels",
@@ -80,8 +91,16 @@ void PoolAttrs::check(const std::string& where) const {
 
 void LinearAttrs::check(const std::string& where) const {
   if (out_features <= 0) fail("{}: output features must be positive, got {}", where, out_features);
-  if (!(init_std >= 0.f) || !std::isfinite(init_std))
-    fail("{}: init_std {} must be finite and >= 0 (0: PyTorch's default init)", where, init_std);
+  init.check(where);
+}
+
+void AdaptiveAvgPoolAttrs::check(const std::string& where) const {
+  if (out_h <= 0 || out_w <= 0) fail("{}: the output size must be positive, got {}x{}", where, out_h, out_w);
+}
+
+void StochasticDepthAttrs::check(const std::string& where) const {
+  if (!(p >= 0.f && p < 1.f))
+    fail("{}: the drop probability must be in [0, 1), got {} (0 keeps every sample)", where, p);
 }
 
 void DropoutAttrs::check(const std::string& where) const {

@@ -49,6 +49,9 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::Add: return "add";
     case LayerKind::Activation: return "activation";
     case LayerKind::Concat: return "concat";
+    case LayerKind::Mul: return "mul";
+    case LayerKind::AdaptiveAvgPool: return "adaptive_avgpool";
+    case LayerKind::StochasticDepth: return "stochastic_depth";
     case LayerKind::Sequence: return "seq";
     case LayerKind::Residual: return "residual";
     case LayerKind::FirstFused: break;  // a fused kind's value, named by its family's list below

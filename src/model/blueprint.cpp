@@ -59,6 +59,17 @@ Blueprint& Blueprint::add(Ref a, Ref b, std::string name) {
   return *this;
 }
 
+Blueprint& Blueprint::mul(Ref a, Ref b, std::string name) {
+  check_own(a, "mul");
+  check_own(b, "mul");
+  if (next_input_)
+    fail("blueprint '{}': from() before mul() at node {}; mul() reads its own two handles: drop the from()", name_,
+         nodes_.size());
+  append(LayerKind::Mul, {}, std::move(name));
+  nodes_.back().inputs = {a.node_, b.node_};
+  return *this;
+}
+
 Blueprint& Blueprint::concat(std::vector<Ref> inputs, std::string name) {
   for (const Ref& r : inputs) check_own(r, "concat");
   // An empty list would read as "the node before" (a node's empty inputs), one input is a copy.
@@ -106,6 +117,9 @@ Blueprint& Blueprint::gelu(bool tanh_approximation, std::string name) {
   return activation(tanh_approximation ? Activation::GELUTanh : Activation::GELU, 0.f, std::move(name));
 }
 Blueprint& Blueprint::sigmoid(std::string name) { return activation(Activation::Sigmoid, 0.f, std::move(name)); }
+Blueprint& Blueprint::hardsigmoid(std::string name) {
+  return activation(Activation::Hardsigmoid, 0.f, std::move(name));
+}
 Blueprint& Blueprint::tanh(std::string name) { return activation(Activation::Tanh, 0.f, std::move(name)); }
 
 Blueprint& Blueprint::cbr(int out_channels, int kernel, int stride, int padding, std::string name) {
@@ -141,12 +155,18 @@ Blueprint& Blueprint::global_avgpool(std::string name) {
   return append(LayerKind::GlobalAvgPool, {}, std::move(name));
 }
 
+Blueprint& Blueprint::adaptive_avgpool(int out_h, int out_w, std::string name) {
+  return append(LayerKind::AdaptiveAvgPool, AdaptiveAvgPoolAttrs{out_h, out_w}, std::move(name));
+}
+
 Blueprint& Blueprint::flatten(std::string name) { return append(LayerKind::Flatten, {}, std::move(name)); }
 
 Blueprint& Blueprint::fc(int out_features, bool bias, std::string name, float init_std) {
   if (!(init_std >= 0.f) || !std::isfinite(init_std))
     fail("fc layer '{}': init_std {} must be finite and >= 0 (0: PyTorch's default init)", name, init_std);
-  return fc(LinearAttrs{out_features, bias, init_std}, std::move(name));
+  LinearAttrs attrs{.out_features = out_features, .bias = bias};
+  if (init_std > 0.f) attrs.init = WeightInit::normal(init_std), attrs.bias_init = BiasInit::Zeros;
+  return fc(attrs, std::move(name));
 }
 
 Blueprint& Blueprint::fc(const LinearAttrs& attrs, std::string name) {
@@ -155,6 +175,10 @@ Blueprint& Blueprint::fc(const LinearAttrs& attrs, std::string name) {
 
 Blueprint& Blueprint::dropout(float p, std::string name) {
   return append(LayerKind::Dropout, DropoutAttrs{p}, std::move(name));
+}
+
+Blueprint& Blueprint::stochastic_depth(float p, std::string name) {
+  return append(LayerKind::StochasticDepth, StochasticDepthAttrs{p}, std::move(name));
 }
 
 Blueprint& Blueprint::seq(const Blueprint& inner, std::string name) {

@@ -18,6 +18,20 @@ uint64_t name_hash(const std::string& name) {
   return h;
 }
 
+// N(0, std²) redrawn while outside [-2, 2], torch.nn.init.trunc_normal_'s default cut (absolute).
+// The redraws come from further streams, so the value still depends on (seed, tensor, i) alone. A
+// draw lands inside with probability >= 0.95 for std <= 1, so 64 tries fail with odds below
+// 1e-83; a std so large that they do gets the cut's nearer end.
+double truncated_normal(double std, uint64_t seed, uint64_t stream, uint64_t i) {
+  constexpr double kCut = 2.0;
+  double v = 0;
+  for (uint64_t attempt = 0; attempt < 64; ++attempt) {
+    v = std * random_normal(seed, stream + attempt * 0x9E3779B97F4A7C15ULL, i);
+    if (v >= -kCut && v <= kCut) return v;
+  }
+  return v < 0 ? -kCut : kCut;
+}
+
 // Element i's value depends on (seed, tensor, i) alone, so the pool may fill blocks in any order:
 // VGG16-BN's 138 million parameters took 5.7 s of its start on one thread.
 template <class F>
@@ -47,6 +61,14 @@ void fill_init(const TensorSpec& t, T* data, uint64_t seed) {
       fill_random(n, [&](int64_t i) { data[i] = T(bound * (2.0 * random_uniform(seed, stream, uint64_t(i)) - 1.0)); });
       return;
     }
+    case Init::Uniform:
+      fill_random(n, [&](int64_t i) {
+        data[i] = T(t.init_value * (2.0 * random_uniform(seed, stream, uint64_t(i)) - 1.0));
+      });
+      return;
+    case Init::TruncatedNormal:
+      fill_random(n, [&](int64_t i) { data[i] = T(truncated_normal(t.init_value, seed, stream, uint64_t(i))); });
+      return;
   }
 }
 

@@ -72,7 +72,8 @@ TEST(LinearInit, Vgg16BnClassifierUsesTorchvisionsInit) {
   const Blueprint vgg = zoo::vgg16_bn();
   for (const BlueprintNode& n : vgg.nodes()) {
     if (n.kind != LayerKind::Linear) continue;
-    EXPECT_FLOAT_EQ(n.attrs.get<LinearAttrs>(n.name).init_std, 0.01f) << n.name;
+    EXPECT_EQ(n.attrs.get<LinearAttrs>(n.name).init, WeightInit::normal(0.01f)) << n.name;
+    EXPECT_EQ(n.attrs.get<LinearAttrs>(n.name).bias_init, BiasInit::Zeros) << n.name;
     ++linears;
   }
   EXPECT_EQ(linears, 3);

@@ -88,7 +88,8 @@ TEST(LayerAttrs, TheDslsCallsHoldTheirKindsStruct) {
   const LinearAttrs& fc = node(m, "fc").attrs.get<LinearAttrs>("fc");
   EXPECT_EQ(fc.out_features, 10);
   EXPECT_FALSE(fc.bias);
-  EXPECT_FLOAT_EQ(fc.init_std, 0.01f);
+  EXPECT_EQ(fc.init, WeightInit::normal(0.01f));
+  EXPECT_EQ(fc.bias_init, BiasInit::Zeros);
 
   Blueprint body("body");
   body.conv(3, 3, 1, 1);
@@ -232,8 +233,14 @@ TEST(LayerAttrs, EachCheckRefusesAValueThatCannotWorkNamingTheLayer) {
                  {"activation 'act'", "200 is not a kiln::Activation"});
   expect_refused([](B& m) { m.flatten("f0").fc(LinearAttrs{.out_features = 0}, "fc0"); },
                  {"fc 'fc0'", "output features must be positive"});
-  expect_refused([](B& m) { m.flatten("f1").fc(LinearAttrs{.out_features = 3, .init_std = -1.f}, "fcs"); },
-                 {"fc 'fcs'", "init_std"});
+  expect_refused(
+      [](B& m) { m.flatten("f1").fc(LinearAttrs{.out_features = 3, .init = WeightInit::normal(-1.0)}, "fcs"); },
+      {"fc 'fcs'", "gain", "-1"});
+  expect_refused([](B& m) { m.conv(ConvAttrs{.out_channels = 3, .kernel_h = 1, .kernel_w = 1,
+                                             .init = WeightInit::uniform(std::nan(""))}, "cn"); },
+                 {"conv 'cn'", "gain"});
+  expect_refused([](B& m) { m.adaptive_avgpool(0, 7, "ap"); }, {"adaptive_avgpool 'ap'", "0x7"});
+  expect_refused([](B& m) { m.stochastic_depth(1.f, "sd"); }, {"stochastic_depth 'sd'", "[0, 1)"});
 }
 
 // What the pooling kernels do not run yet is refused as the program is built, naming the layer,

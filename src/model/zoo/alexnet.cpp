@@ -15,7 +15,8 @@ namespace {
 // torchvision's `features` Sequential numbers them.
 void conv_relu(Blueprint& m, int index, int out_channels, int kernel, int stride, int padding) {
   ConvAttrs conv = ConvAttrs::square(out_channels, kernel, stride, padding, /*bias=*/true);
-  conv.init = ConvInit::TorchDefault;
+  conv.init = WeightInit::torch_default();
+  conv.bias_init = BiasInit::TorchDefault;
   m.conv(conv, fmt::format("features.{}", index)).relu(fmt::format("features.{}", index + 1));
 }
 

@@ -2,8 +2,7 @@
 // bottleneck blocks whose widths, depths and group widths follow from five numbers (depth, w_0,
 // w_a, w_m, group width) by the quantized linear rule of "Designing Network Design Spaces"
 // (Radosavovic et al., 2020), computed here as torchvision's BlockParams.from_init_params does.
-// RegNet X has no squeeze-and-excitation; RegNet Y is the same generator with an SE ratio (see
-// bottleneck_block: the SE block waits for an elementwise multiply layer).
+// RegNet X has no squeeze-and-excitation; RegNet Y is the same generator with an SE ratio.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "model/zoo/zoo_blocks.h"
 #include "model/zoo_family.h"
 
 namespace kiln {
@@ -102,13 +102,12 @@ void bottleneck_block(Blueprint& m, const std::string& name, int width_in, int w
   conv_bn(f, "f.a", bottleneck, 1, 1, 1, true);
   conv_bn(f, "f.b", bottleneck, 3, stride, bottleneck / group_width, true);
   if (p.se_ratio > 0) {
-    // RegNet Y's place: torchvision's SqueezeExcitation named f.se, between b and c: global average
-    // pooling, f.se.fc1 (1x1 convolution with bias, to round(se_ratio x width_in) channels), ReLU,
-    // f.se.fc2 (1x1 with bias, back to `bottleneck`), sigmoid, and b's output multiplied by it
-    // channel-wise.
-    fail("regnet block '{}': squeeze-and-excitation (se_ratio {}, RegNet Y) needs an elementwise multiply layer, "
-         "which kiln does not have yet; use a RegNet X model (se_ratio 0)",
-         name, p.se_ratio);
+    // RegNet Y: SqueezeExcitation between b and c, squeezing to round(se_ratio x width_in)
+    // channels with ReLU and a sigmoid gate. RegNet's init draws every convolution's weight from
+    // N(0, 2 / fan_out) and leaves the biases at nn.Conv2d's default.
+    zoo_blocks::squeeze_excitation(f, "f.se", bottleneck, int(std::nearbyint(p.se_ratio * width_in)),
+                                   zoo_blocks::Act::ReLU, zoo_blocks::Act::Sigmoid,
+                                   WeightInit::kaiming_normal_fan_out(), BiasInit::TorchDefault);
   }
   conv_bn(f, "f.c", width_out, 1, 1, 1, false);
   std::optional<Blueprint> proj;

@@ -21,14 +21,10 @@ void lower_forward(LowerContext& ctx, int index) {
   // KRSC here), which are also its fan-in; the fan-out is K x R x S, as torch.nn.init counts it.
   const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3] / a.groups;
   const int64_t k = a.out_channels, rs = int64_t(a.kernel_h) * a.kernel_w;
-  // ConvInit: the family's weight and bias initializers (torchvision's).
-  const bool torch_default = a.init == ConvInit::TorchDefault;
-  const int w = ctx.param(layer.name + ".weight", {k, a.kernel_h, a.kernel_w, c},
-                          torch_default ? Init::UniformFanIn : Init::KaimingNormalFanOut, c * rs, k * rs,
-                          /*compute_copy=*/true);
-  const int b =
-      a.bias ? ctx.param(layer.name + ".bias", {k}, torch_default ? Init::UniformFanIn : Init::Zeros, c * rs, k * rs)
-             : -1;
+  // The family's weight and bias initializers (torchvision's).
+  const int w = weight_param(ctx, layer.name + ".weight", {k, a.kernel_h, a.kernel_w, c}, a.init, c * rs, k * rs,
+                             /*compute_copy=*/true);
+  const int b = a.bias ? bias_param(ctx, layer.name + ".bias", {k}, a.bias_init, c * rs, /*compute_copy=*/false) : -1;
   ConvForward<TensorId> fwd;
   fwd.x = ctx.in(index, 0), fwd.w = ctx.compute_param(w);
   fwd.bias = b;  // in mixed precision the bias stays fp32, as cuDNN's bias input does

@@ -20,8 +20,8 @@ struct LinearSaved {
   TensorId weight, bias;
 };
 
-// Weight (out, in) and PyTorch's default nn.Linear init, U(-1/sqrt(in), 1/sqrt(in)) for the weight
-// and the bias; or, with LinearAttrs::init_std, N(0, init_std²) and a zero bias (torchvision's VGG).
+// Weight (out, in) and bias as LinearAttrs::init and bias_init say: PyTorch's default nn.Linear
+// init, U(-1/sqrt(in), 1/sqrt(in)) for both, or a family's (torchvision's VGG: N(0, 0.01²), bias 0).
 //
 // Mixed precision: fp32 masters, and fp16/bf16 copies of both the weight and the bias, which the
 // ops read (as convolution weights do). The bias gets a copy too, unlike conv's (which stays fp32
@@ -34,13 +34,8 @@ void lower_forward(LowerContext& ctx, int index) {
   const int64_t f = ctx.program.tensors[ctx.in(index, 0)].shape[1];
   const LinearAttrs& a = attrs_of<LinearAttrs>(layer);
   const int64_t o = a.out_features;
-  const bool normal = a.init_std > 0.f;
-  const int w = ctx.param(layer.name + ".weight", {o, f}, normal ? Init::Normal : Init::UniformFanIn, f, o,
-                          /*compute_copy=*/true);
-  if (normal) ctx.program.tensors[w].init_value = a.init_std;
-  const int b = a.bias ? ctx.param(layer.name + ".bias", {o}, normal ? Init::Zeros : Init::UniformFanIn, f, o,
-                                   /*compute_copy=*/true)
-                       : -1;
+  const int w = weight_param(ctx, layer.name + ".weight", {o, f}, a.init, f, o, /*compute_copy=*/true);
+  const int b = a.bias ? bias_param(ctx, layer.name + ".bias", {o}, a.bias_init, f, /*compute_copy=*/true) : -1;
   LinearForward<TensorId> fwd;
   fwd.x = ctx.in(index, 0);
   fwd.w = ctx.compute_param(w);
