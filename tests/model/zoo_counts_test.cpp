@@ -17,7 +17,7 @@ namespace {
 struct Published {
   const char* name;
   int64_t parameters;
-  double gmacs;  // torchvision's "GFLOPS", rounded to two decimals
+  double gmacs;  // torchvision's "GFLOPS", rounded to two decimals (mnasnet0_75: its meta's three)
   // torchvision's VGG-BN convolutions carry a bias that BatchNorm cancels; kiln's CBR layers
   // leave it out (src/model/zoo/vgg.cpp), so kiln counts the channels of those convolutions fewer.
   bool conv_bias_before_bn = false;
@@ -37,7 +37,13 @@ const Published kTorchvision[] = {
     {"regnet_x_400mf", 5495976, 0.41},     {"regnet_x_800mf", 7259656, 0.80},
     {"regnet_x_1_6gf", 9190136, 1.60},     {"regnet_x_3_2gf", 15296552, 3.18},
     {"regnet_x_8gf", 39572648, 8.00},      {"regnet_x_16gf", 54278536, 15.94},
-    {"regnet_x_32gf", 107811560, 31.74},
+    {"regnet_x_32gf", 107811560, 31.74},   {"densenet121", 7978856, 2.83},
+    {"densenet161", 28681000, 7.73},       {"densenet169", 14149480, 3.36},
+    {"densenet201", 20013928, 4.29},       {"mnasnet0_5", 2218512, 0.10},
+    // torchvision's weights' meta holds 0.215 (its "_ops"), which its docs print as 0.21 (Python
+    // rounds the float 0.215, just below the half, down); kiln counts 0.21549.
+    {"mnasnet0_75", 3170208, 0.215},       {"mnasnet1_0", 4383312, 0.31},
+    {"mnasnet1_3", 6282256, 0.53},
 };
 
 // The output channels of the program's convolutions fused with a BatchNorm: the biases torchvision's
