@@ -42,7 +42,9 @@ TEST(CommonSettingsCli, ModelDeviceAndClassesRefuseInTheirOwnWords) {
     expect_refused(command + "--classes -2", {"--classes: -2 is out of range: it must be -1 or >= 1; use e.g."});
     expect_refused(command + "--classes ten", {"--classes: 'ten' is not a number: it must be -1 or >= 1; use e.g."});
     expect_refused(command + "-m resnet1000",
-                   {"--model: 'resnet1000' is not one of alexnet, digits_cnn, mobilenet_v2, ", "vgg16_bn",
+                   {"--model: 'resnet1000' is not one of alexnet, ",
+                    "densenet121, densenet161, densenet169, densenet201, digits_cnn, ",
+                    "mnasnet0_5, mnasnet0_75, mnasnet1_0, mnasnet1_3, mobilenet_v2, ", "vgg16_bn",
                     "; use e.g. --model resnet50, or digits_cnn (the default)"});
   }
 }
@@ -96,7 +98,9 @@ TEST(CommonSettingsCli, KilnSettingsListsTheRows) {
   ASSERT_EQ(r.rc, 0) << r.output;
   expect_contains(
       r,
-      {"| `--model`, `-m` | `CommonOptions::model` |  | alexnet, digits_cnn, mobilenet_v2, ",
+      {"| `--model`, `-m` | `CommonOptions::model` |  | alexnet, ",
+       "densenet121, densenet161, densenet169, densenet201, digits_cnn, ",
+       "mnasnet0_5, mnasnet0_75, mnasnet1_0, mnasnet1_3, mobilenet_v2, ",
        "| `--device` | `CommonOptions::device` |  | auto, cpu, cuda, cuda:N | `auto` |",
        "| `--classes` | `CommonOptions::classes` |  | -1 or >= 1 | `-1` |",
        "| `--gpus` | `DataParallelArgs::gpus` |  | a count N, or ordinals a,b,... |  |",

@@ -86,7 +86,9 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchvisionWeights,
                                            "wide_resnet101_2", "vgg11", "vgg11_bn", "vgg13", "vgg13_bn", "vgg16",
                                            "vgg19", "vgg19_bn", "mobilenet_v2", "alexnet", "regnet_x_400mf",
                                            "regnet_x_800mf", "regnet_x_1_6gf", "regnet_x_3_2gf", "regnet_x_8gf",
-                                           "regnet_x_16gf", "regnet_x_32gf"),
+                                           "regnet_x_16gf", "regnet_x_32gf", "densenet121", "densenet161",
+                                           "densenet169", "densenet201", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0",
+                                           "mnasnet1_3"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == ':' ? '_' : c;
