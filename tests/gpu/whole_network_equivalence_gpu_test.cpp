@@ -500,6 +500,14 @@ std::vector<StepCase> cpu_and_fp32_cases() {
     // ResNets: its last stage's 12 blocks see 2x2 maps, 16 values a channel at batch 4; at 32x32
     // they would see 1x1 maps, 4 values, fewer than ResNeXt-50's 8 at the float64 bound above.
     cases.push_back({"regnet_x_400mf", 64, 4, d, p, true});
+    // DenseNet-121: concatenations feeding BatchNorm -> ReLU -> conv (pre-activation), BatchNorms
+    // after a pooling. 61x61 is the smallest side whose denseblock4 and norm5 see 2x2 maps, 16 values
+    // a channel at batch 4 (conv0 31, pool0 16, the transitions 8, 4, 2); at 60 they would see 1x1.
+    cases.push_back({"densenet121", 61, 4, d, p, true});
+    // MNASNet 0.5: 3x3 and 5x5 depthwise convolutions, linear residual blocks, BatchNorm momentum
+    // 3e-4. 33x33 is the smallest side whose last stride (layers.12, 5x5) leaves 2x2 maps (stem 17,
+    // then 9, 5, 3, 2): 16 values a channel at batch 4 in layers.12 to the head.
+    cases.push_back({"mnasnet0_5", 33, 4, d, p, true});
     if (d == kGpu) cases.push_back({"alexnet", 224, 2, d, p, false});  // no BatchNorm
     if (d == kGpu) cases.push_back({"vgg11", 224, 2, d, p, false});  // no BatchNorm
   }
@@ -530,6 +538,8 @@ std::vector<StepCase> mixed_cases() {
     cases.push_back({"resnext50_32x4d", 64, 2, kGpu, p, false});
     cases.push_back({"mobilenet_v2", 32, 2, kGpu, p, false});
     cases.push_back({"regnet_x_400mf", 64, 2, kGpu, p, false});
+    cases.push_back({"densenet121", 61, 4, kGpu, p, false});
+    cases.push_back({"mnasnet0_5", 33, 4, kGpu, p, false});
   }
   return cases;
 }
