@@ -64,6 +64,9 @@ Blueprint every_kind() {
   m.maxpool(3, 2, 1, "max");
   const Blueprint::Ref pooled = m.last();
   m.conv(4, 1, 1, 0, false, "branch").concat({pooled, m.last()}, "cat");
+  const Blueprint::Ref cat = m.last();
+  m.sigmoid("cat_gate");
+  m.mul(m.last(), cat, "gated");
   Blueprint block("block");
   block.cbr(16, 3, 2, 1, "conv1").conv(16, 3, 1, 1, false, "conv2").bn("bn2");
   Blueprint projection("downsample");

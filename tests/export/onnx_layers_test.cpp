@@ -152,6 +152,27 @@ TEST(OnnxLayers, Concat) {
   expect_onnxruntime_agrees({{"concat_fused", m, true}, {"concat_unfused", m, false}});
 }
 
+// Elementwise products: ONNX Mul, whose broadcasting spreads an (N, C, 1, 1) gate over the map's
+// height and width as PyTorch's does. A gate of the map's own shape, x * sigmoid(conv(x)); then a
+// squeeze-and-excitation gate (a 6x6 average pool of the 6x6 map: adaptive_avgpool(1, 1)'s shape,
+// through two biased 1x1 convolutions) scaling the map first and second, and a BatchNorm after it
+// that folds into nothing.
+TEST(OnnxLayers, Mul) {
+  Blueprint m("mul");
+  m.input(6, 6, 3).cbr(8, 3, 1, 1, "stem");
+  const Blueprint::Ref x = m.last();
+  m.conv(8, 3, 1, 1, true, "g").sigmoid("g_act");
+  m.mul(x, m.last(), "gated");
+  const Blueprint::Ref y = m.last();
+  m.avgpool(6, 6, 0, "se.pool").conv(4, 1, 1, 0, true, "se.fc1").relu("se.relu");
+  m.conv(8, 1, 1, 0, true, "se.fc2").sigmoid("se.gate");
+  const Blueprint::Ref gate = m.last();
+  m.mul(gate, y, "se.scale");
+  m.mul(m.last(), gate, "se.again").bn("bn");
+  m.flatten("flatten").fc(5, true, "head");
+  expect_onnxruntime_agrees({{"mul_fused", m, true}, {"mul_unfused", m, false}});
+}
+
 TEST(OnnxExportErrors, RefusalsNameTheCulpritAndWriteNothing) {
   testing::TempDir dir;
   CompileOptions o;

@@ -272,5 +272,37 @@ TEST(GradCheck, ConcatOfForks) {
   check_gradients({"concat unfused", graph_with_concat(), {5, 6, 2}, /*fuse=*/false});
 }
 
+// Elementwise products (PyTorch's a * b): a gate of the map's own shape, x * sigmoid(conv(x)); and
+// a squeeze-and-excitation block, conv -> bn -> relu, whose per-channel gate N x 1 x 1 x C (a 6x6
+// average pool of the 6x6 map: the shape and values of adaptive_avgpool(1, 1)) passes through two
+// biased 1x1 convolutions, scaling the map it was pooled from with the gate first, as torchvision
+// writes it, and then once more with the gate second (the gate's gradient the sum of two).
+Blueprint graph_with_mul() {
+  Blueprint m("mul");
+  m.conv(4, 3, 1, 1, true, "c0");
+  const Blueprint::Ref x = m.last();
+  m.conv(4, 3, 1, 1, true, "g").sigmoid("g_act");
+  m.mul(x, m.last(), "gated");
+  m.conv(4, 3, 1, 1, false, "se.conv").bn("se.bn").relu("se.relu");
+  const Blueprint::Ref y = m.last();
+  m.avgpool(6, 6, 0, "se.pool").conv(2, 1, 1, 0, true, "se.fc1").relu("se.fc1_relu");
+  m.conv(4, 1, 1, 0, true, "se.fc2").sigmoid("se.gate");
+  const Blueprint::Ref gate = m.last();
+  m.mul(gate, y, "se.scale");
+  m.mul(m.last(), gate, "se.again");
+  return head(m);
+}
+
+TEST(GradCheck, MulOfMapsAndGates) {
+  CompileOptions o;
+  o.precision = Precision::FP64, o.batch = 3, o.input_hwc = {6, 6, 2};
+  const Program p = compile(graph_with_mul(), o);
+  ASSERT_EQ(p.graph.count(LayerKind::Mul), 3);
+  ASSERT_GE(p.find("se.gate"), 0);
+  EXPECT_EQ(p.tensors[size_t(p.find("se.gate"))].shape, (Shape{3, 1, 1, 4}));
+  check_gradients({"mul fused", graph_with_mul(), {6, 6, 2}});
+  check_gradients({"mul unfused", graph_with_mul(), {6, 6, 2}, /*fuse=*/false});
+}
+
 }  // namespace
 }  // namespace kiln
