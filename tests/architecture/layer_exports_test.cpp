@@ -61,7 +61,7 @@ Blueprint every_kind() {
   Blueprint body("body");
   body.conv(8, 3, 1, 1, false, "conv").bn("bn");
   m.residual(body, std::nullopt, /*relu_after=*/false, "plain_add");
-  m.maxpool(3, 2, 1, "max");
+  m.maxpool(3, 2, 1, "max").stochastic_depth(0.2f, "sd").adaptive_avgpool(4, 4, "adaptive");
   const Blueprint::Ref pooled = m.last();
   m.conv(4, 1, 1, 0, false, "branch").concat({pooled, m.last()}, "cat");
   const Blueprint::Ref cat = m.last();

@@ -61,7 +61,7 @@ int flatten_read_by(const LayerGraph& graph, int linear) {
     const Layer& producer = graph.layers[size_t(at)];
     if (producer.kind == LayerKind::Flatten) return producer.inputs.size() == 1 ? at : -1;
     const bool per_feature = producer.kind == LayerKind::Dropout || producer.kind == LayerKind::ReLU ||
-                             producer.kind == LayerKind::Activation;
+                             producer.kind == LayerKind::Activation || producer.kind == LayerKind::StochasticDepth;
     if (!per_feature || producer.inputs.size() != 1) return -1;
     at = producer.inputs[0];
   }

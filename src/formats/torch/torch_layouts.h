@@ -22,8 +22,9 @@ std::vector<float> hwc_columns_to_chw(const std::vector<float>& matrix, int64_t 
 std::vector<float> chw_columns_to_hwc(const std::vector<float>& matrix, int64_t rows, const Shape& hwc);
 
 // The Flatten layer whose features linear layer `linear` reads, directly or through layers that act
-// on each feature alone and keep their order (dropout, ReLU, an activation: AlexNet's classifier
-// reads its flatten through a dropout); -1 when it reads none.
+// on each feature alone and keep their order (dropout, ReLU, an activation, stochastic depth, which
+// scales whole samples: AlexNet's classifier reads its flatten through a dropout); -1 when it reads
+// none.
 int flatten_read_by(const LayerGraph& graph, int linear);
 
 // The linear layers that read a feature map of more than one position through a flatten

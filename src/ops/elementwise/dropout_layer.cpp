@@ -1,17 +1,11 @@
 #include "compile/layer_def.h"
 #include "ops/elementwise/elementwise_contract.h"
+#include "ops/elementwise/layer_key.h"
 
 namespace kiln {
 namespace {
 
 Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return single_input(layer, inputs); }
-
-// FNV-1a over the name, 32 bits: exact as an op attribute.
-uint32_t name_key(const std::string& name) {
-  uint32_t h = 2166136261u;
-  for (unsigned char c : name) h = (h ^ c) * 16777619u;
-  return h;
-}
 
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
@@ -20,7 +14,7 @@ void lower_forward(LowerContext& ctx, int index) {
   fwd.y = ctx.activation(layer.name, layer.out_shape);
   fwd.mask = ctx.activation(layer.name + ":mask", layer.out_shape, DType::U8);
   fwd.p = attrs_of<DropoutAttrs>(layer).p;
-  fwd.layer_key = name_key(layer.name);
+  fwd.layer_key = layer_key(layer.name);
   ctx.forward(make_op(fwd, index));
   ctx.save(index, fwd);
   ctx.set_out(index, fwd.y);

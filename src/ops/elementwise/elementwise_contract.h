@@ -1,6 +1,7 @@
 #pragma once
 // Elementwise ops: ReLU with a byte mask (the unfused path; CBR packs its mask in bits), dropout,
-// the residual add, the sum of a fanned-out layer's gradients, and dtype casts.
+// stochastic depth (dropout of whole samples), the residual add, the sum of a fanned-out layer's
+// gradients, and dtype casts.
 #include <cstdint>
 #include <vector>
 
@@ -50,6 +51,32 @@ struct DropoutForward {
 template <class T>
 struct DropoutBackward {
   static constexpr OpKind kind = OpKind::DROPOUT_BWD;
+  T dy, mask, dx;
+  float p = 0.f;
+  template <class V>
+  void fields(V& v) { v.in("dy", dy), v.in("mask", mask), v.out("dx", dx), v.attr("p", p); }
+};
+
+// Stochastic depth, torchvision's StochasticDepth(p, "row"): each sample (x's first dimension)
+// keeps its whole input, scaled by 1/(1-p), or is zeroed. The mask holds one byte per sample,
+// drawn as dropout draws its elements: sample n is kept when random_uniform(seed,
+// cpu::dropout_stream(layer_key, step), n) >= p.
+template <class T>
+struct StochasticDepthForward {
+  static constexpr OpKind kind = OpKind::STOCHASTIC_DEPTH_FWD;
+  T x, y, mask;
+  float p = 0.f;
+  uint32_t layer_key = 0;
+  template <class V>
+  void fields(V& v) {
+    v.in("x", x), v.out("y", y), v.out("mask", mask), v.attr("p", p), v.attr("layer_key", layer_key);
+  }
+};
+
+// dx = dy * mask[n] / (1 - p) over sample n's elements.
+template <class T>
+struct StochasticDepthBackward {
+  static constexpr OpKind kind = OpKind::STOCHASTIC_DEPTH_BWD;
   T dy, mask, dx;
   float p = 0.f;
   template <class V>

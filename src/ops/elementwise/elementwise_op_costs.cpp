@@ -10,6 +10,8 @@ const OpCostTable elementwise_op_costs{
     {OpKind::RELU_INF, &memory_bound},
     {OpKind::DROPOUT_FWD, &memory_bound},
     {OpKind::DROPOUT_BWD, &memory_bound},
+    {OpKind::STOCHASTIC_DEPTH_FWD, &memory_bound},
+    {OpKind::STOCHASTIC_DEPTH_BWD, &memory_bound},
     {OpKind::ADD_FWD, &memory_bound},
     {OpKind::GRAD_SUM, &memory_bound},
     {OpKind::CAST, &memory_bound},

@@ -1,9 +1,11 @@
-// Op wrappers binding RELU_*, DROPOUT_*, ADD_FWD and GRAD_SUM to the CPU elementwise kernels
-// (elementwise_cpu.h): they validate the tensors an op was compiled with, then dispatch on dtype.
+// Op wrappers binding RELU_*, DROPOUT_*, STOCHASTIC_DEPTH_*, ADD_FWD and GRAD_SUM to the CPU
+// elementwise kernels (elementwise_cpu.h, stochastic_depth_cpu.h): they validate the tensors an op
+// was compiled with, then dispatch on dtype.
 #include <vector>
 
 #include "ops/elementwise/elementwise_contract.h"
 #include "ops/elementwise/elementwise_cpu.h"
+#include "ops/elementwise/stochastic_depth_cpu.h"
 #include "runtime/op_call.h"
 
 namespace kiln {
@@ -81,6 +83,49 @@ void dropout_bwd(const OpCall& call, const DropoutBackward<TensorArg>& a) {
                   [p](auto* dy, const uint8_t* mask, int64_t n, auto* dx) { cpu::dropout_backward(dy, mask, n, p, dx); });
 }
 
+// Stochastic depth's samples: the first dimension of x (or dy); the mask holds one byte each.
+int64_t samples(const TensorArg& x) { return x.shape().empty() ? 1 : x.shape()[0]; }
+
+void check_sample_mask(const OpCall& call, const TensorArg& mask, const TensorArg& like) {
+  if (mask.numel() != samples(like) || mask.dtype() != DType::U8)
+    fail("stochastic depth '{}': its mask is {} {} but must hold one U8 per sample of {} ({}); recompile the "
+         "program",
+         call.layer().name, dtype_name(mask.dtype()), shape_str(mask.shape()), shape_str(like.shape()),
+         samples(like));
+}
+
+float stochastic_depth_p(const OpCall& call, float p) {
+  if (!(p >= 0.f && p <= 1.f))
+    fail("stochastic depth '{}': probability p = {} is outside [0, 1]; use a drop probability such as 0.2",
+         call.layer().name, p);
+  return p;
+}
+
+void stochastic_depth_fwd(const OpCall& call, const StochasticDepthForward<TensorArg>& a) {
+  const float p = stochastic_depth_p(call, a.p);
+  check_like(call, a.y, "y", a.x, a.x.dtype());
+  check_sample_mask(call, a.mask, a.x);
+  const int64_t rows = samples(a.x);
+  const uint64_t stream = cpu::dropout_stream(a.layer_key, call.scalars.step);
+  dispatch_float(a.x.dtype(), "STOCHASTIC_DEPTH_FWD", [&](auto t) {
+    using T = decltype(t);
+    cpu::stochastic_depth_forward<T>(a.x.as<T>(), rows, rows ? a.x.numel() / rows : 0, p, call.scalars.seed, stream,
+                                     a.y.as<T>(), a.mask.as<uint8_t>());
+  });
+}
+
+void stochastic_depth_bwd(const OpCall& call, const StochasticDepthBackward<TensorArg>& a) {
+  const float p = stochastic_depth_p(call, a.p);
+  check_like(call, a.dx, "dx", a.dy, a.dy.dtype());
+  check_sample_mask(call, a.mask, a.dy);
+  const int64_t rows = samples(a.dy);
+  dispatch_float(a.dy.dtype(), "STOCHASTIC_DEPTH_BWD", [&](auto t) {
+    using T = decltype(t);
+    cpu::stochastic_depth_backward<T>(a.dy.as<T>(), a.mask.as<uint8_t>(), rows, rows ? a.dy.numel() / rows : 0, p,
+                                      a.dx.as<T>());
+  });
+}
+
 void add_fwd(const OpCall& call, const Add<TensorArg>& a) {
   if (a.a.shape() != a.b.shape())
     fail("add '{}': input shapes {} and {} differ; a residual add needs equal shapes, so give the "
@@ -111,7 +156,8 @@ extern const OpTable elementwise_cpu_ops{
     Device::CPU,
     {kernel<ReluForward, relu_fwd>(), kernel<ReluBackward, relu_bwd>(), kernel<ReluInference, relu_inf>(),
      kernel<Add, add_fwd>(), kernel<GradSum, grad_sum>(), kernel<DropoutForward, dropout_fwd>(),
-     kernel<DropoutBackward, dropout_bwd>()}};
+     kernel<DropoutBackward, dropout_bwd>(), kernel<StochasticDepthForward, stochastic_depth_fwd>(),
+     kernel<StochasticDepthBackward, stochastic_depth_bwd>()}};
 }  // namespace ops
 
 }  // namespace kiln

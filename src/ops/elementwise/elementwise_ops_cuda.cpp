@@ -1,4 +1,4 @@
-// ReLU (byte mask), dropout, residual add, gradient sum and dtype casts on the GPU.
+// ReLU (byte mask), dropout, stochastic depth, residual add, gradient sum and dtype casts on the GPU.
 #include <algorithm>
 #include <vector>
 
@@ -6,6 +6,7 @@
 #include "ops/elementwise/elementwise_contract.h"
 #include "ops/elementwise/elementwise_cpu.h"  // dropout_stream: the GPU draws the CPU's masks
 #include "ops/elementwise/elementwise_cuda.h"
+#include "ops/elementwise/stochastic_depth_cuda.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/op_call.h"
 
@@ -51,6 +52,34 @@ void dropout_bwd(const OpCall& call, const DropoutBackward<TensorArg>& a) {
   dropout_backward(a.dy.dtype(), a.dy.data, a.mask.as<uint8_t>(), a.dy.numel(), a.p, a.dx.data, main_stream(call),
                    call.where());
 }
+// Stochastic depth's samples: the first dimension of x (or dy); the mask holds one byte each.
+int64_t samples(const TensorArg& x) { return x.shape().empty() ? 1 : x.shape()[0]; }
+int64_t row_size(const TensorArg& x) { return samples(x) ? x.numel() / samples(x) : 0; }
+void expect_sample_mask(const OpCall& call, const TensorArg& mask, const TensorArg& like) {
+  if (mask.numel() != samples(like) || mask.dtype() != DType::U8)
+    fail("{}: mask '{}' is {} {} but must hold one U8 per sample of '{}' ({}); recompile the program", call.where(),
+         mask.spec->name, dtype_name(mask.dtype()), shape_str(mask.shape()), like.spec->name, shape_str(like.shape()));
+}
+// The mask is drawn as dropout's (above): the CPU's stream, read on the device in a replayed graph.
+void stochastic_depth_fwd(const OpCall& call, const StochasticDepthForward<TensorArg>& a) {
+  expect_like(call, a.y, "output", a.x);
+  expect_sample_mask(call, a.mask, a.x);
+  if (call.device_scalars) {
+    stochastic_depth_forward(a.x.dtype(), a.x.data, samples(a.x), row_size(a.x), a.p, &call.device_scalars->seed,
+                             &call.device_scalars->step, a.layer_key, a.y.data, a.mask.as<uint8_t>(),
+                             main_stream(call), call.where());
+    return;
+  }
+  stochastic_depth_forward(a.x.dtype(), a.x.data, samples(a.x), row_size(a.x), a.p, call.scalars.seed,
+                           cpu::dropout_stream(a.layer_key, call.scalars.step), a.y.data, a.mask.as<uint8_t>(),
+                           main_stream(call), call.where());
+}
+void stochastic_depth_bwd(const OpCall& call, const StochasticDepthBackward<TensorArg>& a) {
+  expect_like(call, a.dx, "input gradient", a.dy);
+  expect_sample_mask(call, a.mask, a.dy);
+  stochastic_depth_backward(a.dy.dtype(), a.dy.data, a.mask.as<uint8_t>(), samples(a.dy), row_size(a.dy), a.p,
+                            a.dx.data, main_stream(call), call.where());
+}
 void add_fwd(const OpCall& call, const Add<TensorArg>& a) {
   if (a.a.shape() != a.b.shape())
     fail("{}: shapes differ, {} and {}", call.where(), shape_str(a.a.shape()), shape_str(a.b.shape()));
@@ -79,5 +108,6 @@ extern const OpTable elementwise_cuda_ops{
     {kernel<ReluForward, cuda::relu_fwd>(), kernel<ReluInference, cuda::relu_inf>(),
      kernel<ReluBackward, cuda::relu_bwd>(), kernel<Add, cuda::add_fwd>(), kernel<GradSum, cuda::grad_sum_op>(),
      kernel<Cast, cuda::cast_op>(), kernel<DropoutForward, cuda::dropout_fwd>(),
-     kernel<DropoutBackward, cuda::dropout_bwd>()}};
+     kernel<DropoutBackward, cuda::dropout_bwd>(), kernel<StochasticDepthForward, cuda::stochastic_depth_fwd>(),
+     kernel<StochasticDepthBackward, cuda::stochastic_depth_bwd>()}};
 }  // namespace kiln::ops
