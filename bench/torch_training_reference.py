@@ -19,7 +19,8 @@ mode=step: model, side, weights (the init file), device (cpu|cuda), precision (f
   loss_scale (fp16: the fixed scale the loss is multiplied by), bn_momentum, sgd_lr, sgd_momentum,
   sgd_weight_decay, adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_weight_decay (kiln's float
   hyper-parameters, written exactly), out_dir; tensors x (NCHW), y (int32 labels) and mask/<module>
-  (0/1, the dropout masks kiln drew, for each nn.Dropout by its module name). One training-mode
+  (0/1, the masks kiln drew, by module name: for each nn.Dropout one value an element, for each
+  torchvision.ops.StochasticDepth of p > 0 one value a sample, [N] or [N, 1]). One training-mode
   forward (under autocast for fp16/bf16), mean cross-entropy, backward; then, from the starting
   weights, one SGD step (torch.optim.SGD) and one AdamW step (torch.optim.AdamW) on those gradients.
   Writes <out_dir>/<variant>.<group>.safetensors, each a whole state_dict in PyTorch's names and
@@ -90,27 +91,67 @@ def load_model(name, side, weights, device):
     return model.to(device).train()
 
 
+def kiln_scale(p):
+    """1 / (1 - p) as kiln computes it: kiln holds p as a float32 (DropoutAttrs, StochasticDepthAttrs).
+    Where p is no float32 (MobileNetV2's 0.2, EfficientNet's 0.2 * k / n), 1 / (1 - p) is off kiln's by
+    (float32(p) - p) / (1 - p) of it: 3.7e-9 for 0.2, above the float64 cases' bound of 1e-9."""
+    return 1.0 / (1.0 - torch.tensor(p, dtype=torch.float32).item())
+
+
 class MaskedDropout(nn.Module):
     """nn.Dropout with the mask given (kiln's): x * mask / (1 - p)."""
 
     def __init__(self, mask, p):
         super().__init__()
-        self.mask, self.scale = mask, 1.0 / (1.0 - p)
+        self.mask, self.scale = mask, kiln_scale(p)
 
     def forward(self, x):
         return x * self.mask.to(x.dtype) * self.scale
 
 
+class MaskedStochasticDepth(nn.Module):
+    """torchvision.ops.StochasticDepth(p, "row") with the mask given (kiln's, one value a sample):
+    x * mask[n] / (1 - p)."""
+
+    def __init__(self, name, mask, p):
+        super().__init__()
+        self.name, self.mask, self.scale = name, mask.reshape(-1), kiln_scale(p)
+
+    def forward(self, x):
+        if x.shape[0] != self.mask.numel():
+            sys.exit(f"the mask of {self.name} holds {self.mask.numel()} values for a batch of {x.shape[0]}")
+        per_sample = self.mask.to(x.dtype).reshape((-1,) + (1,) * (x.dim() - 1))
+        return x * per_sample * self.scale
+
+
+def masked(name, module, mask):
+    """The module that applies kiln's mask in place of `module`; None for a module that draws none."""
+    if isinstance(module, nn.Dropout):
+        return MaskedDropout(mask, module.p)
+    if isinstance(module, torchvision.ops.StochasticDepth):
+        if module.mode != "row":
+            sys.exit(f"{name} is a StochasticDepth in mode '{module.mode}'; kiln's drops samples ('row')")
+        return MaskedStochasticDepth(name, mask, module.p)
+    return None
+
+
+def draws_a_mask(module):
+    """Whether kiln draws a mask for the module: every dropout; a stochastic depth of p > 0 (with p = 0
+    both sides' are the identity in training too, and kiln draws none)."""
+    return isinstance(module, nn.Dropout) or (isinstance(module, torchvision.ops.StochasticDepth) and module.p > 0)
+
+
 def use_masks(model, masks):
     modules = dict(model.named_modules())
     for name, mask in masks.items():
-        if not isinstance(modules.get(name), nn.Dropout):
-            sys.exit(f"mask for {name}, which is no nn.Dropout of the model")
+        replacement = masked(name, modules.get(name), mask)
+        if replacement is None:
+            sys.exit(f"mask for {name}, which is neither an nn.Dropout nor a torchvision StochasticDepth of the model")
         parent, _, child = name.rpartition(".")
-        setattr(modules[parent] if parent else model, child, MaskedDropout(mask, modules[name].p))
-    left = [n for n, m in model.named_modules() if isinstance(m, nn.Dropout)]
+        setattr(modules[parent] if parent else model, child, replacement)
+    left = [n for n, m in model.named_modules() if draws_a_mask(m)]
     if left:
-        sys.exit(f"no mask given for the dropout modules {left}")
+        sys.exit(f"no mask given for the dropout or stochastic depth modules {left}")
 
 
 # --- One step ------------------------------------------------------------------------------------
