@@ -173,6 +173,21 @@ TEST(OnnxLayers, Mul) {
   expect_onnxruntime_agrees({{"mul_fused", m, true}, {"mul_unfused", m, false}});
 }
 
+// Stochastic depth is the identity in eval mode: no node, its output is its input's value. In
+// residual bodies (after a BatchNorm that folds into the convolution: EfficientNet's and ConvNeXt's
+// place) with p = 0.2 and p = 0, and one on flat features before the linear layer.
+TEST(OnnxLayers, StochasticDepth) {
+  Blueprint body("body");
+  body.conv(6, 3, 1, 1, false, "conv").bn("bn").stochastic_depth(0.2f, "stochastic_depth");
+  Blueprint plain("body");
+  plain.conv(6, 1, 1, 0, true, "conv").stochastic_depth(0.f, "stochastic_depth");
+  Blueprint m("stochastic_depth");
+  m.input(7, 6, 3).cbr(6, 3, 1, 1, "stem");
+  m.residual(body, std::nullopt, false, "block1").residual(plain, std::nullopt, true, "block2");
+  m.flatten("flatten").stochastic_depth(0.5f, "flat_sd").fc(5, true, "head");
+  expect_onnxruntime_agrees({{"stochastic_depth_fused", m, true}, {"stochastic_depth_unfused", m, false}});
+}
+
 TEST(OnnxExportErrors, RefusalsNameTheCulpritAndWriteNothing) {
   testing::TempDir dir;
   CompileOptions o;

@@ -3,6 +3,7 @@
 // first conv (so its dX is exercised through the conv's weight gradient) and the classifier.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ir/fused_layer_kinds.h"
@@ -270,6 +271,40 @@ TEST(GradCheck, ConcatOfForks) {
   EXPECT_EQ(p.tensors[size_t(p.find("cat_in"))].shape, (Shape{3, 5, 6, 10}));
   check_gradients({"concat fused", graph_with_concat(), {5, 6, 2}});
   check_gradients({"concat unfused", graph_with_concat(), {5, 6, 2}, /*fuse=*/false});
+}
+
+// Stochastic depth inside residual blocks (torchvision's EfficientNet and ConvNeXt: the body's
+// output times mask[n] / (1 - p), then the shortcut added): the mask depends on the seed, the step
+// and the layer's name only, so every forward of the differences draws the step's own. The check
+// asserts that the mask keeps some of the 3 samples and drops others, so both paths are checked.
+// A second block's p = 0 is the identity, its gradient passed through.
+Blueprint stochastic_depth_blocks() {
+  Blueprint body("body");
+  body.conv(4, 3, 1, 1, false, "conv").bn("bn").stochastic_depth(0.5f, "sd");
+  Blueprint plain("body");
+  plain.conv(4, 3, 1, 1, true, "conv").stochastic_depth(0.f, "sd");
+  Blueprint m("stochastic_depth");
+  m.conv(4, 3, 1, 1, true, "c0").residual(body, std::nullopt, true, "block").residual(plain, std::nullopt, false, "b2");
+  return head(m);
+}
+
+TEST(GradCheck, StochasticDepthInResidualBlocks) {
+  CompileOptions o;
+  o.precision = Precision::FP64, o.batch = 3, o.input_hwc = {5, 5, 2};
+  Executable exe(compile(stochastic_depth_blocks(), o), 7);
+  const Program& p = exe.program();
+  ASSERT_EQ(p.graph.count(LayerKind::StochasticDepth), 2);
+  std::string mask;
+  for (const Layer& l : p.graph.layers)
+    if (l.kind == LayerKind::StochasticDepth && attrs_of<StochasticDepthAttrs>(l).p > 0) mask = l.name + ":mask";
+  ASSERT_GE(p.find(mask), 0);
+  exe.run_forward({0.f, 3, 11});  // check_gradients' step and seed
+  const std::vector<uint8_t> kept = exe.read<uint8_t>(exe.id(mask));
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_NE(std::count(kept.begin(), kept.end(), 1), 0) << mask << ": no sample kept";
+  EXPECT_NE(std::count(kept.begin(), kept.end(), 0), 0) << mask << ": no sample dropped";
+  check_gradients({"stochastic depth fused", stochastic_depth_blocks(), {5, 5, 2}});
+  check_gradients({"stochastic depth unfused", stochastic_depth_blocks(), {5, 5, 2}, /*fuse=*/false});
 }
 
 // Elementwise products (PyTorch's a * b): a gate of the map's own shape, x * sigmoid(conv(x)); and
