@@ -1,13 +1,13 @@
 // Whole networks compute what PyTorch computes, one training step of every zoo model: with the same
 // weights (PyTorch draws them, bench/torch_training_reference.py, and kiln loads them through
-// kiln::load_torch_weights), the same random batch and labels and the same dropout masks (kiln's,
-// handed to PyTorch), kiln's logits, mean cross-entropy loss, every parameter's gradient, the BN
-// running statistics after the step, and the weights after one SGD step and after one AdamW step
-// equal PyTorch's. float64 and fp32 on the CPU, fp32 on the GPU (no TF32 on either side), and fp16
-// and bf16 on the GPU against PyTorch's autocast (fp16 with the loss scaled by a fixed 1024 on both
-// sides, bf16 unscaled). kiln's SGD (L2 added to the gradient) and AdamW (decoupled) decay every
-// parameter, BN's gamma and beta and the biases included, so PyTorch's optimizers take all of them
-// in one group with the same weight decay.
+// kiln::load_torch_weights), the same random batch and labels and the same dropout and stochastic
+// depth masks (kiln's, handed to PyTorch), kiln's logits, mean cross-entropy loss, every
+// parameter's gradient, the BN running statistics after the step, and the weights after one SGD
+// step and after one AdamW step equal PyTorch's. float64 and fp32 on the CPU, fp32 on the GPU (no
+// TF32 on either side), and fp16 and bf16 on the GPU against PyTorch's autocast (fp16 with the loss
+// scaled by a fixed 1024 on both sides, bf16 unscaled). kiln's SGD (L2 added to the gradient) and
+// AdamW (decoupled) decay every parameter, BN's gamma and beta and the biases included, so
+// PyTorch's optimizers take all of them in one group with the same weight decay.
 //
 // Every quantity is compared tensor by tensor as ||kiln - PyTorch|| / ||PyTorch|| (relative L2 over
 // the tensor), and the worst tensor counts. The bounds, by precision:
@@ -183,7 +183,7 @@ struct KilnStep {
   std::vector<std::string> params, stats;  // names
   std::vector<double> logits;
   double loss = 0;
-  Tensors masks;   // dropout layer -> the mask the forward drew (0/1)
+  Tensors masks;   // dropout or stochastic depth layer -> the mask the forward drew (0/1)
   Tensors before;  // parameters and running statistics as loaded
   Tensors grads;   // parameter -> gradient (Executable::gradient: unscaled)
   Tensors after;   // parameters and running statistics after the SGD step
@@ -204,7 +204,9 @@ KilnStep kiln_sgd_step(const StepCase& c, const std::string& weights, const Batc
   k.logits = gpu_test::read_values(exe, p.logits);
   k.loss = gpu_test::read_values(exe, p.loss).at(0);
   for (const Layer& l : p.graph.layers) {
-    if (l.kind != LayerKind::Dropout) continue;
+    if (l.kind != LayerKind::Dropout && l.kind != LayerKind::StochasticDepth) continue;
+    // A stochastic depth of p = 0 draws none: it is the identity in training too, as torchvision's.
+    if (l.kind == LayerKind::StochasticDepth && p.find(l.name + ":mask") < 0) continue;
     const std::vector<uint8_t> mask = exe.read<uint8_t>(exe.id(l.name + ":mask"));
     k.masks[l.name].assign(mask.begin(), mask.end());
   }
