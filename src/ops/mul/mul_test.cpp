@@ -352,6 +352,31 @@ TEST(MulProgram, OnlyTheInputsThatWantAGradientGetOne) {
   }
 }
 
+// One handle read twice, mul(x, x) = x^2: two gradient slots (dy * x each), summed into x's
+// gradient 2 dy x (exact: the two terms are equal).
+TEST(MulProgram, AHandleTimesItself) {
+  Blueprint m("square");
+  m.input(3, 4, 2);
+  m.mul(m.source(), m.source(), "y");
+  CompileOptions o;
+  o.precision = Precision::FP64, o.batch = 2, o.loss = false, o.input_grad = true;
+  Executable exe(compile(m, o), 3);
+  const Program& p = exe.program();
+  const size_t n = 2 * 12 * 2;
+  const std::vector<double> x = normals(n, 13), dy = normals(n, 14);
+  exe.write(p.input, x.data(), n * sizeof(double));
+  exe.write(p.output_grad, dy.data(), n * sizeof(double));
+  const StepScalars s{0.f, 0, 1};
+  exe.run_forward(s);
+  const std::vector<double> y = exe.read<double>(p.logits);
+  exe.run_backward(s);
+  const std::vector<double> dx = exe.read<double>(p.input_grad);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(y[i], x[i] * x[i]) << i;
+    ASSERT_EQ(dx[i], 2 * (dy[i] * x[i])) << i;
+  }
+}
+
 TEST(MulProgram, CostsCountTheBytesEachOpMoves) {
   CompileOptions o;
   o.batch = 2, o.loss = false;
