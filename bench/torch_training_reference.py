@@ -16,9 +16,10 @@ mode=init: model, side, seed, weights (a path). Builds the model with torch.manu
   to `weights`. OUT: a marker tensor.
 
 mode=step: model, side, weights (the init file), device (cpu|cuda), precision (fp64|fp32|fp16|bf16),
-  loss_scale (fp16: the fixed scale the loss is multiplied by), bn_momentum, sgd_lr, sgd_momentum,
+  loss_scale (fp16: the fixed scale the loss is multiplied by), sgd_lr, sgd_momentum,
   sgd_weight_decay, adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_weight_decay (kiln's float
-  hyper-parameters, written exactly), out_dir; tensors x (NCHW), y (int32 labels) and mask/<module>
+  hyper-parameters, written exactly; each BatchNorm keeps the model's own momentum, rounded to
+  float32 as kiln holds it), out_dir; tensors x (NCHW), y (int32 labels) and mask/<module>
   (0/1, the masks kiln drew, by module name: for each nn.Dropout one value an element, for each
   torchvision.ops.StochasticDepth of p > 0 one value a sample, [N] or [N, 1]). One training-mode
   forward (under autocast for fp16/bf16), mean cross-entropy, backward; then, from the starting
@@ -192,12 +193,12 @@ def optimizer_step(start, grads, make_optimizer):
     return {n: p.detach().cpu() for n, p in params.items()}
 
 
-def biased_running_var(before, after, counts, momentum):
+def biased_running_var(before, after, counts, momenta):
     """running_var as a BN using the biased batch variance would leave it: the batch's variance
     (after - (1 - momentum) before) / momentum is unbiased (m / (m - 1) times the biased one)."""
     wrong = dict(after)
     for name, m in counts.items():
-        key = f"{name}.running_var"
+        key, momentum = f"{name}.running_var", momenta[name]
         batch_var = (after[key] - (1 - momentum) * before[key]) / momentum
         wrong[key] = (1 - momentum) * before[key] + momentum * batch_var * (m - 1) / m
     return wrong
@@ -237,9 +238,9 @@ def step(meta, x, y, masks, out):
         model = load_model(meta["model"], int(meta["side"]), meta["weights"], device)
         dtype = torch.float64 if run_precision == "fp64" else torch.float32
         model = model.to(dtype)
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.momentum = float(meta["bn_momentum"])
+        for m in model.modules():  # kiln holds each BN's momentum as a float32 (BatchNormAttrs):
+            if isinstance(m, nn.BatchNorm2d):  # 0.1f, MNASNet's 1 - 0.9997, ...
+                m.momentum = torch.tensor(m.momentum, dtype=torch.float32).item()
         use_masks(model, masks)
         start = {n: p.detach().clone() for n, p in trained(model)}
         before = running_stats(model)
@@ -258,7 +259,8 @@ def step(meta, x, y, masks, out):
     model, start, grads, before, after, counts = run("main", precision, scale)
     held = as_kiln_holds(model, grads, precision, scale)
     files["main.adamw"] = {**optimizer_step(start, held, lambda p: adamw(p, adamw_wd)), **after}
-    files["biased_var.grad"] = {**grads, **biased_running_var(before, after, counts, float(meta["bn_momentum"]))}
+    momenta = {n: m.momentum for n, m in model.named_modules() if isinstance(m, nn.BatchNorm2d)}
+    files["biased_var.grad"] = {**grads, **biased_running_var(before, after, counts, momenta)}
     files["no_weight_decay.adamw"] = {**optimizer_step(start, held, lambda p: adamw(p, 0.0)), **after}
     for name, tensors in files.items():
         save_state(tensors, os.path.join(meta["out_dir"], name), precision == "fp64")

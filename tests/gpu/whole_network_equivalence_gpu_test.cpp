@@ -62,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/torch/torch_layouts.h"
 #include "kiln/compile.h"
 #include "kiln/torch_weights.h"
 #include "kiln/zoo.h"
@@ -79,7 +80,6 @@ constexpr float kSgdLr = 0.1f, kSgdMomentum = 0.9f, kSgdWeightDecay = 5e-4f;
 constexpr float kAdamWLr = 1e-3f, kAdamWWeightDecay = 0.1f, kAdamWEps = 1e-8f;
 constexpr float kAdamWBeta1 = 0.9f, kAdamWBeta2 = 0.999f;
 constexpr float kLossScale = 1024.f;  // fp16: the loss scale, fixed over the step on both sides
-constexpr float kBnMomentum = 0.1f;   // the zoo's BN layers' (Blueprint::bn's default)
 constexpr uint64_t kDropoutSeed = 1;
 
 // kiln keeps hyper-parameters as floats: PyTorch gets their exact values (0.1f is
@@ -252,6 +252,30 @@ std::pair<Tensors, Tensors> kiln_adamw(const StepCase& c, const std::string& wei
 
 // --- PyTorch's side ---
 
+// A dropout over a flattened feature map (AlexNet's classifier.0) draws its mask in kiln's H,W,C
+// feature order, where PyTorch's nn.Dropout sees C,H,W: its columns reordered as the linear
+// layer's weight columns are (torch_layout). Other masks are handed as drawn, a stochastic depth's
+// among them (one value a sample: no features to order).
+std::vector<float> mask_in_torch_order(const LayerGraph& graph, const std::string& dropout, std::vector<float> mask,
+                                       int64_t n) {
+  int at = -1;
+  for (size_t i = 0; i < graph.layers.size(); ++i)
+    if (graph.layers[i].name == dropout) at = int(i);
+  if (graph.layers.at(size_t(at)).kind == LayerKind::StochasticDepth) return mask;
+  for (;;) {
+    const Layer& l = graph.layers.at(size_t(at));
+    // Layers keeping the features' order, as torch_layout::flatten_read_by looks through them.
+    const bool per_feature = l.kind == LayerKind::Dropout || l.kind == LayerKind::ReLU ||
+                             l.kind == LayerKind::Activation || l.kind == LayerKind::StochasticDepth;
+    if (l.kind == LayerKind::Flatten) break;
+    if (!per_feature || l.inputs.size() != 1) return mask;
+    at = l.inputs[0];
+  }
+  const Shape& map = graph.layers.at(size_t(graph.layers[size_t(at)].inputs.at(0))).out_shape;
+  if (map.size() != 4 || map[1] * map[2] == 1) return mask;
+  return torch_layout::hwc_columns_to_chw(mask, n, {map[1], map[2], map[3]});
+}
+
 // Reads the state_dicts the script writes (PyTorch's names and layouts) into kiln's names and
 // layouts, through load_torch_weights into a CPU fp32 program of the same model, as the weights went
 // in. Float64 results come as two float32 files, <stem> and <stem>.lo (what float32 rounded off),
@@ -386,7 +410,7 @@ TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
   std::vector<NamedTensor> inputs = {gpu_test::f32_tensor("x", batch.nchw, {N, C, H, W}),
                                      gpu_test::i32_tensor("y", batch.labels, {N})};
   for (const auto& [layer, mask] : k.masks) {
-    const std::vector<float> m(mask.begin(), mask.end());
+    const std::vector<float> m = mask_in_torch_order(shapes.graph, layer, {mask.begin(), mask.end()}, N);
     inputs.push_back(gpu_test::f32_tensor(fmt::format("mask/{}", layer), m, {N, int64_t(m.size()) / N}));
   }
   const std::map<std::string, std::string> meta = {
@@ -397,7 +421,6 @@ TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
       {"device", c.device == Device::CUDA ? "cuda" : "cpu"},
       {"precision", precision_name(c.precision)},
       {"loss_scale", exact_text(kLossScale)},
-      {"bn_momentum", exact_text(kBnMomentum)},
       {"sgd_lr", exact_text(kSgdLr)},
       {"sgd_momentum", exact_text(kSgdMomentum)},
       {"sgd_weight_decay", exact_text(kSgdWeightDecay)},
@@ -488,16 +511,20 @@ std::vector<StepCase> cpu_and_fp32_cases() {
     cases.push_back({"resnet50", 64, 4, d, p, true});
     if (d == kGpu) cases.push_back({"vgg16_bn", 224, 2, d, p, true});
     // The catalogue's first families: grouped convolutions (ResNeXt), wider blocks, depthwise
-    // convolutions with ReLU6 and linear residual blocks (MobileNetV2: 32x32 is its smallest
-    // input), biased convolutions without BatchNorm (VGG-11 and AlexNet: 224, on the GPU only, as
-    // VGG16-BN).
+    // convolutions with ReLU6 and linear residual blocks (MobileNetV2), biased convolutions
+    // without BatchNorm (VGG-11 and AlexNet: 224, on the GPU only, as VGG16-BN).
     // Batch 4 at 64x64, as ResNet-50's case: at batch 2 the last stage's BatchNorms see 8 values a
     // channel, and ResNeXt-50's float64 gradients came to 1.012e-9 against the 1e-9 bound there
-    // (H100, 9ecbba7; logits 2.0e-10), what the bound's note says such BatchNorms amplify.
+    // (H100, 9ecbba7; logits 2.0e-10), what the bound's note says such BatchNorms amplify; at batch
+    // 4 they came to 3.9e-10 (H100, f6dc0fa).
     cases.push_back({"resnet34", 64, 4, d, p, true});
     cases.push_back({"resnext50_32x4d", 64, 4, d, p, true});
     cases.push_back({"wide_resnet50_2", 64, 4, d, p, true});
-    cases.push_back({"mobilenet_v2", 32, 4, d, p, true});
+    // MobileNetV2 at 48x48: its last seven blocks see 2x2 maps, 16 values a channel at batch 4. At
+    // 32x32 they saw 1x1 maps, 4 values, and the step was chaotic: PyTorch's own fp32 gradients
+    // differed from its float64 ones by 6.2e8 (relative L2, H100, f6dc0fa), so no bound there could
+    // tell a right step from a wrong one.
+    cases.push_back({"mobilenet_v2", 48, 4, d, p, true});
     // RegNet X: grouped 3x3 convolutions of 16 channels a group, 1x1 projections. 64x64 as the
     // ResNets: its last stage's 12 blocks see 2x2 maps, 16 values a channel at batch 4; at 32x32
     // they would see 1x1 maps, 4 values, fewer than ResNeXt-50's 8 at the float64 bound above.
@@ -537,8 +564,10 @@ std::vector<StepCase> mixed_cases() {
     cases.push_back({"resnet50_cifar", 32, 4, kGpu, p, false});
     cases.push_back({"resnet50", 64, 4, kGpu, p, false});
     cases.push_back({"vgg16_bn", 224, 2, kGpu, p, false});
-    cases.push_back({"resnext50_32x4d", 64, 2, kGpu, p, false});
-    cases.push_back({"mobilenet_v2", 32, 2, kGpu, p, false});
+    // Batch 4 as ResNet-50's: at batch 2 ResNeXt-50's fp16 gradients overflowed at the fixed loss
+    // scale (82 infinities in conv1.weight's, H100, f6dc0fa).
+    cases.push_back({"resnext50_32x4d", 64, 4, kGpu, p, false});
+    cases.push_back({"mobilenet_v2", 48, 4, kGpu, p, false});
     cases.push_back({"regnet_x_400mf", 64, 2, kGpu, p, false});
     cases.push_back({"densenet121", 61, 4, kGpu, p, false});
     cases.push_back({"mnasnet0_5", 33, 4, kGpu, p, false});
