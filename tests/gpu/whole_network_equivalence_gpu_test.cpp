@@ -254,14 +254,17 @@ std::pair<Tensors, Tensors> kiln_adamw(const StepCase& c, const std::string& wei
 
 // A dropout over a flattened feature map (AlexNet's classifier.0) draws its mask in kiln's H,W,C
 // feature order, where PyTorch's nn.Dropout sees C,H,W: its columns reordered as the linear
-// layer's weight columns are (torch_layout). Other masks are handed as drawn, a stochastic depth's
-// among them (one value a sample: no features to order).
+// layer's weight columns are (torch_layout), as is one over a feature map. Other masks are handed
+// as drawn, a stochastic depth's among them (one value a sample: no features to order).
 std::vector<float> mask_in_torch_order(const LayerGraph& graph, const std::string& dropout, std::vector<float> mask,
                                        int64_t n) {
   int at = -1;
   for (size_t i = 0; i < graph.layers.size(); ++i)
     if (graph.layers[i].name == dropout) at = int(i);
   if (graph.layers.at(size_t(at)).kind == LayerKind::StochasticDepth) return mask;
+  // A dropout over a feature map (SqueezeNet's classifier.0): N,H,W,C elements against N,C,H,W.
+  const Shape& own = graph.layers.at(size_t(at)).out_shape;
+  if (own.size() == 4) return torch_layout::hwc_columns_to_chw(mask, n, {own[1], own[2], own[3]});
   for (;;) {
     const Layer& l = graph.layers.at(size_t(at));
     // Layers keeping the features' order, as torch_layout::flatten_read_by looks through them.
