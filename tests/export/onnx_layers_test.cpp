@@ -12,6 +12,7 @@
 #include "kiln/export.h"
 #include "kiln/zoo.h"
 #include "onnx_runner.h"
+#include "support/cpu_test_util.h"
 #include "support/temp_dir.h"
 
 namespace kiln {
@@ -186,6 +187,52 @@ TEST(OnnxLayers, StochasticDepth) {
   m.residual(body, std::nullopt, false, "block1").residual(plain, std::nullopt, true, "block2");
   m.flatten("flatten").stochastic_depth(0.5f, "flat_sd").fc(5, true, "head");
   expect_onnxruntime_agrees({{"stochastic_depth_fused", m, true}, {"stochastic_depth_unfused", m, false}});
+}
+
+// Pooling in ceil mode and without the padding in the average's divisor (ONNX's ceil_mode and
+// count_include_pad): a max pool whose last window hangs over the edge (12x10 -> 6x5); averages whose
+// last window reaches past the padding, with the padding not counted (6x5 -> 4x3) and counted (4x3 ->
+// 3x2, rows); and one where PyTorch's rule drops the window ceil mode would add (3 rows -> 2 with 2/2
+// padding 1, not ONNX's 3: floor mode's windows, exported as such). Adaptive average pooling in each
+// of its exports: AveragePool (14x12 -> 7x6, dividing), the two MatMuls (7x6 -> 3x4, overlapping;
+// 3x4 -> 5x5, growing), Identity (its own size) and GlobalAveragePool (1x1, read by a 1x1
+// convolution as squeeze-and-excitation reads it).
+TEST(OnnxLayers, PoolWindowsAndAdaptivePool) {
+  PoolAttrs hanging = PoolAttrs::square(3, 2, 0);
+  hanging.ceil_mode = true;
+  PoolAttrs uncounted = PoolAttrs::square(3, 2, 1);
+  uncounted.ceil_mode = true, uncounted.count_include_pad = false;
+  PoolAttrs counted = uncounted;
+  counted.count_include_pad = true;
+  PoolAttrs dropped = PoolAttrs::square(2, 2, 1);
+  dropped.ceil_mode = true;
+  Blueprint windows("pool_windows");
+  windows.input(12, 10, 3).cbr(6, 3, 1, 1, "stem").maxpool(hanging, "max").avgpool(uncounted, "avg");
+  windows.conv(6, 3, 1, 1, true, "mix").avgpool(counted, "avg_pad").avgpool(dropped, "avg_dropped");
+  windows.flatten("flatten").fc(5, true, "head");
+  Blueprint adaptive("adaptive_pool");
+  adaptive.input(14, 12, 3).cbr(6, 3, 1, 1, "stem").adaptive_avgpool(7, 6, "dividing");
+  adaptive.adaptive_avgpool(3, 4, "overlapping").conv(6, 3, 1, 1, true, "mix").adaptive_avgpool(5, 5, "growing");
+  adaptive.adaptive_avgpool(5, 5, "same").conv(6, 1, 1, 0, true, "mix2").adaptive_avgpool(1, 1, "squeeze");
+  adaptive.conv(4, 1, 1, 0, true, "excite").flatten("flatten").fc(5, true, "head");
+  expect_onnxruntime_agrees({{"pool_windows", windows}, {"adaptive_pool", adaptive}});
+}
+
+// Ceil mode adding a window on one axis (6 rows, 3/3 padding 1 -> 3 windows, floor 2) while PyTorch's
+// rule drops the one it would add on the other (5 columns -> 2, ONNX's ceil_mode 3): no ONNX form,
+// refused naming the layer and its input, and nothing written.
+TEST(OnnxExportErrors, CeilModeAddingAndDroppingWindowsIsRefused) {
+  PoolAttrs mixed = PoolAttrs::square(3, 3, 1);
+  mixed.ceil_mode = true;
+  Blueprint m("mixed");
+  m.input(6, 5, 2).maxpool(mixed, "pool").flatten("flatten").fc(3, true, "head");
+  CompileOptions o;
+  o.batch = 1;
+  Executable exe(compile(m, o), 1);
+  testing::TempDir dir;
+  testing::expect_error([&] { export_onnx(exe, dir.file("mixed.onnx")); },
+                        {"maxpool 'pool'", "6x5 input", "drops", "ceil_mode (opset 17)", "floor mode"});
+  EXPECT_FALSE(std::filesystem::exists(dir.file("mixed.onnx")));
 }
 
 TEST(OnnxExportErrors, RefusalsNameTheCulpritAndWriteNothing) {

@@ -2,8 +2,9 @@
 // three max poolings, a classifier of three linear layers with dropout; nn.Conv2d's and
 // nn.Linear's own initialization (torchvision sets none of its own for AlexNet).
 //
-// torchvision pools the features to 6x6 (AdaptiveAvgPool2d) before the classifier; at the 224x224
-// input AlexNet is made for they are 6x6 already, and kiln flattens them as they are (as its VGG).
+// As torchvision's, the features are pooled to 6x6 ("avgpool", AdaptiveAvgPool2d((6, 6))) before the
+// classifier, so any input of at least 63x63 works; at the 224x224 input AlexNet is made for they
+// are 6x6 already and the pooling is a view (no op, no memory).
 #include <fmt/format.h>
 
 #include "model/zoo_family.h"
@@ -31,7 +32,7 @@ Blueprint alexnet(int num_classes) {
   conv_relu(m, 8, 256, 3, 1, 1);
   conv_relu(m, 10, 256, 3, 1, 1);
   m.maxpool(3, 2, 0, "features.12");
-  m.flatten("flatten");
+  m.adaptive_avgpool(6, 6, "avgpool").flatten("flatten");
   m.dropout(0.5f, "classifier.0").fc(4096, true, "classifier.1").relu("classifier.2");
   m.dropout(0.5f, "classifier.3").fc(4096, true, "classifier.4").relu("classifier.5");
   m.fc(num_classes, true, "classifier.6");

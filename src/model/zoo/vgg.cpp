@@ -1,13 +1,14 @@
 // torchvision's VGG family (torchvision.models.vgg): configurations A, B, D and E (vgg11, 13, 16,
 // 19), with and without BatchNorm, and kiln's vgg16_bn_cifar for 32x32 images.
 //
-// Two differences from torchvision, both exact in what they compute:
-// - The BatchNorm variants' convolutions are CBR layers without the bias torchvision gives them:
-//   BatchNorm's mean subtraction cancels that bias in training, and in evaluation it folds into
-//   the running mean (kiln::load_torch_weights does; `kiln export --torch` writes a zero one).
-// - torchvision pools the features to 7x7 (AdaptiveAvgPool2d) before the classifier; at the 224x224
-//   input these models are made for the features are 7x7 already, and kiln flattens them as they
-//   are.
+// One difference from torchvision, exact in what it computes: the BatchNorm variants' convolutions
+// are CBR layers without the bias torchvision gives them: BatchNorm's mean subtraction cancels that
+// bias in training, and in evaluation it folds into the running mean (kiln::load_torch_weights
+// does; `kiln export --torch` writes a zero one).
+//
+// As torchvision's, the features are pooled to 7x7 ("avgpool", AdaptiveAvgPool2d((7, 7))) before
+// the classifier, so any input of at least 32x32 works; at the 224x224 input these models are made
+// for the features are 7x7 already and the pooling is a view (no op, no memory).
 #include <fmt/format.h>
 
 #include <vector>
@@ -46,7 +47,7 @@ Blueprint vgg(const std::string& name, const std::vector<int>& cfg, bool batch_n
   Blueprint m(name);
   m.input(224, 224, 3);
   features(m, cfg, batch_norm);
-  m.flatten("flatten");
+  m.adaptive_avgpool(7, 7, "avgpool").flatten("flatten");
   // torchvision initializes VGG's linear layers from N(0, 0.01²) with zero biases.
   m.fc(4096, true, "classifier.0", 0.01f).relu("classifier.1").dropout(0.5f, "classifier.2");
   m.fc(4096, true, "classifier.3", 0.01f).relu("classifier.4").dropout(0.5f, "classifier.5");

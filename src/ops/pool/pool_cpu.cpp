@@ -1,6 +1,7 @@
 #include "ops/pool/pool_cpu.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "core/mask_bits.h"
@@ -22,8 +23,17 @@ int64_t items_per_task(int64_t work_per_item) {
 }
 }  // namespace
 
+int64_t pool_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - kernel;  // where the last window may start, counted from -pad
+  if (!ceil_mode) return span < 0 ? 0 : span / stride + 1;
+  // ceil(span / stride) for a span of either sign (C++ division truncates toward zero).
+  int64_t out = (span >= 0 ? (span + stride - 1) / stride : -(-span / stride)) + 1;
+  if (out >= 1 && (out - 1) * stride >= in + pad) --out;  // it would start past the input and its padding
+  return out;
+}
+
 PoolGeom PoolGeom::make(const Shape& x, int kernel, int stride, int pad, const char* kind,
-                        const std::string& layer) {
+                        const std::string& layer, bool ceil_mode) {
   if (x.size() != 4)
     fail("{} '{}': input shape {} is not a 4-d NHWC feature map; pool before flattening",
          kind, layer, shape_str(x));
@@ -35,12 +45,12 @@ PoolGeom PoolGeom::make(const Shape& x, int kernel, int stride, int pad, const c
     fail("{} '{}': padding {} is more than half the kernel {}; use padding <= {} (as PyTorch)",
          kind, layer, pad, kernel, kernel / 2);
   PoolGeom g{x[0], x[1], x[2], x[3], kernel, stride, pad, 0, 0};
-  if (g.h + 2 * pad < kernel || g.w + 2 * pad < kernel)
-    fail("{} '{}': kernel {} does not fit the {}x{} input with padding {}; use a smaller kernel "
+  g.ho = pool_output_size(g.h, kernel, stride, pad, ceil_mode);
+  g.wo = pool_output_size(g.w, kernel, stride, pad, ceil_mode);
+  if (g.ho < 1 || g.wo < 1)
+    fail("{} '{}': kernel {} does not fit the {}x{} input with padding {}{}; use a smaller kernel "
          "or a larger input",
-         kind, layer, kernel, g.h, g.w, pad);
-  g.ho = (g.h + 2 * pad - kernel) / stride + 1;
-  g.wo = (g.w + 2 * pad - kernel) / stride + 1;
+         kind, layer, kernel, g.h, g.w, pad, ceil_mode ? " and stride " + std::to_string(stride) + " in ceil mode" : "");
   return g;
 }
 
@@ -137,7 +147,9 @@ void maxpool_forward(const PoolGeom& g, const T* x, T* y, uint8_t* argmax) {
 
 template <class T>
 void maxpool_backward(const PoolGeom& g, const T* dy, const uint8_t* argmax, T* dx) {
-  if (g.stride == g.kernel && g.pad == 0) return maxpool_backward_tiled(g, dy, argmax, dx);
+  // Tiling windows, none hanging over the edge (ceil mode's last one may).
+  if (g.stride == g.kernel && g.pad == 0 && g.windows_end_inside(false))
+    return maxpool_backward_tiled(g, dy, argmax, dx);
   const int64_t C = g.c, image = g.h * g.w * C, pixels = g.ho * g.wo;
   const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
   // A task takes a run of (image, channel block) pairs; pair p is block p % blocks of image
@@ -172,9 +184,8 @@ void maxpool_backward(const PoolGeom& g, const T* dy, const uint8_t* argmax, T* 
 }
 
 template <class T>
-void avgpool_forward(const PoolGeom& g, const T* x, T* y) {
+void avgpool_forward(const PoolGeom& g, bool count_include_pad, const T* x, T* y) {
   const int64_t C = g.c;
-  const double divisor = static_cast<double>(g.kernel * g.kernel);
   // A task takes a run of output rows; row r is row r % ho of image r / ho.
   parallel_blocks(g.n * g.ho, items_per_task(g.wo * C * g.kernel * g.kernel), [&](int64_t r0, int64_t r1) {
     std::vector<double> acc(C);
@@ -191,6 +202,7 @@ void avgpool_forward(const PoolGeom& g, const T* x, T* y) {
             const T* xr = x + ((n * g.h + ih) * g.w + iw) * C;
             for (int64_t c = 0; c < C; ++c) acc[c] += xr[c];
           }
+        const double divisor = static_cast<double>(avgpool_divisor(g, count_include_pad, oh, ow));
         T* yr = y + ((n * g.ho + oh) * g.wo + ow) * C;
         for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(acc[c] / divisor);
       }
@@ -199,11 +211,14 @@ void avgpool_forward(const PoolGeom& g, const T* x, T* y) {
 }
 
 // Gathers, for every input element, the outputs whose windows cover it: no scatter, so each
-// dx element is written by one task in a fixed order.
+// dx element is written by one task in a fixed order. Where every divisor is k*k the dy are
+// summed and the sum divided once (the float64 results of kiln before ceil mode, bit for bit);
+// else each dy is divided by its own output's divisor as it is added.
 template <class T>
-void avgpool_backward(const PoolGeom& g, const T* dy, T* dx) {
+void avgpool_backward(const PoolGeom& g, bool count_include_pad, const T* dy, T* dx) {
   const int64_t C = g.c, k = g.kernel, s = g.stride, p = g.pad;
-  const double divisor = static_cast<double>(k * k);
+  const bool one_divisor = avgpool_divisor_is_window(g, count_include_pad);
+  const double final_divisor = one_divisor ? static_cast<double>(k * k) : 1.0;
   // Outputs o whose window [o*s - p, o*s - p + k) contains input i.
   auto covering = [&](int64_t i, int64_t out_size, int64_t& lo, int64_t& hi) {
     int64_t a = i + p - k + 1;
@@ -224,10 +239,15 @@ void avgpool_backward(const PoolGeom& g, const T* dy, T* dx) {
         for (int64_t oh = oh_lo; oh < oh_hi; ++oh)
           for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
             const T* dyr = dy + ((n * g.ho + oh) * g.wo + ow) * C;
-            for (int64_t c = 0; c < C; ++c) acc[c] += dyr[c];
+            if (one_divisor) {
+              for (int64_t c = 0; c < C; ++c) acc[c] += dyr[c];
+            } else {
+              const double divisor = static_cast<double>(avgpool_divisor(g, count_include_pad, oh, ow));
+              for (int64_t c = 0; c < C; ++c) acc[c] += dyr[c] / divisor;
+            }
           }
         T* dxr = dx + ((n * g.h + ih) * g.w + iw) * C;
-        for (int64_t c = 0; c < C; ++c) dxr[c] = static_cast<T>(acc[c] / divisor);
+        for (int64_t c = 0; c < C; ++c) dxr[c] = static_cast<T>(acc[c] / final_divisor);
       }
     }
   });
@@ -262,8 +282,8 @@ void gap_backward(const T* dy, int64_t n, int64_t hw, int64_t c, T* dx) {
 #define KILN_INSTANTIATE_POOL(T)                                                           \
   template void maxpool_forward<T>(const PoolGeom&, const T*, T*, uint8_t*);               \
   template void maxpool_backward<T>(const PoolGeom&, const T*, const uint8_t*, T*);        \
-  template void avgpool_forward<T>(const PoolGeom&, const T*, T*);                         \
-  template void avgpool_backward<T>(const PoolGeom&, const T*, T*);                        \
+  template void avgpool_forward<T>(const PoolGeom&, bool, const T*, T*);                   \
+  template void avgpool_backward<T>(const PoolGeom&, bool, const T*, T*);                  \
   template void gap_forward<T>(const T*, int64_t, int64_t, int64_t, T*);                   \
   template void gap_backward<T>(const T*, int64_t, int64_t, int64_t, T*);
 KILN_INSTANTIATE_POOL(float)

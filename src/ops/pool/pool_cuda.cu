@@ -21,9 +21,17 @@ constexpr int kThreads = 256;
 // once, and keeps a 32-bit item index from wrapping on its last step.
 constexpr int64_t kMaxBlocks = int64_t{1} << 16;
 
-// The geometry in the ints the kernels index with (window_of checks that every extent fits).
+// The geometry in the ints the kernels index with (window_of checks that every extent fits), and
+// average pooling's divisor rule: include_pad, PyTorch's count_include_pad; one_divisor, every
+// output's divisor is k*k (cpu::avgpool_divisor_is_window).
 struct Window {
   int h, w, c, ho, wo, k, s, p;
+  bool include_pad = true, one_divisor = true;
+};
+
+// An adaptive pooling's sizes: input h x w, output ho x wo, c channels.
+struct AdaptiveWindow {
+  int h, w, c, ho, wo;
 };
 
 // The widest channel group one thread moves: 16 bytes.
@@ -134,6 +142,19 @@ __device__ __forceinline__ void add_pixels(const T* t, int n, int rows, int cols
     }
 }
 
+// cpu::avgpool_extent on the device: the cells along one axis that the divisor of the window
+// starting at `start` counts.
+__device__ __forceinline__ int avgpool_extent(int start, int k, int size, int p, bool include_pad) {
+  const int end = min(start + k, size + p);
+  return include_pad ? end - start : min(end, size) - max(start, 0);
+}
+
+// cpu::avgpool_divisor: output (oh, ow)'s divisor.
+__device__ __forceinline__ float avgpool_divisor(const Window& g, int oh, int ow) {
+  return static_cast<float>(avgpool_extent(oh * g.s - g.p, g.k, g.h, g.p, g.include_pad) *
+                            avgpool_extent(ow * g.s - g.p, g.k, g.w, g.p, g.include_pad));
+}
+
 // acc / divisor stored at `at`: a division, not a multiplication by 1/divisor, correctly rounded
 // as the CPU's.
 template <int V, class T>
@@ -242,27 +263,88 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, int V, class I>
 __global__ void __launch_bounds__(kThreads) avgpool_forward_kernel(const T* x, T* y, Window g, I items) {
   const int groups = g.c / V;
-  const float divisor = static_cast<float>(g.k * g.k);  // padding counts: always k*k in floor mode
   for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
     const Item o = item_at<V>(i, groups, g.ho, g.wo);
     const WindowSpan win = window_span(o, g);
     float acc[V] = {};
     add_pixels<V, I>(x, o.n, g.h, g.w, g.c, o.c0, win.h_lo, win.h_hi, win.w_lo, win.w_hi, acc);
-    store_quotient<V>(y + i * V, acc, divisor);
+    store_quotient<V>(y + i * V, acc, avgpool_divisor(g, o.row, o.col));
   }
 }
 
-// The gather of avgpool_forward_kernel's transpose: every covering output adds dy / (k*k).
+// The gather of avgpool_forward_kernel's transpose: every covering output adds dy / its divisor;
+// where every divisor is k*k (g.one_divisor), the sum of the dy divided once, as the CPU does.
 template <class T, int V, class I>
 __global__ void __launch_bounds__(kThreads) avgpool_backward_kernel(const T* dy, T* dx, Window g, I items) {
   const int groups = g.c / V;
-  const float divisor = static_cast<float>(g.k * g.k);
   for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
     const Item in = item_at<V>(i, groups, g.h, g.w);
     const CoveringSpan outs = covering_span(in, g);
     float acc[V] = {};
-    add_pixels<V, I>(dy, in.n, g.ho, g.wo, g.c, in.c0, outs.h_lo, outs.h_hi, outs.w_lo, outs.w_hi, acc);
-    store_quotient<V>(dx + i * V, acc, divisor);
+    if (g.one_divisor) {
+      add_pixels<V, I>(dy, in.n, g.ho, g.wo, g.c, in.c0, outs.h_lo, outs.h_hi, outs.w_lo, outs.w_hi, acc);
+      store_quotient<V>(dx + i * V, acc, static_cast<float>(g.k * g.k));
+      continue;
+    }
+    for (int oh = outs.h_lo; oh < outs.h_hi; ++oh)
+      for (int ow = outs.w_lo; ow < outs.w_hi; ++ow) {
+        const float divisor = avgpool_divisor(g, oh, ow);
+        float d[V];
+        load_channels<V>(dy + pixel_offset<I>(in.n, oh, ow, g.ho, g.wo, g.c) + in.c0, d);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += d[j] / divisor;
+      }
+    store_channels<V>(dx + i * V, acc);
+  }
+}
+
+// The first and one past the last input cell of output cell i (cpu::adaptive_start / _end; with
+// in and out swapped, the outputs whose ranges hold input cell i). 64-bit products: i * in may
+// pass 2^31.
+__device__ __forceinline__ int adaptive_start(int i, int in, int out) {
+  return static_cast<int>(int64_t{i} * in / out);
+}
+__device__ __forceinline__ int adaptive_end(int i, int in, int out) {
+  return static_cast<int>(((int64_t{i} + 1) * in + out - 1) / out);
+}
+
+// Adaptive average pooling, one thread per output (pixel, channel group): the mean of its range.
+template <class T, int V, class I>
+__global__ void __launch_bounds__(kThreads)
+    adaptive_avgpool_forward_kernel(const T* x, T* y, AdaptiveWindow g, I items) {
+  const int groups = g.c / V;
+  for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
+    const Item o = item_at<V>(i, groups, g.ho, g.wo);
+    const int h_lo = adaptive_start(o.row, g.h, g.ho), h_hi = adaptive_end(o.row, g.h, g.ho);
+    const int w_lo = adaptive_start(o.col, g.w, g.wo), w_hi = adaptive_end(o.col, g.w, g.wo);
+    float acc[V] = {};
+    add_pixels<V, I>(x, o.n, g.h, g.w, g.c, o.c0, h_lo, h_hi, w_lo, w_hi, acc);
+    store_quotient<V>(y + i * V, acc, static_cast<float>((h_hi - h_lo) * (w_hi - w_lo)));
+  }
+}
+
+// Its gradient, one thread per input (pixel, channel group): the sum, in output raster order, of
+// dy / (cells) over the outputs whose ranges hold the pixel.
+template <class T, int V, class I>
+__global__ void __launch_bounds__(kThreads)
+    adaptive_avgpool_backward_kernel(const T* dy, T* dx, AdaptiveWindow g, I items) {
+  const int groups = g.c / V;
+  for (I i = first_item<I>(); i < items; i += item_stride<I>()) {
+    const Item in = item_at<V>(i, groups, g.h, g.w);
+    const int oh_lo = adaptive_start(in.row, g.ho, g.h), oh_hi = adaptive_end(in.row, g.ho, g.h);
+    const int ow_lo = adaptive_start(in.col, g.wo, g.w), ow_hi = adaptive_end(in.col, g.wo, g.w);
+    float acc[V] = {};
+    for (int oh = oh_lo; oh < oh_hi; ++oh) {
+      const int rows = adaptive_end(oh, g.h, g.ho) - adaptive_start(oh, g.h, g.ho);
+      for (int ow = ow_lo; ow < ow_hi; ++ow) {
+        const float cells = static_cast<float>(rows * (adaptive_end(ow, g.w, g.wo) - adaptive_start(ow, g.w, g.wo)));
+        float d[V];
+        load_channels<V>(dy + pixel_offset<I>(in.n, oh, ow, g.ho, g.wo, g.c) + in.c0, d);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += d[j] / cells;
+      }
+    }
+    store_channels<V>(dx + i * V, acc);
   }
 }
 
@@ -396,6 +478,22 @@ void check_sizes(const char* fn, int64_t n, int64_t hw, int64_t c, const std::st
     fail("{}: {} got n = {}, hw = {}, c = {}; need n >= 0, 1 <= hw and c < 2^31", where, fn, n, hw, c);
 }
 
+AdaptiveWindow adaptive_window_of(const cpu::AdaptivePoolGeom& g, const char* fn, const std::string& where) {
+  for (int64_t extent : {g.n, g.h, g.w, g.c, g.ho, g.wo})
+    if (extent < 0 || extent > INT_MAX)
+      fail("{}: {} got extent {} of the pooled map; the GPU kernels index each dimension with 32 bits", where,
+           fn, extent);
+  return {int(g.h), int(g.w), int(g.c), int(g.ho), int(g.wo)};
+}
+
+// Average pooling's window: the geometry and its divisor rule.
+Window avg_window_of(const cpu::PoolGeom& g, bool count_include_pad, const char* fn, const std::string& where) {
+  Window w = window_of(g, fn, where);
+  w.include_pad = count_include_pad;
+  w.one_divisor = cpu::avgpool_divisor_is_window(g, count_include_pad);
+  return w;
+}
+
 }  // namespace
 
 void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, uint8_t* argmax,
@@ -442,9 +540,9 @@ void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const
              });
 }
 
-void avgpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, cudaStream_t stream,
-                     const std::string& where) {
-  const Window w = window_of(g, "avgpool_forward", where);
+void avgpool_forward(DType dtype, const cpu::PoolGeom& g, bool count_include_pad, const void* x, void* y,
+                     cudaStream_t stream, const std::string& where) {
+  const Window w = avg_window_of(g, count_include_pad, "avgpool_forward", where);
   const int64_t outs = g.n * g.ho * g.wo * g.c;
   if (outs == 0) return;
   need("avgpool_forward", where, {{x, "x"}, {y, "y"}});
@@ -456,9 +554,9 @@ void avgpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y
              });
 }
 
-void avgpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, void* dx, cudaStream_t stream,
-                      const std::string& where) {
-  const Window w = window_of(g, "avgpool_backward", where);
+void avgpool_backward(DType dtype, const cpu::PoolGeom& g, bool count_include_pad, const void* dy, void* dx,
+                      cudaStream_t stream, const std::string& where) {
+  const Window w = avg_window_of(g, count_include_pad, "avgpool_backward", where);
   const int64_t ins = g.n * g.h * g.w * g.c;
   if (ins == 0) return;
   need("avgpool_backward", where, {{dy, "dy"}, {dx, "dx"}});
@@ -501,6 +599,32 @@ void gap_backward(DType dtype, const void* dy, int64_t n, int64_t hw, int64_t c,
     using T = decltype(zero);
     launch_items(gap_backward_kernel<T, decltype(width)::value, decltype(items)>, items, stream, where,
                  static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<int>(hw), static_cast<int>(c));
+  });
+}
+
+void adaptive_avgpool_forward(DType dtype, const cpu::AdaptivePoolGeom& g, const void* x, void* y, cudaStream_t stream,
+                              const std::string& where) {
+  const AdaptiveWindow w = adaptive_window_of(g, "adaptive_avgpool_forward", where);
+  const int64_t ins = g.n * g.h * g.w * g.c, outs = g.n * g.ho * g.wo * g.c;
+  if (outs == 0) return;
+  need("adaptive_avgpool_forward", where, {{x, "x"}, {y, "y"}});
+  with_items(dtype, g.c, {x, y}, std::max(ins, outs), outs, where, [&](auto zero, auto width, auto items) {
+    using T = decltype(zero);
+    launch_items(adaptive_avgpool_forward_kernel<T, decltype(width)::value, decltype(items)>, items, stream, where,
+                 static_cast<const T*>(x), static_cast<T*>(y), w);
+  });
+}
+
+void adaptive_avgpool_backward(DType dtype, const cpu::AdaptivePoolGeom& g, const void* dy, void* dx,
+                               cudaStream_t stream, const std::string& where) {
+  const AdaptiveWindow w = adaptive_window_of(g, "adaptive_avgpool_backward", where);
+  const int64_t ins = g.n * g.h * g.w * g.c, outs = g.n * g.ho * g.wo * g.c;
+  if (ins == 0) return;
+  need("adaptive_avgpool_backward", where, {{dy, "dy"}, {dx, "dx"}});
+  with_items(dtype, g.c, {dy, dx}, std::max(ins, outs), ins, where, [&](auto zero, auto width, auto items) {
+    using T = decltype(zero);
+    launch_items(adaptive_avgpool_backward_kernel<T, decltype(width)::value, decltype(items)>, items, stream, where,
+                 static_cast<const T*>(dy), static_cast<T*>(dx), w);
   });
 }
 

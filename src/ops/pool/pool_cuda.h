@@ -7,7 +7,10 @@
 //  - Max-pool backward gathers: each dx element sums, in output raster order, the dy of the
 //    outputs whose window covers it and whose argmax names its position in that window.
 //    Average-pool backward gathers the same way. No atomics, so results are bitwise repeatable.
-//  - Average pooling divides by kernel * kernel (padding counted, as PyTorch's default).
+//  - Average pooling divides by cpu::avgpool_divisor (PyTorch's, count_include_pad or not); its
+//    backward sums dy and divides once where every divisor is k*k, else adds each dy / divisor.
+//  - Adaptive average pooling: the ranges of cpu::adaptive_start / adaptive_end (adaptive_pool_cpu.h);
+//    its backward gathers dy / cells from the outputs whose ranges hold the element.
 //  - Global average pooling: (N, H*W, C) -> (N, C) mean, and dx = dy / (H*W) broadcast.
 // Geometry is cpu::PoolGeom, built and checked by the op wrapper (pool_ops_cuda.cpp). Threads run
 // along channels; 16-byte accesses (8 halves or 4 floats) when C allows and pointers are 16-byte
@@ -19,6 +22,7 @@
 #include <string>
 
 #include "kiln/dtype.h"
+#include "ops/pool/adaptive_pool_cpu.h"
 #include "ops/pool/pool_cpu.h"
 
 namespace kiln::cuda {
@@ -30,10 +34,15 @@ void maxpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y
 void maxpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, const uint8_t* argmax, void* dx,
                       cudaStream_t stream, const std::string& where);
 
-void avgpool_forward(DType dtype, const cpu::PoolGeom& g, const void* x, void* y, cudaStream_t stream,
-                     const std::string& where);
-void avgpool_backward(DType dtype, const cpu::PoolGeom& g, const void* dy, void* dx, cudaStream_t stream,
-                      const std::string& where);
+void avgpool_forward(DType dtype, const cpu::PoolGeom& g, bool count_include_pad, const void* x, void* y,
+                     cudaStream_t stream, const std::string& where);
+void avgpool_backward(DType dtype, const cpu::PoolGeom& g, bool count_include_pad, const void* dy, void* dx,
+                      cudaStream_t stream, const std::string& where);
+
+void adaptive_avgpool_forward(DType dtype, const cpu::AdaptivePoolGeom& g, const void* x, void* y, cudaStream_t stream,
+                              const std::string& where);
+void adaptive_avgpool_backward(DType dtype, const cpu::AdaptivePoolGeom& g, const void* dy, void* dx,
+                               cudaStream_t stream, const std::string& where);
 
 // x (n, hw, c) -> y (n, c).
 void gap_forward(DType dtype, const void* x, int64_t n, int64_t hw, int64_t c, void* y, cudaStream_t stream,

@@ -8,7 +8,10 @@
 //  - max pool backward: exact in every dtype against the CPU's fp32 result rounded to the dtype;
 //    both add the same dy values in fp32 in the same order (output raster order, from +0), and
 //    the GPU rounds the sum once.
-//  - average pool forward/backward and global average pool: average_tolerance() below.
+//  - average pool forward/backward and global average pool: average_tolerance() below; average pool
+//    backward where the divisors differ (count_include_pad off with padding, ceil mode's hanging
+//    windows) and adaptive average pool backward: quotient_sum_tolerance().
+//  - adaptive average pool forward: average_tolerance() of its largest range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/pool/adaptive_pool_cpu.h"
 #include "ops/pool/pool_contract.h"
 #include "ops/pool/pool_cpu.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -50,6 +54,14 @@ double unit_roundoff(DType dtype) {
 // adds 9.8e-4 and bf16 7.8e-3 for the final rounding.
 double average_tolerance(DType dtype, int64_t terms) {
   return 2 * unit_roundoff(dtype) + 4.0 * double(terms) * unit_roundoff(DType::F32);
+}
+
+// A sum of up to `terms` quotients dy / d with divisors d >= 1 (each dy divided by its own output's
+// divisor): the GPU rounds each quotient and each partial sum in fp32, so it errs from the CPU's
+// double by at most terms * u(fp32) * sum |dy / d| <= terms^2 * u(fp32) * max |dy|, and the N(0, 1)
+// draws stay below 5; doubled final rounding as above. fp32 with 9 terms: 2.4e-5.
+double quotient_sum_tolerance(DType dtype, int64_t terms) {
+  return 2 * unit_roundoff(dtype) + 5.0 * double(terms) * double(terms) * unit_roundoff(DType::F32);
 }
 
 // Every element within `tol` of the reference (tol 0: equal) and finite where the reference is:
@@ -114,6 +126,7 @@ struct PoolCase {
   int64_t n, h, w, c;
   int kernel, stride, padding;
   size_t offset = 0;  // elements before every device tensor: 1 breaks 16-byte alignment (scalar path)
+  bool ceil_mode = false, count_include_pad = true;  // PyTorch's (count_include_pad: average pooling)
 };
 
 const PoolCase kCases[] = {
@@ -129,6 +142,13 @@ const PoolCase kCases[] = {
     // The largest window a U8 argmax indexes (positions 0..255), in both backward kernels.
     {"16x16/8 pad 8: overlapping, padded, window indices up to 255", 2, 20, 20, 8, 16, 8, 8},
     {"16x16/16 (tiled backward), window indices up to 255", 2, 32, 32, 8, 16, 16, 0},
+    // Ceil mode (the last window hangs over the bottom/right edge) and count_include_pad off.
+    {"3x3/2 pad 1 ceil, padding not counted, 8x10, C = 16", 2, 8, 10, 16, 3, 2, 1, 0, true, false},
+    {"3x3/2 ceil (GoogLeNet's), 14x14 -> 7x7, C = 64", 2, 14, 14, 64, 3, 2, 0, 0, true, true},
+    {"2x2/2 ceil, odd 7x9: hanging windows, not the tiled backward, C = 12", 2, 7, 9, 12, 2, 2, 0, 0, true, true},
+    {"3x3/1 pad 1, padding not counted, C = 5", 1, 6, 6, 5, 3, 1, 1, 0, false, false},
+    {"2x2/2 pad 1 ceil (PyTorch's rule drops the last window), misaligned, C = 8", 2, 7, 5, 8, 2, 2, 1, 1, true,
+     false},
 };
 
 std::string label(DType dtype, const PoolCase& k) { return std::string(name(dtype)) + " " + k.what; }
@@ -142,8 +162,9 @@ struct Layout {
 
 Layout layout(const PoolCase& k) {
   const Shape x = {k.n, k.h, k.w, k.c};
-  const cpu::PoolGeom g = cpu::PoolGeom::make(x, k.kernel, k.stride, k.padding, "pool", "test");
-  return {g, x, g.out_shape(), size_t(numel(x)), size_t(numel(g.out_shape())), {k.kernel, k.stride, k.padding}};
+  const cpu::PoolGeom g = cpu::PoolGeom::make(x, k.kernel, k.stride, k.padding, "pool", "test", k.ceil_mode);
+  return {g, x, g.out_shape(), size_t(numel(x)), size_t(numel(g.out_shape())),
+          {k.kernel, k.stride, k.padding, k.ceil_mode}};
 }
 
 std::vector<double> doubles(const std::vector<float>& v) { return testing::cast<double>(v); }
@@ -254,32 +275,54 @@ TEST_P(PoolGpu, MaxPoolNaNWinsAsOnCpu) {
   EXPECT_EQ(bad, 0u) << "y elements differ from the CPU's";
 }
 
+// The CPU's average pooling in fp32 (y, and dx for dy), with the given divisor rule.
+std::pair<std::vector<float>, std::vector<float>> cpu_avgpool(PoolOps& ops, const Layout& l, bool count_include_pad,
+                                                              std::vector<float> x, std::vector<float> dy) {
+  std::vector<float> y(l.ny), dx(l.nx);
+  ops.run(Device::CPU, AvgPoolForward<TensorId>{0, 1, l.window, count_include_pad}, {ops.arg(l.x, x.data())},
+          {ops.arg(l.y, y.data())});
+  ops.run(Device::CPU, AvgPoolBackward<TensorId>{0, 1, l.window, count_include_pad}, {ops.arg(l.y, dy.data())},
+          {ops.arg(l.x, dx.data())});
+  return {y, dx};
+}
+
 TEST_P(PoolGpu, AvgPoolMatchesCpu) {
   KILN_REQUIRE_GPU();
   const DType dtype = GetParam();
   PoolOps ops;
   std::mt19937 rng(104);
+  int other_rule_checked = 0;
   for (const PoolCase& k : kCases) {
     SCOPED_TRACE(label(dtype, k));
     const Layout l = layout(k);
     const std::vector<double> x = random_values(dtype, l.nx, rng), dy = random_values(dtype, l.ny, rng);
-    std::vector<float> xf = testing::cast<float>(x), dyf = testing::cast<float>(dy), y(l.ny), dx(l.nx);
-    ops.run(Device::CPU, AvgPoolForward<TensorId>{0, 1, l.window}, {ops.arg(l.x, xf.data())}, {ops.arg(l.y, y.data())});
-    ops.run(Device::CPU, AvgPoolBackward<TensorId>{0, 1, l.window}, {ops.arg(l.y, dyf.data())},
-            {ops.arg(l.x, dx.data())});
+    const auto [y, dx] = cpu_avgpool(ops, l, k.count_include_pad, testing::cast<float>(x), testing::cast<float>(dy));
 
     const DeviceTensor xd(dtype, x, k.offset), dyd(dtype, dy, k.offset);
     DeviceTensor yd = DeviceTensor::poisoned(dtype, l.ny, k.offset);
     DeviceTensor dxd = DeviceTensor::poisoned(dtype, l.nx, k.offset);
-    ops.run(Device::CUDA, AvgPoolForward<TensorId>{0, 1, l.window}, {ops.arg(l.x, xd.ptr(), dtype)},
-            {ops.arg(l.y, yd.ptr(), dtype)});
-    ops.run(Device::CUDA, AvgPoolBackward<TensorId>{0, 1, l.window}, {ops.arg(l.y, dyd.ptr(), dtype)},
-            {ops.arg(l.x, dxd.ptr(), dtype)});
-    // A window holds k*k taps; an input lies in at most that many windows.
-    const double tol = average_tolerance(dtype, int64_t{k.kernel} * k.kernel);
-    expect_matches("y", yd.get(), doubles(y), tol);
-    expect_matches("dx", dxd.get(), doubles(dx), tol);
+    ops.run(Device::CUDA, AvgPoolForward<TensorId>{0, 1, l.window, k.count_include_pad},
+            {ops.arg(l.x, xd.ptr(), dtype)}, {ops.arg(l.y, yd.ptr(), dtype)});
+    ops.run(Device::CUDA, AvgPoolBackward<TensorId>{0, 1, l.window, k.count_include_pad},
+            {ops.arg(l.y, dyd.ptr(), dtype)}, {ops.arg(l.x, dxd.ptr(), dtype)});
+    // A window holds k*k taps (a divisor at least its input cells); an input lies in at most that
+    // many windows, whose dy share one divisor k*k or are each divided by their own.
+    const int64_t taps = int64_t{k.kernel} * k.kernel;
+    const double tol = average_tolerance(dtype, taps);
+    const double dx_tol = cpu::avgpool_divisor_is_window(l.g, k.count_include_pad) ? tol
+                                                                                     : quotient_sum_tolerance(dtype, taps);
+    const std::vector<double> got_y = yd.get(), got_dx = dxd.get();
+    expect_matches("y", got_y, doubles(y), tol);
+    expect_matches("dx", got_dx, doubles(dx), dx_tol);
+    // The other divisor rule, where it changes anything, lies far outside the bounds.
+    const auto [other_y, other_dx] =
+        cpu_avgpool(ops, l, !k.count_include_pad, testing::cast<float>(x), testing::cast<float>(dy));
+    if (mixed_err(doubles(other_y), doubles(y)) == 0) continue;
+    EXPECT_GT(mixed_err(got_y, doubles(other_y)), 10 * tol) << "count_include_pad is not told apart";
+    EXPECT_GT(mixed_err(got_dx, doubles(other_dx)), 10 * dx_tol) << "count_include_pad is not told apart";
+    ++other_rule_checked;
   }
+  EXPECT_GE(other_rule_checked, 3);
 }
 
 struct GapCase {
@@ -320,6 +363,64 @@ TEST_P(PoolGpu, GlobalAvgPoolMatchesCpu) {
             {ops.arg(map, dxd.ptr(), dtype)});
     expect_matches("y", yd.get(), doubles(y), average_tolerance(dtype, k.h * k.w));
     expect_matches("dx", dxd.get(), doubles(dx), average_tolerance(dtype, 1));  // one division each
+  }
+}
+
+struct AdaptiveCase {
+  const char* what;
+  int64_t n, h, w, c, out_h, out_w;
+  size_t offset = 0;
+};
+
+const AdaptiveCase kAdaptiveCases[] = {
+    {"7x7 -> 3x3 (overlapping ranges), C = 64", 2, 7, 7, 64, 3, 3},
+    {"13x13 -> 6x6 (AlexNet at 256), C = 256", 2, 13, 13, 256, 6, 6},
+    {"5x5 -> 7x7 (growing), C = 16", 2, 5, 5, 16, 7, 7},
+    {"2x3 -> 7x7 (VGG's from a small input), C = 8", 3, 2, 3, 8, 7, 7},
+    {"9x4 -> 4x6, C = 12 (fp32 in packs of 4, fp16/bf16 scalar)", 2, 9, 4, 12, 4, 6},
+    {"14x14 -> 7x7 (dividing), C = 5", 2, 14, 14, 5, 7, 7},
+    {"7x7 -> 3x3, misaligned pointers", 2, 7, 7, 64, 3, 3, 1},
+};
+
+// The most cells one axis of an in -> out adaptive pooling averages (its ranges' longest), and the
+// most outputs one input cell feeds (the same with the sizes swapped).
+int64_t longest_range(int64_t in, int64_t out) {
+  int64_t most = 0;
+  for (int64_t i = 0; i < out; ++i) most = std::max(most, cpu::adaptive_end(i, in, out) - cpu::adaptive_start(i, in, out));
+  return most;
+}
+
+// Adaptive average pooling, through ADAPTIVE_AVGPOOL_FWD / _BWD on both sides.
+TEST_P(PoolGpu, AdaptiveAvgPoolMatchesCpu) {
+  KILN_REQUIRE_GPU();
+  const DType dtype = GetParam();
+  PoolOps ops;
+  std::mt19937 rng(107);
+  for (const AdaptiveCase& k : kAdaptiveCases) {
+    SCOPED_TRACE(std::string(name(dtype)) + " " + k.what);
+    const Shape map = {k.n, k.h, k.w, k.c}, pooled = {k.n, k.out_h, k.out_w, k.c};
+    const size_t nx = size_t(numel(map)), ny = size_t(numel(pooled));
+    const std::vector<double> x = random_values(dtype, nx, rng), dy = random_values(dtype, ny, rng);
+    std::vector<float> xf = testing::cast<float>(x), dyf = testing::cast<float>(dy), y(ny), dx(nx);
+    ops.run(Device::CPU, AdaptiveAvgPoolForward<TensorId>{0, 1}, {ops.arg(map, xf.data())}, {ops.arg(pooled, y.data())});
+    ops.run(Device::CPU, AdaptiveAvgPoolBackward<TensorId>{0, 1}, {ops.arg(pooled, dyf.data())},
+            {ops.arg(map, dx.data())});
+
+    const DeviceTensor xd(dtype, x, k.offset), dyd(dtype, dy, k.offset);
+    DeviceTensor yd = DeviceTensor::poisoned(dtype, ny, k.offset), dxd = DeviceTensor::poisoned(dtype, nx, k.offset);
+    ops.run(Device::CUDA, AdaptiveAvgPoolForward<TensorId>{0, 1}, {ops.arg(map, xd.ptr(), dtype)},
+            {ops.arg(pooled, yd.ptr(), dtype)});
+    ops.run(Device::CUDA, AdaptiveAvgPoolBackward<TensorId>{0, 1}, {ops.arg(pooled, dyd.ptr(), dtype)},
+            {ops.arg(map, dxd.ptr(), dtype)});
+    const double tol = average_tolerance(dtype, longest_range(k.h, k.out_h) * longest_range(k.w, k.out_w));
+    const double dx_tol = quotient_sum_tolerance(dtype, longest_range(k.out_h, k.h) * longest_range(k.out_w, k.w));
+    std::vector<double> got_y = yd.get();
+    expect_matches("y", got_y, doubles(y), tol);
+    expect_matches("dx", dxd.get(), doubles(dx), dx_tol);
+    // One output moved by 3 tolerances is caught.
+    const std::vector<double> want_y = doubles(y);
+    got_y[ny / 2] = want_y[ny / 2] + 3 * tol * (1 + std::abs(want_y[ny / 2]));
+    EXPECT_GT(mixed_err(got_y, want_y), tol) << "an average off by 3 tolerances goes unnoticed";
   }
 }
 

@@ -8,13 +8,26 @@
 namespace kiln {
 namespace {
 
+// The windows along one axis (one padding on both sides: require_square_window): floor mode's
+// through window_output, ceil mode's through the kernels' own rule (cpu::pool_output_size), which
+// lets a window larger than the padded input start inside it, as PyTorch does.
+int64_t pooled_size(const Layer& layer, int64_t size, int kernel, int stride, int pad, bool ceil_mode) {
+  if (!ceil_mode) return window_output(layer, size, kernel, stride, pad, pad);
+  const int64_t out = cpu::pool_output_size(size, kernel, stride, pad, true);
+  if (out < 1)
+    fail("{}: kernel {} with stride {} does not fit its padded input ({} + 2*{}) even in ceil mode; use a smaller "
+         "kernel, more padding or a larger input",
+         layer_label(layer), kernel, stride, size, pad);
+  return out;
+}
+
 Shape infer_window(const Layer& layer, const std::vector<Shape>& inputs) {
   const Shape& x = single_nhwc_input(layer, inputs);
   const PoolAttrs& a = attrs_of<PoolAttrs>(layer);
   require_square_window(layer, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
                         a.pad_right);
-  return {x[0], window_output(layer, x[1], a.kernel_h, a.stride_h, a.pad_top, a.pad_bottom),
-          window_output(layer, x[2], a.kernel_w, a.stride_w, a.pad_left, a.pad_right), x[3]};
+  return {x[0], pooled_size(layer, x[1], a.kernel_h, a.stride_h, a.pad_top, a.ceil_mode),
+          pooled_size(layer, x[2], a.kernel_w, a.stride_w, a.pad_left, a.ceil_mode), x[3]};
 }
 
 // Max pooling saves a U8 window index per output (pool_cpu.h): a byte indexes a window of at most
@@ -37,7 +50,7 @@ Shape infer_global(const Layer& layer, const std::vector<Shape>& inputs) {
 // Square windows padded alike on every side (infer_window refused any other).
 PoolWindow window_of(const Layer& layer) {
   const PoolAttrs& a = attrs_of<PoolAttrs>(layer);
-  return {a.kernel_h, a.stride_h, a.pad_top};
+  return {a.kernel_h, a.stride_h, a.pad_top, a.ceil_mode};
 }
 
 void lower_forward_max(LowerContext& ctx, int index) {
@@ -68,10 +81,13 @@ void lower_backward_max(LowerContext& ctx, int index) {
 }
 
 // Average pools need nothing saved: the same op serves training and inference. The sliding
-// one carries the layer's window, the global one none.
+// one carries the layer's window and divisor rule, the global one none.
 template <class Contract>
 void set_window(Contract& c, const Layer& layer) {
-  if constexpr (requires { c.window; }) c.window = window_of(layer);
+  if constexpr (requires { c.window; }) {
+    c.window = window_of(layer);
+    c.count_include_pad = attrs_of<PoolAttrs>(layer).count_include_pad;
+  }
 }
 
 template <template <class> class Fwd>

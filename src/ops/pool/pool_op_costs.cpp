@@ -12,6 +12,8 @@ const OpCostTable pool_op_costs{
     {OpKind::AVGPOOL_BWD, &memory_bound},
     {OpKind::GAP_FWD, &memory_bound},
     {OpKind::GAP_BWD, &memory_bound},
+    {OpKind::ADAPTIVE_AVGPOOL_FWD, &memory_bound},
+    {OpKind::ADAPTIVE_AVGPOOL_BWD, &memory_bound},
 };
 }  // namespace ops
 }  // namespace kiln

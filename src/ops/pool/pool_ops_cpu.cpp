@@ -1,7 +1,9 @@
-// Op wrappers binding MAXPOOL_*, AVGPOOL_* and GAP_* to the CPU pooling kernels (pool_cpu.h):
-// they validate the tensors an op was compiled with, then dispatch on dtype.
+// Op wrappers binding MAXPOOL_*, AVGPOOL_*, GAP_* and ADAPTIVE_AVGPOOL_* to the CPU pooling kernels
+// (pool_cpu.h, adaptive_pool_cpu.h): they validate the tensors an op was compiled with, then
+// dispatch on dtype.
 #include <cstdint>
 
+#include "ops/pool/adaptive_pool_cpu.h"
 #include "ops/pool/pool_checks.h"
 #include "ops/pool/pool_contract.h"
 #include "ops/pool/pool_cpu.h"
@@ -22,7 +24,7 @@ void check(const OpCall& call, const char* kind, const TensorArg& t, const char*
 }
 
 cpu::PoolGeom geom(const OpCall& call, const char* kind, const Shape& x, const PoolWindow& w) {
-  return cpu::PoolGeom::make(x, w.kernel, w.stride, w.padding, kind, call.layer().name);
+  return cpu::PoolGeom::make(x, w.kernel, w.stride, w.padding, kind, call.layer().name, w.ceil_mode);
 }
 
 // MAXPOOL_FWD (argmax given) and MAXPOOL_INF (argmax absent).
@@ -60,7 +62,7 @@ void avgpool_fwd(const OpCall& call, const AvgPoolForward<TensorArg>& a) {
   check(call, "avgpool", a.y, "y", g.out_shape(), a.x.dtype());
   dispatch_float(a.x.dtype(), "AVGPOOL_FWD", [&](auto t) {
     using T = decltype(t);
-    cpu::avgpool_forward<T>(g, a.x.as<T>(), a.y.as<T>());
+    cpu::avgpool_forward<T>(g, a.count_include_pad, a.x.as<T>(), a.y.as<T>());
   });
 }
 
@@ -69,7 +71,7 @@ void avgpool_bwd(const OpCall& call, const AvgPoolBackward<TensorArg>& a) {
   check(call, "avgpool", a.dy, "dy", g.out_shape(), a.dx.dtype());
   dispatch_float(a.dx.dtype(), "AVGPOOL_BWD", [&](auto t) {
     using T = decltype(t);
-    cpu::avgpool_backward<T>(g, a.dy.as<T>(), a.dx.as<T>());
+    cpu::avgpool_backward<T>(g, a.count_include_pad, a.dy.as<T>(), a.dx.as<T>());
   });
 }
 
@@ -92,6 +94,32 @@ void gap(const OpCall& call, const TensorArg& map, const TensorArg& pooled, bool
 void gap_fwd(const OpCall& call, const GlobalAvgPoolForward<TensorArg>& a) { gap(call, a.x, a.y, true); }
 void gap_bwd(const OpCall& call, const GlobalAvgPoolBackward<TensorArg>& a) { gap(call, a.dx, a.dy, false); }
 
+// Adaptive average pooling: the map (N, H, W, C) and the pooled one (N, out_h, out_w, C), whose
+// shapes set the geometry.
+cpu::AdaptivePoolGeom adaptive_geom(const OpCall& call, const TensorArg& map, const TensorArg& pooled) {
+  cpu::AdaptivePoolGeom g = cpu::AdaptivePoolGeom::make(map.shape(), pooled.shape(), call.where());
+  if (pooled.dtype() != map.dtype())
+    fail("{}: the pooled map is {} but its input is {}; recompile the program", call.where(),
+         dtype_name(pooled.dtype()), dtype_name(map.dtype()));
+  return g;
+}
+
+void adaptive_fwd(const OpCall& call, const AdaptiveAvgPoolForward<TensorArg>& a) {
+  const cpu::AdaptivePoolGeom g = adaptive_geom(call, a.x, a.y);
+  dispatch_float(a.x.dtype(), "ADAPTIVE_AVGPOOL_FWD", [&](auto t) {
+    using T = decltype(t);
+    cpu::adaptive_avgpool_forward<T>(g, a.x.as<T>(), a.y.as<T>());
+  });
+}
+
+void adaptive_bwd(const OpCall& call, const AdaptiveAvgPoolBackward<TensorArg>& a) {
+  const cpu::AdaptivePoolGeom g = adaptive_geom(call, a.dx, a.dy);
+  dispatch_float(a.dx.dtype(), "ADAPTIVE_AVGPOOL_BWD", [&](auto t) {
+    using T = decltype(t);
+    cpu::adaptive_avgpool_backward<T>(g, a.dy.as<T>(), a.dx.as<T>());
+  });
+}
+
 }  // namespace
 
 namespace ops {
@@ -100,7 +128,8 @@ extern const OpTable pool_cpu_ops{
     {kernel<MaxPoolForward, maxpool_fwd>(), kernel<MaxPoolBackward, maxpool_bwd>(),
      kernel<MaxPoolInference, maxpool_inf>(), kernel<AvgPoolForward, avgpool_fwd>(),
      kernel<AvgPoolBackward, avgpool_bwd>(), kernel<GlobalAvgPoolForward, gap_fwd>(),
-     kernel<GlobalAvgPoolBackward, gap_bwd>()}};
+     kernel<GlobalAvgPoolBackward, gap_bwd>(), kernel<AdaptiveAvgPoolForward, adaptive_fwd>(),
+     kernel<AdaptiveAvgPoolBackward, adaptive_bwd>()}};
 }  // namespace ops
 
 }  // namespace kiln

@@ -194,10 +194,10 @@ TEST(PoolCpu, AvgPoolForwardMatchesReference) {
   for (const Config& cfg : kConfigs) {
     PoolGeom g = geom(cfg);
     Vec x = uniform_vec(4, g.n * g.h * g.w * g.c, -2, 2), ref = ref_avgpool(g, x), y(ref.size());
-    avgpool_forward<double>(g, x.data(), y.data());
+    avgpool_forward<double>(g, true, x.data(), y.data());
     EXPECT_LT(rel_err(y, ref), 1e-14) << "kernel " << cfg.kernel;
     std::vector<float> xf(x.begin(), x.end()), yf(y.size());
-    avgpool_forward<float>(g, xf.data(), yf.data());
+    avgpool_forward<float>(g, true, xf.data(), yf.data());
     EXPECT_LT(rel_err(Vec(yf.begin(), yf.end()), ref), 1e-6);
   }
 }
@@ -206,7 +206,7 @@ TEST(PoolCpu, AvgPoolCountsPaddingInDivisor) {
   // 2x2 image of ones, kernel 3, padding 1, stride 1: each window covers 4 real ones of 9.
   PoolGeom g = PoolGeom::make({1, 2, 2, 1}, 3, 1, 1, "avgpool", "p");
   Vec x(4, 1.0), y(4);
-  avgpool_forward<double>(g, x.data(), y.data());
+  avgpool_forward<double>(g, true, x.data(), y.data());
   for (double v : y) EXPECT_DOUBLE_EQ(v, 4.0 / 9.0);
 }
 
@@ -215,11 +215,11 @@ TEST(PoolCpu, AvgPoolBackwardMatchesReferenceAndFiniteDifferences) {
     PoolGeom g = geom(cfg);
     Vec x = uniform_vec(5, g.n * g.h * g.w * g.c, -2, 2);
     Vec R = uniform_vec(6, g.n * g.ho * g.wo * g.c, -2, 2), dx(x.size(), 123.0);
-    avgpool_backward<double>(g, R.data(), dx.data());
+    avgpool_backward<double>(g, true, R.data(), dx.data());
     EXPECT_LT(rel_err(dx, ref_avgpool_backward(g, R)), 1e-14);
     auto f = [&](const Vec& v) {
       Vec out(R.size());
-      avgpool_forward<double>(g, v.data(), out.data());
+      avgpool_forward<double>(g, true, v.data(), out.data());
       return out;
     };
     const Vec numeric = numeric_gradient([&](const Vec& v) { return weighted_sum(f(v), R); }, x, 1e-6);
@@ -263,7 +263,7 @@ TEST_P(PoolLarge, InputsMatchReference) {
   maxpool_backward<double>(g, R.data(), arg.data(), dx.data());
   // Both add in output raster order, so even overlapping windows' sums agree bit for bit.
   EXPECT_EQ(dx, ref_maxpool_backward(g, R, ref_arg));
-  avgpool_backward<double>(g, R.data(), dx.data());
+  avgpool_backward<double>(g, true, R.data(), dx.data());
   EXPECT_LT(rel_err(dx, ref_avgpool_backward(g, R)), 1e-14);
 }
 
