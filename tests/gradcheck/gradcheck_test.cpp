@@ -307,6 +307,33 @@ TEST(GradCheck, StochasticDepthInResidualBlocks) {
   check_gradients({"stochastic depth unfused", stochastic_depth_blocks(), {5, 5, 2}, /*fuse=*/false});
 }
 
+// Pooling windows in ceil mode: a max pool whose last window hangs over the edge (12 -> 6, floor 5);
+// an average over those 6 rows (3/2, padding 1 -> 4) whose last window [5, 8) holds an input row, a
+// padding row and a row past the padding, the padding not in its divisor (1 row); then one over the
+// 4 rows (-> 3) whose last window [3, 6) is alike, the padding counted (2 rows: not what lies past).
+TEST(GradCheck, PoolWindowsInCeilMode) {
+  PoolAttrs hanging = PoolAttrs::square(3, 2, 0);
+  hanging.ceil_mode = true;
+  PoolAttrs uncounted = PoolAttrs::square(3, 2, 1);
+  uncounted.ceil_mode = true, uncounted.count_include_pad = false;
+  PoolAttrs counted = uncounted;
+  counted.count_include_pad = true;
+  Blueprint m("pool_windows");
+  m.conv(4, 3, 1, 1, true, "c0").maxpool(hanging, "max").conv(4, 3, 1, 1, true, "c1").avgpool(uncounted, "avg");
+  m.avgpool(counted, "avg_pad");
+  check_gradients({"pool windows", head(m), {12, 12, 2}});
+}
+
+// Adaptive average pooling: 7 -> 3 (overlapping ranges), 3 -> 5x4 (growing), its own size (a view:
+// the gradient passed through) and 1x1 (the GAP ops, a map a 1x1 convolution reads).
+TEST(GradCheck, AdaptiveAvgPool) {
+  Blueprint m("adaptive");
+  m.conv(4, 3, 1, 1, true, "c0").adaptive_avgpool(3, 3, "shrink").conv(4, 3, 1, 1, true, "c1");
+  m.adaptive_avgpool(5, 4, "grow").adaptive_avgpool(5, 4, "same").conv(4, 3, 1, 1, true, "c2");
+  m.adaptive_avgpool(1, 1, "squeeze").conv(3, 1, 1, 0, true, "excite");
+  check_gradients({"adaptive", head(m), {7, 7, 2}});
+}
+
 // Elementwise products (PyTorch's a * b): a gate of the map's own shape, x * sigmoid(conv(x)); and
 // a squeeze-and-excitation block, conv -> bn -> relu, whose per-channel gate N x 1 x 1 x C (a 6x6
 // average pool of the 6x6 map: the shape and values of adaptive_avgpool(1, 1)) passes through two
