@@ -366,5 +366,29 @@ TEST(GradCheck, MulOfMapsAndGates) {
   check_gradients({"mul unfused", graph_with_mul(), {6, 6, 2}, /*fuse=*/false});
 }
 
+// torchvision's squeeze-and-excitation (SqueezeExcitation: avgpool, fc1, ReLU, fc2, sigmoid, then
+// scale * input) on a conv -> bn -> relu map: adaptive_avgpool(1, 1) gives the N x 1 x 1 x C gate
+// that two biased 1x1 convolutions read, and mul(gate, x) broadcasts it over the map's 5x7 cells.
+Blueprint squeeze_excitation() {
+  Blueprint m("se");
+  m.conv(6, 3, 1, 1, false, "conv").bn("bn").relu("relu");
+  const Blueprint::Ref x = m.last();
+  m.adaptive_avgpool(1, 1, "se.avgpool").conv(3, 1, 1, 0, true, "se.fc1").relu("se.activation");
+  m.conv(6, 1, 1, 0, true, "se.fc2").sigmoid("se.scale_activation");
+  m.mul(m.last(), x, "se");
+  return head(m);
+}
+
+TEST(GradCheck, SqueezeExcitation) {
+  CompileOptions o;
+  o.precision = Precision::FP64, o.batch = 3, o.input_hwc = {5, 7, 2};
+  const Program p = compile(squeeze_excitation(), o);
+  ASSERT_EQ(p.graph.count(LayerKind::Mul), 1);
+  ASSERT_GE(p.find("se.scale_activation"), 0);
+  EXPECT_EQ(p.tensors[size_t(p.find("se.scale_activation"))].shape, (Shape{3, 1, 1, 6}));
+  check_gradients({"squeeze-excitation fused", squeeze_excitation(), {5, 7, 2}});
+  check_gradients({"squeeze-excitation unfused", squeeze_excitation(), {5, 7, 2}, /*fuse=*/false});
+}
+
 }  // namespace
 }  // namespace kiln
