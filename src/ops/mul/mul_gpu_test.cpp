@@ -233,15 +233,17 @@ TEST(MulGpu, ProgramForwardBackwardAndInference) {
   }
 }
 
-// A training step with a squeeze-and-excitation-like gate, c = conv 1x1 (bias) of x; gate =
-// sigmoid(maxpool 6x6 of c); scale = mul(gate, c); then a classifier. At learning rate 0 the weights
+// A training step through squeeze-and-excitation: c = conv 1x1 (bias) of x; gate = sigmoid(fc2(relu(
+// fc1(adaptive_avgpool(1, 1) of c)))) with biased 1x1 convolutions; scale = mul(gate, c); then a
+// classifier. At learning rate 0 the weights
 // stay; steps on batches A, B and A again (the third replayed from the graph the second captured)
 // must give A's gradients, not B's: a replay that skipped or froze the product would not.
 Blueprint gated_classifier() {
   Blueprint m("gated_classifier");
   m.input(6, 6, 8).conv(8, 1, 1, 0, true, "c");
   const Blueprint::Ref c = m.last();
-  m.maxpool(6, 6, 0, "pool").sigmoid("gate");
+  m.adaptive_avgpool(1, 1, "se.avgpool").conv(8, 1, 1, 0, true, "se.fc1").relu("se.activation");
+  m.conv(8, 1, 1, 0, true, "se.fc2").sigmoid("se.scale_activation");
   m.mul(m.last(), c, "scale").flatten("flat").fc(4, true, "head");
   return m;
 }
@@ -264,9 +266,11 @@ TEST(MulGpu, ReplayedTrainingStepGivesTheSameGradients) {
       testing::write_floats(exe, p.input, batches[size_t(step % 2)]);
       exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
       exe.run_step({0.f, step, 1});
-      std::vector<double> g = exe.gradient("c.weight");
-      const std::vector<double> bias = exe.gradient("c.bias");
-      g.insert(g.end(), bias.begin(), bias.end());
+      std::vector<double> g;
+      for (const char* param : {"c.weight", "c.bias", "se.fc1.weight", "se.fc2.bias"}) {
+        const std::vector<double> part = exe.gradient(param);
+        g.insert(g.end(), part.begin(), part.end());
+      }
       grads.push_back(std::move(g));
     }
     const double replay = testing::rel_l2(grads[2], grads[0]), other_batch = testing::rel_l2(grads[1], grads[0]);
