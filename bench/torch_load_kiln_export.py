@@ -16,9 +16,10 @@ none of, so those are the only keys strict loading lets through."""
 import sys
 
 import torch
-import torchvision
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+
+from torch_zoo import torchvision_model  # bench/ is on sys.path (the script's own directory)
 
 
 def main():
@@ -26,7 +27,7 @@ def main():
     with safe_open(src, "pt") as f:
         x = f.get_tensor("x")
         meta = f.metadata()
-    model = getattr(torchvision.models, meta["model"])(weights=None)
+    model = torchvision_model(meta["model"])
     state = load_file(meta["weights"])
     expected = {k for k in model.state_dict() if not k.endswith("num_batches_tracked")}
     if set(state) != expected:  # strict=True would say it too; this names kiln's side of it

@@ -20,7 +20,7 @@ import torch
 import torchvision
 
 from torch_training import backward_and_update, nesterov_sgd
-from torch_zoo import VggCifar, resnet_cifar
+from torch_zoo import VggCifar, resnet_cifar, torchvision_model
 
 # kiln's 32x32 zoo variants (torch_zoo.py) with their 10 classes; every other name is torchvision's
 # model of that name (kiln's zoo uses torchvision's names).
@@ -30,7 +30,7 @@ MODELS = {"resnet18_cifar": lambda: resnet_cifar("resnet18"), "vgg16_bn_cifar": 
 def build(name):
     if name in MODELS:
         return MODELS[name]()
-    return getattr(torchvision.models, name)(weights=None)
+    return torchvision_model(name)
 COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 

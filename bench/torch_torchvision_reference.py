@@ -14,9 +14,10 @@ import os
 import sys
 
 import torch
-import torchvision
 from safetensors import safe_open
 from safetensors.torch import save_file
+
+from torch_zoo import torchvision_model  # bench/ is on sys.path (the script's own directory)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("convert", os.path.join(HERE, "..", "tools", "torch_to_safetensors.py"))
@@ -35,7 +36,7 @@ def main():
 
         model = timm.create_model(meta["model"][len("timm:"):], pretrained=False)
     else:
-        model = getattr(torchvision.models, meta["model"])(weights=None)
+        model = torchvision_model(meta["model"])
     with torch.no_grad():  # BN statistics and affine parameters away from their defaults
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):

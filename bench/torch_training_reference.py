@@ -65,7 +65,7 @@ spec.loader.exec_module(convert)
 
 # --- The models ---------------------------------------------------------------------------------
 
-from torch_zoo import DigitsCnn, VggCifar, resnet_cifar  # noqa: E402 (bench/ is on sys.path)
+from torch_zoo import DigitsCnn, VggCifar, resnet_cifar, torchvision_model  # noqa: E402 (bench/ is on sys.path)
 
 
 def build(name, side):
@@ -77,7 +77,7 @@ def build(name, side):
         return resnet_cifar(name.replace("_cifar", ""))
     # Every other zoo model is torchvision's model of the same name.
     if callable(getattr(torchvision.models, name, None)):
-        return getattr(torchvision.models, name)(weights=None)
+        return torchvision_model(name)
     sys.exit(f"unknown model {name}: neither kiln's own (digits_cnn, the _cifar variants) nor torchvision's")
 
 

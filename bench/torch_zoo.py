@@ -54,3 +54,13 @@ def resnet_cifar(name, classes=10):
     nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
     model.maxpool = nn.Identity()
     return model
+
+
+# kiln's zoo builds GoogLeNet and Inception v3 as torchvision does for fine-tuning: without their
+# auxiliary classifiers (aux_logits=False), so the state_dicts and the training-mode outputs match.
+TORCHVISION_OPTIONS = {"googlenet": {"aux_logits": False}, "inception_v3": {"aux_logits": False}}
+
+
+def torchvision_model(name):
+    """torchvision's model `name` (weights=None) as kiln's zoo model of that name builds it."""
+    return getattr(torchvision.models, name)(weights=None, **TORCHVISION_OPTIONS.get(name, {}))

@@ -88,7 +88,11 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchvisionWeights,
                                            "regnet_x_800mf", "regnet_x_1_6gf", "regnet_x_3_2gf", "regnet_x_8gf",
                                            "regnet_x_16gf", "regnet_x_32gf", "densenet121", "densenet161",
                                            "densenet169", "densenet201", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0",
-                                           "mnasnet1_3"),
+                                           "mnasnet1_3", "regnet_y_400mf", "regnet_y_800mf", "regnet_y_1_6gf",
+                                           "regnet_y_3_2gf", "regnet_y_8gf", "regnet_y_16gf", "regnet_y_32gf",
+                                           "mobilenet_v3_large", "mobilenet_v3_small", "efficientnet_b0",
+                                           "efficientnet_b1", "efficientnet_b2", "efficientnet_b3", "efficientnet_b4",
+                                           "squeezenet1_0", "squeezenet1_1", "googlenet", "inception_v3"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == ':' ? '_' : c;

@@ -540,6 +540,18 @@ std::vector<StepCase> cpu_and_fp32_cases() {
     // 3e-4. 33x33 is the smallest side whose last stride (layers.12, 5x5) leaves 2x2 maps (stem 17,
     // then 9, 5, 3, 2): 16 values a channel at batch 4 in layers.12 to the head.
     cases.push_back({"mnasnet0_5", 33, 4, d, p, true});
+    // Squeeze-and-excitation (Mul of a 1x1 gate), hard-swish and hard-sigmoid, SiLU, stochastic
+    // depth (EfficientNet's masks handed to PyTorch), at 33x33: five strides of 2 leave 2x2 maps
+    // (17, 9, 5, 3, 2), 16 values a channel at batch 4.
+    cases.push_back({"mobilenet_v3_small", 33, 4, d, p, true});
+    cases.push_back({"efficientnet_b0", 33, 4, d, p, true});
+    cases.push_back({"regnet_y_400mf", 33, 4, d, p, true});
+    // Ceil-mode pooling and four-branch concatenations: GoogLeNet at 64x64 leaves 2x2 maps after
+    // maxpool4 (32, 16, 8, 4, 2); Inception v3's 1x7/7x1 and 1x3/3x1 kernels and padded average
+    // pools at 107x107 leave 2x2 after Mixed_7a (53, 51, 25, 23, 11, 5, 2).
+    cases.push_back({"googlenet", 64, 4, d, p, true});
+    cases.push_back({"inception_v3", 107, 4, d, p, true});
+    cases.push_back({"squeezenet1_1", 64, 2, d, p, false});  // no BatchNorm
     if (d == kGpu) cases.push_back({"alexnet", 224, 2, d, p, false});  // no BatchNorm
     if (d == kGpu) cases.push_back({"vgg11", 224, 2, d, p, false});  // no BatchNorm
   }
@@ -574,6 +586,8 @@ std::vector<StepCase> mixed_cases() {
     cases.push_back({"regnet_x_400mf", 64, 2, kGpu, p, false});
     cases.push_back({"densenet121", 61, 4, kGpu, p, false});
     cases.push_back({"mnasnet0_5", 33, 4, kGpu, p, false});
+    cases.push_back({"mobilenet_v3_small", 33, 4, kGpu, p, false});
+    cases.push_back({"efficientnet_b0", 33, 4, kGpu, p, false});
   }
   return cases;
 }

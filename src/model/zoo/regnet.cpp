@@ -146,6 +146,14 @@ constexpr RegNetParams kX3_2gf{25, 88, 26.31, 2.25, 48};
 constexpr RegNetParams kX8gf{23, 80, 49.56, 2.88, 120};
 constexpr RegNetParams kX16gf{22, 216, 55.59, 2.1, 128};
 constexpr RegNetParams kX32gf{23, 320, 69.86, 2.0, 168};
+// RegNet Y: the same with squeeze-and-excitation to a quarter of each block's input width.
+constexpr RegNetParams kY400mf{16, 48, 27.89, 2.09, 8, 1.0, 0.25};
+constexpr RegNetParams kY800mf{14, 56, 38.84, 2.4, 16, 1.0, 0.25};
+constexpr RegNetParams kY1_6gf{27, 48, 20.71, 2.65, 24, 1.0, 0.25};
+constexpr RegNetParams kY3_2gf{21, 80, 42.63, 2.66, 24, 1.0, 0.25};
+constexpr RegNetParams kY8gf{17, 192, 76.82, 2.19, 56, 1.0, 0.25};
+constexpr RegNetParams kY16gf{18, 200, 106.23, 2.48, 112, 1.0, 0.25};
+constexpr RegNetParams kY32gf{20, 232, 115.89, 2.53, 232, 1.0, 0.25};
 
 }  // namespace
 
@@ -159,6 +167,13 @@ extern const ZooFamily kRegnetModels{
         {"regnet_x_8gf", [](int n) { return regnet("regnet_x_8gf", kX8gf, n); }, 1000},
         {"regnet_x_16gf", [](int n) { return regnet("regnet_x_16gf", kX16gf, n); }, 1000},
         {"regnet_x_32gf", [](int n) { return regnet("regnet_x_32gf", kX32gf, n); }, 1000},
+        {"regnet_y_400mf", [](int n) { return regnet("regnet_y_400mf", kY400mf, n); }, 1000},
+        {"regnet_y_800mf", [](int n) { return regnet("regnet_y_800mf", kY800mf, n); }, 1000},
+        {"regnet_y_1_6gf", [](int n) { return regnet("regnet_y_1_6gf", kY1_6gf, n); }, 1000},
+        {"regnet_y_3_2gf", [](int n) { return regnet("regnet_y_3_2gf", kY3_2gf, n); }, 1000},
+        {"regnet_y_8gf", [](int n) { return regnet("regnet_y_8gf", kY8gf, n); }, 1000},
+        {"regnet_y_16gf", [](int n) { return regnet("regnet_y_16gf", kY16gf, n); }, 1000},
+        {"regnet_y_32gf", [](int n) { return regnet("regnet_y_32gf", kY32gf, n); }, 1000},
     }};
 
 }  // namespace kiln
