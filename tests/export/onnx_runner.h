@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/blueprint.h"
+#include "kiln/compile.h"
 #include "kiln/executable.h"
 #include "support/random_batch_norms.h"
 #include "support/temp_dir.h"
@@ -23,6 +26,16 @@
 namespace kiln::testing {
 
 // NCHW values in kiln's NHWC order.
+// The side the export tests run each zoo model at: its own when small, else 64 (most ImageNet
+// models take any size from 32 on; 64 keeps a 2x2 map before VGG's classifier, so its columns are
+// permuted), or the model's smallest where that is larger (Inception v3: 75).
+inline int zoo_test_side(const Blueprint& bp) {
+  CompileOptions o;
+  o.batch = 1;
+  const int64_t smallest = min_input_side(bp, o);
+  return int(std::min<int64_t>(bp.input_hwc()->at(0), std::max<int64_t>(64, smallest)));
+}
+
 inline std::vector<float> nhwc_of(const std::vector<float>& nchw, const Shape& s) {
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
   std::vector<float> nhwc(nchw.size());

@@ -28,7 +28,7 @@ class ZooTorchExport : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ZooTorchExport, LoadingTheExportBackGivesTheSameLogits) {
   const Blueprint bp = zoo::by_name(GetParam(), 10);
-  const int side = int(std::min<int64_t>(bp.input_hwc()->at(0), 64));
+  const int side = testing::zoo_test_side(bp);
   CompileOptions o;
   o.batch = 2;
   o.input_hwc = {side, side, bp.input_hwc()->at(2)};
