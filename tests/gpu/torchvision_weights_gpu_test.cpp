@@ -26,6 +26,7 @@ std::vector<float> kiln_logits(const Blueprint& model, Device device, const std:
                                const std::vector<float>& nchw, int n, int c, int h, int w) {
   CompileOptions o;
   o.device = device, o.batch = n;
+  o.input_hwc = {h, w, c};  // the batch's size, whatever the model's own (EfficientNet B1-B4's crops)
   Executable exe(compile(model, o), 1);
   load_torch_weights(exe, weights);
   std::vector<float> nhwc(nchw.size());

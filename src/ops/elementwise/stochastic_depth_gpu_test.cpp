@@ -236,7 +236,7 @@ constexpr uint64_t kStepSeed = 3;
 
 Blueprint residual_model() {
   Blueprint body("body");
-  body.conv(8, 3, 1, 1, true, "conv").relu("relu").conv(8, 3, 1, 1, true, "conv2").stochastic_depth(0.4f, "sd");
+  body.conv(8, 3, 1, 1, true, "conv").relu("act").conv(8, 3, 1, 1, true, "conv2").stochastic_depth(0.4f, "sd");
   Blueprint m("stochastic_depth");
   m.input(8, 8, 3).conv(8, 3, 1, 1, true, "stem").residual(body, std::nullopt, true, "block");
   m.global_avgpool("pool").fc(10, true, "fc");
