@@ -8,6 +8,8 @@
 // for models holding every kind.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <map>
 #include <set>
 #include <string>
@@ -84,7 +86,9 @@ TEST(LayerExports, TheExportedTensorsAreTheStateDictsInTheProgramsOrder) {
     for (bool fuse : {true, false}) {
       CompileOptions o;
       o.batch = 1, o.fuse_cbr = fuse;
-      if (model.input_hwc()->at(0) > 64) o.input_hwc = {64, 64, model.input_hwc()->at(2)};
+      // 64x64 where the model takes it (its layers are the same at any size), else its smallest.
+      const int64_t side = std::max<int64_t>(64, min_input_side(model, o));
+      if (model.input_hwc()->at(0) > side) o.input_hwc = {side, side, model.input_hwc()->at(2)};
       const Program p = compile(model, o);
       const ExportedGraph graph(p.graph);
       std::vector<std::string> exported;
