@@ -3,8 +3,7 @@
 // residual block (MobileNetV2's inverted residual), six epochs, far past chance.
 #include <gtest/gtest.h>
 
-#include "kiln/trainer.h"
-#include "support/program_fixture.h"
+#include "digits_training.h"
 
 namespace kiln {
 namespace {
@@ -17,8 +16,6 @@ ConvAttrs window(int out, int kernel, int stride, int groups, int dilation = 1) 
 }
 
 TEST(TrainDigits, DepthwiseGroupedAndDilatedConvolutionsTrainASmallCnn) {
-  const std::string dir = testing::shared_digits_dir();
-  const Dataset train = load_dataset(dir, "idx", true), test = load_dataset(dir, "idx", false);
   Blueprint m("small_mobile");
   m.input(20, 20, 1).cbr(16, 3, 1, 1, "stem");
   m.conv(window(16, 3, 2, 16), "dw1").bn("dw1_bn").relu6("dw1_act");        // depthwise, stride 2: 10x10
@@ -30,21 +27,11 @@ TEST(TrainDigits, DepthwiseGroupedAndDilatedConvolutionsTrainASmallCnn) {
   m.residual(block, std::nullopt, /*relu_after=*/false, "res");
   m.conv(window(64, 3, 2, 32), "dw2").bn("dw2_bn").relu6("dw2_act");  // depthwise x2, stride 2: 5x5
   m.global_avgpool("pool").fc(10, true, "fc");
-  CompileOptions c;
-  c.batch = 64;
-  c.optimizer.set("momentum", 0.9);
-  TrainOptions t;
-  t.epochs = 6;
-  t.schedule.lr = 0.05f;
-  t.seed = 1;
-  Trainer trainer(m, c, t);
-  const auto reports = trainer.fit(train, test);
-  std::printf("loss %.4f -> %.4f, test accuracy %.4f\n", reports.front().train_loss, reports.back().train_loss,
-              reports.back().test_accuracy);
-  EXPECT_LT(reports.back().train_loss, reports.front().train_loss);
+  const testing::DigitsRun run = testing::train_on_digits(m, 6, "small_mobile");
+  EXPECT_LT(run.last_loss, run.first_loss);
   // Chance is 0.1. Measured 0.935 (loss 1.74 -> 0.16); two epochs reach 0.77. A convolution reading
   // the wrong channels or taps learns far less.
-  EXPECT_GE(reports.back().test_accuracy, 0.8);
+  EXPECT_GE(run.test_accuracy, 0.8);
 }
 
 }  // namespace
