@@ -36,14 +36,6 @@ struct Stage {
   int group_width;
 };
 
-// torchvision's _make_divisible: v rounded to a multiple of divisor (at least divisor),
-// rounded up once more where rounding to nearest lost more than 10%.
-int make_divisible(double v, int divisor) {
-  int rounded = std::max(divisor, int(v + divisor / 2.0) / divisor * divisor);
-  if (rounded < 0.9 * v) rounded += divisor;
-  return rounded;
-}
-
 // The blocks' widths as torchvision computes them: in float32 (torch's default dtype) and rounded
 // half to even (torch.round), so that a width on a rounding boundary lands where torchvision's does.
 std::vector<int> block_widths(const RegNetParams& p) {
@@ -77,19 +69,15 @@ std::vector<Stage> stages(const std::string& model, const RegNetParams& p) {
   for (Stage& s : out) {
     const int bottleneck = int(s.width * p.bottleneck_multiplier);
     s.group_width = std::min(s.group_width, bottleneck);
-    s.width = int(make_divisible(bottleneck, s.group_width) / p.bottleneck_multiplier);
+    s.width = int(zoo_blocks::make_divisible(bottleneck, s.group_width) / p.bottleneck_multiplier);
   }
   return out;
 }
 
-// torchvision's Conv2dNormActivation: a bias-free convolution padded to keep the size (but for the
-// stride), BatchNorm and, unless `relu` is false, ReLU, named "<name>.0", ".1" and ".2" as its
-// nn.Sequential numbers them.
+// torchvision's Conv2dNormActivation with ReLU or none (the stem, f.a, f.b, f.c).
 void conv_bn(Blueprint& m, const std::string& name, int out_channels, int kernel, int stride, int groups, bool relu) {
-  ConvAttrs conv = ConvAttrs::square(out_channels, kernel, stride, (kernel - 1) / 2);
-  conv.groups = groups;
-  m.conv(conv, name + ".0").bn(name + ".1");
-  if (relu) m.relu(name + ".2");
+  zoo_blocks::conv_norm_activation(m, name, out_channels, kernel, stride, groups,
+                                   relu ? zoo_blocks::Act::ReLU : zoo_blocks::Act::None);
 }
 
 // torchvision's ResBottleneckBlock: f = BottleneckTransform (1x1; 3x3 grouped, with the stride;
