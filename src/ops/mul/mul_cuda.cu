@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "ops/common/channels_cuda.cuh"
 #include "ops/common/flat_cuda.cuh"
 #include "ops/mul/mul_cuda.h"
 #include "runtime/cuda/cuda_check.h"
@@ -45,25 +46,6 @@ struct Products {
 };
 
 // --- A map and its per-channel gate ---
-
-// The widest channel group one thread moves: 16 bytes.
-template <class T>
-constexpr int kWide = static_cast<int>(16 / sizeof(T));
-
-template <int V, class T>
-__device__ __forceinline__ void load_channels(const T* p, float (&out)[V]) {
-  const Pack<T, V> pk = load_pack<T, V>(p);
-#pragma unroll
-  for (int j = 0; j < V; ++j) out[j] = to_float(pk.v[j]);
-}
-
-template <int V, class T>
-__device__ __forceinline__ void store_channels(T* p, const float (&v)[V]) {
-  Pack<T, V> pk;
-#pragma unroll
-  for (int j = 0; j < V; ++j) pk.v[j] = from_float<T>(v[j]);
-  store_pack<T, V>(p, pk);
-}
 
 // out[row, c] = x[row, c] * gate[row / hw, c]; an item is V consecutive channels of one row.
 template <class T, int V, class I>

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "ops/common/pack_cuda.cuh"
+#include "ops/common/channels_cuda.cuh"
 #include "ops/pool/pool_cuda.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/dtype_cuda.h"
@@ -33,26 +33,6 @@ struct Window {
 struct AdaptiveWindow {
   int h, w, c, ho, wo;
 };
-
-// The widest channel group one thread moves: 16 bytes.
-template <class T>
-constexpr int kWide = static_cast<int>(16 / sizeof(T));
-
-// V consecutive channels <-> fp32 (V = 1 is a plain scalar access).
-template <int V, class T>
-__device__ __forceinline__ void load_channels(const T* p, float (&out)[V]) {
-  const Pack<T, V> pk = load_pack<T, V>(p);
-#pragma unroll
-  for (int j = 0; j < V; ++j) out[j] = to_float(pk.v[j]);
-}
-
-template <int V, class T>
-__device__ __forceinline__ void store_channels(T* p, const float (&v)[V]) {
-  Pack<T, V> pk;
-#pragma unroll
-  for (int j = 0; j < V; ++j) pk.v[j] = from_float<T>(v[j]);
-  store_pack<T, V>(p, pk);
-}
 
 // V consecutive U8 window indices (max pooling's argmax) <-> ints: one V-byte access, aligned
 // whenever the activations' V-element access is (same element offset, 16-byte aligned bases).
