@@ -17,7 +17,7 @@
 #include "kiln/compile.h"
 #include "kiln/executable.h"
 #include "kiln/zoo.h"
-#include "ops/pool/pool_program_run.h"
+#include "ops/pool/pool_program_run_test.h"
 #include "support/cpu_test_util.h"
 
 namespace kiln {
