@@ -99,6 +99,8 @@ class Blueprint {
   // the N x C rows a classifier reads).
   Blueprint& adaptive_avgpool(int out_h, int out_w, std::string name = {});
   Blueprint& flatten(std::string name = {});
+  // A flat input (N, F) gives (N, out_features); a feature map (N, H, W, C) gives (N, H, W,
+  // out_features), the layer applied at every position (nn.Linear on a channels-last map: ConvNeXt).
   // init_std > 0: weight ~ N(0, init_std²), bias 0 (torchvision's VGG, MobileNet, RegNet heads); 0:
   // nn.Linear's default. LinearAttrs::init and bias_init take any other.
   Blueprint& fc(int out_features, bool bias = true, std::string name = {}, float init_std = 0.f);
@@ -107,6 +109,19 @@ class Blueprint {
   // torchvision's StochasticDepth(p, "row"): each sample's input dropped with probability p in
   // training (the rest scaled by 1 / (1 - p)), the identity in inference.
   Blueprint& stochastic_depth(float p, std::string name = {});
+  // nn.LayerNorm(C, eps) over each position's channels (torchvision's LayerNorm2d; ConvNeXt's
+  // nn.LayerNorm between its permutes), with a learned weight and bias.
+  Blueprint& layer_norm(float eps = 1e-5f, std::string name = {});
+  // nn.GroupNorm(groups, C, eps), with a learned weight and bias.
+  Blueprint& group_norm(int groups, float eps = 1e-5f, std::string name = {});
+  // y = gamma * x with a learned per-channel gamma started at init_value (ConvNeXt's layer_scale):
+  // its parameter is `<name>.layer_scale`.
+  Blueprint& layer_scale(float init_value = 1e-6f, std::string name = {});
+  // torchvision's channel_shuffle(x, groups) (ShuffleNetV2).
+  Blueprint& channel_shuffle(int groups, std::string name = {});
+  // Channels [start, start + count) of its input, x.narrow(1, start, count): with from(), the two
+  // halves of x.chunk(2, dim=1) are channel_slice(0, C / 2) and channel_slice(C / 2, C / 2).
+  Blueprint& channel_slice(int start, int count, std::string name = {});
   // Appends another blueprint's nodes as a named sub-sequence.
   Blueprint& seq(const Blueprint& inner, std::string name = {});
   // y = relu?(body(x) + shortcut(x)); no shortcut means identity.

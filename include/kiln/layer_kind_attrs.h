@@ -130,6 +130,50 @@ struct StochasticDepthAttrs {
   void check(const std::string& where) const;
 };
 
+// PyTorch's nn.LayerNorm(C, eps) with its learned weight and bias (elementwise_affine, torchvision's
+// only form), over the channels of each position: torchvision's LayerNorm2d and ConvNeXt's
+// nn.LayerNorm after its permute to channels-last are both this layer on kiln's NHWC maps.
+struct LayerNormAttrs {
+  static constexpr const char* kName = "LayerNormAttrs";
+  float eps = 1e-5f;
+  void check(const std::string& where) const;
+};
+
+// PyTorch's nn.GroupNorm(groups, C, eps) with its learned per-channel weight and bias: each
+// sample's channels split into `groups` runs, each normalized over its channels, height and width.
+struct GroupNormAttrs {
+  static constexpr const char* kName = "GroupNormAttrs";
+  int groups = 1;  // must divide the channels (checked against the input where the layer is lowered)
+  float eps = 1e-5f;
+  void check(const std::string& where) const;
+};
+
+// A learned per-channel multiply, y = gamma * x, gamma starting at `init_value` (torchvision's
+// ConvNeXt: nn.Parameter(torch.ones(C, 1, 1) * 1e-6)). Its parameter is `<layer>.layer_scale`,
+// shaped (C, 1, 1) as torchvision's, so a layer named as the block ("features.1.0") carries
+// PyTorch's name.
+struct LayerScaleAttrs {
+  static constexpr const char* kName = "LayerScaleAttrs";
+  float init_value = 1e-6f;
+  void check(const std::string& where) const;
+};
+
+// torchvision's channel_shuffle(x, groups): the channels viewed as groups x (C / groups), transposed.
+struct ChannelShuffleAttrs {
+  static constexpr const char* kName = "ChannelShuffleAttrs";
+  int groups = 2;  // must divide the channels (checked against the input where the layer is lowered)
+  void check(const std::string& where) const;
+};
+
+// Channels [start, start + count) of the input, PyTorch's x.narrow(1, start, count) (x.chunk(2,
+// dim=1)'s halves are two of them).
+struct ChannelSliceAttrs {
+  static constexpr const char* kName = "ChannelSliceAttrs";
+  int start = 0;
+  int count = 0;
+  void check(const std::string& where) const;
+};
+
 struct DropoutAttrs {
   static constexpr const char* kName = "DropoutAttrs";
   float p = 0.f;  // the probability of zeroing an element, in [0, 1)

@@ -32,6 +32,15 @@ enum class LayerKind : uint8_t {
   // torchvision's StochasticDepth in "row" mode: in training each sample's whole input is dropped
   // with probability p and the rest scaled by 1 / (1 - p); the identity in inference.
   StochasticDepth,
+  // PyTorch's nn.LayerNorm(C) over the channels of each position of a channels-last map (torchvision's
+  // LayerNorm2d, and nn.LayerNorm after ConvNeXt's permute), or over the features of a row.
+  LayerNorm,
+  GroupNorm,  // PyTorch's nn.GroupNorm(groups, C): each sample's channels in groups, over H, W and the group
+  // A learned per-channel multiply (torchvision ConvNeXt's `layer_scale * x`), one factor a channel.
+  LayerScale,
+  ChannelShuffle,  // torchvision ShuffleNetV2's channel_shuffle(x, groups)
+  // A contiguous range of the input's channels (PyTorch's x.narrow(1, start, count); chunk(2, 1)'s halves).
+  ChannelSlice,
   // Blueprint-only composites, expanded away by the compiler:
   Sequence,
   Residual,

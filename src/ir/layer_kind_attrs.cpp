@@ -103,6 +103,28 @@ void StochasticDepthAttrs::check(const std::string& where) const {
     fail("{}: the drop probability must be in [0, 1), got {} (0 keeps every sample)", where, p);
 }
 
+void LayerNormAttrs::check(const std::string& where) const {
+  if (!(eps > 0.f) || !std::isfinite(eps)) fail("{}: eps must be finite and positive, got {} (PyTorch's default: 1e-5)", where, eps);
+}
+
+void GroupNormAttrs::check(const std::string& where) const {
+  if (groups < 1) fail("{}: groups must be >= 1 (1 normalizes all channels together), got {}", where, groups);
+  if (!(eps > 0.f) || !std::isfinite(eps)) fail("{}: eps must be finite and positive, got {} (PyTorch's default: 1e-5)", where, eps);
+}
+
+void LayerScaleAttrs::check(const std::string& where) const {
+  if (!std::isfinite(init_value)) fail("{}: the initial scale must be finite, got {}", where, init_value);
+}
+
+void ChannelShuffleAttrs::check(const std::string& where) const {
+  if (groups < 1) fail("{}: groups must be >= 1 (ShuffleNetV2 uses 2), got {}", where, groups);
+}
+
+void ChannelSliceAttrs::check(const std::string& where) const {
+  if (start < 0) fail("{}: the first channel must be >= 0, got {}", where, start);
+  if (count < 1) fail("{}: the slice must hold at least one channel, got {}", where, count);
+}
+
 void DropoutAttrs::check(const std::string& where) const {
   if (!(p >= 0.f && p < 1.f)) fail("{}: probability must be in [0, 1), got {}", where, p);
 }

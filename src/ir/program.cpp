@@ -52,6 +52,11 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::Mul: return "mul";
     case LayerKind::AdaptiveAvgPool: return "adaptive_avgpool";
     case LayerKind::StochasticDepth: return "stochastic_depth";
+    case LayerKind::LayerNorm: return "layer_norm";
+    case LayerKind::GroupNorm: return "group_norm";
+    case LayerKind::LayerScale: return "layer_scale";
+    case LayerKind::ChannelShuffle: return "channel_shuffle";
+    case LayerKind::ChannelSlice: return "channel_slice";
     case LayerKind::Sequence: return "seq";
     case LayerKind::Residual: return "residual";
     case LayerKind::FirstFused: break;  // a fused kind's value, named by its family's list below

@@ -181,6 +181,26 @@ Blueprint& Blueprint::stochastic_depth(float p, std::string name) {
   return append(LayerKind::StochasticDepth, StochasticDepthAttrs{p}, std::move(name));
 }
 
+Blueprint& Blueprint::layer_norm(float eps, std::string name) {
+  return append(LayerKind::LayerNorm, LayerNormAttrs{eps}, std::move(name));
+}
+
+Blueprint& Blueprint::group_norm(int groups, float eps, std::string name) {
+  return append(LayerKind::GroupNorm, GroupNormAttrs{groups, eps}, std::move(name));
+}
+
+Blueprint& Blueprint::layer_scale(float init_value, std::string name) {
+  return append(LayerKind::LayerScale, LayerScaleAttrs{init_value}, std::move(name));
+}
+
+Blueprint& Blueprint::channel_shuffle(int groups, std::string name) {
+  return append(LayerKind::ChannelShuffle, ChannelShuffleAttrs{groups}, std::move(name));
+}
+
+Blueprint& Blueprint::channel_slice(int start, int count, std::string name) {
+  return append(LayerKind::ChannelSlice, ChannelSliceAttrs{start, count}, std::move(name));
+}
+
 Blueprint& Blueprint::seq(const Blueprint& inner, std::string name) {
   return append(LayerKind::Sequence, {}, name.empty() ? inner.name() : std::move(name), {inner});
 }
