@@ -11,18 +11,15 @@
 #include "kiln/compile.h"
 #include "kiln/export.h"
 #include "kiln/zoo.h"
-#include "onnx_runner.h"
+#include "onnx_layer_check.h"
 #include "support/cpu_test_util.h"
 #include "support/temp_dir.h"
 
 namespace kiln {
 namespace {
 
-using testing::OnnxRun;
-
-// onnx_export_test.cpp says why: 5e-5 is its bound for statistics drawn at random (these models are
-// small, and their gaps measured 1e-7 to 5e-7); with statistics calibrated to the batch it takes 1e-4.
-constexpr double kBound = 5e-5;
+using testing::Case;
+using testing::expect_onnxruntime_agrees;
 
 Blueprint every_layer() {
   Blueprint m("every_layer");
@@ -46,45 +43,6 @@ Blueprint every_layer() {
   // A layer named as the graph's output ("logits") before the last.
   m.bn("flat_bn").dropout(0.5f, "drop").fc(24, true, "logits").relu("fc1_relu").fc(5, false, "head");
   return m;
-}
-
-struct Case {
-  std::string name;
-  Blueprint model;
-  bool fuse = true;
-};
-
-// Exports each case's model both ways and runs them all in one onnxruntime process.
-void expect_onnxruntime_agrees(const std::vector<Case>& cases) {
-  testing::TempDir dir;
-  std::vector<OnnxRun> runs;
-  std::vector<std::vector<float>> want;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    CompileOptions o;
-    o.batch = 3;
-    o.fuse_cbr = cases[i].fuse;
-    Executable exe(compile(cases[i].model, o), 20 + uint32_t(i));
-    testing::randomize_batch_norms(exe, 40 + uint32_t(i));
-    const Shape& in = exe.program().tensors[exe.program().input].shape;
-    const Shape shape = {in[0], in[3], in[1], in[2]};
-    const std::vector<float> x = testing::normal_floats(size_t(numel(shape)), 60 + uint32_t(i));
-    want.push_back(testing::kiln_logits(exe, x, shape));
-    for (bool fold : {true, false}) {
-      OnnxExportOptions options;
-      options.fold_bn = fold;
-      const std::string file = dir.file(fmt::format("{}.{}.onnx", cases[i].name, fold ? "folded" : "kept"));
-      export_onnx(exe, file, options);
-      runs.push_back({file, x, shape, nullptr, {}, {}});
-    }
-  }
-  ASSERT_FALSE(::testing::Test::HasFailure());
-  testing::run_onnx(runs, dir.path());
-  ASSERT_FALSE(::testing::Test::HasFailure());
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const double gap = testing::logit_gap(runs[i].logits, want[i / 2]);
-    EXPECT_LT(gap, kBound) << runs[i].model;
-    std::printf("%s: gap %.2e\n", std::filesystem::path(runs[i].model).filename().c_str(), gap);
-  }
 }
 
 TEST(OnnxLayers, EveryLayerKindFusedAndUnfused) {
@@ -172,6 +130,16 @@ TEST(OnnxLayers, Mul) {
   m.mul(m.last(), gate, "se.again").bn("bn");
   m.flatten("flatten").fc(5, true, "head");
   expect_onnxruntime_agrees({{"mul_fused", m, true}, {"mul_unfused", m, false}});
+}
+
+// Linear layers over a feature map (ConvNeXt's pointwise nn.Linear on a channels-last map), exported
+// as 1x1 Conv nodes holding the (out, in) matrix: biased and not, between a convolution and the head.
+TEST(OnnxLayers, LinearOverAFeatureMap) {
+  Blueprint m("pointwise");
+  m.input(6, 5, 3).conv(8, 3, 1, 1, true, "stem");
+  m.fc(16, true, "pw1").gelu().fc(8, false, "pw2");
+  m.global_avgpool("pool").fc(5, true, "head");
+  expect_onnxruntime_agrees({{"linear_over_map", m, true}});
 }
 
 // Stochastic depth is the identity in eval mode: no node, its output is its input's value. In

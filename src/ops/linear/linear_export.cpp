@@ -1,7 +1,9 @@
 // The linear layer's export: a Gemm node (transB: the weight is [out, in], as PyTorch's). A layer
 // reading a flattened feature map takes its columns in the flatten's order: C,H,W in PyTorch's
 // state_dict always (torch_layout::flattened_maps, as load_torch_weights reads them), and in ONNX
-// where the Flatten node runs in that order (src/export/flatten_export.h).
+// where the Flatten node runs in that order (src/export/flatten_export.h). A layer over a feature
+// map (nn.Linear at every position of a channels-last map, ConvNeXt's) is, on ONNX's NCHW graph, a
+// 1x1 Conv whose (out, in, 1, 1) filter holds the same matrix.
 #include "export/flatten_export.h"
 #include "export/layer_export.h"
 #include "export/onnx_layer_writer.h"
@@ -16,6 +18,12 @@ std::string onnx(OnnxLayerWriter& out, int layer) {
   const Shape shape = out.tensor_shape(weight);  // (out, in)
   std::vector<float> w = out.read(weight);
   const int in = l.inputs.at(0);
+  if (out.layer(in).out_shape.size() == 4) {
+    std::vector<std::string> inputs = {out.input(layer), out.weight(weight, {shape[0], shape[1], 1, 1}, std::move(w))};
+    if (attrs_of<LinearAttrs>(l).bias)
+      inputs.push_back(out.weight(l.name + ".bias", {shape[0]}, out.read(l.name + ".bias")));
+    return out.node("Conv", std::move(inputs), l.name, {onnx_export::Attribute::integers("kernel_shape", {1, 1})});
+  }
   const Shape map = out.layer(in).kind == LayerKind::Flatten ? onnx_chw_flattened_map(out.graph(), in) : Shape{};
   if (!map.empty()) w = torch_layout::hwc_columns_to_chw(w, shape[0], map);
   std::vector<std::string> inputs = {out.input(layer), out.weight(weight, shape, std::move(w))};
