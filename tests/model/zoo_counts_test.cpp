@@ -25,6 +25,9 @@ struct Published {
   // Parameters torchvision's count holds in an auxiliary classifier kiln's zoo leaves out, as
   // torchvision builds the model for fine-tuning (aux_logits=False).
   int64_t auxiliary_parameters = 0;
+  // How far the published multiply-adds may lie from kiln's beyond their rounding (see
+  // convnext_base's row).
+  double gmacs_slack = 0;
 };
 
 // inception_v3's AuxLogits: conv0 (768 -> 128, 1x1, with BatchNorm: 98,304 + 256), conv1 (128 ->
@@ -61,6 +64,9 @@ const Published kTorchvision[] = {
     // EfficientNet B1-B4 at their weights' crops (240, 288, 300, 380), where torchvision counts them.
     {"efficientnet_b1", 7794184, 0.69},    {"efficientnet_b2", 9109994, 1.09},
     {"efficientnet_b3", 12233232, 1.83},   {"efficientnet_b4", 19341616, 4.39},
+    // EfficientNet V2 at its weights' crops: S at 384, M and L at 480.
+    {"efficientnet_v2_s", 21458488, 8.37}, {"efficientnet_v2_m", 54139356, 24.58},
+    {"efficientnet_v2_l", 118515272, 56.08},
     {"squeezenet1_0", 1248424, 0.82},      {"squeezenet1_1", 1235496, 0.35},
     {"googlenet", 6624904, 1.50},
     {"inception_v3", 27161264, 5.71, false, kInceptionAux},  // at 299x299
@@ -86,7 +92,7 @@ TEST_P(ZooCounts, ParametersAndMultiplyAddsAreTorchvisions) {
   const int64_t omitted = want.conv_bias_before_bn ? fused_conv_channels(p) : 0;
   EXPECT_EQ(counts.parameters + omitted + want.auxiliary_parameters, want.parameters);
   // Two decimals of a billion: within half a unit of the last published digit.
-  EXPECT_NEAR(double(counts.multiply_adds) / 1e9, want.gmacs, 0.005 + 1e-9);
+  EXPECT_NEAR(double(counts.multiply_adds) / 1e9, want.gmacs, 0.005 + 1e-9 + want.gmacs_slack);
 }
 
 INSTANTIATE_TEST_SUITE_P(Torchvision, ZooCounts, ::testing::ValuesIn(kTorchvision),
