@@ -67,6 +67,13 @@ const Published kTorchvision[] = {
     // EfficientNet V2 at its weights' crops: S at 384, M and L at 480.
     {"efficientnet_v2_s", 21458488, 8.37}, {"efficientnet_v2_m", 54139356, 24.58},
     {"efficientnet_v2_l", 118515272, 56.08},
+    {"convnext_tiny", 28589128, 4.46},     {"convnext_small", 50223688, 8.68},
+    // convnext_base: torchvision publishes 15.36, kiln counts 15.3547 (the convolutions and linear
+    // layers by hand: 15.3548), 0.0003 short of rounding to it, while tiny, small and large, counted
+    // the same way, round to theirs, and its parameters equal torchvision's to the unit. A missing
+    // block (0.416 G) or a wrong width (128 -> 120: -1.0 G) still lands far past the slack.
+    {"convnext_base", 88591464, 15.36, false, 0, 0.001},
+    {"convnext_large", 197767336, 34.36},
     {"squeezenet1_0", 1248424, 0.82},      {"squeezenet1_1", 1235496, 0.35},
     {"googlenet", 6624904, 1.50},
     {"inception_v3", 27161264, 5.71, false, kInceptionAux},  // at 299x299
