@@ -140,8 +140,9 @@ TEST(GroupNormGpu, KernelsMatchTheHost) {
       }
 }
 
-// The bounds in each dtype are tight enough to catch statistics over the wrong channels (one
-// group for the 8), and sums missing the last chunk of positions (44 of 300).
+// The bounds in each dtype are tight enough to catch a normalization over the wrong channels (one
+// group for the 8), and a mean and parameter gradients missing the last chunk of positions (44 of
+// 300).
 TEST(GroupNormGpu, TheBoundsCatchWrongStatisticsAndAMissingChunk) {
   KILN_REQUIRE_GPU();
   std::mt19937 rng(32);
@@ -155,11 +156,25 @@ TEST(GroupNormGpu, TheBoundsCatchWrongStatisticsAndAMissingChunk) {
     const group_norm_test::Backward grads = group_norm_test::backward(e, in.x, in.dy, in.weight, got.mean, got.rstd);
     EXPECT_EQ(outside_bound(got.y, right.y, right.y_bound, unit_of(dt), kFp32Unit, 4).count, 0);
     EXPECT_EQ(outside_bound(got.mean, right.mean, right.mean_bound, kFp32Unit, kFp32Unit, 1).count, 0);
+    EXPECT_EQ(outside_bound(got.rstd, right.rstd, right.rstd_bound, kFp32Unit, kFp32Unit, 3).count, 0);
+    EXPECT_EQ(outside_bound(got.dx, grads.dx, grads.dx_bound, unit_of(dt), kFp32Unit, 8).count, 0);
     EXPECT_EQ(outside_bound(got.dweight, grads.dweight, grads.dweight_bound, kFp32Unit, kFp32Unit, 3).count, 0);
+    EXPECT_EQ(outside_bound(got.dbias, grads.dbias, grads.dbias_bound, kFp32Unit, kFp32Unit, 0).count, 0);
 
+    // y and dx normalized with one group's statistics: a dx of the missing chunk's size (its means of
+    // g and g * xhat off by about 1%) would hide below bf16's rounding in many elements.
     const Extents merged{e.n, e.hw, e.c, 1};
     const group_norm_test::Forward one_group = group_norm_test::forward(merged, in.x, in.weight, in.bias, kEps);
+    const group_norm_test::Backward one_group_grads =
+        group_norm_test::backward(merged, in.x, in.dy, in.weight, one_group.mean, one_group.rstd);
     EXPECT_GT(outside_bound(got.y, one_group.y, right.y_bound, unit_of(dt), kFp32Unit, 4).count, e.elements() / 2);
+    EXPECT_GT(outside_bound(got.dx, one_group_grads.dx, grads.dx_bound, unit_of(dt), kFp32Unit, 8).count,
+              e.elements() / 2);
+    // rstd's bound allows for variances of values far from zero (these groups sit up to 9 from it),
+    // so it is held to the sample's rstd rather than to a chunk's difference.
+    std::vector<double> sample_rstd;
+    for (int64_t s = 0; s < e.statistics(); ++s) sample_rstd.push_back(one_group.rstd[size_t(s / e.groups)]);
+    EXPECT_GT(outside_bound(got.rstd, sample_rstd, right.rstd_bound, kFp32Unit, kFp32Unit, 3).count, e.statistics() / 2);
 
     const Extents shorter{e.n, 256, e.c, e.groups};
     Inputs cut = in;
@@ -174,6 +189,7 @@ TEST(GroupNormGpu, TheBoundsCatchWrongStatisticsAndAMissingChunk) {
               e.statistics() / 2);
     EXPECT_GT(outside_bound(got.dweight, short_grads.dweight, grads.dweight_bound, kFp32Unit, kFp32Unit, 3).count,
               e.c / 2);
+    EXPECT_GT(outside_bound(got.dbias, short_grads.dbias, grads.dbias_bound, kFp32Unit, kFp32Unit, 0).count, e.c / 2);
   }
 }
 

@@ -169,8 +169,8 @@ TEST(GroupNormCpu, TheSameBytesAtAnyThreadCount) {
 
 // The bounds are tight enough to catch plausible mistakes, each landing outside them for most
 // elements: the float kernel's y against PyTorch's unbiased variance (M - 1; a change of 1 / 2M in
-// rstd), its statistics and dx against those of each group missing its last position, and the
-// double kernel's dbias against sums accumulated in float.
+// rstd), its statistics and gradients against those of each group missing its last position, and
+// the double kernel's dbias against sums accumulated in float.
 TEST(GroupNormCpu, TheBoundsCatchWrongResults) {
   const Extents e{3, 37, 10, 2};
   const int64_t M = e.group_elements();
@@ -222,6 +222,10 @@ TEST(GroupNormCpu, TheBoundsCatchWrongResults) {
       }
   EXPECT_EQ(outside_bound(got.dx, grads.dx, grads.dx_bound, kFloatUnit, kDoubleUnit, 8).count, 0);
   EXPECT_GT(outside_bound(kept, short_grads.dx, kept_bound, kFloatUnit, kDoubleUnit, 8).count, shorter.elements() / 2);
+  EXPECT_EQ(outside_bound(got.dweight, grads.dweight, grads.dweight_bound, kFloatUnit, kDoubleUnit, 3).count, 0);
+  EXPECT_GT(outside_bound(got.dweight, short_grads.dweight, grads.dweight_bound, kFloatUnit, kDoubleUnit, 3).count,
+            e.c / 2);
+  EXPECT_GT(outside_bound(got.dbias, short_grads.dbias, grads.dbias_bound, kFloatUnit, kDoubleUnit, 0).count, e.c / 2);
 
   // dbias of the double kernel against float sums of dy, samples and positions in order.
   const KernelRun<double> exact = run_kernels<double>(e, in, false);
