@@ -121,11 +121,13 @@ bool is_loaded(const TensorSpec& t) {
 
 // A kiln checkpoint's tensors that are a run's state rather than its weights: the optimizer's
 // ("optimizer.momentum_buffer", ...) and any other buffer. A new run starts its own, so they are
-// passed over, not listed as unused. Weights end in these names (kiln's layers name them so).
+// passed over, not listed as unused. Weights end in these names (kiln's layers name them so; a
+// layer scale's is ConvNeXt's `layer_scale`).
 bool is_run_state(const std::string& name) {
   const size_t dot = name.rfind('.');
   const std::string_view last = std::string_view(name).substr(dot == std::string::npos ? 0 : dot + 1);
-  return last != "weight" && last != "bias" && last != "running_mean" && last != "running_var";
+  return last != "weight" && last != "bias" && last != "running_mean" && last != "running_var" &&
+         last != "layer_scale";
 }
 
 // The names the file's tensors have: PyTorch's for a state_dict, kiln's own for a kiln checkpoint.

@@ -53,7 +53,7 @@ TEST(LayerExports, EveryKindAProgramCanHoldHasExactlyOneExport) {
 // One of every kind the model language writes: a biased convolution before BN, Conv -> BN -> ReLU
 // (a CBR when fused), a cbr(), average and max pooling, a residual add without ReLU (an Add layer)
 // and a projection block (conv_bn and bn_add_relu when fused), a flatten read by an activation and
-// by a linear layer, dropout; the zoo's ResNets add global average pooling.
+// by a linear layer, dropout, the catalogue's layers; the zoo's ResNets add global average pooling.
 Blueprint every_kind() {
   Blueprint m("every_kind");
   m.input(12, 10, 3);
@@ -69,6 +69,10 @@ Blueprint every_kind() {
   const Blueprint::Ref cat = m.last();
   m.sigmoid("cat_gate");
   m.mul(m.last(), cat, "gated");
+  // ConvNeXt's and ShuffleNetV2's layers on the 12-channel map: LayerNorm over the channels, a
+  // linear layer at every position, a layer scale, GroupNorm, a shuffle and a slice.
+  m.layer_norm(1e-6f, "ln").fc(12, true, "pointwise").layer_scale(0.5f, "scaled").group_norm(4, 1e-5f, "gn");
+  m.channel_shuffle(3, "shuffle").channel_slice(2, 8, "slice");
   Blueprint block("block");
   block.cbr(16, 3, 2, 1, "conv1").conv(16, 3, 1, 1, false, "conv2").bn("bn2");
   Blueprint projection("downsample");

@@ -552,6 +552,15 @@ std::vector<StepCase> cpu_and_fp32_cases() {
     cases.push_back({"googlenet", 64, 4, d, p, true});
     cases.push_back({"inception_v3", 107, 4, d, p, true});
     cases.push_back({"squeezenet1_1", 64, 2, d, p, false});  // no BatchNorm
+    // LayerNorm over channels (stem, downsamplings, blocks, head), 7x7 depthwise convolutions with a
+    // bias, linear layers over the channels-last map, GELU, layer scale and stochastic depth
+    // (ConvNeXt-T: the stem's stride 4 and three more leave 2x2 maps at 64x64); channel slices,
+    // concatenations and shuffles (ShuffleNetV2 0.5: 2x2 after stage4 at 64x64, 16 values a
+    // channel at batch 4); FusedMBConv blocks and BatchNorm eps 1e-3 (EfficientNetV2-S, five
+    // strides of 2: 2x2 at 64x64).
+    cases.push_back({"convnext_tiny", 64, 4, d, p, false});  // no BatchNorm
+    cases.push_back({"shufflenet_v2_x0_5", 64, 4, d, p, true});
+    cases.push_back({"efficientnet_v2_s", 64, 4, d, p, true});
     if (d == kGpu) cases.push_back({"alexnet", 224, 2, d, p, false});  // no BatchNorm
     if (d == kGpu) cases.push_back({"vgg11", 224, 2, d, p, false});  // no BatchNorm
   }

@@ -74,6 +74,8 @@ const Published kTorchvision[] = {
     // block (0.416 G) or a wrong width (128 -> 120: -1.0 G) still lands far past the slack.
     {"convnext_base", 88591464, 15.36, false, 0, 0.001},
     {"convnext_large", 197767336, 34.36},
+    {"shufflenet_v2_x0_5", 1366792, 0.04}, {"shufflenet_v2_x1_0", 2278604, 0.14},
+    {"shufflenet_v2_x1_5", 3503624, 0.30}, {"shufflenet_v2_x2_0", 7393996, 0.58},
     {"squeezenet1_0", 1248424, 0.82},      {"squeezenet1_1", 1235496, 0.35},
     {"googlenet", 6624904, 1.50},
     {"inception_v3", 27161264, 5.71, false, kInceptionAux},  // at 299x299
