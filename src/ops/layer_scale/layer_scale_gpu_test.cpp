@@ -19,6 +19,7 @@
 #include "ops/layer_scale/layer_scale_test_reference.h"
 #include "support/cbr_block.h"
 #include "support/gpu_test_util.h"
+#include "support/replayed_step.h"
 
 namespace kiln {
 namespace {
@@ -227,29 +228,10 @@ TEST(LayerScaleGpu, ReplayedTrainingStepGivesTheSameGradients) {
   for (Precision precision : {Precision::FP32, Precision::FP16, Precision::BF16}) {
     const DType dt = testing::activation_dtype(precision);
     SCOPED_TRACE(name(dt));
-    CompileOptions o;
-    o.device = Device::CUDA, o.precision = precision, o.batch = 4;
-    Executable exe(compile(scaled_classifier(), o), 5);
-    const Program& p = exe.program();
-    std::mt19937 rng(34);
-    std::vector<std::vector<float>> batches;
-    for (int i = 0; i < 2; ++i) batches.push_back(testing::random_values<float>(DType::F32, 4 * 36 * 8, rng));
-    const std::vector<int32_t> labels = {0, 1, 2, 3};
-    std::vector<std::vector<double>> grads;
-    for (int step = 0; step < 3; ++step) {
-      testing::write_floats(exe, p.input, batches[size_t(step % 2)]);
-      exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
-      exe.run_step({0.f, step, 1});
-      std::vector<double> g;
-      for (const char* param : {"block.layer_scale", "block.pwconv.weight", "block.pwconv.bias"}) {
-        const std::vector<double> part = exe.gradient(param);
-        g.insert(g.end(), part.begin(), part.end());
-      }
-      grads.push_back(std::move(g));
-    }
-    const double replay = testing::rel_l2(grads[2], grads[0]), other_batch = testing::rel_l2(grads[1], grads[0]);
-    EXPECT_LT(replay, tolerance(dt)) << "the replayed step's gradients are not batch A's";
-    EXPECT_GT(other_batch, 10 * tolerance(dt)) << "batches A and B give alike gradients";
+    const testing::ReplayedStep step = testing::replayed_step(scaled_classifier(), precision,
+                                                              {"block.layer_scale", "block.pwconv.weight", "block.pwconv.bias"}, 34);
+    EXPECT_LT(step.replay, tolerance(dt)) << "the replayed step's gradients are not batch A's";
+    EXPECT_GT(step.other_batch, 10 * tolerance(dt)) << "batches A and B give alike gradients";
   }
 }
 
