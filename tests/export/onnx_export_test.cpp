@@ -76,7 +76,9 @@ Exported export_both_ways(const Blueprint& bp, const CompileOptions& o, const st
   const std::vector<Layer>& layers = exe.program().graph.layers;
   const auto consumers = exe.program().graph.consumers();
   for (const Layer& l : layers) {
-    e.convs += !l.conv_name.empty() || l.kind == LayerKind::Conv;
+    // A linear layer over a feature map (ConvNeXt's pointwise layers) is a 1x1 Conv in the file.
+    const bool pointwise = l.kind == LayerKind::Linear && layers[size_t(l.inputs.at(0))].out_shape.size() == 4;
+    e.convs += !l.conv_name.empty() || l.kind == LayerKind::Conv || pointwise;
     e.batch_norms += !l.bn_name.empty() || l.kind == LayerKind::BatchNorm;
     if (l.kind == LayerKind::BatchNorm) {
       const int from = l.inputs.at(0);

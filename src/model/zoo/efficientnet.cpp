@@ -1,4 +1,4 @@
-// torchvision's EfficientNet B0-B4 and V2-S/M/L (torchvision.models.efficientnet): MBConv blocks
+// torchvision's EfficientNet B0-B4 and V2-S/M (torchvision.models.efficientnet): MBConv blocks
 // (1x1 expansion, depthwise 3x3 or 5x5, squeeze-and-excitation gated by a sigmoid, linear 1x1
 // projection) with SiLU, stochastic depth on the residual branches growing linearly along the
 // network. B1-B4 scale B0's stages' widths and depths by each model's factors; V2 begins with
@@ -37,11 +37,6 @@ const Stage kV2MStages[] = {{1, 3, 1, 24, 24, 3, Block::FusedMBConv}, {4, 3, 2, 
                             {4, 3, 2, 48, 80, 5, Block::FusedMBConv}, {4, 3, 2, 80, 160, 7},
                             {6, 3, 1, 160, 176, 14},                  {6, 3, 2, 176, 304, 18},
                             {6, 3, 1, 304, 512, 5}};
-const Stage kV2LStages[] = {{1, 3, 1, 32, 32, 4, Block::FusedMBConv}, {4, 3, 2, 32, 64, 7, Block::FusedMBConv},
-                            {4, 3, 2, 64, 96, 7, Block::FusedMBConv}, {4, 3, 2, 96, 192, 10},
-                            {6, 3, 1, 192, 224, 19},                  {6, 3, 2, 224, 384, 25},
-                            {6, 3, 1, 384, 640, 7}};
-
 // The MBConv or FusedMBConv block at `name` ("features.<stage>.<block>"): its layers are the
 // module's `block` Sequential; the residual branch passes stochastic depth before the input is
 // added back.
@@ -120,16 +115,15 @@ Blueprint efficientnet_b3(int num_classes) { return b("efficientnet_b3", 1.2, 1.
 Blueprint efficientnet_b4(int num_classes) { return b("efficientnet_b4", 1.4, 1.8, 0.4f, 380, num_classes); }
 
 // V2: BatchNorm with eps 1e-3 (torchvision's partial(nn.BatchNorm2d, eps=1e-03)), a 1280-channel last
-// convolution; S at its weights' 384 crop, M and L at 480.
+// convolution; S at its weights' 384 crop, M at 480. (V2-L is left out: with random weights its fp32
+// logits at 480x480 are chaotic, 6e-3 of their scale from its own float64 program's, so the export
+// test cannot tell a wrong file from a right one there.)
 constexpr BatchNormAttrs kV2Norm{.eps = 1e-3f};
 Blueprint efficientnet_v2_s(int num_classes) {
   return efficientnet("efficientnet_v2_s", kV2SStages, 1.0, 1.0, 1280, kV2Norm, 0.2f, 384, num_classes);
 }
 Blueprint efficientnet_v2_m(int num_classes) {
   return efficientnet("efficientnet_v2_m", kV2MStages, 1.0, 1.0, 1280, kV2Norm, 0.3f, 480, num_classes);
-}
-Blueprint efficientnet_v2_l(int num_classes) {
-  return efficientnet("efficientnet_v2_l", kV2LStages, 1.0, 1.0, 1280, kV2Norm, 0.4f, 480, num_classes);
 }
 
 }  // namespace
@@ -141,7 +135,6 @@ extern const ZooFamily kEfficientnetModels{"efficientnet",
                                             {"efficientnet_b3", efficientnet_b3, 1000},
                                             {"efficientnet_b4", efficientnet_b4, 1000},
                                             {"efficientnet_v2_s", efficientnet_v2_s, 1000},
-                                            {"efficientnet_v2_m", efficientnet_v2_m, 1000},
-                                            {"efficientnet_v2_l", efficientnet_v2_l, 1000}}};
+                                            {"efficientnet_v2_m", efficientnet_v2_m, 1000}}};
 
 }  // namespace kiln
