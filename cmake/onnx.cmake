@@ -44,6 +44,18 @@ else()
   target_sources(kiln_export PRIVATE src/export/onnx_unavailable.cpp)
 endif()
 
+# The ONNX importer (src/import/, kiln/onnx_import.h) lives in kiln_export too: only its file reader
+# goes through the ONNX library; the ordering, folding, patterns and op mapping build either way,
+# and without the library import_onnx says what to install (src/import/onnx_import_unavailable.cpp).
+file(GLOB KILN_IMPORT_SRC CONFIGURE_DEPENDS src/import/*.cpp)
+list(FILTER KILN_IMPORT_SRC EXCLUDE REGEX "src/import/onnx_(file_reader|import_unavailable)\\.cpp$")
+target_sources(kiln_export PRIVATE ${KILN_IMPORT_SRC})
+if(KILN_ONNX_FOUND)
+  target_sources(kiln_export PRIVATE src/import/onnx_file_reader.cpp)
+else()
+  target_sources(kiln_export PRIVATE src/import/onnx_import_unavailable.cpp)
+endif()
+
 target_link_libraries(kiln_cli PRIVATE kiln_export)
 if(TARGET kiln_fuzz_entries)  # it compiles tools/cli/, `kiln export` included
   target_link_libraries(kiln_fuzz_entries PUBLIC kiln_export)
@@ -54,6 +66,13 @@ endif()
 if(TARGET kiln_test_export)
   target_link_libraries(kiln_test_export PRIVATE kiln_export)
   add_dependencies(kiln_test_export kiln_cli)  # its CLI tests run the kiln binary
+endif()
+if(TARGET kiln_test_import)  # tests/import/: they write their ONNX files with the library's protobuf classes
+  target_link_libraries(kiln_test_import PRIVATE kiln_export)
+  if(KILN_ONNX_FOUND)
+    target_link_libraries(kiln_test_import PRIVATE onnx)
+    target_compile_definitions(kiln_test_import PRIVATE KILN_TEST_ONNX_PROTOBUF=1)
+  endif()
 endif()
 if(TARGET kiln_test_gpu)
   target_link_libraries(kiln_test_gpu PRIVATE kiln_export)

@@ -14,6 +14,7 @@
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 #include "train/non_finite_text.h"
+#include "train/torch_weights_in_memory.h"
 
 namespace kiln {
 namespace {
@@ -171,12 +172,16 @@ std::map<std::string, std::string> torch_names(const Program& program) {
 }
 
 TorchWeightsLoaded load_torch_weights(Executable& exe, const std::string& path, const TorchWeightsOptions& options) {
-  const Program& p = exe.program();
   // safetensors.torch.save_file(model.state_dict()) keeps BN's int64 num_batches_tracked: read
   // past it (and any other dtype kiln has no use for, refused below unless it is such a counter).
   SafetensorsReadOptions read;
   read.skip_unsupported_dtypes = true;
-  const SafetensorsFile file = load_safetensors(path, read);
+  return load_torch_weights(exe, load_safetensors(path, read), path, options);
+}
+
+TorchWeightsLoaded load_torch_weights(Executable& exe, const SafetensorsFile& file, const std::string& path,
+                                      const TorchWeightsOptions& options) {
+  const Program& p = exe.program();
   // A checkpoint of kiln train holds kiln's names and layouts: its weights load as they are.
   const bool kiln_file = is_kiln_checkpoint(file);
   const std::map<std::string, std::string> names = file_names(p, kiln_file);

@@ -42,6 +42,7 @@ const std::map<std::string, std::string> kPublicHeaders = {
     {"compile.h", "compile"},    {"trainer.h", "train"},       {"checkpoint.h", "train"},
     {"schedule.h", "train"},     {"bench.h", "train"},         {"torch_weights.h", "train"},         {"kiln.h", "umbrella"},
     {"export.h", "export"},       {"data_parallel.h", "dist"},   {"safetensors.h", "formats"},
+    {"onnx_import.h", "import"},
     // Written by the build from the op families' lists (cmake/activations.cmake, cmake/op_kinds.cmake),
     // in <build>/generated/include.
     {"activation_kinds.h", "ir"}, {"op_kinds.h", "ir"},
@@ -69,8 +70,11 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     // The exporters (src/export/, kiln/export.h): a library of their own above training (kiln_export,
     // cmake/onnx.cmake), which the umbrella header leaves out: kiln::kiln does not link it.
     {"export", {"core", "ir", "formats", "settings", "model", "dist", "runtime", "ops", "data", "compile", "train", "export"}},
+    // The ONNX importer (src/import/, kiln/onnx_import.h), in kiln_export beside the exporters: on training (it
+    // compiles a Blueprint and loads weights as load_torch_weights does), not on the exporters.
+    {"import", {"core", "ir", "formats", "settings", "model", "dist", "runtime", "ops", "data", "compile", "train", "import"}},
     {"umbrella", {"core", "ir", "formats", "model", "dist", "runtime", "data", "compile", "train", "umbrella"}},
-    {"tools", {"core", "ir", "formats", "settings", "model", "dist", "runtime", "ops", "data", "compile", "train", "export", "umbrella",
+    {"tools", {"core", "ir", "formats", "settings", "model", "dist", "runtime", "ops", "data", "compile", "train", "export", "import", "umbrella",
                "tools"}},
 };
 

@@ -1,0 +1,263 @@
+#include "import/onnx_constants.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace kiln::onnx_import {
+namespace {
+
+constexpr int64_t kLargestFolded = 65536;  // elements: a weight, not a shape or a scalar
+constexpr int kDeepest = 64;               // nodes a folded value may be computed through
+
+Folded folded_tensor(const OnnxTensor& t) {
+  Folded f;
+  f.dims = t.dims;
+  f.floating = t.floating;
+  if (t.floating) {
+    f.floats = t.values();
+  } else {
+    for (int64_t v : t.ints) f.ints.push_back(FoldedInt::number(v));
+  }
+  return f;
+}
+
+// An axis in [-rank, rank) as a position in [0, rank), or nullopt.
+std::optional<int64_t> axis_in(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+// The axes of an Unsqueeze, Squeeze or Slice: the attribute (older opsets) or the input at `k`.
+std::optional<std::vector<int64_t>> axes_of(const OnnxNode& node, size_t k, const std::function<const Folded*(const std::string&)>& value) {
+  if (const OnnxAttribute* a = node.attribute("axes")) return a->ints;
+  if (node.input(k).empty()) return std::vector<int64_t>{};
+  const Folded* f = value(node.input(k));
+  if (!f) return std::nullopt;
+  return f->numbers();
+}
+
+}  // namespace
+
+std::optional<double> Folded::scalar() const {
+  if (count() != 1) return std::nullopt;
+  if (floating) return floats.at(0);
+  if (ints.at(0).kind != FoldedInt::Kind::Number) return std::nullopt;
+  return double(ints[0].value);
+}
+
+std::optional<std::vector<int64_t>> Folded::numbers() const {
+  std::vector<int64_t> out;
+  if (floating) {
+    for (double v : floats) {
+      if (v != std::trunc(v)) return std::nullopt;
+      out.push_back(int64_t(v));
+    }
+    return out;
+  }
+  for (const FoldedInt& v : ints) {
+    if (v.kind != FoldedInt::Kind::Number) return std::nullopt;
+    out.push_back(v.value);
+  }
+  return out;
+}
+
+std::optional<OnnxTensor> constant_node_tensor(const OnnxNode& node) {
+  OnnxTensor t;
+  t.name = node.outputs.empty() ? node.name : node.outputs[0];
+  for (const OnnxAttribute& a : node.attributes) {
+    if (a.name == "value" && a.tensor) {
+      const std::string name = t.name;
+      t = *a.tensor;
+      t.name = name;
+      return t;
+    }
+    if (a.name == "value_float" || a.name == "value_floats") {
+      t.floating = true, t.dtype = DType::F32, t.elem_type = kOnnxFloat;
+      const std::vector<float> v = a.name == "value_float" ? std::vector<float>{a.f} : a.floats;
+      if (a.name == "value_floats") t.dims = {int64_t(v.size())};
+      t.data.resize(v.size() * sizeof(float));
+      if (!v.empty()) std::memcpy(t.data.data(), v.data(), t.data.size());
+      return t;
+    }
+    if (a.name == "value_int" || a.name == "value_ints") {
+      t.integer = true, t.elem_type = 7;  // INT64
+      t.ints = a.name == "value_int" ? std::vector<int64_t>{a.i} : a.ints;
+      if (a.name == "value_ints") t.dims = {int64_t(t.ints.size())};
+      return t;
+    }
+  }
+  return std::nullopt;
+}
+
+ConstantFolder::ConstantFolder(const OnnxModel& model, const GraphOrder& order, ShapeOf shape_of)
+    : model_(model), order_(order), shape_of_(std::move(shape_of)) {
+  for (const OnnxTensor& t : model.initializers) stored_[t.name] = &t;
+  for (const OnnxNode& n : model.nodes) {
+    if (n.op_type != "Constant" || !n.domain.empty() || n.outputs.empty()) continue;
+    if (std::optional<OnnxTensor> t = constant_node_tensor(n)) {
+      const std::string out = n.outputs[0];
+      stored_[out] = &(constant_nodes_[out] = std::move(*t));
+    }
+  }
+}
+
+bool ConstantFolder::folds(const OnnxNode& node) {
+  if (!node.domain.empty()) return false;
+  for (const char* op : {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "Identity"})
+    if (node.op_type == op) return true;
+  return false;
+}
+
+bool ConstantFolder::is_stored_constant(const std::string& name) const { return stored_.count(name) > 0; }
+
+const OnnxTensor* ConstantFolder::stored(const std::string& name) const {
+  const auto it = stored_.find(name);
+  return it == stored_.end() ? nullptr : it->second;
+}
+
+const Folded* ConstantFolder::value(const std::string& name) { return value_at(name, 0); }
+
+const Folded* ConstantFolder::value_at(const std::string& name, int depth) {
+  if (name.empty()) return nullptr;
+  auto it = memo_.find(name);
+  if (it == memo_.end()) it = memo_.emplace(name, compute(name, depth)).first;
+  return it->second ? &*it->second : nullptr;
+}
+
+std::optional<Folded> ConstantFolder::compute(const std::string& name, int depth) {
+  if (const OnnxTensor* t = stored(name)) {
+    if (t->count() > kLargestFolded || (!t->floating && !t->integer)) return std::nullopt;
+    return folded_tensor(*t);
+  }
+  const auto producer = order_.producer.find(name);
+  if (producer == order_.producer.end() || depth > kDeepest) return std::nullopt;
+  const OnnxNode& node = model_.nodes[size_t(producer->second)];
+  if (!folds(node) || node.outputs.empty() || node.outputs[0] != name) return std::nullopt;
+  return compute_node(node, depth);
+}
+
+std::optional<Folded> ConstantFolder::compute_node(const OnnxNode& node, int depth) {
+  const auto input = [&](const std::string& n) { return value_at(n, depth + 1); };
+  const std::string& op = node.op_type;
+  if (op == "Shape") {
+    std::optional<std::vector<FoldedInt>> dims = shape_of_ ? shape_of_(node.input(0)) : std::nullopt;
+    if (!dims) return std::nullopt;
+    const int64_t rank = int64_t(dims->size());
+    int64_t start = 0, end = rank;
+    if (const OnnxAttribute* a = node.attribute("start")) start = std::clamp(a->i < 0 ? a->i + rank : a->i, int64_t(0), rank);
+    if (const OnnxAttribute* a = node.attribute("end")) end = std::clamp(a->i < 0 ? a->i + rank : a->i, int64_t(0), rank);
+    Folded f;
+    f.ints.assign(dims->begin() + start, dims->begin() + std::max(start, end));
+    f.dims = {int64_t(f.ints.size())};
+    return f;
+  }
+  const Folded* x = input(node.input(0));
+  if (!x) return std::nullopt;
+  if (op == "Identity") return *x;
+  if (op == "Cast") {
+    const OnnxAttribute* to = node.attribute("to");
+    if (!to) return std::nullopt;
+    Folded f;
+    f.dims = x->dims;
+    f.floating = to->i == 1 || to->i == 10 || to->i == 11 || to->i == 16;  // FLOAT, FLOAT16, DOUBLE, BFLOAT16
+    if (f.floating == x->floating) {
+      f.floats = x->floats, f.ints = x->ints;
+    } else if (f.floating) {
+      const std::optional<std::vector<int64_t>> v = x->numbers();
+      if (!v) return std::nullopt;
+      f.floats.assign(v->begin(), v->end());
+    } else {
+      for (double v : x->floats) {
+        if (!std::isfinite(v) || std::abs(v) > 9e18) return std::nullopt;
+        f.ints.push_back(FoldedInt::number(int64_t(std::trunc(v))));
+      }
+    }
+    return f;
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    const std::optional<std::vector<int64_t>> axes = axes_of(node, 1, input);
+    if (!axes) return std::nullopt;
+    Folded f = *x;
+    if (op == "Unsqueeze") {
+      const int64_t rank = int64_t(x->dims.size() + axes->size());
+      std::vector<bool> added(size_t(rank), false);
+      for (int64_t a : *axes) {
+        const std::optional<int64_t> at = axis_in(a, rank);
+        if (!at || added[size_t(*at)]) return std::nullopt;
+        added[size_t(*at)] = true;
+      }
+      f.dims.clear();
+      size_t next = 0;
+      for (int64_t i = 0; i < rank; ++i) f.dims.push_back(added[size_t(i)] ? 1 : x->dims.at(next++));
+    } else {
+      const int64_t rank = int64_t(x->dims.size());
+      std::vector<bool> removed(size_t(rank), axes->empty());
+      for (int64_t a : *axes) {
+        const std::optional<int64_t> at = axis_in(a, rank);
+        if (!at) return std::nullopt;
+        removed[size_t(*at)] = true;
+      }
+      f.dims.clear();
+      for (int64_t i = 0; i < rank; ++i)
+        if (!removed[size_t(i)] || x->dims[size_t(i)] != 1) f.dims.push_back(x->dims[size_t(i)]);
+    }
+    return f;
+  }
+  if (op == "Gather") {
+    const Folded* indices = input(node.input(1));
+    const OnnxAttribute* axis = node.attribute("axis");
+    if (!indices || x->dims.size() != 1 || (axis && axis->i != 0 && axis->i != -1)) return std::nullopt;
+    const std::optional<std::vector<int64_t>> at = indices->numbers();
+    if (!at || indices->dims.size() > 1) return std::nullopt;
+    Folded f;
+    f.dims = indices->dims;
+    f.floating = x->floating;
+    for (int64_t i : *at) {
+      const std::optional<int64_t> k = axis_in(i, x->count());
+      if (!k) return std::nullopt;
+      if (x->floating) f.floats.push_back(x->floats[size_t(*k)]);
+      else f.ints.push_back(x->ints[size_t(*k)]);
+    }
+    return f;
+  }
+  if (op == "Concat") {
+    Folded f;
+    f.floating = x->floating;
+    for (const std::string& in : node.inputs) {
+      const Folded* part = input(in);
+      if (!part || part->dims.size() != 1 || part->floating != f.floating) return std::nullopt;
+      f.floats.insert(f.floats.end(), part->floats.begin(), part->floats.end());
+      f.ints.insert(f.ints.end(), part->ints.begin(), part->ints.end());
+    }
+    f.dims = {int64_t(f.floating ? f.floats.size() : f.ints.size())};
+    return f;
+  }
+  if (op == "Slice") {
+    if (x->dims.size() != 1) return std::nullopt;
+    // starts, ends (and axes, steps) as inputs from opset 10, attributes before.
+    auto list = [&](const char* attribute, size_t k) -> std::optional<std::vector<int64_t>> {
+      if (const OnnxAttribute* a = node.attribute(attribute)) return a->ints;
+      if (node.input(k).empty()) return std::vector<int64_t>{};
+      const Folded* v = input(node.input(k));
+      if (!v) return std::nullopt;
+      return v->numbers();
+    };
+    const auto starts = list("starts", 1), ends = list("ends", 2), axes = list("axes", 3), steps = list("steps", 4);
+    if (!starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1) return std::nullopt;
+    if (!axes->empty() && (axes->size() != 1 || (axes->at(0) != 0 && axes->at(0) != -1))) return std::nullopt;
+    const int64_t step = steps->empty() ? 1 : steps->at(0), n = x->count();
+    if (step != 1) return std::nullopt;  // shapes are sliced forwards
+    const auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t(0), n); };
+    const int64_t begin = clamp(starts->at(0)), end = std::max(begin, clamp(ends->at(0)));
+    Folded f;
+    f.floating = x->floating;
+    if (f.floating) f.floats.assign(x->floats.begin() + begin, x->floats.begin() + end);
+    else f.ints.assign(x->ints.begin() + begin, x->ints.begin() + end);
+    f.dims = {end - begin};
+    return f;
+  }
+  return std::nullopt;  // Constant: stored already, or of a form kiln does not read
+}
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,72 @@
+#include "import/onnx_op_table.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace kiln::onnx_import {
+
+const OnnxOp* find_onnx_op(const OnnxNode& node) {
+  static const std::map<std::pair<std::string, std::string>, const OnnxOp*> table = [] {
+    std::map<std::pair<std::string, std::string>, const OnnxOp*> t;
+    for (const std::vector<OnnxOp>* family : {&kConvOps, &kActivationOps, &kPoolOps, &kJoinOps, &kHeadOps, &kPlumbingOps})
+      for (const OnnxOp& op : *family) t[{op.domain, op.op_type}] = &op;
+    return t;
+  }();
+  const auto it = table.find({node.domain, node.op_type});
+  return it == table.end() ? nullptr : it->second;
+}
+
+std::string unsupported_op_hint(const OnnxNode& node) {
+  static const std::map<std::string, std::string> hints = {
+      {"Softmax", "kiln trains on logits (its loss applies the softmax): export the model without its softmax"},
+      {"LogSoftmax", "kiln trains on logits (its loss applies the softmax): export the model without it"},
+      {"LayerNormalization", "LayerNorm models (ConvNeXt) are not imported yet"},
+      {"Transpose", "permutes (ConvNeXt's LayerNorm, channel shuffle) are not imported yet"},
+      {"Pad", "explicit padding nodes are not imported yet: give the convolution or pooling its padding"},
+      {"ConvTranspose", "kiln has no transposed convolution"},
+      {"Upsample", "kiln has no upsampling layer"},
+      {"Resize", "kiln has no resizing layer"},
+      {"Div", "kiln has no division layer (x / sqrt(2) is read inside the Erf form of GELU only)"},
+      {"Erf", "Erf is read only inside the form of GELU x * 0.5 * (1 + Erf(x / sqrt(2)))"},
+      {"Sub", "kiln has no subtraction layer"},
+      {"Softplus", "kiln has no softplus layer (Mish, x * tanh(softplus(x)), is not imported yet)"},
+      {"InstanceNormalization", "kiln has no instance normalization (GroupNorm models are not imported yet)"},
+      {"GlobalMaxPool", "kiln has global average pooling only"},
+      {"Split", "splits (x.chunk) are not imported yet"},
+      {"Slice", "kiln slices only constant shapes at import"},
+  };
+  if (!node.domain.empty())
+    return fmt::format("operators of domain '{}' are not ONNX's own; kiln reads ONNX's (export without custom ops)",
+                       node.domain);
+  const auto it = hints.find(node.op_type);
+  return it != hints.end() ? it->second
+                           : std::string("kiln has no layer for it (the operators kiln reads: kiln/onnx_import.h)");
+}
+
+int64_t int_attribute(const OnnxNode& node, const char* name, int64_t fallback) {
+  const OnnxAttribute* a = node.attribute(name);
+  return a ? a->i : fallback;
+}
+
+float float_attribute(const OnnxNode& node, const char* name, float fallback) {
+  const OnnxAttribute* a = node.attribute(name);
+  return a ? a->f : fallback;
+}
+
+std::vector<int64_t> ints_attribute(const OnnxNode& node, const char* name) {
+  const OnnxAttribute* a = node.attribute(name);
+  return a ? a->ints : std::vector<int64_t>{};
+}
+
+std::string string_attribute(const OnnxNode& node, const char* name, const std::string& fallback) {
+  const OnnxAttribute* a = node.attribute(name);
+  return a ? a->s : fallback;
+}
+
+std::string attribute_problem(const OnnxNode& node, const char* name, const std::string& value,
+                              const std::string& supported) {
+  return fmt::format("{}: attribute '{}' is {}; {}", node_label(node), name, value, supported);
+}
+
+}  // namespace kiln::onnx_import
