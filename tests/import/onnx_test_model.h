@@ -62,6 +62,7 @@ class OnnxTestModel {
 
   onnx::GraphProto* graph() { return model_.mutable_graph(); }
   onnx::ModelProto& proto() { return model_; }
+  const onnx::ModelProto& proto() const { return model_; }
 
   // A float32 initializer of these values.
   std::string tensor(const std::string& name, const Shape& shape, const std::vector<float>& values) {
