@@ -85,24 +85,26 @@ OnnxTensor tensor_of(const onnx::TensorProto& t, const std::string& path, const 
   auto floating = [&](DType dtype) {
     out.floating = true;
     out.dtype = dtype;
+    // Sizes are checked before anything is allocated: a damaged shape may claim terabytes.
     const size_t bytes = size_t(n) * dtype_size(dtype);
-    out.data.resize(bytes);
     if (t.has_raw_data()) {
       if (raw.size() != bytes) wrong_size(raw.size(), dtype_size(dtype));
+      out.data.resize(bytes);
       std::memcpy(out.data.data(), raw.data(), bytes);
       return;
     }
+    const int stored = dtype == DType::F32 ? t.float_data_size() : dtype == DType::F64 ? t.double_data_size()
+                                                                                        : t.int32_data_size();
+    if (stored != n) wrong_size(size_t(stored), 0);
+    out.data.resize(bytes);
     switch (dtype) {
       case DType::F32:
-        if (t.float_data_size() != n) wrong_size(size_t(t.float_data_size()), 0);
         if (n) std::memcpy(out.data.data(), t.float_data().data(), bytes);
         break;
       case DType::F64:
-        if (t.double_data_size() != n) wrong_size(size_t(t.double_data_size()), 0);
         if (n) std::memcpy(out.data.data(), t.double_data().data(), bytes);
         break;
       default:  // F16, BF16: the low 16 bits of each int32_data entry
-        if (t.int32_data_size() != n) wrong_size(size_t(t.int32_data_size()), 0);
         for (int64_t i = 0; i < n; ++i) {
           const uint16_t bits = uint16_t(t.int32_data(int(i)));
           std::memcpy(out.data.data() + 2 * i, &bits, 2);
@@ -120,20 +122,20 @@ OnnxTensor tensor_of(const onnx::TensorProto& t, const std::string& path, const 
   const size_t element = integer_size(t.data_type());
   if (element == 0) return out;  // strings, complex numbers, newer types: the type alone
   out.integer = true;
-  out.ints.resize(size_t(n));
+  const bool int64 = t.data_type() == onnx::TensorProto::INT64;
+  const bool uint64 = t.data_type() == onnx::TensorProto::UINT32 || t.data_type() == onnx::TensorProto::UINT64;
   if (t.has_raw_data()) {
     if (raw.size() != size_t(n) * element) wrong_size(raw.size(), element);
-    for (int64_t i = 0; i < n; ++i) out.ints[size_t(i)] = raw_integer(raw.data() + i * int64_t(element), t.data_type());
-  } else if (t.data_type() == onnx::TensorProto::INT64) {
-    if (t.int64_data_size() != n) wrong_size(size_t(t.int64_data_size()), 0);
-    for (int64_t i = 0; i < n; ++i) out.ints[size_t(i)] = t.int64_data(int(i));
-  } else if (t.data_type() == onnx::TensorProto::UINT32 || t.data_type() == onnx::TensorProto::UINT64) {
-    if (t.uint64_data_size() != n) wrong_size(size_t(t.uint64_data_size()), 0);
-    for (int64_t i = 0; i < n; ++i) out.ints[size_t(i)] = int64_t(t.uint64_data(int(i)));
   } else {
-    if (t.int32_data_size() != n) wrong_size(size_t(t.int32_data_size()), 0);
-    for (int64_t i = 0; i < n; ++i) out.ints[size_t(i)] = t.int32_data(int(i));
+    const int stored = int64 ? t.int64_data_size() : uint64 ? t.uint64_data_size() : t.int32_data_size();
+    if (stored != n) wrong_size(size_t(stored), 0);
   }
+  out.ints.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i)
+    out.ints[size_t(i)] = t.has_raw_data() ? raw_integer(raw.data() + i * int64_t(element), t.data_type())
+                          : int64           ? t.int64_data(int(i))
+                          : uint64          ? int64_t(t.uint64_data(int(i)))
+                                            : int64_t(t.int32_data(int(i)));
   return out;
 }
 

@@ -83,7 +83,9 @@ void ImportContext::check_weight(const OnnxNode& node, size_t k, const char* wha
                                  std::vector<std::string>& problems) const {
   const std::string& name = node.input(k);
   const OnnxTensor* t = stored(name);
-  if (!t) {
+  if (name.empty()) {
+    problems.push_back(fmt::format("{} has no input {} ({}); kiln's layer needs it", node_label(node), k, what));
+  } else if (!t) {
     problems.push_back(fmt::format(
         "{} reads {} (input {}) from '{}', which is computed in the graph, not stored in the file: kiln trains a "
         "layer's parameters from initializers (torch.onnx.export stores them so with do_constant_folding=True)",

@@ -93,13 +93,14 @@ class Recognizer {
   }
 
   // The values a product of Muls at p multiplies: its inputs, each inner Mul (read only here)
-  // opened up; the inner Muls' positions go to `inner`.
-  void product_leaves(int p, std::vector<std::string>& leaves, std::vector<int>& inner) const {
+  // opened up, two levels deep at most (GELU's product has three factors); the inner Muls'
+  // positions go to `inner`.
+  void product_leaves(int p, std::vector<std::string>& leaves, std::vector<int>& inner, int depth = 0) const {
     for (const std::string& in : nodes_[size_t(p)].inputs) {
       const int q = inner_producer(in);
-      if (q >= 0 && is(nodes_[size_t(q)], "Mul") && nodes_[size_t(q)].inputs.size() == 2) {
+      if (depth < 2 && q >= 0 && is(nodes_[size_t(q)], "Mul") && nodes_[size_t(q)].inputs.size() == 2) {
         inner.push_back(q);
-        product_leaves(q, leaves, inner);
+        product_leaves(q, leaves, inner, depth + 1);
       } else {
         leaves.push_back(in);
       }
