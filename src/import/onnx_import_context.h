@@ -55,6 +55,9 @@ struct PendingChecks {
 class ImportContext {
  public:
   ImportContext(const OnnxModel& model, const GraphOrder& order, std::vector<OnnxNode> nodes, Blueprint& blueprint);
+  // The constant folder reads this context's values through a pointer to it: it stays where it is made.
+  ImportContext(const ImportContext&) = delete;
+  ImportContext& operator=(const ImportContext&) = delete;
 
   const OnnxModel& model() const { return model_; }
   const std::vector<OnnxNode>& nodes() const { return nodes_; }

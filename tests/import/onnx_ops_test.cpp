@@ -3,7 +3,8 @@
 // LeakyRelu, Elu, Tanh, Sigmoid; Add; Concat; MaxPool in ceil mode and AveragePool without the
 // padding in its divisor; ReduceMean as a squeeze-and-excitation gate and as the head's pooling (axes
 // as an attribute and, at opset 18, an input); GlobalAveragePool; Flatten and Reshape (the shape
-// computed by Shape -> Gather -> Unsqueeze -> Concat, or constant with 0 for the batch); Gemm with
+// computed by Shape -> Gather -> Unsqueeze -> Concat, by Slice, Cast, Squeeze and Constant nodes, or
+// constant with 0 for the batch); Gemm with
 // transB 0 and 1; MatMul + Add; Dropout; Identity.
 #if KILN_TEST_ONNX_PROTOBUF
 #include <gtest/gtest.h>
@@ -99,16 +100,41 @@ OnnxTestModel flatten_map(uint32_t seed) {
   return m;
 }
 
+// Reshape targets in the other forms exporters compute them: (N, 4, 4) -> conv -> a 2x2 max pooling,
+// then (variant 0) Concat(Slice(Shape(x), 0, 1), Cast(Constant(-1.0)) to int64), or (variant 1, opset
+// 15) Concat(Shape(x, end=1), Squeeze(Unsqueeze(Constant(value_ints [-1])))).
+OnnxTestModel computed_shape(uint32_t seed, int variant) {
+  OnnxTestModel m(3, 4, 4, seed, variant == 0 ? 13 : 15);
+  const std::string c = m.node("Conv", {"input", m.conv_weight("conv.weight", 4, 3, 1, 1)}, "conv");
+  const std::string p = m.node("MaxPool", {c}, "pool", {OnnxAttr::ints("kernel_shape", {2, 2}), OnnxAttr::ints("strides", {2, 2})});
+  std::string batch, rest;
+  if (variant == 0) {
+    batch = m.node("Slice", {m.node("Shape", {p}, "shape"), m.int64s("starts", {0}), m.int64s("ends", {1})}, "batch");
+    rest = m.node("Cast", {m.node("Constant", {}, "minus_one_float", {OnnxAttr::f("value_float", -1.f)})}, "rest_scalar",
+                  {OnnxAttr::i("to", onnx::TensorProto::INT64)});
+    rest = m.node("Unsqueeze", {rest, m.int64s("axes", {0})}, "rest");
+  } else {
+    batch = m.node("Shape", {p}, "batch", {OnnxAttr::i("end", 1)});
+    const std::string k = m.node("Constant", {}, "minus_one", {OnnxAttr::ints("value_ints", {-1})});
+    rest = m.node("Squeeze", {m.node("Unsqueeze", {k, m.int64s("axes", {1})}, "wrapped"), m.int64s("squeeze_axes", {1})}, "rest");
+  }
+  const std::string target = m.node("Concat", {batch, rest}, "target", {OnnxAttr::i("axis", 0)});
+  const std::string flat = m.node("Reshape", {p, target}, "flat");
+  m.output(m.node("Gemm", {flat, m.normal("fc.weight", {3, 16}, 0.3f)}, "logits", {OnnxAttr::i("transB", 1)}), 3);
+  return m;
+}
+
 TEST(OnnxOps, EveryMappedOperatorGivesOnnxruntimesLogits) {
   if (!onnx_import_available()) GTEST_SKIP() << "kiln built without the ONNX library";
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const OnnxTestModel a = windows_and_joins(seed), b13 = mean_matmul_head(seed, 13), b18 = mean_matmul_head(seed, 18),
-                      c = pooled_reshape(seed), d = flatten_map(seed);
+                      c = pooled_reshape(seed), d = flatten_map(seed), e0 = computed_shape(seed, 0),
+                      e1 = computed_shape(seed, 1);
   testing::TempDir dir;
   const std::vector<testing::ImportedRun> runs = testing::run_imported(
       {{"windows_and_joins", &a}, {"mean_matmul_head_13", &b13}, {"mean_matmul_head_18", &b18}, {"pooled_reshape", &c},
-       {"flatten_map", &d}},
+       {"flatten_map", &d}, {"computed_shape_slice_cast", &e0}, {"computed_shape_squeeze", &e1}},
       dir, seed);
   ASSERT_FALSE(::testing::Test::HasFailure());
   for (const testing::ImportedRun& r : runs) {
