@@ -90,7 +90,7 @@ OnnxTensor tensor_of(const onnx::TensorProto& t, const std::string& path, const 
     if (t.has_raw_data()) {
       if (raw.size() != bytes) wrong_size(raw.size(), dtype_size(dtype));
       out.data.resize(bytes);
-      std::memcpy(out.data.data(), raw.data(), bytes);
+      if (bytes) std::memcpy(out.data.data(), raw.data(), bytes);
       return;
     }
     const int stored = dtype == DType::F32 ? t.float_data_size() : dtype == DType::F64 ? t.double_data_size()

@@ -63,7 +63,7 @@ void map_clip(const OnnxNode& node, ImportContext& ctx) {
 
 void check_hard_sigmoid(const OnnxNode& node, ImportContext&, std::vector<std::string>& problems) {
   const float alpha = float_attribute(node, "alpha", 0.2f), beta = float_attribute(node, "beta", 0.5f);
-  if (std::abs(alpha - 1.0 / 6.0) > 1e-6 || std::abs(beta - 0.5) > 1e-6)
+  if (!(std::abs(alpha - 1.0 / 6.0) <= 1e-6 && std::abs(beta - 0.5) <= 1e-6))  // NaN included
     problems.push_back(fmt::format("{}: attributes alpha {} and beta {}; kiln's hardsigmoid is PyTorch's, "
                                    "relu6(x + 3) / 6 (alpha 1/6, beta 0.5)", node_label(node), alpha, beta));
 }

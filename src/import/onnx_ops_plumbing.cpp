@@ -20,7 +20,7 @@ std::optional<double> dropout_ratio(const OnnxNode& node, ImportContext& ctx) {
 
 void check_dropout(const OnnxNode& node, ImportContext& ctx, std::vector<std::string>& problems) {
   const std::optional<double> p = dropout_ratio(node, ctx);
-  if (!p || *p < 0 || *p >= 1)
+  if (!p || !(*p >= 0 && *p < 1))  // NaN included
     problems.push_back(fmt::format("{}: its ratio is {}; kiln's dropout takes a constant probability in [0, 1)",
                                    node_label(node), p ? fmt::format("{}", *p) : std::string("computed in the graph")));
   if (node.outputs.size() > 1 && !node.outputs[1].empty() &&

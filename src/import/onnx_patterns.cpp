@@ -84,7 +84,7 @@ class Recognizer {
       if (is(gn, "HardSigmoid")) {
         const OnnxAttribute *alpha = gn.attribute("alpha"), *beta = gn.attribute("beta");
         const double a = alpha ? alpha->f : 0.2, b = beta ? beta->f : 0.5;  // ONNX's defaults
-        if (std::abs(a - 1.0 / 6.0) > 1e-6 || std::abs(b - 0.5) > 1e-6) continue;
+        if (!(std::abs(a - 1.0 / 6.0) <= 1e-6 && std::abs(b - 0.5) <= 1e-6)) continue;  // NaN included
         removed_.insert(g);
         replace(p, "Hardswish", x);
         return;
