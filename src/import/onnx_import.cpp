@@ -13,6 +13,7 @@
 #include "core/file_io.h"
 #include "import/onnx_file_reader.h"
 #include "import/onnx_graph_order.h"
+#include "import/onnx_import_bytes.h"
 #include "import/onnx_import_checks.h"
 #include "import/onnx_import_context.h"
 #include "import/onnx_op_table.h"
@@ -114,7 +115,11 @@ void add_notes(ImportContext& ctx) {
 }  // namespace
 
 ImportedModel import_onnx(const std::string& path, const OnnxImportOptions& options) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path, kExportHint);
+  return onnx_import::import_onnx_bytes(read_file_bytes(path, kExportHint), path, options);
+}
+
+ImportedModel onnx_import::import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& path,
+                                             const OnnxImportOptions& options) {
   ImportedModel result;
   result.path = path;
   result.sha256 = sha256_hex(bytes);

@@ -7,6 +7,7 @@
 #if KILN_TEST_ONNX_PROTOBUF
 #include <gtest/gtest.h>
 
+#include "import/onnx_import_bytes.h"
 #include "import_runner.h"
 
 namespace kiln {
@@ -76,12 +77,14 @@ TEST(OnnxRefusals, EmptyDamagedAndTruncatedFiles) {
   const size_t graph_end = bytes.size() - 40;
   int refused = 0;
   for (size_t cut = 1; cut < graph_end; cut += graph_end / 37 + 1) {
-    const std::string file = dir.file("cut.onnx");
-    testing::write_bytes(file, std::vector<uint8_t>(bytes.begin(), bytes.begin() + std::ptrdiff_t(cut)));
-    const std::string e = testing::error_of([&] { import_onnx(file); });
+    const std::vector<uint8_t> part(bytes.begin(), bytes.begin() + std::ptrdiff_t(cut));
+    const std::string e = testing::error_of([&] { onnx_import::import_onnx_bytes(part, "cut.onnx", {}); });
     EXPECT_NE(e.find("cut.onnx"), std::string::npos) << "cut at " << cut << " of " << bytes.size() << ": " << e;
     refused += !e.empty();
   }
+  // The whole of it, from memory as from the file.
+  const std::vector<uint8_t> whole(bytes.begin(), bytes.end());
+  EXPECT_EQ(onnx_import::import_onnx_bytes(whole, "whole.onnx", {}).blueprint.name(), "small");
   EXPECT_GE(refused, 30);
   // Cut after the graph but before its opset: read as a file that declares none.
   OnnxTestModel no_opset = small_model();
