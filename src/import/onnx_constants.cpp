@@ -100,6 +100,13 @@ ConstantFolder::ConstantFolder(const OnnxModel& model, const GraphOrder& order, 
       stored_[out] = &(constant_nodes_[out] = std::move(*t));
     }
   }
+  // An Identity of a stored tensor is that tensor (exporters write one where a parameter is read
+  // under another name), in the graph's order, so chains of them resolve too.
+  for (int i : order.nodes) {
+    const OnnxNode& n = model.nodes[size_t(i)];
+    if (n.op_type != "Identity" || !n.domain.empty() || n.outputs.empty()) continue;
+    if (const auto it = stored_.find(n.input(0)); it != stored_.end()) stored_[n.outputs[0]] = it->second;
+  }
 }
 
 bool ConstantFolder::folds(const OnnxNode& node) {
@@ -108,8 +115,6 @@ bool ConstantFolder::folds(const OnnxNode& node) {
     if (node.op_type == op) return true;
   return false;
 }
-
-bool ConstantFolder::is_stored_constant(const std::string& name) const { return stored_.count(name) > 0; }
 
 const OnnxTensor* ConstantFolder::stored(const std::string& name) const {
   const auto it = stored_.find(name);

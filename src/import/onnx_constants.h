@@ -49,9 +49,8 @@ class ConstantFolder {
   // elements: larger ones are weights, never folded), or the output of a node of the kinds above
   // whose inputs are such values; nullptr otherwise.
   const Folded* value(const std::string& name);
-  // Whether `name` is an initializer or a Constant node's output (of any size).
-  bool is_stored_constant(const std::string& name) const;
-  // The initializer or Constant node's tensor named `name`, else nullptr.
+  // The initializer or Constant node's tensor named `name` (or that an Identity node passes on, under
+  // its own name), else nullptr.
   const OnnxTensor* stored(const std::string& name) const;
 
   // Whether nodes of this type are evaluated here (and so map to no layer).

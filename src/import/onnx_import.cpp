@@ -148,8 +148,10 @@ ImportedModel onnx_import::import_onnx_bytes(std::span<const uint8_t> bytes, con
   for (const OnnxNode& node : ctx.nodes()) {
     const OnnxOp* op = ctx.reads_data(node) ? find_onnx_op(node) : nullptr;
     if (!op || !op->parameters) continue;
-    if (const std::optional<std::string> module = shared_module(op->parameters(node, ctx)))
-      ctx.reserve_name(node, *module);
+    std::vector<std::string> initializers = op->parameters(node, ctx);
+    for (std::string& name : initializers)  // through Identity nodes, to the initializer's own name
+      if (const OnnxTensor* t = ctx.stored(name)) name = t->name;
+    if (const std::optional<std::string> module = shared_module(initializers)) ctx.reserve_name(node, *module);
   }
   for (const OnnxNode& node : ctx.nodes())
     if (ctx.reads_data(node) && !ctx.absorbed(node)) find_onnx_op(node)->map(node, ctx);

@@ -34,7 +34,6 @@ std::string unsupported_op_hint(const OnnxNode& node) {
       {"InstanceNormalization", "kiln has no instance normalization (GroupNorm models are not imported yet)"},
       {"GlobalMaxPool", "kiln has global average pooling only"},
       {"Split", "splits (x.chunk) are not imported yet"},
-      {"Slice", "kiln slices only constant shapes at import"},
   };
   if (!node.domain.empty())
     return fmt::format("operators of domain '{}' are not ONNX's own; kiln reads ONNX's (export without custom ops)",

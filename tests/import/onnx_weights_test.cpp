@@ -180,6 +180,37 @@ TEST(OnnxWeights, BatchNormMomentumIsPyTorchsAsWritten) {
   }
 }
 
+// A weight read through an Identity node (as exporters write a parameter read under another name)
+// is the initializer's: the layer takes it under the initializer's name; two Identities of one
+// initializer are one tied weight, refused.
+TEST(OnnxWeights, AWeightThroughIdentityIsTheInitializers) {
+  if (!onnx_import_available()) GTEST_SKIP();
+  testing::TempDir dir;
+  OnnxTestModel m(3, 4, 4, 1);
+  const std::string w = m.node("Identity", {m.conv_weight("conv.weight", 4, 3, 1, 1)}, "onnx::Conv_7");
+  const std::string c = m.node("Conv", {"input", w}, "/Conv");
+  const std::string f = m.node("Flatten", {m.node("GlobalAveragePool", {c}, "pool")}, "flat");
+  m.output(m.node("Gemm", {f, m.normal("fc.weight", {2, 4})}, "logits", {OnnxAttr::i("transB", 1)}), 2);
+  m.save(dir.file("identity.onnx"));
+  const ImportedModel imported = import_onnx(dir.file("identity.onnx"));
+  EXPECT_EQ(imported.kiln_tensor.at("conv.weight"), "conv.weight");  // the layer is named after it, not the node
+  CompileOptions o;
+  o.batch = 2;
+  Executable exe(compile(imported.blueprint, o), 1);
+  EXPECT_EQ(load_imported_weights(exe, imported).tensors, 2);
+
+  OnnxTestModel tied(3, 4, 4, 1);
+  const std::string shared = tied.conv_weight("conv.weight", 3, 3, 1, 1);
+  const std::string a = tied.node("Conv", {"input", tied.node("Identity", {shared}, "w_a")}, "conv_a");
+  const std::string b = tied.node("Conv", {a, tied.node("Identity", {shared}, "w_b")}, "conv_b");
+  const std::string g = tied.node("Flatten", {tied.node("GlobalAveragePool", {b}, "pool")}, "flat");
+  tied.output(tied.node("Gemm", {g, tied.normal("fc.weight", {2, 3})}, "logits", {OnnxAttr::i("transB", 1)}), 2);
+  tied.save(dir.file("tied.onnx"));
+  const std::string e = testing::error_of([&] { import_onnx(dir.file("tied.onnx")); });
+  EXPECT_NE(e.find("the initializer 'conv.weight' is a parameter of both Conv node 'conv_a' and Conv node 'conv_b'"),
+            std::string::npos) << e;
+}
+
 TEST(OnnxWeights, WeightsForAnotherProgramAreRefusedWhole) {
   if (!onnx_import_available()) GTEST_SKIP();
   const OnnxTestModel m = biased_conv_bn(1);
