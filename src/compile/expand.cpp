@@ -161,7 +161,8 @@ LayerGraph expand_at(const Blueprint& blueprint, const CompileOptions& options, 
            blueprint.name(), layer_label(graph.layers[i]), graph.layers.back().name);
   const Shape& out = graph.layers.back().out_shape;
   if (options.loss && out.size() != 2)
-    fail("model '{}': last layer '{}' gives {}, but a classifier must end in (N, classes); end with fc()",
+    fail("model '{}': last layer '{}' gives {}, but a classifier must end in (N, classes); end with flatten() or "
+         "global_avgpool() and then fc() (an fc on a feature map maps the channels at every position)",
          blueprint.name(), graph.layers.back().name, shape_str(out));
   return graph;
 }
