@@ -11,8 +11,9 @@ namespace {
 
 std::string onnx(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
-  const float eps = attrs_of<BatchNormAttrs>(l).eps;
-  return out.node("Relu", {onnx_conv_bn(out, l, l.conv_name, l.bn_name, eps, out.input(layer), l.name + ":bn")}, l.name);
+  const std::string normalized =
+      onnx_conv_bn(out, l, l.conv_name, l.bn_name, attrs_of<BatchNormAttrs>(l), out.input(layer), l.name + ":bn");
+  return out.node("Relu", {normalized}, l.name);
 }
 
 void torch_params(const ExportedGraph& graph, int layer, std::vector<TorchParam>& params) {

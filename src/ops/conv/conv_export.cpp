@@ -10,7 +10,8 @@
 namespace kiln {
 
 std::string onnx_conv_bn(OnnxLayerWriter& out, const Layer& l, const std::string& conv_name,
-                         const std::string& bn_name, float eps, const std::string& x, const std::string& y) {
+                         const std::string& bn_name, const BatchNormAttrs& bn, const std::string& x,
+                         const std::string& y) {
   const std::string weight = conv_name + ".weight";
   const Shape krsc = out.tensor_shape(weight);
   std::vector<float> w = torch_layout::krsc_to_oihw(out.read(weight), krsc);
@@ -20,7 +21,7 @@ std::string onnx_conv_bn(OnnxLayerWriter& out, const Layer& l, const std::string
   const bool fold = !bn_name.empty() && out.fold_bn();
   if (fold) {
     if (b.empty()) b.assign(size_t(krsc[0]), 0.f);
-    export_layout::fold_batch_norm(w, b, export_layout::read_batch_norm(out.executable(), bn_name, eps));
+    export_layout::fold_batch_norm(w, b, export_layout::read_batch_norm(out.executable(), bn_name, bn.eps));
   }
   std::vector<std::string> inputs = {x, out.weight(weight, torch_layout::oihw_shape(krsc), std::move(w))};
   if (!b.empty()) inputs.push_back(out.weight(conv_name + ".bias", {krsc[0]}, std::move(b)));
@@ -32,7 +33,7 @@ std::string onnx_conv_bn(OnnxLayerWriter& out, const Layer& l, const std::string
     attributes.push_back(onnx_export::Attribute::integers("dilations", {a.dilation_h, a.dilation_w}));
   if (a.groups != 1) attributes.push_back(onnx_export::Attribute::integer("group", a.groups));
   out.node("Conv", std::move(inputs), conv_out, std::move(attributes));
-  return bn_name.empty() || fold ? y : onnx_batch_norm(out, bn_name, eps, conv_out, y);
+  return bn_name.empty() || fold ? y : onnx_batch_norm(out, bn_name, bn, conv_out, y);
 }
 
 void conv_torch_params(const std::string& conv_name, bool bias, bool before_bn, std::vector<TorchParam>& params) {
@@ -57,10 +58,10 @@ int batch_norm_after(const ExportedGraph& graph, int layer) {
 std::string onnx(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
   const int bn = out.fold_bn() ? batch_norm_after(out.graph(), layer) : -1;
-  if (bn < 0 || out.layer(bn).out_shape.size() != 4) return onnx_conv_bn(out, l, l.name, "", 0.f, out.input(layer), l.name);
+  if (bn < 0 || out.layer(bn).out_shape.size() != 4) return onnx_conv_bn(out, l, l.name, "", BatchNormAttrs{}, out.input(layer), l.name);
   const Layer& norm = out.layer(bn);
-  const float eps = attrs_of<BatchNormAttrs>(norm).eps;
-  const std::string y = onnx_conv_bn(out, l, l.name, norm.name, eps, out.input(layer), norm.name);
+  const std::string y =
+      onnx_conv_bn(out, l, l.name, norm.name, attrs_of<BatchNormAttrs>(norm), out.input(layer), norm.name);
   out.absorb(bn, y);
   return y;
 }

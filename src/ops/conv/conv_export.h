@@ -10,11 +10,12 @@
 namespace kiln {
 
 // A Conv node of convolution `conv_name` (layer `l`'s ConvAttrs: its window, its bias) from `x`,
-// then BatchNorm `bn_name` with epsilon `eps`, none when the name is empty (a fused layer's
-// attributes hold its BatchNorm's epsilon, a Conv layer's do not): folded into the convolution's
+// then BatchNorm `bn_name` with `bn`'s epsilon and momentum, none when the name is empty (a fused
+// layer's attributes hold its BatchNorm's, a Conv layer's do not): folded into the convolution's
 // weight and bias (OnnxExportOptions::fold_bn) or a node of its own. The result is named `y`.
 std::string onnx_conv_bn(OnnxLayerWriter& out, const Layer& l, const std::string& conv_name,
-                         const std::string& bn_name, float eps, const std::string& x, const std::string& y);
+                         const std::string& bn_name, const BatchNormAttrs& bn, const std::string& x,
+                         const std::string& y);
 
 // Appends convolution `conv_name`'s filter (OIHW in PyTorch) and, when `bias`, its bias.
 // `before_bn`: the convolution feeds a BatchNorm (TorchParam::zero_bias_before_bn).

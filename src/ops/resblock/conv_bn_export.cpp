@@ -11,8 +11,7 @@ namespace {
 
 std::string onnx(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
-  const float eps = attrs_of<BatchNormAttrs>(l).eps;
-  return onnx_conv_bn(out, l, l.conv_name, l.bn_name, eps, out.input(layer), l.name + ":bn");
+  return onnx_conv_bn(out, l, l.conv_name, l.bn_name, attrs_of<BatchNormAttrs>(l), out.input(layer), l.name + ":bn");
 }
 
 void torch_params(const ExportedGraph& graph, int layer, std::vector<TorchParam>& params) {

@@ -1,0 +1,131 @@
+// kiln export --onnx of the rest of the zoo (issue 50, item 5), BatchNorm kept, imported back: the
+// layer kinds in order with their shapes and parameter shapes, every BatchNorm's epsilon and momentum
+// (MNASNet's 3e-4 and MobileNetV3's 0.01 are not ONNX's default), the PyTorch names, and the logits
+// bit for bit from the file's weights. Each model at its smallest side (tests/export/onnx_runner.h),
+// batch 2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "export/onnx_runner.h"
+#include "kiln/compile.h"
+#include "kiln/export.h"
+#include "kiln/onnx_import.h"
+#include "kiln/torch_weights.h"
+#include "kiln/zoo.h"
+#include "support/temp_dir.h"
+
+namespace kiln {
+namespace {
+
+// A layer as the round trip keeps it (dropout and stochastic depth are the identity in the
+// eval-mode graph an export writes, so they do not come back).
+struct KeptLayer {
+  std::string name;
+  LayerKind kind;
+  Shape out;
+  std::vector<Shape> params;
+  std::optional<BatchNormAttrs> bn;  // a BatchNorm's, or a fused layer's BatchNorm's
+};
+
+std::vector<KeptLayer> kept_layers(const Program& p) {
+  std::map<std::string, std::vector<Shape>> params;  // by layer (a tensor's name up to its last dot)
+  for (int id : p.params) {
+    const TensorSpec& t = p.tensors[size_t(id)];
+    params[t.name.substr(0, t.name.rfind('.'))].push_back(t.shape);
+  }
+  std::vector<KeptLayer> out;
+  for (const Layer& l : p.graph.layers) {
+    if (l.kind == LayerKind::Dropout || l.kind == LayerKind::StochasticDepth) continue;
+    KeptLayer v{l.name, l.kind, l.out_shape, {}, std::nullopt};
+    if (const BatchNormAttrs* bn = l.attrs.find<BatchNormAttrs>()) v.bn = *bn;
+    for (const std::string& owner : {l.name, l.conv_name, l.bn_name}) {
+      const auto it = params.find(owner);
+      if (it == params.end()) continue;
+      v.params.insert(v.params.end(), it->second.begin(), it->second.end());
+      params.erase(it);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::set<std::string> torch_name_set(const Program& p) {
+  std::set<std::string> names;
+  for (const auto& [kiln_name, torch_name] : torch_names(p)) names.insert(torch_name);
+  return names;
+}
+
+class ZooImportMore : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooImportMore, AnExportWithBatchNormKeptImportsAsTheSameProgramWithTheSameLogits) {
+  if (!onnx_import_available()) GTEST_SKIP() << "kiln built without the ONNX library";
+  const Blueprint bp = zoo::by_name(GetParam(), 10);
+  const int side = testing::zoo_test_side(bp);
+  CompileOptions o;
+  o.batch = 2;
+  o.input_hwc = {side, side, bp.input_hwc()->at(2)};
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Executable original(compile(bp, o), seed);
+  testing::randomize_batch_norms(original, seed + 1);
+  const Shape shape = {o.batch, o.input_hwc[2], side, side};
+  const std::vector<float> x = testing::normal_floats(size_t(numel(shape)), seed + 2);
+  testing::calibrate_batch_norms(original, x, shape, seed + 3);
+  const std::vector<float> want = testing::kiln_logits(original, x, shape);
+
+  testing::TempDir dir;
+  const std::string file = dir.file(GetParam() + ".onnx");
+  OnnxExportOptions e;
+  e.fold_bn = false;
+  e.info.model = bp.name();
+  export_onnx(original, file, e);
+  const ImportedModel m = import_onnx(file);
+  Executable imported(compile(m.blueprint, o), seed + 4);  // another seed: every weight must come from the file
+  EXPECT_EQ(size_t(load_imported_weights(imported, m).tensors), m.weights.size());
+
+  const std::vector<KeptLayer> a = kept_layers(original.program()), b = kept_layers(imported.program());
+  ASSERT_EQ(a.size(), b.size());
+  int norms = 0;
+  std::set<float> momenta;  // printed: MNASNet's and MobileNetV3's are not ONNX's default, so a dropped attribute fails
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE("layer " + std::to_string(i) + " '" + a[i].name + "'");
+    EXPECT_EQ(std::string(layer_kind_name(a[i].kind)), layer_kind_name(b[i].kind));
+    EXPECT_EQ(a[i].out, b[i].out);
+    EXPECT_EQ(a[i].params, b[i].params);
+    ASSERT_EQ(a[i].bn.has_value(), b[i].bn.has_value());
+    if (!a[i].bn) continue;
+    EXPECT_EQ(a[i].bn->eps, b[i].bn->eps);
+    EXPECT_EQ(a[i].bn->momentum, b[i].bn->momentum);
+    momenta.insert(a[i].bn->momentum);
+    ++norms;
+  }
+  EXPECT_EQ(torch_name_set(imported.program()), torch_name_set(original.program()));
+
+  const std::vector<float> got = testing::kiln_logits(imported, x, shape);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(testing::logit_gap(got, want), 0.0);
+  // The comparison catches one wrong weight: the first convolution's first two filters swapped.
+  ImportedModel wrong = m;
+  NamedTensor& w = *std::find_if(wrong.weights.begin(), wrong.weights.end(),
+                                 [](const NamedTensor& t) { return t.shape.size() == 4; });
+  const size_t filter = w.data.size() / size_t(w.shape[0]);
+  std::rotate(w.data.begin(), w.data.begin() + std::ptrdiff_t(filter), w.data.begin() + std::ptrdiff_t(2 * filter));
+  load_imported_weights(imported, wrong);
+  const double wrong_gap = testing::logit_gap(testing::kiln_logits(imported, x, shape), want);
+  EXPECT_GT(wrong_gap, 0.0);
+  std::string momentum_list;
+  for (const float mo : momenta) momentum_list += (momentum_list.empty() ? "" : ", ") + std::to_string(mo);
+  std::printf("%s at %d: %zu layers, %d with a BatchNorm (momentum %s kept); logits equal; two filters swapped: "
+              "gap %.2e\n", GetParam().c_str(), side, b.size(), norms, momentum_list.c_str(), wrong_gap);
+}
+
+INSTANTIATE_TEST_SUITE_P(ZooModels, ZooImportMore,
+                         ::testing::Values("mnasnet0_5", "mobilenet_v3_small", "inception_v3", "regnet_y_400mf"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace kiln
