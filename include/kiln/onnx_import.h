@@ -30,6 +30,11 @@ struct OnnxImportOptions {
   // The input's height and width: needed where the file leaves them symbolic, and used over the
   // file's where given (both or neither). 0: the file's.
   int height = 0, width = 0;
+  // The classes the model is to give (kiln train --model net.onnx on a dataset of other classes).
+  // 0: the file's. Where the linear layer computing the file's output gives another count, it gets
+  // this many outputs, a new head: its weight and bias are left out of ImportedModel::weights (they
+  // are for the file's classes), so it starts from nn.Linear's initialization, and a note says so.
+  int num_classes = 0;
 };
 
 struct ImportedModel {

@@ -133,6 +133,9 @@ ImportedModel onnx_import::import_onnx_bytes(std::span<const uint8_t> bytes, con
   if (model.outputs.size() != 1)
     fail("'{}' has {} outputs; kiln trains models of one output, the logits (N, classes) (a model with auxiliary heads: "
          "export it in eval mode or without them)", path, model.outputs.size());
+  if (options.num_classes < 0)
+    fail("OnnxImportOptions: num_classes is {}; give the classes the model is to give (>= 1), or 0 for the file's",
+         options.num_classes);
   const InputGeometry in = input_geometry(model, options);
   const std::string& output = model.outputs[0].name;
   const GraphOrder order = order_graph(model, {output});
@@ -143,6 +146,7 @@ ImportedModel onnx_import::import_onnx_bytes(std::span<const uint8_t> bytes, con
   blueprint.input(int(in.height), int(in.width), int(in.channels));
   ImportContext ctx(model, order, std::move(nodes), blueprint);
   ctx.set(in.name, {blueprint.source(), Form::Map, in.channels});
+  ctx.set_head_classes(options.num_classes);
   check_nodes(ctx);
   // Layers with parameters take their initializers' module names before other layers are named.
   for (const OnnxNode& node : ctx.nodes()) {

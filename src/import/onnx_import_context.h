@@ -122,6 +122,10 @@ class ImportContext {
   // The biases folded so (one note names them after the import).
   std::vector<std::string>& folded_biases() { return folded_biases_list_; }
 
+  // OnnxImportOptions::num_classes, for the head's handler (0: the file's count).
+  void set_head_classes(int classes) { head_classes_ = classes; }
+  int head_classes() const { return head_classes_; }
+
   void note(std::string text) { notes_.push_back(std::move(text)); }
   PendingChecks& checks() { return checks_; }
 
@@ -149,6 +153,7 @@ class ImportContext {
   std::vector<std::string> folded_biases_list_;
   std::vector<std::string> notes_;
   PendingChecks checks_;
+  int head_classes_ = 0;
 };
 
 // The tensor's bytes as a NamedTensor of the same name and dtype (floating-point tensors only).

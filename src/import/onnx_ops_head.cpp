@@ -113,21 +113,33 @@ void map_linear(const OnnxNode& node, ImportContext& ctx, NamedTensor weight, co
   if (x.channels > 0 && x.channels != in)
     fail("'{}': {} has the weight '{}' for {} features, but its input has {}", ctx.path(), node_label(node), weight.name,
          in, x.channels);
+  // OnnxImportOptions::num_classes: the layer computing the file's output gives another count of
+  // classes. The file's weight and bias score the file's classes, not these, so they are left out
+  // and the layer starts from nn.Linear's initialization, as --new-head's does.
+  const bool head = ctx.is_output(outputs_of.back()->outputs.at(0));
+  const int64_t classes = head && ctx.head_classes() > 0 ? ctx.head_classes() : out;
   LinearAttrs a;
-  a.out_features = int(out);
+  a.out_features = int(classes);
   a.bias = bias != nullptr;
   a.init = WeightInit::torch_default();  // nn.Linear's own, for a model trained from scratch
   a.bias_init = BiasInit::TorchDefault;
   const std::string& name = ctx.layer_name(node);
   ctx.from(x).fc(a, name);
   if (x.channels <= 0) ctx.checks().features.push_back({name, node_label(node), in, true});
-  ctx.add_weight(node, name + ".weight", std::move(weight));
-  if (bias) {
-    NamedTensor b = named_tensor(*bias);
-    b.shape = {out};
-    ctx.add_weight(node, name + ".bias", std::move(b));
+  if (classes != out) {
+    ctx.note(fmt::format("a new head: '{}' ({}) gives {} classes where the file's gives {}; its weight '{}'{} {} left "
+                         "out, and it starts from nn.Linear's initialization", name, node_label(node), classes, out,
+                         weight.name, bias ? fmt::format(" and bias '{}'", bias->name) : std::string(),
+                         bias ? "are" : "is"));
+  } else {
+    ctx.add_weight(node, name + ".weight", std::move(weight));
+    if (bias) {
+      NamedTensor b = named_tensor(*bias);
+      b.shape = {out};
+      ctx.add_weight(node, name + ".bias", std::move(b));
+    }
   }
-  for (const OnnxNode* n : outputs_of) ctx.produce(*n, Form::Rows, out);
+  for (const OnnxNode* n : outputs_of) ctx.produce(*n, Form::Rows, classes);
 }
 
 void check_gemm(const OnnxNode& node, ImportContext& ctx, std::vector<std::string>& problems) {

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "cli/bench_settings.h"
+#include "cli/model_source.h"
 #include "cli/named_setting_options.h"
 #include "cli/setting_report.h"
 #include "core/cpu_kernels.h"
 #include "kiln/threads.h"
-#include "kiln/zoo.h"
 #include "settings/compile_settings.h"
 #include "settings/cuda_settings.h"
 
@@ -69,7 +69,9 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
   const std::shared_ptr<ProcessGroup> group = join_ranks_if_launched(b.parallel, c);
   std::ofstream json = json_appender(group && group->rank() != 0 ? std::string() : b.json);  // rank 0 writes
   // (a bad path fails before the benchmark runs)
-  const BenchResult r = bench_training(zoo::by_name(o.model, o.classes), c, b.bench);
+  const ModelSource source = resolve_model(o.model, o.classes);
+  if (!group || group->rank() == 0) print_model_notes(source);
+  const BenchResult r = bench_training(source.blueprint, c, b.bench);
   const auto [lo, hi] = std::minmax_element(r.step_ms.begin(), r.step_ms.end());
   const int ranks = group ? group->ranks() : 1;
   const std::string where = ranks > 1 ? fmt::format("{} GPUs (data parallel)", ranks) : device_label(c);

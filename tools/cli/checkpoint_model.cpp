@@ -5,10 +5,10 @@
 #include <sstream>
 
 #include "cli/data_settings.h"
+#include "cli/model_source.h"
 #include "kiln/checkpoint.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
-#include "kiln/zoo.h"
 
 namespace kiln::cli {
 namespace {
@@ -83,7 +83,9 @@ std::unique_ptr<Trainer> evaluation_trainer(const CheckpointModel& m, const Samp
   c.input_hwc = {input.height, input.width, input.channels};
   TrainOptions t;
   t.workers = run.workers;
-  auto trainer = std::make_unique<Trainer>(zoo::by_name(m.model, m.classes), c, t);
+  // A model file's run is rebuilt from the file it records, refused once the file changed.
+  const ModelSource model = recorded_model(m.path, m.metadata, m.classes, input.height, input.width);
+  auto trainer = std::make_unique<Trainer>(model.blueprint, c, t);
   trainer->load_weights(m.path);
   return trainer;
 }

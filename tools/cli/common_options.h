@@ -12,7 +12,7 @@ namespace kiln::cli {
 
 // The rows of model, device and classes are cli/common_settings.h's.
 struct CommonOptions {
-  std::string model = "digits_cnn";  // --model: a zoo name (zoo::names())
+  std::string model = "digits_cnn";  // --model: a zoo name (zoo::names()) or FILE.onnx
   std::string device = "auto";       // --device: auto, cpu, cuda or cuda:N
   int classes = -1;                  // --classes: -1 for the model's or the dataset's count
   // What the settings rows (settings/compile_settings.h) write: the batch, the precision, the

@@ -1,11 +1,14 @@
 #include "cli/common_settings.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
 
+#include "cli/model_source.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/zoo.h"
@@ -35,20 +38,38 @@ std::string classes_refusal(const std::string& text) {
   return fmt::format("{} is out of range: it must be -1 or >= 1", text);
 }
 
+// --model: a zoo name, or an ONNX file (any path ending in .onnx: whether it is there and what it
+// holds is cli/model_source.h's to say, when the command reads it).
+std::string model_refusal(const std::string& text) {
+  if (names_onnx_file(text)) return "";
+  const std::vector<std::string> names = zoo::names();
+  if (std::find(names.begin(), names.end(), text) != names.end()) return "";
+  return fmt::format("'{}' is not one of {}, nor an ONNX file (a path ending in .onnx)", text, fmt::join(names, ", "));
+}
+
+// What --model takes, in `kiln settings`' words.
+const std::string& model_takes() {
+  static const std::string text = fmt::format("{}, or FILE.onnx", fmt::join(zoo::names(), ", "));
+  return text;
+}
+
 }  // namespace
 
 const std::vector<Setting>& common_settings() {
   using O = CommonOptions;
   static const std::vector<Setting> rows = [] {
-    Setting model = text_choice_setting<O>({.key = "model",
-                                            .flag = "--model",
-                                            .alias = "-m",
-                                            .help = "a model of the zoo, under torchvision's name where it has "
-                                                    "one (resnet50, resnext50_32x4d, vgg16_bn, mobilenet_v2, ...); "
-                                                    "`kiln settings` lists them all",
-                                            .member = "CommonOptions::model",
-                                            .fix = "use e.g. --model resnet50, or digits_cnn (the default)"},
-                                           &O::model, zoo::names());
+    Setting model = text_setting<O>({.key = "model",
+                                     .flag = "--model",
+                                     .alias = "-m",
+                                     .help = "a model of the zoo, under torchvision's name where it has one (resnet50, "
+                                             "resnext50_32x4d, vgg16_bn, mobilenet_v2, ...; `kiln settings` lists them "
+                                             "all), or an ONNX file (FILE.onnx, as torch.onnx.export writes it) whose "
+                                             "architecture and weights kiln imports",
+                                     .member = "CommonOptions::model",
+                                     .fix = "use e.g. --model resnet50, or digits_cnn (the default), or net.onnx",
+                                     .takes = model_takes().c_str()},
+                                    &O::model);
+    model.check = model_refusal;
     Setting device = text_setting<O>({.key = "device",
                                       .flag = "--device",
                                       .help = "auto (the first GPU when there is one, else the CPU), cpu, cuda or "

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/export_settings.h"
+#include "cli/model_source.h"
 #include "cli/named_setting_options.h"
 #include "export/onnx_graph.h"
 #include "export/output_path.h"
@@ -16,7 +17,6 @@
 #include "kiln/error.h"
 #include "kiln/export.h"
 #include "kiln/trainer.h"
-#include "kiln/zoo.h"
 
 namespace kiln::cli {
 namespace {
@@ -113,7 +113,10 @@ int run_export(const ExportArgs& a) {
   CompileOptions c;
   c.batch = 1;
   c.input_hwc = input_hwc(recipe_value(file, a.checkpoint, "input"), a.checkpoint);
-  Trainer trainer(zoo::by_name(model, classes), c, TrainOptions{});
+  // A run from an ONNX file (kiln train --model net.onnx) is rebuilt from that file, refused once it changed.
+  const ModelSource source = recorded_model(a.checkpoint, file.metadata, classes, int(c.input_hwc[0]),
+                                            int(c.input_hwc[1]));
+  Trainer trainer(source.blueprint, c, TrainOptions{});
   trainer.load_weights(a.checkpoint);
   const ExportedModelInfo info = exported_model_info(trainer);
   const std::string shape =

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "cli/model_source.h"
 #include "kiln/memory_plan.h"
-#include "kiln/zoo.h"
 
 namespace kiln::cli {
 
@@ -17,7 +17,9 @@ CLI::App* add_plan_command(CLI::App& app, CommonOptions& common, PlanArgs& args)
 int run_plan(const CommonOptions& o, const PlanArgs& args) {
   CompileOptions c = compile_options(o);
   c.cuda = args.backend.cuda;
-  const Program program = compile(zoo::by_name(o.model, o.classes), c);
+  const ModelSource source = resolve_model(o.model, o.classes);
+  print_model_notes(source);
+  const Program program = compile(source.blueprint, c);
   verify_memory_plan(program, program.memory);
   fmt::print("{}", format_plan(program, program.memory));
   return 0;

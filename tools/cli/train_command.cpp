@@ -36,7 +36,7 @@ CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) 
     if (row.info.key == std::string("epochs")) add_optimizer_options(train, t.optimizer);
   }
   // The run's own flags (cli/train_run_settings.h): --checkpoint, --json, --tensorboard, --resume,
-  // --overwrite, --init-from, --new-head.
+  // --overwrite, --init-from, --new-head, --no-weights.
   add_named_setting_options(train, train_run_settings(), t,
                             {{"checkpoint", "FILE"}, {"json", "FILE"}, {"tensorboard", "DIR"}, {"init_from", "FILE"}});
   add_threads_option(train, t.backend);

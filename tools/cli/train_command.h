@@ -34,6 +34,7 @@ struct TrainArgs {
   bool resume = false, overwrite = false;
   std::string init_from;  // --init-from: PyTorch weights to start from
   bool new_head = false;  // --new-head: leave the classifier as initialized
+  bool no_weights = false;  // --no-weights: a --model file's architecture from kiln's initialization
   BackendArgs backend;              // --threads and the CUDA backend's options
   DataParallelArgs parallel;        // --gpus and the other launch options
 };

@@ -35,7 +35,7 @@ std::string no_test_set_reason(const TrainArgs& a, const std::string& format) {
   return fmt::format("{} holds no images", test_set_name(a, format));
 }
 
-void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplits& data) {
+void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplits& data, const Blueprint& model) {
   const SampleShape shape = data.train->shape();
   const bool image_files = reads_image_files(data.format);
   if (data.test->count() > 0) {
@@ -55,7 +55,7 @@ void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplit
   CompileOptions probe;
   probe.input_hwc = {shape.height, shape.width, shape.channels};
   probe.fuse_cbr = o.compile.fuse_cbr;
-  const int smallest = min_input_side(zoo::by_name(o.model), probe);
+  const int smallest = min_input_side(model, probe);
   if (smallest > 0 && side < smallest) {
     std::vector<std::string> fitting;  // the zoo's models that take images this small
     for (const std::string& name : zoo::names()) {

@@ -15,8 +15,8 @@ namespace kiln::cli {
 
 // A kiln::Error for a test set of another image size than the training set (the model is compiled
 // for one size), a --crop-pad as large as the images, and a model whose poolings and strides need
-// larger images.
-void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplits& data);
+// larger images. `model` is what --model names (cli/model_source.h).
+void check_data_fits(const CommonOptions& o, const TrainArgs& a, const DataSplits& data, const Blueprint& model);
 
 // Why there is no test set to measure accuracy on.
 std::string no_test_set_reason(const TrainArgs& a, const std::string& format);

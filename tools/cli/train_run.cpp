@@ -15,6 +15,7 @@
 
 #include "cli/class_count_checks.h"
 #include "cli/data_recipe.h"
+#include "cli/model_source.h"
 #include "cli/stop_signals.h"
 #include "cli/train_events.h"
 #include "cli/train_data_checks.h"
@@ -25,7 +26,7 @@
 #include "kiln/threads.h"
 #include "kiln/torch_weights.h"
 #include "kiln/trainer.h"
-#include "kiln/zoo.h"
+#include "kiln/onnx_import.h"
 
 namespace kiln::cli {
 namespace {
@@ -86,6 +87,24 @@ void print_checkpoint_start(const TrainArgs& a, const Trainer& trainer, bool rep
   }
 }
 
+// --model FILE.onnx: the file's weights are where a fresh run starts, unless --no-weights (kiln's
+// initialization) or --init-from (whose weights replace them) says otherwise.
+void load_model_file_weights(const TrainArgs& a, const ModelSource& source, Trainer& trainer) {
+  if (a.no_weights) {
+    fmt::print("kiln: --no-weights: {} starts from kiln's initialization, not the file's weights\n", source.name);
+    return;
+  }
+  if (!a.init_from.empty()) {
+    fmt::print("kiln: --init-from {}: its weights replace those of {}\n", a.init_from, source.name);
+    return;
+  }
+  TorchWeightsOptions w;
+  w.new_head = source.new_head;
+  const TorchWeightsLoaded loaded = load_imported_weights(trainer.executable(), *source.imported, w);
+  fmt::print("kiln: initialized from the weights of {}: {} tensors{}{}\n", source.name, loaded.tensors,
+             source.new_head ? " (the new head starts from kiln's initialization)" : "", left_out_text(loaded));
+}
+
 // A run whose mean training loss in an epoch exceeds this many times the loss of a uniform guess
 // (ln classes, where an untrained model starts) has blown up: the learning rate is too high.
 // A model that blew up ends at chance level even when its loss comes back down, so the run stops
@@ -111,7 +130,13 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const SampleSource& test = *data.test;
   const SampleShape shape = train.shape();
   const bool image_files = reads_image_files(data.format);
-  check_data_fits(o, a, data);
+  const int classes = o.classes > 0 ? o.classes : train.num_classes();
+  // A model file is imported for the data's images and classes: a head for other classes is new.
+  const ModelSource source = resolve_model(o.model, classes, shape.height, shape.width);
+  if (a.no_weights && !source.is_file())
+    fail("--no-weights starts a model file's architecture from kiln's initialization, but --model {} is a zoo model, "
+         "which starts there anyway; drop --no-weights, or give --model FILE.onnx", o.model);
+  check_data_fits(o, a, data, source.blueprint);
   check_class_count(a, data);
   CompileOptions c = compile_options(o);
   c.input_hwc = {shape.height, shape.width, shape.channels};
@@ -129,13 +154,14 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   const DataOptions data_opt = data_options(data_args);
   t.augment = image_files ? data_opt.transform.augment : data_opt.augment;
   t.data_recipe = data_recipe(data_args, data.format);
+  for (auto& entry : model_recipe(source)) t.data_recipe.push_back(std::move(entry));  // a model file's path and hash
   // The data settings' differences named with their flags, before the program is compiled.
   if (a.resume) check_data_recipe_resumes(a.checkpoint, data_args, data.format);
+  if (a.resume) check_model_resumes(a.checkpoint, source);
   t.stop = stop_requested();  // set by StopSignals' handler
   t.rank_timeout = a.parallel.rank_timeout;
 
-  const int classes = o.classes > 0 ? o.classes : train.num_classes();
-  const Blueprint model = zoo::by_name(o.model, classes);
+  const Blueprint& model = source.blueprint;
   Trainer trainer(model, c, t);
   std::error_code exists_error;
   const bool replacing = a.overwrite && std::filesystem::exists(a.checkpoint, exists_error);
@@ -147,12 +173,14 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                    : device_label(c),
              precision_name(o.compile.precision), a.optimizer.name, group ? fmt::format("{} per GPU", o.compile.batch) : std::to_string(o.compile.batch),
              a.train.epochs, t.workers);
+  print_model_notes(source);
   print_checkpoint_start(a, trainer, replacing);
   if (trainer.resumed() && trainer.resumed_ranks() != trainer.ranks())
     fmt::print("kiln: the checkpoint was trained on {} rank{} and this run has {}: the global batch goes from {} to {}, "
                "and the schedule continues from epoch {}\n", trainer.resumed_ranks(),
                trainer.resumed_ranks() == 1 ? "" : "s", trainer.ranks(), o.compile.batch * trainer.resumed_ranks(),
                o.compile.batch * trainer.ranks(), trainer.resumed_epochs() + 1);
+  if (source.is_file() && !trainer.resumed()) load_model_file_weights(a, source, trainer);
   if (!a.init_from.empty()) {
     if (trainer.resumed()) {
       fmt::print("kiln: --init-from {} not used: the run continues from its checkpoint\n", a.init_from);

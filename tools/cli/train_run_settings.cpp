@@ -56,6 +56,13 @@ const std::vector<Setting>& train_run_settings() {
                          .member = "TrainArgs::new_head",
                          .flag_only = true},
                         &T::new_head),
+      switch_setting<T>({.key = "no_weights",
+                         .flag = "--no-weights",
+                         .help = "with --model FILE.onnx: train the file's architecture from kiln's initialization "
+                                 "instead of the weights the file holds",
+                         .member = "TrainArgs::no_weights",
+                         .flag_only = true},
+                        &T::no_weights),
   };
   return rows;
 }
