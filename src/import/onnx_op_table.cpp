@@ -9,7 +9,8 @@ namespace kiln::onnx_import {
 const OnnxOp* find_onnx_op(const OnnxNode& node) {
   static const std::map<std::pair<std::string, std::string>, const OnnxOp*> table = [] {
     std::map<std::pair<std::string, std::string>, const OnnxOp*> t;
-    for (const std::vector<OnnxOp>* family : {&kConvOps, &kActivationOps, &kPoolOps, &kJoinOps, &kHeadOps, &kPlumbingOps})
+    for (const std::vector<OnnxOp>* family : {&kConvOps, &kActivationOps, &kPoolOps, &kJoinOps, &kHeadOps, &kPlumbingOps,
+                                              &kChannelOps, &kLayerNormOps, &kLayerScaleOps})
       for (const OnnxOp& op : *family) t[{op.domain, op.op_type}] = &op;
     return t;
   }();
@@ -21,8 +22,8 @@ std::string unsupported_op_hint(const OnnxNode& node) {
   static const std::map<std::string, std::string> hints = {
       {"Softmax", "kiln trains on logits (its loss applies the softmax): export the model without its softmax"},
       {"LogSoftmax", "kiln trains on logits (its loss applies the softmax): export the model without it"},
-      {"LayerNormalization", "LayerNorm models (ConvNeXt) are not imported yet"},
-      {"Transpose", "permutes (ConvNeXt's LayerNorm, channel shuffle) are not imported yet"},
+      {"Transpose", "kiln reads permutes only as channel shuffle's Reshape -> Transpose (0, 2, 1, 3, 4) -> Reshape and "
+                    "LayerNorm's Transpose (0, 2, 3, 1) -> LayerNormalization -> Transpose (0, 3, 1, 2)"},
       {"Pad", "explicit padding nodes are not imported yet: give the convolution or pooling its padding"},
       {"ConvTranspose", "kiln has no transposed convolution"},
       {"Upsample", "kiln has no upsampling layer"},

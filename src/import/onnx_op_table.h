@@ -33,6 +33,7 @@ std::string unsupported_op_hint(const OnnxNode& node);
 
 // Each family's handlers.
 extern const std::vector<OnnxOp> kConvOps, kActivationOps, kPoolOps, kJoinOps, kHeadOps, kPlumbingOps;
+extern const std::vector<OnnxOp> kChannelOps, kLayerNormOps, kLayerScaleOps;  // onnx_ops_channel.cpp, ...
 
 // Shared by the handlers' checks: an attribute's value, or the default.
 int64_t int_attribute(const OnnxNode& node, const char* name, int64_t fallback);

@@ -1,7 +1,8 @@
 // The nodes that carry a value through: Identity, Dropout (a layer of kiln's, the identity in
 // evaluation), and the shape nodes the constant folder evaluates (import/onnx_constants.h), which
 // map to no layer. A node reading no data never reaches the handlers (a constant); a shape node
-// reading data is refused here, except Shape, which reads only the dimensions.
+// reading data is refused here, except Shape, which reads only the dimensions (and Slice, a
+// channel_slice then: onnx_ops_channel.cpp).
 #include <fmt/format.h>
 
 #include "import/onnx_op_table.h"
@@ -59,7 +60,6 @@ const std::vector<OnnxOp> kPlumbingOps = {
     {"", "Unsqueeze", nullptr, refuse_on_data, map_nothing},
     {"", "Squeeze", nullptr, refuse_on_data, map_nothing},
     {"", "Cast", nullptr, refuse_on_data, map_nothing},
-    {"", "Slice", nullptr, refuse_on_data, map_nothing},
 };
 
 }  // namespace kiln::onnx_import

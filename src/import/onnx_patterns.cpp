@@ -1,5 +1,7 @@
 #include "import/onnx_patterns.h"
 
+#include "import/onnx_layout_patterns.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -157,7 +159,8 @@ class Recognizer {
 
 std::vector<OnnxNode> recognize_activation_patterns(const OnnxModel& model, const GraphOrder& order,
                                                     ConstantFolder& constants) {
-  return Recognizer(model, order, constants).run();
+  // The layout patterns after the activations': a LayerNorm's input may be a GELU's output.
+  return recognize_layout_patterns(Recognizer(model, order, constants).run(), model, constants);
 }
 
 }  // namespace kiln::onnx_import

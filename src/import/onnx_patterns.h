@@ -7,7 +7,9 @@
 //                                              products in any order, x / sqrt(2) as x * (1 / sqrt(2))
 // A match needs every inner value to be read only inside it (not by another node, not a graph
 // output). The recognized nodes become one node of domain "kiln" (op types "Silu", "Hardswish",
-// "Gelu") reading x, under the name and output of the last node of the pattern.
+// "Gelu") reading x, under the name and output of the last node of the pattern. The layout
+// patterns (channel shuffle, LayerNorm over a map's channels, layer scale:
+// import/onnx_layout_patterns.h) are recognized in the same pass, after these.
 #include <vector>
 
 #include "import/onnx_constants.h"
@@ -18,7 +20,7 @@ namespace kiln::onnx_import {
 
 inline constexpr const char* kKilnDomain = "kiln";
 
-// The graph's nodes in `order`, with each pattern above replaced by its one node.
+// The graph's nodes in `order`, with each pattern above and each layout pattern replaced by its one node.
 std::vector<OnnxNode> recognize_activation_patterns(const OnnxModel& model, const GraphOrder& order,
                                                     ConstantFolder& constants);
 

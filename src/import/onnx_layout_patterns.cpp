@@ -1,0 +1,132 @@
+#include "import/onnx_layout_patterns.h"
+
+#include <map>
+#include <set>
+
+#include "import/onnx_patterns.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+bool is(const OnnxNode& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+
+bool has_perm(const OnnxNode& n, const std::vector<int64_t>& perm) {
+  const OnnxAttribute* a = n.attribute("perm");
+  return a && a->ints == perm;
+}
+
+class LayoutRecognizer {
+ public:
+  LayoutRecognizer(std::vector<OnnxNode> nodes, const OnnxModel& model, ConstantFolder& constants)
+      : constants_(constants), nodes_(std::move(nodes)) {
+    for (size_t p = 0; p < nodes_.size(); ++p)
+      for (const std::string& in : nodes_[p].inputs)
+        if (!in.empty()) ++uses_[in], reader_[in] = int(p);
+    for (const OnnxValueInfo& v : model.outputs) ++uses_[v.name];
+  }
+
+  std::vector<OnnxNode> run() {
+    for (size_t p = 0; p < nodes_.size(); ++p) {
+      if (removed_.count(int(p))) continue;
+      if (is(nodes_[p], "Reshape")) channel_shuffle(int(p));
+      else if (is(nodes_[p], "Transpose")) layer_norm_over_channels(int(p));
+      else if (is(nodes_[p], "Mul")) layer_scale(int(p));
+    }
+    std::vector<OnnxNode> out;
+    for (size_t p = 0; p < nodes_.size(); ++p)
+      if (!removed_.count(int(p))) out.push_back(std::move(nodes_[p]));
+    return out;
+  }
+
+ private:
+  // The one reader of node p's first output (no other reader, not a graph output), or -1.
+  int only_reader(int p) const {
+    const std::string& out = nodes_[size_t(p)].outputs.at(0);
+    const auto uses = uses_.find(out);
+    if (uses == uses_.end() || uses->second != 1) return -1;
+    return reader_.at(out);
+  }
+
+  // A reshape target's dimensions as numbers (0 copies the input's: the batch), or nothing.
+  std::optional<std::vector<int64_t>> target(const OnnxNode& reshape) {
+    const Folded* f = constants_.value(reshape.input(1));
+    if (!f || f->floating) return std::nullopt;
+    std::vector<int64_t> dims;
+    for (const FoldedInt& d : f->ints) dims.push_back(d.kind == FoldedInt::Kind::Number ? d.value : -2);
+    return dims;
+  }
+
+  // Ends the pattern at node `last`: one kiln node there reading `inputs`.
+  void replace(int last, const char* op, std::vector<std::string> inputs, std::vector<OnnxAttribute> attributes) {
+    OnnxNode& n = nodes_[size_t(last)];
+    n.domain = kKilnDomain;
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.attributes = std::move(attributes);
+  }
+
+  void channel_shuffle(int r1) {
+    const int t = only_reader(r1);
+    if (t < 0 || !is(nodes_[size_t(t)], "Transpose") || !has_perm(nodes_[size_t(t)], {0, 2, 1, 3, 4})) return;
+    const int r2 = only_reader(t);
+    if (r2 < 0 || !is(nodes_[size_t(r2)], "Reshape")) return;
+    const std::optional<std::vector<int64_t>> grouped = target(nodes_[size_t(r1)]), back = target(nodes_[size_t(r2)]);
+    // (N, g, C/g, H, W) back to (N, C, H, W): g and C/g numbers whose product is C.
+    if (!grouped || !back || grouped->size() != 5 || back->size() != 4) return;
+    const int64_t g = (*grouped)[1], per_group = (*grouped)[2], c = (*back)[1];
+    if (g < 1 || per_group < 1 || g * per_group != c) return;
+    OnnxAttribute groups;
+    groups.name = "groups";
+    groups.type = OnnxAttribute::Type::Int;
+    groups.i = g;
+    removed_.insert({r1, t});
+    replace(r2, "ChannelShuffle", {nodes_[size_t(r1)].input(0)}, {groups});
+  }
+
+  void layer_norm_over_channels(int t1) {
+    if (!has_perm(nodes_[size_t(t1)], {0, 2, 3, 1})) return;
+    const int ln = only_reader(t1);
+    if (ln < 0 || !is(nodes_[size_t(ln)], "LayerNormalization") || nodes_[size_t(ln)].input(0) != nodes_[size_t(t1)].outputs[0])
+      return;
+    const int t2 = only_reader(ln);
+    if (t2 < 0 || !is(nodes_[size_t(t2)], "Transpose") || !has_perm(nodes_[size_t(t2)], {0, 3, 1, 2})) return;
+    // The statistics outputs (1 and 2) read elsewhere keep the nodes as they are (the handler refuses them).
+    for (size_t k = 1; k < nodes_[size_t(ln)].outputs.size(); ++k)
+      if (!nodes_[size_t(ln)].outputs[k].empty() && uses_.count(nodes_[size_t(ln)].outputs[k])) return;
+    std::vector<std::string> inputs = nodes_[size_t(ln)].inputs;
+    inputs[0] = nodes_[size_t(t1)].input(0);
+    const std::vector<OnnxAttribute> attributes = nodes_[size_t(ln)].attributes;
+    removed_.insert({t1, ln});
+    replace(t2, "LayerNorm2d", std::move(inputs), attributes);
+  }
+
+  void layer_scale(int p) {
+    const OnnxNode& mul = nodes_[size_t(p)];
+    if (mul.inputs.size() != 2) return;
+    for (size_t k = 0; k < 2; ++k) {
+      const std::string &gamma = mul.inputs[k], &x = mul.inputs[1 - k];
+      const OnnxTensor* t = constants_.stored(gamma);
+      // x computed in the graph: neither stored nor folded (a product of two constants stays a Mul).
+      if (!t || !t->floating || constants_.stored(x) || constants_.value(x)) continue;
+      const Shape& d = t->dims;
+      if (!(d.size() == 1 || (d.size() == 3 && d[1] == 1 && d[2] == 1)) || d[0] < 1) continue;
+      replace(p, "LayerScale", {x, gamma}, {});
+      return;
+    }
+  }
+
+  ConstantFolder& constants_;
+  std::vector<OnnxNode> nodes_;
+  std::map<std::string, int> uses_;    // value -> readers (graph outputs count)
+  std::map<std::string, int> reader_;  // value -> a reader (the one, where uses is 1)
+  std::set<int> removed_;
+};
+
+}  // namespace
+
+std::vector<OnnxNode> recognize_layout_patterns(std::vector<OnnxNode> nodes, const OnnxModel& model,
+                                                ConstantFolder& constants) {
+  return LayoutRecognizer(std::move(nodes), model, constants).run();
+}
+
+}  // namespace kiln::onnx_import

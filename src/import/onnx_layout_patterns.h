@@ -1,0 +1,24 @@
+#pragma once
+// The layers kiln's exporter (and PyTorch's) writes as several nodes because ONNX's graph is NCHW,
+// recognized as the one layer they compute, so that the handlers see one node:
+//   Reshape (0, g, C/g, H, W) -> Transpose (0, 2, 1, 3, 4) -> Reshape (0, C, H, W)
+//       -> "ChannelShuffle" (attribute groups g; torchvision's channel_shuffle)
+//   Transpose (0, 2, 3, 1) -> LayerNormalization (axis -1) -> Transpose (0, 3, 1, 2)
+//       -> "LayerNorm2d" (x, scale, bias; the LayerNormalization's attributes; ConvNeXt's LayerNorm
+//          over a map's channels, PyTorch's permute -> nn.LayerNorm -> permute)
+//   Mul of a value computed in the graph and a stored tensor (C, 1, 1) or (C)
+//       -> "LayerScale" (x, gamma; ConvNeXt's `self.layer_scale * x`)
+// As for the activation patterns (import/onnx_patterns.h), every inner value must be read only
+// inside the pattern; the new node has domain "kiln" and the last node's name and output.
+#include <vector>
+
+#include "import/onnx_constants.h"
+#include "import/onnx_model.h"
+
+namespace kiln::onnx_import {
+
+// `nodes` (in the graph's order) with each pattern above replaced by its one node.
+std::vector<OnnxNode> recognize_layout_patterns(std::vector<OnnxNode> nodes, const OnnxModel& model,
+                                                ConstantFolder& constants);
+
+}  // namespace kiln::onnx_import
