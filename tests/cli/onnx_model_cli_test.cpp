@@ -113,6 +113,9 @@ TEST_F(OnnxModelCli, PlansAsTheZooModelAndTrainsFromTheFilesWeights) {
   const std::vector<std::string> zoo_layers = layers_but_dropout(zoo_plan.output);
   ASSERT_EQ(zoo_layers.size(), 10u) << zoo_plan.output;  // 4 CBR, 2 maxpool, flatten, fc, relu, fc
   EXPECT_EQ(layers_but_dropout(file_plan.output), zoo_layers) << file_plan.output;
+  const Result bench = kiln("bench --device cpu --steps 2 --warmup 1 --model " + onnx_);
+  ASSERT_EQ(bench.rc, 0) << bench.output;
+  expect_contains(bench, {onnx_ + ": ONNX opset 17", "kiln bench: " + onnx_ + " on cpu fp32, batch 64: "}, "bench");
 
   // From the file's weights: the trained model's accuracy. From kiln's initialization: chance.
   const std::string data = "--data " + small_ + " ";
