@@ -29,8 +29,9 @@ class LayoutRecognizer {
     for (size_t p = 0; p < nodes_.size(); ++p) {
       if (removed_.count(int(p))) continue;
       if (is(nodes_[p], "Reshape")) channel_shuffle(int(p));
-      else if (is(nodes_[p], "Transpose")) layer_norm_over_channels(int(p));
+      else if (is(nodes_[p], "Transpose")) layer_norm_over_channels(int(p)) || flatten_channels_last(int(p));
       else if (is(nodes_[p], "Mul")) layer_scale(int(p));
+      else if (is(nodes_[p], "MatMul")) adaptive_average(int(p));
     }
     std::vector<OnnxNode> out;
     for (size_t p = 0; p < nodes_.size(); ++p)
@@ -83,21 +84,50 @@ class LayoutRecognizer {
     replace(r2, "ChannelShuffle", {nodes_[size_t(r1)].input(0)}, {groups});
   }
 
-  void layer_norm_over_channels(int t1) {
-    if (!has_perm(nodes_[size_t(t1)], {0, 2, 3, 1})) return;
+  bool layer_norm_over_channels(int t1) {
+    if (!has_perm(nodes_[size_t(t1)], {0, 2, 3, 1})) return false;
     const int ln = only_reader(t1);
     if (ln < 0 || !is(nodes_[size_t(ln)], "LayerNormalization") || nodes_[size_t(ln)].input(0) != nodes_[size_t(t1)].outputs[0])
-      return;
+      return false;
     const int t2 = only_reader(ln);
-    if (t2 < 0 || !is(nodes_[size_t(t2)], "Transpose") || !has_perm(nodes_[size_t(t2)], {0, 3, 1, 2})) return;
+    if (t2 < 0 || !is(nodes_[size_t(t2)], "Transpose") || !has_perm(nodes_[size_t(t2)], {0, 3, 1, 2})) return false;
     // The statistics outputs (1 and 2) read elsewhere keep the nodes as they are (the handler refuses them).
     for (size_t k = 1; k < nodes_[size_t(ln)].outputs.size(); ++k)
-      if (!nodes_[size_t(ln)].outputs[k].empty() && uses_.count(nodes_[size_t(ln)].outputs[k])) return;
+      if (!nodes_[size_t(ln)].outputs[k].empty() && uses_.count(nodes_[size_t(ln)].outputs[k])) return false;
     std::vector<std::string> inputs = nodes_[size_t(ln)].inputs;
     inputs[0] = nodes_[size_t(t1)].input(0);
     const std::vector<OnnxAttribute> attributes = nodes_[size_t(ln)].attributes;
     removed_.insert({t1, ln});
     replace(t2, "LayerNorm2d", std::move(inputs), attributes);
+    return true;
+  }
+
+  bool flatten_channels_last(int t) {
+    if (!has_perm(nodes_[size_t(t)], {0, 2, 3, 1})) return false;
+    const int f = only_reader(t);
+    if (f < 0 || !is(nodes_[size_t(f)], "Flatten")) return false;
+    const OnnxAttribute* axis = nodes_[size_t(f)].attribute("axis");
+    if (axis && axis->i != 1) return false;
+    removed_.insert(t);
+    replace(f, "FlattenChannelsLast", {nodes_[size_t(t)].input(0)}, {});
+    return true;
+  }
+
+  // A stored matrix (rank 2, floating), or nullptr.
+  const OnnxTensor* stored_matrix(const std::string& value) const {
+    const OnnxTensor* m = constants_.stored(value);
+    return m && m->floating && m->dims.size() == 2 ? m : nullptr;
+  }
+
+  void adaptive_average(int columns) {
+    const OnnxNode& first = nodes_[size_t(columns)];
+    if (first.inputs.size() != 2 || stored_matrix(first.inputs[0]) || !stored_matrix(first.inputs[1])) return;
+    const int rows = only_reader(columns);
+    if (rows < 0 || !is(nodes_[size_t(rows)], "MatMul")) return;
+    const OnnxNode& second = nodes_[size_t(rows)];
+    if (second.inputs.size() != 2 || second.inputs[1] != first.outputs[0] || !stored_matrix(second.inputs[0])) return;
+    removed_.insert(columns);
+    replace(rows, "AdaptiveAvgPool", {first.inputs[0], second.inputs[0], first.inputs[1]}, {});
   }
 
   void layer_scale(int p) {

@@ -8,6 +8,12 @@
 //          over a map's channels, PyTorch's permute -> nn.LayerNorm -> permute)
 //   Mul of a value computed in the graph and a stored tensor (C, 1, 1) or (C)
 //       -> "LayerScale" (x, gamma; ConvNeXt's `self.layer_scale * x`)
+//   MatMul (stored (out_h, H), MatMul (x, stored (W, out_w)))
+//       -> "AdaptiveAvgPool" (x, rows, columns; kiln's export of an adaptive average pooling whose
+//          sizes do not divide, the averaging matrices checked by the handler)
+//   Transpose (0, 2, 3, 1) -> Flatten (axis 1)
+//       -> "FlattenChannelsLast" (x; the flatten in kiln's H, W, C order, which kiln's exporter
+//          writes so when a flattened map is read by a layer other than a linear one)
 // As for the activation patterns (import/onnx_patterns.h), every inner value must be read only
 // inside the pattern; the new node has domain "kiln" and the last node's name and output.
 #include <vector>

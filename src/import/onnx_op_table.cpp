@@ -10,7 +10,7 @@ const OnnxOp* find_onnx_op(const OnnxNode& node) {
   static const std::map<std::pair<std::string, std::string>, const OnnxOp*> table = [] {
     std::map<std::pair<std::string, std::string>, const OnnxOp*> t;
     for (const std::vector<OnnxOp>* family : {&kConvOps, &kActivationOps, &kPoolOps, &kJoinOps, &kHeadOps, &kPlumbingOps,
-                                              &kChannelOps, &kLayerNormOps, &kLayerScaleOps})
+                                              &kChannelOps, &kLayerNormOps, &kLayerScaleOps, &kAdaptivePoolOps})
       for (const OnnxOp& op : *family) t[{op.domain, op.op_type}] = &op;
     return t;
   }();

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "export/onnx_runner.h"
+#include "import_runner.h"
 #include "kiln/compile.h"
 #include "kiln/export.h"
 #include "kiln/onnx_import.h"
@@ -143,8 +144,43 @@ TEST_P(ZooImportMore, AnExportWithBatchNormKeptImportsAsTheSameProgramWithTheSam
 
 INSTANTIATE_TEST_SUITE_P(ZooModels, ZooImportMore,
                          ::testing::Values("mnasnet0_5", "mobilenet_v3_small", "inception_v3", "regnet_y_400mf",
-                                           "shufflenet_v2_x0_5", "convnext_tiny"),
+                                           "shufflenet_v2_x0_5", "convnext_tiny", "vgg11_bn"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// AlexNet's export flattens through Transpose (0, 2, 3, 1) because dropout, not the linear layer,
+// reads the flatten; the file's linear columns are then in H,W,C order, which kiln's loader would
+// permute as PyTorch's C,H,W: the import refuses the file, naming the flatten, instead of giving
+// other logits (0.37 off when it was let through). The same flatten read by a LayerNorm imports and
+// gives the same outputs.
+TEST(ZooImportMoreRefusal, AChannelsLastFlattenReadByALinearLayerThroughDropoutIsRefused) {
+  if (!onnx_import_available()) GTEST_SKIP() << "kiln built without the ONNX library";
+  testing::TempDir dir;
+  for (const bool linear : {true, false}) {
+    Blueprint bp("flatten_then_dropout");
+    bp.input(4, 4, 3).conv(ConvAttrs::square(6, 3, 1, 1, true), "features.0").flatten("flatten").dropout(0.5f, "drop");
+    if (linear) bp.fc(5, true, "classifier");
+    else bp.layer_norm(1e-5f, "norm");
+    CompileOptions o;
+    o.batch = 2;
+    Executable exe(compile(bp, o), 7);
+    const std::string file = dir.file(linear ? "linear.onnx" : "norm.onnx");
+    export_onnx(exe, file);
+    const std::string error = testing::error_of([&] { import_onnx(file); });
+    if (linear) {
+      EXPECT_NE(error.find("'flatten'"), std::string::npos) << error;
+      EXPECT_NE(error.find("torch.flatten(x, 1)"), std::string::npos) << error;
+      continue;
+    }
+    ASSERT_EQ(error, "");
+    // Read by the LayerNorm, the flatten is kiln's own H,W,C one: the same values bit for bit.
+    const ImportedModel m = import_onnx(file);
+    Executable imported(compile(m.blueprint, o), 8);
+    load_imported_weights(imported, m);
+    const Shape shape = {2, 3, 4, 4};
+    const std::vector<float> x = testing::normal_floats(size_t(numel(shape)), 9);
+    EXPECT_EQ(testing::logit_gap(testing::kiln_logits(imported, x, shape), testing::kiln_logits(exe, x, shape)), 0.0);
+  }
+}
 
 }  // namespace
 }  // namespace kiln
