@@ -28,7 +28,7 @@ class LayoutRecognizer {
   std::vector<OnnxNode> run() {
     for (size_t p = 0; p < nodes_.size(); ++p) {
       if (removed_.count(int(p))) continue;
-      if (is(nodes_[p], "Reshape")) channel_shuffle(int(p));
+      if (is(nodes_[p], "Reshape")) channel_shuffle(int(p)) || group_norm(int(p));
       else if (is(nodes_[p], "Transpose")) layer_norm_over_channels(int(p)) || flatten_channels_last(int(p));
       else if (is(nodes_[p], "Mul")) layer_scale(int(p));
       else if (is(nodes_[p], "MatMul")) adaptive_average(int(p));
@@ -66,22 +66,60 @@ class LayoutRecognizer {
     n.attributes = std::move(attributes);
   }
 
-  void channel_shuffle(int r1) {
+  static OnnxAttribute int_attribute(const char* name, int64_t value) {
+    OnnxAttribute a;
+    a.name = name;
+    a.type = OnnxAttribute::Type::Int;
+    a.i = value;
+    return a;
+  }
+
+  bool channel_shuffle(int r1) {
     const int t = only_reader(r1);
-    if (t < 0 || !is(nodes_[size_t(t)], "Transpose") || !has_perm(nodes_[size_t(t)], {0, 2, 1, 3, 4})) return;
+    if (t < 0 || !is(nodes_[size_t(t)], "Transpose") || !has_perm(nodes_[size_t(t)], {0, 2, 1, 3, 4})) return false;
     const int r2 = only_reader(t);
-    if (r2 < 0 || !is(nodes_[size_t(r2)], "Reshape")) return;
+    if (r2 < 0 || !is(nodes_[size_t(r2)], "Reshape")) return false;
     const std::optional<std::vector<int64_t>> grouped = target(nodes_[size_t(r1)]), back = target(nodes_[size_t(r2)]);
     // (N, g, C/g, H, W) back to (N, C, H, W): g and C/g numbers whose product is C.
-    if (!grouped || !back || grouped->size() != 5 || back->size() != 4) return;
+    if (!grouped || !back || grouped->size() != 5 || back->size() != 4) return false;
     const int64_t g = (*grouped)[1], per_group = (*grouped)[2], c = (*back)[1];
-    if (g < 1 || per_group < 1 || g * per_group != c) return;
-    OnnxAttribute groups;
-    groups.name = "groups";
-    groups.type = OnnxAttribute::Type::Int;
-    groups.i = g;
+    if (g < 1 || per_group < 1 || g * per_group != c) return false;
     removed_.insert({r1, t});
-    replace(r2, "ChannelShuffle", {nodes_[size_t(r1)].input(0)}, {groups});
+    replace(r2, "ChannelShuffle", {nodes_[size_t(r1)].input(0)}, {int_attribute("groups", g)});
+    return true;
+  }
+
+  // The node reading node p's output that is an `op` with that output as input 0, or -1.
+  int next(int p, const char* op) const {
+    const int r = only_reader(p);
+    return r >= 0 && is(nodes_[size_t(r)], op) && nodes_[size_t(r)].input(0) == nodes_[size_t(p)].outputs[0] ? r : -1;
+  }
+
+  bool group_norm(int r1) {
+    const std::optional<std::vector<int64_t>> rows = target(nodes_[size_t(r1)]);
+    if (!rows || rows->size() != 3 || (*rows)[1] < 1) return false;
+    const int in = next(r1, "InstanceNormalization");
+    const int r2 = in < 0 ? -1 : next(in, "Reshape");
+    const int mul = r2 < 0 ? -1 : only_reader(r2);
+    if (mul < 0 || !is(nodes_[size_t(mul)], "Mul") || nodes_[size_t(mul)].inputs.size() != 2) return false;
+    const int add = only_reader(mul);
+    if (add < 0 || !is(nodes_[size_t(add)], "Add") || nodes_[size_t(add)].inputs.size() != 2) return false;
+    // The affine's tensors: the Mul's and Add's other inputs, stored.
+    const auto other = [&](int p, int q) -> std::string {
+      const OnnxNode& n = nodes_[size_t(p)];
+      const std::string& from = nodes_[size_t(q)].outputs[0];
+      const std::string& o = n.inputs[0] == from ? n.inputs[1] : n.inputs[0];
+      return constants_.stored(o) ? o : std::string();
+    };
+    const std::string weight = other(mul, r2), bias = other(add, mul);
+    if (weight.empty() || bias.empty()) return false;
+    const OnnxNode& norm = nodes_[size_t(in)];
+    std::vector<OnnxAttribute> attributes = norm.attributes;
+    attributes.push_back(int_attribute("groups", (*rows)[1]));
+    removed_.insert({r1, in, r2, mul});
+    replace(add, "GroupNorm", {nodes_[size_t(r1)].input(0), weight, bias, norm.input(1), norm.input(2)},
+            std::move(attributes));
+    return true;
   }
 
   bool layer_norm_over_channels(int t1) {

@@ -11,6 +11,10 @@
 //   MatMul (stored (out_h, H), MatMul (x, stored (W, out_w)))
 //       -> "AdaptiveAvgPool" (x, rows, columns; kiln's export of an adaptive average pooling whose
 //          sizes do not divide, the averaging matrices checked by the handler)
+//   Reshape (0, g, -1) -> InstanceNormalization -> Reshape (x's shape) -> Mul (weight) -> Add (bias)
+//       -> "GroupNorm" (x, weight, bias, the instance normalization's scale and bias; attributes
+//          groups g and its epsilon; nn.GroupNorm as PyTorch's exporter and kiln's write it below
+//          opset 18)
 //   Transpose (0, 2, 3, 1) -> Flatten (axis 1)
 //       -> "FlattenChannelsLast" (x; the flatten in kiln's H, W, C order, which kiln's exporter
 //          writes so when a flattened map is read by a layer other than a linear one)

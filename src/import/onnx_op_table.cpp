@@ -10,7 +10,8 @@ const OnnxOp* find_onnx_op(const OnnxNode& node) {
   static const std::map<std::pair<std::string, std::string>, const OnnxOp*> table = [] {
     std::map<std::pair<std::string, std::string>, const OnnxOp*> t;
     for (const std::vector<OnnxOp>* family : {&kConvOps, &kActivationOps, &kPoolOps, &kJoinOps, &kHeadOps, &kPlumbingOps,
-                                              &kChannelOps, &kLayerNormOps, &kLayerScaleOps, &kAdaptivePoolOps})
+                                              &kChannelOps, &kLayerNormOps, &kLayerScaleOps, &kAdaptivePoolOps,
+                                              &kGroupNormOps})
       for (const OnnxOp& op : *family) t[{op.domain, op.op_type}] = &op;
     return t;
   }();
@@ -32,7 +33,8 @@ std::string unsupported_op_hint(const OnnxNode& node) {
       {"Erf", "Erf is read only inside the form of GELU x * 0.5 * (1 + Erf(x / sqrt(2)))"},
       {"Sub", "kiln has no subtraction layer"},
       {"Softplus", "kiln has no softplus layer (Mish, x * tanh(softplus(x)), is not imported yet)"},
-      {"InstanceNormalization", "kiln has no instance normalization (GroupNorm models are not imported yet)"},
+      {"InstanceNormalization", "kiln has no instance normalization; it reads InstanceNormalization only in GroupNorm's "
+                                "Reshape (0, g, -1) -> InstanceNormalization -> Reshape -> Mul -> Add"},
       {"GlobalMaxPool", "kiln has global average pooling only"},
       {"Split", "splits (x.chunk) are not imported yet"},
   };

@@ -33,8 +33,9 @@ std::string unsupported_op_hint(const OnnxNode& node);
 
 // Each family's handlers.
 extern const std::vector<OnnxOp> kConvOps, kActivationOps, kPoolOps, kJoinOps, kHeadOps, kPlumbingOps;
-// onnx_ops_channel.cpp, onnx_ops_layer_norm.cpp, onnx_ops_layer_scale.cpp, onnx_ops_adaptive_pool.cpp
-extern const std::vector<OnnxOp> kChannelOps, kLayerNormOps, kLayerScaleOps, kAdaptivePoolOps;
+// onnx_ops_channel.cpp, onnx_ops_layer_norm.cpp, onnx_ops_layer_scale.cpp, onnx_ops_adaptive_pool.cpp,
+// onnx_ops_group_norm.cpp
+extern const std::vector<OnnxOp> kChannelOps, kLayerNormOps, kLayerScaleOps, kAdaptivePoolOps, kGroupNormOps;
 
 // Shared by the handlers' checks: an attribute's value, or the default.
 int64_t int_attribute(const OnnxNode& node, const char* name, int64_t fallback);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -125,7 +126,11 @@ TEST_P(ZooImportMore, AnExportWithBatchNormKeptImportsAsTheSameProgramWithTheSam
 
   const std::vector<float> got = testing::kiln_logits(imported, x, shape);
   ASSERT_EQ(got.size(), want.size());
-  EXPECT_EQ(testing::logit_gap(got, want), 0.0);
+  // Bit for bit, except where a linear layer came back as a 1x1 conv: another kernel, another fp32
+  // summation order: convnext_tiny's gaps measured 0 to 7.2e-8 over four seeds, bound 1e-5; two
+  // filters swapped land 0.2 to 0.34 off.
+  const double bound = pointwise > 0 ? 1e-5 : 0.0, gap = testing::logit_gap(got, want);
+  EXPECT_LE(gap, bound);
   // The comparison catches one wrong weight: the first convolution's first two filters swapped.
   ImportedModel wrong = m;
   NamedTensor& w = *std::find_if(wrong.weights.begin(), wrong.weights.end(),
@@ -134,12 +139,12 @@ TEST_P(ZooImportMore, AnExportWithBatchNormKeptImportsAsTheSameProgramWithTheSam
   std::rotate(w.data.begin(), w.data.begin() + std::ptrdiff_t(filter), w.data.begin() + std::ptrdiff_t(2 * filter));
   load_imported_weights(imported, wrong);
   const double wrong_gap = testing::logit_gap(testing::kiln_logits(imported, x, shape), want);
-  EXPECT_GT(wrong_gap, 0.0);
+  EXPECT_GT(wrong_gap, 100 * bound);
   std::string momentum_list;
   for (const float mo : momenta) momentum_list += (momentum_list.empty() ? "" : ", ") + std::to_string(mo);
   std::printf("%s at %d: %zu layers, %d with a BatchNorm (momentum %s kept), %d linear layers over a map as 1x1 "
-              "convs; logits equal; two filters swapped: gap %.2e\n", GetParam().c_str(), side, b.size(), norms,
-              momenta.empty() ? "-" : momentum_list.c_str(), pointwise, wrong_gap);
+              "convs; logit gap %.2e (bound %.0e); two filters swapped: gap %.2e\n", GetParam().c_str(), side, b.size(), norms,
+              momenta.empty() ? "-" : momentum_list.c_str(), pointwise, gap, bound, wrong_gap);
 }
 
 INSTANTIATE_TEST_SUITE_P(ZooModels, ZooImportMore,
@@ -179,6 +184,67 @@ TEST(ZooImportMoreRefusal, AChannelsLastFlattenReadByALinearLayerThroughDropoutI
     const Shape shape = {2, 3, 4, 4};
     const std::vector<float> x = testing::normal_floats(size_t(numel(shape)), 9);
     EXPECT_EQ(testing::logit_gap(testing::kiln_logits(imported, x, shape), testing::kiln_logits(exe, x, shape)), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The layer kinds no zoo model above exports in every form: GroupNorm on a map and on flat rows
+// (Reshape -> InstanceNormalization -> Reshape -> Mul -> Add), LayerScale on both ((C, 1, 1) and (C)),
+// a channel slice of a map; every parameter random, so a weight taken from the wrong tensor or
+// broadcast along the wrong axis shows in the logits.
+TEST(KilnLayersImport, GroupNormLayerScaleAndSliceRoundTripBitForBit) {
+  if (!onnx_import_available()) GTEST_SKIP() << "kiln built without the ONNX library";
+  Blueprint bp("norms");
+  bp.input(8, 8, 3).conv(ConvAttrs::square(8, 3, 1, 1, true), "features.0").group_norm(4, 1e-5f, "features.1");
+  bp.relu("features.2").layer_scale(1.f, "features.3").channel_slice(2, 4, "features.4").global_avgpool("avgpool");
+  bp.fc(6, true, "fc1").group_norm(2, 1e-3f, "norm").layer_scale(1.f, "head_scale");
+  bp.fc(5, true, "classifier");
+  CompileOptions o;
+  o.batch = 2;
+  Executable original(compile(bp, o), 3);
+  for (int id : original.program().params) {
+    const std::vector<float> v = testing::normal_floats(size_t(numel(original.program().tensors[size_t(id)].shape)),
+                                                        100 + uint32_t(id));
+    original.write(id, v.data(), v.size() * sizeof(float));
+  }
+  const Shape shape = {2, 3, 8, 8};
+  const std::vector<float> x = testing::normal_floats(size_t(numel(shape)), 4);
+  const std::vector<float> want = testing::kiln_logits(original, x, shape);
+  testing::TempDir dir;
+  export_onnx(original, dir.file("norms.onnx"));
+  const ImportedModel m = import_onnx(dir.file("norms.onnx"));
+  Executable imported(compile(m.blueprint, o), 5);
+  EXPECT_EQ(size_t(load_imported_weights(imported, m).tensors), m.weights.size());
+  const std::vector<KeptLayer> a = kept_layers(original.program()), b = kept_layers(imported.program());
+  std::string kinds_a, kinds_b;
+  for (const KeptLayer& l : a) kinds_a += std::string(layer_kind_name(l.kind)) + " ";
+  for (const KeptLayer& l : b) kinds_b += std::string(layer_kind_name(l.kind)) + " ";
+  ASSERT_EQ(kinds_a, kinds_b);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].params.empty()) {  // named after their initializers
+      EXPECT_EQ(a[i].name, b[i].name);
+    }
+    EXPECT_EQ(a[i].params, b[i].params) << a[i].name;
+  }
+  EXPECT_EQ(testing::logit_gap(testing::kiln_logits(imported, x, shape), want), 0.0);
+  // Each group norm's weight reversed is caught.
+  for (const char* tensor : {"features.1.weight", "norm.weight"}) {
+    ImportedModel wrong = m;
+    NamedTensor& w = *std::find_if(wrong.weights.begin(), wrong.weights.end(),
+                                   [&](const NamedTensor& t) { return t.name == tensor; });
+    std::vector<float> v(w.data.size() / 4);
+    std::memcpy(v.data(), w.data.data(), w.data.size());
+    std::reverse(v.begin(), v.end());
+    std::memcpy(w.data.data(), v.data(), w.data.size());
+    load_imported_weights(imported, wrong);
+    const double gap = testing::logit_gap(testing::kiln_logits(imported, x, shape), want);
+    EXPECT_GT(gap, 1e-3) << tensor;
+    std::printf("%s reversed: gap %.2e\n", tensor, gap);
   }
 }
 
