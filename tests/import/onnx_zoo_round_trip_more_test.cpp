@@ -195,13 +195,14 @@ namespace {
 
 // The layer kinds no zoo model above exports in every form: GroupNorm on a map and on flat rows
 // (Reshape -> InstanceNormalization -> Reshape -> Mul -> Add), LayerScale on both ((C, 1, 1) and (C)),
-// a channel slice of a map; every parameter random, so a weight taken from the wrong tensor or
+// a channel slice of a map, adaptive average pooling as two MatMuls; every parameter random, so a weight taken from the wrong tensor or
 // broadcast along the wrong axis shows in the logits.
 TEST(KilnLayersImport, GroupNormLayerScaleAndSliceRoundTripBitForBit) {
   if (!onnx_import_available()) GTEST_SKIP() << "kiln built without the ONNX library";
   Blueprint bp("norms");
   bp.input(8, 8, 3).conv(ConvAttrs::square(8, 3, 1, 1, true), "features.0").group_norm(4, 1e-5f, "features.1");
-  bp.relu("features.2").layer_scale(1.f, "features.3").channel_slice(2, 4, "features.4").global_avgpool("avgpool");
+  bp.relu("features.2").layer_scale(1.f, "features.3").channel_slice(2, 4, "features.4");
+  bp.adaptive_avgpool(3, 3, "pool").global_avgpool("avgpool");  // 8x8 to 3x3: the two-MatMul export
   bp.fc(6, true, "fc1").group_norm(2, 1e-3f, "norm").layer_scale(1.f, "head_scale");
   bp.fc(5, true, "classifier");
   CompileOptions o;
