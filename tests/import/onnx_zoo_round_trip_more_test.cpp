@@ -1,5 +1,7 @@
-// kiln export --onnx of the rest of the zoo (issue 50, item 5), BatchNorm kept, imported back: the
-// layer kinds in order with their shapes and parameter shapes, every BatchNorm's epsilon and momentum
+// kiln export --onnx of zoo models of every family (issue 50, item 5), BatchNorm kept, imported back:
+// the model's name from the metadata, the note on a model without BatchNorm exactly when it has none,
+// the layer kinds in order (the CBR, conv_bn and bn_add_relu fusions included) with their shapes and
+// parameter shapes, every BatchNorm's epsilon and momentum
 // (MNASNet's 3e-4 and MobileNetV3's 0.01 are not ONNX's default), the PyTorch names, and the logits
 // bit for bit from the file's weights. Each model at its smallest side (tests/export/onnx_runner.h),
 // batch 2.
@@ -99,6 +101,14 @@ TEST_P(ZooImportMore, AnExportWithBatchNormKeptImportsAsTheSameProgramWithTheSam
   e.info.model = bp.name();
   export_onnx(original, file, e);
   const ImportedModel m = import_onnx(file);
+  EXPECT_EQ(m.blueprint.name(), bp.name());  // from the metadata kiln wrote
+  EXPECT_EQ(m.sha256.size(), 64u);
+  const Program& op = original.program();
+  const bool has_bn = op.graph.count(LayerKind::BatchNorm) + op.graph.count(LayerKind::CBR) > 0;
+  const bool noted = std::any_of(m.notes.begin(), m.notes.end(), [](const std::string& n) {
+    return n.find("no BatchNormalization node") != std::string::npos;
+  });
+  EXPECT_EQ(noted, !has_bn);  // SqueezeNet has none
   Executable imported(compile(m.blueprint, o), seed + 4);  // another seed: every weight must come from the file
   EXPECT_EQ(size_t(load_imported_weights(imported, m).tensors), m.weights.size());
 
@@ -148,8 +158,10 @@ TEST_P(ZooImportMore, AnExportWithBatchNormKeptImportsAsTheSameProgramWithTheSam
 }
 
 INSTANTIATE_TEST_SUITE_P(ZooModels, ZooImportMore,
-                         ::testing::Values("mnasnet0_5", "mobilenet_v3_small", "inception_v3", "regnet_y_400mf",
-                                           "shufflenet_v2_x0_5", "convnext_tiny", "vgg11_bn"),
+                         ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1", "efficientnet_b0",
+                                           "densenet121", "googlenet", "mnasnet0_5", "mobilenet_v3_small",
+                                           "inception_v3", "regnet_y_400mf", "shufflenet_v2_x0_5", "convnext_tiny",
+                                           "vgg11_bn"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // AlexNet's export flattens through Transpose (0, 2, 3, 1) because dropout, not the linear layer,
