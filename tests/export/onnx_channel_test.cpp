@@ -16,6 +16,7 @@
 #include "kiln/export.h"
 #include "kiln/torch_weights.h"
 #include "onnx_runner.h"
+#include "ops/channel/shufflenet_unit_test.h"
 #include "support/temp_dir.h"
 
 namespace kiln {
@@ -25,29 +26,14 @@ namespace {
 // which the other layer families' ONNX checks hold too.
 constexpr double kBound = 5e-5;
 
-// torchvision's InvertedResidual with stride 1 (branch2: 1x1 conv, BN, ReLU, depthwise 3x3, BN, 1x1
-// conv, BN, ReLU), its cat shuffled in `groups`.
-void unit(Blueprint& m, const std::string& name, int channels, int groups) {
-  const int half = channels / 2;
-  ConvAttrs depthwise = ConvAttrs::square(half, 3, 1, 1);
-  depthwise.groups = half;
-  const Blueprint::Ref x = m.last();
-  m.channel_slice(0, half, name + ".x1");
-  const Blueprint::Ref x1 = m.last();
-  m.from(x).channel_slice(half, half, name + ".x2");
-  m.conv(half, 1, 1, 0, false, name + ".branch2.0").bn(name + ".branch2.1").relu(name + ".branch2.2");
-  m.conv(depthwise, name + ".branch2.3").bn(name + ".branch2.4");
-  m.conv(half, 1, 1, 0, false, name + ".branch2.5").bn(name + ".branch2.6").relu(name + ".branch2.7");
-  m.concat({x1, m.last()}, name + ".cat").channel_shuffle(groups, name + ".channel_shuffle");
-}
 
 // A stem, a unit shuffling 2 groups and one shuffling `second_groups` of 16 channels, the mean, a
 // linear layer.
 Blueprint units(int second_groups) {
   Blueprint m("units");
   m.input(8, 7, 3).conv(16, 3, 1, 1, false, "conv1.0").bn("conv1.1").relu("conv1.2");
-  unit(m, "stage2.0", 16, 2);
-  unit(m, "stage2.1", 16, second_groups);
+  channel_test::shufflenet_unit(m, "stage2.0", 16, 2);
+  channel_test::shufflenet_unit(m, "stage2.1", 16, second_groups);
   m.global_avgpool("mean").fc(5, true, "fc");
   return m;
 }

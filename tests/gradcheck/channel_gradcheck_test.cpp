@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/blueprint.h"
+#include "ops/channel/shufflenet_unit_test.h"
 #include "support/gradcheck.h"
 #include "support/program_fixture.h"
 
@@ -72,28 +73,13 @@ InputGradient check_gradients(const std::string& name, const Blueprint& model, c
 
 Blueprint head(Blueprint m) { return m.flatten("flat").fc(4, true, "head"); }
 
-// torchvision's InvertedResidual with stride 1 on `channels`: x1, x2 = x.chunk(2, dim=1); branch2 on
-// x2 (1x1 conv, BN, ReLU, depthwise 3x3, BN, 1x1 conv, BN, ReLU); cat(x1, branch2(x2)); shuffle.
-void unit(Blueprint& m, const std::string& name, int channels, int groups) {
-  const int half = channels / 2;
-  ConvAttrs depthwise = ConvAttrs::square(half, 3, 1, 1);
-  depthwise.groups = half;
-  const Blueprint::Ref x = m.last();
-  m.channel_slice(0, half, name + ".x1");
-  const Blueprint::Ref x1 = m.last();
-  m.from(x).channel_slice(half, half, name + ".x2");
-  m.conv(half, 1, 1, 0, false, name + ".branch2.0").bn(name + ".branch2.1").relu(name + ".branch2.2");
-  m.conv(depthwise, name + ".branch2.3").bn(name + ".branch2.4");
-  m.conv(half, 1, 1, 0, false, name + ".branch2.5").bn(name + ".branch2.6").relu(name + ".branch2.7");
-  m.concat({x1, m.last()}, name + ".cat").channel_shuffle(groups, name + ".channel_shuffle");
-}
 
 // The data batch itself chunked (its gradient is the first unit's), then a unit reading the first's
 // shuffle in 4 groups of 2.
 Blueprint shufflenet_units() {
   Blueprint m("shufflenet_units");
-  unit(m, "stage2.0", 8, 2);
-  unit(m, "stage2.1", 8, 4);
+  channel_test::shufflenet_unit(m, "stage2.0", 8, 2);
+  channel_test::shufflenet_unit(m, "stage2.1", 8, 4);
   return head(m);
 }
 

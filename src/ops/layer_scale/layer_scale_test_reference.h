@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/common/rounding_bound_test.h"
+
 namespace kiln::layer_scale_test {
 
 struct Extents {
@@ -52,24 +54,7 @@ inline double correctly_rounded(double v, int bits, int emin) {
   return std::nearbyint(v / spacing) * spacing;  // the division by a power of two is exact
 }
 
-// The elements of `got` farther from `want` than `store_unit` * |want| (the result's one rounding)
-// plus `sum_unit` * `terms` * `addends` (a sum of that many terms accumulated with that unit
-// roundoff) plus `store_floor` (half the spacing of the stored type's subnormals): how many, and
-// the first one's index (-1 when none).
-struct Misses {
-  int64_t count = 0, first = -1;
-};
-template <class G>
-Misses outside_bound(const G& got, const std::vector<double>& want, const std::vector<double>& terms,
-                     double store_unit, double sum_unit, int64_t addends, double store_floor = 0) {
-  Misses m;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double bound = store_floor + store_unit * std::fabs(want[i]) +
-                         sum_unit * double(addends) * terms[i] * (1 + store_unit);
-    const double g = static_cast<double>(got[i]);
-    if (!(std::fabs(g - want[i]) <= bound) && m.count++ == 0) m.first = int64_t(i);
-  }
-  return m;
-}
+using testing::Misses;
+using testing::outside_bound;
 
 }  // namespace kiln::layer_scale_test
