@@ -58,6 +58,32 @@ int64_t fixed_batch(const ImportContext& ctx) {
   return 0;
 }
 
+// Whether `node` views rows (N, F) as (N, F, 1, 1) that only a flatten reads: the dynamo exporter
+// writes nn.Dropout on efficientnet's pooled rows so (view(N, F, 1, 1), the mask, view(N, F)). The
+// value stays kiln's rows, held as ONNX's (N, F, 1, 1) as a global pool's are (one_by_one).
+bool rows_viewed_one_by_one(const OnnxNode& node, ImportContext& ctx, const Folded& shape) {
+  const MappedValue x = ctx.input(node, 0);
+  if (x.form != Form::Rows || shape.floating || shape.ints.size() != 4 || shape.dims.size() != 1) return false;
+  const FoldedInt &n = shape.ints[0], &f = shape.ints[1];
+  const bool batch = n.kind == FoldedInt::Kind::Batch ||
+                     (n.kind == FoldedInt::Kind::Number && n.value > 0 && n.value == fixed_batch(ctx));
+  if (!batch || f.kind != FoldedInt::Kind::Number || f.value < 1 || (x.channels > 0 && f.value != x.channels)) return false;
+  for (size_t k = 2; k < 4; ++k)
+    if (shape.ints[k].kind != FoldedInt::Kind::Number || shape.ints[k].value != 1) return false;
+  const std::string& out = node.outputs.at(0);
+  if (ctx.is_output(out) || ctx.readers(out).empty()) return false;
+  for (int r : ctx.readers(out)) {
+    const OnnxNode& reader = ctx.nodes()[size_t(r)];
+    if (!reader.domain.empty() || (reader.op_type != "Flatten" && reader.op_type != "Reshape") || reader.input(0) != out)
+      return false;
+  }
+  MappedValue v = x;
+  v.channels = f.value;
+  v.one_by_one = true;
+  ctx.set(out, v);
+  return true;
+}
+
 void map_reshape(const OnnxNode& node, ImportContext& ctx) {
   const Folded* shape = ctx.constant(node.input(1));
   if (!shape)
@@ -79,6 +105,7 @@ void map_reshape(const OnnxNode& node, ImportContext& ctx) {
     const FoldedInt& f = shape->ints[1];
     flat = flat && f.kind == FoldedInt::Kind::Number && (f.value == -1 || f.value > 0);
   }
+  if (!flat && rows_viewed_one_by_one(node, ctx, *shape)) return;
   if (!flat)
     fail("'{}': {} reshapes to {}; kiln reshapes a feature map to (N, -1) only, a flatten (channel shuffle's "
          "Reshape/Transpose is not imported yet)", ctx.path(), node_label(node), text());
