@@ -98,17 +98,29 @@ void map_reshape(const OnnxNode& node, ImportContext& ctx) {
   };
   bool flat = shape->count() == 2 && !shape->floating;
   if (flat) {
-    // The batch: the file's symbol, or a number where the export fixed it, or 0 ("keep this dimension").
+    // The batch: the file's symbol, or a number where the export fixed it, or 0 ("keep this dimension"),
+    // or -1 beside a width F (the dynamo exporter's optimized view, (-1, F)): the rest is then the
+    // batch, as the width check flatten_value leaves (each sample's C*H*W is F) makes sure.
     const FoldedInt& n = shape->ints[0];
-    flat = n.kind == FoldedInt::Kind::Batch ||
-           (n.kind == FoldedInt::Kind::Number && (n.value == 0 || (n.value > 0 && n.value == fixed_batch(ctx))));
     const FoldedInt& f = shape->ints[1];
+    const bool width = f.kind == FoldedInt::Kind::Number && f.value > 0;
+    flat = n.kind == FoldedInt::Kind::Batch ||
+           (n.kind == FoldedInt::Kind::Number && (n.value == 0 || (n.value > 0 && n.value == fixed_batch(ctx)))) ||
+           (n.kind == FoldedInt::Kind::Number && n.value == -1 && width);
     flat = flat && f.kind == FoldedInt::Kind::Number && (f.value == -1 || f.value > 0);
   }
   if (!flat && rows_viewed_one_by_one(node, ctx, *shape)) return;
+  // A number where the batch goes while the input's batch is symbolic: the export wrote its example's
+  // batch into this shape (an export without dynamic_shapes for it, or a specialized one).
+  const bool baked_batch = !shape->floating && shape->ints.size() >= 2 && fixed_batch(ctx) == 0 &&
+                           shape->ints[0].kind == FoldedInt::Kind::Number && shape->ints[0].value > 0;
   if (!flat)
     fail("'{}': {} reshapes to {}; kiln reshapes a feature map to (N, -1) only, a flatten (channel shuffle's "
-         "Reshape/Transpose is not imported yet)", ctx.path(), node_label(node), text());
+         "Reshape/Transpose is not imported yet){}", ctx.path(), node_label(node), text(),
+         baked_batch ? fmt::format(". The file's input has a symbolic batch but this shape fixes it at {}: export "
+                                   "again with the batch dynamic (torch.onnx.export's dynamic_shapes, or dynamic_axes "
+                                   "with dynamo=False)", shape->ints[0].value)
+                     : std::string());
   flatten_value(node, ctx, shape->ints[1].value);
 }
 

@@ -144,6 +144,36 @@ TEST(OnnxDynamoForms, StochasticDepthAndDropoutAsTheDynamoExporterWritesThemBeco
   }
 }
 
+// input (N, 3, 4, 4) -> Conv 1x1 (`channels`) -> Relu -> GlobalAveragePool -> Reshape (-1, `width`) (the
+// optimized dynamo export's view(N, -1)) -> Gemm (2).
+OnnxTestModel minus_one_view(uint32_t seed, int64_t channels, int64_t width) {
+  OnnxTestModel m(3, 4, 4, seed, kOpset);
+  const std::string conv = m.node("Conv", {"input", m.conv_weight("conv.weight", channels, 3, 1, 1)}, "conv");
+  const std::string pooled = m.node("GlobalAveragePool", {m.node("Relu", {conv}, "relu")}, "pool");
+  const std::string flat = m.node("Reshape", {pooled, m.int64s("view_shape", {-1, width})}, "view");
+  m.output(m.node("Gemm", {flat, m.normal("fc.weight", {2, width}, 0.5f)}, "logits", {OnnxAttr::i("transB", 1)}), 2);
+  return m;
+}
+
+TEST(OnnxDynamoForms, AViewToMinusOneAndTheWidthIsAFlattenWhereTheWidthIsEachSamples) {
+  if (!onnx_import_available()) GTEST_SKIP() << "kiln built without the ONNX library";
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  testing::TempDir dir;
+  const OnnxTestModel m = minus_one_view(seed, 4, 4);
+  const std::vector<testing::ImportedRun> runs = testing::run_imported({{"minus_one", &m}}, dir, seed);
+  ASSERT_EQ(runs.size(), 1u);
+  const double gap = testing::logit_gap(runs[0].kiln, runs[0].onnxruntime);
+  EXPECT_LT(gap, testing::kImportBound);
+  std::printf("view (-1, 4): gap %.2e\n", gap);
+  // (-1, 8) of 4 channels would fold samples together: refused.
+  const std::string file = dir.file("wrong_width.onnx");
+  minus_one_view(seed, 4, 8).save(file);
+  const std::string error = testing::error_of([&] { import_onnx(file); });
+  EXPECT_NE(error, "");
+  std::printf("view (-1, 8) of 4 channels: %s\n", error.c_str());
+}
+
 // The dynamo exporter's AdaptiveAvgPool2d((7, 7)) of a 2x2 map (vgg at 64x64) gathers the map's
 // positions with GatherND; kiln has no gather layer, and the refusal names the cause and the fix.
 TEST(OnnxDynamoForms, AGatherNDOfAFeatureMapIsRefusedNamingTheAdaptivePoolAndTheInputSize) {
