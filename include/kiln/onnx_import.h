@@ -53,7 +53,9 @@ struct ImportedModel {
   // What the import decided that the user should know (a model with convolutions but no
   // BatchNormalization, as an eval-mode export leaves it; a bias folded; ...).
   std::vector<std::string> notes;
-  std::string sha256;  // of the file's bytes, lowercase hex
+  // Of the file's bytes, lowercase hex; for a model keeping weights in data files beside it (the
+  // dynamo exporter's <model>.onnx.data), of the file's digest and each data file's, together.
+  std::string sha256;
   std::string path;
   int64_t opset = 0;
   std::string producer;  // "pytorch 2.5.0", "kiln 0.9.0", ...

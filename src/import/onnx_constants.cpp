@@ -1,7 +1,9 @@
 #include "import/onnx_constants.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace kiln::onnx_import {
@@ -35,6 +37,127 @@ std::optional<std::vector<int64_t>> axes_of(const OnnxNode& node, size_t k, cons
   const Folded* f = value(node.input(k));
   if (!f) return std::nullopt;
   return f->numbers();
+}
+
+// `x` as the element kind `floating` names: what Cast and CastLike compute.
+std::optional<Folded> cast_to(const Folded& x, bool floating) {
+  Folded f;
+  f.dims = x.dims;
+  f.floating = floating;
+  if (f.floating == x.floating) {
+    f.floats = x.floats, f.ints = x.ints;
+  } else if (f.floating) {
+    const std::optional<std::vector<int64_t>> v = x.numbers();
+    if (!v) return std::nullopt;
+    f.floats.assign(v->begin(), v->end());
+  } else {
+    for (double v : x.floats) {
+      if (!std::isfinite(v) || std::abs(v) > 9e18) return std::nullopt;
+      f.ints.push_back(FoldedInt::number(int64_t(std::trunc(v))));
+    }
+  }
+  return f;
+}
+
+// The dimensions a Reshape to `target` gives `x` (ONNX's rules: one -1 inferred, 0 copies the
+// input's dimension unless allowzero), or nullopt.
+std::optional<Shape> reshaped(const Folded& x, const std::vector<int64_t>& target, bool allowzero) {
+  Shape out;
+  int64_t known = 1;
+  int inferred = -1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    int64_t d = target[i];
+    if (d == 0 && !allowzero) {
+      if (i >= x.dims.size()) return std::nullopt;
+      d = x.dims[i];
+    }
+    if (d == -1) {
+      if (inferred >= 0) return std::nullopt;
+      inferred = int(i);
+      out.push_back(1);
+      continue;
+    }
+    if (d < 0 || d > kLargestFolded) return std::nullopt;
+    known *= d;
+    if (known > kLargestFolded) return std::nullopt;
+    out.push_back(d);
+  }
+  if (inferred >= 0) {
+    if (known == 0 || x.count() % known != 0) return std::nullopt;
+    out[size_t(inferred)] = x.count() / known;
+  }
+  if (numel(out) != x.count()) return std::nullopt;
+  return out;
+}
+
+// `x` broadcast against `shape` as Expand does (numpy's rules, aligned at the last dimension), or
+// nullopt where they do not broadcast or the result would be a weight's size.
+std::optional<Folded> expanded(const Folded& x, const std::vector<int64_t>& shape) {
+  const size_t rank = std::max(x.dims.size(), shape.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t a = i + x.dims.size() >= rank ? x.dims[i + x.dims.size() - rank] : 1;
+    const int64_t b = i + shape.size() >= rank ? shape[i + shape.size() - rank] : 1;
+    if (a < 0 || b < 0 || (a != b && a != 1 && b != 1)) return std::nullopt;
+    out[i] = a == 1 ? b : a;
+    if (out[i] > kLargestFolded) return std::nullopt;
+  }
+  if (numel(out) > kLargestFolded) return std::nullopt;
+  Folded f;
+  f.dims = out;
+  f.floating = x.floating;
+  const int64_t n = numel(out);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    // The element of x this output element reads: each broadcast dimension reads index 0.
+    int64_t rest = flat, from = 0, stride = 1;
+    for (size_t i = rank; i-- > 0;) {
+      const int64_t at = rest % out[i];
+      rest /= out[i];
+      if (i + x.dims.size() >= rank) {
+        const int64_t d = x.dims[i + x.dims.size() - rank];
+        from += (d == 1 ? 0 : at) * stride;
+        stride *= d;
+      }
+    }
+    if (f.floating) f.floats.push_back(x.floats[size_t(from)]);
+    else f.ints.push_back(x.ints[size_t(from)]);
+  }
+  return f;
+}
+
+// x `op` y (Div, Mul, Add, Sub) elementwise, one of them a single value or both of one count, as
+// ONNX computes it: integer division truncates. A batch or unknown element gives an unknown one
+// (the batch times or over 1 stays the batch); division by zero, nothing.
+std::optional<Folded> arithmetic(const std::string& op, const Folded& x, const Folded& y) {
+  if (x.floating != y.floating || (x.count() != y.count() && x.count() != 1 && y.count() != 1)) return std::nullopt;
+  const Folded& big = x.count() >= y.count() ? x : y;
+  Folded f;
+  f.dims = big.dims;
+  f.floating = x.floating;
+  const int64_t n = big.count();
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t a = x.count() == 1 ? 0 : size_t(i), b = y.count() == 1 ? 0 : size_t(i);
+    if (f.floating) {
+      const double u = x.floats[a], v = y.floats[b];
+      f.floats.push_back(op == "Div" ? u / v : op == "Mul" ? u * v : op == "Add" ? u + v : u - v);
+      continue;
+    }
+    const FoldedInt &u = x.ints[a], &v = y.ints[b];
+    const bool numbers = u.kind == FoldedInt::Kind::Number && v.kind == FoldedInt::Kind::Number;
+    if (!numbers) {
+      const bool by_one = v.kind == FoldedInt::Kind::Number && v.value == 1 && (op == "Div" || op == "Mul");
+      f.ints.push_back(by_one ? u : FoldedInt::unknown());
+      continue;
+    }
+    if (op == "Div" && v.value == 0) return std::nullopt;
+    const __int128 r = op == "Div" ? __int128(u.value) / v.value
+                       : op == "Mul" ? __int128(u.value) * v.value
+                       : op == "Add" ? __int128(u.value) + v.value
+                                     : __int128(u.value) - v.value;
+    if (r > INT64_MAX || r < INT64_MIN) return std::nullopt;
+    f.ints.push_back(FoldedInt::number(int64_t(r)));
+  }
+  return f;
 }
 
 }  // namespace
@@ -111,7 +234,12 @@ ConstantFolder::ConstantFolder(const OnnxModel& model, const GraphOrder& order, 
 
 bool ConstantFolder::folds(const OnnxNode& node) {
   if (!node.domain.empty()) return false;
-  for (const char* op : {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "Identity"})
+  // Reshape, Expand and CastLike too: the dynamo exporter computes a bias=False convolution's zero
+  // bias (Expand of a CastLike zero to Shape(weight)[0:1]) and view(N, -1)'s shape through them.
+  // Div, Mul, Add and Sub of shape values: PyTorch's TorchScript exporter computes
+  // x.size(1) // groups so (torchvision's channel_shuffle).
+  for (const char* op : {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "CastLike", "Slice",
+                         "Identity", "Reshape", "Expand", "Div", "Mul", "Add", "Sub"})
     if (node.op_type == op) return true;
   return false;
 }
@@ -126,8 +254,11 @@ const Folded* ConstantFolder::value(const std::string& name) { return value_at(n
 const Folded* ConstantFolder::value_at(const std::string& name, int depth) {
   if (name.empty()) return nullptr;
   auto it = memo_.find(name);
-  if (it == memo_.end()) it = memo_.emplace(name, compute(name, depth)).first;
-  return it->second ? &*it->second : nullptr;
+  if (it == memo_.end() || (!it->second.value && it->second.generation != generation_)) {
+    std::optional<Folded> v = compute(name, depth);
+    it = memo_.insert_or_assign(name, Memo{std::move(v), generation_}).first;
+  }
+  return it->second.value ? &*it->second.value : nullptr;
 }
 
 std::optional<Folded> ConstantFolder::compute(const std::string& name, int depth) {
@@ -146,7 +277,15 @@ std::optional<Folded> ConstantFolder::compute_node(const OnnxNode& node, int dep
   const auto input = [&](const std::string& n) { return value_at(n, depth + 1); };
   const std::string& op = node.op_type;
   if (op == "Shape") {
-    std::optional<std::vector<FoldedInt>> dims = shape_of_ ? shape_of_(node.input(0)) : std::nullopt;
+    // A stored tensor's dimensions are its own (the dynamo exporter sizes a bias=False convolution's
+    // zero bias by Shape(weight)); a feature map's are what the importer knows of it.
+    std::optional<std::vector<FoldedInt>> dims;
+    if (const OnnxTensor* t = stored(node.input(0))) {
+      dims.emplace();
+      for (int64_t d : t->dims) dims->push_back(FoldedInt::number(d));
+    } else if (shape_of_) {
+      dims = shape_of_(node.input(0));
+    }
     if (!dims) return std::nullopt;
     const int64_t rank = int64_t(dims->size());
     int64_t start = 0, end = rank;
@@ -163,21 +302,30 @@ std::optional<Folded> ConstantFolder::compute_node(const OnnxNode& node, int dep
   if (op == "Cast") {
     const OnnxAttribute* to = node.attribute("to");
     if (!to) return std::nullopt;
-    Folded f;
-    f.dims = x->dims;
-    f.floating = to->i == 1 || to->i == 10 || to->i == 11 || to->i == 16;  // FLOAT, FLOAT16, DOUBLE, BFLOAT16
-    if (f.floating == x->floating) {
-      f.floats = x->floats, f.ints = x->ints;
-    } else if (f.floating) {
-      const std::optional<std::vector<int64_t>> v = x->numbers();
-      if (!v) return std::nullopt;
-      f.floats.assign(v->begin(), v->end());
-    } else {
-      for (double v : x->floats) {
-        if (!std::isfinite(v) || std::abs(v) > 9e18) return std::nullopt;
-        f.ints.push_back(FoldedInt::number(int64_t(std::trunc(v))));
-      }
-    }
+    return cast_to(*x, to->i == 1 || to->i == 10 || to->i == 11 || to->i == 16);  // FLOAT, FLOAT16, DOUBLE, BFLOAT16
+  }
+  if (op == "CastLike") {
+    // To the element type of input 1: a constant's, or a feature map's, which is floating point
+    // (kiln reads float models).
+    const Folded* like = input(node.input(1));
+    return cast_to(*x, like ? like->floating : true);
+  }
+  if (op == "Div" || op == "Mul" || op == "Add" || op == "Sub") {
+    const Folded* y = input(node.input(1));
+    if (!y) return std::nullopt;
+    return arithmetic(op, *x, *y);
+  }
+  if (op == "Reshape" || op == "Expand") {
+    const Folded* shape = input(node.input(1));
+    if (!shape) return std::nullopt;
+    const std::optional<std::vector<int64_t>> target = shape->numbers();
+    if (!target || shape->dims.size() != 1) return std::nullopt;
+    if (op == "Expand") return expanded(*x, *target);
+    const OnnxAttribute* allowzero = node.attribute("allowzero");
+    const std::optional<Shape> dims = reshaped(*x, *target, allowzero && allowzero->i != 0);
+    if (!dims) return std::nullopt;
+    Folded f = *x;
+    f.dims = *dims;
     return f;
   }
   if (op == "Unsqueeze" || op == "Squeeze") {

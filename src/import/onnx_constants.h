@@ -56,6 +56,10 @@ class ConstantFolder {
   // Whether nodes of this type are evaluated here (and so map to no layer).
   static bool folds(const OnnxNode& node);
 
+  // What shape_of answers may have grown (the importer mapped another value): a value that could
+  // not be computed before is computed again when next asked; those computed stay.
+  void shapes_changed() { ++generation_; }
+
  private:
   std::optional<Folded> compute(const std::string& name, int depth);
   std::optional<Folded> compute_node(const OnnxNode& node, int depth);
@@ -66,7 +70,12 @@ class ConstantFolder {
   ShapeOf shape_of_;
   std::map<std::string, OnnxTensor> constant_nodes_;  // the Constant nodes' values, by output
   std::map<std::string, const OnnxTensor*> stored_;    // those and the initializers
-  std::map<std::string, std::optional<Folded>> memo_;
+  struct Memo {
+    std::optional<Folded> value;
+    uint64_t generation = 0;  // of a value that could not be computed: when it was tried
+  };
+  std::map<std::string, Memo> memo_;
+  uint64_t generation_ = 0;
 };
 
 // A Constant node's value as a tensor named `name` (its `value` attribute, or value_float(s) /

@@ -60,7 +60,8 @@ int64_t raw_integer(const char* p, int32_t type) {
   }
 }
 
-OnnxTensor tensor_of(const onnx::TensorProto& t, const std::string& path, const std::string& fallback_name) {
+OnnxTensor tensor_of(const onnx::TensorProto& t, const std::string& path, const std::string& fallback_name,
+                     ExternalData& external) {
   OnnxTensor out;
   out.name = t.name().empty() ? fallback_name : t.name();
   out.elem_type = t.data_type();
@@ -68,16 +69,30 @@ OnnxTensor tensor_of(const onnx::TensorProto& t, const std::string& path, const 
   if (t.has_segment())
     fail("'{}': tensor '{}' is stored in segments, which kiln does not read; save the model whole (onnx.save_model)",
          path, out.name);
-  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    for (const auto& entry : t.external_data())
-      if (entry.key() == "location") location = entry.value();
-    fail("'{}': tensor '{}' keeps its data in an external file ('{}'); kiln reads weights stored inside the model: "
-         "save it with onnx.save_model(model, path, save_as_external_data=False) (a model under 2 GiB fits)",
-         path, out.name, location);
-  }
   const int64_t n = checked_count(out.dims, path, out.name);
-  const std::string& raw = t.raw_data();
+  const bool outside = t.data_location() == onnx::TensorProto::EXTERNAL;
+  std::string external_raw;
+  if (outside) {
+    std::string location, offset, length;
+    for (const auto& entry : t.external_data()) {
+      if (entry.key() == "location") location = entry.value();
+      if (entry.key() == "offset") offset = entry.value();
+      if (entry.key() == "length") length = entry.value();
+    }
+    const size_t element = t.data_type() == onnx::TensorProto::FLOAT || t.data_type() == onnx::TensorProto::INT32 ||
+                                   t.data_type() == onnx::TensorProto::UINT32
+                               ? 4
+                           : t.data_type() == onnx::TensorProto::DOUBLE || t.data_type() == onnx::TensorProto::INT64 ||
+                                   t.data_type() == onnx::TensorProto::UINT64
+                               ? 8
+                           : t.data_type() == onnx::TensorProto::FLOAT16 || t.data_type() == onnx::TensorProto::BFLOAT16 ||
+                                   t.data_type() == onnx::TensorProto::INT16 || t.data_type() == onnx::TensorProto::UINT16
+                               ? 2
+                               : 1;
+    external_raw = external.read(out.name, location, offset, length, size_t(n) * element);
+  }
+  const std::string& raw = outside ? external_raw : t.raw_data();
+  const bool has_raw = outside || t.has_raw_data();
   auto wrong_size = [&](size_t have, size_t element) {
     fail("'{}': tensor '{}' of shape {} needs {} values but holds {}: the file is damaged or truncated; {}", path,
          out.name, shape_str(out.dims), n, element ? have / element : have, kExportAgain);
@@ -87,7 +102,7 @@ OnnxTensor tensor_of(const onnx::TensorProto& t, const std::string& path, const 
     out.dtype = dtype;
     // Sizes are checked before anything is allocated: a damaged shape may claim terabytes.
     const size_t bytes = size_t(n) * dtype_size(dtype);
-    if (t.has_raw_data()) {
+    if (has_raw) {
       if (raw.size() != bytes) wrong_size(raw.size(), dtype_size(dtype));
       out.data.resize(bytes);
       if (bytes) std::memcpy(out.data.data(), raw.data(), bytes);
@@ -124,7 +139,7 @@ OnnxTensor tensor_of(const onnx::TensorProto& t, const std::string& path, const 
   out.integer = true;
   const bool int64 = t.data_type() == onnx::TensorProto::INT64;
   const bool uint64 = t.data_type() == onnx::TensorProto::UINT32 || t.data_type() == onnx::TensorProto::UINT64;
-  if (t.has_raw_data()) {
+  if (has_raw) {
     if (raw.size() != size_t(n) * element) wrong_size(raw.size(), element);
   } else {
     const int stored = int64 ? t.int64_data_size() : uint64 ? t.uint64_data_size() : t.int32_data_size();
@@ -132,14 +147,15 @@ OnnxTensor tensor_of(const onnx::TensorProto& t, const std::string& path, const 
   }
   out.ints.resize(size_t(n));
   for (int64_t i = 0; i < n; ++i)
-    out.ints[size_t(i)] = t.has_raw_data() ? raw_integer(raw.data() + i * int64_t(element), t.data_type())
+    out.ints[size_t(i)] = has_raw ? raw_integer(raw.data() + i * int64_t(element), t.data_type())
                           : int64           ? t.int64_data(int(i))
                           : uint64          ? int64_t(t.uint64_data(int(i)))
                                             : int64_t(t.int32_data(int(i)));
   return out;
 }
 
-OnnxAttribute attribute_of(const onnx::AttributeProto& a, const std::string& path, const std::string& node) {
+OnnxAttribute attribute_of(const onnx::AttributeProto& a, const std::string& path, const std::string& node,
+                           ExternalData& external) {
   OnnxAttribute out;
   out.name = a.name();
   out.f = a.f();
@@ -148,7 +164,7 @@ OnnxAttribute attribute_of(const onnx::AttributeProto& a, const std::string& pat
   out.floats.assign(a.floats().begin(), a.floats().end());
   out.ints.assign(a.ints().begin(), a.ints().end());
   out.strings.assign(a.strings().begin(), a.strings().end());
-  if (a.has_t()) out.tensor = std::make_shared<const OnnxTensor>(tensor_of(a.t(), path, node + "." + a.name()));
+  if (a.has_t()) out.tensor = std::make_shared<const OnnxTensor>(tensor_of(a.t(), path, node + "." + a.name(), external));
   using T = OnnxAttribute::Type;
   switch (a.type()) {
     case onnx::AttributeProto::FLOAT: out.type = T::Float; break;
@@ -181,7 +197,7 @@ OnnxValueInfo value_of(const onnx::ValueInfoProto& v) {
 
 }  // namespace
 
-OnnxModel parse_onnx_model(std::span<const uint8_t> bytes, const std::string& path) {
+OnnxModel parse_onnx_model(std::span<const uint8_t> bytes, const std::string& path, ExternalData& external) {
   if (bytes.empty())
     fail("'{}' is empty (0 bytes), not an ONNX model: the export did not finish, or the copy was cut off; {}", path,
          kExportAgain);
@@ -209,7 +225,7 @@ OnnxModel parse_onnx_model(std::span<const uint8_t> bytes, const std::string& pa
   m.graph_name = g.name();
   for (const onnx::StringStringEntryProto& p : proto.metadata_props()) m.metadata[p.key()] = p.value();
   for (const onnx::TensorProto& t : g.initializer()) {
-    m.initializers.push_back(tensor_of(t, path, ""));
+    m.initializers.push_back(tensor_of(t, path, "", external));
     if (m.initializers.back().name.empty())
       fail("'{}': initializer {} has no name, so no node can read it: the file is damaged; {}", path,
            m.initializers.size() - 1, kExportAgain);
@@ -224,7 +240,7 @@ OnnxModel parse_onnx_model(std::span<const uint8_t> bytes, const std::string& pa
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
     const std::string label = node_label(node);
-    for (const onnx::AttributeProto& a : n.attribute()) node.attributes.push_back(attribute_of(a, path, label));
+    for (const onnx::AttributeProto& a : n.attribute()) node.attributes.push_back(attribute_of(a, path, label, external));
     m.nodes.push_back(std::move(node));
   }
   return m;

@@ -8,7 +8,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
 
 #include "core/file_io.h"
 #include "import/onnx_file_reader.h"
@@ -112,18 +116,53 @@ void add_notes(ImportContext& ctx) {
                          biases.size() == 1 ? "" : fmt::format(" and {} more", biases.size() - 1)));
 }
 
+// What the patterns know of a value's shape before the graph is mapped: for a value computed from
+// the input (not through Shape), that its first dimension is the batch, as every map and row of
+// kiln's has it (the rank taken as a map's, 4; its other dimensions unknown). Enough for the size
+// torchvision's stochastic depth draws its noise at, [x.shape[0], 1, 1, 1], and never a wrong number.
+ConstantFolder::ShapeOf batch_first_shapes(const OnnxModel& model, const GraphOrder& order) {
+  auto data = std::make_shared<std::set<std::string>>();
+  for (const std::string& in : data_inputs(model)) data->insert(in);
+  for (int p : order.nodes) {
+    const OnnxNode& n = model.nodes[size_t(p)];
+    if (n.op_type == "Shape" && n.domain.empty()) continue;  // dimensions, a constant
+    const size_t read = n.op_type == "CastLike" && n.domain.empty() ? 1 : n.inputs.size();  // CastLike: a type
+    if (std::any_of(n.inputs.begin(), n.inputs.begin() + std::ptrdiff_t(read), [&](const std::string& v) { return data->count(v) > 0; }))
+      for (const std::string& out : n.outputs) data->insert(out);
+  }
+  return [data](const std::string& value) -> std::optional<std::vector<FoldedInt>> {
+    if (!data->count(value)) return std::nullopt;
+    return std::vector<FoldedInt>{FoldedInt::batch(), FoldedInt::unknown(), FoldedInt::unknown(), FoldedInt::unknown()};
+  };
+}
+
 }  // namespace
 
 ImportedModel import_onnx(const std::string& path, const OnnxImportOptions& options) {
-  return onnx_import::import_onnx_bytes(read_file_bytes(path, kExportHint), path, options);
+  onnx_import::ExternalData external(std::filesystem::path(path).parent_path(), path);
+  return onnx_import::import_onnx_bytes(read_file_bytes(path, kExportHint), path, options, external);
 }
 
 ImportedModel onnx_import::import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& path,
                                              const OnnxImportOptions& options) {
+  ExternalData none(std::nullopt, path);
+  return import_onnx_bytes(bytes, path, options, none);
+}
+
+ImportedModel onnx_import::import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& path,
+                                             const OnnxImportOptions& options, ExternalData& external) {
   ImportedModel result;
   result.path = path;
+  const OnnxModel model = parse_onnx_model(bytes, path, external);
   result.sha256 = sha256_hex(bytes);
-  const OnnxModel model = parse_onnx_model(bytes, path);
+  if (!external.files().empty()) {
+    std::string digests = result.sha256;
+    for (const std::filesystem::path& file : external.files()) {
+      const std::vector<uint8_t> data = read_file_bytes(file.string(), kExportHint);
+      digests += sha256_hex(data);
+    }
+    result.sha256 = sha256_hex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(digests.data()), digests.size()));
+  }
   if (model.opset < 0)
     fail("'{}' declares no opset for ONNX's operators (its opset_import has no default domain): the file is truncated "
          "or damaged; export it again", path);
@@ -140,7 +179,7 @@ ImportedModel onnx_import::import_onnx_bytes(std::span<const uint8_t> bytes, con
   const std::string& output = model.outputs[0].name;
   const GraphOrder order = order_graph(model, {output});
 
-  ConstantFolder constants(model, order, nullptr);  // no shapes yet: what the patterns read is stored
+  ConstantFolder constants(model, order, batch_first_shapes(model, order));
   std::vector<OnnxNode> nodes = recognize_activation_patterns(model, order, constants);
   Blueprint blueprint(model_name(model));
   blueprint.input(int(in.height), int(in.width), int(in.channels));

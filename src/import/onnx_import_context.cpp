@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "kiln/error.h"
 
 namespace kiln::onnx_import {
@@ -13,6 +15,17 @@ NamedTensor named_tensor(const OnnxTensor& t) {
   n.shape = t.dims;
   n.data = t.data;
   return n;
+}
+
+NamedTensor transposed(const OnnxTensor& t) {
+  NamedTensor out = named_tensor(t);
+  const int64_t rows = t.dims.at(0), cols = t.dims.at(1);
+  const size_t e = dtype_size(t.dtype);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(out.data.data() + size_t(c * rows + r) * e, t.data.data() + size_t(r * cols + c) * e, e);
+  out.shape = {cols, rows};
+  return out;
 }
 
 ImportContext::ImportContext(const OnnxModel& model, const GraphOrder& order, std::vector<OnnxNode> nodes,
@@ -43,6 +56,9 @@ ImportContext::ImportContext(const OnnxModel& model, const GraphOrder& order, st
 }
 
 bool ImportContext::reads_data(const OnnxNode& node) const {
+  // CastLike reads only the element type of its second input (the dynamo exporter casts constants
+  // "like" a feature map): its value is its first input's.
+  if (node.op_type == "CastLike" && node.domain.empty()) return is_data(node.input(0));
   for (const std::string& in : node.inputs)
     if (is_data(in)) return true;
   return false;
@@ -57,7 +73,10 @@ const MappedValue& ImportContext::input(const OnnxNode& node, size_t k) const {
   return it->second;
 }
 
-void ImportContext::set(const std::string& value, const MappedValue& v) { values_.insert_or_assign(value, v); }
+void ImportContext::set(const std::string& value, const MappedValue& v) {
+  values_.insert_or_assign(value, v);
+  folder_->shapes_changed();  // a Shape of this value may now fold
+}
 
 const std::vector<int>& ImportContext::readers(const std::string& value) const {
   static const std::vector<int> none;

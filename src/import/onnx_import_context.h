@@ -158,5 +158,8 @@ class ImportContext {
 
 // The tensor's bytes as a NamedTensor of the same name and dtype (floating-point tensors only).
 NamedTensor named_tensor(const OnnxTensor& t);
+// A matrix `t` (rows x cols, any floating dtype) transposed, same name and dtype: a MatMul's (in,
+// out) weight as nn.Linear's (out, in).
+NamedTensor transposed(const OnnxTensor& t);
 
 }  // namespace kiln::onnx_import

@@ -6,7 +6,7 @@
 
 namespace kiln::onnx_import {
 
-OnnxModel parse_onnx_model(std::span<const uint8_t>, const std::string& path) {
+OnnxModel parse_onnx_model(std::span<const uint8_t>, const std::string& path, ExternalData&) {
   fail("cannot read '{}': this kiln was built without the ONNX library. Install it (Debian: apt-get install libonnx-dev "
        "libprotobuf-dev; scripts/setup.sh does) and build kiln again: cmake finds it when it configures", path);
 }

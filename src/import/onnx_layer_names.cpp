@@ -59,15 +59,19 @@ std::optional<std::string> shared_module(const std::vector<std::string>& initial
 }
 
 std::string name_from_node(const std::string& node_name, const std::string& op_type, const std::string& fallback) {
-  // PyTorch's scopes: "/layer1/layer1.0/conv1/Conv", each part a module's name, given in full
-  // ("layer1.0") or relative to the one before ("conv1").
+  // PyTorch's scopes: "/layer1/layer1.0/conv1/Conv", each part a module's name, a child of the
+  // module before ("conv1"), or that module's name with the child's index ("layer1.0" after
+  // "layer1", "block.3" after "block" in "/features/features.1.0/block/block.3/MatMul": a
+  // Sequential's child, named features.1.0.block.3).
   std::vector<std::string> parts = split(node_name, '/');
   if (parts.size() > 1 && is_op_part(parts.back(), op_type)) parts.pop_back();
-  std::string path;
+  std::vector<std::string> modules;
   for (const std::string& part : parts) {
-    if (!path.empty() && part.rfind(path + ".", 0) == 0) path = part;
-    else path = path.empty() ? part : path + "." + part;
+    if (!modules.empty() && part.rfind(modules.back() + ".", 0) == 0) modules.back() = part;
+    else modules.push_back(part);
   }
+  std::string path;
+  for (const std::string& m : modules) path += (path.empty() ? "" : ".") + m;
   std::string name = kiln_safe_name(path);
   if (name.empty()) name = kiln_safe_name(fallback);
   return name.empty() ? std::string("node") : name;

@@ -1,6 +1,9 @@
 #include "import/onnx_layout_patterns.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "import/onnx_patterns.h"
@@ -19,9 +22,12 @@ class LayoutRecognizer {
  public:
   LayoutRecognizer(std::vector<OnnxNode> nodes, const OnnxModel& model, ConstantFolder& constants)
       : constants_(constants), nodes_(std::move(nodes)) {
-    for (size_t p = 0; p < nodes_.size(); ++p)
+    for (size_t p = 0; p < nodes_.size(); ++p) {
       for (const std::string& in : nodes_[p].inputs)
         if (!in.empty()) ++uses_[in], reader_[in] = int(p);
+      for (const std::string& out : nodes_[p].outputs)
+        if (!out.empty()) writer_[out] = int(p);
+    }
     for (const OnnxValueInfo& v : model.outputs) ++uses_[v.name];
   }
 
@@ -29,8 +35,9 @@ class LayoutRecognizer {
     for (size_t p = 0; p < nodes_.size(); ++p) {
       if (removed_.count(int(p))) continue;
       if (is(nodes_[p], "Reshape")) channel_shuffle(int(p)) || group_norm(int(p));
-      else if (is(nodes_[p], "Transpose")) layer_norm_over_channels(int(p)) || flatten_channels_last(int(p));
-      else if (is(nodes_[p], "Mul")) layer_scale(int(p));
+      else if (is(nodes_[p], "Transpose"))
+        layer_norm_over_channels(int(p)) || channels_last_block(int(p)) || flatten_channels_last(int(p));
+      else if (is(nodes_[p], "Mul")) stochastic_depth(int(p)) || layer_scale(int(p));
       else if (is(nodes_[p], "MatMul")) adaptive_average(int(p));
     }
     std::vector<OnnxNode> out;
@@ -42,10 +49,14 @@ class LayoutRecognizer {
  private:
   // The one reader of node p's first output (no other reader, not a graph output), or -1.
   int only_reader(int p) const {
-    const std::string& out = nodes_[size_t(p)].outputs.at(0);
+    if (nodes_[size_t(p)].outputs.empty()) return -1;
+    const std::string& out = nodes_[size_t(p)].outputs[0];
     const auto uses = uses_.find(out);
-    if (uses == uses_.end() || uses->second != 1) return -1;
-    return reader_.at(out);
+    // A graph output counts as a use but is no node's input: no reader then (squeezenet's final
+    // Reshape, the dynamo exporter's view, is read by no node).
+    const auto reader = reader_.find(out);
+    if (uses == uses_.end() || uses->second != 1 || reader == reader_.end()) return -1;
+    return reader->second;
   }
 
   // A reshape target's dimensions as numbers (0 copies the input's: the batch), or nothing.
@@ -80,10 +91,16 @@ class LayoutRecognizer {
     const int r2 = only_reader(t);
     if (r2 < 0 || !is(nodes_[size_t(r2)], "Reshape")) return false;
     const std::optional<std::vector<int64_t>> grouped = target(nodes_[size_t(r1)]), back = target(nodes_[size_t(r2)]);
-    // (N, g, C/g, H, W) back to (N, C, H, W): g and C/g numbers whose product is C.
+    // (N, g, C/g, H, W) back to (N, C, H, W), g a number. PyTorch's TorchScript exporter computes
+    // C/g, H, W and C from Shape(x) (torchvision's channel_shuffle reads x.size()), which are not
+    // known before the graph is mapped (-2 here): those are taken as what the reshapes must hold for
+    // the shuffle to run; the numbers that are known must agree (the handler checks C against g).
     if (!grouped || !back || grouped->size() != 5 || back->size() != 4) return false;
     const int64_t g = (*grouped)[1], per_group = (*grouped)[2], c = (*back)[1];
-    if (g < 1 || per_group < 1 || g * per_group != c) return false;
+    const auto agree = [](int64_t a, int64_t b) { return a == -2 || b == -2 || a == b; };
+    if (g < 1 || per_group == 0 || per_group < -2 || c == 0 || c < -2) return false;
+    if (per_group > 0 && c > 0 && g * per_group != c) return false;
+    if (!agree((*grouped)[3], (*back)[2]) || !agree((*grouped)[4], (*back)[3])) return false;
     removed_.insert({r1, t});
     replace(r2, "ChannelShuffle", {nodes_[size_t(r1)].input(0)}, {int_attribute("groups", g)});
     return true;
@@ -140,6 +157,101 @@ class LayoutRecognizer {
     return true;
   }
 
+  // A node that treats every value alike, so it reads a channels-last map as a channels-first one.
+  static bool per_value(const OnnxNode& n) {
+    static const char* const ops[] = {"Relu", "Gelu", "Sigmoid", "Tanh", "Elu", "LeakyRelu", "HardSigmoid", "HardSwish",
+                                      "Clip", "Dropout", "Identity"};
+    if (n.domain == kKilnDomain) return n.op_type == "Silu" || n.op_type == "Hardswish" || n.op_type == "Gelu";
+    return n.domain.empty() && std::any_of(std::begin(ops), std::end(ops), [&](const char* op) { return n.op_type == op; });
+  }
+
+  // A stored tensor of rank `rank`, floating, or nullptr.
+  const OnnxTensor* stored_of_rank(const std::string& value, size_t rank) const {
+    const OnnxTensor* t = constants_.stored(value);
+    return t && t->floating && t->dims.size() == rank ? t : nullptr;
+  }
+
+  // Transpose (0, 2, 3, 1) -> a chain of layers over the last axis -> Transpose (0, 3, 1, 2): what
+  // PyTorch writes for a block computed channels-last between two permutes (ConvNeXt's
+  // Permute -> LayerNorm -> Linear -> GELU -> Linear -> Permute). Each layer of the chain becomes
+  // its channels-first form: a LayerNormalization over the last axis "LayerNorm2d", a MatMul by a
+  // stored (C, K) matrix (and the Add of a stored (K) bias after it) "LinearOverMap"; nodes that
+  // treat each value alike stay; the two Transposes become Identity. Any other node in between
+  // (timm's channels-last layer scale, a Mul by a (C) vector, among them), or a value read outside
+  // the chain, and nothing changes.
+  bool channels_last_block(int t1) {
+    if (!has_perm(nodes_[size_t(t1)], {0, 2, 3, 1})) return false;
+    std::vector<int> chain;
+    int at = t1;
+    for (int steps = 0; steps < 64; ++steps) {
+      const int r = only_reader(at);
+      if (r < 0) return false;
+      const OnnxNode& n = nodes_[size_t(r)];
+      const std::string& from = nodes_[size_t(at)].outputs[0];
+      if (is(n, "Transpose")) {
+        if (!has_perm(n, {0, 3, 1, 2}) || chain.empty()) return false;
+        rewrite_channels_last(t1, chain, r);
+        return true;
+      }
+      if (n.inputs.empty() || n.inputs[0] != from) {
+        // Mul and Add take the map as either input.
+        if (!((is(n, "Mul") || is(n, "Add")) && n.inputs.size() == 2 && n.inputs[1] == from)) return false;
+      }
+      const std::string& other = n.inputs.size() == 2 ? (n.inputs[0] == from ? n.inputs[1] : n.inputs[0]) : std::string();
+      bool fits = per_value(n);
+      if (is(n, "LayerNormalization")) {
+        const OnnxAttribute* axis = n.attribute("axis");
+        fits = (!axis || axis->i == -1 || axis->i == 3) && stored_of_rank(n.input(1), 1);
+        for (size_t k = 1; k < n.outputs.size(); ++k) fits = fits && (n.outputs[k].empty() || !uses_.count(n.outputs[k]));
+      } else if (is(n, "MatMul")) {
+        fits = n.inputs.size() == 2 && stored_of_rank(other, 2);
+      } else if (is(n, "Add")) {
+        // The bias of the MatMul just before it.
+        fits = !chain.empty() && is(nodes_[size_t(chain.back())], "MatMul") && stored_of_rank(other, 1) != nullptr;
+      }
+      if (!fits) return false;
+      chain.push_back(r);
+      at = r;
+    }
+    return false;
+  }
+
+  void rewrite_channels_last(int t1, const std::vector<int>& chain, int t2) {
+    const auto other_input = [&](const OnnxNode& n, const std::string& from) {
+      return n.inputs[0] == from ? n.inputs[1] : n.inputs[0];
+    };
+    std::string value = nodes_[size_t(t1)].outputs[0];
+    for (size_t k = 0; k < chain.size(); ++k) {
+      OnnxNode& n = nodes_[size_t(chain[k])];
+      const std::string x = value;
+      value = n.outputs[0];
+      if (is(n, "LayerNormalization")) {
+        std::vector<std::string> inputs = n.inputs;
+        inputs[0] = x;
+        replace(chain[k], "LayerNorm2d", std::move(inputs), n.attributes);
+      } else if (is(n, "MatMul")) {
+        const int product = chain[k];
+        std::vector<std::string> inputs = {x, other_input(n, x)};
+        if (k + 1 < chain.size() && is(nodes_[size_t(chain[k + 1])], "Add")) {
+          OnnxNode& add = nodes_[size_t(chain[k + 1])];
+          inputs.push_back(other_input(add, n.outputs[0]));
+          // The Add passes the product on: the kiln node computes both.
+          add.inputs = {n.outputs[0]};
+          add.op_type = "Identity";
+          add.attributes.clear();
+          value = add.outputs[0];
+          ++k;
+        }
+        replace(product, "LinearOverMap", std::move(inputs), {});
+      }
+    }
+    for (int t : {t1, t2}) {
+      OnnxNode& n = nodes_[size_t(t)];
+      n.op_type = "Identity";
+      n.attributes.clear();
+    }
+  }
+
   bool flatten_channels_last(int t) {
     if (!has_perm(nodes_[size_t(t)], {0, 2, 3, 1})) return false;
     const int f = only_reader(t);
@@ -168,9 +280,9 @@ class LayoutRecognizer {
     replace(rows, "AdaptiveAvgPool", {first.inputs[0], second.inputs[0], first.inputs[1]}, {});
   }
 
-  void layer_scale(int p) {
+  bool layer_scale(int p) {
     const OnnxNode& mul = nodes_[size_t(p)];
-    if (mul.inputs.size() != 2) return;
+    if (mul.inputs.size() != 2) return false;
     for (size_t k = 0; k < 2; ++k) {
       const std::string &gamma = mul.inputs[k], &x = mul.inputs[1 - k];
       const OnnxTensor* t = constants_.stored(gamma);
@@ -179,14 +291,107 @@ class LayoutRecognizer {
       const Shape& d = t->dims;
       if (!(d.size() == 1 || (d.size() == 3 && d[1] == 1 && d[2] == 1)) || d[0] < 1) continue;
       replace(p, "LayerScale", {x, gamma}, {});
-      return;
+      return true;
     }
+    return false;
+  }
+
+  // The node writing `value` when it is a `op` read only here (once, not a graph output), or -1.
+  int writer(const std::string& value, const char* op) const {
+    const auto w = writer_.find(value);
+    const auto uses = uses_.find(value);
+    if (w == writer_.end() || uses == uses_.end() || uses->second != 1 || !is(nodes_[size_t(w->second)], op)) return -1;
+    return w->second;
+  }
+
+  // Whether `value` folds to the shape (N, 1, 1, 1): one draw per sample, as torchvision's
+  // StochasticDepth "row" mode makes its noise.
+  bool per_sample_shape(const std::string& value) {
+    const Folded* f = constants_.value(value);
+    if (!f || f->floating || f->ints.size() != 4 || f->ints[0].kind != FoldedInt::Kind::Batch) return false;
+    for (size_t k = 1; k < 4; ++k)
+      if (f->ints[k].kind != FoldedInt::Kind::Number || f->ints[k].value != 1) return false;
+    return true;
+  }
+
+  // The node writing `value` when it is an `op`, however many read it, or -1. The mask's values
+  // are read twice inside the pattern in the dynamo exporter's form (RandomUniformLike's output by
+  // Less and by the CastLike of q; the Expand's by the Cast and by the CastLike of the Bernoulli),
+  // and they are constants (computed from no feature map), which no layer reads.
+  int mask_writer(const std::string& value, const char* op) const {
+    const auto w = writer_.find(value);
+    return w != writer_.end() && is(nodes_[size_t(w->second)], op) ? w->second : -1;
+  }
+
+  // Whether `shape` is Shape(x) whole (start 0, no end): the noise drawn per element of x, as
+  // nn.Dropout's in training mode, which the dynamo exporter writes as x * (Bernoulli(q) / q).
+  bool whole_shape_of(const std::string& shape, const std::string& x) const {
+    const int s = mask_writer(shape, "Shape");
+    if (s < 0 || nodes_[size_t(s)].input(0) != x) return false;
+    const OnnxAttribute *start = nodes_[size_t(s)].attribute("start"), *end = nodes_[size_t(s)].attribute("end");
+    return (!start || start->i == 0) && !end;
+  }
+
+  // x * (Bernoulli(q) / q): torchvision's stochastic_depth in training mode where the noise has one
+  // draw per sample, nn.Dropout(1 - q) in training mode (the dynamo exporter's decomposition) where
+  // it has one per element of x. The Bernoulli is written as Less(RandomUniformLike(t), q) cast to
+  // float (Cast from the TorchScript exporter, CastLike from the dynamo one, whose q is a
+  // CastLike of the constant too), t of shape (N, 1, 1, 1) (ConstantOfShape(shape), or Expand(0,
+  // shape) and a Cast) or Shape(x) (Expand(CastLike(0, x), Shape(x)) and a Cast). The value of the
+  // Mul becomes StochasticDepth (attribute p = 1 - q), or Dropout (attribute ratio = 1 - q).
+  bool stochastic_depth(int p) {
+    const OnnxNode& mul = nodes_[size_t(p)];
+    if (mul.inputs.size() != 2) return false;
+    for (size_t k = 0; k < 2; ++k) {
+      const std::string& x = mul.inputs[1 - k];
+      const int div = writer(mul.inputs[k], "Div");
+      if (div < 0) continue;
+      const std::optional<double> q = scalar(nodes_[size_t(div)].input(1));
+      int cast = mask_writer(nodes_[size_t(div)].input(0), "Cast");
+      if (cast < 0) cast = mask_writer(nodes_[size_t(div)].input(0), "CastLike");
+      const int less = cast < 0 ? -1 : mask_writer(nodes_[size_t(cast)].input(0), "Less");
+      if (!q || !(*q > 0 && *q <= 1) || less < 0) continue;
+      const std::optional<double> threshold = scalar(nodes_[size_t(less)].input(1));
+      const int uniform = mask_writer(nodes_[size_t(less)].input(0), "RandomUniformLike");
+      if (!threshold || float(*threshold) != float(*q) || uniform < 0) continue;
+      const OnnxAttribute *low = nodes_[size_t(uniform)].attribute("low"), *high = nodes_[size_t(uniform)].attribute("high");
+      if ((low && low->f != 0.f) || (high && high->f != 1.f)) continue;
+      const int shaped = mask_writer(nodes_[size_t(uniform)].input(0), "Cast");
+      const std::string& like = shaped < 0 ? nodes_[size_t(uniform)].input(0) : nodes_[size_t(shaped)].input(0);
+      const int fill = mask_writer(like, "ConstantOfShape");
+      const int expand = fill < 0 ? mask_writer(like, "Expand") : -1;
+      const std::string shape = fill >= 0 ? nodes_[size_t(fill)].input(0) : expand >= 0 ? nodes_[size_t(expand)].input(1) : "";
+      const bool per_sample = !shape.empty() && per_sample_shape(shape);
+      const bool per_element = !shape.empty() && !x.empty() && whole_shape_of(shape, x);
+      if (!per_sample && !per_element) continue;
+      OnnxAttribute drop;
+      drop.name = per_sample ? "p" : "ratio";
+      drop.type = OnnxAttribute::Type::Float;
+      drop.f = float(1.0 - *q);
+      if (per_sample) {
+        replace(p, "StochasticDepth", {x}, {drop});
+      } else {  // ONNX's own Dropout, its ratio an attribute (as before opset 12), which the importer reads
+        OnnxNode& n = nodes_[size_t(p)];
+        n.domain.clear();
+        n.op_type = "Dropout";
+        n.inputs = {x};
+        n.attributes = {drop};
+      }
+      return true;
+    }
+    return false;
+  }
+
+  std::optional<double> scalar(const std::string& value) {
+    const Folded* f = constants_.value(value);
+    return f ? f->scalar() : std::nullopt;
   }
 
   ConstantFolder& constants_;
   std::vector<OnnxNode> nodes_;
   std::map<std::string, int> uses_;    // value -> readers (graph outputs count)
   std::map<std::string, int> reader_;  // value -> a reader (the one, where uses is 1)
+  std::map<std::string, int> writer_;  // value -> the node writing it
   std::set<int> removed_;
 };
 

@@ -15,6 +15,9 @@
 //       -> "GroupNorm" (x, weight, bias, the instance normalization's scale and bias; attributes
 //          groups g and its epsilon; nn.GroupNorm as PyTorch's exporter and kiln's write it below
 //          opset 18)
+//   Mul (x, Div (Cast (Less (RandomUniformLike (t of shape (N, 1, 1, 1)), q)), q))
+//       -> "StochasticDepth" (x; attribute p = 1 - q: torchvision's stochastic depth, "row" mode, as a
+//          training-mode export writes it; the Cast may be a CastLike and t ConstantOfShape or Expand)
 //   Transpose (0, 2, 3, 1) -> Flatten (axis 1)
 //       -> "FlattenChannelsLast" (x; the flatten in kiln's H, W, C order, which kiln's exporter
 //          writes so when a flattened map is read by a layer other than a linear one)

@@ -11,7 +11,8 @@ const OnnxOp* find_onnx_op(const OnnxNode& node) {
     std::map<std::pair<std::string, std::string>, const OnnxOp*> t;
     for (const std::vector<OnnxOp>* family : {&kConvOps, &kActivationOps, &kPoolOps, &kJoinOps, &kHeadOps, &kPlumbingOps,
                                               &kChannelOps, &kLayerNormOps, &kLayerScaleOps, &kAdaptivePoolOps,
-                                              &kGroupNormOps})
+                                              &kGroupNormOps, &kStochasticDepthOps,
+                                              &kLinearOverMapOps})
       for (const OnnxOp& op : *family) t[{op.domain, op.op_type}] = &op;
     return t;
   }();
@@ -37,6 +38,11 @@ std::string unsupported_op_hint(const OnnxNode& node) {
                                 "Reshape (0, g, -1) -> InstanceNormalization -> Reshape -> Mul -> Add"},
       {"GlobalMaxPool", "kiln has global average pooling only"},
       {"Split", "splits (x.chunk) are not imported yet"},
+      {"GatherND", "kiln has no gather layer. torch.onnx.export(dynamo=True) writes AdaptiveAvgPool2d(output_size) so "
+                   "(Range and Floor index arithmetic, GatherND, ReduceMean) where the feature map's height or width is "
+                   "not a multiple of output_size, as vgg's (7, 7) and alexnet's (6, 6) pooling at inputs under "
+                   "224x224 (a 2x2 or 1x1 map spread to 7x7 or 6x6); export at an input size where it is one (224x224 "
+                   "for vgg and alexnet), which it writes as an AveragePool"},
   };
   if (!node.domain.empty())
     return fmt::format("operators of domain '{}' are not ONNX's own; kiln reads ONNX's (export without custom ops)",

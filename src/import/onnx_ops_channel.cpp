@@ -42,6 +42,15 @@ std::optional<int64_t> one_number(const OnnxNode& node, size_t k, ImportContext&
   return v && v->size() == 1 ? std::optional<int64_t>((*v)[0]) : std::nullopt;
 }
 
+// Whether a missing start or end is computed in the graph from a Shape node (known at mapping).
+bool shape_computed(const OnnxNode& node, ImportContext& ctx) {
+  for (size_t k : {size_t(1), size_t(2)})
+    if (!node.input(k).empty() && !ctx.constant(node.input(k)) && !ctx.stored(node.input(k)) &&
+        !ctx.is_data(node.input(k)))
+      return true;
+  return false;
+}
+
 SliceRange slice_range(const OnnxNode& node, ImportContext& ctx) {
   return {one_number(node, 1, ctx, "starts", std::nullopt), one_number(node, 2, ctx, "ends", std::nullopt),
           one_number(node, 3, ctx, "axes", 0), one_number(node, 4, ctx, "steps", 1)};
@@ -49,6 +58,9 @@ SliceRange slice_range(const OnnxNode& node, ImportContext& ctx) {
 
 void check_slice(const OnnxNode& node, ImportContext& ctx, std::vector<std::string>& problems) {
   const SliceRange r = slice_range(node, ctx);
+  // Bounds computed from Shape (x.chunk(2, dim=1) in PyTorch's TorchScript export: size(1) // 2)
+  // are known once the input is mapped: map_slice checks them then.
+  if ((!r.start || !r.end) && r.axis && r.step && shape_computed(node, ctx)) return;
   if (!r.start || !r.end || !r.axis || !r.step)
     problems.push_back(fmt::format("{}: its starts, ends, axes and steps are not one constant number each; kiln slices "
                                    "one run of channels (x.narrow(1, start, count), x.chunk(n, dim=1))", node_label(node)));
@@ -63,6 +75,9 @@ void check_slice(const OnnxNode& node, ImportContext& ctx, std::vector<std::stri
 void map_slice(const OnnxNode& node, ImportContext& ctx) {
   const MappedValue& x = ctx.input(node, 0);
   const SliceRange r = slice_range(node, ctx);
+  if (!r.start || !r.end)
+    fail("'{}': {} slices between bounds computed in the graph that kiln cannot evaluate from its input's shape; "
+         "kiln slices one run of channels (x.narrow(1, start, count), x.chunk(n, dim=1))", ctx.path(), node_label(node));
   int64_t start = *r.start, end = *r.end;
   // ONNX counts negative positions from the end and clamps past it (PyTorch writes x[:, a:] with
   // end 2^63 - 1): both need the channels.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -16,9 +17,20 @@ std::string ints_text(const std::vector<int64_t>& v) { return fmt::format("[{}]"
 
 // ---- Conv -------------------------------------------------------------------------------------
 
-std::vector<std::string> conv_parameters(const OnnxNode& node, ImportContext&) {
+// Whether the convolution has a bias to train: an input 2 that is not computed to zeros. The
+// dynamo exporter writes nn.Conv2d(bias=False) with a bias of zeros expanded in the graph, which
+// is no parameter of the PyTorch model (its state_dict has none).
+bool has_bias(const OnnxNode& node, ImportContext& ctx) {
+  const std::string& name = node.input(2);
+  if (name.empty()) return false;
+  if (ctx.stored(name)) return true;
+  const Folded* f = ctx.constant(name);
+  return !(f && f->floating && std::all_of(f->floats.begin(), f->floats.end(), [](double v) { return v == 0; }));
+}
+
+std::vector<std::string> conv_parameters(const OnnxNode& node, ImportContext& ctx) {
   std::vector<std::string> names = {node.input(1)};
-  if (!node.input(2).empty()) names.push_back(node.input(2));
+  if (has_bias(node, ctx)) names.push_back(node.input(2));
   return names;
 }
 
@@ -52,7 +64,7 @@ void check_window(const OnnxNode& node, std::vector<std::string>& problems, bool
 void check_conv(const OnnxNode& node, ImportContext& ctx, std::vector<std::string>& problems) {
   const size_t before = problems.size();
   ctx.check_weight(node, 1, "its weight", problems);
-  if (!node.input(2).empty()) ctx.check_weight(node, 2, "its bias", problems);
+  if (has_bias(node, ctx)) ctx.check_weight(node, 2, "its bias", problems);
   if (problems.size() > before) return;
   const OnnxTensor& w = *ctx.stored(node.input(1));
   if (w.dims.size() != 4) {
@@ -68,7 +80,7 @@ void check_conv(const OnnxNode& node, ImportContext& ctx, std::vector<std::strin
   if (!kernel.empty() && kernel != std::vector<int64_t>{w.dims[2], w.dims[3]})
     problems.push_back(attribute_problem(node, "kernel_shape", ints_text(kernel),
                                          fmt::format("its weight '{}' is {}: they must agree", w.name, shape_str(w.dims))));
-  if (!node.input(2).empty()) {
+  if (has_bias(node, ctx)) {
     const OnnxTensor& b = *ctx.stored(node.input(2));
     if (b.dims != Shape{w.dims[0]})
       problems.push_back(fmt::format("{}: its bias '{}' is {} but it has {} output channels", node_label(node), b.name,
@@ -110,7 +122,7 @@ void map_conv(const OnnxNode& node, ImportContext& ctx) {
   a.init = WeightInit::torch_default();
   a.bias_init = BiasInit::TorchDefault;
   const std::string& name = ctx.layer_name(node);
-  const OnnxTensor* bias = node.input(2).empty() ? nullptr : &ctx.weight(node, 2, "its bias");
+  const OnnxTensor* bias = has_bias(node, ctx) ? &ctx.weight(node, 2, "its bias") : nullptr;
   if (bias && only_batch_norm_reader(node.outputs.at(0), ctx)) {
     ctx.fold_bias(node.outputs[0], {bias, name});
     bias = nullptr;

@@ -126,18 +126,6 @@ void map_reshape(const OnnxNode& node, ImportContext& ctx) {
 
 // ---- Gemm, MatMul + Add ---------------------------------------------------------------------------
 
-// `t` (rows x cols, any floating dtype) transposed, same name and dtype.
-NamedTensor transposed(const OnnxTensor& t) {
-  NamedTensor out = named_tensor(t);
-  const int64_t rows = t.dims.at(0), cols = t.dims.at(1);
-  const size_t e = dtype_size(t.dtype);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      std::memcpy(out.data.data() + size_t(c * rows + r) * e, t.data.data() + size_t(r * cols + c) * e, e);
-  out.shape = {cols, rows};
-  return out;
-}
-
 // A bias of `out` values, as (out) or (1, out): nn.Linear's (out).
 bool is_bias_of(const OnnxTensor& b, int64_t out) { return b.dims == Shape{out} || b.dims == Shape{1, out}; }
 

@@ -21,6 +21,9 @@ TEST(OnnxLayerNames, NodeNamesAsModulePaths) {
   EXPECT_EQ(name_from_node("/layer1/layer1.0/relu/Relu", "Relu", ""), "layer1.0.relu");
   EXPECT_EQ(name_from_node("/layer1/layer1.0/Add", "Add", ""), "layer1.0");
   EXPECT_EQ(name_from_node("/features/features.3/Relu_2", "Relu", ""), "features.3");
+  // A Sequential's child inside a module: "block.3" is the child 3 of features.1.0's block.
+  EXPECT_EQ(name_from_node("/features/features.1/features.1.0/block/block.3/MatMul", "MatMul", ""),
+            "features.1.0.block.3");
   EXPECT_EQ(name_from_node("/Flatten", "Flatten", ""), "Flatten");  // the op alone stays: no module
   EXPECT_EQ(name_from_node("layer4.1.relu", "Relu", ""), "layer4.1.relu");  // kiln's own exports
   EXPECT_EQ(name_from_node("conv1:bn", "BatchNormalization", ""), "conv1_bn");

@@ -1,6 +1,7 @@
 // What the importer refuses, each with its own message naming the file, the node or tensor and the
 // fix: every node kiln cannot train listed at once (operators and attributes), an empty, damaged or
-// truncated file, a missing initializer, a cycle, an initializer cut short or kept outside the file,
+// truncated file, a missing initializer, a cycle, an initializer cut short (external data files:
+// onnx_external_data_test.cpp),
 // more than one input, an input size left open, a reshape other than a flatten, a flatten in C,H,W
 // order read by a layer other than a linear one, ONNX's pre-19 ceil mode keeping a window kiln
 // drops, tied weights, quantized weights, an output that is not (N, classes).
@@ -113,15 +114,6 @@ TEST(OnnxRefusals, AMissingInitializerACycleAndAShortInitializer) {
   raw->resize(raw->size() - 4);
   expect_has(import_error(dir, "short.onnx", short_tensor),
              {"tensor 'conv.weight' of shape [8,3,3,3] needs 216 values but holds 215", "damaged or truncated"});
-
-  OnnxTestModel external = small_model();
-  onnx::TensorProto* w = external.graph()->mutable_initializer(0);
-  w->clear_raw_data();
-  w->set_data_location(onnx::TensorProto::EXTERNAL);
-  onnx::StringStringEntryProto* location = w->add_external_data();
-  location->set_key("location"), location->set_value("weights.bin");
-  expect_has(import_error(dir, "external.onnx", external),
-             {"tensor 'conv.weight' keeps its data in an external file ('weights.bin')", "save_as_external_data=False"});
 }
 
 TEST(OnnxRefusals, InputsAndTheirSizes) {

@@ -66,7 +66,8 @@ ModelSource import_model_file(const std::string& path, const std::vector<uint8_t
   OnnxImportOptions options;
   options.height = height, options.width = width;
   options.num_classes = std::max(classes, 0);
-  ModelSource s{path, Blueprint(), onnx_import::import_onnx_bytes(bytes, path, options), false};
+  onnx_import::ExternalData external(std::filesystem::path(path).parent_path(), path);  // weights beside the file
+  ModelSource s{path, Blueprint(), onnx_import::import_onnx_bytes(bytes, path, options, external), false};
   s.blueprint = s.imported->blueprint;
   s.new_head = head_is_new(*s.imported);
   if (classes > 0) {
