@@ -7,11 +7,11 @@
 # KILN_FUZZ=ON (clang only, in a build directory of its own: fuzz/run.sh configures build/fuzz with
 # -DKILN_WITH_CUDA=OFF -DKILN_BUILD_TESTS=OFF): every C++ file of the build is compiled with
 # -fsanitize=fuzzer-no-link,address,undefined (coverage for libFuzzer, ASan, UBSan; a sanitizer report
-# aborts), and each target gets a libFuzzer executable kiln_fuzz_<target>; kiln_fuzz_seeds writes their
-# seed inputs. `cmake --build build/fuzz --target kiln_fuzz` builds them all.
+# aborts), and each target gets a libFuzzer executable kiln_fuzz_<target>. kiln_fuzz_seeds (built with
+# the tests too) writes their seed inputs. `cmake --build build/fuzz --target kiln_fuzz` builds them all.
 option(KILN_FUZZ "Build the libFuzzer targets of fuzz/ with ASan and UBSan (clang; a build directory of its own)" OFF)
 
-set(KILN_FUZZ_TARGETS idx cifar10 safetensors cli_options image_decode pack folder_scan)
+set(KILN_FUZZ_TARGETS idx cifar10 safetensors cli_options image_decode pack folder_scan onnx_import)
 # cli_options parses with the real command line (tools/cli/kiln_app.h), so it is built from all of
 # tools/cli/, the files kiln_cli has besides main() (KILN_CLI_SRC, CMakeLists.txt), with the
 # definitions `kiln --version` reads there.
@@ -33,6 +33,10 @@ if(KILN_BUILD_TESTS OR KILN_FUZZ)
   add_library(kiln_fuzz_support STATIC fuzz/fuzz_support.cpp)
   target_include_directories(kiln_fuzz_support PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
   target_link_libraries(kiln_fuzz_support PUBLIC kiln_core)
+  # The seeds' writer, in any build with the tests too: a target's stored inputs can be made again
+  # without clang (kiln_fuzz_seeds fuzz/corpus writes every target's).
+  add_executable(kiln_fuzz_seeds fuzz/make_seeds.cpp)
+  target_link_libraries(kiln_fuzz_seeds PRIVATE kiln_fuzz_support kiln_engine)
 
   set(entries)
   foreach(t ${KILN_FUZZ_TARGETS})
@@ -61,7 +65,5 @@ if(KILN_FUZZ)
   target_compile_definitions(kiln_fuzz_cli_options PRIVATE ${KILN_FUZZ_CLI_DEFINITIONS})
   target_include_directories(kiln_fuzz_cli_options PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tools)
   target_link_libraries(kiln_fuzz_cli_options PRIVATE CLI11::CLI11 kiln_plot)
-  add_executable(kiln_fuzz_seeds fuzz/make_seeds.cpp)
-  target_link_libraries(kiln_fuzz_seeds PRIVATE kiln_fuzz_support kiln_engine)
   add_dependencies(kiln_fuzz kiln_fuzz_seeds)
 endif()

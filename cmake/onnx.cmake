@@ -60,8 +60,12 @@ target_link_libraries(kiln_cli PRIVATE kiln_export)
 if(TARGET kiln_fuzz_entries)  # it compiles tools/cli/, `kiln export` included
   target_link_libraries(kiln_fuzz_entries PUBLIC kiln_export)
 endif()
-if(TARGET kiln_fuzz_cli_options)
+if(TARGET kiln_fuzz_cli_options)  # the importer's libFuzzer executable too (fuzz/onnx_import_fuzz.cpp)
   target_link_libraries(kiln_fuzz_cli_options PRIVATE kiln_export)
+  target_link_libraries(kiln_fuzz_onnx_import PRIVATE kiln_export)
+endif()
+if(TARGET kiln_fuzz_seeds)  # onnx_import's seeds go through the exporter
+  target_link_libraries(kiln_fuzz_seeds PRIVATE kiln_export)
 endif()
 if(TARGET kiln_test_export)
   target_link_libraries(kiln_test_export PRIVATE kiln_export)

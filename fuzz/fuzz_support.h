@@ -35,6 +35,7 @@ void cli_options_input(Bytes input);
 void image_decode_input(Bytes input);
 void pack_input(Bytes input);
 void folder_scan_input(Bytes input);
+void onnx_import_input(Bytes input);
 
 struct Target {
   const char* name;
@@ -48,6 +49,7 @@ inline constexpr Target kTargets[] = {
     {"image_decode", image_decode_input},
     {"pack", pack_input},
     {"folder_scan", folder_scan_input},
+    {"onnx_import", onnx_import_input},
 };
 
 // A result that breaks what the reader promises (a size that disagrees with the data, a value out

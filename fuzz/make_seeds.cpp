@@ -1,7 +1,8 @@
 // kiln_fuzz_seeds OUT: writes the seed inputs of every fuzz target into OUT/<target>/, made with
-// kiln's own writers (write_idx, save_safetensors, encode_jpeg/encode_png, write_pack), in each
-// target's input layout (fuzz/<target>_fuzz.cpp). Small images keep executions fast; fuzz/run.sh
-// runs it when fuzz/corpus/<target>/ is empty, and fuzz/corpus/ keeps the seeds it made.
+// kiln's own writers (write_idx, save_safetensors, encode_jpeg/encode_png, write_pack, export_onnx),
+// in each target's input layout (fuzz/<target>_fuzz.cpp). Small images and models keep executions
+// fast; fuzz/run.sh runs it when fuzz/corpus/<target>/ is empty, and fuzz/corpus/ keeps the seeds
+// it made.
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,7 +13,9 @@
 #include "data/pack/pack_writer.h"
 #include "fuzz_support.h"
 #include "kiln/checkpoint.h"
+#include "kiln/compile.h"
 #include "kiln/data.h"
+#include "kiln/export.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -178,6 +181,51 @@ void folder_scan_seeds(const fs::path& out) {
 
 }  // namespace
 
+// Small models of each kind the importer maps, written by kiln's exporter (BatchNorm kept, and
+// folded into the convolutions), after the option byte (fuzz/onnx_import_fuzz.cpp): the file's own
+// size and classes, 10x10 with 3 classes, and 12x12.
+void onnx_import_seeds(const fs::path& out, const fs::path& tmp) {
+  auto write = [&](const std::string& name, Blueprint bp, bool fold_bn, uint8_t flags) {
+    CompileOptions o;
+    o.batch = 1;
+    Executable exe(compile(bp, o), 1);
+    OnnxExportOptions options;
+    options.fold_bn = fold_bn;
+    options.overwrite = true;
+    export_onnx(exe, (tmp / "m.onnx").string(), options);
+    put(out, name, with_prefix({flags}, read_all(tmp / "m.onnx")));
+  };
+  Blueprint cnn("cnn");
+  cnn.input(8, 8, 3).cbr(4, 3, 1, 1, "conv1").maxpool(2, 2).conv(4, 3, 1, 1, true, "conv2").relu();
+  cnn.dropout(0.2f).global_avgpool().flatten().fc(5, true, "fc");
+  write("cnn_bn", cnn, false, 0);
+  write("cnn_folded", cnn, true, 1 | (1 << 1) | 16);
+  Blueprint se("se");
+  se.input(8, 8, 3).conv(6, 3, 1, 1, false, "stem").bn("stem_bn").silu();
+  const Blueprint::Ref x = se.last();
+  se.adaptive_avgpool(1, 1).conv(2, 1, 1, 0, true, "fc1").relu().conv(6, 1, 1, 0, true, "fc2").hardsigmoid();
+  se.mul(x, se.last()).avgpool(2, 2).hardswish().global_avgpool().flatten().fc(3, true, "head");
+  write("squeeze_excitation", se, false, 2 << 1 | 1);
+  Blueprint next("convnext");
+  next.input(8, 8, 4).conv(8, 2, 2, 0, true, "stem").layer_norm(1e-6f, "stem_norm");
+  const Blueprint::Ref y = next.last();
+  ConvAttrs depthwise;
+  depthwise.out_channels = 8, depthwise.kernel_h = depthwise.kernel_w = 3, depthwise.groups = 8;
+  depthwise.pad_top = depthwise.pad_left = depthwise.pad_bottom = depthwise.pad_right = 1, depthwise.bias = true;
+  next.conv(depthwise, "block.dw").layer_norm(1e-6f, "block.norm").fc(16, true, "block.pw1").gelu();
+  next.fc(8, true, "block.pw2").layer_scale(0.5f, "block").add(y, next.last()).group_norm(2, 1e-5f, "gn");
+  next.global_avgpool().flatten().fc(4, true, "classifier");
+  write("convnext_block", next, false, 0);
+  Blueprint shuffle("shuffle");
+  shuffle.input(8, 8, 3).cbr(8, 3, 1, 1, "stem");
+  const Blueprint::Ref z = shuffle.last();
+  shuffle.channel_slice(0, 4, "left");
+  const Blueprint::Ref left = shuffle.last();
+  shuffle.from(z).channel_slice(4, 4, "right").cbr(4, 1, 1, 0, "branch");
+  shuffle.concat({left, shuffle.last()}).channel_shuffle(2).global_avgpool().flatten().fc(2, true, "fc");
+  write("channel_shuffle", shuffle, false, 0);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: kiln_fuzz_seeds OUT\n");
@@ -194,6 +242,7 @@ int main(int argc, char** argv) {
     image_seeds(out / "image_decode");
     pack_seeds(out / "pack", tmp);
     folder_scan_seeds(out / "folder_scan");
+    onnx_import_seeds(out / "onnx_import", tmp);
     // cli_options: argv words separated by NUL bytes.
     auto words = [](std::initializer_list<std::string> list) {
       Buffer b;

@@ -4,7 +4,7 @@
 #   fuzz/run.sh TARGET [libFuzzer flags...]   e.g. fuzz/run.sh idx -runs=10000000
 #   fuzz/run.sh --build                       only build (and make the seeds)
 #
-# TARGET: idx, cifar10, safetensors, cli_options, image_decode, pack, folder_scan. The run starts from the
+# TARGET: idx, cifar10, safetensors, cli_options, image_decode, pack, folder_scan, onnx_import. The run starts from the
 # stored inputs (fuzz/corpus/TARGET/, seeds made by kiln_fuzz_seeds when it is empty) and keeps what it finds
 # in build/fuzz/corpus/TARGET/ (fuzz/corpus/ stays small: copy a crasher there by hand, named crash-*,
 # and tests/fuzz_regression/ replays it in the CPU suite). A crash leaves build/fuzz/artifacts/TARGET/crash-*.
@@ -35,7 +35,7 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 cmake --build "$build" --target kiln_fuzz -j "$(nproc)"
 
-targets=(idx cifar10 safetensors cli_options image_decode pack folder_scan)
+targets=(idx cifar10 safetensors cli_options image_decode pack folder_scan onnx_import)
 for t in "${targets[@]}"; do
   if [ -z "$(ls -A "fuzz/corpus/$t" 2>/dev/null)" ]; then
     echo "fuzz: making the seeds of fuzz/corpus/"
