@@ -86,8 +86,12 @@ def load_model(name, side, weights, device):
     missing, unexpected = model.load_state_dict(load_file(weights), strict=False)
     if unexpected or any(not k.endswith("num_batches_tracked") for k in missing):
         sys.exit(f"{weights} does not fit {name}: missing {missing}, unexpected {unexpected}")
-    for m in model.modules():  # kiln's convolutions before BN have no bias (see the docstring)
-        if isinstance(m, nn.Conv2d) and m.bias is not None:
+    # A convolution's bias just before a BatchNorm does nothing in training (the batch mean takes it
+    # away), and kiln folds it into the BatchNorm (no parameter); every other bias trains.
+    listed = list(model.modules())
+    for m, after in zip(listed, listed[1:]):
+        if (isinstance(m, nn.Conv2d) and m.bias is not None and isinstance(after, nn.BatchNorm2d)
+                and after.num_features == m.out_channels):
             m.bias.requires_grad_(False)
     return model.to(device).train()
 
@@ -136,6 +140,17 @@ def masked(name, module, mask):
     return None
 
 
+class Unmasked(nn.Module):
+    """A dropout or stochastic depth kiln drew no mask for: an error if the forward reaches it."""
+
+    def __init__(self, name):
+        super().__init__()
+        self.name = name
+
+    def forward(self, x):
+        sys.exit(f"no mask given for the dropout or stochastic depth module {self.name}, which the forward runs")
+
+
 def draws_a_mask(module):
     """Whether kiln draws a mask for the module: every dropout; a stochastic depth of p > 0 (with p = 0
     both sides' are the identity in training too, and kiln draws none)."""
@@ -150,9 +165,11 @@ def use_masks(model, masks):
             sys.exit(f"mask for {name}, which is neither an nn.Dropout nor a torchvision StochasticDepth of the model")
         parent, _, child = name.rpartition(".")
         setattr(modules[parent] if parent else model, child, replacement)
-    left = [n for n, m in model.named_modules() if draws_a_mask(m)]
-    if left:
-        sys.exit(f"no mask given for the dropout or stochastic depth modules {left}")
+    # A module kiln gave no mask for must not run: torchvision's MBConv holds a StochasticDepth in
+    # every block but applies it only where the block adds its input back, as kiln's zoo has it.
+    for name in [n for n, m in model.named_modules() if draws_a_mask(m)]:
+        parent, _, child = name.rpartition(".")
+        setattr(modules[parent] if parent else model, child, Unmasked(name))
 
 
 # --- One step ------------------------------------------------------------------------------------

@@ -597,6 +597,11 @@ std::vector<StepCase> mixed_cases() {
     cases.push_back({"mnasnet0_5", 33, 4, kGpu, p, false});
     cases.push_back({"mobilenet_v3_small", 33, 4, kGpu, p, false});
     cases.push_back({"efficientnet_b0", 33, 4, kGpu, p, false});
+    // ConvNeXt's LayerNorms and GELU, ShuffleNetV2's channel shuffles and EfficientNetV2's FusedMBConv in
+    // half precision, at the fp32 cases' sides (see cpu_and_fp32_cases).
+    cases.push_back({"convnext_tiny", 64, 4, kGpu, p, false});
+    cases.push_back({"shufflenet_v2_x0_5", 64, 4, kGpu, p, false});
+    cases.push_back({"efficientnet_v2_s", 64, 4, kGpu, p, false});
   }
   return cases;
 }
