@@ -61,10 +61,31 @@ def export(model, x, path, exporter):
             raise SystemExit(f"unknown exporter {exporter!r}: torchscript or dynamo")
 
 
+def transposed_linear_weights(graph, inits):
+    """The TorchScript exporter stores an nn.Linear applied to a map's last axis (ConvNeXt's) as
+    MatMul(x, W^T) under a name of its own ("onnx::MatMul_780"), then Add(bias): W by the bias's
+    module name."""
+    readers = {}
+    for n in graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    out = {}
+    for n in graph.node:
+        if n.op_type != "MatMul" or len(n.input) != 2 or n.input[1] not in inits:
+            continue
+        for add in readers.get(n.output[0], []):
+            bias = [i for i in add.input if i != n.output[0] and i.endswith(".bias")]
+            if add.op_type == "Add" and bias:
+                out[bias[0][:-len("bias")] + "weight"] = inits[n.input[1]].t()
+    return out
+
+
 def load_file_weights(model, path):
     """The file's initializers into the model, by state_dict name (the exporters keep the names)."""
     state = model.state_dict()
-    inits = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in onnx.load(path).graph.initializer}
+    graph = onnx.load(path).graph
+    inits = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in graph.initializer}
+    inits.update({k: v for k, v in transposed_linear_weights(graph, inits).items() if k not in inits})
     found = {k: inits[k].reshape(v.shape).to(v.dtype) for k, v in state.items() if k in inits}
     missing = [k for k, v in state.items() if k not in found and v.is_floating_point()]
     if missing:

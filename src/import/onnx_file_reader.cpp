@@ -3,6 +3,7 @@
 // The library's checker is not run: it knows the opsets of its own release (17 for 1.12), and files
 // from newer exporters are fine for the operators kiln reads. Compiled only where cmake/onnx.cmake
 // finds the library; onnx_import_unavailable.cpp stands in otherwise.
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -183,6 +184,42 @@ OnnxAttribute attribute_of(const onnx::AttributeProto& a, const std::string& pat
   return out;
 }
 
+// The dynamo exporter's name scopes, a Python list of strings ("['', 'features', 'features.1',
+// 'conv2d']"), as a scoped name "/features/features.1/conv2d" (the last part the op's own).
+std::string scope_of(const std::string& list) {
+  std::string out, part;
+  bool quoted = false;
+  char quote = 0;
+  for (char c : list) {
+    if (quoted) {
+      if (c == quote) {
+        if (!part.empty()) out += "/" + part;
+        part.clear(), quoted = false;
+      } else {
+        part += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quoted = true, quote = c;
+    }
+  }
+  return out;
+}
+
+// NodeProto's metadata_props (field 9, ONNX 1.16 and up), which the dynamo exporter fills and an
+// older library keeps among the unknown fields: the name scopes' entry as a scoped name, or "".
+std::string torch_scope(const onnx::NodeProto& n) {
+  constexpr int kMetadataProps = 9;
+  const google::protobuf::UnknownFieldSet& unknown = n.GetReflection()->GetUnknownFields(n);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField& f = unknown.field(i);
+    if (f.number() != kMetadataProps || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(f.length_delimited()) && entry.key() == "pkg.torch.onnx.name_scopes")
+      return scope_of(entry.value());
+  }
+  return "";
+}
+
 OnnxValueInfo value_of(const onnx::ValueInfoProto& v) {
   OnnxValueInfo out;
   out.name = v.name();
@@ -241,6 +278,7 @@ OnnxModel parse_onnx_model(std::span<const uint8_t> bytes, const std::string& pa
     node.outputs.assign(n.output().begin(), n.output().end());
     const std::string label = node_label(node);
     for (const onnx::AttributeProto& a : n.attribute()) node.attributes.push_back(attribute_of(a, path, label, external));
+    if (node.name.find('/') == std::string::npos) node.scope = torch_scope(n);
     m.nodes.push_back(std::move(node));
   }
   return m;

@@ -134,7 +134,7 @@ const std::string& ImportContext::layer_name(const OnnxNode& node) {
   auto it = names_.find(&node);
   if (it == names_.end()) {
     const std::string fallback = node.outputs.empty() ? std::string() : node.outputs[0];
-    it = names_.emplace(&node, name_pool_.claim(name_from_node(node.name, node.op_type, fallback))).first;
+    it = names_.emplace(&node, name_pool_.claim(name_from_node(node.scope.empty() ? node.name : node.scope, node.op_type, fallback))).first;
   }
   return it->second;
 }

@@ -63,8 +63,10 @@ std::string name_from_node(const std::string& node_name, const std::string& op_t
   // module before ("conv1"), or that module's name with the child's index ("layer1.0" after
   // "layer1", "block.3" after "block" in "/features/features.1.0/block/block.3/MatMul": a
   // Sequential's child, named features.1.0.block.3).
+  // The last part of a scoped name is the node's own ("Conv", "Mul_3"), also where the importer
+  // made the node a kiln one of another type (a stochastic depth's "Mul").
   std::vector<std::string> parts = split(node_name, '/');
-  if (parts.size() > 1 && is_op_part(parts.back(), op_type)) parts.pop_back();
+  if (parts.size() > 1 && (is_op_part(parts.back(), op_type) || node_name.front() == '/')) parts.pop_back();
   std::vector<std::string> modules;
   for (const std::string& part : parts) {
     if (!modules.empty() && part.rfind(modules.back() + ".", 0) == 0) modules.back() = part;

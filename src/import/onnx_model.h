@@ -56,6 +56,10 @@ struct OnnxNode {
   std::vector<std::string> inputs;  // "" for an optional input left out
   std::vector<std::string> outputs;
   std::vector<OnnxAttribute> attributes;
+  // The PyTorch modules the node was computed in, as a scoped name ("/features/features.1/conv/
+  // conv.0/conv2d"), where the dynamo exporter left them in the node's metadata
+  // (pkg.torch.onnx.name_scopes) and the node's own name says nothing of them ("node_conv2d_3").
+  std::string scope;
 
   const OnnxAttribute* attribute(const std::string& attribute_name) const;
   // The input at `k`, or "" when the node has fewer or leaves it out.

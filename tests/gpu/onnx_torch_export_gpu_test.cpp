@@ -125,33 +125,43 @@ TEST_P(TorchOnnxExport, ImportsToPyTorchsLogitsAndTrainsAsTheZooModel) {
   }
 
   // The imported model's step against the zoo model's, both float64 on the CPU from the same
-  // weights. The same network compiled from two blueprints: only the order in which a few sums are
-  // taken may differ, 1e-16 to 1e-13 relative; a layer of the wrong kind or attribute moves the
-  // step by far more than 1e-9.
+  // weights (the same masks: dropout and stochastic depth draw by layer name, which the import
+  // takes from PyTorch's modules). The same network compiled from two blueprints; where it has
+  // stochastic depth the file holds its keep probability as float32(1 - p), so the drop's scale
+  // differs from the zoo's by up to 2^-24 of it (convnext_tiny measured 3.7e-14 on the logits and
+  // 3.1e-8 on the gradients), elsewhere the steps are bit for bit alike (resnet18, mobilenet_v2). A
+  // layer of the wrong kind, attribute or weight moves the step by far more than 1e-6. Gradients
+  // are measured against the largest of all: a BatchNorm bias whose shift the next BatchNorm takes
+  // away has gradients of rounding size only (efficientnet_b0's features.6.1.block.3.1.bias).
   CompileOptions o;
   o.batch = kBatch, o.precision = Precision::FP64;
+  o.input_hwc = {side, side, 3};  // the zoo model's own size may be larger
   Executable zoo_exe(compile(zoo_model, o), 1), imported_exe(compile(m.blueprint, o), 1);
   load_torch_weights(zoo_exe, weights);
   load_imported_weights(imported_exe, m);
   const Step want = float64_step(zoo_exe, nhwc), got = float64_step(imported_exe, nhwc);
-  EXPECT_LT(relative_gap(got.logits, want.logits), 1e-9) << "logits";
-  EXPECT_NEAR(got.loss, want.loss, 1e-9 * std::abs(want.loss)) << "loss";
+  constexpr double kStepBound = 1e-6;
+  EXPECT_LT(relative_gap(got.logits, want.logits), kStepBound) << "logits";
+  EXPECT_NEAR(got.loss, want.loss, kStepBound * std::abs(want.loss)) << "loss";
   EXPECT_EQ(got.grads.size(), want.grads.size()) << "trainable parameters";
-  double worst = 0;
+  double worst = 0, largest = 0;
   std::string worst_name;
+  for (const auto& [name, g] : want.grads)
+    for (double v : g) largest = std::max(largest, std::abs(v));
   for (const auto& [name, g] : want.grads) {
     const auto it = got.grads.find(name);
-    if (it == got.grads.end()) {
-      ADD_FAILURE() << "the imported model has no parameter " << name;
+    if (it == got.grads.end() || it->second.size() != g.size()) {
+      ADD_FAILURE() << "the imported model has no parameter " << name << " of " << g.size() << " values";
       continue;
     }
-    const double gap = relative_gap(it->second, g);
-    if (gap > worst) worst = gap, worst_name = name;
+    for (size_t i = 0; i < g.size(); ++i)
+      if (std::abs(it->second[i] - g[i]) > worst) worst = std::abs(it->second[i] - g[i]), worst_name = name;
   }
-  std::printf("%s (%s): float64 step, imported vs zoo: logits %.2e, loss %.2e, worst gradient %.2e (%s)\n",
+  worst /= std::max(largest, 1e-300);
+  std::printf("%s (%s): float64 step, imported vs zoo: logits %.2e, loss %.2e, worst gradient %.2e of the largest (%s)\n",
               c.model.c_str(), c.exporter.c_str(), relative_gap(got.logits, want.logits),
               std::abs(got.loss - want.loss), worst, worst_name.c_str());
-  EXPECT_LT(worst, 1e-9) << "gradient of " << worst_name;
+  EXPECT_LT(worst, kStepBound) << "gradient of " << worst_name;
 }
 
 // Every zoo model torchvision has through the TorchScript exporter; one of each family through the

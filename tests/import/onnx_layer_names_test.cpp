@@ -24,6 +24,11 @@ TEST(OnnxLayerNames, NodeNamesAsModulePaths) {
   // A Sequential's child inside a module: "block.3" is the child 3 of features.1.0's block.
   EXPECT_EQ(name_from_node("/features/features.1/features.1.0/block/block.3/MatMul", "MatMul", ""),
             "features.1.0.block.3");
+  // A node the importer made a kiln one of another type keeps its modules' name.
+  EXPECT_EQ(name_from_node("/features/features.1/features.1.0/stochastic_depth/Mul", "StochasticDepth", ""),
+            "features.1.0.stochastic_depth");
+  // The dynamo exporter's name scopes: conv.0.0 inside features.1's conv.
+  EXPECT_EQ(name_from_node("/features/features.1/conv/conv.0/conv.0.0/conv2d", "Conv", ""), "features.1.conv.0.0");
   EXPECT_EQ(name_from_node("/Flatten", "Flatten", ""), "Flatten");  // the op alone stays: no module
   EXPECT_EQ(name_from_node("layer4.1.relu", "Relu", ""), "layer4.1.relu");  // kiln's own exports
   EXPECT_EQ(name_from_node("conv1:bn", "BatchNormalization", ""), "conv1_bn");
