@@ -49,6 +49,7 @@ the state_dicts written after the step. TF32 is off; cuDNN runs deterministicall
 import importlib.util
 import os
 import sys
+from collections import OrderedDict
 
 import torch
 import torch.nn as nn
@@ -81,9 +82,18 @@ def build(name, side):
     sys.exit(f"unknown model {name}: neither kiln's own (digits_cnn, the _cifar variants) nor torchvision's")
 
 
+def versioned(model, state):
+    """The state_dict as torch.save would give it: torchvision's MNASNet refuses one without its
+    version (safetensors keeps no _metadata); 2 is the current layout, which kiln's zoo follows."""
+    if isinstance(model, torchvision.models.MNASNet):
+        state = OrderedDict(state)
+        state._metadata = {"": {"version": 2}}
+    return state
+
+
 def load_model(name, side, weights, device):
     model = build(name, side)
-    missing, unexpected = model.load_state_dict(load_file(weights), strict=False)
+    missing, unexpected = model.load_state_dict(versioned(model, load_file(weights)), strict=False)
     if unexpected or any(not k.endswith("num_batches_tracked") for k in missing):
         sys.exit(f"{weights} does not fit {name}: missing {missing}, unexpected {unexpected}")
     # A convolution's bias just before a BatchNorm does nothing in training (the batch mean takes it
@@ -111,7 +121,9 @@ class MaskedDropout(nn.Module):
         self.mask, self.scale = mask, kiln_scale(p)
 
     def forward(self, x):
-        return x * self.mask.to(x.dtype) * self.scale
+        # The mask comes as (N, features) in PyTorch's order: one over a feature map (SqueezeNet's
+        # classifier.0) takes the map's shape.
+        return x * self.mask.to(x.dtype).reshape(x.shape) * self.scale
 
 
 class MaskedStochasticDepth(nn.Module):

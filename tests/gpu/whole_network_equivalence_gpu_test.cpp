@@ -592,7 +592,9 @@ std::vector<StepCase> mixed_cases() {
     // scale (82 infinities in conv1.weight's, H100, f6dc0fa).
     cases.push_back({"resnext50_32x4d", 64, 4, kGpu, p, false});
     cases.push_back({"mobilenet_v2", 48, 4, kGpu, p, false});
-    cases.push_back({"regnet_x_400mf", 64, 2, kGpu, p, false});
+    // Batch 4 as ResNeXt-50's: at batch 2 PyTorch's own fp16 gradients overflowed at the fixed loss
+    // scale (52 infinities in stem.0.weight's, H100, c3f26a9).
+    cases.push_back({"regnet_x_400mf", 64, 4, kGpu, p, false});
     cases.push_back({"densenet121", 61, 4, kGpu, p, false});
     cases.push_back({"mnasnet0_5", 33, 4, kGpu, p, false});
     cases.push_back({"mobilenet_v3_small", 33, 4, kGpu, p, false});
