@@ -49,7 +49,8 @@ struct OnnxExportSummary {
   int64_t bytes = 0;                     // of the file written
 };
 
-// Writes the eval-mode program of `exe` (BN on its running statistics, dropout as the identity) to
+// Writes the eval-mode program of `exe` (BN on its running statistics, dropout as ONNX's Dropout,
+// the identity in inference, so that kiln::import_onnx gets the layer back) to
 // `path` as an ONNX model, opset 17: input "input", float32 [N, C, H, W] (NCHW, N symbolic: any
 // batch), already normalized as `options.info` says; output "logits", float32 [N, classes], before
 // any softmax. Convolution weights are written OIHW, and a linear layer that reads a flattened
