@@ -17,7 +17,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from torch_zoo import torchvision_model  # bench/ is on sys.path (the script's own directory)
+from torch_zoo import randomize_batch_norms, torchvision_model  # bench/ is on sys.path (the script's own directory)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("convert", os.path.join(HERE, "..", "tools", "torch_to_safetensors.py"))
@@ -37,13 +37,7 @@ def main():
         model = timm.create_model(meta["model"][len("timm:"):], pretrained=False)
     else:
         model = torchvision_model(meta["model"])
-    with torch.no_grad():  # BN statistics and affine parameters away from their defaults
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.5, 0.5)
+    randomize_batch_norms(model)
     model.eval()
     save_file(convert.kiln_tensors(convert.torchvision_names(model.state_dict())), meta["weights"])
     torch.backends.cudnn.allow_tf32 = False

@@ -66,7 +66,7 @@ spec.loader.exec_module(convert)
 
 # --- The models ---------------------------------------------------------------------------------
 
-from torch_zoo import DigitsCnn, VggCifar, resnet_cifar, torchvision_model  # noqa: E402 (bench/ is on sys.path)
+from torch_zoo import DigitsCnn, VggCifar, randomize_batch_norms, resnet_cifar, torchvision_model  # noqa: E402 (bench/ is on sys.path)
 
 
 def build(name, side):
@@ -336,13 +336,7 @@ def curve(meta, x, y, out):
 def init(meta, out):
     torch.manual_seed(int(meta["seed"]))
     model = build(meta["model"], int(meta["side"]))
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.5, 0.5)
+    randomize_batch_norms(model)
     save_file(convert.kiln_tensors(model.state_dict()), meta["weights"])
     save_file({"done": torch.ones(1)}, out)
 

@@ -64,3 +64,15 @@ TORCHVISION_OPTIONS = {"googlenet": {"aux_logits": False}, "inception_v3": {"aux
 def torchvision_model(name):
     """torchvision's model `name` (weights=None) as kiln's zoo model of that name builds it."""
     return getattr(torchvision.models, name)(weights=None, **TORCHVISION_OPTIONS.get(name, {}))
+
+
+def randomize_batch_norms(model):
+    """Every BatchNorm's running statistics and affine parameters away from their defaults (drawn
+    from torch's generator), so that a comparison sees them matter."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
