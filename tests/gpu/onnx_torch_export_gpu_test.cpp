@@ -128,9 +128,11 @@ TEST_P(TorchOnnxExport, ImportsToPyTorchsLogitsAndTrainsAsTheZooModel) {
   // weights (the same masks: dropout and stochastic depth draw by layer name, which the import
   // takes from PyTorch's modules). The same network compiled from two blueprints; where it has
   // stochastic depth the file holds its keep probability as float32(1 - p), so the drop's scale
-  // differs from the zoo's by up to 2^-24 of it (convnext_tiny measured 3.7e-14 on the logits and
-  // 3.1e-8 on the gradients), elsewhere the steps are bit for bit alike (resnet18, mobilenet_v2). A
-  // layer of the wrong kind, attribute or weight moves the step by far more than 1e-6. Gradients
+  // differs from the zoo's by up to 2^-24 of it, and the gap grows with the number of such layers
+  // (measured on the largest gradient: convnext_tiny 7.0e-10, efficientnet_b0 5.0e-7, efficientnet_b1
+  // 2.0e-6, efficientnet_v2_m 1.5e-6); elsewhere the steps are bit for bit alike (resnet18/50,
+  // mobilenet_v2/v3, densenet121, googlenet, inception_v3, regnet_y, resnext50, shufflenet,
+  // squeezenet). A layer of the wrong kind, attribute or weight moves the step by O(1). Gradients
   // are measured against the largest of all: a BatchNorm bias whose shift the next BatchNorm takes
   // away has gradients of rounding size only (efficientnet_b0's features.6.1.block.3.1.bias).
   CompileOptions o;
@@ -140,7 +142,7 @@ TEST_P(TorchOnnxExport, ImportsToPyTorchsLogitsAndTrainsAsTheZooModel) {
   load_torch_weights(zoo_exe, weights);
   load_imported_weights(imported_exe, m);
   const Step want = float64_step(zoo_exe, nhwc), got = float64_step(imported_exe, nhwc);
-  constexpr double kStepBound = 1e-6;
+  constexpr double kStepBound = 1e-5;
   EXPECT_LT(relative_gap(got.logits, want.logits), kStepBound) << "logits";
   EXPECT_NEAR(got.loss, want.loss, kStepBound * std::abs(want.loss)) << "loss";
   EXPECT_EQ(got.grads.size(), want.grads.size()) << "trainable parameters";
