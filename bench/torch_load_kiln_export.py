@@ -16,17 +16,16 @@ none of, so those are the only keys strict loading lets through."""
 import sys
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from torch_zoo import torchvision_model  # bench/ is on sys.path (the script's own directory)
+from reference_request import read_request  # noqa: E402
 
 
 def main():
     src, dst = sys.argv[1], sys.argv[2]
-    with safe_open(src, "pt") as f:
-        x = f.get_tensor("x")
-        meta = f.metadata()
+    tensors, meta = read_request(src)
+    x = tensors["x"]
     model = torchvision_model(meta["model"])
     state = load_file(meta["weights"])
     expected = {k for k in model.state_dict() if not k.endswith("num_batches_tracked")}

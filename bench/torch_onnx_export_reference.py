@@ -27,10 +27,10 @@ import onnx
 import torchvision
 import onnx.numpy_helper
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 
 from torch_zoo import randomize_batch_norms, torchvision_model  # bench/ is on sys.path (the script's own directory)
+from reference_request import read_request  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("convert", os.path.join(HERE, "..", "tools", "torch_to_safetensors.py"))
@@ -101,9 +101,8 @@ def load_file_weights(model, path):
 
 def main():
     src, dst = sys.argv[1], sys.argv[2]
-    with safe_open(src, "pt") as f:
-        x = f.get_tensor("x")
-        meta = f.metadata()
+    tensors, meta = read_request(src)
+    x = tensors["x"]
     torch.manual_seed(int(meta["seed"]))
     model = build(meta["model"])
     randomize_batch_norms(model)

@@ -14,10 +14,10 @@ import os
 import sys
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 
 from torch_zoo import randomize_batch_norms, torchvision_model  # bench/ is on sys.path (the script's own directory)
+from reference_request import read_request  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("convert", os.path.join(HERE, "..", "tools", "torch_to_safetensors.py"))
@@ -27,9 +27,8 @@ spec.loader.exec_module(convert)
 
 def main():
     src, dst = sys.argv[1], sys.argv[2]
-    with safe_open(src, "pt") as f:
-        x = f.get_tensor("x")
-        meta = f.metadata()
+    tensors, meta = read_request(src)
+    x = tensors["x"]
     torch.manual_seed(int(meta["seed"]))
     if meta["model"].startswith("timm:"):  # timm's model of that name, its names mapped by the converter
         import timm

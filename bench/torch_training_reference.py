@@ -55,7 +55,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
-from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,6 +66,7 @@ spec.loader.exec_module(convert)
 # --- The models ---------------------------------------------------------------------------------
 
 from torch_zoo import DigitsCnn, VggCifar, randomize_batch_norms, resnet_cifar, torchvision_model  # noqa: E402 (bench/ is on sys.path)
+from reference_request import read_request  # noqa: E402
 
 
 def build(name, side):
@@ -347,9 +347,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
-    with safe_open(src, "pt") as f:
-        meta = f.metadata()
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    tensors, meta = read_request(src)
     mode = meta["mode"]
     if mode == "init":
         init(meta, dst)

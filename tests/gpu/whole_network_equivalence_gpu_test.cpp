@@ -69,6 +69,7 @@
 #include "support/gpu_test_util.h"
 #include "support/scoped_env.h"
 #include "support/torch_training_reference.h"
+#include "support/zoo_test_side.h"
 
 namespace kiln {
 namespace {
@@ -400,7 +401,7 @@ TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
   std::normal_distribution<float> normal(0.f, 1.f);
   batch.nchw.resize(size_t(N * C * H * W));
   for (float& v : batch.nchw) v = normal(rng);
-  batch.nhwc = gpu_test::nchw_to_nhwc(batch.nchw, N, C, H, W);
+  batch.nhwc = testing::nhwc_of(batch.nchw, Shape{N, C, H, W});
   // Labels over the model's classes (its logits' width).
   CompileOptions shape_only;
   shape_only.batch = 1, shape_only.input_hwc = {c.side, c.side, input_channels(c.model)};

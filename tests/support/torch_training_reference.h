@@ -1,8 +1,8 @@
 #pragma once
 // What the tests that train kiln's zoo models beside PyTorch share (tests/gpu/
 // whole_network_equivalence_gpu_test.cpp, digits_curve_gpu_test.cpp; PyTorch's side is
-// bench/torch_training_reference.py): PyTorch's initial weights for a zoo model, batches in both
-// layouts, and tensors read back as fp32 whatever their dtype.
+// bench/torch_training_reference.py): PyTorch's initial weights for a zoo model, and tensors read
+// back as fp32 whatever their dtype.
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -22,16 +22,6 @@ inline NamedTensor i32_tensor(const std::string& name, const std::vector<int32_t
   NamedTensor t{name, DType::I32, std::move(shape), std::vector<std::byte>(v.size() * 4)};
   std::memcpy(t.data.data(), v.data(), t.data.size());
   return t;
-}
-
-// n images of c x h x w from PyTorch's NCHW into kiln's NHWC.
-inline std::vector<float> nchw_to_nhwc(const std::vector<float>& x, int64_t n, int64_t c, int64_t h, int64_t w) {
-  std::vector<float> out(x.size());
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t y = 0; y < h; ++y)
-        for (int64_t i = 0; i < w; ++i) out[((b * h + y) * w + i) * c + ch] = x[((b * c + ch) * h + y) * w + i];
-  return out;
 }
 
 #ifdef KILN_SOURCE_DIR
