@@ -44,7 +44,9 @@ struct ImportedModel {
   // The parameters and BatchNorm running statistics, in PyTorch's layouts (convolutions OIHW, linear
   // layers (out, in)), named as the file's initializers, in the file's dtype where they are as
   // stored. Where the importer changed a tensor, it says so in `notes`: a MatMul's (in, out) matrix
-  // transposed to nn.Linear's, a convolution's bias before a BatchNorm folded into the running mean.
+  // transposed to nn.Linear's, a convolution's bias before a BatchNorm folded into the running mean,
+  // a linear layer's columns after a channels-last flatten (Transpose (0, 2, 3, 1) -> Flatten, kiln's
+  // export of AlexNet's) reordered from H,W,C to C,H,W as after torch.flatten.
   std::vector<NamedTensor> weights;
   // Each weight's kiln tensor ("layer1.0.conv1.weight"), by initializer name: the layers with
   // parameters are named after their initializers, so the two are mostly the same.

@@ -2,7 +2,7 @@
 // the activation patterns recognized (onnx_patterns), every node checked against the op table before
 // any is mapped (all refusals listed at once), the layers with parameters named after their
 // initializers, the nodes mapped in order (onnx_ops_*.cpp), then the checks that need the
-// Blueprint's shapes (onnx_import_checks).
+// Blueprint's shapes (onnx_import_checks) and the weights that do (onnx_flatten_columns).
 #include "kiln/onnx_import.h"
 
 #include <fmt/format.h>
@@ -16,6 +16,7 @@
 
 #include "core/file_io.h"
 #include "import/onnx_file_reader.h"
+#include "import/onnx_flatten_columns.h"
 #include "import/onnx_graph_order.h"
 #include "import/onnx_import_bytes.h"
 #include "import/onnx_import_checks.h"
@@ -209,7 +210,7 @@ ImportedModel onnx_import::import_onnx_bytes(std::span<const uint8_t> bytes, con
   if (logits.ref.node() != blueprint.last().node())
     fail("internal: the output '{}' of '{}' is not the imported Blueprint's last layer; please report it with the file",
          output, path);
-  check_blueprint_shapes(blueprint, ctx.checks(), model);
+  reorder_channels_last_columns(check_blueprint_shapes(blueprint, ctx.checks(), model), ctx);
   add_notes(ctx);
 
   result.blueprint = blueprint;

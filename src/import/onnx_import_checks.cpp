@@ -24,7 +24,7 @@ bool per_feature(LayerKind kind) {
 
 }  // namespace
 
-void check_blueprint_shapes(const Blueprint& blueprint, const PendingChecks& checks, const OnnxModel& model) {
+LayerGraph check_blueprint_shapes(const Blueprint& blueprint, const PendingChecks& checks, const OnnxModel& model) {
   CompileOptions options;
   options.batch = 1;
   LayerGraph graph;
@@ -80,6 +80,7 @@ void check_blueprint_shapes(const Blueprint& blueprint, const PendingChecks& che
            "file does not say which it means. Export at opset 19 or later, or use an input size without such a window",
            model.path, p.node, in[1], in[2], model.opset, onnx_h, onnx_w, l.out_shape[1], l.out_shape[2]);
   }
+  return graph;
 }
 
 }  // namespace kiln::onnx_import

@@ -7,9 +7,11 @@
 // (PyTorch's) rule drops. Each names the ONNX node and the fix.
 #include "import/onnx_import_context.h"
 #include "kiln/blueprint.h"
+#include "kiln/layer_graph.h"
 
 namespace kiln::onnx_import {
 
-void check_blueprint_shapes(const Blueprint& blueprint, const PendingChecks& checks, const OnnxModel& model);
+// The checks; returns the expanded graph they read (batch 1), for what else needs its shapes.
+LayerGraph check_blueprint_shapes(const Blueprint& blueprint, const PendingChecks& checks, const OnnxModel& model);
 
 }  // namespace kiln::onnx_import

@@ -33,7 +33,8 @@ struct MappedValue {
   bool one_by_one = false;
 };
 
-// Checks the Blueprint's shapes settle (import/onnx_import_checks.h), by layer name.
+// Checks the Blueprint's shapes settle (import/onnx_import_checks.h), and what else waits for them, by
+// layer name.
 struct PendingChecks {
   struct Features {  // a linear layer's input width (its weight's), or a Reshape's output width
     std::string layer, node;
@@ -43,12 +44,18 @@ struct PendingChecks {
   struct Flatten {  // a Flatten/Reshape of a map: PyTorch's C,H,W order is kiln's H,W,C only for a linear reader
     std::string layer, node;
   };
+  // Transpose (0, 2, 3, 1) -> Flatten: kiln's own H,W,C flatten, whose linear readers' columns the
+  // file holds in that order (import/onnx_flatten_columns.h reorders them once the shapes settle).
+  struct ChannelsLastFlatten {
+    std::string layer, node;
+  };
   struct CeilPool {  // ONNX's ceil_mode keeps a window PyTorch's (kiln's) rule may drop
     std::string layer, node;
     int kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right;
   };
   std::vector<Features> features;
   std::vector<Flatten> flattens;
+  std::vector<ChannelsLastFlatten> channels_last_flattens;
   std::vector<CeilPool> ceil_pools;
 };
 

@@ -20,7 +20,8 @@
 //          training-mode export writes it; the Cast may be a CastLike and t ConstantOfShape or Expand)
 //   Transpose (0, 2, 3, 1) -> Flatten (axis 1)
 //       -> "FlattenChannelsLast" (x; the flatten in kiln's H, W, C order, which kiln's exporter
-//          writes so when a flattened map is read by a layer other than a linear one)
+//          writes so when a flattened map is read by a layer other than a linear one: a LayerNorm, or
+//          the dropout before AlexNet's classifier)
 // As for the activation patterns (import/onnx_patterns.h), every inner value must be read only
 // inside the pattern; the new node has domain "kiln" and the last node's name and output.
 #include <vector>

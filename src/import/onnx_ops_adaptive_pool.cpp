@@ -1,11 +1,9 @@
 // Adaptive average pooling written as two MatMuls with constant averaging matrices (kiln's export
 // where the input's size is not a multiple of the output's: y = A_h x A_w^T), as the kiln node the
 // layout patterns make of them (import/onnx_layout_patterns.h), and the channels-last flatten
-// (Transpose (0, 2, 3, 1) -> Flatten), which is kiln's own flatten order.
+// (Transpose (0, 2, 3, 1) -> Flatten), which is kiln's own flatten order (its linear readers' columns
+// reordered for the loader by import/onnx_flatten_columns.h).
 #include <fmt/format.h>
-
-#include <algorithm>
-#include <iterator>
 
 #include "import/onnx_op_table.h"
 #include "import/onnx_patterns.h"
@@ -49,38 +47,20 @@ void map_adaptive_average(const OnnxNode& node, ImportContext& ctx) {
   ctx.produce(node, Form::Map, x.channels);
 }
 
-// Whether a linear layer (Gemm, MatMul) reads `value` through layers acting on each feature alone.
-// kiln's weight loader takes such a layer's columns in PyTorch's C,H,W flatten order
-// (torch_layout::flattened_maps), while after a channels-last flatten the file's columns are in
-// H,W,C order already: reordering them back is not done yet, so such a file is refused rather than
-// loaded with its columns permuted.
-bool read_by_linear(const std::string& value, ImportContext& ctx, int depth = 0) {
-  static const char* const per_feature[] = {"Dropout", "Identity", "Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh",
-                                            "Clip", "HardSwish", "HardSigmoid", "Gelu", "Silu", "Hardswish"};
-  for (int r : ctx.readers(value)) {
-    const OnnxNode& n = ctx.nodes()[size_t(r)];
-    if (n.op_type == "Gemm" || n.op_type == "MatMul") return true;
-    const bool passes = std::any_of(std::begin(per_feature), std::end(per_feature),
-                                    [&](const char* op) { return n.op_type == op; });
-    if (passes && depth < 16 && !n.outputs.empty() && read_by_linear(n.outputs[0], ctx, depth + 1)) return true;
-  }
-  return false;
-}
-
-void check_flatten_channels_last(const OnnxNode& node, ImportContext& ctx, std::vector<std::string>& problems) {
-  if (read_by_linear(node.outputs.at(0), ctx))
-    problems.push_back(fmt::format(
-        "{}: Transpose (0, 2, 3, 1) -> Flatten is read by a linear layer (through dropout or an activation, as kiln "
-        "exports AlexNet's classifier); kiln does not yet reorder that layer's H,W,C columns for its loader: export "
-        "the model without the Transpose (flatten straight into the linear layer, torch.flatten(x, 1))",
-        node_label(node)));
-}
-
+// kiln's flatten is the file's H,W,C one, so every reader gets the values in the file's order. A
+// linear layer reading it (directly, or through dropout and activations, as kiln exports AlexNet's
+// classifier) holds its columns in that order too, while kiln's loader takes a linear layer after a
+// flatten in PyTorch's C,H,W order: recorded, so that once the shapes settle those columns are put in
+// C,H,W order for the loader (import/onnx_flatten_columns.h).
 void map_flatten_channels_last(const OnnxNode& node, ImportContext& ctx) {
   const MappedValue& x = ctx.input(node, 0);
   if (x.form != Form::Map)
     fail("'{}': {} transposes flat features (0, 2, 3, 1); kiln flattens feature maps", ctx.path(), node_label(node));
-  ctx.from(x).flatten(ctx.layer_name(node));
+  const std::string& name = ctx.layer_name(node);
+  ctx.from(x).flatten(name);
+  // Named as the file's Flatten node, which this node replaced (its name and output).
+  ctx.checks().channels_last_flattens.push_back(
+      {name, fmt::format("Flatten node '{}'", node.name.empty() ? node.outputs.at(0) : node.name)});
   ctx.produce(node, Form::Rows, -1);
 }
 
@@ -88,7 +68,7 @@ void map_flatten_channels_last(const OnnxNode& node, ImportContext& ctx) {
 
 const std::vector<OnnxOp> kAdaptivePoolOps = {
     {kKilnDomain, "AdaptiveAvgPool", nullptr, check_adaptive_average, map_adaptive_average},
-    {kKilnDomain, "FlattenChannelsLast", nullptr, check_flatten_channels_last, map_flatten_channels_last},
+    {kKilnDomain, "FlattenChannelsLast", nullptr, nullptr, map_flatten_channels_last},
 };
 
 }  // namespace kiln::onnx_import

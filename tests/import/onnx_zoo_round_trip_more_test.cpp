@@ -8,12 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
 #include <set>
 
 #include "export/onnx_runner.h"
+#include "formats/torch/torch_layouts.h"
 #include "import_runner.h"
 #include "kiln/compile.h"
 #include "kiln/export.h"
@@ -157,6 +159,7 @@ TEST_P(ZooImportMore, AnExportWithBatchNormKeptImportsAsTheSameProgramWithTheSam
               momenta.empty() ? "-" : momentum_list.c_str(), pointwise, gap, bound, wrong_gap);
 }
 
+// AlexNet, whose flatten dropout reads, has its own test below (ZooImportAlexnet), a training step included.
 INSTANTIATE_TEST_SUITE_P(ZooModels, ZooImportMore,
                          ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1", "efficientnet_b0",
                                            "densenet121", "googlenet", "mnasnet0_5", "mobilenet_v3_small",
@@ -164,38 +167,196 @@ INSTANTIATE_TEST_SUITE_P(ZooModels, ZooImportMore,
                                            "vgg11_bn"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
-// AlexNet's export flattens through Transpose (0, 2, 3, 1) because dropout, not the linear layer,
-// reads the flatten; the file's linear columns are then in H,W,C order, which kiln's loader would
-// permute as PyTorch's C,H,W: the import refuses the file, naming the flatten, instead of giving
-// other logits (0.37 off when it was let through). The same flatten read by a LayerNorm imports and
-// gives the same outputs.
-TEST(ZooImportMoreRefusal, AChannelsLastFlattenReadByALinearLayerThroughDropoutIsRefused) {
+// One training step's loss and every parameter's gradient, by PyTorch name (torch_names: the
+// imported model's layers are named after the file's initializers, the zoo's after PyTorch's
+// modules), from the NCHW batch `nchw` of shape `s` and its labels; dropout draws its masks from
+// the step's seed, so two programs of the same layers draw the same ones.
+struct StepGradients {
+  float loss = 0.f;
+  std::map<std::string, std::vector<double>> grads;
+};
+
+StepGradients step_gradients(Executable& exe, const std::vector<float>& nchw, const Shape& s,
+                             const std::vector<int32_t>& labels) {
+  const Program& p = exe.program();
+  const std::vector<float> nhwc = testing::nhwc_of(nchw, s);
+  exe.write(p.input, nhwc.data(), nhwc.size() * sizeof(float));
+  exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
+  const StepScalars step{0.f, 0, 11};
+  exe.run_forward(step);
+  exe.run_backward(step);
+  StepGradients out;
+  out.loss = exe.read<float>(p.loss).at(0);
+  const std::map<std::string, std::string> names = torch_names(p);
+  for (int id : p.params) {
+    const std::string& name = p.tensors[size_t(id)].name;
+    out.grads[names.at(name)] = exe.gradient(name);
+  }
+  return out;
+}
+
+// The largest gradient difference over the largest gradient, across every parameter present in both.
+double gradient_gap(const StepGradients& a, const StepGradients& b) {
+  double worst = 0, scale = 0;
+  for (const auto& [name, g] : b.grads) {
+    const auto it = a.grads.find(name);
+    if (it == a.grads.end() || it->second.size() != g.size()) return INFINITY;
+    for (size_t i = 0; i < g.size(); ++i)
+      worst = std::max(worst, std::abs(it->second[i] - g[i])), scale = std::max(scale, std::abs(g[i]));
+  }
+  return worst / std::max(scale, 1e-30);
+}
+
+// The imported weight of kiln tensor `kiln_name`, as the file held it: a linear layer's columns after
+// a channels-last flatten put back from the C,H,W order the importer gave them into the file's
+// H,W,C (`hwc`), what loading the file's columns as they stand gives.
+void unreorder_columns(ImportedModel& m, const std::string& kiln_name, const Shape& hwc) {
+  NamedTensor& w = *std::find_if(m.weights.begin(), m.weights.end(),
+                                 [&](const NamedTensor& t) { return m.kiln_tensor.at(t.name) == kiln_name; });
+  ASSERT_EQ(w.dtype, DType::F32);
+  std::vector<float> v(w.data.size() / 4);
+  std::memcpy(v.data(), w.data.data(), w.data.size());
+  v = torch_layout::chw_columns_to_hwc(v, w.shape[0], hwc);
+  std::memcpy(w.data.data(), v.data(), w.data.size());
+}
+
+bool has_reorder_note(const ImportedModel& m, const std::string& linear) {
+  return std::any_of(m.notes.begin(), m.notes.end(), [&](const std::string& n) {
+    return n.find("the linear layer '" + linear + "' reads the Flatten node") != std::string::npos &&
+           n.find("Transpose (0, 2, 3, 1)") != std::string::npos && n.find("'" + linear + ".weight'") != std::string::npos;
+  });
+}
+
+// kiln's AlexNet reads its flatten through dropout (classifier.0), so kiln's export flattens through
+// Transpose (0, 2, 3, 1) (a plain Flatten, in PyTorch's C,H,W order, is written only where linear
+// layers alone read it: src/export/flatten_export.cpp), and the file's classifier.1 columns are in
+// kiln's H,W,C order. The import maps that to kiln's own flatten and gives classifier.1's columns to
+// the loader in nn.Linear's C,H,W order (with a note): the same program, every layer of `kiln plan`
+// (dropout and flatten included) under the same name and shape, the same eval logits and one
+// training step's loss and gradients by PyTorch name, bit for bit. At the zoo's test side (64) the
+// 6x6 pooled map is one position repeated, so the spatial order is checked by the flatten test below.
+TEST(ZooImportAlexnet, AChannelsLastFlattenReadThroughDropoutImportsAsKilnsAlexnet) {
+  if (!onnx_import_available()) GTEST_SKIP() << "kiln built without the ONNX library";
+  const Blueprint bp = zoo::by_name("alexnet", 10);
+  const int side = testing::zoo_test_side(bp);
+  CompileOptions o;
+  o.batch = 2;
+  o.input_hwc = {side, side, 3};
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Executable original(compile(bp, o), seed);
+  const Shape shape = {o.batch, 3, side, side};
+  const std::vector<float> x = testing::normal_floats(size_t(numel(shape)), seed + 2);
+  const std::vector<int32_t> labels = {3, 7};
+  const std::vector<float> want = testing::kiln_logits(original, x, shape);
+  const StepGradients want_step = step_gradients(original, x, shape, labels);
+
+  testing::TempDir dir;
+  const std::string file = dir.file("alexnet.onnx");
+  OnnxExportOptions e;
+  e.fold_bn = false;
+  e.info.model = bp.name();
+  export_onnx(original, file, e);
+  const ImportedModel m = import_onnx(file);
+  EXPECT_EQ(m.blueprint.name(), "alexnet");
+  EXPECT_TRUE(has_reorder_note(m, "classifier.1"));
+  EXPECT_FALSE(has_reorder_note(m, "classifier.4"));  // reads rows, not a flattened map
+  Executable imported(compile(m.blueprint, o), seed + 4);  // another seed: every weight must come from the file
+  EXPECT_EQ(size_t(load_imported_weights(imported, m).tensors), m.weights.size());
+
+  const std::vector<Layer>& a = original.program().graph.layers;
+  const std::vector<Layer>& b = imported.program().graph.layers;
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name) << "layer " << i;
+    EXPECT_EQ(std::string(layer_kind_name(a[i].kind)), layer_kind_name(b[i].kind)) << a[i].name;
+    EXPECT_EQ(a[i].out_shape, b[i].out_shape) << a[i].name;
+  }
+  const std::vector<KeptLayer> ka = kept_layers(original.program()), kb = kept_layers(imported.program());
+  ASSERT_EQ(ka.size(), kb.size());
+  for (size_t i = 0; i < ka.size(); ++i) EXPECT_EQ(ka[i].params, kb[i].params) << ka[i].name;
+  EXPECT_EQ(torch_name_set(imported.program()), torch_name_set(original.program()));
+
+  const double gap = testing::logit_gap(testing::kiln_logits(imported, x, shape), want);
+  EXPECT_EQ(gap, 0.0);
+  const StepGradients got_step = step_gradients(imported, x, shape, labels);
+  EXPECT_EQ(got_step.loss, want_step.loss);
+  ASSERT_EQ(got_step.grads.size(), want_step.grads.size());
+  for (const auto& [name, g] : want_step.grads) EXPECT_EQ(got_step.grads.at(name), g) << name;
+
+  // The checks catch classifier.1's columns loaded as the file holds them (H,W,C read as C,H,W).
+  ImportedModel wrong = m;
+  const Layer& flatten = *std::find_if(a.begin(), a.end(), [](const Layer& l) { return l.name == "flatten"; });
+  ASSERT_EQ(a[size_t(flatten.inputs.at(0))].out_shape, (Shape{o.batch, 6, 6, 256}));
+  unreorder_columns(wrong, "classifier.1.weight", {6, 6, 256});
+  load_imported_weights(imported, wrong);
+  const double wrong_gap = testing::logit_gap(testing::kiln_logits(imported, x, shape), want);
+  const StepGradients wrong_step = step_gradients(imported, x, shape, labels);
+  EXPECT_GT(wrong_gap, 1e-2);
+  EXPECT_NE(wrong_step.loss, want_step.loss);
+  const double wrong_grads = gradient_gap(wrong_step, want_step);
+  EXPECT_GT(wrong_grads, 1e-2);
+  std::printf("alexnet at %d: %zu layers; logit gap %.2e, loss %.9g vs %.9g, %zu gradients equal; classifier.1's "
+              "columns as the file holds them: logit gap %.2e, loss %.9g, gradient gap %.2e\n", side, b.size(), gap,
+              got_step.loss, want_step.loss, got_step.grads.size(), wrong_gap, wrong_step.loss, wrong_grads);
+}
+
+// A flattened 4x4 map (every position its own values) read by a linear layer through dropout, through
+// ReLU and dropout, through a LayerNorm, and directly. Kiln's export writes the first three as
+// Transpose (0, 2, 3, 1) -> Flatten (kiln's H,W,C order), the last as a plain Flatten with the
+// columns in C,H,W. Each imports with every parameter random, and gives the same eval logits and
+// the same training step (loss, gradients by name) bit for bit; the linear layer's columns are
+// reordered (and noted) exactly where it reads the channels-last flatten through layers acting on
+// each feature alone: the LayerNorm's features, and the linear layer after it, keep the file's
+// H,W,C order, which is kiln's. Where reordered, the file's columns loaded as they stand are caught.
+TEST(ChannelsLastFlattenImport, EveryReaderGetsTheValuesInKilnsOrder) {
   if (!onnx_import_available()) GTEST_SKIP() << "kiln built without the ONNX library";
   testing::TempDir dir;
-  for (const bool linear : {true, false}) {
-    Blueprint bp("flatten_then_dropout");
-    bp.input(4, 4, 3).conv(ConvAttrs::square(6, 3, 1, 1, true), "features.0").flatten("flatten").dropout(0.5f, "drop");
-    if (linear) bp.fc(5, true, "classifier");
-    else bp.layer_norm(1e-5f, "norm");
+  for (const char* r : {"dropout", "relu_dropout", "layer_norm", "linear"}) {
+    const std::string reader = r;
+    SCOPED_TRACE(reader);
+    Blueprint bp("flatten_" + reader);
+    bp.input(4, 4, 3).conv(ConvAttrs::square(6, 3, 1, 1, true), "features.0").flatten("flatten");
+    if (reader == "relu_dropout") bp.relu("act");
+    if (reader != "linear" && reader != "layer_norm") bp.dropout(0.5f, "drop");
+    if (reader == "layer_norm") bp.layer_norm(1e-5f, "norm");
+    bp.fc(5, true, "classifier");
     CompileOptions o;
     o.batch = 2;
     Executable exe(compile(bp, o), 7);
-    const std::string file = dir.file(linear ? "linear.onnx" : "norm.onnx");
-    export_onnx(exe, file);
-    const std::string error = testing::error_of([&] { import_onnx(file); });
-    if (linear) {
-      EXPECT_NE(error.find("'flatten'"), std::string::npos) << error;
-      EXPECT_NE(error.find("torch.flatten(x, 1)"), std::string::npos) << error;
-      continue;
+    for (int id : exe.program().params) {
+      const std::vector<float> v = testing::normal_floats(size_t(numel(exe.program().tensors[size_t(id)].shape)),
+                                                          100 + uint32_t(id));
+      exe.write(id, v.data(), v.size() * sizeof(float));
     }
-    ASSERT_EQ(error, "");
-    // Read by the LayerNorm, the flatten is kiln's own H,W,C one: the same values bit for bit.
+    const std::string file = dir.file(reader + ".onnx");
+    export_onnx(exe, file);
     const ImportedModel m = import_onnx(file);
+    const bool reordered = reader == "dropout" || reader == "relu_dropout";
+    EXPECT_EQ(has_reorder_note(m, "classifier"), reordered);
     Executable imported(compile(m.blueprint, o), 8);
-    load_imported_weights(imported, m);
+    EXPECT_EQ(size_t(load_imported_weights(imported, m).tensors), m.weights.size());
+    std::string kinds_a, kinds_b;
+    for (const Layer& l : exe.program().graph.layers) kinds_a += l.name + ":" + layer_kind_name(l.kind) + " ";
+    for (const Layer& l : imported.program().graph.layers) kinds_b += l.name + ":" + layer_kind_name(l.kind) + " ";
+    EXPECT_EQ(kinds_a, kinds_b);
     const Shape shape = {2, 3, 4, 4};
     const std::vector<float> x = testing::normal_floats(size_t(numel(shape)), 9);
-    EXPECT_EQ(testing::logit_gap(testing::kiln_logits(imported, x, shape), testing::kiln_logits(exe, x, shape)), 0.0);
+    const std::vector<float> want = testing::kiln_logits(exe, x, shape);
+    const double gap = testing::logit_gap(testing::kiln_logits(imported, x, shape), want);
+    EXPECT_EQ(gap, 0.0);
+    const StepGradients want_step = step_gradients(exe, x, shape, {1, 4});
+    const StepGradients got_step = step_gradients(imported, x, shape, {1, 4});
+    EXPECT_EQ(got_step.loss, want_step.loss);
+    EXPECT_EQ(got_step.grads, want_step.grads);
+    if (!reordered) continue;
+    ImportedModel wrong = m;
+    unreorder_columns(wrong, "classifier.weight", {4, 4, 6});
+    load_imported_weights(imported, wrong);
+    const double wrong_gap = testing::logit_gap(testing::kiln_logits(imported, x, shape), want);
+    EXPECT_GT(wrong_gap, 1e-2);
+    std::printf("%s: logit gap %.2e, loss %.9g equal; the file's columns as they stand: logit gap %.2e\n",
+                reader.c_str(), gap, got_step.loss, wrong_gap);
   }
 }
 
