@@ -50,7 +50,8 @@ struct OnnxExportSummary {
 };
 
 // Writes the eval-mode program of `exe` (BN on its running statistics, dropout as ONNX's Dropout,
-// the identity in inference, so that kiln::import_onnx gets the layer back) to
+// the identity in inference, so that kiln::import_onnx gets the layer back; stochastic depth as an
+// Identity node listed with its p in the metadata entry "kiln.stochastic_depth", for the same) to
 // `path` as an ONNX model, opset 17: input "input", float32 [N, C, H, W] (NCHW, N symbolic: any
 // batch), already normalized as `options.info` says; output "logits", float32 [N, classes], before
 // any softmax. Convolution weights are written OIHW, and a linear layer that reads a flattened

@@ -67,6 +67,8 @@ class GraphWriter {
   // A float32 scalar constant (one initializer per value), for composed activations.
   std::string scalar(float value);
   void initializer(std::string name, Shape shape, std::vector<float> values);
+  // The metadata_props entry `key` (made empty the first time).
+  std::string& metadata(const std::string& key) { return graph_.metadata[key]; }
 
  private:
   Graph& graph_;

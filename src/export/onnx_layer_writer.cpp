@@ -21,6 +21,8 @@ std::string OnnxLayerWriter::node(const std::string& op_type, std::vector<std::s
 
 std::string OnnxLayerWriter::scalar(float value) { return out_.scalar(value); }
 
+std::string& OnnxLayerWriter::metadata(const std::string& key) { return out_.metadata(key); }
+
 Shape OnnxLayerWriter::tensor_shape(const std::string& tensor) const {
   return exe_.program().tensors.at(size_t(exe_.id(tensor))).shape;
 }

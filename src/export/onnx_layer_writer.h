@@ -30,6 +30,9 @@ class OnnxLayerWriter {
                    std::vector<onnx_export::Attribute> attributes = {});
   // A float32 scalar constant, one initializer per value (for composed activations).
   std::string scalar(float value);
+  // The model's metadata_props entry `key` (made empty the first time), for what no ONNX node of a
+  // layer can hold (stochastic depth's probability: ops/elementwise/stochastic_depth_onnx.h).
+  std::string& metadata(const std::string& key);
 
   Executable& executable() { return exe_; }
   Shape tensor_shape(const std::string& tensor) const;

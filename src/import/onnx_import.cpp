@@ -23,6 +23,7 @@
 #include "import/onnx_import_context.h"
 #include "import/onnx_op_table.h"
 #include "import/onnx_patterns.h"
+#include "import/onnx_stochastic_depth.h"
 #include "import/sha256.h"
 #include "kiln/error.h"
 
@@ -182,6 +183,7 @@ ImportedModel onnx_import::import_onnx_bytes(std::span<const uint8_t> bytes, con
 
   ConstantFolder constants(model, order, batch_first_shapes(model, order));
   std::vector<OnnxNode> nodes = recognize_activation_patterns(model, order, constants);
+  recognize_exported_stochastic_depth(nodes, model);  // kiln's own Identity nodes listed in the metadata
   Blueprint blueprint(model_name(model));
   blueprint.input(int(in.height), int(in.width), int(in.channels));
   ImportContext ctx(model, order, std::move(nodes), blueprint);

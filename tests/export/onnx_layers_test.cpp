@@ -142,7 +142,8 @@ TEST(OnnxLayers, LinearOverAFeatureMap) {
   expect_onnxruntime_agrees({{"linear_over_map", m, true}});
 }
 
-// Stochastic depth is the identity in eval mode: no node, its output is its input's value. In
+// Stochastic depth is the identity in eval mode: an Identity node (listed in the metadata for the
+// importer: tests/import/onnx_stochastic_depth_round_trip_test.cpp). In
 // residual bodies (after a BatchNorm that folds into the convolution: EfficientNet's and ConvNeXt's
 // place) with p = 0.2 and p = 0, and one on flat features before the linear layer.
 TEST(OnnxLayers, StochasticDepth) {

@@ -25,7 +25,8 @@ int count_kind(const Program& p, LayerKind kind) { return p.graph.count(kind); }
 // Trained as kiln's own: two SGD steps (momentum, weight decay, BatchNorm in training mode) of the
 // imported model from the file's weights and of the zoo model from the same weights give the same
 // losses and the same parameters and running statistics, bit for bit (the same fused program). For
-// the models without dropout or stochastic depth, which an eval-mode export leaves out.
+// the models without dropout or stochastic depth (onnx_stochastic_depth_round_trip_test.cpp trains
+// EfficientNet and ConvNeXt, whose stochastic depth the export keeps).
 class ZooImportTraining : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ZooImportTraining, TrainsStepForStepAsTheZooModel) {
