@@ -4,9 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli/class_name_lists.h"
 #include "cli/data_source.h"
 #include "kiln/error.h"
 #include "train/recipe_fields.h"
@@ -16,16 +16,12 @@ namespace {
 
 std::string hwc(const SampleShape& s) { return fmt::format("{}x{}x{}", s.height, s.width, s.channels); }
 
-// The checkpoint's class names (metadata 'class_names'), empty when it names none.
+// The checkpoint's class names (metadata 'class_names'), empty when it names none (or not as a list of
+// names: the checkpoint's own reader refuses those when the weights load).
 std::vector<std::string> class_names(const CheckpointModel& m) {
   auto it = m.metadata.find("class_names");
   if (it == m.metadata.end()) return {};
-  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
-  std::vector<std::string> names;
-  if (!j.is_array()) return names;
-  for (const auto& n : j)
-    if (n.is_string()) names.push_back(n.get<std::string>());
-  return names.size() == j.size() ? names : std::vector<std::string>();
+  return parse_class_names(it->second).value_or(std::vector<std::string>());
 }
 
 // What to do instead: the data the checkpoint was trained on, when it records it.
@@ -56,11 +52,12 @@ void check_data_fits_checkpoint(const CheckpointModel& m, const SampleSource& so
          "Nothing was loaded; {}", m.path, hwc(m.input), m.classes, data, split, hwc(mine), source.num_classes(),
          fmt::join(differ, "; "), fix(m));
   const std::vector<std::string> theirs = class_names(m), ours = source.class_names();
-  if (theirs.empty() || ours.empty() || theirs == ours) return;
-  for (size_t c = 0; c < std::min(theirs.size(), ours.size()); ++c)
-    if (theirs[c] != ours[c])
-      fail("'{}' holds other classes than the checkpoint '{}' was trained on: its class {} is '{}', the "
-           "checkpoint's '{}'; labels would not match. {}", data, m.path, c, ours[c], theirs[c], fix(m));
+  if (theirs.empty() || ours.empty()) return;
+  const std::optional<size_t> c = first_differing_label(ours, theirs);
+  if (!c) return;
+  if (*c < std::min(theirs.size(), ours.size()))
+    fail("'{}' holds other classes than the checkpoint '{}' was trained on: its class {} is '{}', the "
+         "checkpoint's '{}'; labels would not match. {}", data, m.path, *c, ours[*c], theirs[*c], fix(m));
   fail("'{}' holds other classes than the checkpoint '{}' was trained on ({} names against {}); labels would not "
        "match. {}", data, m.path, ours.size(), theirs.size(), fix(m));
 }
