@@ -104,7 +104,7 @@ void KilnApp::parse(int argc, const char* const* argv) {
                                            out_of_range_word(argc, argv)),
                                CLI::ExitCodes::ConversionError);
   }
-  if (train->parsed()) check_train_options(train_args);
+  if (train->parsed()) check_train_options(train_args, common.model);
 }
 
 int KilnApp::run() {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cli/model_source.h"
 #include "cli/named_setting_options.h"
 #include "cli/option_checks.h"
 #include "cli/setting_options.h"
@@ -47,7 +48,7 @@ CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& t) 
   return train;
 }
 
-void check_train_options(const TrainArgs& t) {
+void check_train_options(const TrainArgs& t, const std::string& model) {
   if (t.resume && t.checkpoint.empty())
     throw CLI::RequiresError("--resume needs --checkpoint FILE, the checkpoint to continue from; add "
                              "--checkpoint runs/run.safetensors or drop --resume",
@@ -56,9 +57,9 @@ void check_train_options(const TrainArgs& t) {
     throw CLI::RequiresError("--overwrite needs --checkpoint FILE, the checkpoint to replace; add --checkpoint "
                              "runs/run.safetensors or drop --overwrite",
                              CLI::ExitCodes::RequiresError);
-  if (t.new_head && t.init_from.empty())
-    throw CLI::RequiresError("--new-head needs --init-from FILE, the weights whose classifier it replaces; add "
-                             "--init-from resnet50.safetensors or drop --new-head",
+  if (t.new_head && t.init_from.empty() && !names_onnx_file(model))
+    throw CLI::RequiresError("--new-head needs --init-from FILE or --model FILE.onnx, the weights whose classifier it "
+                             "replaces; add --init-from resnet50.safetensors or drop --new-head",
                              CLI::ExitCodes::RequiresError);
   if (t.resume && t.overwrite)
     throw CLI::ValidationError("--resume and --overwrite exclude each other: --resume continues the run in "

@@ -44,7 +44,7 @@ struct TrainArgs {
 CLI::App* add_train_command(CLI::App& app, CommonOptions& common, TrainArgs& args);
 
 // Checks between options, after parsing: still errors naming the flags (CLI::ParseError), before
-// any work.
-void check_train_options(const TrainArgs& args);
+// any work. `model` is --model's value (--new-head replaces the last layer of an ONNX file's model).
+void check_train_options(const TrainArgs& args, const std::string& model);
 
 }  // namespace kiln::cli

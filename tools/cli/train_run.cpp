@@ -15,6 +15,7 @@
 
 #include "cli/class_count_checks.h"
 #include "cli/data_recipe.h"
+#include "cli/model_file_data.h"
 #include "cli/model_source.h"
 #include "cli/stop_signals.h"
 #include "cli/train_events.h"
@@ -99,10 +100,13 @@ void load_model_file_weights(const TrainArgs& a, const ModelSource& source, Trai
     return;
   }
   TorchWeightsOptions w;
-  w.new_head = source.new_head;
+  w.new_head = source.new_head || a.new_head;  // a head for other classes, or --new-head for other names
   const TorchWeightsLoaded loaded = load_imported_weights(trainer.executable(), *source.imported, w);
-  fmt::print("kiln: initialized from the weights of {}: {} tensors{}{}\n", source.name, loaded.tensors,
-             source.new_head ? " (the new head starts from kiln's initialization)" : "", left_out_text(loaded));
+  const char* head = source.new_head ? " (the new head starts from kiln's initialization)"
+                     : a.new_head    ? " (--new-head: the last linear layer starts from kiln's initialization)"
+                                     : "";
+  fmt::print("kiln: initialized from the weights of {}: {} tensors{}{}\n", source.name, loaded.tensors, head,
+             left_out_text(loaded));
 }
 
 // A run whose mean training loss in an epoch exceeds this many times the loss of a uniform guess
@@ -138,6 +142,11 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
          "which starts there anyway; drop --no-weights, or give --model FILE.onnx", o.model);
   check_data_fits(o, a, data, source.blueprint);
   check_class_count(a, data);
+  // What the file says of the data its weights were trained on: its normalization and class names.
+  const std::optional<Shape>& model_input = source.blueprint.input_hwc();
+  const int model_channels = model_input ? int((*model_input)[2]) : shape.channels;
+  const FileDataUse file_data = file_data_use(source, a, train, a.data.data, classes, model_channels);
+  const std::unique_ptr<SampleSource> file_train = with_file_data(train, file_data);
   CompileOptions c = compile_options(o);
   c.input_hwc = {shape.height, shape.width, shape.channels};
   c.optimizer = optimizer_config(a.optimizer);
@@ -181,6 +190,9 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
                trainer.resumed_ranks() == 1 ? "" : "s", trainer.ranks(), o.compile.batch * trainer.resumed_ranks(),
                o.compile.batch * trainer.ranks(), trainer.resumed_epochs() + 1);
   if (source.is_file() && !trainer.resumed()) load_model_file_weights(a, source, trainer);
+  // A resumed run normalizes and names its classes as its checkpoint says; the file did that at its start.
+  if (!trainer.resumed() && speaks)
+    for (const std::string& note : file_data.notes) fmt::print("kiln: {}: {}\n", source.name, note);
   if (!a.init_from.empty()) {
     if (trainer.resumed()) {
       fmt::print("kiln: --init-from {} not used: the run continues from its checkpoint\n", a.init_from);
@@ -284,7 +296,7 @@ int run_train(const CommonOptions& o, const TrainArgs& a) {
   std::vector<EpochReport> reports;
   try {
     StopSignals stop_signals;  // only while training
-    reports = trainer.fit(train, test, on_step, on_epoch);
+    reports = trainer.fit(file_train ? *file_train : train, test, on_step, on_epoch);
   } catch (const Stopped& stopped) {
     if (group) group->leave();  // every rank stopped at the same step
     return report_stop(stopped, live);  // the Trainer, and the checkpoint's lock, go as it returns

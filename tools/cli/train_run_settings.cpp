@@ -51,8 +51,8 @@ const std::vector<Setting>& train_run_settings() {
                       &T::init_from),
       switch_setting<T>({.key = "new_head",
                          .flag = "--new-head",
-                         .help = "with --init-from: leave the last linear layer as initialized, for another number of "
-                                 "classes (fine-tuning)",
+                         .help = "with --init-from or --model FILE.onnx: leave the last linear layer as initialized, "
+                                 "for other classes (fine-tuning)",
                          .member = "TrainArgs::new_head",
                          .flag_only = true},
                         &T::new_head),
