@@ -31,6 +31,8 @@ import sys
 import warnings
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 import timm
 import torch
 import torch.nn as nn
@@ -56,6 +58,32 @@ def build(name, classes):
         if p:
             raise SystemExit(f"{name}: {module_name} still drops with probability {p}: build it without")
     return model
+
+
+def load_weights_from(model, path):
+    """load_file_weights (the file's initializers into the model by state_dict name), where the file
+    may hold parameters under names of its own: the TorchScript exporter writes GroupNorm as
+    InstanceNormalization, then Mul and Add by the affine parameters unsqueezed into anonymous
+    initializers ('onnx::Mul_123'). An export moves BatchNorm's running statistics, never the
+    parameters, so such a parameter keeps the model's values, once the file is seen to hold them."""
+    try:
+        load_file_weights(model, path)
+        return
+    except SystemExit:
+        pass
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    params = dict(model.named_parameters())
+    found = {}
+    for name, v in model.state_dict().items():
+        if name in inits:
+            found[name] = torch.from_numpy(inits[name].copy()).reshape(v.shape).to(v.dtype)
+        elif name not in params and v.is_floating_point():
+            raise SystemExit(f"the ONNX file lacks the buffer {name}")
+        elif name in params:
+            want = v.detach().numpy().ravel()
+            if not any(a.size == want.size and np.array_equal(a.ravel(), want) for a in inits.values()):
+                raise SystemExit(f"the ONNX file holds the parameter {name} under no name and no initializer with its values")
+    model.load_state_dict(found, strict=False)
 
 
 def use_file_epsilons(model):
@@ -108,7 +136,7 @@ def main():
     model = build(meta["model"], int(meta["classes"]))
     randomize_batch_norms(model)
     export(model, x, meta["onnx"], meta["exporter"])
-    load_file_weights(model, meta["onnx"])  # the file's weights, BatchNorm statistics as the export moved them
+    load_weights_from(model, meta["onnx"])  # the file's weights, BatchNorm statistics as the export moved them
     use_file_epsilons(model)
 
     out = {}
