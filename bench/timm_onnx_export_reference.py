@@ -14,7 +14,7 @@ Usage: timm_onnx_export_reference.py IN OUT
 IN: the fp32 tensor x (the batch, NCHW), the int32 tensor labels, and string metadata: model (a timm
 model name), classes, seed, exporter (torchscript or dynamo, as torch_onnx_export_reference.py),
 onnx (the path of the ONNX file to write), grads (a path stem). OUT: logits (fp32 eval-mode logits
-on the CPU), logits_cuda (the same on the GPU, TF32 off, where CUDA is available), step_logits and
+on the CPU), logits64 (the same in float64), logits_cuda (fp32 on the GPU, TF32 off, where CUDA is available), step_logits and
 step_loss (float64: the training-mode forward of model.double() on x and the mean cross-entropy
 against labels). The step's gradients go to two state_dicts, <grads>.safetensors and
 <grads>.lo.safetensors: every parameter's float64 gradient as float32(g) and float32(g - float32(g))
@@ -150,6 +150,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     with torch.no_grad():
         out["logits"] = model(x).float().contiguous()
+        out["logits64"] = copy.deepcopy(model).double()(x.double()).contiguous()  # PyTorch's own fp32 spread
         if torch.cuda.is_available():
             out["logits_cuda"] = model.cuda()(x.cuda()).float().cpu().contiguous()
     save_file(out, dst)

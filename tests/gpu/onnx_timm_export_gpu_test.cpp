@@ -58,14 +58,15 @@ constexpr int kSide = 64;
 const std::vector<int32_t> kLabels = {3, 7};
 
 // The same bounds as onnx_torch_export_gpu_test.cpp's. Logits: fp32 through tens of layers in
-// other summation orders (torchvision's weights in the zoo: 0.2-2.3e-6 measured; here 0.6-1.2e-6);
-// a misplaced or missing layer moves them by O(1). Step: both sides float64 from the same weights,
-// epsilons and batch, no random masks (no dropout or stochastic depth), so what is left is float64
-// rounding in other summation orders, amplified where a BatchNorm normalizes few values (measured:
-// 4e-12 to 7e-9 of the largest gradient, rexnet_100's SE BatchNorm of two values a channel the
-// largest), far under 1e-5; a layer of the wrong kind, attribute or weight moves the step by O(1)
-// (TimmOnnxExportBounds). The reference's epsilons are the file's float32 ones: with PyTorch's
-// float64 1e-5 rexnet_100's gradients differ by 4.9e-5 (timm_onnx_export_reference.py).
+// other summation orders (torchvision's weights in the zoo: 0.2-2.3e-6 measured; here 3.4e-7 to
+// 3.4e-6), or 4 times PyTorch's own fp32 spread where that is larger (check_draw); a misplaced or
+// missing layer moves them by O(1). Step: both sides float64 from the same weights, epsilons and
+// batch, no random masks (no dropout or stochastic depth), so what is left is float64 rounding in
+// other summation orders, amplified where a BatchNorm normalizes few values (measured on 59 models:
+// 1e-15 to 9e-11 of the largest gradient, up to 8.5e-9 in MobileNetV3, LCNet, VoVNet, GhostNet
+// and ReXNet), far under 1e-5; a layer of the wrong kind, attribute or weight moves the step by
+// O(1) (TimmOnnxExportBounds). The reference's epsilons are the file's float32 ones: with
+// PyTorch's float64 1e-5 rexnet_100's gradients differ by 4.9e-5 (timm_onnx_export_reference.py).
 constexpr double kLogitsBound = 2e-5, kStepBound = 1e-5;
 
 // timm 1.0.31's models in the families kiln's ONNX import covers, each imported (kiln plan) from
@@ -260,17 +261,23 @@ void check_draw(const Draw& d, uint64_t seed) {
   const ImportedModel m = import_onnx(r.onnx);
   for (const std::string& note : m.notes) std::printf("%s (%s): note: %s\n", d.model.c_str(), d.exporter.c_str(), note.c_str());
 
-  const double cpu = relative_gap(testing::inference_logits(m, Device::CPU, r.nhwc, kBatch),
-                                  as_doubles(gpu_test::f32_values(r.torch, "logits")));
-  std::printf("%s (%s): imported logits vs timm's, largest gap / largest logit: CPU %.2e\n", d.model.c_str(),
-              d.exporter.c_str(), cpu);
-  EXPECT_LT(cpu, kLogitsBound) << "CPU logits";
-  if (gpu_test::torch_missing(Device::CUDA).empty()) {
-    const double gpu = relative_gap(testing::inference_logits(m, Device::CUDA, r.nhwc, kBatch),
-                                    as_doubles(gpu_test::f32_values(r.torch, "logits_cuda")));
-    std::printf("%s (%s): GPU %.2e\n", d.model.c_str(), d.exporter.c_str(), gpu);
-    EXPECT_LT(gpu, kLogitsBound) << "GPU logits";
-  }
+  // The logits' bound: kLogitsBound, or 4 times PyTorch's own spread (its fp32 logits against its
+  // float64 ones) where the model's fp32 rounding is larger: two fp32 implementations each sit
+  // about a spread from the exact logits (efficientnetv2_rw_t: PyTorch's spread 3.7e-5, kiln's gap
+  // 4.0e-5). A wrong layer moves the logits by O(1) whatever the spread.
+  const std::vector<double> torch64 = gpu_test::values(r.torch, "logits64");
+  const auto check_logits = [&](Device device, const char* torch_logits) {
+    const std::vector<double> torch32 = as_doubles(gpu_test::f32_values(r.torch, torch_logits));
+    const double spread = relative_gap(torch32, torch64);
+    const double bound = std::max(kLogitsBound, 4 * spread);
+    const double gap = relative_gap(testing::inference_logits(m, device, r.nhwc, kBatch), torch32);
+    std::printf("%s (%s): imported logits vs timm's, largest gap / largest logit: %s %.2e (PyTorch's fp32 spread %.2e, "
+                "bound %.2e)\n",
+                d.model.c_str(), d.exporter.c_str(), device == Device::CPU ? "CPU" : "GPU", gap, spread, bound);
+    EXPECT_LT(gap, bound) << device_name(device) << " logits";
+  };
+  check_logits(Device::CPU, "logits");
+  if (gpu_test::torch_missing(Device::CUDA).empty()) check_logits(Device::CUDA, "logits_cuda");
 
   const TorchStep want = torch_step(m, r);
   const Step got = imported_step(m, r);
