@@ -72,7 +72,7 @@ class Blueprint {
   // Every attribute of the convolution (kernel height and width, four paddings, ...): the compiler
   // refuses what the kernels do not run yet, naming the layer and the attribute.
   Blueprint& conv(const ConvAttrs& attrs, std::string name = {});
-  Blueprint& bn(std::string name = {}, float eps = 1e-5f, float momentum = 0.1f);
+  Blueprint& bn(std::string name = {}, double eps = 1e-5, double momentum = 0.1);
   Blueprint& relu(std::string name = {});
   // Elementwise activations (PyTorch's functionals of the same names).
   Blueprint& activation(Activation a, float alpha = 0.f, std::string name = {});
@@ -105,15 +105,15 @@ class Blueprint {
   // nn.Linear's default. LinearAttrs::init and bias_init take any other.
   Blueprint& fc(int out_features, bool bias = true, std::string name = {}, float init_std = 0.f);
   Blueprint& fc(const LinearAttrs& attrs, std::string name = {});
-  Blueprint& dropout(float p, std::string name = {});
+  Blueprint& dropout(double p, std::string name = {});
   // torchvision's StochasticDepth(p, "row"): each sample's input dropped with probability p in
   // training (the rest scaled by 1 / (1 - p)), the identity in inference.
-  Blueprint& stochastic_depth(float p, std::string name = {});
+  Blueprint& stochastic_depth(double p, std::string name = {});
   // nn.LayerNorm(C, eps) over each position's channels (torchvision's LayerNorm2d; ConvNeXt's
   // nn.LayerNorm between its permutes), with a learned weight and bias.
-  Blueprint& layer_norm(float eps = 1e-5f, std::string name = {});
+  Blueprint& layer_norm(double eps = 1e-5, std::string name = {});
   // nn.GroupNorm(groups, C, eps), with a learned weight and bias.
-  Blueprint& group_norm(int groups, float eps = 1e-5f, std::string name = {});
+  Blueprint& group_norm(int groups, double eps = 1e-5, std::string name = {});
   // y = gamma * x with a learned per-channel gamma started at init_value (ConvNeXt's layer_scale):
   // its parameter is `<name>.layer_scale`.
   Blueprint& layer_scale(float init_value = 1e-6f, std::string name = {});

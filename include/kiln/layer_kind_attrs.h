@@ -70,8 +70,9 @@ struct ConvAttrs {
 // BatchNorm (PyTorch's BatchNorm2d / BatchNorm1d).
 struct BatchNormAttrs {
   static constexpr const char* kName = "BatchNormAttrs";
-  float eps = 1e-5f;
-  float momentum = 0.1f;  // weight of the new batch in the running statistics
+  // double, as PyTorch's Python floats: a float64 program normalizes with eps = 0.001, not float(0.001).
+  double eps = 1e-5;
+  double momentum = 0.1;  // weight of the new batch in the running statistics
   void check(const std::string& where) const;
 };
 
@@ -126,7 +127,7 @@ struct AdaptiveAvgPoolAttrs {
 // torchvision's StochasticDepth(p, mode="row").
 struct StochasticDepthAttrs {
   static constexpr const char* kName = "StochasticDepthAttrs";
-  float p = 0.f;  // the probability of dropping a sample's input, in [0, 1)
+  double p = 0;  // the probability of dropping a sample's input, in [0, 1)
   void check(const std::string& where) const;
 };
 
@@ -135,7 +136,7 @@ struct StochasticDepthAttrs {
 // nn.LayerNorm after its permute to channels-last are both this layer on kiln's NHWC maps.
 struct LayerNormAttrs {
   static constexpr const char* kName = "LayerNormAttrs";
-  float eps = 1e-5f;
+  double eps = 1e-5;
   void check(const std::string& where) const;
 };
 
@@ -144,7 +145,7 @@ struct LayerNormAttrs {
 struct GroupNormAttrs {
   static constexpr const char* kName = "GroupNormAttrs";
   int groups = 1;  // must divide the channels (checked against the input where the layer is lowered)
-  float eps = 1e-5f;
+  double eps = 1e-5;
   void check(const std::string& where) const;
 };
 
@@ -176,7 +177,7 @@ struct ChannelSliceAttrs {
 
 struct DropoutAttrs {
   static constexpr const char* kName = "DropoutAttrs";
-  float p = 0.f;  // the probability of zeroing an element, in [0, 1)
+  double p = 0;  // the probability of zeroing an element, in [0, 1) (double: PyTorch's 1 / (1 - p))
   void check(const std::string& where) const;
 };
 

@@ -7,7 +7,7 @@
 
 namespace kiln::export_layout {
 
-BatchNormValues read_batch_norm(Executable& exe, const std::string& bn, float eps) {
+BatchNormValues read_batch_norm(Executable& exe, const std::string& bn, double eps) {
   BatchNormValues v;
   v.gamma = read_floats(exe, bn + ".weight");
   v.beta = read_floats(exe, bn + ".bias");
@@ -25,7 +25,7 @@ void fold_batch_norm(std::vector<float>& weight, std::vector<float>& bias, const
          channels);
   const size_t per_channel = weight.size() / channels;
   for (size_t k = 0; k < channels; ++k) {
-    const double scale = double(bn.gamma[k]) / std::sqrt(double(bn.var[k]) + double(bn.eps));
+    const double scale = double(bn.gamma[k]) / std::sqrt(double(bn.var[k]) + bn.eps);
     for (size_t i = 0; i < per_channel; ++i) {
       float& w = weight[k * per_channel + i];
       w = float(double(w) * scale);

@@ -10,11 +10,11 @@ namespace kiln::export_layout {
 
 struct BatchNormValues {
   std::vector<float> gamma, beta, mean, var;  // "<bn>.weight", ".bias", ".running_mean", ".running_var"
-  float eps = 1e-5f;
+  double eps = 1e-5;
 };
 
 // The BatchNorm named `bn` (its tensors' prefix) of `exe`.
-BatchNormValues read_batch_norm(Executable& exe, const std::string& bn, float eps);
+BatchNormValues read_batch_norm(Executable& exe, const std::string& bn, double eps);
 
 // Folds `bn` into a convolution whose output channels lead `weight` (OIHW) and index `bias` (zeros
 // for a convolution without one): weight[k] * s[k] and (bias[k] - mean[k]) * s[k] + beta[k], with

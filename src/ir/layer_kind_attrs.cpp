@@ -99,17 +99,17 @@ void AdaptiveAvgPoolAttrs::check(const std::string& where) const {
 }
 
 void StochasticDepthAttrs::check(const std::string& where) const {
-  if (!(p >= 0.f && p < 1.f))
+  if (!(p >= 0 && p < 1))
     fail("{}: the drop probability must be in [0, 1), got {} (0 keeps every sample)", where, p);
 }
 
 void LayerNormAttrs::check(const std::string& where) const {
-  if (!(eps > 0.f) || !std::isfinite(eps)) fail("{}: eps must be finite and positive, got {} (PyTorch's default: 1e-5)", where, eps);
+  if (!(eps > 0) || !std::isfinite(eps)) fail("{}: eps must be finite and positive, got {} (PyTorch's default: 1e-5)", where, eps);
 }
 
 void GroupNormAttrs::check(const std::string& where) const {
   if (groups < 1) fail("{}: groups must be >= 1 (1 normalizes all channels together), got {}", where, groups);
-  if (!(eps > 0.f) || !std::isfinite(eps)) fail("{}: eps must be finite and positive, got {} (PyTorch's default: 1e-5)", where, eps);
+  if (!(eps > 0) || !std::isfinite(eps)) fail("{}: eps must be finite and positive, got {} (PyTorch's default: 1e-5)", where, eps);
 }
 
 void LayerScaleAttrs::check(const std::string& where) const {
@@ -126,7 +126,7 @@ void ChannelSliceAttrs::check(const std::string& where) const {
 }
 
 void DropoutAttrs::check(const std::string& where) const {
-  if (!(p >= 0.f && p < 1.f)) fail("{}: probability must be in [0, 1), got {}", where, p);
+  if (!(p >= 0 && p < 1)) fail("{}: probability must be in [0, 1), got {}", where, p);
 }
 
 void ActivationAttrs::check(const std::string& where) const {

@@ -97,7 +97,7 @@ Blueprint& Blueprint::conv(const ConvAttrs& attrs, std::string name) {
   return append(LayerKind::Conv, attrs, std::move(name));
 }
 
-Blueprint& Blueprint::bn(std::string name, float eps, float momentum) {
+Blueprint& Blueprint::bn(std::string name, double eps, double momentum) {
   return append(LayerKind::BatchNorm, BatchNormAttrs{eps, momentum}, std::move(name));
 }
 
@@ -173,19 +173,19 @@ Blueprint& Blueprint::fc(const LinearAttrs& attrs, std::string name) {
   return append(LayerKind::Linear, attrs, std::move(name));
 }
 
-Blueprint& Blueprint::dropout(float p, std::string name) {
+Blueprint& Blueprint::dropout(double p, std::string name) {
   return append(LayerKind::Dropout, DropoutAttrs{p}, std::move(name));
 }
 
-Blueprint& Blueprint::stochastic_depth(float p, std::string name) {
+Blueprint& Blueprint::stochastic_depth(double p, std::string name) {
   return append(LayerKind::StochasticDepth, StochasticDepthAttrs{p}, std::move(name));
 }
 
-Blueprint& Blueprint::layer_norm(float eps, std::string name) {
+Blueprint& Blueprint::layer_norm(double eps, std::string name) {
   return append(LayerKind::LayerNorm, LayerNormAttrs{eps}, std::move(name));
 }
 
-Blueprint& Blueprint::group_norm(int groups, float eps, std::string name) {
+Blueprint& Blueprint::group_norm(int groups, double eps, std::string name) {
   return append(LayerKind::GroupNorm, GroupNormAttrs{groups, eps}, std::move(name));
 }
 

@@ -76,7 +76,7 @@ inline void calibrate_batch_norms(Executable& exe, const std::vector<float>& nch
     const std::vector<float> inv_std = exe.read<float>(p.find(l.name + ":saved_inv_std"));
     std::vector<float> var(mean.size());
     for (size_t c = 0; c < mean.size(); ++c) {
-      const float batch_var = std::max(1.f / (inv_std[c] * inv_std[c]) - attrs->eps, 0.f);
+      const float batch_var = std::max(1.f / (inv_std[c] * inv_std[c]) - float(attrs->eps), 0.f);
       mean[c] += shift(rng) * std::sqrt(batch_var);
       var[c] = batch_var * factor(rng);
     }

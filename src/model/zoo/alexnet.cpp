@@ -33,8 +33,8 @@ Blueprint alexnet(int num_classes) {
   conv_relu(m, 10, 256, 3, 1, 1);
   m.maxpool(3, 2, 0, "features.12");
   m.adaptive_avgpool(6, 6, "avgpool").flatten("flatten");
-  m.dropout(0.5f, "classifier.0").fc(4096, true, "classifier.1").relu("classifier.2");
-  m.dropout(0.5f, "classifier.3").fc(4096, true, "classifier.4").relu("classifier.5");
+  m.dropout(0.5, "classifier.0").fc(4096, true, "classifier.1").relu("classifier.2");
+  m.dropout(0.5, "classifier.3").fc(4096, true, "classifier.4").relu("classifier.5");
   m.fc(num_classes, true, "classifier.6");
   return m;
 }

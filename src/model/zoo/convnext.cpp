@@ -13,7 +13,7 @@
 namespace kiln {
 namespace {
 
-constexpr float kNormEps = 1e-6f;  // partial(LayerNorm2d / nn.LayerNorm, eps=1e-6)
+constexpr double kNormEps = 1e-6;  // partial(LayerNorm2d / nn.LayerNorm, eps=1e-6)
 constexpr float kLayerScale = 1e-6f;
 
 // torchvision's init: trunc_normal_(std=0.02) for every Conv2d and Linear weight, zero biases.
@@ -30,7 +30,7 @@ LinearAttrs linear(int out_features) {
 // CNBlock at `name` ("features.1.0"): result = layer_scale * block(input), stochastic depth, + input.
 // The layer scale is the layer named as the block, so its parameter is torchvision's
 // "<name>.layer_scale"; the block's Sequential indices are torchvision's (1 and 6 are its Permutes).
-void cn_block(Blueprint& m, const std::string& name, int dim, float sd_prob) {
+void cn_block(Blueprint& m, const std::string& name, int dim, double sd_prob) {
   const Blueprint::Ref input = m.last();
   m.conv(conv(dim, 7, 1, 3, dim), name + ".block.0").layer_norm(kNormEps, name + ".block.2");
   m.fc(linear(4 * dim), name + ".block.3").gelu(false, name + ".block.4").fc(linear(dim), name + ".block.5");
@@ -44,7 +44,7 @@ struct Stage {
 
 // torchvision's ConvNeXt(block_setting, stochastic_depth_prob): the stages' widths and depths; a
 // stage's CNBlockConfig out_channels is the next stage's width (none after the last).
-Blueprint convnext(const char* name, const std::vector<Stage>& stages, float stochastic_depth_prob,
+Blueprint convnext(const char* name, const std::vector<Stage>& stages, double stochastic_depth_prob,
                    int num_classes) {
   Blueprint m(name);
   m.input(224, 224, 3);
@@ -56,7 +56,7 @@ Blueprint convnext(const char* name, const std::vector<Stage>& stages, float sto
   for (size_t i = 0; i < stages.size(); ++i) {
     for (int b = 0; b < stages[i].blocks; ++b, ++block_id) {
       // torchvision: stochastic_depth_prob x (blocks before this one) / (all blocks - 1).
-      const float sd_prob = stochastic_depth_prob * float(block_id) / (float(total_blocks) - 1.f);
+      const double sd_prob = stochastic_depth_prob * double(block_id) / (double(total_blocks) - 1.0);
       cn_block(m, fmt::format("features.{}.{}", feature, b), stages[i].channels, sd_prob);
     }
     ++feature;
@@ -73,16 +73,16 @@ Blueprint convnext(const char* name, const std::vector<Stage>& stages, float sto
 }
 
 Blueprint convnext_tiny(int num_classes) {
-  return convnext("convnext_tiny", {{96, 3}, {192, 3}, {384, 9}, {768, 3}}, 0.1f, num_classes);
+  return convnext("convnext_tiny", {{96, 3}, {192, 3}, {384, 9}, {768, 3}}, 0.1, num_classes);
 }
 Blueprint convnext_small(int num_classes) {
-  return convnext("convnext_small", {{96, 3}, {192, 3}, {384, 27}, {768, 3}}, 0.4f, num_classes);
+  return convnext("convnext_small", {{96, 3}, {192, 3}, {384, 27}, {768, 3}}, 0.4, num_classes);
 }
 Blueprint convnext_base(int num_classes) {
-  return convnext("convnext_base", {{128, 3}, {256, 3}, {512, 27}, {1024, 3}}, 0.5f, num_classes);
+  return convnext("convnext_base", {{128, 3}, {256, 3}, {512, 27}, {1024, 3}}, 0.5, num_classes);
 }
 Blueprint convnext_large(int num_classes) {
-  return convnext("convnext_large", {{192, 3}, {384, 3}, {768, 27}, {1536, 3}}, 0.5f, num_classes);
+  return convnext("convnext_large", {{192, 3}, {384, 3}, {768, 27}, {1536, 3}}, 0.5, num_classes);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ Blueprint digits_cnn(int num_classes) {
   m.input(20, 20, 1);
   m.cbr(32, 3, 1, 1, "conv1").cbr(32, 3, 1, 1, "conv2").maxpool(2, 2, 0, "pool1");
   m.cbr(64, 3, 1, 1, "conv3").cbr(64, 3, 1, 1, "conv4").maxpool(2, 2, 0, "pool2");
-  m.flatten("flatten").fc(128, true, "fc1").relu("relu1").dropout(0.25f, "drop1");
+  m.flatten("flatten").fc(128, true, "fc1").relu("relu1").dropout(0.25, "drop1");
   m.fc(num_classes, true, "fc2");
   return m;
 }

@@ -40,7 +40,7 @@ const Stage kV2MStages[] = {{1, 3, 1, 24, 24, 3, Block::FusedMBConv}, {4, 3, 2, 
 // The MBConv or FusedMBConv block at `name` ("features.<stage>.<block>"): its layers are the
 // module's `block` Sequential; the residual branch passes stochastic depth before the input is
 // added back.
-void mbconv(Blueprint& m, const std::string& name, const Stage& s, int stride, int in, int out, float sd_prob,
+void mbconv(Blueprint& m, const std::string& name, const Stage& s, int stride, int in, int out, double sd_prob,
             const BatchNormAttrs& bn) {
   const int expanded = zoo_blocks::make_divisible(double(in) * s.expand_ratio, 8);
   Blueprint body("block");
@@ -74,7 +74,7 @@ void mbconv(Blueprint& m, const std::string& name, const Stage& s, int stride, i
 // multiply-adds.
 template <size_t kStages>
 Blueprint efficientnet(const char* name, const Stage (&stages)[kStages], double width_mult, double depth_mult,
-                       int last_channel, const BatchNormAttrs& bn, float dropout, int side, int num_classes) {
+                       int last_channel, const BatchNormAttrs& bn, double dropout, int side, int num_classes) {
   const auto channels = [&](int c) { return zoo_blocks::make_divisible(c * width_mult, 8); };
   const auto depth = [&](int layers) { return int(std::ceil(layers * depth_mult)); };
   Blueprint m(name);
@@ -87,7 +87,7 @@ Blueprint efficientnet(const char* name, const Stage (&stages)[kStages], double 
     const int in = channels(s.in), out = channels(s.out);
     for (int i = 0; i < depth(s.layers); ++i, ++block_id) {
       // torchvision's stochastic depth probability: 0.2 x (blocks before this one) / (all blocks).
-      const float sd_prob = 0.2f * float(block_id) / float(total_blocks);
+      const double sd_prob = 0.2 * double(block_id) / double(total_blocks);
       mbconv(m, fmt::format("features.{}.{}", stage_index, i), s, i == 0 ? s.stride : 1, i == 0 ? in : out, out,
              sd_prob, bn);
     }
@@ -105,25 +105,25 @@ Blueprint efficientnet(const char* name, const Stage (&stages)[kStages], double 
   return m;
 }
 
-Blueprint b(const char* name, double width, double depth, float dropout, int side, int num_classes) {
+Blueprint b(const char* name, double width, double depth, double dropout, int side, int num_classes) {
   return efficientnet(name, kB0Stages, width, depth, 0, BatchNormAttrs{}, dropout, side, num_classes);
 }
-Blueprint efficientnet_b0(int num_classes) { return b("efficientnet_b0", 1.0, 1.0, 0.2f, 224, num_classes); }
-Blueprint efficientnet_b1(int num_classes) { return b("efficientnet_b1", 1.0, 1.1, 0.2f, 240, num_classes); }
-Blueprint efficientnet_b2(int num_classes) { return b("efficientnet_b2", 1.1, 1.2, 0.3f, 288, num_classes); }
-Blueprint efficientnet_b3(int num_classes) { return b("efficientnet_b3", 1.2, 1.4, 0.3f, 300, num_classes); }
-Blueprint efficientnet_b4(int num_classes) { return b("efficientnet_b4", 1.4, 1.8, 0.4f, 380, num_classes); }
+Blueprint efficientnet_b0(int num_classes) { return b("efficientnet_b0", 1.0, 1.0, 0.2, 224, num_classes); }
+Blueprint efficientnet_b1(int num_classes) { return b("efficientnet_b1", 1.0, 1.1, 0.2, 240, num_classes); }
+Blueprint efficientnet_b2(int num_classes) { return b("efficientnet_b2", 1.1, 1.2, 0.3, 288, num_classes); }
+Blueprint efficientnet_b3(int num_classes) { return b("efficientnet_b3", 1.2, 1.4, 0.3, 300, num_classes); }
+Blueprint efficientnet_b4(int num_classes) { return b("efficientnet_b4", 1.4, 1.8, 0.4, 380, num_classes); }
 
 // V2: BatchNorm with eps 1e-3 (torchvision's partial(nn.BatchNorm2d, eps=1e-03)), a 1280-channel last
 // convolution; S at its weights' 384 crop, M at 480. (V2-L is left out: with random weights its fp32
 // logits at 480x480 are chaotic, 6e-3 of their scale from its own float64 program's, so the export
 // test cannot tell a wrong file from a right one there.)
-constexpr BatchNormAttrs kV2Norm{.eps = 1e-3f};
+constexpr BatchNormAttrs kV2Norm{.eps = 1e-3};
 Blueprint efficientnet_v2_s(int num_classes) {
-  return efficientnet("efficientnet_v2_s", kV2SStages, 1.0, 1.0, 1280, kV2Norm, 0.2f, 384, num_classes);
+  return efficientnet("efficientnet_v2_s", kV2SStages, 1.0, 1.0, 1280, kV2Norm, 0.2, 384, num_classes);
 }
 Blueprint efficientnet_v2_m(int num_classes) {
-  return efficientnet("efficientnet_v2_m", kV2MStages, 1.0, 1.0, 1280, kV2Norm, 0.3f, 480, num_classes);
+  return efficientnet("efficientnet_v2_m", kV2MStages, 1.0, 1.0, 1280, kV2Norm, 0.3, 480, num_classes);
 }
 
 }  // namespace

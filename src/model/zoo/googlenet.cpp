@@ -20,7 +20,7 @@ void basic_conv(Blueprint& m, const std::string& name, int out_channels, int ker
                 int padding = 0) {
   ConvAttrs conv = ConvAttrs::square(out_channels, kernel, stride, padding);
   conv.init = kInit;
-  m.conv(conv, name + ".conv").bn(name + ".bn", 0.001f).relu(name + ".relu");
+  m.conv(conv, name + ".conv").bn(name + ".bn", 0.001).relu(name + ".relu");
 }
 
 void ceil_maxpool(Blueprint& m, const std::string& name, int kernel, int stride, int padding = 0) {
@@ -68,7 +68,7 @@ Blueprint googlenet(int num_classes) {
   ceil_maxpool(m, "maxpool4", 2, 2);
   inception(m, "inception5a", 256, 160, 320, 32, 128, 128);
   inception(m, "inception5b", 384, 192, 384, 48, 128, 128);
-  m.global_avgpool("avgpool").dropout(0.2f, "dropout");
+  m.global_avgpool("avgpool").dropout(0.2, "dropout");
   // The classifier's bias keeps nn.Linear's default (torchvision initializes only the weight).
   m.fc(LinearAttrs{.out_features = num_classes, .init = kInit, .bias_init = BiasInit::TorchDefault}, "fc");
   return m;

@@ -23,7 +23,7 @@ void basic_conv(Blueprint& m, const std::string& name, int out_channels, int kh,
   ConvAttrs conv{.out_channels = out_channels, .kernel_h = kh, .kernel_w = kw, .stride_h = stride, .stride_w = stride,
                  .pad_top = ph, .pad_left = pw, .pad_bottom = ph, .pad_right = pw};
   conv.init = kInit;
-  m.conv(conv, name + ".conv").bn(name + ".bn", 0.001f).relu(name + ".relu");
+  m.conv(conv, name + ".conv").bn(name + ".bn", 0.001).relu(name + ".relu");
 }
 
 void square_conv(Blueprint& m, const std::string& name, int out_channels, int k, int stride = 1, int pad = 0) {
@@ -157,7 +157,7 @@ Blueprint inception_v3(int num_classes) {
   inception_d(m, "Mixed_7a");
   inception_e(m, "Mixed_7b");
   inception_e(m, "Mixed_7c");
-  m.global_avgpool("avgpool").dropout(0.5f, "dropout");
+  m.global_avgpool("avgpool").dropout(0.5, "dropout");
   // The classifier's bias keeps nn.Linear's default (torchvision initializes only the weight).
   m.fc(LinearAttrs{.out_features = num_classes, .init = kInit, .bias_init = BiasInit::TorchDefault}, "fc");
   return m;

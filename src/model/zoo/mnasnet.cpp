@@ -16,9 +16,12 @@
 namespace kiln {
 namespace {
 
-// torchvision's _BN_MOMENTUM: the paper's TensorFlow decay 0.9997 as PyTorch's momentum.
-constexpr float kBnMomentum = float(1.0 - 0.9997);
-constexpr float kBnEps = 1e-5f;
+// torchvision's _BN_MOMENTUM: the paper's TensorFlow decay 0.9997 as PyTorch's momentum. Python's
+// 1 - 0.9997 is 0.00029999999999996696; kiln holds the decimal 0.0003, what an ONNX export of the
+// model imports as (its float32 0.9997 names no finer value), 1.1e-13 relatively apart: the running
+// statistics move by as much, far below float64 equivalence bounds (1e-9).
+constexpr double kBnMomentum = 0.0003;
+constexpr double kBnEps = 1e-5;
 
 // torchvision's _round_to_multiple_of(val, 8): the nearest multiple of 8 (at least 8), one
 // multiple up where that lost more than 10% of val. Python's int() truncates, as the cast does.
@@ -98,7 +101,7 @@ Blueprint mnasnet(const std::string& name, double alpha, int num_classes) {
   m.relu("layers.16");
   // torchvision's forward: x.mean([2, 3]), then the classifier: Dropout(0.2) and a linear layer
   // from kaiming_uniform_(mode="fan_out", nonlinearity="sigmoid"), U(±sqrt(3 / fan_out)), bias 0.
-  m.global_avgpool("mean").dropout(0.2f, "classifier.0");
+  m.global_avgpool("mean").dropout(0.2, "classifier.0");
   LinearAttrs classifier{.out_features = num_classes, .bias = true};
   classifier.init = WeightInit::scaled(WeightInit::Draw::Uniform, WeightInit::Fan::Out, 1.7320508075688772);
   classifier.bias_init = BiasInit::Zeros;

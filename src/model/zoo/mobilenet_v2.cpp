@@ -52,7 +52,7 @@ Blueprint mobilenet_v2(int num_classes) {
   conv_bn_relu6(m, fmt::format("features.{}", index), 1280, 1, 1);
   m.global_avgpool("avgpool");
   // torchvision initializes the classifier from N(0, 0.01²) with a zero bias.
-  m.dropout(0.2f, "classifier.0").fc(num_classes, true, "classifier.1", 0.01f);
+  m.dropout(0.2, "classifier.0").fc(num_classes, true, "classifier.1", 0.01f);
   return m;
 }
 

@@ -14,7 +14,7 @@ namespace {
 using zoo_blocks::Act;
 
 // torchvision's BatchNorm for MobileNetV3: eps 0.001, momentum 0.01.
-const BatchNormAttrs kNorm{.eps = 0.001f, .momentum = 0.01f};
+const BatchNormAttrs kNorm{.eps = 0.001, .momentum = 0.01};
 
 // One row of torchvision's bneck_conf: input, kernel, expanded and output channels, SE, activation
 // (ReLU or hard-swish), stride (dilation is 1 for the classifiers).
@@ -59,7 +59,7 @@ Blueprint mobilenet_v3(const char* name, const std::vector<Bneck>& blocks, int l
   m.global_avgpool("avgpool");
   // torchvision initializes both linear layers from N(0, 0.01²) with zero biases.
   m.fc(last_channel, true, "classifier.0", 0.01f).hardswish("classifier.1");
-  m.dropout(0.2f, "classifier.2").fc(num_classes, true, "classifier.3", 0.01f);
+  m.dropout(0.2, "classifier.2").fc(num_classes, true, "classifier.3", 0.01f);
   return m;
 }
 

@@ -39,7 +39,7 @@ void ceil_maxpool(Blueprint& m, int index) {
 void classifier(Blueprint& m, int num_classes) {
   ConvAttrs final_conv = ConvAttrs::square(num_classes, 1, 1, 0, /*bias=*/true);
   final_conv.init = WeightInit::normal(0.01);
-  m.dropout(0.5f, "classifier.0").conv(final_conv, "classifier.1").relu("classifier.2");
+  m.dropout(0.5, "classifier.0").conv(final_conv, "classifier.1").relu("classifier.2");
   m.global_avgpool("classifier.3");  // AdaptiveAvgPool2d((1, 1)) and torch.flatten
 }
 

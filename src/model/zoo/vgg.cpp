@@ -49,8 +49,8 @@ Blueprint vgg(const std::string& name, const std::vector<int>& cfg, bool batch_n
   features(m, cfg, batch_norm);
   m.adaptive_avgpool(7, 7, "avgpool").flatten("flatten");
   // torchvision initializes VGG's linear layers from N(0, 0.01²) with zero biases.
-  m.fc(4096, true, "classifier.0", 0.01f).relu("classifier.1").dropout(0.5f, "classifier.2");
-  m.fc(4096, true, "classifier.3", 0.01f).relu("classifier.4").dropout(0.5f, "classifier.5");
+  m.fc(4096, true, "classifier.0", 0.01f).relu("classifier.1").dropout(0.5, "classifier.2");
+  m.fc(4096, true, "classifier.3", 0.01f).relu("classifier.4").dropout(0.5, "classifier.5");
   m.fc(num_classes, true, "classifier.6", 0.01f);
   return m;
 }

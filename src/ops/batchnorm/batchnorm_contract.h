@@ -11,7 +11,7 @@ struct BnForwardTrain {
   T x, gamma, beta;
   T y, saved_mean, saved_inv_std;
   T running_mean, running_var;  // updated in place
-  float eps = 1e-5f, momentum = 0.1f;
+  double eps = 1e-5, momentum = 0.1;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("gamma", gamma), v.in("beta", beta);
@@ -38,7 +38,7 @@ template <class T>
 struct BnInference {
   static constexpr OpKind kind = OpKind::BN_INF;
   T x, gamma, beta, running_mean, running_var, y;
-  float eps = 1e-5f;
+  double eps = 1e-5;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("gamma", gamma), v.in("beta", beta), v.in("running_mean", running_mean);

@@ -15,9 +15,9 @@ std::string onnx_batch_norm(OnnxLayerWriter& out, const std::string& bn, const B
                    out.weight(bn + ".running_mean", c, std::move(v.mean)),
                    out.weight(bn + ".running_var", c, std::move(v.var))},
                   y,
-                  {onnx_export::Attribute::real("epsilon", attrs.eps),
+                  {onnx_export::Attribute::real("epsilon", float(attrs.eps)),
                    // In double, rounded once: float32(1 - m) as PyTorch's exporter writes it.
-                   onnx_export::Attribute::real("momentum", float(1.0 - double(attrs.momentum)))});
+                   onnx_export::Attribute::real("momentum", float(1.0 - attrs.momentum))});
 }
 
 void batch_norm_torch_params(const std::string& bn, std::vector<TorchParam>& params) {

@@ -21,7 +21,7 @@ struct CbrForward {
   T running_mean, running_var;  // updated in place
   T scale, shift, x_applied;    // optional: a seam's producer (scale, shift); scratch (x_applied)
   int stride = 1, padding = 0;
-  float eps = 1e-5f, momentum = 0.1f;
+  double eps = 1e-5, momentum = 0.1;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("w", w), v.in("gamma", gamma), v.in("beta", beta);
@@ -68,7 +68,7 @@ struct CbrInference {
   static constexpr OpKind kind = OpKind::CBR_INF;
   T x, w, gamma, beta, running_mean, running_var, y;
   int stride = 1, padding = 0;
-  float eps = 1e-5f;
+  double eps = 1e-5;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("w", w), v.in("gamma", gamma), v.in("beta", beta);

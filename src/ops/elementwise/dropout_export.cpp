@@ -11,7 +11,7 @@ namespace {
 
 std::string onnx(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);
-  return out.node("Dropout", {out.input(layer), out.scalar(attrs_of<DropoutAttrs>(l).p)}, l.name);
+  return out.node("Dropout", {out.input(layer), out.scalar(float(attrs_of<DropoutAttrs>(l).p))}, l.name);
 }
 
 }  // namespace

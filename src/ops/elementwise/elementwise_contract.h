@@ -40,7 +40,7 @@ template <class T>
 struct DropoutForward {
   static constexpr OpKind kind = OpKind::DROPOUT_FWD;
   T x, y, mask;
-  float p = 0.f;
+  double p = 0;
   uint32_t layer_key = 0;
   template <class V>
   void fields(V& v) {
@@ -52,7 +52,7 @@ template <class T>
 struct DropoutBackward {
   static constexpr OpKind kind = OpKind::DROPOUT_BWD;
   T dy, mask, dx;
-  float p = 0.f;
+  double p = 0;
   template <class V>
   void fields(V& v) { v.in("dy", dy), v.in("mask", mask), v.out("dx", dx), v.attr("p", p); }
 };
@@ -65,7 +65,7 @@ template <class T>
 struct StochasticDepthForward {
   static constexpr OpKind kind = OpKind::STOCHASTIC_DEPTH_FWD;
   T x, y, mask;
-  float p = 0.f;
+  double p = 0;
   uint32_t layer_key = 0;
   template <class V>
   void fields(V& v) {
@@ -78,7 +78,7 @@ template <class T>
 struct StochasticDepthBackward {
   static constexpr OpKind kind = OpKind::STOCHASTIC_DEPTH_BWD;
   T dy, mask, dx;
-  float p = 0.f;
+  double p = 0;
   template <class V>
   void fields(V& v) { v.in("dy", dy), v.in("mask", mask), v.out("dx", dx), v.attr("p", p); }
 };

@@ -35,11 +35,11 @@ KILN_HOST_DEVICE inline uint64_t dropout_stream(uint64_t layer_key, int64_t step
 // y = x / (1 - p) and mask = 1; dropped elements give y = 0, mask = 0. p must be in [0, 1]
 // (p = 1 drops everything).
 template <class T>
-void dropout_forward(const T* x, int64_t n, float p, uint64_t seed, uint64_t stream, T* y,
+void dropout_forward(const T* x, int64_t n, double p, uint64_t seed, uint64_t stream, T* y,
                      uint8_t* mask);
 
 // dx = dy * mask / (1 - p) (0 everywhere when p = 1).
 template <class T>
-void dropout_backward(const T* dy, const uint8_t* mask, int64_t n, float p, T* dx);
+void dropout_backward(const T* dy, const uint8_t* mask, int64_t n, double p, T* dx);
 
 }  // namespace kiln::cpu

@@ -23,8 +23,8 @@ void check_like(const OpCall& call, const TensorArg& t, const char* role, const 
          dtype_name(t.dtype()), dtype_name(dtype));
 }
 
-float dropout_p(const OpCall& call, float p) {
-  if (!(p >= 0.f && p <= 1.f))
+double dropout_p(const OpCall& call, double p) {
+  if (!(p >= 0 && p <= 1))
     fail("dropout '{}': probability p = {} is outside [0, 1]; use a drop probability such as 0.5",
          call.layer().name, p);
   return p;
@@ -66,7 +66,7 @@ void relu_bwd(const OpCall& call, const ReluBackward<TensorArg>& a) {
 }
 
 void dropout_fwd(const OpCall& call, const DropoutForward<TensorArg>& a) {
-  const float p = dropout_p(call, a.p);
+  const double p = dropout_p(call, a.p);
   check_like(call, a.y, "y", a.x, a.x.dtype());
   check_like(call, a.mask, "mask", a.x, DType::U8);
   const uint64_t stream = cpu::dropout_stream(a.layer_key, call.scalars.step);
@@ -78,7 +78,7 @@ void dropout_fwd(const OpCall& call, const DropoutForward<TensorArg>& a) {
 }
 
 void dropout_bwd(const OpCall& call, const DropoutBackward<TensorArg>& a) {
-  const float p = dropout_p(call, a.p);
+  const double p = dropout_p(call, a.p);
   masked_backward(call, "DROPOUT_BWD", a.dy, a.mask, a.dx,
                   [p](auto* dy, const uint8_t* mask, int64_t n, auto* dx) { cpu::dropout_backward(dy, mask, n, p, dx); });
 }
@@ -94,15 +94,15 @@ void check_sample_mask(const OpCall& call, const TensorArg& mask, const TensorAr
          samples(like));
 }
 
-float stochastic_depth_p(const OpCall& call, float p) {
-  if (!(p >= 0.f && p <= 1.f))
+double stochastic_depth_p(const OpCall& call, double p) {
+  if (!(p >= 0 && p <= 1))
     fail("stochastic depth '{}': probability p = {} is outside [0, 1]; use a drop probability such as 0.2",
          call.layer().name, p);
   return p;
 }
 
 void stochastic_depth_fwd(const OpCall& call, const StochasticDepthForward<TensorArg>& a) {
-  const float p = stochastic_depth_p(call, a.p);
+  const double p = stochastic_depth_p(call, a.p);
   check_like(call, a.y, "y", a.x, a.x.dtype());
   check_sample_mask(call, a.mask, a.x);
   const int64_t rows = samples(a.x);
@@ -115,7 +115,7 @@ void stochastic_depth_fwd(const OpCall& call, const StochasticDepthForward<Tenso
 }
 
 void stochastic_depth_bwd(const OpCall& call, const StochasticDepthBackward<TensorArg>& a) {
-  const float p = stochastic_depth_p(call, a.p);
+  const double p = stochastic_depth_p(call, a.p);
   check_like(call, a.dx, "dx", a.dy, a.dy.dtype());
   check_sample_mask(call, a.mask, a.dy);
   const int64_t rows = samples(a.dy);

@@ -38,18 +38,18 @@ void dropout_fwd(const OpCall& call, const DropoutForward<TensorArg>& a) {
   expect_like(call, a.y, "output", a.x);
   expect_byte_mask(call, a.mask, a.x);
   if (call.device_scalars) {  // the step's seed and count as the device holds them (CUDA Graph replay)
-    dropout_forward(a.x.dtype(), a.x.data, a.x.numel(), a.p, &call.device_scalars->seed, &call.device_scalars->step,
+    dropout_forward(a.x.dtype(), a.x.data, a.x.numel(), float(a.p), &call.device_scalars->seed, &call.device_scalars->step,
                     a.layer_key, a.y.data, a.mask.as<uint8_t>(), main_stream(call), call.where());
     return;
   }
-  dropout_forward(a.x.dtype(), a.x.data, a.x.numel(), a.p, call.scalars.seed,
+  dropout_forward(a.x.dtype(), a.x.data, a.x.numel(), float(a.p), call.scalars.seed,
                   cpu::dropout_stream(a.layer_key, call.scalars.step), a.y.data, a.mask.as<uint8_t>(),
                   main_stream(call), call.where());
 }
 void dropout_bwd(const OpCall& call, const DropoutBackward<TensorArg>& a) {
   expect_like(call, a.dx, "input gradient", a.dy);
   expect_byte_mask(call, a.mask, a.dy);
-  dropout_backward(a.dy.dtype(), a.dy.data, a.mask.as<uint8_t>(), a.dy.numel(), a.p, a.dx.data, main_stream(call),
+  dropout_backward(a.dy.dtype(), a.dy.data, a.mask.as<uint8_t>(), a.dy.numel(), float(a.p), a.dx.data, main_stream(call),
                    call.where());
 }
 // Stochastic depth's samples: the first dimension of x (or dy); the mask holds one byte each.
@@ -65,19 +65,19 @@ void stochastic_depth_fwd(const OpCall& call, const StochasticDepthForward<Tenso
   expect_like(call, a.y, "output", a.x);
   expect_sample_mask(call, a.mask, a.x);
   if (call.device_scalars) {
-    stochastic_depth_forward(a.x.dtype(), a.x.data, samples(a.x), row_size(a.x), a.p, &call.device_scalars->seed,
+    stochastic_depth_forward(a.x.dtype(), a.x.data, samples(a.x), row_size(a.x), float(a.p), &call.device_scalars->seed,
                              &call.device_scalars->step, a.layer_key, a.y.data, a.mask.as<uint8_t>(),
                              main_stream(call), call.where());
     return;
   }
-  stochastic_depth_forward(a.x.dtype(), a.x.data, samples(a.x), row_size(a.x), a.p, call.scalars.seed,
+  stochastic_depth_forward(a.x.dtype(), a.x.data, samples(a.x), row_size(a.x), float(a.p), call.scalars.seed,
                            cpu::dropout_stream(a.layer_key, call.scalars.step), a.y.data, a.mask.as<uint8_t>(),
                            main_stream(call), call.where());
 }
 void stochastic_depth_bwd(const OpCall& call, const StochasticDepthBackward<TensorArg>& a) {
   expect_like(call, a.dx, "input gradient", a.dy);
   expect_sample_mask(call, a.mask, a.dy);
-  stochastic_depth_backward(a.dy.dtype(), a.dy.data, a.mask.as<uint8_t>(), samples(a.dy), row_size(a.dy), a.p,
+  stochastic_depth_backward(a.dy.dtype(), a.dy.data, a.mask.as<uint8_t>(), samples(a.dy), row_size(a.dy), float(a.p),
                             a.dx.data, main_stream(call), call.where());
 }
 void add_fwd(const OpCall& call, const Add<TensorArg>& a) {

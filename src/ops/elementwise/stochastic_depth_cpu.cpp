@@ -12,8 +12,8 @@ constexpr int64_t kParallelElems = 1 << 16;
 
 // 1 / (1 - p) in the kernel's type, as dropout's scale (0 when p = 1: no inf reaches a product).
 template <class T>
-T keep_scale(float p) {
-  return p < 1.f ? static_cast<T>(1.0 / (1.0 - static_cast<double>(p))) : T(0);
+T keep_scale(double p) {
+  return p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
 }
 
 // dst = mask[r] ? src * scale : 0 over each row r: the forward's product and the backward.
@@ -35,21 +35,23 @@ void scale_rows(const T* src, const uint8_t* mask, int64_t rows, int64_t row_siz
 }  // namespace
 
 template <class T>
-void stochastic_depth_forward(const T* x, int64_t rows, int64_t row_size, float p, uint64_t seed, uint64_t stream,
+void stochastic_depth_forward(const T* x, int64_t rows, int64_t row_size, double p, uint64_t seed, uint64_t stream,
                               T* y, uint8_t* mask) {
-  for (int64_t r = 0; r < rows; ++r) mask[r] = random_uniform(seed, stream, static_cast<uint64_t>(r)) >= p;
+  // The float draw against float(p), as the GPU compares: the same masks on both.
+  const float threshold = static_cast<float>(p);
+  for (int64_t r = 0; r < rows; ++r) mask[r] = random_uniform(seed, stream, static_cast<uint64_t>(r)) >= threshold;
   scale_rows(x, mask, rows, row_size, keep_scale<T>(p), y);
 }
 
 template <class T>
-void stochastic_depth_backward(const T* dy, const uint8_t* mask, int64_t rows, int64_t row_size, float p, T* dx) {
+void stochastic_depth_backward(const T* dy, const uint8_t* mask, int64_t rows, int64_t row_size, double p, T* dx) {
   scale_rows(dy, mask, rows, row_size, keep_scale<T>(p), dx);
 }
 
 #define KILN_INSTANTIATE_STOCHASTIC_DEPTH(T)                                                                 \
-  template void stochastic_depth_forward<T>(const T*, int64_t, int64_t, float, uint64_t, uint64_t, T*, \
+  template void stochastic_depth_forward<T>(const T*, int64_t, int64_t, double, uint64_t, uint64_t, T*,\
                                             uint8_t*);                                                   \
-  template void stochastic_depth_backward<T>(const T*, const uint8_t*, int64_t, int64_t, float, T*);
+  template void stochastic_depth_backward<T>(const T*, const uint8_t*, int64_t, int64_t, double, T*);
 KILN_INSTANTIATE_STOCHASTIC_DEPTH(float)
 KILN_INSTANTIATE_STOCHASTIC_DEPTH(double)
 #undef KILN_INSTANTIATE_STOCHASTIC_DEPTH

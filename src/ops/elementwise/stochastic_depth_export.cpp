@@ -28,7 +28,7 @@ std::string onnx(OnnxLayerWriter& out, int layer) {
   std::string& listed = out.metadata(kStochasticDepthMetadataKey);
   nlohmann::json entries = listed.empty() ? nlohmann::json::object() : nlohmann::json::parse(listed);
   // As a double: the float's exact value, which JSON's shortest round-trip form gives back.
-  entries[final_node_name(out, layer)] = {{"p", double(attrs_of<StochasticDepthAttrs>(l).p)},
+  entries[final_node_name(out, layer)] = {{"p", attrs_of<StochasticDepthAttrs>(l).p},
                                           {"mode", kStochasticDepthRowMode}};
   listed = entries.dump();
   return value;

@@ -12,7 +12,7 @@ namespace {
 
 Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return single_input(layer, inputs); }
 
-bool is_identity(const Layer& layer) { return attrs_of<StochasticDepthAttrs>(layer).p == 0.f; }
+bool is_identity(const Layer& layer) { return attrs_of<StochasticDepthAttrs>(layer).p == 0; }
 
 void lower_forward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);

@@ -18,7 +18,7 @@ struct GroupNormForward {
   static constexpr OpKind kind = OpKind::GROUP_NORM_FWD;
   T x, weight, bias, y, mean, rstd, workspace;
   int groups = 1;
-  float eps = 1e-5f;
+  double eps = 1e-5;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("weight", weight), v.in("bias", bias);

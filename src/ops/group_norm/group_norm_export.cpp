@@ -33,7 +33,7 @@ std::string onnx(OnnxLayerWriter& out, int layer) {
   const std::string ones = out.weight(l.name + ".instance_norm_scale", {a.groups}, std::vector<float>(size_t(a.groups), 1.f));
   const std::string zeros = out.weight(l.name + ".instance_norm_bias", {a.groups}, std::vector<float>(size_t(a.groups), 0.f));
   const std::string normalized =
-      out.node("InstanceNormalization", {rows, ones, zeros}, l.name + ":normalized", {A::real("epsilon", a.eps)});
+      out.node("InstanceNormalization", {rows, ones, zeros}, l.name + ":normalized", {A::real("epsilon", float(a.eps))});
   const std::string back =
       out.node("Reshape", {normalized, int64s(out, l.name + ":map_shape", nchw)}, l.name + ":normalized_map");
   const std::string weight = out.weight(l.name + ".weight", affine, out.read(l.name + ".weight"));

@@ -15,7 +15,7 @@ cudaStream_t main_stream(const OpCall& call) { return cuda_backend(call.backend,
 void group_norm_fwd(const OpCall& call, const GroupNormForward<TensorArg>& a) {
   const GroupNormGeom g = group_norm_checks::check_forward(call, a);
   group_norm_checks::check_workspace(call, a.workspace, g, {&a.x, &a.weight, &a.bias, &a.y, &a.mean, &a.rstd});
-  group_norm_forward(a.x.dtype(), g, a.x.data, a.weight.as<float>(), a.bias.as<float>(), a.eps, a.y.data,
+  group_norm_forward(a.x.dtype(), g, a.x.data, a.weight.as<float>(), a.bias.as<float>(), float(a.eps), a.y.data,
                      a.mean.as<float>(), a.rstd.as<float>(), a.workspace.as<float>(), main_stream(call), call.where());
 }
 

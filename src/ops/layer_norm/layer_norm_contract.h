@@ -15,7 +15,7 @@ struct LayerNormForward {
   static constexpr OpKind kind = OpKind::LAYER_NORM_FWD;
   T x, weight, bias, y;
   T mean, rstd;  // optional, both or neither: one value per row
-  float eps = 1e-5f;
+  double eps = 1e-5;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("weight", weight), v.in("bias", bias);

@@ -62,14 +62,14 @@ void backward_row(int64_t c, const T* dy, const T* x, const T* weight, double me
 }  // namespace
 
 template <class T>
-void layer_norm_forward(const LayerNormGeom& g, const T* x, const T* weight, const T* bias, float eps, T* y, T* mean,
+void layer_norm_forward(const LayerNormGeom& g, const T* x, const T* weight, const T* bias, double eps, T* y, T* mean,
                         T* rstd) {
   if (g.c <= 0) return;
   parallel_blocks(g.rows, rows_per_task(g.c), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * g.c;
       T* yr = y + r * g.c;
-      const RowStats s = row_stats(xr, g.c, double(eps));
+      const RowStats s = row_stats(xr, g.c, eps);
       for (int64_t k = 0; k < g.c; ++k) yr[k] = static_cast<T>((xr[k] - s.mean) * s.rstd * weight[k] + bias[k]);
       if (mean) mean[r] = static_cast<T>(s.mean), rstd[r] = static_cast<T>(s.rstd);
     }
@@ -107,9 +107,9 @@ void layer_norm_backward(const LayerNormGeom& g, const T* dy, const T* x, const 
   }
 }
 
-template void layer_norm_forward<float>(const LayerNormGeom&, const float*, const float*, const float*, float, float*,
+template void layer_norm_forward<float>(const LayerNormGeom&, const float*, const float*, const float*, double, float*,
                                         float*, float*);
-template void layer_norm_forward<double>(const LayerNormGeom&, const double*, const double*, const double*, float,
+template void layer_norm_forward<double>(const LayerNormGeom&, const double*, const double*, const double*, double,
                                          double*, double*, double*);
 template void layer_norm_backward<float>(const LayerNormGeom&, const float*, const float*, const float*, const float*,
                                          const float*, float*, float*, float*);

@@ -15,7 +15,7 @@ struct LayerNormGeom {
 // y = (x - mean) * rstd * weight + bias per row, mean and var = sum((x - mean)^2) / c in two
 // passes, rstd = 1 / sqrt(var + eps); mean and rstd saved per row where given (both or neither).
 template <class T>
-void layer_norm_forward(const LayerNormGeom& g, const T* x, const T* weight, const T* bias, float eps, T* y, T* mean,
+void layer_norm_forward(const LayerNormGeom& g, const T* x, const T* weight, const T* bias, double eps, T* y, T* mean,
                         T* rstd);
 
 // From the saved mean and rstd: dx where given (per row, from the row's sums of g = dy * weight and

@@ -16,7 +16,7 @@ std::string onnx(OnnxLayerWriter& out, int layer) {
   const std::string weight = out.weight(l.name + ".weight", c, out.read(l.name + ".weight"));
   const std::string bias = out.weight(l.name + ".bias", c, out.read(l.name + ".bias"));
   const std::vector<onnx_export::Attribute> attributes = {
-      onnx_export::Attribute::integer("axis", -1), onnx_export::Attribute::real("epsilon", attrs_of<LayerNormAttrs>(l).eps)};
+      onnx_export::Attribute::integer("axis", -1), onnx_export::Attribute::real("epsilon", float(attrs_of<LayerNormAttrs>(l).eps))};
   if (l.out_shape.size() != 4) return out.node("LayerNormalization", {out.input(layer), weight, bias}, l.name, attributes);
   const std::string nhwc =
       out.node("Transpose", {out.input(layer)}, l.name + ":nhwc", {onnx_export::Attribute::integers("perm", {0, 2, 3, 1})});

@@ -14,7 +14,7 @@ cudaStream_t main_stream(const OpCall& call) { return cuda_backend(call.backend,
 
 void layer_norm_fwd(const OpCall& call, const LayerNormForward<TensorArg>& a) {
   const cpu::LayerNormGeom g = layer_norm_checks::check_forward(call, a);
-  layer_norm_forward(a.x.dtype(), g, a.x.data, a.weight.as<float>(), a.bias.as<float>(), a.eps, a.y.data,
+  layer_norm_forward(a.x.dtype(), g, a.x.data, a.weight.as<float>(), a.bias.as<float>(), float(a.eps), a.y.data,
                      a.mean.as<float>(), a.rstd.as<float>(), main_stream(call), call.where());
 }
 

@@ -235,18 +235,18 @@ TEST(LayerNormCpu, TheFloatBoundsCatchMistakes) { expect_bounds_catch_mistakes<f
 // of a flattened 3x4x5 input.
 Blueprint on_a_map() {
   Blueprint m("ln_map");
-  m.input(5, 7, 12).layer_norm(1e-6f, "ln");
+  m.input(5, 7, 12).layer_norm(1e-6, "ln");
   return m;
 }
 Blueprint on_rows() {
   Blueprint m("ln_rows");
-  m.input(3, 4, 5).flatten("flat").layer_norm(1e-5f, "ln");
+  m.input(3, 4, 5).flatten("flat").layer_norm(1e-5, "ln");
   return m;
 }
 
 struct ProgramRun {
   Extents e;
-  float eps = 0;
+  double eps = 0;
   std::vector<double> x, w, b, dy, y, mean, rstd, dx, dweight, dbias, x2, y_inference;
 };
 
@@ -295,8 +295,8 @@ struct Check {
   size_t size = 0;
 };
 std::vector<Check> program_checks(const ProgramRun& r, double store) {
-  const layer_norm_test::Forward f = layer_norm_test::forward(r.e, r.x, r.w, r.b, double(r.eps));
-  const layer_norm_test::Forward fi = layer_norm_test::forward(r.e, r.x2, r.w, r.b, double(r.eps));
+  const layer_norm_test::Forward f = layer_norm_test::forward(r.e, r.x, r.w, r.b, r.eps);
+  const layer_norm_test::Forward fi = layer_norm_test::forward(r.e, r.x2, r.w, r.b, r.eps);
   const layer_norm_test::Backward bw = layer_norm_test::backward(r.e, r.dy, r.x, r.w, r.mean, r.rstd);
   std::vector<Check> checks;
   auto check = [&](const char* name, const std::vector<double>& got, const std::vector<double>& want,
@@ -340,7 +340,7 @@ TEST(LayerNormProgram, OnAMapAndOnRowsInFloat32) {
   for (const auto& [name, model] : {std::pair{"map", on_a_map()}, std::pair{"rows", on_rows()}}) {
     const ProgramRun r = run_program(model, Precision::FP32);
     expect_program_within_bounds(name, r, kFloatUnit);
-    EXPECT_EQ(r.eps, std::string(name) == "map" ? 1e-6f : 1e-5f) << name;
+    EXPECT_EQ(r.eps, std::string(name) == "map" ? 1e-6 : 1e-5) << name;
   }
 }
 
@@ -353,7 +353,7 @@ TEST(LayerNormProgram, TheProgramCheckCatchesMistakes) {
     const double store = precision == Precision::FP64 ? 0.0 : kFloatUnit;
     ProgramRun r = run_program(on_a_map(), precision);
     ProgramRun wrong_eps = r;
-    wrong_eps.eps = 1e-5f;
+    wrong_eps.eps = 1e-5;
     const std::vector<Check> eps_checks = program_checks(wrong_eps, store);
     EXPECT_GT(misses_of(eps_checks, "y"), r.e.elements() / 2);
     EXPECT_GT(misses_of(eps_checks, "saved rstd"), r.e.rows / 2);
@@ -395,7 +395,7 @@ TEST(LayerNormProgram, TheTensorsTheLoweringGivesTheOps) {
       EXPECT_EQ(int(f.mean), p.find("ln:mean"));
       EXPECT_EQ(int(f.rstd), p.find("ln:rstd"));
       EXPECT_FALSE(i.mean.present() || i.rstd.present());
-      EXPECT_EQ(f.eps, 1e-6f);
+      EXPECT_EQ(f.eps, 1e-6);
       EXPECT_EQ(int(f.weight), p.find("ln.weight"));  // the master, no compute copy
       EXPECT_EQ(int(i.weight), p.find("ln.weight"));
       EXPECT_EQ(int(b.dweight), p.find("ln.weight.grad"));
@@ -416,7 +416,7 @@ TEST(LayerNormProgram, TheTensorsTheLoweringGivesTheOps) {
 // A frozen layer runs the inference op in training and has no backward: its parameters are buffers.
 TEST(LayerNormProgram, AFrozenLayerNormHasNoBackward) {
   Blueprint m("frozen");
-  m.input(4, 4, 3).conv(8, 3, 1, 1, true, "stem").layer_norm(1e-6f, "ln").flatten("flat").fc(3, true, "head");
+  m.input(4, 4, 3).conv(8, 3, 1, 1, true, "stem").layer_norm(1e-6, "ln").flatten("flat").fc(3, true, "head");
   CompileOptions o;
   o.batch = 2, o.freeze = "ln";
   const Program p = compile(m, o);

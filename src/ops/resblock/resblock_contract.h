@@ -31,7 +31,7 @@ struct ConvBnForward {
   T running_mean, running_var;  // updated in place
   T x_applied;                  // optional scratch: a seam consumer's input, applied
   int stride = 1, padding = 0;
-  float eps = 1e-5f, momentum = 0.1f;
+  double eps = 1e-5, momentum = 0.1;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("w", w), v.in("gamma", gamma), v.in("beta", beta);
@@ -51,7 +51,7 @@ struct ConvBnInference {
   T x, w, gamma, beta, running_mean, running_var;
   T conv_out, scale, shift;
   int stride = 1, padding = 0;
-  float eps = 1e-5f;
+  double eps = 1e-5;
   template <class V>
   void fields(V& v) {
     v.in("x", x), v.in("w", w), v.in("gamma", gamma), v.in("beta", beta);
