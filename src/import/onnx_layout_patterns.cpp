@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "import/onnx_op_table.h"
 #include "import/onnx_patterns.h"
 
 namespace kiln::onnx_import {
@@ -367,7 +368,7 @@ class LayoutRecognizer {
       OnnxAttribute drop;
       drop.name = per_sample ? "p" : "ratio";
       drop.type = OnnxAttribute::Type::Float;
-      drop.f = float(1.0 - *q);
+      drop.f = float(torch_complement_decimal(float(*q)));  // PyTorch's p, 0.2 from q = 0.8f
       if (per_sample) {
         replace(p, "StochasticDepth", {x}, {drop});
       } else {  // ONNX's own Dropout, its ratio an attribute (as before opset 12), which the importer reads

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <map>
 
 namespace kiln::onnx_import {
@@ -60,6 +63,32 @@ int64_t int_attribute(const OnnxNode& node, const char* name, int64_t fallback) 
 float float_attribute(const OnnxNode& node, const char* name, float fallback) {
   const OnnxAttribute* a = node.attribute(name);
   return a ? a->f : fallback;
+}
+
+double torch_decimal(float stored) {
+  if (!std::isfinite(stored)) return stored;
+  // fmt writes a float as the shortest decimal that reads back as that float (Dragonbox).
+  return std::strtod(fmt::format("{}", stored).c_str(), nullptr);
+}
+
+double torch_decimal_of(double stored) {
+  const bool float_value = std::isfinite(stored) && std::abs(stored) <= std::numeric_limits<float>::max() &&
+                           double(float(stored)) == stored;
+  return float_value ? torch_decimal(float(stored)) : stored;
+}
+
+double decimal_attribute(const OnnxNode& node, const char* name, float fallback) {
+  return torch_decimal(float_attribute(node, name, fallback));
+}
+
+double torch_complement_decimal(float stored) {
+  const double d = 1.0 - double(stored);
+  for (int digits = 1; digits <= 9; ++digits) {
+    const double scale = std::pow(10.0, digits);
+    const double decimal = std::round(d * scale) / scale;
+    if (float(1.0 - decimal) == stored) return decimal;
+  }
+  return d;
 }
 
 std::vector<int64_t> ints_attribute(const OnnxNode& node, const char* name) {

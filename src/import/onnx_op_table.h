@@ -41,6 +41,19 @@ extern const std::vector<OnnxOp> kChannelOps, kLayerNormOps, kLayerScaleOps, kAd
 // Shared by the handlers' checks: an attribute's value, or the default.
 int64_t int_attribute(const OnnxNode& node, const char* name, int64_t fallback);
 float float_attribute(const OnnxNode& node, const char* name, float fallback);
+// PyTorch's value of a Python float an exporter wrote as float32 (an epsilon, a dropout ratio): the
+// shortest decimal that rounds to the file's float, 0.001 for float(0.001), so a float64 program
+// normalizes with eps = 0.001 as PyTorch does, not with 0.0010000000474974513.
+double torch_decimal(float stored);
+// A value read as double: torch_decimal where it is a float32's value (converts to float and back
+// unchanged), else the double itself (a float64 constant, kiln's metadata), which is PyTorch's already.
+double torch_decimal_of(double stored);
+// float_attribute as torch_decimal: the attribute's PyTorch value, or the default's.
+double decimal_attribute(const OnnxNode& node, const char* name, float fallback);
+// PyTorch's d from a float32 the exporter wrote as 1 - d (ONNX BatchNorm's momentum, a mask's keep
+// probability): the shortest decimal whose float(1 - d) is the file's value (0.1 from 0.9f, whose
+// own complement is 0.10000002); 1 - stored where no decimal of up to 9 places rounds so.
+double torch_complement_decimal(float stored);
 std::vector<int64_t> ints_attribute(const OnnxNode& node, const char* name);
 std::string string_attribute(const OnnxNode& node, const char* name, const std::string& fallback);
 // A problem line about one attribute: "<node>: attribute '<name>' is <value>; <supported>".

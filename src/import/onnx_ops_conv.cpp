@@ -191,19 +191,6 @@ NamedTensor mean_less_bias(const OnnxTensor& mean, const OnnxTensor& bias) {
   return t;
 }
 
-// PyTorch's momentum (the new batch's weight) from ONNX's (the old statistics'): exporters write
-// float32(1 - m), so 1 - 0.9f is 0.10000002, not PyTorch's 0.1f. The shortest decimal whose
-// complement rounds to the file's value is the m that was written (0.1, 0.01, 0.0003): its float.
-float torch_momentum(float onnx_momentum) {
-  const double m = 1.0 - double(onnx_momentum);
-  for (int digits = 1; digits <= 9; ++digits) {
-    const double scale = std::pow(10.0, digits);
-    const double decimal = std::round(m * scale) / scale;
-    if (float(1.0 - decimal) == onnx_momentum) return float(decimal);
-  }
-  return float(m);
-}
-
 void map_batch_norm(const OnnxNode& node, ImportContext& ctx) {
   const MappedValue& x = ctx.input(node, 0);
   const OnnxTensor& scale = ctx.weight(node, 1, kBnInputs[0]);
@@ -212,7 +199,11 @@ void map_batch_norm(const OnnxNode& node, ImportContext& ctx) {
     fail("'{}': {} normalizes {} channels (its scale '{}'), but its input has {}", ctx.path(), node_label(node), c,
          scale.name, x.channels);
   const std::string& name = ctx.layer_name(node);
-  ctx.from(x).bn(name, float_attribute(node, "epsilon", 1e-5f), torch_momentum(float_attribute(node, "momentum", 0.9f)));
+  // PyTorch's momentum (the new batch's weight) from ONNX's (the old statistics'): exporters write
+  // float32(1 - m), so 1 - 0.9f is 0.10000002, not PyTorch's 0.1; the shortest decimal whose
+  // complement rounds to the file's value is the m that was written (0.1, 0.01, 0.0003).
+  ctx.from(x).bn(name, decimal_attribute(node, "epsilon", 1e-5f),
+                 torch_complement_decimal(float_attribute(node, "momentum", 0.9f)));
   const char* fields[] = {".weight", ".bias", ".running_mean", ".running_var"};
   for (size_t k = 1; k <= 4; ++k) {
     const OnnxTensor& t = ctx.weight(node, k, kBnInputs[k - 1]);

@@ -50,7 +50,7 @@ void map_group_norm(const OnnxNode& node, ImportContext& ctx) {
          x.form == Form::Map ? fmt::format("a map of {} channels", x.channels) : fmt::format("{} features", x.channels),
          groups, weight.name, shape_str(weight.dims), bias.name, shape_str(bias.dims), shape_str(per_channel));
   const std::string& name = ctx.layer_name(node);
-  ctx.from(x).group_norm(int(groups), float_attribute(node, "epsilon", 1e-5f), name);
+  ctx.from(x).group_norm(int(groups), decimal_attribute(node, "epsilon", 1e-5f), name);
   // nn.GroupNorm's weight and bias are (C): the file's (C, 1, 1) is their broadcast form.
   for (const auto& [field, t] : {std::pair<const char*, const OnnxTensor*>{".weight", &weight}, {".bias", &bias}}) {
     NamedTensor v = named_tensor(*t);

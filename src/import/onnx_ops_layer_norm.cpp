@@ -49,7 +49,7 @@ void map_layer_norm(const OnnxNode& node, ImportContext& ctx) {
          "channels", ctx.path(), node_label(node), scale.name, shape_str(scale.dims), bias.name, shape_str(bias.dims),
          x.channels);
   const std::string& name = ctx.layer_name(node);
-  ctx.from(x).layer_norm(float_attribute(node, "epsilon", 1e-5f), name);
+  ctx.from(x).layer_norm(decimal_attribute(node, "epsilon", 1e-5f), name);
   ctx.add_weight(node, name + ".weight", named_tensor(scale));
   ctx.add_weight(node, name + ".bias", named_tensor(bias));
   ctx.produce(node, x.form, scale.dims[0], x.one_by_one);

@@ -13,10 +13,12 @@ namespace {
 
 void map_identity(const OnnxNode& node, ImportContext& ctx) { ctx.set(node.outputs.at(0), ctx.input(node, 0)); }
 
-// Dropout's ratio: input 1 from opset 12, the attribute before; 0.5 by default.
+// Dropout's ratio: input 1 from opset 12, the attribute before; 0.5 by default. A float32 ratio is
+// PyTorch's decimal (0.2, not 0.20000000298), so a float64 program scales by PyTorch's 1 / (1 - p).
 std::optional<double> dropout_ratio(const OnnxNode& node, ImportContext& ctx) {
-  if (node.input(1).empty()) return float_attribute(node, "ratio", 0.5f);
-  return ctx.scalar_input(node, 1);
+  if (node.input(1).empty()) return decimal_attribute(node, "ratio", 0.5f);
+  const std::optional<double> ratio = ctx.scalar_input(node, 1);
+  return ratio ? std::optional<double>(torch_decimal_of(*ratio)) : std::nullopt;
 }
 
 void check_dropout(const OnnxNode& node, ImportContext& ctx, std::vector<std::string>& problems) {
@@ -37,7 +39,7 @@ void map_dropout(const OnnxNode& node, ImportContext& ctx) {
     ctx.set(node.outputs.at(0), x);
     return;
   }
-  ctx.from(x).dropout(float(p), ctx.layer_name(node));
+  ctx.from(x).dropout(p, ctx.layer_name(node));
   ctx.produce(node, x.form, x.channels, x.one_by_one);
 }
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -27,13 +28,24 @@ void check_stochastic_depth(const OnnxNode& node, ImportContext&, std::vector<st
                                    "with a probability in [0, 1)", node_label(node), 1.f - p));
 }
 
+// The attribute kiln's metadata entry leaves beside p: its double, written as text (a float
+// attribute would round it).
+constexpr const char* kExactP = "p_double";
+
+// PyTorch's p: the metadata's double where the node came from kiln's export, else the decimal of the
+// pattern's float32 attribute.
+double drop_probability(const OnnxNode& node) {
+  const OnnxAttribute* exact = node.attribute(kExactP);
+  return exact ? std::strtod(exact->s.c_str(), nullptr) : decimal_attribute(node, "p", 0.f);
+}
+
 void map_stochastic_depth(const OnnxNode& node, ImportContext& ctx) {
   const MappedValue x = ctx.input(node, 0);
-  const float p = float_attribute(node, "p", 0.f);
+  const double p = drop_probability(node);
   // A mask that drops nothing is no layer; but kiln's export lists its layers of p = 0 too
   // (ConvNeXt's first block), and those come back, so the layer list is the exported model's.
   const bool listed_by_kiln = node.attribute("mode") != nullptr;
-  if (p == 0.f && !listed_by_kiln) {
+  if (p == 0 && !listed_by_kiln) {
     ctx.set(node.outputs.at(0), x);
     return;
   }
@@ -110,7 +122,9 @@ void recognize_exported_stochastic_depth(std::vector<OnnxNode>& nodes, const Onn
     OnnxNode& n = *node->second;
     n.domain = kKilnDomain;
     n.op_type = "StochasticDepth";
-    n.attributes = {float_attr("p", drop), string_attr("mode", kStochasticDepthRowMode)};
+    // A float32's value is PyTorch's decimal (files of kiln's float-p exports); a double is kiln's own p.
+    n.attributes = {float_attr("p", drop), string_attr("mode", kStochasticDepthRowMode),
+                    string_attr(kExactP, fmt::format("{}", torch_decimal_of(wanted)))};
   }
 }
 

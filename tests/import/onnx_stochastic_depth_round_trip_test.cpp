@@ -147,8 +147,8 @@ TEST_P(ZooStochasticDepthImport, AnExportImportsWithEveryStochasticDepthLayerAnd
     EXPECT_EQ(a[i].out_shape, b[i].out_shape);
     if (a[i].kind != LayerKind::StochasticDepth) continue;
     ++depths;
-    const float p = attrs_of<StochasticDepthAttrs>(a[i]).p;
-    dropping += p > 0.f;
+    const double p = attrs_of<StochasticDepthAttrs>(a[i]).p;
+    dropping += p > 0;
     EXPECT_EQ(a[i].name, b[i].name);  // the masks are drawn per layer name
     ASSERT_EQ(b[i].kind, LayerKind::StochasticDepth);
     EXPECT_EQ(attrs_of<StochasticDepthAttrs>(b[i]).p, p);
@@ -157,14 +157,14 @@ TEST_P(ZooStochasticDepthImport, AnExportImportsWithEveryStochasticDepthLayerAnd
   EXPECT_GT(dropping, 0);
   const auto identities = summary.op_counts.find("Identity");
   EXPECT_EQ(identities == summary.op_counts.end() ? 0 : identities->second, depths);
-  // The metadata lists each layer once, in "row" mode, its p as the float's exact value.
+  // The metadata lists each layer once, in "row" mode, its p as the double it is.
   const nlohmann::json listed = nlohmann::json::parse(m.metadata.at(kStochasticDepthMetadataKey));
   EXPECT_EQ(int(listed.size()), depths);
   for (const Layer& l : a)
     if (l.kind == LayerKind::StochasticDepth) {
       ASSERT_TRUE(listed.contains(l.name)) << l.name;
       EXPECT_EQ(listed[l.name]["mode"], "row") << l.name;
-      EXPECT_EQ(listed[l.name]["p"].get<double>(), double(attrs_of<StochasticDepthAttrs>(l).p)) << l.name;
+      EXPECT_EQ(listed[l.name]["p"].get<double>(), attrs_of<StochasticDepthAttrs>(l).p) << l.name;
     }
 
   // Eval logits: stochastic depth is the identity there. Bit for bit, except where a linear layer

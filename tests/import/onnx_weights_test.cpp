@@ -158,24 +158,25 @@ TEST(OnnxWeights, Fp16AndFloat64InitializersLoadAsStored) {
 }
 
 // ONNX's momentum is the old statistics' weight, float32(1 - m) of PyTorch's m: the import gives back
-// PyTorch's m as its float (0.1f, MobileNetV3's 0.01f, MNASNet's 0.0003f), which 1 - the file's value
-// does not (1 - 0.99f is 0.010000050), so running statistics update as the original's.
+// PyTorch's m, the decimal (0.1, MobileNetV3's 0.01, MNASNet's 0.0003) as the double it is in
+// Python, which 1 - the file's value does not (1 - 0.99f is 0.010000050), so running statistics
+// update as the original's.
 TEST(OnnxWeights, BatchNormMomentumIsPyTorchsAsWritten) {
   if (!onnx_import_available()) GTEST_SKIP();
   testing::TempDir dir;
-  for (const float torch : {0.1f, 0.01f, 0.0003f, 0.25f}) {
+  for (const double torch : {0.1, 0.01, 0.0003, 0.25}) {
     OnnxTestModel m(3, 4, 4, 1);
     std::vector<std::string> bn = m.batch_norm("bn", 4);
     bn.insert(bn.begin(), m.node("Conv", {"input", m.conv_weight("conv.weight", 4, 3, 1, 1)}, "conv"));
-    const std::string y = m.node("BatchNormalization", bn, "bn", {OnnxAttr::f("momentum", float(1.0 - double(torch)))});
+    const std::string y = m.node("BatchNormalization", bn, "bn", {OnnxAttr::f("momentum", float(1.0 - torch))});
     const std::string f = m.node("Flatten", {m.node("GlobalAveragePool", {y}, "pool")}, "flat");
     m.output(m.node("Gemm", {f, m.normal("fc.weight", {2, 4})}, "logits", {OnnxAttr::i("transB", 1)}), 2);
     m.save(dir.file("bn.onnx"));
     const std::vector<Layer> norms = testing::compiled_layers(import_onnx(dir.file("bn.onnx")), LayerKind::BatchNorm);
     ASSERT_EQ(norms.size(), 1u);
     EXPECT_EQ(attrs_of<BatchNormAttrs>(norms[0]).momentum, torch);
-    if (torch != 0.25f) {  // what a plain complement gives (0.25 and 0.75 are exact)
-      EXPECT_NE(1.f - float(1.0 - double(torch)), torch);
+    if (torch != 0.25) {  // what a plain complement gives (0.25 and 0.75 are exact)
+      EXPECT_NE(1.0 - double(float(1.0 - torch)), torch);
     }
   }
 }
