@@ -26,7 +26,25 @@ size_t offset_in_root(const Program& p, int id) {
 
 bool is_persistent(TensorRole role) { return role != TensorRole::Activation; }
 
-std::vector<Lifetime> lifetimes(const Program& p) {
+// The role each storage root plays in the step: its own, unless it is an activation that a view
+// with a persistent role reads, when it is that view's. The trainer reads Program::logits after
+// the step, and the logits may be a view: a model whose head ends in a 1x1 convolution and a
+// flatten (timm's resnetv2 and others, use_conv heads) has the flatten's view of the
+// convolution's output as its logits. Planned by the root's own role, that output was an
+// activation whose bytes the backward pass reused, so the logits read after run_backward held
+// the loss gradient's (and others') values.
+std::vector<TensorRole> storage_roles(const Program& p) {
+  std::vector<TensorRole> role(p.tensors.size());
+  for (size_t i = 0; i < p.tensors.size(); ++i) role[i] = p.tensors[i].role;
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    if (p.tensors[i].alias_of < 0 || !is_persistent(p.tensors[i].role)) continue;
+    const int root = root_of(p, int(i));
+    if (!is_persistent(role[size_t(root)])) role[size_t(root)] = p.tensors[i].role;
+  }
+  return role;
+}
+
+std::vector<Lifetime> lifetimes(const Program& p, const std::vector<TensorRole>& storage_role) {
   std::vector<Lifetime> life(p.tensors.size());
   int position = 0;
   auto touch = [&](int id) {
@@ -52,7 +70,7 @@ std::vector<Lifetime> lifetimes(const Program& p) {
     }
   }
   for (size_t i = 0; i < p.tensors.size(); ++i) {
-    if (is_persistent(p.tensors[i].role) && p.tensors[i].alias_of < 0) {
+    if (is_persistent(storage_role[i]) && p.tensors[i].alias_of < 0) {
       life[i].persistent = true;
       life[i].first = 0;
       life[i].last = std::max(position - 1, 0);
@@ -69,7 +87,8 @@ MemoryPlan plan_memory(const Program& p) {
   MemoryPlan plan;
   const size_t n = p.tensors.size();
   plan.offset.assign(n, 0);
-  plan.lifetime = lifetimes(p);
+  const std::vector<TensorRole> storage_role = storage_roles(p);
+  plan.lifetime = lifetimes(p, storage_role);
 
   // Persistent storage, one contiguous block per role in this order.
   size_t cursor = 0;
@@ -82,7 +101,7 @@ MemoryPlan plan_memory(const Program& p) {
   for (const auto& [role, total] : groups) {
     for (size_t i = 0; i < n; ++i) {
       const TensorSpec& t = p.tensors[i];
-      if (t.role != role || t.alias_of >= 0) continue;
+      if (storage_role[i] != role || t.alias_of >= 0) continue;
       plan.offset[i] = cursor;
       const size_t size = align_up(t.bytes());
       cursor += size;
@@ -135,6 +154,15 @@ MemoryPlan plan_memory(const Program& p) {
 }
 
 void verify_memory_plan(const Program& p, const MemoryPlan& plan) {
+  if (plan.offset.size() != p.tensors.size() || plan.lifetime.size() != p.tensors.size())
+    fail("memory plan: it covers {} of the program's {} tensors; plan it again (plan_memory)", plan.offset.size(),
+         p.tensors.size());
+  // What the caller reads or writes outside the step (a view's storage included) keeps its bytes
+  // through the whole step.
+  for (size_t i = 0; i < p.tensors.size(); ++i)
+    if (is_persistent(p.tensors[i].role) && !plan.lifetime[i].persistent)
+      fail("memory plan: '{}' is read or written outside the step, but its storage '{}' is reused within it",
+           p.tensors[i].name, p.tensors[size_t(root_of(p, int(i)))].name);
   std::vector<int> roots;
   for (size_t i = 0; i < p.tensors.size(); ++i)
     if (p.tensors[i].alias_of < 0 && plan.lifetime[i].first >= 0) roots.push_back(int(i));

@@ -3,11 +3,14 @@
 // own lifetimes), and runs on real zoo programs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "kiln/compile.h"
 #include "kiln/error.h"
 #include "kiln/executable.h"
+#include "kiln/blueprint.h"
 #include "support/cpu_test_util.h"
 #include "kiln/zoo.h"
 
@@ -43,10 +46,15 @@ int64_t live_overlaps(const Program& p, const MemoryPlan& plan, bool overlapping
       ++pos;
     }
   }
+  // Storage the caller reads or writes outside the step lives through all of it: a root with a
+  // role other than Activation, or one that such a tensor views (logits that are a flatten's view).
+  std::vector<bool> outside(n, false);
+  for (size_t i = 0; i < n; ++i)
+    if (p.tensors[i].role != TensorRole::Activation) outside[size_t(root(p, int(i)))] = true;
   std::vector<int> roots;
   for (size_t i = 0; i < n; ++i) {
     if (p.tensors[i].alias_of >= 0) continue;
-    if (p.tensors[i].role != TensorRole::Activation) first[i] = 0, last[i] = pos;
+    if (outside[i]) first[i] = 0, last[i] = pos;
     if (first[i] >= 0) roots.push_back(int(i));
   }
   int64_t violations = 0, shared_pairs = 0;
@@ -129,6 +137,80 @@ TEST(MemoryPlan, OnTheGpuSideWorkKeepsItsTensorsThroughTheNextOp) {
   EXPECT_EQ(live_overlaps(cpu_rule, tight, false), 0);
   EXPECT_GT(live_overlaps(p, tight, true), 0);  // the GPU's ops, on the bytes planned without the overlap
   EXPECT_LE(tight.arena_bytes, plan_memory(p).arena_bytes);
+}
+
+// A head that ends in a 1x1 convolution and a flatten (timm's resnetv2 with use_conv, as PyTorch's
+// exporters write it): the logits are the flatten's view of the convolution's output, an
+// activation. The plan keeps that storage through the step, so the logits read after the backward
+// pass are those of the forward; planned as an activation, the backward reused its bytes (an
+// imported resnetv2_18 read logits 1.0 of the largest logit away, float64, CPU).
+Blueprint conv_head_ending_in_flatten() {
+  Blueprint m("conv_head_ending_in_flatten");
+  m.input(6, 6, 3);
+  m.conv(8, 3, 1, 1, false, "stem").relu("stem.act");
+  m.adaptive_avgpool(1, 1, "head.pool");
+  m.conv(5, 1, 1, 0, true, "head.fc").flatten("head.flatten");
+  return m;
+}
+
+TEST(MemoryPlan, LogitsThatViewAnActivationAreReadableAfterTheStep) {
+  CompileOptions o;
+  o.batch = 2, o.precision = Precision::FP64;
+  Executable exe(compile(conv_head_ending_in_flatten(), o), 1);
+  const Program& p = exe.program();
+  ASSERT_GE(p.tensors[p.logits].alias_of, 0) << "the logits should be a view, the case this test is about";
+  EXPECT_EQ(p.tensors[root(p, p.logits)].role, TensorRole::Activation);
+  EXPECT_TRUE(p.memory.lifetime[p.logits].persistent);
+  EXPECT_TRUE(p.memory.lifetime[p.inference_logits].persistent);
+  EXPECT_EQ(live_overlaps(p, p.memory, false), 0);
+  EXPECT_NO_THROW(verify_memory_plan(p, p.memory));
+
+  exe.init_state(3);
+  const std::vector<double> input = testing::uniform_vec(5, size_t(numel(p.tensors[p.input].shape)));
+  const std::vector<int32_t> labels{1, 4};
+  exe.write(p.input, input.data(), input.size() * sizeof(double));
+  exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
+  exe.run_forward({0.f, 0, 1});
+  const std::vector<double> after_forward = exe.read<double>(p.logits);
+  exe.run_backward({0.f, 0, 1});
+  EXPECT_EQ(exe.read<double>(p.logits), after_forward);
+  exe.run_update({0.1f, 0, 1});
+  EXPECT_EQ(exe.read<double>(p.logits), after_forward);
+  double largest = 0;
+  for (double v : after_forward) largest = std::max(largest, std::abs(v));
+  EXPECT_GT(largest, 0);  // real logits, not a zeroed buffer
+  exe.run_inference({});
+  const std::vector<double> inference = exe.read<double>(p.inference_logits);
+  exe.run_forward({0.f, 1, 1});
+  exe.run_backward({0.f, 1, 1});
+  EXPECT_EQ(exe.read<double>(p.inference_logits), inference);
+}
+
+// The same for the input's gradient (CompileOptions::input_grad) of a network that starts with a
+// flatten: it is the flatten's view of the linear layer's input gradient, read after the step.
+TEST(MemoryPlan, AnInputGradientThatViewsAnActivationIsKeptThroughTheStep) {
+  Blueprint m("flatten_first");
+  m.input(2, 2, 3);
+  m.flatten("flatten").fc(6, true, "fc1").relu("act").fc(4, true, "fc2");
+  CompileOptions o;
+  o.batch = 2, o.precision = Precision::FP64, o.input_grad = true;
+  const Program p = compile(m, o);
+  ASSERT_GE(p.input_grad, 0);
+  ASSERT_GE(p.tensors[p.input_grad].alias_of, 0) << "the input gradient should be a view, the case here";
+  EXPECT_TRUE(p.memory.lifetime[p.input_grad].persistent);
+  EXPECT_EQ(live_overlaps(p, p.memory, false), 0);
+  EXPECT_NO_THROW(verify_memory_plan(p, p.memory));
+}
+
+// verify_memory_plan refuses a plan that reuses the storage of a tensor read after the step.
+TEST(MemoryPlan, VerifyRefusesAPlanThatReusesTheLogitsStorage) {
+  CompileOptions o;
+  o.batch = 2;
+  const Program p = compile(conv_head_ending_in_flatten(), o);
+  MemoryPlan reused = p.memory;
+  reused.lifetime[size_t(root(p, p.logits))].persistent = false;
+  reused.lifetime[size_t(p.logits)].persistent = false;
+  testing::expect_error([&] { verify_memory_plan(p, reused); }, {"head.flatten", "head.fc", "reused within"});
 }
 
 TEST(MemoryPlan, PlanTextListsLayersTensorsAndTotals) {
