@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -97,14 +98,26 @@ void check_nodes(ImportContext& ctx) {
        problems.size() == 1 ? "" : "s", list);
 }
 
+// Whether `n` normalizes: a BatchNorm, or a GroupNorm or LayerNorm (as ONNX's own node or the kiln
+// node the patterns make of PyTorch's forms: GroupNorm of the InstanceNormalization it is written as).
+bool normalizes(const OnnxNode& n) {
+  static const char* const onnx_ops[] = {"BatchNormalization", "LayerNormalization", "GroupNormalization",
+                                         "InstanceNormalization"};
+  static const char* const kiln_ops[] = {"GroupNorm", "LayerNorm2d"};
+  const auto named = [&](const auto& ops) {
+    return std::any_of(std::begin(ops), std::end(ops), [&](const char* op) { return n.op_type == op; });
+  };
+  return n.domain.empty() ? named(onnx_ops) : n.domain == kKilnDomain && named(kiln_ops);
+}
+
 // The notes of what the file is: BatchNorm folded away by an eval-mode export, biases folded.
 void add_notes(ImportContext& ctx) {
   int convs = 0, norms = 0;
   for (const OnnxNode& n : ctx.nodes()) {
     convs += n.domain.empty() && n.op_type == "Conv";
-    norms += n.domain.empty() && n.op_type == "BatchNormalization";
+    norms += normalizes(n);
   }
-  if (convs > 0 && norms == 0)
+  if (convs > 0 && norms == 0)  // none at all: a network normalized by GroupNorm or LayerNorm lost nothing
     ctx.note(fmt::format(
         "no BatchNormalization node among {} convolutions: it trains as written, without normalization. If the "
         "network has BatchNorm, an eval-mode export (torch.onnx.export's default) folded it into the convolutions' "

@@ -243,7 +243,8 @@ class LayoutRecognizer {
           value = add.outputs[0];
           ++k;
         }
-        replace(product, "LinearOverMap", std::move(inputs), {});
+        // Its attributes go with it: kiln_weight_out_in (import/onnx_linear_weights.h) among them.
+        replace(product, "LinearOverMap", std::move(inputs), nodes_[size_t(product)].attributes);
       }
     }
     for (int t : {t1, t2}) {

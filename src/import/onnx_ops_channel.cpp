@@ -1,7 +1,8 @@
 // The channel layers: channel shuffle (the kiln node the layout patterns make of Reshape ->
 // Transpose -> Reshape, import/onnx_layout_patterns.h) and Slice on axis 1 as channel_slice
 // (x.narrow(1, start, count), x.chunk(2, dim=1)'s halves), of a map's channels or flat rows'
-// features. A Slice of constants never reaches here: the constant folder evaluates it.
+// features; a Slice keeping the whole of its axis (any axis) is the identity. A Slice of constants
+// never reaches here: the constant folder evaluates it.
 #include <fmt/format.h>
 
 #include <limits>
@@ -56,11 +57,19 @@ SliceRange slice_range(const OnnxNode& node, ImportContext& ctx) {
           one_number(node, 3, ctx, "axes", 0), one_number(node, 4, ctx, "steps", 1)};
 }
 
+// Whether the Slice keeps the whole of its axis, whatever its size: from 0, step 1, to an end past
+// any dimension kiln builds (PyTorch writes x[:, :c]'s `:` over the batch as 0 to 2^63 - 1, the
+// dynamo exporter as a Slice of its own). It is the identity then, on any axis.
+bool keeps_whole_axis(const SliceRange& r) {
+  return r.start == 0 && r.end && *r.end >= std::numeric_limits<int32_t>::max() && r.step == 1;
+}
+
 void check_slice(const OnnxNode& node, ImportContext& ctx, std::vector<std::string>& problems) {
   const SliceRange r = slice_range(node, ctx);
   // Bounds computed from Shape (x.chunk(2, dim=1) in PyTorch's TorchScript export: size(1) // 2)
   // are known once the input is mapped: map_slice checks them then.
   if ((!r.start || !r.end) && r.axis && r.step && shape_computed(node, ctx)) return;
+  if (r.axis && keeps_whole_axis(r)) return;  // the identity
   if (!r.start || !r.end || !r.axis || !r.step)
     problems.push_back(fmt::format("{}: its starts, ends, axes and steps are not one constant number each; kiln slices "
                                    "one run of channels (x.narrow(1, start, count), x.chunk(n, dim=1))", node_label(node)));
@@ -75,6 +84,10 @@ void check_slice(const OnnxNode& node, ImportContext& ctx, std::vector<std::stri
 void map_slice(const OnnxNode& node, ImportContext& ctx) {
   const MappedValue& x = ctx.input(node, 0);
   const SliceRange r = slice_range(node, ctx);
+  if (keeps_whole_axis(r)) {  // the input itself
+    ctx.set(node.outputs.at(0), x);
+    return;
+  }
   if (!r.start || !r.end)
     fail("'{}': {} slices between bounds computed in the graph that kiln cannot evaluate from its input's shape; "
          "kiln slices one run of channels (x.narrow(1, start, count), x.chunk(n, dim=1))", ctx.path(), node_label(node));

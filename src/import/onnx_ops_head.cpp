@@ -1,13 +1,15 @@
 // The classifier head: Flatten and Reshape to (N, -1) (torch.flatten(x, 1), x.view(x.size(0), -1)),
 // and the linear layers: Gemm (nn.Linear on (N, F): transB 1, its weight (out, in) as PyTorch's) and
 // MatMul with the Add of its bias (nn.Linear as other exporters write it: the weight (in, out),
-// transposed here to nn.Linear's).
+// transposed here to nn.Linear's; or read through a Transpose of nn.Linear's own (out, in), as
+// PyTorch's dynamo exporter writes it unoptimized, import/onnx_linear_weights.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "import/onnx_linear_weights.h"
 #include "import/onnx_op_table.h"
 #include "kiln/error.h"
 
@@ -213,7 +215,8 @@ std::pair<const OnnxNode*, const OnnxTensor*> bias_add(const OnnxNode& matmul, I
   const std::string& other = add.inputs[0] == product ? add.inputs[1] : add.inputs[0];
   const OnnxTensor* b = ctx.stored(other);
   const OnnxTensor* w = ctx.stored(matmul.input(1));
-  if (!b || !b->floating || !w || w->dims.size() != 2 || !is_bias_of(*b, w->dims[1])) return {nullptr, nullptr};
+  if (!b || !b->floating || !w || w->dims.size() != 2 || !is_bias_of(*b, w->dims[weight_out_in(matmul) ? 0 : 1]))
+    return {nullptr, nullptr};
   return {&add, b};
 }
 
@@ -241,6 +244,10 @@ void map_matmul(const OnnxNode& node, ImportContext& ctx) {
   if (add) {
     ctx.absorb(*add);
     outputs_of.push_back(add);
+  }
+  if (weight_out_in(node)) {  // read through a Transpose: already nn.Linear's (out, in)
+    map_linear(node, ctx, named_tensor(w), bias, outputs_of);
+    return;
   }
   ctx.note(fmt::format("{}: its weight '{}' (in, out) is transposed to nn.Linear's (out, in)", node_label(node), w.name));
   map_linear(node, ctx, transposed(w), bias, outputs_of);

@@ -1,9 +1,11 @@
 // LinearOverMap: the kiln node the layout patterns make of a MatMul by a stored (C, K) matrix (and
 // the bias Add after it) between a block's two permutes (import/onnx_layout_patterns.h), ConvNeXt's
 // nn.Linear applied at every position of a channels-last map: kiln's linear layer over a feature
-// map, its weight nn.Linear's (out, in).
+// map, its weight nn.Linear's (out, in): the stored matrix transposed, or as stored where the MatMul
+// read it through a Transpose (import/onnx_linear_weights.h).
 #include <fmt/format.h>
 
+#include "import/onnx_linear_weights.h"
 #include "import/onnx_op_table.h"
 #include "import/onnx_patterns.h"
 #include "kiln/error.h"
@@ -26,15 +28,17 @@ void check_linear_over_map(const OnnxNode& node, ImportContext& ctx, std::vector
   if (!node.input(2).empty()) ctx.check_weight(node, 2, "its bias", problems);
   if (problems.size() > before) return;
   const OnnxTensor& w = *ctx.stored(node.input(1));
-  if (!node.input(2).empty() && ctx.stored(node.input(2))->dims != Shape{w.dims.at(1)})
+  const int64_t out = w.dims.at(weight_out_in(node) ? 0 : 1);
+  if (!node.input(2).empty() && ctx.stored(node.input(2))->dims != Shape{out})
     problems.push_back(fmt::format("{}: its bias '{}' is {}; the product has {} features", node_label(node),
-                                   node.input(2), shape_str(ctx.stored(node.input(2))->dims), w.dims[1]));
+                                   node.input(2), shape_str(ctx.stored(node.input(2))->dims), out));
 }
 
 void map_linear_over_map(const OnnxNode& node, ImportContext& ctx) {
   const MappedValue x = ctx.input(node, 0);
   const OnnxTensor& w = ctx.weight(node, 1, "its weight");
-  const int64_t in = w.dims.at(0), out = w.dims.at(1);
+  const bool out_in = weight_out_in(node);  // already nn.Linear's (out, in)
+  const int64_t in = w.dims.at(out_in ? 1 : 0), out = w.dims.at(out_in ? 0 : 1);
   if (x.form != Form::Map || (x.channels > 0 && x.channels != in))
     fail("'{}': {} multiplies each position's {} channels by the matrix '{}' of shape {}, but its input is {}",
          ctx.path(), node_label(node), in, w.name, shape_str(w.dims),
@@ -46,8 +50,9 @@ void map_linear_over_map(const OnnxNode& node, ImportContext& ctx) {
   a.bias_init = BiasInit::TorchDefault;
   const std::string& name = ctx.layer_name(node);
   ctx.from(x).fc(a, name);
-  ctx.note(fmt::format("{}: its weight '{}' (in, out) is transposed to nn.Linear's (out, in)", node_label(node), w.name));
-  ctx.add_weight(node, name + ".weight", transposed(w));
+  if (!out_in)
+    ctx.note(fmt::format("{}: its weight '{}' (in, out) is transposed to nn.Linear's (out, in)", node_label(node), w.name));
+  ctx.add_weight(node, name + ".weight", out_in ? named_tensor(w) : transposed(w));
   if (a.bias) ctx.add_weight(node, name + ".bias", named_tensor(ctx.weight(node, 2, "its bias")));
   ctx.produce(node, Form::Map, out);
 }

@@ -1,6 +1,7 @@
 #include "import/onnx_patterns.h"
 
 #include "import/onnx_layout_patterns.h"
+#include "import/onnx_linear_weights.h"
 
 #include <algorithm>
 #include <cmath>
@@ -159,8 +160,11 @@ class Recognizer {
 
 std::vector<OnnxNode> recognize_activation_patterns(const OnnxModel& model, const GraphOrder& order,
                                                     ConstantFolder& constants) {
-  // The layout patterns after the activations': a LayerNorm's input may be a GELU's output.
-  return recognize_layout_patterns(Recognizer(model, order, constants).run(), model, constants);
+  // The layout patterns after the activations': a LayerNorm's input may be a GELU's output; and
+  // after nn.Linear's weights are read through their Transposes, so that a channels-last block's
+  // MatMuls read stored matrices.
+  std::vector<OnnxNode> nodes = read_linear_weights_through_transpose(Recognizer(model, order, constants).run(), constants);
+  return recognize_layout_patterns(std::move(nodes), model, constants);
 }
 
 }  // namespace kiln::onnx_import
