@@ -18,8 +18,8 @@ mode=init: model, side, seed, weights (a path). Builds the model with torch.manu
 mode=step: model, side, weights (the init file), device (cpu|cuda), precision (fp64|fp32|fp16|bf16),
   loss_scale (fp16: the fixed scale the loss is multiplied by), sgd_lr, sgd_momentum,
   sgd_weight_decay, adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_weight_decay (kiln's float
-  hyper-parameters, written exactly; each BatchNorm keeps the model's own momentum, rounded to
-  float32 as kiln holds it), out_dir; tensors x (NCHW), y (int32 labels) and mask/<module>
+  hyper-parameters, written exactly; each BatchNorm keeps the model's own momentum, a double as
+  kiln holds it), out_dir; tensors x (NCHW), y (int32 labels) and mask/<module>
   (0/1, the masks kiln drew, by module name: for each nn.Dropout one value an element, for each
   torchvision.ops.StochasticDepth of p > 0 one value a sample, [N] or [N, 1]). One training-mode
   forward (under autocast for fp16/bf16), mean cross-entropy, backward; then, from the starting
@@ -107,10 +107,9 @@ def load_model(name, side, weights, device):
 
 
 def kiln_scale(p):
-    """1 / (1 - p) as kiln computes it: kiln holds p as a float32 (DropoutAttrs, StochasticDepthAttrs).
-    Where p is no float32 (MobileNetV2's 0.2, EfficientNet's 0.2 * k / n), 1 / (1 - p) is off kiln's by
-    (float32(p) - p) / (1 - p) of it: 3.7e-9 for 0.2, above the float64 cases' bound of 1e-9."""
-    return 1.0 / (1.0 - torch.tensor(p, dtype=torch.float32).item())
+    """1 / (1 - p) as kiln computes it: kiln holds p as a double (DropoutAttrs, StochasticDepthAttrs),
+    PyTorch's own value (a float32 p was 3.7e-9 off for 0.2, above the float64 cases' bound of 1e-9)."""
+    return 1.0 / (1.0 - p)
 
 
 class MaskedDropout(nn.Module):
@@ -267,9 +266,8 @@ def step(meta, x, y, masks, out):
         model = load_model(meta["model"], int(meta["side"]), meta["weights"], device)
         dtype = torch.float64 if run_precision == "fp64" else torch.float32
         model = model.to(dtype)
-        for m in model.modules():  # kiln holds each BN's momentum as a float32 (BatchNormAttrs):
-            if isinstance(m, nn.BatchNorm2d):  # 0.1f, MNASNet's 1 - 0.9997, ...
-                m.momentum = torch.tensor(m.momentum, dtype=torch.float32).item()
+        # kiln holds each BN's momentum as a double (BatchNormAttrs): the model's own (MNASNet's
+        # 1 - 0.9997 is 0.0003 there, 1.1e-13 relatively apart).
         use_masks(model, masks)
         start = {n: p.detach().clone() for n, p in trained(model)}
         before = running_stats(model)
