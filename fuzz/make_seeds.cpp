@@ -197,7 +197,7 @@ void onnx_import_seeds(const fs::path& out, const fs::path& tmp) {
   };
   Blueprint cnn("cnn");
   cnn.input(8, 8, 3).cbr(4, 3, 1, 1, "conv1").maxpool(2, 2).conv(4, 3, 1, 1, true, "conv2").relu();
-  cnn.dropout(0.2f).global_avgpool().flatten().fc(5, true, "fc");
+  cnn.dropout(0.2).global_avgpool().flatten().fc(5, true, "fc");
   write("cnn_bn", cnn, false, 0);
   write("cnn_folded", cnn, true, 1 | (1 << 1) | 16);
   Blueprint se("se");
@@ -207,13 +207,13 @@ void onnx_import_seeds(const fs::path& out, const fs::path& tmp) {
   se.mul(x, se.last()).avgpool(2, 2).hardswish().global_avgpool().flatten().fc(3, true, "head");
   write("squeeze_excitation", se, false, 2 << 1 | 1);
   Blueprint next("convnext");
-  next.input(8, 8, 4).conv(8, 2, 2, 0, true, "stem").layer_norm(1e-6f, "stem_norm");
+  next.input(8, 8, 4).conv(8, 2, 2, 0, true, "stem").layer_norm(1e-6, "stem_norm");
   const Blueprint::Ref y = next.last();
   ConvAttrs depthwise;
   depthwise.out_channels = 8, depthwise.kernel_h = depthwise.kernel_w = 3, depthwise.groups = 8;
   depthwise.pad_top = depthwise.pad_left = depthwise.pad_bottom = depthwise.pad_right = 1, depthwise.bias = true;
-  next.conv(depthwise, "block.dw").layer_norm(1e-6f, "block.norm").fc(16, true, "block.pw1").gelu();
-  next.fc(8, true, "block.pw2").layer_scale(0.5f, "block").add(y, next.last()).group_norm(2, 1e-5f, "gn");
+  next.conv(depthwise, "block.dw").layer_norm(1e-6, "block.norm").fc(16, true, "block.pw1").gelu();
+  next.fc(8, true, "block.pw2").layer_scale(0.5f, "block").add(y, next.last()).group_norm(2, 1e-5, "gn");
   next.global_avgpool().flatten().fc(4, true, "classifier");
   write("convnext_block", next, false, 0);
   Blueprint shuffle("shuffle");

@@ -60,6 +60,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "formats/torch/torch_layouts.h"
@@ -346,6 +347,39 @@ Gap worst_gap(const Tensors& got, const Tensors& want, const std::vector<std::st
   return g;
 }
 
+// Float64 cases' gradients and weight changes: a tensor whose true gradient is zero is rounding
+// noise on both sides, so its own norm says nothing (a BatchNorm bias whose shift the next
+// BatchNorm takes away, e.g. a residual block's last bias before a stride: mobilenet_v3_large's
+// features.1.block.1.1.bias came to 2.44 of its own norm, mnasnet1_0's layers.8.2.layers.7.bias to
+// 1.75, both rounding-sized). Each tensor's gap is measured against at least the RMS of the
+// largest-RMS tensor over as many values, so a zero-sum gradient weighs as a rounding error of the
+// others; an error of its own size in any tensor above 1e-9 of that scale still shows.
+Gap worst_gap_floored(const Tensors& got, const Tensors& want, const std::vector<std::string>& names) {
+  double rms = 0;
+  for (const std::string& n : names)
+    if (const auto b = want.find(n); b != want.end() && !b->second.empty()) {
+      double sum = 0;
+      for (double v : b->second) sum += v * v;
+      rms = std::max(rms, std::sqrt(sum / double(b->second.size())));
+    }
+  Gap g;
+  for (const std::string& n : names) {
+    const auto a = got.find(n), b = want.find(n);
+    double v = INFINITY;
+    if (a != got.end() && b != want.end() && a->second.size() == b->second.size()) {
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < a->second.size(); ++i) {
+        const double d = a->second[i] - b->second[i];
+        diff += d * d, norm += b->second[i] * b->second[i];
+      }
+      const double scale = std::max(std::sqrt(norm), rms * std::sqrt(double(b->second.size())));
+      v = scale > 0 ? std::sqrt(diff) / scale : (diff > 0 ? INFINITY : 0);
+    }
+    if (!(v <= g.value)) g = {v, n};
+  }
+  return g;
+}
+
 Gap scalar_gap(double got, double want) { return {std::abs(got - want) / std::abs(want), "scalar"}; }
 
 class Report {
@@ -459,7 +493,8 @@ TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
   const Tensors grads = layouts.read(group("main.grad"));
   {
     const Tensors ref = exact ? Tensors{} : layouts.read(group("ref.grad"));
-    report.check("gradients", Kind::ThroughRelu, worst_gap(k.grads, grads, k.params),
+    report.check("gradients", Kind::ThroughRelu,
+                 exact ? worst_gap_floored(k.grads, grads, k.params) : worst_gap(k.grads, grads, k.params),
                  exact ? none : worst_gap(grads, ref, k.params));
     const Tensors kiln_bn = change(k.after, k.before, k.stats), torch_bn = change(grads, k.before, k.stats);
     const double bound = report.check("BN running statistics (the step's change)", Kind::Continuous,
@@ -475,8 +510,10 @@ TEST_P(WholeNetwork, OneTrainingStepEqualsPyTorchs) {
     const Tensors torch_sgd = change(layouts.read(group("main.sgd")), k.before, k.params);
     const Gap spread =
         exact ? none : worst_gap(torch_sgd, change(layouts.read(group("ref.sgd")), k.before, k.params), k.params);
+    const Tensors kiln_sgd = change(k.after, k.before, k.params);
     report.check("weights after SGD (the step's change)", Kind::ThroughRelu,
-                 worst_gap(change(k.after, k.before, k.params), torch_sgd, k.params), spread);
+                 exact ? worst_gap_floored(kiln_sgd, torch_sgd, k.params) : worst_gap(kiln_sgd, torch_sgd, k.params),
+                 spread);
   }
   // AdamW from the same gradients (see the top of the file), and from kiln's own.
   {
@@ -564,6 +601,27 @@ std::vector<StepCase> cpu_and_fp32_cases() {
     cases.push_back({"efficientnet_v2_s", 64, 4, d, p, true});
     if (d == kGpu) cases.push_back({"alexnet", 224, 2, d, p, false});  // no BatchNorm
     if (d == kGpu) cases.push_back({"vgg11", 224, 2, d, p, false});  // no BatchNorm
+    // The rest of the catalogue (issue 49, item 4): each family's other members, at its case's
+    // side and batch above (deeper or wider, the same last maps). VGG and AlexNet at 64x64 here
+    // (VGG's last BatchNorms see 4x4 maps, 32 values a channel at batch 2; AlexNet's features end
+    // 1x1 and its adaptive pooling repeats them to 6x6), so the float64 CPU steps stay seconds.
+    for (const char* m : {"resnet101", "resnet152", "regnet_x_1_6gf", "convnext_small"})
+      cases.push_back({m, 64, 4, d, p, std::string_view(m) != "convnext_small"});
+    // ResNeXt-101 at batch 8: at batch 4 its float64 gradients came to 1.10e-9 against the 1e-9
+    // bound (layer4.2.conv3.weight; logits 3.9e-10), its 23-block layer3 amplifying the rounding of
+    // last-stage BatchNorms that see 16 values a channel, as ResNeXt-50's did at batch 2 (above).
+    cases.push_back({"resnext101_32x8d", 64, 8, d, p, true});
+    for (const char* m : {"mobilenet_v3_large", "mnasnet1_0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3",
+                          "efficientnet_b4", "regnet_y_1_6gf", "regnet_y_3_2gf"})
+      cases.push_back({m, 33, 4, d, p, true});
+    cases.push_back({"densenet169", 61, 4, d, p, true});
+    cases.push_back({"shufflenet_v2_x1_0", 64, 4, d, p, true});
+    for (const char* m : {"vgg11_bn", "vgg13_bn", "vgg19_bn"}) cases.push_back({m, 64, 2, d, p, true});
+    for (const char* m : {"vgg13", "vgg16", "vgg19"}) cases.push_back({m, 64, 2, d, p, false});
+    if (d == kCpu) {  // on the GPU at 224x224 above
+      cases.push_back({"vgg16_bn", 64, 2, d, p, true});
+      for (const char* m : {"vgg11", "alexnet"}) cases.push_back({m, 64, 2, d, p, false});
+    }
   }
   return cases;
 }

@@ -71,12 +71,13 @@ inline Step float64_step(Executable& exe, const std::vector<float>& nhwc, const 
   exe.write(p.input, batch.data(), batch.size() * sizeof(double));
   exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
   exe.run_forward({0.f, 0, 1});
-  // Read before the backward pass: after it, Program::logits of an imported resnetv2_18 (timm,
-  // dynamo export) held other values (1.0 of the largest logit away; the loss and gradients right).
+  exe.run_backward({0.f, 0, 1});
+  // Read after the backward pass, as a user reads a step's outputs: the logits are persistent
+  // (memory_plan_test's LogitsThatViewAnActivationAreReadableAfterTheStep; timm's resnetv2_18 ends in
+  // a flatten viewing its 1x1 conv head, whose storage the backward reused before 1aa272a).
   Step s;
   s.logits = exe.read<double>(p.logits);
   s.loss = exe.read<double>(p.loss).at(0);
-  exe.run_backward({0.f, 0, 1});
   s.grads = parameters_by_torch_name(exe);
   return s;
 }
