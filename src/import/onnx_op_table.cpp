@@ -15,7 +15,7 @@ const OnnxOp* find_onnx_op(const OnnxNode& node) {
     for (const std::vector<OnnxOp>* family : {&kConvOps, &kActivationOps, &kPoolOps, &kJoinOps, &kHeadOps, &kPlumbingOps,
                                               &kChannelOps, &kLayerNormOps, &kLayerScaleOps, &kAdaptivePoolOps,
                                               &kGroupNormOps, &kStochasticDepthOps,
-                                              &kLinearOverMapOps})
+                                              &kLinearOverMapOps, &kAsStridedOps})
       for (const OnnxOp& op : *family) t[{op.domain, op.op_type}] = &op;
     return t;
   }();

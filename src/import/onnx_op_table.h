@@ -36,7 +36,7 @@ extern const std::vector<OnnxOp> kConvOps, kActivationOps, kPoolOps, kJoinOps, k
 // onnx_ops_channel.cpp, onnx_ops_layer_norm.cpp, onnx_ops_layer_scale.cpp, onnx_ops_adaptive_pool.cpp,
 // onnx_ops_group_norm.cpp, onnx_ops_stochastic_depth.cpp, onnx_ops_linear_over_map.cpp
 extern const std::vector<OnnxOp> kChannelOps, kLayerNormOps, kLayerScaleOps, kAdaptivePoolOps, kGroupNormOps,
-    kStochasticDepthOps, kLinearOverMapOps;
+    kStochasticDepthOps, kLinearOverMapOps, kAsStridedOps;
 
 // Shared by the handlers' checks: an attribute's value, or the default.
 int64_t int_attribute(const OnnxNode& node, const char* name, int64_t fallback);

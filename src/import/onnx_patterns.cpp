@@ -1,5 +1,6 @@
 #include "import/onnx_patterns.h"
 
+#include "import/onnx_as_strided.h"
 #include "import/onnx_layout_patterns.h"
 #include "import/onnx_linear_weights.h"
 
@@ -164,6 +165,7 @@ std::vector<OnnxNode> recognize_activation_patterns(const OnnxModel& model, cons
   // after nn.Linear's weights are read through their Transposes, so that a channels-last block's
   // MatMuls read stored matrices.
   std::vector<OnnxNode> nodes = read_linear_weights_through_transpose(Recognizer(model, order, constants).run(), constants);
+  nodes = recognize_contiguous_as_strided(std::move(nodes), model, constants);
   return recognize_layout_patterns(std::move(nodes), model, constants);
 }
 
