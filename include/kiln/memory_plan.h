@@ -1,8 +1,11 @@
 #pragma once
 // Static memory plan: one arena per program, every tensor at a fixed 256-byte aligned offset.
 // Persistent tensors (inputs, outputs, parameters, gradients, optimizer state, buffers) come
-// first, each role in one contiguous region; activations share the rest by lifetime. Part of the
-// compiled Program (Program::memory): compile() plans it, the runtime only reads it.
+// first, each role in one contiguous region; activations share the rest by lifetime. An activation
+// that a persistent tensor views is persistent too, in that tensor's region (the logits of a head
+// ending in a flatten view the layer before it), so what the caller reads after a step holds the
+// step's values whatever layer ends the graph. Part of the compiled Program (Program::memory):
+// compile() plans it, the runtime only reads it.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -32,7 +35,9 @@ struct MemoryPlan {
 // result in Program::memory; a program changed after compile() is planned again with this.
 MemoryPlan plan_memory(const Program& program);
 
-// Throws kiln::Error if two tensors with overlapping lifetimes share bytes (a self-check).
+// Throws kiln::Error if two tensors with overlapping lifetimes share bytes, or a tensor the caller
+// reads or writes outside the step (any role but Activation) has storage reused within it (a
+// self-check).
 void verify_memory_plan(const Program& program, const MemoryPlan& plan);
 
 std::string format_plan(const Program& program, const MemoryPlan& plan);  // `kiln plan` text
