@@ -25,6 +25,7 @@
 #include "kiln/torch_weights.h"
 #include "kiln/zoo.h"
 #include "support/gpu_test_util.h"
+#include "support/imported_model_step.h"
 #include "support/zoo_test_side.h"
 
 namespace kiln {
@@ -41,86 +42,20 @@ struct ExportCase {
 
 constexpr int kBatch = 2;
 
-// The largest difference relative to the largest value of `want`.
-double relative_gap(const std::vector<double>& got, const std::vector<double>& want) {
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
-    worst = std::max(worst, std::abs(got[i] - want[i])), scale = std::max(scale, std::abs(want[i]));
-  return got.size() == want.size() && scale > 0 ? worst / scale : 1e9;
-}
-
-std::vector<double> as_doubles(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+// The logits, float64 step and step gap of tests/support/imported_model_step.h, which the timm
+// held-out set shares.
+using testing::as_doubles;
+using testing::float64_step;
+using testing::relative_gap;
+using testing::Step;
+using testing::step_gap;
+using testing::StepGap;
 
 std::vector<double> inference_logits(const ImportedModel& m, Device device, const std::vector<float>& nhwc) {
-  CompileOptions o;
-  o.device = device, o.batch = kBatch;
-  Executable exe(compile(m.blueprint, o), 1);
-  load_imported_weights(exe, m);
-  exe.write(exe.program().input, nhwc.data(), nhwc.size() * sizeof(float));
-  exe.run_inference({});
-  return as_doubles(exe.read<float>(exe.program().inference_logits));
+  return testing::inference_logits(m, device, nhwc, kBatch);
 }
 
-// One float64 training step of `exe` (weights loaded) on `nhwc` with labels 0, 1: its logits and
-// loss, and each trainable parameter's gradient by its PyTorch name.
-struct Step {
-  std::vector<double> logits;
-  double loss = 0;
-  std::map<std::string, std::vector<double>> grads;
-};
-
-Step float64_step(Executable& exe, const std::vector<float>& nhwc) {
-  const Program& p = exe.program();
-  const std::vector<double> batch(nhwc.begin(), nhwc.end());  // float64 programs read float64 batches
-  exe.write(p.input, batch.data(), batch.size() * sizeof(double));
-  const std::vector<int32_t> labels = {0, 1};
-  exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
-  exe.run_forward({0.f, 0, 1});
-  exe.run_backward({0.f, 0, 1});
-  Step s;
-  s.logits = exe.read<double>(p.logits);
-  s.loss = exe.read<double>(p.loss).at(0);
-  const std::map<std::string, std::string> names = torch_names(p);
-  for (const auto& param : p.params) {
-    const std::string& kiln_name = p.tensors[size_t(param)].name;
-    const auto it = names.find(kiln_name);
-    s.grads[it == names.end() ? kiln_name : it->second] = exe.gradient(kiln_name);
-  }
-  return s;
-}
-
-// How far step `got` is from `want`: each gradient's largest difference relative to the largest
-// gradient of all (a BatchNorm bias whose shift the next BatchNorm takes away has gradients of
-// rounding size only, efficientnet_b0's features.6.1.block.3.1.bias), and the parameter where it is
-// largest; a parameter missing on one side is a failure of its own.
-struct StepGap {
-  double logits = 0, loss = 0, worst_gradient = 0;
-  std::string worst_name;
-  std::vector<std::string> missing;
-};
-
-StepGap step_gap(const Step& got, const Step& want) {
-  StepGap gap;
-  gap.logits = relative_gap(got.logits, want.logits);
-  gap.loss = std::abs(got.loss - want.loss) / std::max(std::abs(want.loss), 1e-300);
-  double largest = 0;
-  for (const auto& [name, g] : want.grads)
-    for (double v : g) largest = std::max(largest, std::abs(v));
-  for (const auto& [name, g] : want.grads) {
-    const auto it = got.grads.find(name);
-    if (it == got.grads.end() || it->second.size() != g.size()) {
-      gap.missing.push_back(name);
-      continue;
-    }
-    for (size_t i = 0; i < g.size(); ++i)
-      if (std::abs(it->second[i] - g[i]) > gap.worst_gradient)
-        gap.worst_gradient = std::abs(it->second[i] - g[i]), gap.worst_name = name;
-  }
-  for (const auto& [name, g] : got.grads)
-    if (!want.grads.contains(name)) gap.missing.push_back(name);
-  gap.worst_gradient /= std::max(largest, 1e-300);
-  return gap;
-}
+const std::vector<int32_t> kLabels = {0, 1};
 
 // PyTorch's export of `c` (torch_onnx_export_reference.py: random weights, BatchNorm statistics
 // away from their defaults, exported as README says) with its eval logits for `x`, the file
@@ -162,7 +97,7 @@ std::pair<Step, Step> zoo_and_imported_steps(const std::string& model, const Exp
   Executable zoo_exe(compile(zoo::by_name(model), o), 1), imported_exe(compile(e.imported.blueprint, o), 1);
   load_torch_weights(zoo_exe, e.weights);
   load_imported_weights(imported_exe, e.imported);
-  return {float64_step(zoo_exe, e.nhwc), float64_step(imported_exe, e.nhwc)};
+  return {float64_step(zoo_exe, e.nhwc, kLabels), float64_step(imported_exe, e.nhwc, kLabels)};
 }
 
 // fp32 through tens of layers in other summation orders: the zoo's bound
