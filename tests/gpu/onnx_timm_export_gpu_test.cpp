@@ -332,13 +332,7 @@ TEST(TimmOnnxExportBounds, AWrongImportIsCaught) {
   for (NamedTensor& t : wrong.weights)
     if (!conv && t.dtype == DType::F32 && t.shape.size() == 4 && t.shape[1] > 1) conv = &t;
   ASSERT_NE(conv, nullptr) << "no convolution of several input channels";
-  const int64_t O = conv->shape[0], I = conv->shape[1], K = conv->shape[2] * conv->shape[3];
-  std::vector<float> w(size_t(O * I * K)), reversed(w.size());
-  std::memcpy(w.data(), conv->data.data(), conv->data.size());
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t i = 0; i < I; ++i)
-      for (int64_t k = 0; k < K; ++k) reversed[size_t((o * I + i) * K + k)] = w[size_t((o * I + (I - 1 - i)) * K + k)];
-  std::memcpy(conv->data.data(), reversed.data(), conv->data.size());
+  testing::reverse_input_channels(*conv);
   const double wrong_logits = relative_gap(testing::inference_logits(wrong, Device::CPU, r.nhwc, kBatch),
                                            as_doubles(gpu_test::f32_values(r.torch, "logits")));
   const StepGap wrong_step = testing::step_gap(imported_step(wrong, r), want.step);

@@ -170,13 +170,7 @@ TEST(TorchOnnxExportBounds, AWrongImportIsCaught) {
     if (t.name == "layer2.0.conv1.weight") conv = &t;
   ASSERT_NE(conv, nullptr);
   ASSERT_EQ(conv->dtype, DType::F32);
-  const int64_t O = conv->shape[0], I = conv->shape[1], K = conv->shape[2] * conv->shape[3];
-  std::vector<float> w(size_t(O * I * K)), reversed(w.size());
-  std::memcpy(w.data(), conv->data.data(), conv->data.size());
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t i = 0; i < I; ++i)
-      for (int64_t k = 0; k < K; ++k) reversed[size_t((o * I + i) * K + k)] = w[size_t((o * I + (I - 1 - i)) * K + k)];
-  std::memcpy(conv->data.data(), reversed.data(), conv->data.size());
+  testing::reverse_input_channels(*conv);
   const double swapped_logits = logits_gap(swapped);
   const StepGap swapped_step = step_of(swapped);
 

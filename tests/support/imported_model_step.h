@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -114,6 +115,18 @@ inline StepGap step_gap(const Step& got, const Step& want) {
     if (!want.grads.contains(name)) gap.missing.push_back(name);
   gap.worst_gradient /= std::max(largest, 1e-300);
   return gap;
+}
+
+// A mistake an importer could make, for the tests showing their bounds catch one: an fp32 OIHW
+// convolution weight with its input channels reversed (a layout misread scrambles it alike).
+inline void reverse_input_channels(NamedTensor& conv) {
+  const int64_t O = conv.shape[0], I = conv.shape[1], K = conv.shape[2] * conv.shape[3];
+  std::vector<float> w(size_t(O * I * K)), reversed(w.size());
+  std::memcpy(w.data(), conv.data.data(), conv.data.size());
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < I; ++i)
+      for (int64_t k = 0; k < K; ++k) reversed[size_t((o * I + i) * K + k)] = w[size_t((o * I + (I - 1 - i)) * K + k)];
+  std::memcpy(conv.data.data(), reversed.data(), conv.data.size());
 }
 
 }  // namespace kiln::testing
