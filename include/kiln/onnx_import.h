@@ -11,7 +11,8 @@
 // LeakyRelu, Elu, Sigmoid, HardSigmoid (PyTorch's), HardSwish, Tanh, Gelu, Mul (maps of one shape,
 // or a map and an (N, C, 1, 1) gate), Add, Concat (channels), MaxPool, AveragePool,
 // GlobalAveragePool, ReduceMean over (H, W), Flatten, Reshape to (N, -1), Gemm and MatMul (+ Add)
-// over flat features, Dropout, Identity; Shape/Gather/Unsqueeze/Concat/Constant subgraphs computing
+// over flat features, Dropout, Identity, Slice, Split and SplitToSequence/SequenceAt of the
+// channels; Shape/Gather/Unsqueeze/Concat/Constant subgraphs computing
 // a Reshape's shape are evaluated at import; x * Sigmoid(x), x * HardSigmoid(x) and the Erf form of
 // GELU become SiLU, hard-swish and GELU. An operator or attribute kiln cannot train is refused
 // before anything is built, every such node listed at once.

@@ -59,6 +59,13 @@ struct PendingChecks {
   std::vector<CeilPool> ceil_pools;
 };
 
+// A SplitToSequence's value (import/onnx_ops_split.cpp): its input and the sizes of its pieces, runs
+// of channels in order; each SequenceAt reading it becomes its piece's slice.
+struct ChannelSequence {
+  MappedValue input;
+  std::vector<int64_t> sizes;
+};
+
 class ImportContext {
  public:
   ImportContext(const OnnxModel& model, const GraphOrder& order, std::vector<OnnxNode> nodes, Blueprint& blueprint);
@@ -108,6 +115,13 @@ class ImportContext {
   // Names the layers with parameters first, after their initializers, so other layers' names
   // never take theirs.
   void reserve_name(const OnnxNode& node, const std::string& name);
+  // A name for a node's second or later layer (a split's pieces): `wanted`, or wanted_2, ... if taken.
+  std::string claim_name(const std::string& wanted) { return name_pool_.claim(wanted); }
+  void set_sequence(const std::string& value, ChannelSequence s) { sequences_.insert_or_assign(value, std::move(s)); }
+  const ChannelSequence* sequence(const std::string& value) const {
+    const auto it = sequences_.find(value);
+    return it == sequences_.end() ? nullptr : &it->second;
+  }
 
   // A node whose work another node's layer does (a MatMul's bias Add): it maps to nothing.
   void absorb(const OnnxNode& node) { absorbed_.insert(&node); }
@@ -150,6 +164,7 @@ class ImportContext {
   std::map<std::string, std::vector<int>> readers_;
   std::set<std::string> outputs_;
   std::map<std::string, MappedValue> values_;
+  std::map<std::string, ChannelSequence> sequences_;
   std::map<const OnnxNode*, std::string> names_;
   LayerNames name_pool_;
   std::set<const OnnxNode*> absorbed_;

@@ -89,7 +89,9 @@ class LayoutRecognizer {
   bool channel_shuffle(int r1) {
     const int t = only_reader(r1);
     if (t < 0 || !is(nodes_[size_t(t)], "Transpose") || !has_perm(nodes_[size_t(t)], {0, 2, 1, 3, 4})) return false;
-    const int r2 = only_reader(t);
+    // The dynamo exporter writes torchvision's .contiguous() between the two as an Identity (clone).
+    const int clone = only_reader(t) >= 0 && is(nodes_[size_t(only_reader(t))], "Identity") ? only_reader(t) : -1;
+    const int r2 = only_reader(clone >= 0 ? clone : t);
     if (r2 < 0 || !is(nodes_[size_t(r2)], "Reshape")) return false;
     const std::optional<std::vector<int64_t>> grouped = target(nodes_[size_t(r1)]), back = target(nodes_[size_t(r2)]);
     // (N, g, C/g, H, W) back to (N, C, H, W), g a number. PyTorch's TorchScript exporter computes
@@ -103,6 +105,7 @@ class LayoutRecognizer {
     if (per_group > 0 && c > 0 && g * per_group != c) return false;
     if (!agree((*grouped)[3], (*back)[2]) || !agree((*grouped)[4], (*back)[3])) return false;
     removed_.insert({r1, t});
+    if (clone >= 0) removed_.insert(clone);
     replace(r2, "ChannelShuffle", {nodes_[size_t(r1)].input(0)}, {int_attribute("groups", g)});
     return true;
   }

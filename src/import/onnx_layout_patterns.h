@@ -1,7 +1,7 @@
 #pragma once
 // The layers kiln's exporter (and PyTorch's) writes as several nodes because ONNX's graph is NCHW,
 // recognized as the one layer they compute, so that the handlers see one node:
-//   Reshape (0, g, C/g, H, W) -> Transpose (0, 2, 1, 3, 4) -> Reshape (0, C, H, W)
+//   Reshape (0, g, C/g, H, W) -> Transpose (0, 2, 1, 3, 4) [-> Identity] -> Reshape (0, C, H, W)
 //       -> "ChannelShuffle" (attribute groups g; torchvision's channel_shuffle)
 //   Transpose (0, 2, 3, 1) -> LayerNormalization (axis -1) -> Transpose (0, 3, 1, 2)
 //       -> "LayerNorm2d" (x, scale, bias; the LayerNormalization's attributes; ConvNeXt's LayerNorm

@@ -15,7 +15,7 @@ const OnnxOp* find_onnx_op(const OnnxNode& node) {
     for (const std::vector<OnnxOp>* family : {&kConvOps, &kActivationOps, &kPoolOps, &kJoinOps, &kHeadOps, &kPlumbingOps,
                                               &kChannelOps, &kLayerNormOps, &kLayerScaleOps, &kAdaptivePoolOps,
                                               &kGroupNormOps, &kStochasticDepthOps,
-                                              &kLinearOverMapOps, &kAsStridedOps})
+                                              &kLinearOverMapOps, &kAsStridedOps, &kSplitOps})
       for (const OnnxOp& op : *family) t[{op.domain, op.op_type}] = &op;
     return t;
   }();
@@ -40,7 +40,6 @@ std::string unsupported_op_hint(const OnnxNode& node) {
       {"InstanceNormalization", "kiln has no instance normalization; it reads InstanceNormalization only in GroupNorm's "
                                 "Reshape (0, g, -1) -> InstanceNormalization -> Reshape -> Mul -> Add"},
       {"GlobalMaxPool", "kiln has global average pooling only"},
-      {"Split", "splits (x.chunk) are not imported yet"},
       {"GatherND", "kiln has no gather layer. torch.onnx.export(dynamo=True) writes AdaptiveAvgPool2d(output_size) so "
                    "(Range and Floor index arithmetic, GatherND, ReduceMean) where the feature map's height or width is "
                    "not a multiple of output_size, as vgg's (7, 7) and alexnet's (6, 6) pooling at inputs under "

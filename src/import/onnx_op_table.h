@@ -34,9 +34,10 @@ std::string unsupported_op_hint(const OnnxNode& node);
 // Each family's handlers.
 extern const std::vector<OnnxOp> kConvOps, kActivationOps, kPoolOps, kJoinOps, kHeadOps, kPlumbingOps;
 // onnx_ops_channel.cpp, onnx_ops_layer_norm.cpp, onnx_ops_layer_scale.cpp, onnx_ops_adaptive_pool.cpp,
-// onnx_ops_group_norm.cpp, onnx_ops_stochastic_depth.cpp, onnx_ops_linear_over_map.cpp
+// onnx_ops_group_norm.cpp, onnx_ops_stochastic_depth.cpp, onnx_ops_linear_over_map.cpp,
+// onnx_as_strided.cpp, onnx_ops_split.cpp
 extern const std::vector<OnnxOp> kChannelOps, kLayerNormOps, kLayerScaleOps, kAdaptivePoolOps, kGroupNormOps,
-    kStochasticDepthOps, kLinearOverMapOps, kAsStridedOps;
+    kStochasticDepthOps, kLinearOverMapOps, kAsStridedOps, kSplitOps;
 
 // Shared by the handlers' checks: an attribute's value, or the default.
 int64_t int_attribute(const OnnxNode& node, const char* name, int64_t fallback);
