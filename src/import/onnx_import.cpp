@@ -141,7 +141,8 @@ ConstantFolder::ShapeOf batch_first_shapes(const OnnxModel& model, const GraphOr
   for (int p : order.nodes) {
     const OnnxNode& n = model.nodes[size_t(p)];
     if (n.op_type == "Shape" && n.domain.empty()) continue;  // dimensions, a constant
-    const size_t read = n.op_type == "CastLike" && n.domain.empty() ? 1 : n.inputs.size();  // CastLike: a type
+    // CastLike reads only its first input's values (the second's type); a damaged file's may have none.
+    const size_t read = n.op_type == "CastLike" && n.domain.empty() ? std::min<size_t>(1, n.inputs.size()) : n.inputs.size();
     if (std::any_of(n.inputs.begin(), n.inputs.begin() + std::ptrdiff_t(read), [&](const std::string& v) { return data->count(v) > 0; }))
       for (const std::string& out : n.outputs) data->insert(out);
   }
