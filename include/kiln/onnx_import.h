@@ -12,7 +12,8 @@
 // or a map and an (N, C, 1, 1) gate), Add, Concat (channels), MaxPool, AveragePool,
 // GlobalAveragePool, ReduceMean over (H, W), Flatten, Reshape to (N, -1), Gemm and MatMul (+ Add)
 // over flat features, Dropout, Identity, Slice, Split and SplitToSequence/SequenceAt of the
-// channels; Shape/Gather/Unsqueeze/Concat/Constant subgraphs computing
+// channels, Pad of the height and width by constant amounts before the one Conv, MaxPool or AveragePool
+// reading it (zeros, -inf before a MaxPool: folded into that layer's padding); Shape/Gather/Unsqueeze/Concat/Constant subgraphs computing
 // a Reshape's shape are evaluated at import; x * Sigmoid(x), x * HardSigmoid(x) and the Erf form of
 // GELU become SiLU, hard-swish and GELU. An operator or attribute kiln cannot train is refused
 // before anything is built, every such node listed at once.

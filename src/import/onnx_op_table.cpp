@@ -29,7 +29,11 @@ std::string unsupported_op_hint(const OnnxNode& node) {
       {"LogSoftmax", "kiln trains on logits (its loss applies the softmax): export the model without it"},
       {"Transpose", "kiln reads permutes only as channel shuffle's Reshape -> Transpose (0, 2, 1, 3, 4) -> Reshape and "
                     "LayerNorm's Transpose (0, 2, 3, 1) -> LayerNormalization -> Transpose (0, 3, 1, 2)"},
-      {"Pad", "explicit padding nodes are not imported yet: give the convolution or pooling its padding"},
+      {"Pad", "kiln reads Pad only as more padding of the one Conv, MaxPool or AveragePool reading it: constant pads of "
+              "the height and width, padding with 0 before a Conv or an AveragePool counting its padding, with -inf "
+              "before a MaxPool, a pooling's padding coming out the same on all four sides. timm's padding='same' "
+              "computes its pads from the input's shape under the TorchScript exporter: export with "
+              "torch.onnx.export(..., dynamo=True, optimize=False), which writes them as constants"},
       {"ConvTranspose", "kiln has no transposed convolution"},
       {"Upsample", "kiln has no upsampling layer"},
       {"Resize", "kiln has no resizing layer"},

@@ -1,6 +1,7 @@
 #include "import/onnx_patterns.h"
 
 #include "import/onnx_as_strided.h"
+#include "import/onnx_pad_folding.h"
 #include "import/onnx_layout_patterns.h"
 #include "import/onnx_linear_weights.h"
 
@@ -166,6 +167,7 @@ std::vector<OnnxNode> recognize_activation_patterns(const OnnxModel& model, cons
   // MatMuls read stored matrices.
   std::vector<OnnxNode> nodes = read_linear_weights_through_transpose(Recognizer(model, order, constants).run(), constants);
   nodes = recognize_contiguous_as_strided(std::move(nodes), model, constants);
+  nodes = fold_explicit_pads(std::move(nodes), model, constants);
   return recognize_layout_patterns(std::move(nodes), model, constants);
 }
 

@@ -28,10 +28,8 @@ class ZooTorchExport : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ZooTorchExport, LoadingTheExportBackGivesTheSameLogits) {
   const Blueprint bp = zoo::by_name(GetParam(), 10);
-  const int side = testing::zoo_test_side(bp);
-  CompileOptions o;
-  o.batch = 2;
-  o.input_hwc = {side, side, bp.input_hwc()->at(2)};
+  const CompileOptions o = testing::zoo_test_options(bp);
+  const int side = o.input_hwc[0];
   Executable trained(compile(bp, o), 3);
   testing::randomize_batch_norms(trained, 4);
   const Shape shape = {2, o.input_hwc[2], side, side};

@@ -57,7 +57,7 @@ TEST(OnnxRefusals, EveryNodeKilnCannotTrainIsListedAtOnce) {
                  "Clip node 'clip4': it clips to [0, 4]; kiln has ReLU6",
                  "Mul node 'scale': its input 'two' is a constant; kiln has no layer scaling by a constant",
                  "MaxPool node 'dilated_pool': attribute 'dilations' is [2, 2]",
-                 "Pad node 'pad': explicit padding nodes are not imported yet",
+                 "Pad node 'pad': kiln reads Pad only as more padding of the one Conv, MaxPool or AveragePool reading it",
                  "Softmax node 'probabilities': kiln trains on logits"});
 }
 

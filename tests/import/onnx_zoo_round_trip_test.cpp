@@ -32,10 +32,8 @@ class ZooImportTraining : public ::testing::TestWithParam<std::string> {};
 TEST_P(ZooImportTraining, TrainsStepForStepAsTheZooModel) {
   if (!onnx_import_available()) GTEST_SKIP() << "kiln built without the ONNX library";
   const Blueprint bp = zoo::by_name(GetParam(), 10);
-  const int side = testing::zoo_test_side(bp);
-  CompileOptions o;
-  o.batch = 2;
-  o.input_hwc = {side, side, bp.input_hwc()->at(2)};
+  const CompileOptions o = testing::zoo_test_options(bp);
+  const int side = o.input_hwc[0];
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Executable original(compile(bp, o), seed);

@@ -19,6 +19,15 @@ inline int zoo_test_side(const Blueprint& bp) {
   return int(std::min<int64_t>(bp.input_hwc()->at(0), std::max<int64_t>(64, smallest)));
 }
 
+// How the whole-model tests compile a zoo model: batch 2 at zoo_test_side, in the model's channels.
+inline CompileOptions zoo_test_options(const Blueprint& bp) {
+  const int side = zoo_test_side(bp);
+  CompileOptions o;
+  o.batch = 2;
+  o.input_hwc = {side, side, bp.input_hwc()->at(2)};
+  return o;
+}
+
 // NCHW values in kiln's NHWC order.
 inline std::vector<float> nhwc_of(const std::vector<float>& nchw, const Shape& s) {
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
