@@ -1,7 +1,7 @@
 // The ONNX import's held-out set (issue 50): models the project never names, drawn at random from
 // timm, so that the import is measured on files nobody tuned it for. A seed (KILN_TIMM_SEED, else
 // the clock; printed, and in every failure message, so a failure repeats) draws 6 models
-// (KILN_TIMM_DRAWN: more) from kCandidates, timm models of the families kiln's ONNX vocabulary
+// (KILN_TIMM_DRAWN: more; KILN_TIMM_MODELS names models instead) from kCandidates, timm models of the families kiln's ONNX vocabulary
 // covers (none under the name of a zoo model), and an exporter for each. PyTorch (bench/timm_onnx_export_reference.py) builds the
 // model with random weights, random BatchNorm statistics, `kClasses` outputs and no dropout or
 // stochastic depth (so no random masks), exports it as README tells a user to (the TorchScript
@@ -27,6 +27,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,13 +74,14 @@ constexpr double kLogitsBound = 2e-5, kStepBound = 1e-5;
 // its TorchScript export at 64x64 with PyTorch 2.9.1, and from its dynamo export where `dynamo`.
 // Left out, for what kiln refuses (its messages): Split (x.chunk: res2net, cspresnet, cspdarknet,
 // cs3darknet, mixnet, skresnet), a 1-D convolution and Expand (ecaresnet's ECA), Softmax and
-// ReduceSum (resnest, skresnet), Pad (tf_ and "same"-padded EfficientNets, the blur pools of
-// densenetblur121d and efficientnet_blur_b0), a Mul or Add by a constant (timm's ConvNeXt layer scale,
+// ReduceSum (resnest, skresnet), Pad by reflection (the blur pools of densenetblur121d and
+// efficientnet_blur_b0), a Mul or Add by a constant (timm's ConvNeXt layer scale,
 // mobilenetv4_hybrid, mobileone, fastvit, ghostnetv3, nf_ nets), Resize (hrnet, ghostnetv2),
 // Transpose (tresnet's space-to-depth, mobilevit, efficientvit), GRN (convnextv2).
 struct Candidate {
   const char* name;
   bool dynamo;  // false: only the TorchScript export imports (the reason beside it)
+  bool torchscript = true;  // false: only the dynamo export imports (the reason beside it)
 };
 const std::vector<Candidate> kCandidates = {
     // ResNet, ResNeXt, SE-ResNet(Xt) and their stems (d: deep, t: tiered), ResNet-RS, ResNetV2
@@ -108,6 +110,13 @@ const std::vector<Candidate> kCandidates = {
     {"gernet_s", true},
     // x[:, :c] in the dynamo export: a Slice over the batch axis (0 to 2^63-1) kiln refuses
     {"ghostnet_050", false}, {"dpn48b", false}, {"rexnet_100", false}, {"rexnetr_100", false},
+    // Channel splits (x.chunk, x.split, torch.split into kernel groups)
+    {"res2net50_14w_8s", true}, {"cspresnet50", true}, {"cs3darknet_s", true}, {"mixnet_s", true},
+    // TensorFlow's SAME padding (timm's tf_ ports): the TorchScript exporter computes its pads from
+    // the input's shape in the graph, which kiln refuses; the dynamo exporter writes them as constants
+    {"tf_efficientnet_b0", true, false}, {"tf_efficientnet_lite0", true, false}, {"tf_efficientnetv2_b0", true, false},
+    {"tf_mixnet_s", true, false}, {"tf_mobilenetv3_small_minimal_100", true, false},
+    {"tf_mobilenetv3_large_075", true, false},
 };
 
 // KILN_TIMM_SEED, else drawn from the clock; printed once a process.
@@ -133,9 +142,28 @@ struct Draw {
   std::string exporter;  // torchscript | dynamo
 };
 
-// How many models a run draws: 6, or KILN_TIMM_DRAWN (up to all the candidates: a sweep). Read
-// when the tests are listed, so it names as many test cases.
+// KILN_TIMM_MODELS: the models to run instead of a draw, "name[:exporter] ..." (a failure's model
+// again, or models not among the candidates); the exporter left out, TorchScript where it imports.
+std::vector<Draw> named_models() {
+  std::vector<Draw> out;
+  const char* env = std::getenv("KILN_TIMM_MODELS");
+  std::istringstream words(env ? env : "");
+  for (std::string word; words >> word;) {
+    Draw d{word.substr(0, word.find(':')), ""};
+    if (const size_t colon = word.find(':'); colon != std::string::npos) d.exporter = word.substr(colon + 1);
+    if (d.exporter.empty()) {
+      const auto c = std::find_if(kCandidates.begin(), kCandidates.end(), [&](const Candidate& k) { return k.name == d.model; });
+      d.exporter = c != kCandidates.end() && !c->torchscript ? "dynamo" : "torchscript";
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+// How many models a run draws: 6, or KILN_TIMM_DRAWN (up to all the candidates: a sweep), or those
+// KILN_TIMM_MODELS names. Read when the tests are listed, so it names as many test cases.
 int draw_count() {
+  if (const size_t named = named_models().size()) return int(named);
   const char* env = std::getenv("KILN_TIMM_DRAWN");
   const int n = env && *env ? std::atoi(env) : 6;
   return std::clamp(n, 1, int(kCandidates.size()));
@@ -145,6 +173,7 @@ int draw_count() {
 // both import) drawn from `seed` (Fisher-Yates on mt19937_64's own numbers, which the standard
 // fixes: the same draw on every machine).
 std::vector<Draw> drawn(uint64_t seed) {
+  if (std::vector<Draw> named = named_models(); !named.empty()) return named;
   const std::vector<std::string> zoo_names = zoo::names();
   std::vector<Candidate> pool;
   for (const Candidate& c : kCandidates)
@@ -153,7 +182,7 @@ std::vector<Draw> drawn(uint64_t seed) {
   for (size_t i = pool.size() - 1; i > 0; --i) std::swap(pool[i], pool[size_t(rng() % (i + 1))]);
   std::vector<Draw> out;
   for (size_t i = 0; i < std::min<size_t>(size_t(draw_count()), pool.size()); ++i)
-    out.push_back({pool[i].name, pool[i].dynamo && rng() % 2 ? "dynamo" : "torchscript"});
+    out.push_back({pool[i].name, pool[i].dynamo && (!pool[i].torchscript || rng() % 2) ? "dynamo" : "torchscript"});
   return out;
 }
 
