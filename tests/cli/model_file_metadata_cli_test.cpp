@@ -165,9 +165,12 @@ TEST_F(ModelFileMetadataCli, TrainsWithTheFilesNormalizationUnlessToldOtherwise)
                    "its weights were trained with"},
                   "--normalize dataset");
   EXPECT_EQ(dataset.output.find("normalizing with the file's"), std::string::npos) << dataset.output;
-  // Measured: 0.946 trained and from the file's normalization, 0.818 from the data's (the convolutions'
-  // biases expect ImageNet's offset; a folded model has no BatchNorm to absorb another).
-  EXPECT_LT(testing::test_accuracy(dataset), kept - 0.08) << dataset.output;
+  // Measured: 0.946 trained and from the file's normalization, 0.818 from the data's on one 2-core
+  // Xeon; 0.938 and 0.860 on another (the png model trains to other weights on other kernels).
+  // The convolutions' biases expect ImageNet's offset, and a folded model has no BatchNorm to absorb
+  // another. The mistake this catches, --normalize ignored, is the same run as `from_file` (same seed,
+  // weights, data and lr 1e-7): the same accuracy to the last image, so any clear gap tells them apart.
+  EXPECT_LT(testing::test_accuracy(dataset), kept - 0.03) << dataset.output;
   const std::vector<float> data_mean = recorded_floats(file("dataset.safetensors"), "norm_mean");
   ASSERT_EQ(data_mean.size(), 3u);
   EXPECT_LT(data_mean[0], 0.3f);  // the digits' own: mostly black
