@@ -14,6 +14,7 @@
 
 #include "core/host_device.h"
 #include "kiln/layer_vocabulary.h"
+#include "ops/activation/activation_exp.h"
 
 namespace kiln::activation {
 
@@ -33,14 +34,14 @@ struct LeakyReLU {
 
 struct ELU {
   template <class T>
-  KILN_HOST_DEVICE static T value(T x, T a) { return x > T(0) ? x : a * (std::exp(x) - T(1)); }
+  KILN_HOST_DEVICE static T value(T x, T a) { return x > T(0) ? x : a * (exp_of(x) - T(1)); }
   template <class T>
-  KILN_HOST_DEVICE static T derivative(T x, T a) { return x > T(0) ? T(1) : a * std::exp(x); }
+  KILN_HOST_DEVICE static T derivative(T x, T a) { return x > T(0) ? T(1) : a * exp_of(x); }
 };
 
 struct Sigmoid {
   template <class T>
-  KILN_HOST_DEVICE static T value(T x, T) { return T(1) / (T(1) + std::exp(-x)); }
+  KILN_HOST_DEVICE static T value(T x, T) { return T(1) / (T(1) + exp_of(-x)); }
   template <class T>
   KILN_HOST_DEVICE static T derivative(T x, T) {
     const T s = value(x, T(0));

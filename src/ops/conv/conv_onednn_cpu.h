@@ -2,8 +2,9 @@
 // fp32 convolutions on oneDNN (conv_onednn_cpu.cpp), for the CPU kernels of conv_cpu.h when
 // cpu_kernels() is oneDNN, on any window: groups (grouped filter layouts), dilation and the padding
 // of each side go to oneDNN as they are. Each returns false, having done nothing, where oneDNN does
-// not run the problem: a build without oneDNN, the reference kernels chosen, or a problem oneDNN
-// has only its slow reference implementation for (then conv_cpu.h's own kernel runs it).
+// not run the problem: a build without oneDNN, the reference kernels chosen, a problem oneDNN
+// has only its slow reference implementation for, or the weight gradient of a depthwise window
+// larger than 3x3, which kiln's own loops run faster (then conv_cpu.h's own kernel runs it).
 //
 // Threads and determinism: the batch is cut into pieces of images whose size depends on the
 // problem alone (never on the thread count); kiln's pool runs the pieces, each through oneDNN on
