@@ -72,9 +72,8 @@ constexpr double kLogitsBound = 2e-5, kStepBound = 1e-5;
 
 // timm 1.0.31's models in the families kiln's ONNX import covers, each imported (kiln plan) from
 // its TorchScript export at 64x64 with PyTorch 2.9.1, and from its dynamo export where `dynamo`.
-// Left out, for what kiln refuses (its messages): Split (x.chunk: res2net, cspresnet, cspdarknet,
-// cs3darknet, mixnet, skresnet), a 1-D convolution and Expand (ecaresnet's ECA), Softmax and
-// ReduceSum (resnest, skresnet), Pad by reflection (the blur pools of densenetblur121d and
+// Left out, for what kiln refuses (its messages): a 1-D convolution and Expand (ecaresnet's ECA),
+// Softmax and ReduceSum (resnest, skresnet), Pad by reflection (the blur pools of densenetblur121d and
 // efficientnet_blur_b0), a Mul or Add by a constant (timm's ConvNeXt layer scale,
 // mobilenetv4_hybrid, mobileone, fastvit, ghostnetv3, nf_ nets), Resize (hrnet, ghostnetv2),
 // Transpose (tresnet's space-to-depth, mobilevit, efficientvit), GRN (convnextv2).
