@@ -5,6 +5,7 @@
 // tests/export/run_onnx.py).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,14 @@ inline std::vector<ImportedRun> run_imported(const std::vector<std::pair<std::st
   run_onnx(ort, dir.path());
   for (size_t i = 0; i < runs.size(); ++i) runs[i].onnxruntime = ort[i].logits;
   return runs;
+}
+
+// Expects kiln's logits of `r` within kImportBound of onnxruntime's, prints the gap, and returns it.
+inline double expect_onnxruntime_logits(const ImportedRun& r) {
+  const double gap = logit_gap(r.kiln, r.onnxruntime);
+  EXPECT_LT(gap, kImportBound) << r.name;
+  std::printf("%s: gap to onnxruntime %.2e\n", r.name.c_str(), gap);
+  return gap;
 }
 
 // The layers of kind `kind` in the compiled program of an imported model.

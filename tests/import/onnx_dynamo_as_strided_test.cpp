@@ -54,9 +54,7 @@ TEST(OnnxDynamoAsStrided, AnAsStridedReadingAPooledMapInOrderIsTheIdentity) {
   const std::vector<testing::ImportedRun> runs = testing::run_imported({{"as_strided", &m}}, dir, seed);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(testing::compiled_layers(runs[0].model, LayerKind::Linear).size(), 1u);
-  const double gap = testing::logit_gap(runs[0].kiln, runs[0].onnxruntime);
-  EXPECT_LT(gap, testing::kImportBound);
-  std::printf("as_strided of the pooled map: gap %.2e\n", gap);
+  testing::expect_onnxruntime_logits(runs[0]);
   // Strides that read the channels out of order (every other one) are no identity: still refused.
   const std::string file = dir.file("strided.onnx");
   pooled_as_strided(seed, {6, 2, 1, 1}).save(file);
