@@ -433,10 +433,10 @@ bool onednn_conv_dgrad(const ConvGeom& g, const float* dy, const float* w, float
 // kernel runs 3x3 windows 2-10x faster than kiln's loops (MobileNetV2: 144 ms in all against 430),
 // while its 5x5 ones take 2x longer in all (EfficientNet-B0's nine: 422 ms against 209), up to 8x on
 // 7x7 maps of 1152 channels, where its time follows the channels rather than the work.
-bool kiln_runs_it(const ConvGeom& g, bool wgrad) { return wgrad && g.depthwise() && g.r * g.s > 9; }
+bool kiln_runs_wgrad(const ConvGeom& g) { return g.depthwise() && g.r * g.s > 9; }
 
 bool onednn_conv_wgrad(const ConvGeom& g, const float* dy, const float* x, float* dw, float* dbias) {
-  if (!onednn_on() || kiln_runs_it(g, true)) return false;
+  if (!onednn_on() || kiln_runs_wgrad(g)) return false;
   const WgradCut cut = wgrad_cut(g);
   const int64_t images = cut.images, pieces = cut.pieces, slices = cut.slices;
   const ConvGeom& slice_geom = cut.slice_geom;
@@ -509,7 +509,7 @@ size_t onednn_conv_prepare(const ConvGeom& g, bool bias, ConvPasses passes) {
     const Prim& p = prim(Kind::kDgrad, g, images, false);
     take(p, data_scratch(p, tasks, nullptr).bytes);
   }
-  if (passes.wgrad && !kiln_runs_it(g, true)) {
+  if (passes.wgrad && !kiln_runs_wgrad(g)) {
     const WgradCut cut = wgrad_cut(g);
     const Prim& p = prim(Kind::kWgrad, cut.slice_geom, cut.images, bias);
     take(p, wgrad_scratch(p, g, cut, bias, nullptr).bytes);
