@@ -171,6 +171,11 @@ TEST_F(ModelFileMetadataCli, TrainsWithTheFilesNormalizationUnlessToldOtherwise)
   // another. The mistake this catches, --normalize ignored, is the same run as `from_file` (same seed,
   // weights, data and lr 1e-7): the same accuracy to the last image, so any clear gap tells them apart.
   EXPECT_LT(testing::test_accuracy(dataset), kept - 0.03) << dataset.output;
+  // The bound holds that mistake apart: --normalize imagenet is the file's own normalization (the png
+  // model was trained with ImageNet's), so its run is what an ignored --normalize dataset would give.
+  const Result same_as_file = kiln(run + file("imagenet.safetensors") + " --normalize imagenet");
+  ASSERT_EQ(same_as_file.rc, 0) << same_as_file.output;
+  EXPECT_GE(testing::test_accuracy(same_as_file), kept - 0.03) << same_as_file.output;
   const std::vector<float> data_mean = recorded_floats(file("dataset.safetensors"), "norm_mean");
   ASSERT_EQ(data_mean.size(), 3u);
   EXPECT_LT(data_mean[0], 0.3f);  // the digits' own: mostly black
