@@ -190,6 +190,10 @@ class Trainer {
   // checkpoint, whatever recipe trained it (its optimizer state is left out). The same checks of
   // every tensor as load_checkpoint; nothing is restored unless all pass.
   void load_weights(const std::string& path);
+  // For evaluation and prediction of weights that come from elsewhere than a checkpoint (an
+  // imported model file, its weights written through executable()): the normalization its inputs
+  // take and its class names (empty: unnamed), which load_weights takes from a checkpoint.
+  void set_inference_inputs(ChannelStats normalization, std::vector<std::string> class_names);
   // Starts from a PyTorch state_dict saved as safetensors (kiln/torch_weights.h says how names and
   // layouts map); refused, loading nothing, when it does not fit the model.
   TorchWeightsLoaded load_torch_weights(const std::string& path, const TorchWeightsOptions& options = {});

@@ -52,6 +52,16 @@ double cross_entropy(const double* z, int64_t classes, int64_t label) {
 
 }  // namespace
 
+void Trainer::set_inference_inputs(ChannelStats normalization, std::vector<std::string> class_names) {
+  const int64_t channels = exe_->program().tensors[exe_->program().input].shape[3];
+  if (int64_t(normalization.mean.size()) != channels || int64_t(normalization.std.size()) != channels)
+    fail("Trainer::set_inference_inputs: a normalization of {} means and {} standard deviations for a model of {} "
+         "input channels; give one of each per channel", normalization.mean.size(), normalization.std.size(),
+         channels);
+  norm_ = std::move(normalization);
+  class_names_ = std::move(class_names);
+}
+
 void Trainer::infer(const SampleSource& data, const LogitsBatch& on_batch) {
   check_dataset(data, "evaluation");
   const Program& p = exe_->program();

@@ -73,7 +73,8 @@ TEST(ToolSettingsCli, PredictAndEvalRefuseInTheRowsWords) {
                  {"--top: 0 is out of range: it must be from 1 to 1048576; use e.g. --top 5 (the default)"});
   expect_refused(predict + "-k x", {"--top: 'x' is not a number"});
   expect_refused(predict + "--batch -1", {"--batch: -1 is out of range: it must be from 0 to 65536"});
-  expect_refused("predict " + kNoFolder + "/a.png", {"--checkpoint is required"});
+  expect_refused("predict " + kNoFolder + "/a.png",
+                 {"kiln predict: give --checkpoint FILE (written by kiln train) or --model FILE.onnx"});
   const std::string eval = "eval -c " + kNoCheckpoint + " ";
   expect_refused(eval + "--split test", {"--split: 'test' is not one of val, train; use e.g. --split val (the "
                                          "default), or train"});
@@ -86,7 +87,7 @@ TEST(ToolSettingsCli, PredictAndEvalRefuseInTheRowsWords) {
                                              "--precision fp32, or leave it out for the checkpoint's"});
   }
   expect_refused(eval + "--json 1", {"not expected: 1"});  // a flag alone (predict's 1 would be an image)
-  expect_refused("eval --device cpu", {"--checkpoint is required"});
+  expect_refused("eval --device cpu", {"kiln eval: give --checkpoint FILE (written by kiln train) or --model FILE.onnx"});
   // Past the options, both stop at the missing checkpoint, as before.
   for (const std::string& cmd : {predict + "--device cpu --precision fp32 -k 3 -b 2 --json",
                                  eval + "--device cpu --precision fp16 --split train -b 4 --json"}) {
@@ -118,9 +119,9 @@ TEST(ToolSettingsCli, ExportRefusesInTheRowsWordsAndAsBefore) {
 
 TEST(ToolSettingsCli, EachCommandListsItsFlagsFromTheRows) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
-      {"eval", {"-c,--checkpoint FILE REQUIRED", "--split val|train=val", "-b,--batch INT in [0 - 65536]=0",
+      {"eval", {"-c,--checkpoint FILE", "-m,--model FILE.onnx", "--split val|train=val", "-b,--batch INT in [0 - 65536]=0",
                 "--device TEXT=auto", "--precision fp32|fp16|bf16|fp64", "--json", "--data"}},
-      {"predict", {"-c,--checkpoint FILE REQUIRED", "-k,--top INT in [1 - 1048576]=5", "-b,--batch", "--device",
+      {"predict", {"-c,--checkpoint FILE", "-m,--model FILE.onnx", "--image-size INT in [0 - 4096]=0", "-k,--top INT in [1 - 1048576]=5", "-b,--batch", "--device",
                    "--precision", "--json", "IMAGE..."}},
       {"export", {"-c,--checkpoint FILE REQUIRED", "--onnx FILE", "--fold-bn", "--keep-bn", "--torch FILE",
                   "--torch-conv-bias auto|zeros|none=auto", "--overwrite"}},

@@ -10,13 +10,27 @@
 
 namespace kiln::cli {
 
-// --checkpoint/-c FILE: a checkpoint kiln train wrote (the command requires it).
+// --checkpoint/-c FILE: a checkpoint kiln train wrote (export requires it; eval and predict take it
+// or --model).
 template <class Owner>
 Setting checkpoint_file_setting(std::string Owner::*field, const char* member) {
   return text_setting<Owner>({.key = "checkpoint",
                               .flag = "--checkpoint",
                               .alias = "-c",
                               .help = "checkpoint written by kiln train",
+                              .member = member},
+                             field);
+}
+
+// --model/-m FILE.onnx for the commands that run a trained model (eval, predict): a model file and
+// its weights instead of a checkpoint (cli/model_file_eval.h).
+template <class Owner>
+Setting model_file_setting(std::string Owner::*field, const char* member) {
+  return text_setting<Owner>({.key = "model",
+                              .flag = "--model",
+                              .alias = "-m",
+                              .help = "instead of --checkpoint: an ONNX file (FILE.onnx, as torch.onnx.export or kiln "
+                                      "export writes it) whose architecture and weights run as they are",
                               .member = member},
                              field);
 }
@@ -39,7 +53,8 @@ template <class Owner>
 Setting checkpoint_precision_setting(std::string Owner::*field, const char* member) {
   return text_choice_setting<Owner>({.key = "precision",
                                      .flag = "--precision",
-                                     .help = "fp32, fp16 or bf16 (or fp64 on cpu); default: the checkpoint's",
+                                     .help = "fp32, fp16 or bf16 (or fp64 on cpu); default: the checkpoint's (fp32 for "
+                                             "--model)",
                                      .member = member,
                                      .fix = "use e.g. --precision fp32, or leave it out for the checkpoint's"},
                                     field, {"fp32", "fp16", "bf16", "fp64"});

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/checkpoint_data_fit.h"
 #include "cli/checkpoint_model.h"
 #include "cli/data_source.h"
 #include "cli/eval_settings.h"
+#include "cli/model_file_eval.h"
 #include "cli/named_setting_options.h"
 #include "kiln/error.h"
 #include "kiln/trainer.h"
@@ -20,7 +22,7 @@ namespace {
 
 struct Report {
   const EvalArgs& args;
-  const CheckpointModel& model;
+  std::string model;  // the zoo model's or the imported file's name
   const SampleSource& source;
   const Trainer& trainer;
   const Trainer::Evaluation& result;
@@ -39,8 +41,12 @@ void print_json(const Report& r) {
                                                 {"accuracy", class_accuracy(r.result.class_correct[c],
                                                                             r.result.class_count[c])}};
   const SampleShape shape = r.source.shape();
+  const auto given = [](const std::string& path) {
+    return path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(path);
+  };
   const nlohmann::ordered_json out = {
-      {"checkpoint", r.args.checkpoint}, {"model", r.model.model},   {"data", r.args.data.data},
+      {"checkpoint", given(r.args.checkpoint)}, {"model_file", given(r.args.model)},
+      {"model", r.model},                {"data", r.args.data.data},
       {"split", r.args.split},           {"images", r.result.images}, {"input", {shape.height, shape.width, shape.channels}},
       {"loss", r.result.loss},           {"top1", r.result.top1},     {"top5", r.result.top5},
       {"per_class", per_class},          {"skipped", r.source.skipped()}};
@@ -49,7 +55,8 @@ void print_json(const Report& r) {
 
 void print_text(const Report& r) {
   const SampleShape shape = r.source.shape();
-  fmt::print("kiln eval: {} ({}) on {} ({} split, {} images, {}x{}x{})\n", r.args.checkpoint, r.model.model,
+  fmt::print("kiln eval: {} ({}) on {} ({} split, {} images, {}x{}x{})\n",
+             r.args.checkpoint.empty() ? r.args.model : r.args.checkpoint, r.model,
              r.args.data.data, r.args.split, r.result.images, shape.height, shape.width, shape.channels);
   const std::vector<std::string> bad = r.source.skipped();
   if (!bad.empty()) fmt::print("skipped {} unreadable samples (--skip-bad), the first: {}\n", bad.size(), bad.front());
@@ -87,21 +94,27 @@ void take_data_trained_on(const CheckpointModel& m, const CLI::App& cmd, DataArg
 
 CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   CLI::App* cmd = app.add_subcommand(
-      "eval", "evaluate a checkpoint on a dataset's evaluation split (top-1, top-5, loss, per-class accuracy)");
-  // Its own flags (cli/eval_settings.h): --checkpoint (required), --split, --batch, --device,
+      "eval", "evaluate a checkpoint (or a model file's weights, --model) on a dataset's evaluation split (top-1, "
+              "top-5, loss, per-class accuracy)");
+  // Its own flags (cli/eval_settings.h): --checkpoint or --model, --split, --batch, --device,
   // --precision, --json; the data's in their groups.
-  add_named_setting_options(cmd, eval_settings(), a, {{"checkpoint", "FILE"}});
-  cmd->get_option("--checkpoint")->required();
+  add_named_setting_options(cmd, eval_settings(), a, {{"checkpoint", "FILE"}, {"model", "FILE.onnx"}});
   add_data_options(cmd, a.data, false);
   // Not data/digits (add_data_options' default): without --data, the data the checkpoint was trained on.
-  cmd->get_option("--data")->default_str("the data the checkpoint was trained on");
+  cmd->get_option("--data")->default_str("the data the checkpoint was trained on (--model: required)");
   return cmd;
 }
 
 int run_eval(EvalArgs a, const CLI::App& cmd) {
-  const CheckpointModel model = read_checkpoint_model(a.checkpoint);
-  if (cmd.count("--data") == 0) take_data_trained_on(model, cmd, a.data);
-  adopt_data_recipe(model, &cmd, a.data);
+  check_checkpoint_or_model_file("eval", a.checkpoint, a.model);
+  std::optional<CheckpointModel> checkpoint;
+  if (a.model.empty()) {
+    checkpoint = read_checkpoint_model(a.checkpoint);
+    if (cmd.count("--data") == 0) take_data_trained_on(*checkpoint, cmd, a.data);
+    adopt_data_recipe(*checkpoint, &cmd, a.data);
+  } else if (cmd.count("--data") == 0) {
+    fail("kiln eval --model '{}': give the data to evaluate on with --data (a model file records none)", a.model);
+  }
   DataOptions options = data_options(a.data);
   // Only the split evaluated is checked file by file: a bad training file does not stop an eval of val.
   options.check_train_files = a.split == "train";
@@ -110,11 +123,20 @@ int run_eval(EvalArgs a, const CLI::App& cmd) {
   const SampleSource& source = a.split == "val" ? *data.test : *data.train;
   if (source.count() == 0)
     fail("'{}' holds no {} split to evaluate on; give one with --val DIR or use --split train", a.data.data, a.split);
-  check_data_fits_checkpoint(model, source, a.data.data, a.split);
   EvalRun run;
   run.device = a.device, run.precision = a.precision, run.batch = a.batch;
   run.workers = loader_workers(a.data, data.format);
-  const std::unique_ptr<Trainer> trainer = evaluation_trainer(model, source.shape(), run);
+  std::unique_ptr<Trainer> trainer;
+  std::string model;
+  if (checkpoint) {
+    check_data_fits_checkpoint(*checkpoint, source, a.data.data, a.split);
+    trainer = evaluation_trainer(*checkpoint, source.shape(), run);
+    model = checkpoint->model;
+  } else {
+    FileEvaluation file = file_evaluation(a.model, a.data.normalize, source, a.data.data, a.split, run);
+    trainer = std::move(file.trainer);
+    model = file.source.blueprint.name();
+  }
   const Trainer::Evaluation result = trainer->evaluate_in_detail(source);
   const Report report{a, model, source, *trainer, result};
   if (a.json) print_json(report);

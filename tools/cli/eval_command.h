@@ -2,7 +2,8 @@
 // `kiln eval --checkpoint C --data D`: a trained model on a dataset's evaluation split, with the
 // model, input geometry and image transform the checkpoint records: top-1 and top-5 accuracy, the
 // mean cross-entropy loss in eval mode and the accuracy of each class, as text or (--json) one
-// JSON object.
+// JSON object. `kiln eval --model FILE.onnx --data D` does the same for a model file's weights
+// (cli/model_file_eval.h says what it takes where a checkpoint would say).
 #include <CLI/CLI.hpp>
 
 #include <string>
@@ -16,6 +17,7 @@ namespace kiln::cli {
 struct EvalArgs {
   DataArgs data;
   std::string checkpoint, device = "auto", precision;  // precision: the checkpoint's unless given
+  std::string model;                                   // or a model file (FILE.onnx) with its weights
   int batch = 0;                                       // 0: the checkpoint's
   std::string split = "val";                           // val | train (the training files, evaluation transform)
   bool json = false;                                   // one JSON object on stdout instead of text

@@ -8,6 +8,7 @@ const std::vector<Setting>& eval_settings() {
   using A = EvalArgs;
   static const std::vector<Setting> rows = {
       checkpoint_file_setting<A>(&A::checkpoint, "EvalArgs::checkpoint"),
+      model_file_setting<A>(&A::model, "EvalArgs::model"),
       text_choice_setting<A>({.key = "split",
                               .flag = "--split",
                               .help = "val (the evaluation split) or train (the training files, evaluation transform)",
@@ -17,7 +18,7 @@ const std::vector<Setting>& eval_settings() {
       count_setting<A>({.key = "batch",
                         .flag = "--batch",
                         .alias = "-b",
-                        .help = "batch size; 0: the checkpoint's",
+                        .help = "batch size; 0: the checkpoint's (64 for --model)",
                         .member = "EvalArgs::batch",
                         .fix = "use e.g. --batch 64, or 0 (the default) for the checkpoint's"},
                        &A::batch, {0, 1 << 16}),

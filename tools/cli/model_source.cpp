@@ -100,12 +100,12 @@ ModelSource resolve_model(const std::string& model, int classes, int height, int
   return import_model_file(model, read_model_file(model), classes, height, width);
 }
 
-void print_model_notes(const ModelSource& source) {
+void print_model_notes(const ModelSource& source, std::FILE* out) {
   if (!source.is_file()) return;
   const ImportedModel& m = *source.imported;
-  fmt::print("kiln: {}: ONNX opset {}{}, SHA-256 {}\n", source.name, m.opset,
+  fmt::print(out, "kiln: {}: ONNX opset {}{}, SHA-256 {}\n", source.name, m.opset,
              m.producer.empty() ? std::string() : ", written by " + m.producer, m.sha256);
-  for (const std::string& note : m.notes) fmt::print("kiln: {}: {}\n", source.name, note);
+  for (const std::string& note : m.notes) fmt::print(out, "kiln: {}: {}\n", source.name, note);
 }
 
 std::vector<std::pair<std::string, std::string>> model_recipe(const ModelSource& source) {

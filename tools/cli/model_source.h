@@ -5,6 +5,7 @@
 // everywhere. A run from a file records the file's path and SHA-256 in its checkpoint's recipe
 // (model_recipe), so that --resume refuses another file and eval, predict and export rebuild the
 // model from the same file, refusing it once its contents changed.
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,8 +37,9 @@ bool names_onnx_file(const std::string& model);
 ModelSource resolve_model(const std::string& model, int classes = -1, int height = 0, int width = 0);
 
 // The import's notes (BatchNorm folded by an eval-mode export, a new head, ...), one line each,
-// "kiln: <file>: <note>"; nothing for a zoo model. Printed beside each command's header.
-void print_model_notes(const ModelSource& source);
+// "kiln: <file>: <note>"; nothing for a zoo model. Printed beside each command's header, on `out`
+// (stderr where stdout is a --json object).
+void print_model_notes(const ModelSource& source, std::FILE* out = stdout);
 
 // The checkpoint recipe's entries for a model file (TrainOptions::data_recipe): its absolute path
 // ("model_file") and SHA-256 ("model_sha256"); none for a zoo model. The keys are the checkpoint's

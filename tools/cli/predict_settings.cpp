@@ -8,6 +8,14 @@ const std::vector<Setting>& predict_settings() {
   using A = PredictArgs;
   static const std::vector<Setting> rows = {
       checkpoint_file_setting<A>(&A::checkpoint, "PredictArgs::checkpoint"),
+      model_file_setting<A>(&A::model, "PredictArgs::model"),
+      count_setting<A>({.key = "image_size",
+                        .flag = "--image-size",
+                        .help = "with --model: the side of the square images the model is built for; 0: the "
+                                "file's input size (a file that leaves it open needs this)",
+                        .member = "PredictArgs::image_size",
+                        .fix = "use e.g. --image-size 224, or 0 (the default) for the file's"},
+                       &A::image_size, {0, 4096}),
       count_setting<A>({.key = "top",
                         .flag = "--top",
                         .alias = "-k",
@@ -18,7 +26,8 @@ const std::vector<Setting>& predict_settings() {
       count_setting<A>({.key = "batch",
                         .flag = "--batch",
                         .alias = "-b",
-                        .help = "batch size; 0: the images' count, at most the checkpoint's batch",
+                        .help = "batch size; 0: the images' count, at most the checkpoint's batch (64 for "
+                                "--model)",
                         .member = "PredictArgs::batch",
                         .fix = "use e.g. --batch 16, or 0 (the default) for the images' count"},
                        &A::batch, {0, 1 << 16}),
