@@ -9,6 +9,7 @@
 #   KILN_PREBUILT=<dir> LIMIT=540 bench/catalogue_speed.sh mobilenet_v2 efficientnet_b0 ...
 #
 # KILN_BATCH (256), KILN_PRECISION (fp16), KILN_TORCH_MODES (eager,compile), MODEL_SECONDS (150).
+# bench/torch_precompile.sh run first fills inductor's caches, so each torch.compile run reloads.
 # Output in ${OUT:-build/gpu-out}: kiln.jsonl, torch.jsonl, errors.log, one models_<m>_<p>.json per
 # model and catalogue.txt, the table.
 set -uo pipefail
@@ -43,8 +44,9 @@ for model in "$@"; do
       --plan-cache "$out/plans.json" --json "$kiln_rows" 2>>"$out/errors.log" >/dev/null ||
       { echo "catalogue_speed: kiln bench $model round $round failed" | tee -a "$out/errors.log"; status=1; }
     if [ $round = 1 ]; then
+      size=224; [ "$model" = inception_v3 ] && size=299  # torchvision's input, as kiln's zoo model takes it
       timeout "$(left)" python3 bench/torch_models.py --model "$model" --batch "$batch" --precision "$precision" \
-        --modes "$modes" >"$torch_rows" 2>>"$out/errors.log" ||
+        --size $size --modes "$modes" >"$torch_rows" 2>>"$out/errors.log" ||
         { echo "catalogue_speed: PyTorch $model failed or was cut" | tee -a "$out/errors.log"; status=1; }
     fi
   done

@@ -612,8 +612,13 @@ std::vector<StepCase> cpu_and_fp32_cases() {
     // last-stage BatchNorms that see 16 values a channel, as ResNeXt-50's did at batch 2 (above).
     cases.push_back({"resnext101_32x8d", 64, 8, d, p, true});
     for (const char* m : {"mobilenet_v3_large", "mnasnet1_0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3",
-                          "efficientnet_b4", "regnet_y_1_6gf", "regnet_y_3_2gf"})
+                          "efficientnet_b4", "regnet_y_3_2gf"})
       cases.push_back({m, 33, 4, d, p, true});
+    // RegNetY-1.6GF at 64x64: at 33x33 its block3 (17 blocks) sees 3x3 maps, 36 values a channel at
+    // batch 4, and on an H100 its fp32 gradients came to 0.105 of the tensor's norm against the 0.1
+    // bound (PyTorch's own fp32 spread 2.3e-2; logits 5.9e-5, bound 1.6e-4): the ReLU flips of the
+    // bound note, amplified over seventeen blocks. At 64x64 those maps are 4x4, 64 values a channel.
+    cases.push_back({"regnet_y_1_6gf", 64, 4, d, p, true});
     cases.push_back({"densenet169", 61, 4, d, p, true});
     cases.push_back({"shufflenet_v2_x1_0", 64, 4, d, p, true});
     for (const char* m : {"vgg11_bn", "vgg13_bn", "vgg19_bn"}) cases.push_back({m, 64, 2, d, p, true});
