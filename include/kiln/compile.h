@@ -18,9 +18,11 @@ LayerGraph expand(const Blueprint& blueprint, const CompileOptions& options);
 // model takes any input whose height and width are both at least s. 0 when no size up to 4096
 // works (the model fails for another reason).
 int min_input_side(const Blueprint& blueprint, const CompileOptions& options);
-void fuse_conv_bn_relu(LayerGraph& graph);  // run by compile() when options.fuse_cbr is on
+// Run by compile() when options.fuse_cbr is on; only convolutions the fused ops run for options'
+// target fuse (on the GPU in fp16 or bf16, a multiple of 8 output channels).
+void fuse_conv_bn_relu(LayerGraph& graph, const CompileOptions& options = {});
 // Then ResNet block ends: Add(BN(Conv), shortcut) -> ReLU becomes conv_bn + bn_add_relu layers.
-void fuse_residual_tails(LayerGraph& graph);
+void fuse_residual_tails(LayerGraph& graph, const CompileOptions& options = {});
 // Marks the layers reading the data batch (first_layer: no dX), and, whatever input_grad asks,
 // the layers reading a frozen layer's output.
 void mark_first_layer(LayerGraph& graph);

@@ -71,8 +71,8 @@ Program lower(LayerGraph graph, const CompileOptions& options) {
 Program compile(const Blueprint& blueprint, const CompileOptions& options) {
   LayerGraph graph = expand(blueprint, options);
   if (options.fuse_cbr) {
-    fuse_conv_bn_relu(graph);
-    fuse_residual_tails(graph);
+    fuse_conv_bn_relu(graph, options);
+    fuse_residual_tails(graph, options);
   }
   if (!options.input_grad) mark_first_layer(graph);
   if (!options.freeze.empty()) mark_frozen(graph, options.freeze);

@@ -19,7 +19,7 @@ std::string label(const BlueprintNode& node, const std::string& name) {
 
 class Expander {
  public:
-  Expander(LayerGraph& graph, bool fuse_cbr) : graph_(graph), fuse_cbr_(fuse_cbr) {}
+  Expander(LayerGraph& graph, const CompileOptions& options) : graph_(graph), options_(options) {}
 
   // Appends the nodes of `bp`, whose input is layer `from`; returns the layer holding its output
   // (its last node's; `from` when it has none).
@@ -83,8 +83,9 @@ class Expander {
         fail("layer '{}': {} layers are added by the compiler, not written in a blueprint", name,
              layer_kind_name(node.kind));
       case LayerKind::CBR:
-        // A window the fused ops do not run (groups, dilation, ...) is the same three layers.
-        if (!fuse_cbr_ || !is_fusable_conv(node.attrs.get<ConvAttrs>(label(node, name))))
+        // A convolution the fused ops do not run (groups, dilation, ...; on the GPU in fp16 or
+        // bf16 another count of channels than 8 n) is the same three layers.
+        if (!options_.fuse_cbr || !fused_ops_run(node.attrs.get<ConvAttrs>(label(node, name)), options_))
           return unfused_cbr(node, from, name);
         break;
       default: break;
@@ -139,7 +140,7 @@ class Expander {
   }
 
   LayerGraph& graph_;
-  bool fuse_cbr_;
+  const CompileOptions& options_;
   std::set<std::string> names_{"input"};
 };
 
@@ -150,7 +151,7 @@ LayerGraph expand_at(const Blueprint& blueprint, const CompileOptions& options, 
   input.name = "input", input.kind = LayerKind::Input;
   input.out_shape = {options.batch, hwc[0], hwc[1], hwc[2]};
   graph.layers.push_back(input);
-  Expander(graph, options.fuse_cbr).sequence(blueprint, 0, "");
+  Expander(graph, options).sequence(blueprint, 0, "");
   // A layer no one reads (a branch that from() left and nothing joined) would train on no
   // gradient; the program's output is its last layer.
   const auto consumers = graph.consumers();

@@ -70,6 +70,12 @@ ConvWindow conv_window(const ConvAttrs& a) {
 
 bool is_fusable_conv(const ConvAttrs& a) { return a.kernel_h == a.kernel_w && conv_window(a).is_square(); }
 
+bool fused_ops_run(const ConvAttrs& a, const CompileOptions& options) {
+  const bool mixed = options.precision == Precision::FP16 || options.precision == Precision::BF16;
+  if (options.device == Device::CUDA && mixed && a.out_channels % 8 != 0) return false;
+  return is_fusable_conv(a);
+}
+
 void require_fusable_window(const Layer& layer) {
   const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
   if (is_fusable_conv(a)) return;

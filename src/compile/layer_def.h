@@ -10,6 +10,7 @@
 #include "core/conv_window.h"
 #include "kiln/error.h"
 #include "kiln/layer_graph.h"
+#include "kiln/options.h"
 
 namespace kiln {
 
@@ -48,6 +49,11 @@ ConvWindow conv_window(const ConvAttrs& a);
 // (is_fusable_conv), so a fused layer with another window was written by hand: refused, naming the
 // layer and the fix.
 bool is_fusable_conv(const ConvAttrs& a);
+// Whether the fused Conv + BatchNorm ops run this convolution on `options`' target: a window they
+// take (is_fusable_conv) and, on the GPU in fp16 or bf16, a multiple of 8 output channels (their
+// kernels move 8 channels, 16 bytes, at a time). Any other stays Conv, BatchNorm and activation
+// layers, which run every count (ShuffleNetV2 1.0x's branches have 58 channels).
+bool fused_ops_run(const ConvAttrs& a, const CompileOptions& options);
 void require_fusable_window(const Layer& layer);
 
 // A weight (conv filters, a linear matrix) of these fans, started as `init` says: the program

@@ -30,13 +30,13 @@ void compact(LayerGraph& graph, const std::vector<bool>& removed) {
   graph.layers = std::move(kept);
 }
 
-// A bias-free Conv layer in a window the fused ops run (is_fusable_conv): one a following
+// A bias-free Conv layer the fused ops run on the target (fused_ops_run): one a following
 // BatchNorm may fuse with (fusing a biased one would silently drop a parameter the user asked for;
 // a grouped, dilated or otherwise shaped one stays a Conv layer, which runs any window).
-bool is_fusable_unbiased_conv(const Layer& layer) {
+bool is_fusable_unbiased_conv(const Layer& layer, const CompileOptions& options) {
   if (layer.kind != LayerKind::Conv) return false;
   const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
-  return !a.bias && is_fusable_conv(a);
+  return !a.bias && fused_ops_run(a, options);
 }
 
 // The fused layer of kind `kind` standing for `conv` followed by `bn`: both layers' attributes
@@ -57,12 +57,12 @@ Layer fused_conv_bn(LayerKind kind, const Layer& conv, const Layer& bn, const Sh
 // Conv (no bias) -> BatchNorm -> ReLU, each the only consumer of the one before, becomes one
 // CBR layer. A conv bias in front of BN is cancelled by the mean subtraction, but fusing would
 // silently drop a parameter the user asked for, so biased convs stay unfused.
-void fuse_conv_bn_relu(LayerGraph& graph) {
+void fuse_conv_bn_relu(LayerGraph& graph, const CompileOptions& options) {
   auto consumers = graph.consumers();
   std::vector<bool> removed(graph.layers.size(), false);
   for (size_t c = 0; c < graph.layers.size(); ++c) {
     const Layer& conv = graph.layers[c];
-    if (!is_fusable_unbiased_conv(conv) || consumers[c].size() != 1) continue;
+    if (!is_fusable_unbiased_conv(conv, options) || consumers[c].size() != 1) continue;
     const int b = consumers[c][0];
     const Layer& bn = graph.layers[b];
     if (bn.kind != LayerKind::BatchNorm || consumers[b].size() != 1) continue;
@@ -81,7 +81,7 @@ void fuse_conv_bn_relu(LayerGraph& graph) {
 // conv_bn layer (stored at the BN's index) and a bn_add_relu layer (at the ReLU's). A shortcut
 // that is itself BN(Conv(.)) with one consumer becomes a conv_bn too, normalized in the same
 // pass. The body may be either input of the add; the fused layer takes it first.
-void fuse_residual_tails(LayerGraph& graph) {
+void fuse_residual_tails(LayerGraph& graph, const CompileOptions& options) {
   const auto consumers = graph.consumers();
   std::vector<bool> removed(graph.layers.size(), false);
   // The conv index of BN(Conv(.)) at `bn` when both can fuse, else -1.
@@ -90,7 +90,7 @@ void fuse_residual_tails(LayerGraph& graph) {
     if (norm.kind != LayerKind::BatchNorm || consumers[bn].size() != 1 || norm.out_shape.size() != 4) return -1;
     const int c = norm.inputs[0];
     const Layer& conv = graph.layers[c];
-    if (!is_fusable_unbiased_conv(conv) || consumers[c].size() != 1) return -1;
+    if (!is_fusable_unbiased_conv(conv, options) || consumers[c].size() != 1) return -1;
     return c;
   };
   auto make_conv_bn = [&](int conv_index, int bn_index) {
@@ -182,9 +182,10 @@ void check_target_limits(const LayerGraph& graph, const CompileOptions& options)
   for (const Layer& layer : graph.layers) {
     if (layer.kind != LayerKind::CBR && layer.kind != fused_layer::ConvBN) continue;
     const int k = attrs_of<ConvAttrs>(layer).out_channels;
+    // compile() leaves such convolutions unfused (fused_ops_run): only a graph fused by hand gets here.
     if (k % 8 != 0)
-      fail("{} '{}': {} output channels; the fused op on GPU in {} needs a multiple of 8 — use {} or pad the channels "
-           "to {}",
+      fail("{} '{}': {} output channels; the fused op on GPU in {} needs a multiple of 8. Leave it as conv, bn and "
+           "activation layers (fuse_conv_bn_relu with these CompileOptions does), or give it {} or {} channels",
            layer_kind_name(layer.kind), layer.name, k, precision_name(options.precision), std::max(8, k / 8 * 8),
            (k + 7) / 8 * 8);
   }
