@@ -39,12 +39,15 @@ for model in "$@"; do
     break
   fi
   kiln_rows="$out/kiln_$model.jsonl" torch_rows="$out/torch_$model.jsonl"
+  # issue 51's sides: 224x224, inception_v3 299x299 (torchvision's), on both sides; not the zoo model's own
+  # evaluation size, which is larger for EfficientNet B1-B4 and V2.
+  size=224; [ "$model" = inception_v3 ] && size=299
   for round in 1 2; do
     timeout "$(left)" "$bin/kiln" bench --device cuda --model "$model" --batch "$batch" --precision "$precision" \
+      --image-size $size \
       --plan-cache "$out/plans.json" --json "$kiln_rows" 2>>"$out/errors.log" >/dev/null ||
       { echo "catalogue_speed: kiln bench $model round $round failed" | tee -a "$out/errors.log"; status=1; }
     if [ $round = 1 ]; then
-      size=224; [ "$model" = inception_v3 ] && size=299  # torchvision's input, as kiln's zoo model takes it
       timeout "$(left)" python3 bench/torch_models.py --model "$model" --batch "$batch" --precision "$precision" \
         --size $size --modes "$modes" >"$torch_rows" 2>>"$out/errors.log" ||
         { echo "catalogue_speed: PyTorch $model failed or was cut" | tee -a "$out/errors.log"; status=1; }

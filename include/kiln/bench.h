@@ -43,6 +43,7 @@ struct BenchResult {
   // From the median step; data parallel (CompileOptions::data_parallel): the images of all ranks.
   double median_step_ms = 0, images_per_second = 0;
   double first_loss = 0, last_loss = 0;
+  Shape input_hwc;             // the images trained on: height, width, channels
   size_t planned_bytes = 0;    // the memory plan's arena (kiln plan prints the same)
   size_t workspace_bytes = 0;  // op scratch memory (per stream, all streams)
   // Device memory the program took once ready, beyond the CUDA context (cudaMemGetInfo before

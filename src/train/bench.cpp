@@ -114,6 +114,8 @@ BenchResult bench_training(const Blueprint& blueprint, const CompileOptions& opt
   r.median_step_ms = m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
   r.images_per_second = double(options.batch) * ranks / (r.median_step_ms * 1e-3);  // the global batch
   r.planned_bytes = exe.plan().arena_bytes;
+  const Shape& input = exe.program().tensors[size_t(exe.program().input)].shape;
+  r.input_hwc = {input[1], input[2], input[3]};
   r.workspace_bytes = exe.workspace_bytes();
   if (cuda) {
     const size_t used_after = cuda_memory_in_use(options.device_index);

@@ -279,7 +279,7 @@ TEST(KilnCli, BenchTimesTheRequestedStepsAndAppendsJson) {
   for (int run = 0; run < 2; ++run) {
     const Result r = kiln(args);
     ASSERT_EQ(r.rc, 0) << r.output;
-    expect_contains(r, {"kiln bench: digits_cnn on cpu fp32, batch 16:", "img/s (median step", "of 3",
+    expect_contains(r, {"kiln bench: digits_cnn on cpu fp32, batch 16 at 20x20:", "img/s (median step", "of 3",
                         "first step after", "memory: planned"},
                     args);
   }
@@ -298,7 +298,17 @@ TEST(KilnCli, BenchTimesTheRequestedStepsAndAppendsJson) {
     EXPECT_TRUE(std::isfinite(j["last_loss"].get<double>()));
     EXPECT_GT(j["planned_bytes"].get<double>(), 0);
     EXPECT_EQ(j["device_bytes"].get<double>(), 0);  // no device memory on the CPU
+    EXPECT_EQ(j["input"], nlohmann::json({20, 20, 1}));
   }
+  // --image-size: synthetic images of another side, which the line records (the model's own is 20).
+  const Result sized = kiln(args + " --image-size 36");
+  ASSERT_EQ(sized.rc, 0) << sized.output;
+  expect_contains(sized, {"batch 16 at 36x36:"}, "--image-size 36");
+  std::ifstream again(json);
+  std::string last;
+  for (std::string line; std::getline(again, line);) last = line;
+  EXPECT_EQ(nlohmann::json::parse(last)["input"], nlohmann::json({36, 36, 1}));
+  EXPECT_EQ(nlohmann::json::parse(last)["image_size"], 36);
   expect_rejected("bench --steps 0", {"--steps", "use e.g. --steps 20"});
   // A --json file that cannot be written stops both commands before any work.
   for (const std::string& command : {std::string("bench --device cpu"), "train --device cpu --data " + kNoData}) {

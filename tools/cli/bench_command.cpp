@@ -6,6 +6,7 @@
 #include <array>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "cli/bench_settings.h"
@@ -69,14 +70,19 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
   const std::shared_ptr<ProcessGroup> group = join_ranks_if_launched(b.parallel, c);
   std::ofstream json = json_appender(group && group->rank() != 0 ? std::string() : b.json);  // rank 0 writes
   // (a bad path fails before the benchmark runs)
-  const ModelSource source = resolve_model(o.model, o.classes);
+  const ModelSource source = resolve_model(o.model, o.classes, b.image_size, b.image_size);
+  if (b.image_size > 0) {
+    const std::optional<Shape>& own = source.blueprint.input_hwc();
+    c.input_hwc = {b.image_size, b.image_size, own ? (*own)[2] : 3};
+  }
   if (!group || group->rank() == 0) print_model_notes(source);
   const BenchResult r = bench_training(source.blueprint, c, b.bench);
   const auto [lo, hi] = std::minmax_element(r.step_ms.begin(), r.step_ms.end());
   const int ranks = group ? group->ranks() : 1;
   const std::string where = ranks > 1 ? fmt::format("{} GPUs (data parallel)", ranks) : device_label(c);
-  fmt::print("kiln bench: {} on {} {}, batch {}{}: {:.0f} img/s (median step {:.2f} ms of {}, {:.2f}-{:.2f})\n",
-             o.model, where, precision_name(o.compile.precision), o.compile.batch, ranks > 1 ? " per GPU" : "", r.images_per_second,
+  fmt::print("kiln bench: {} on {} {}, batch {}{} at {}x{}: {:.0f} img/s (median step {:.2f} ms of {}, {:.2f}-{:.2f})\n",
+             o.model, where, precision_name(o.compile.precision), o.compile.batch, ranks > 1 ? " per GPU" : "",
+             r.input_hwc[0], r.input_hwc[1], r.images_per_second,
              r.median_step_ms, r.step_ms.size(), *lo, *hi);
   fmt::print("first step after {:.1f} s; memory: planned {} + workspace {}, device {}; loss {:.4f} -> {:.4f}\n",
              r.first_step_seconds, gib(r.planned_bytes), gib(r.workspace_bytes),
@@ -94,6 +100,7 @@ int run_bench(const CommonOptions& o, const BenchArgs& b) {
     nlohmann::json j = {{"framework", "kiln"},
                               {"profile", ops},
                               {"model", o.model},
+                              {"input", r.input_hwc},
                               {"device", device_label(c)},
                               {"ranks", ranks},
                               {"threads", c.device == Device::CPU ? kiln::threads() : 0},

@@ -18,6 +18,7 @@ struct BenchArgs {
   // cli/bench_settings.h's.
   BenchOptions bench;
   std::string json;     // --json FILE
+  int image_size = 0;   // --image-size: the synthetic images' side; 0: the model's input
   BackendArgs backend;  // --threads and the CUDA backend's options
   DataParallelArgs parallel;  // --gpus and the other launch options
 };

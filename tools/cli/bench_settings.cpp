@@ -62,6 +62,15 @@ const std::vector<Setting>& bench_settings() {
                                          .help = "append the result as one JSON line to this file",
                                          .member = "BenchArgs::json"},
                                         &BenchArgs::json));
+    r.push_back(count_setting<BenchArgs>({.key = "image_size",
+                                          .flag = "--image-size",
+                                          .help = "side of the square synthetic images; 0 (default): the model's own "
+                                                  "input (torchvision's evaluation size: 224 for most, 299 for "
+                                                  "inception_v3, 240 for efficientnet_b1, 384 for efficientnet_v2_s)",
+                                          .member = "BenchArgs::image_size",
+                                          .fix = "use e.g. --image-size 224, or 0 (the default) for the model's",
+                                          .reported = true},
+                                         &BenchArgs::image_size, {0, 4096}));
     return r;
   }();
   return rows;
