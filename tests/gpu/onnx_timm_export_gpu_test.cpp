@@ -232,7 +232,7 @@ CompileOptions float64_options() {
 Step imported_step(const ImportedModel& m, const TimmReference& r) {
   Executable exe(compile(m.blueprint, float64_options()), 1);
   load_imported_weights(exe, m);
-  return testing::float64_step(exe, r.nhwc, kLabels);
+  return testing::training_step(exe, r.nhwc, kLabels);
 }
 
 // PyTorch's float64 step, its gradients in kiln's layouts: the two float32 halves the script wrote

@@ -66,19 +66,31 @@ struct Step {
   Gradients grads;
 };
 
-inline Step float64_step(Executable& exe, const std::vector<float>& nhwc, const std::vector<int32_t>& labels) {
+// One training step (forward and backward, no update) of `exe` (weights loaded) on `nhwc` with
+// `labels`, read after the backward pass, as a user reads a step's outputs: the logits are
+// persistent (memory_plan_test's LogitsThatViewAnActivationAreReadableAfterTheStep; timm's
+// resnetv2_18 ends in a flatten viewing its 1x1 conv head, whose storage the backward reused before
+// 1aa272a). Float64 programs read float64 batches, fp32 programs float ones.
+inline Step training_step(Executable& exe, const std::vector<float>& nhwc, const std::vector<int32_t>& labels) {
   const Program& p = exe.program();
-  const std::vector<double> batch(nhwc.begin(), nhwc.end());  // float64 programs read float64 batches
-  exe.write(p.input, batch.data(), batch.size() * sizeof(double));
+  const bool f64 = p.tensors[size_t(p.input)].dtype == DType::F64;
+  const auto read_doubles = [&](int id) {
+    if (f64) return exe.read<double>(id);
+    const std::vector<float> v = exe.read<float>(id);
+    return std::vector<double>(v.begin(), v.end());
+  };
+  if (f64) {
+    const std::vector<double> batch(nhwc.begin(), nhwc.end());
+    exe.write(p.input, batch.data(), batch.size() * sizeof(double));
+  } else {
+    exe.write(p.input, nhwc.data(), nhwc.size() * sizeof(float));
+  }
   exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
   exe.run_forward({0.f, 0, 1});
   exe.run_backward({0.f, 0, 1});
-  // Read after the backward pass, as a user reads a step's outputs: the logits are persistent
-  // (memory_plan_test's LogitsThatViewAnActivationAreReadableAfterTheStep; timm's resnetv2_18 ends in
-  // a flatten viewing its 1x1 conv head, whose storage the backward reused before 1aa272a).
   Step s;
-  s.logits = exe.read<double>(p.logits);
-  s.loss = exe.read<double>(p.loss).at(0);
+  s.logits = read_doubles(p.logits);
+  s.loss = read_doubles(p.loss).at(0);
   s.grads = parameters_by_torch_name(exe);
   return s;
 }
