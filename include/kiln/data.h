@@ -74,6 +74,8 @@ struct ChannelStats {
   std::vector<float> mean, std;
 };
 ChannelStats compute_channel_stats(const Dataset& dataset);
+// ImageNet's RGB mean and std, as torchvision normalizes for its weights.
+ChannelStats imagenet_channel_stats();
 
 // The shuffle order of one epoch: a permutation of [0, n) that depends only on (seed, epoch).
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);

@@ -22,6 +22,8 @@ uint64_t below(uint64_t bits, uint64_t bound) {
 
 }  // namespace
 
+ChannelStats imagenet_channel_stats() { return {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}; }
+
 ChannelStats compute_channel_stats(const Dataset& ds) {
   if (ds.channels <= 0 || ds.count <= 0) fail("compute_channel_stats: the dataset is empty");
   // Integer sums are exact, so the result does not depend on summation order.

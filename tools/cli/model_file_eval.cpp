@@ -15,8 +15,6 @@
 namespace kiln::cli {
 namespace {
 
-const ChannelStats kImageNet{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
-
 int64_t input_channels(const ModelSource& source) { return (*source.blueprint.input_hwc())[2]; }
 
 // The file's model compiled for `height` x `width` images, its weights written, eval mode ready.
@@ -134,11 +132,12 @@ FileEvaluation file_prediction(const std::string& model, int height, int width, 
     note(s, fmt::format("normalizing with the file's mean {} and std {} (its metadata norm_mean, norm_std)",
                         floats_text(norm->mean), floats_text(norm->std)));
   } else if (channels == 3) {
-    norm = kImageNet;
-    note(s, "the file does not record how its inputs were normalized (no norm_mean, norm_std metadata, as in "
-            "PyTorch's exports): normalizing with ImageNet's mean 0.485,0.456,0.406 and std 0.229,0.224,0.225, "
-            "which torchvision's weights take; for other weights, evaluate with kiln eval --model --normalize on "
-            "data, or train from the file (kiln train --model) and predict with the checkpoint");
+    norm = imagenet_channel_stats();
+    note(s, fmt::format("the file does not record how its inputs were normalized (no norm_mean, norm_std metadata, "
+                        "as in PyTorch's exports): normalizing with ImageNet's mean {} and std {}, which torchvision's "
+                        "weights take; for other weights, evaluate with kiln eval --model --normalize on data, or "
+                        "train from the file (kiln train --model) and predict with the checkpoint",
+                        floats_text(norm->mean), floats_text(norm->std)));
   } else {
     fail("--model '{}' reads {}-channel images and does not record how they were normalized (no norm_mean, norm_std "
          "metadata); kiln predict cannot guess it. Evaluate it on data with kiln eval --model {} --data DIR "

@@ -79,10 +79,13 @@ ImageTransform file_transform(const std::vector<std::string>& images, const Shap
   DataArgs d;
   d.channels = int(hwc[2]);
   d.transform = "plain";
-  for (const std::string& path : images) {
+  for (const std::string& path : images) {  // headers only; check_images decodes each file once
     const std::vector<uint8_t> bytes = read_file_bytes(path, "");
     const ImageInfo info = read_image_info(bytes.data(), bytes.size(), path);
-    if (info.height != hwc[0] || info.width != hwc[1]) d.transform = "imagenet";
+    if (info.height != hwc[0] || info.width != hwc[1]) {
+      d.transform = "imagenet";  // one image of another size decides it
+      break;
+    }
   }
   if (d.transform == "imagenet") {
     if (hwc[0] != hwc[1])

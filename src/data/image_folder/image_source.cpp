@@ -185,7 +185,7 @@ ChannelStats ImageSource::channel_stats() const {
   const bool imagenet = t_.normalize == ImageTransform::Normalize::ImageNet ||
                         (t_.normalize == ImageTransform::Normalize::Auto && t_.kind == ImageTransform::Kind::ImageNet &&
                          t_.channels == 3);
-  if (imagenet) return {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+  if (imagenet) return imagenet_channel_stats();
   // The data's own: every sample through the evaluation transform (a spread of 10,000 when
   // there are more), summed as integers per piece and the pieces added in order: exact, and the
   // same whatever the thread count.
