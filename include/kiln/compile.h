@@ -23,6 +23,10 @@ int min_input_side(const Blueprint& blueprint, const CompileOptions& options);
 void fuse_conv_bn_relu(LayerGraph& graph, const CompileOptions& options = {});
 // Then ResNet block ends: Add(BN(Conv), shortcut) -> ReLU becomes conv_bn + bn_add_relu layers.
 void fuse_residual_tails(LayerGraph& graph, const CompileOptions& options = {});
+// Conv (no bias, any window) -> BatchNorm -> ReLU or an activation layer, each the only consumer of
+// the one before, that the passes above left, becomes one conv_bn_act layer (grouped, depthwise and
+// dilated convolutions, other activations: src/ops/conv_bn_act/).
+void fuse_conv_bn_activation(LayerGraph& graph);
 // Marks the layers reading the data batch (first_layer: no dX), and, whatever input_grad asks,
 // the layers reading a frozen layer's output.
 void mark_first_layer(LayerGraph& graph);

@@ -73,6 +73,7 @@ Program compile(const Blueprint& blueprint, const CompileOptions& options) {
   if (options.fuse_cbr) {
     fuse_conv_bn_relu(graph, options);
     fuse_residual_tails(graph, options);
+    fuse_conv_bn_activation(graph);
   }
   if (!options.input_grad) mark_first_layer(graph);
   if (!options.freeze.empty()) mark_frozen(graph, options.freeze);

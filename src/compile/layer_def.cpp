@@ -110,7 +110,8 @@ int bias_param(LowerContext& ctx, const std::string& name, const Shape& shape, B
 ConvBnParams declare_conv_bn_params(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const ConvAttrs& a = attrs_of<ConvAttrs>(layer);
-  const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3];
+  // Each filter reads its group's C / groups input channels, also its fan-in (as the Conv layer).
+  const int64_t c = ctx.program.tensors[ctx.in(index, 0)].shape[3] / a.groups;
   const int64_t k = a.out_channels, rs = int64_t(a.kernel_h) * a.kernel_w;
   const Shape kc = {k};
   ConvBnParams p;

@@ -3,6 +3,7 @@
 #include "ir/fused_layer_kinds.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
+#include "ops/conv_bn_act/conv_bn_act_attrs.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -72,6 +73,35 @@ void fuse_conv_bn_relu(LayerGraph& graph, const CompileOptions& options) {
 
     // Stored at the ReLU's index, so its consumers need no renumbering.
     relu = fused_conv_bn(LayerKind::CBR, conv, bn, relu.out_shape);
+    removed[c] = removed[b] = true;
+  }
+  compact(graph, removed);
+}
+
+// Conv -> BatchNorm -> ReLU or activation, left by fuse_conv_bn_relu (a window the CBR does not run,
+// or another activation), becomes one conv_bn_act layer, stored at the activation's index and
+// named as the convolution, as fuse_conv_bn_relu names a CBR. Biased convolutions stay unfused, for
+// the reason given there.
+void fuse_conv_bn_activation(LayerGraph& graph) {
+  auto consumers = graph.consumers();
+  std::vector<bool> removed(graph.layers.size(), false);
+  for (size_t c = 0; c < graph.layers.size(); ++c) {
+    const Layer& conv = graph.layers[c];
+    if (conv.kind != LayerKind::Conv || attrs_of<ConvAttrs>(conv).bias || consumers[c].size() != 1) continue;
+    const int b = consumers[c][0];
+    const Layer& bn = graph.layers[b];
+    if (bn.kind != LayerKind::BatchNorm || consumers[b].size() != 1) continue;
+    const int r = consumers[b][0];
+    Layer& act = graph.layers[r];
+    if (act.kind != LayerKind::ReLU && act.kind != LayerKind::Activation) continue;
+    ConvBnActAttrs attrs{attrs_of<ConvAttrs>(conv), attrs_of<BatchNormAttrs>(bn)};
+    if (act.kind == LayerKind::Activation) {
+      const ActivationAttrs& a = attrs_of<ActivationAttrs>(act);
+      attrs.activation = int(a.activation), attrs.alpha = a.alpha;
+    }
+    Layer fused = fused_conv_bn(fused_layer::ConvBnAct, conv, bn, act.out_shape);
+    fused.attrs = std::move(attrs);
+    act = std::move(fused);
     removed[c] = removed[b] = true;
   }
   compact(graph, removed);

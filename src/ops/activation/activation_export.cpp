@@ -3,14 +3,13 @@
 // composed of the operators that are there, by the formulas of activation_functions.h. The switch
 // has no default, so a new activation fails the build (-Wswitch) until it is written here. No
 // parameters.
+#include "ops/activation/activation_export.h"
+
 #include "export/layer_export.h"
-#include "export/onnx_layer_writer.h"
 #include "kiln/error.h"
 
 namespace kiln {
-namespace {
 
-// The nodes of activation `a` (alpha as the layer's) from `x` to `y`.
 void write_activation(OnnxLayerWriter& out, Activation a, float alpha, const std::string& x, const std::string& y) {
   using A = onnx_export::Attribute;
   switch (a) {
@@ -61,6 +60,8 @@ void write_activation(OnnxLayerWriter& out, Activation a, float alpha, const std
   }
   fail("activation {} has no ONNX form in kiln's exporter (src/ops/activation/activation_export.cpp)", int(a));
 }
+
+namespace {
 
 std::string onnx(OnnxLayerWriter& out, int layer) {
   const Layer& l = out.layer(layer);

@@ -1,0 +1,63 @@
+#pragma once
+// The BatchNorm + activation op of a conv_bn_act layer (conv_bn_act_layer.cpp), the part after
+// its convolution, which runs as CONV_FWD / CONV_WGRAD / CONV_DGRAD of any window. NHWC tensors
+// viewed as rows x channels. Forward: batch statistics of conv_out, finalize (running statistics
+// as PyTorch's), y = act(conv_out * scale + shift) in one pass; the BatchNorm's output is never
+// stored. Its per-channel scale and shift are kept, with conv_out, so the backward recomputes the
+// pre-activation and the activation's derivative there. `activation`: bn_act::kReluCode or an
+// enumerator of kiln::Activation (bn_act_functions.h); `alpha` its parameter (LeakyReLU, ELU).
+#include "runtime/op_contract.h"
+
+namespace kiln {
+
+template <class T>
+struct BnActForward {
+  static constexpr OpKind kind = OpKind::BN_ACT_FWD;
+  T x, gamma, beta;  // x: the convolution's output
+  T y, saved_mean, saved_inv_std, scale, shift;
+  T running_mean, running_var;  // updated in place
+  int activation = -1;
+  double alpha = 0, eps = 1e-5, momentum = 0.1;
+  template <class V>
+  void fields(V& v) {
+    v.in("x", x), v.in("gamma", gamma), v.in("beta", beta);
+    v.out("y", y), v.out("saved_mean", saved_mean), v.out("saved_inv_std", saved_inv_std);
+    v.out("scale", scale), v.out("shift", shift);
+    v.out("running_mean", running_mean), v.out("running_var", running_var);
+    v.attr("activation", activation), v.attr("alpha", alpha), v.attr("eps", eps), v.attr("momentum", momentum);
+  }
+};
+
+// dx = the gradient of x (the convolution's output) from dy, the gradient of y; it may share dy's
+// storage.
+template <class T>
+struct BnActBackward {
+  static constexpr OpKind kind = OpKind::BN_ACT_BWD;
+  T dy, x, gamma, saved_mean, saved_inv_std, scale, shift;
+  T dx, dgamma, dbeta;
+  int activation = -1;
+  double alpha = 0;
+  template <class V>
+  void fields(V& v) {
+    v.in("dy", dy), v.in("x", x), v.in("gamma", gamma), v.in("saved_mean", saved_mean);
+    v.in("saved_inv_std", saved_inv_std), v.in("scale", scale), v.in("shift", shift);
+    v.out("dx", dx), v.out("dgamma", dgamma), v.out("dbeta", dbeta);
+    v.attr("activation", activation), v.attr("alpha", alpha);
+  }
+};
+
+template <class T>
+struct BnActInference {
+  static constexpr OpKind kind = OpKind::BN_ACT_INF;
+  T x, gamma, beta, running_mean, running_var, y;
+  int activation = -1;
+  double alpha = 0, eps = 1e-5;
+  template <class V>
+  void fields(V& v) {
+    v.in("x", x), v.in("gamma", gamma), v.in("beta", beta), v.in("running_mean", running_mean);
+    v.in("running_var", running_var), v.out("y", y);
+    v.attr("activation", activation), v.attr("alpha", alpha), v.attr("eps", eps);
+  }
+};
+
+}  // namespace kiln

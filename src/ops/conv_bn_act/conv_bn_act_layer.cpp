@@ -1,0 +1,94 @@
+// Conv -> BatchNorm -> activation as one layer (a fusion's: src/compile/passes.cpp), for every
+// convolution window (groups, depthwise, dilation, rectangular kernels and strides, asymmetric
+// padding) and every activation (ReLU and activation_list.def's), where the CBR layer takes
+// square, ungrouped windows and ReLU. The convolution runs as the Conv layer's ops (oneDNN or cuDNN,
+// tuned alike); the BatchNorm and the activation are one op over its output (conv_bn_act_contract.h),
+// so the BatchNorm's output is never written: the forward keeps the convolution's output and the
+// layer's, where the three layers kept three tensors, and the backward recomputes the
+// pre-activation from the convolution's output and the kept per-channel scale and shift.
+// Tensor names are the unfused layers' (<conv>.weight, <bn>.running_var, ...), so checkpoints and
+// torchvision's weights move between fused and unfused programs.
+#include "compile/layer_def.h"
+#include "ops/conv/conv_contract.h"
+#include "ops/conv_bn_act/conv_bn_act_attrs.h"
+#include "ops/conv_bn_act/conv_bn_act_contract.h"
+#include "ir/fused_layer_kinds.h"
+
+namespace kiln {
+namespace {
+
+Shape infer(const Layer& layer, const std::vector<Shape>& inputs) { return conv_output_shape(layer, inputs); }
+
+struct ConvBnActSaved {
+  ConvForward<TensorId> conv;
+  BnActForward<TensorId> bn_act;
+  TensorId weight;  // the master weight: its gradient goes there
+};
+
+void lower_forward(LowerContext& ctx, int index) {
+  const Layer& layer = ctx.layer(index);
+  const ConvBnActAttrs& a = attrs_of<ConvBnActAttrs>(layer);
+  const Shape kc = {a.conv.out_channels};
+  const ConvBnParams p = declare_conv_bn_params(ctx, index);
+  ConvBnActSaved s;
+  s.weight = p.weight;
+  ConvForward<TensorId>& conv = s.conv;
+  conv.x = ctx.in(index, 0), conv.w = p.w;
+  conv.y = ctx.activation(layer.name + ":conv_out", layer.out_shape);
+  conv.window = conv_window(a.conv);
+  ctx.forward(make_op(conv, index));
+
+  BnActForward<TensorId>& f = s.bn_act;
+  f.x = conv.y, f.gamma = p.gamma, f.beta = p.beta, f.running_mean = p.running_mean, f.running_var = p.running_var;
+  f.y = ctx.activation(layer.name, layer.out_shape);
+  f.saved_mean = ctx.activation(layer.name + ":saved_mean", kc, ctx.param_dtype);
+  f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", kc, ctx.param_dtype);
+  f.scale = ctx.activation(layer.name + ":scale", kc, ctx.param_dtype);
+  f.shift = ctx.activation(layer.name + ":shift", kc, ctx.param_dtype);
+  f.activation = a.activation, f.alpha = a.alpha, f.eps = a.bn.eps, f.momentum = a.bn.momentum;
+  ctx.forward(make_op(f, index));
+  ctx.set_out(index, f.y);
+  ctx.save(index, s);
+
+  ConvForward<TensorId> conv_inf = conv;
+  conv_inf.x = ctx.infer_in(index, 0);
+  conv_inf.y = ctx.activation(layer.name + ":conv_out:inf", layer.out_shape);
+  ctx.inference(make_op(conv_inf, index));
+  BnActInference<TensorId> inf;
+  inf.x = conv_inf.y, inf.gamma = f.gamma, inf.beta = f.beta, inf.running_mean = f.running_mean;
+  inf.running_var = f.running_var;
+  inf.y = ctx.activation(layer.name + ":inf", layer.out_shape);
+  inf.activation = f.activation, inf.alpha = f.alpha, inf.eps = f.eps;
+  ctx.inference(make_op(inf, index));
+  ctx.set_infer_out(index, inf.y);
+}
+
+void lower_backward(LowerContext& ctx, int index) {
+  const Layer& layer = ctx.layer(index);
+  const ConvBnActSaved& s = ctx.saved<ConvBnActSaved>(index);
+  const BnActForward<TensorId>& f = s.bn_act;
+  BnActBackward<TensorId> b;
+  b.dy = ctx.grad_out(index);
+  b.x = f.x, b.gamma = f.gamma, b.saved_mean = f.saved_mean, b.saved_inv_std = f.saved_inv_std;
+  b.scale = f.scale, b.shift = f.shift;
+  b.dx = ctx.activation(layer.name + ":dconv", layer.out_shape);
+  b.dgamma = ctx.grad_of(f.gamma), b.dbeta = ctx.grad_of(f.beta);
+  b.activation = f.activation, b.alpha = f.alpha;
+  ctx.backward(make_op(b, index));
+
+  ConvWgrad<TensorId> wgrad;
+  wgrad.dy = b.dx, wgrad.x = s.conv.x, wgrad.dw = ctx.grad_of(s.weight), wgrad.window = s.conv.window;
+  ctx.backward(make_op(wgrad, index));
+  const int dx = ctx.grad_in(index, 0);  // none for a convolution of the data batch
+  if (dx >= 0) {
+    ConvDgrad<TensorId> dgrad;
+    dgrad.dy = b.dx, dgrad.w = s.conv.w, dgrad.dx = dx, dgrad.window = s.conv.window;
+    ctx.backward(make_op(dgrad, index));
+  }
+}
+
+}  // namespace
+
+extern const LayerDef kConvBnActLayer{fused_layer::ConvBnAct, infer, lower_forward, lower_backward};
+
+}  // namespace kiln

@@ -1,0 +1,92 @@
+// BN_ACT_FWD / BN_ACT_BWD / BN_ACT_INF on the GPU. Forward: batchnorm_cuda.h's channel sums and
+// finalize (which writes the op's scale and shift), then bn_act_apply. Backward: bn_act_gradient
+// writes g = dy * act' into dx, and BatchNorm's backward reduce and apply run on it in place (a
+// third pass over the tensor that folding the derivative into the reduce and the apply would save).
+#include <algorithm>
+
+#include "ops/batchnorm/batchnorm_cuda.h"
+#include "ops/common/workspace_cuda.h"
+#include "ops/conv_bn_act/bn_act_cuda.h"
+#include "ops/conv_bn_act/conv_bn_act_contract.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/op_call.h"
+
+namespace kiln::cuda {
+namespace {
+
+struct Rows {
+  int64_t m, c;
+};
+Rows rows_of(const TensorArg& x) { return {x.numel() / x.shape().back(), x.shape().back()}; }
+
+struct Scratch {
+  float *sum, *sqsum, *scale, *shift;
+  void* reduce;
+  size_t reduce_bytes, used;
+};
+Scratch scratch(void* base, Rows r) {
+  WorkspaceLayout layout(base);
+  Scratch s;
+  s.sum = layout.floats(r.c), s.sqsum = layout.floats(r.c), s.scale = layout.floats(r.c), s.shift = layout.floats(r.c);
+  s.reduce_bytes = std::max(channel_sums_workspace_bytes(r.m, r.c), bn_backward_reduce_workspace_bytes(r.m, r.c));
+  s.reduce = layout.take(s.reduce_bytes);
+  s.used = layout.used();
+  return s;
+}
+
+template <template <class> class C>
+void prepare(const OpCall& call, const C<TensorArg>& a) {
+  cuda_backend(call.backend, call.where()).request_workspace(scratch(nullptr, rows_of(a.x)).used);
+}
+
+void bn_act_fwd(const OpCall& call, const BnActForward<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const Rows r = rows_of(a.x);
+  if (r.m < 2) fail("{}: batch statistics need more than one value per channel, got {}", where, r.m);
+  const Scratch s = scratch(be.workspace(0), r);
+  channel_sums(a.x.dtype(), a.x.data, r.m, r.c, s.sum, s.sqsum, s.reduce, s.reduce_bytes, be.stream(0), where);
+  bn_finalize(s.sum, s.sqsum, r.m, a.gamma.as<float>(), a.beta.as<float>(), a.eps, a.momentum,
+              a.running_mean.as<float>(), a.running_var.as<float>(), a.saved_mean.as<float>(),
+              a.saved_inv_std.as<float>(), a.scale.as<float>(), a.shift.as<float>(), r.c, be.stream(0), where);
+  bn_act_apply(a.x.dtype(), a.activation, float(a.alpha), a.x.data, a.scale.as<float>(), a.shift.as<float>(), r.m,
+               r.c, a.y.data, be.stream(0), where);
+}
+
+void bn_act_bwd(const OpCall& call, const BnActBackward<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const Rows r = rows_of(a.x);
+  const Scratch s = scratch(be.workspace(0), r);
+  const DType dt = a.x.dtype();
+  const float *mean = a.saved_mean.as<float>(), *inv_std = a.saved_inv_std.as<float>();
+  float *dgamma = a.dgamma.as<float>(), *dbeta = a.dbeta.as<float>();
+  bn_act_gradient(dt, a.activation, float(a.alpha), a.dy.data, a.x.data, a.scale.as<float>(), a.shift.as<float>(),
+                  r.m, r.c, a.dx.data, be.stream(0), where);
+  bn_backward_reduce(dt, a.dx.data, nullptr, ReluMask{}, a.x.data, mean, inv_std, r.m, r.c, dbeta, dgamma, s.reduce,
+                     s.reduce_bytes, be.stream(0), where);
+  bn_backward_apply(dt, a.dx.data, ReluMask{}, a.x.data, a.gamma.as<float>(), mean, inv_std, dbeta, dgamma, r.m,
+                    r.c, r.m, a.dx.data, be.stream(0), where);
+}
+
+void bn_act_inf(const OpCall& call, const BnActInference<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const std::string where = call.where();
+  const Rows r = rows_of(a.x);
+  const Scratch s = scratch(be.workspace(0), r);
+  bn_inference_scale_shift(a.gamma.as<float>(), a.beta.as<float>(), a.running_mean.as<float>(),
+                           a.running_var.as<float>(), a.eps, r.c, s.scale, s.shift, be.stream(0), where);
+  bn_act_apply(a.x.dtype(), a.activation, float(a.alpha), a.x.data, s.scale, s.shift, r.m, r.c, a.y.data,
+               be.stream(0), where);
+}
+
+}  // namespace
+}  // namespace kiln::cuda
+
+namespace kiln::ops {
+extern const OpTable conv_bn_act_cuda_ops{
+    Device::CUDA,
+    {kernel<BnActForward, cuda::bn_act_fwd, cuda::prepare<BnActForward>>(),
+     kernel<BnActBackward, cuda::bn_act_bwd, cuda::prepare<BnActBackward>>(),
+     kernel<BnActInference, cuda::bn_act_inf, cuda::prepare<BnActInference>>()}};
+}  // namespace kiln::ops

@@ -1,0 +1,83 @@
+// The conv_bn_act layer against the unfused Conv, BatchNorm and activation layers it replaces (whose
+// steps the WholeNetwork tests hold to PyTorch's): the same network compiled with fusion and with
+// --no-fuse, the same weights, one training step and one inference on the CPU. In float64 the two
+// compute the same expressions in the same order but for the fused backward's (the activation's
+// derivative and BatchNorm's backward in one op), so they agree to rounding; a wrong derivative,
+// statistic or window moves them by O(1), which the last test shows the bound catches.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/conv_bn_act_network.h"
+
+namespace kiln {
+namespace {
+
+using testing::conv_bn_act::activations;
+using testing::conv_bn_act::ActivationCase;
+using testing::conv_bn_act::expect_within;
+using testing::conv_bn_act::gaps;
+using testing::conv_bn_act::Gaps;
+using testing::conv_bn_act::kBatch;
+using testing::conv_bn_act::kSide;
+using testing::conv_bn_act::kChannels;
+using testing::conv_bn_act::network;
+using testing::conv_bn_act::NetworkRun;
+using testing::conv_bn_act::run;
+using testing::conv_bn_act::window;
+
+// Float64: the fused step is the unfused step to rounding (measured: at most 1.4e-15 of the largest
+// value, hard-swish's and GELU's gradients; the bound leaves three orders of room and sits eleven
+// below another activation's gap, TheBoundCatchesAnotherActivation).
+TEST(ConvBnAct, EveryActivationAndWindowTrainsAsTheUnfusedLayers) {
+  for (const ActivationCase& a : activations()) {
+    const Blueprint bp = network(a.add);
+    const NetworkRun fused = run(bp, true, Precision::FP64), unfused = run(bp, false, Precision::FP64);
+    // The stem's square, ungrouped window with ReLU is a CBR's; every other chain is conv_bn_act's.
+    EXPECT_EQ(fused.fused_layers, a.name == "relu" ? 4 : 5) << a.name;
+    EXPECT_EQ(unfused.fused_layers, 0);
+    expect_within(gaps(fused, unfused), 1e-12, a.name + " float64");
+  }
+}
+
+// fp32: the same, to fp32's rounding through five layers (measured: at most 6.2e-7, GELU's
+// gradients; another activation lies 0.35 away).
+TEST(ConvBnAct, Fp32TrainsAsTheUnfusedLayers) {
+  for (const ActivationCase& a : activations()) {
+    const Blueprint bp = network(a.add);
+    expect_within(gaps(run(bp, true, Precision::FP32), run(bp, false, Precision::FP32)), 1e-4, a.name + " fp32");
+  }
+}
+
+// What stays unfused: a biased convolution (fusing would drop its bias), a BatchNorm read by two
+// layers, an activation that is not the BatchNorm's only reader.
+TEST(ConvBnAct, FusesOnlyChainsOfSoleConsumers) {
+  Blueprint b("unfused");
+  b.input(kSide, kSide, 3);
+  b.conv(kChannels, 3, 1, 1, /*bias=*/true, "biased").bn("biased_bn").silu();
+  b.conv(window(kChannels, 3, 3, 1, 1, 1, 1, 1, 1, 1, kChannels), "dw").bn("dw_bn");
+  const Blueprint::Ref normalized = b.last();
+  b.silu("act");
+  b.add(b.last(), normalized, "join");
+  b.global_avgpool().flatten().fc(5);
+  CompileOptions o;
+  o.batch = kBatch, o.precision = Precision::FP64, o.input_hwc = {kSide, kSide, 3};
+  const Program p = compile(b, o);
+  EXPECT_EQ(p.graph.count(fused_layer::ConvBnAct), 0);
+  EXPECT_EQ(p.graph.count(LayerKind::BatchNorm), 2);
+}
+
+// The bound catches a wrong step: the fused network against an unfused one whose activation is
+// another function (SiLU for hard-swish, ReLU6 for ReLU) is O(1) away.
+TEST(ConvBnAct, TheBoundCatchesAnotherActivation) {
+  const NetworkRun hardswish = run(network([](Blueprint& b) { b.hardswish(); }), true, Precision::FP64);
+  const NetworkRun silu = run(network([](Blueprint& b) { b.silu(); }), false, Precision::FP64);
+  const Gaps g = gaps(hardswish, silu);
+  std::printf("hard-swish fused vs SiLU unfused: logits %.2e, worst gradient %.2e\n", g.step.logits,
+              g.step.worst_gradient);
+  EXPECT_GT(g.step.worst_gradient, 1e6 * 1e-12);
+  EXPECT_GT(g.step.logits, 1e6 * 1e-12);
+}
+
+}  // namespace
+}  // namespace kiln
