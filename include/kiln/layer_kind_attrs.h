@@ -190,6 +190,18 @@ struct ActivationAttrs {
   void check(const std::string& where) const;
 };
 
+// A Conv -> BatchNorm -> activation layer (conv_bn_act), which the compiler's fusion makes (never
+// written in a blueprint): the Conv's and the BatchNorm's attributes, which attrs_of finds as in a
+// CBR layer, and its activation: ReLU, or `act` when `relu` is false.
+struct ConvBnActAttrs {
+  static constexpr const char* kName = "ConvBnActAttrs";
+  ConvAttrs conv;  // bias false: BatchNorm's mean subtraction would cancel it
+  BatchNormAttrs bn;
+  bool relu = true;
+  ActivationAttrs act;
+  auto parts() const { return std::tie(conv, bn); }
+};
+
 // A residual block of a blueprint (expanded into its body, shortcut and add).
 struct ResidualAttrs {
   static constexpr const char* kName = "ResidualAttrs";

@@ -3,7 +3,6 @@
 #include "ir/fused_layer_kinds.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
-#include "ops/conv_bn_act/conv_bn_act_attrs.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -94,11 +93,9 @@ void fuse_conv_bn_activation(LayerGraph& graph) {
     const int r = consumers[b][0];
     Layer& act = graph.layers[r];
     if (act.kind != LayerKind::ReLU && act.kind != LayerKind::Activation) continue;
-    ConvBnActAttrs attrs{attrs_of<ConvAttrs>(conv), attrs_of<BatchNormAttrs>(bn)};
-    if (act.kind == LayerKind::Activation) {
-      const ActivationAttrs& a = attrs_of<ActivationAttrs>(act);
-      attrs.activation = int(a.activation), attrs.alpha = a.alpha;
-    }
+    ConvBnActAttrs attrs;
+    attrs.conv = attrs_of<ConvAttrs>(conv), attrs.bn = attrs_of<BatchNormAttrs>(bn);
+    if (act.kind == LayerKind::Activation) attrs.relu = false, attrs.act = attrs_of<ActivationAttrs>(act);
     Layer fused = fused_conv_bn(fused_layer::ConvBnAct, conv, bn, act.out_shape);
     fused.attrs = std::move(attrs);
     act = std::move(fused);

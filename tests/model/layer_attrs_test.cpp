@@ -258,9 +258,9 @@ TEST(LayerAttrs, WhatThePoolingKernelsDoNotRunIsRefusedBeforeAnythingRuns) {
 
 // Every convolution window compiles (the Conv op runs any), each output the size PyTorch's
 // nn.Conv2d gives; only a square kernel in a square window without dilation or groups fuses with
-// its BatchNorm and ReLU, and a cbr() with another window becomes the Conv, BN and ReLU it stands
-// for, under the names a fused one gives its tensors.
-TEST(LayerAttrs, AnyConvolutionWindowCompilesAndOnlySquareOnesFuse) {
+// its BatchNorm and ReLU into a CBR, and any other, written as three layers or as a cbr(), into a
+// conv_bn_act layer named as its convolution, under the names the unfused layers give their tensors.
+TEST(LayerAttrs, AnyConvolutionWindowCompilesAndOnlySquareOnesFuseIntoCbr) {
   struct Case {
     const char* name;
     ConvAttrs conv;
@@ -287,12 +287,11 @@ TEST(LayerAttrs, AnyConvolutionWindowCompilesAndOnlySquareOnesFuse) {
     ConvBnAttrs cbr{c.conv, BatchNormAttrs{}};
     m.cbr(cbr, "cbr").flatten("flat").fc(2, true, "head");
     const Program p = compile(m, options());
-    EXPECT_EQ(layer(p, "conv").kind, LayerKind::Conv) << "only square windows fuse";
+    EXPECT_EQ(layer(p, "conv").kind, fused_layer::ConvBnAct) << "only square windows fuse into a CBR";
     EXPECT_EQ(layer(p, "conv").out_shape, (Shape{2, c.ho, c.wo, c.conv.out_channels}));
-    EXPECT_EQ(layer(p, "cbr.conv").kind, LayerKind::Conv);
-    EXPECT_EQ(layer(p, "cbr.bn").kind, LayerKind::BatchNorm);
-    EXPECT_EQ(layer(p, "cbr").kind, LayerKind::ReLU);
+    EXPECT_EQ(layer(p, "cbr.conv").kind, fused_layer::ConvBnAct);
     EXPECT_EQ(p.graph.count(LayerKind::CBR), 0);
+    EXPECT_EQ(p.graph.count(LayerKind::BatchNorm), 0);
     // The filter holds C / groups channels (PyTorch's (K, C/groups, R, S), KRSC here).
     const int conv_w = p.find("conv.weight");
     ASSERT_GE(conv_w, 0);

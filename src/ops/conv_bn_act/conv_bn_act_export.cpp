@@ -6,7 +6,6 @@
 #include "ir/fused_layer_kinds.h"
 #include "ops/activation/activation_export.h"
 #include "ops/conv/conv_export.h"
-#include "ops/conv_bn_act/conv_bn_act_attrs.h"
 
 namespace kiln {
 namespace {
@@ -16,8 +15,8 @@ std::string onnx(OnnxLayerWriter& out, int layer) {
   const ConvBnActAttrs& a = attrs_of<ConvBnActAttrs>(l);
   const std::string normalized =
       onnx_conv_bn(out, l, l.conv_name, l.bn_name, a.bn, out.input(layer), l.name + ":bn");
-  if (a.activation == bn_act::kReluCode) return out.node("Relu", {normalized}, l.name);
-  write_activation(out, static_cast<Activation>(a.activation), a.alpha, normalized, l.name);
+  if (a.relu) return out.node("Relu", {normalized}, l.name);
+  write_activation(out, a.act.activation, a.act.alpha, normalized, l.name);
   return l.name;
 }
 

@@ -10,7 +10,7 @@
 // torchvision's weights move between fused and unfused programs.
 #include "compile/layer_def.h"
 #include "ops/conv/conv_contract.h"
-#include "ops/conv_bn_act/conv_bn_act_attrs.h"
+#include "ops/conv_bn_act/bn_act_functions.h"
 #include "ops/conv_bn_act/conv_bn_act_contract.h"
 #include "ir/fused_layer_kinds.h"
 
@@ -45,7 +45,8 @@ void lower_forward(LowerContext& ctx, int index) {
   f.saved_inv_std = ctx.activation(layer.name + ":saved_inv_std", kc, ctx.param_dtype);
   f.scale = ctx.activation(layer.name + ":scale", kc, ctx.param_dtype);
   f.shift = ctx.activation(layer.name + ":shift", kc, ctx.param_dtype);
-  f.activation = a.activation, f.alpha = a.alpha, f.eps = a.bn.eps, f.momentum = a.bn.momentum;
+  f.activation = a.relu ? bn_act::kReluCode : int(a.act.activation), f.alpha = a.relu ? 0.f : a.act.alpha;
+  f.eps = a.bn.eps, f.momentum = a.bn.momentum;
   ctx.forward(make_op(f, index));
   ctx.set_out(index, f.y);
   ctx.save(index, s);
