@@ -41,8 +41,9 @@ const std::vector<Setting>& compile_settings() {
                                     {"fp64", Precision::FP64}}),
       switch_setting<C>({.key = "fuse_cbr",
                          .flag = "--fuse",
-                         .help = "--no-fuse: run Conv, BN, ReLU and residual adds as separate layers, cbr() ones and "
-                                 "ResNet block ends included (same tensor names, so checkpoints move between the two)",
+                         .help = "--no-fuse: run Conv, BN, activations and residual adds as separate layers, cbr() ones, "
+                                 "ResNet block ends and every Conv -> BN -> activation included (same tensor names, so "
+                                 "checkpoints move between the two)",
                          .member = "CompileOptions::fuse_cbr",
                          .reported = true,
                          .flag_pair = true,
