@@ -79,8 +79,9 @@ void fuse_conv_bn_relu(LayerGraph& graph, const CompileOptions& options) {
 
 // Conv -> BatchNorm -> ReLU or activation, left by fuse_conv_bn_relu (a window the CBR does not run,
 // or another activation), becomes one conv_bn_act layer, stored at the activation's index and
-// named as the convolution, as fuse_conv_bn_relu names a CBR. Biased convolutions stay unfused, for
-// the reason given there.
+// named as the activation, whose output it is: a cbr() node the CBR cannot run (expanded into
+// "X.conv", "X.bn" and the ReLU "X") is then the layer "X", as its CBR would be. Biased
+// convolutions stay unfused, for the reason given there.
 void fuse_conv_bn_activation(LayerGraph& graph) {
   auto consumers = graph.consumers();
   std::vector<bool> removed(graph.layers.size(), false);
@@ -97,6 +98,7 @@ void fuse_conv_bn_activation(LayerGraph& graph) {
     attrs.conv = attrs_of<ConvAttrs>(conv), attrs.bn = attrs_of<BatchNormAttrs>(bn);
     if (act.kind == LayerKind::Activation) attrs.relu = false, attrs.act = attrs_of<ActivationAttrs>(act);
     Layer fused = fused_conv_bn(fused_layer::ConvBnAct, conv, bn, act.out_shape);
+    fused.name = act.name;
     fused.attrs = std::move(attrs);
     act = std::move(fused);
     removed[c] = removed[b] = true;

@@ -11,6 +11,7 @@
 #include "formats/safetensors/tensor_f32.h"
 #include "formats/torch/torch_layouts.h"
 #include "formats/torch/weights_file_kind.h"
+#include "ir/fused_layer_kinds.h"
 #include "kiln/checkpoint.h"
 #include "kiln/error.h"
 #include "train/non_finite_text.h"
@@ -38,8 +39,9 @@ std::string join(const std::string& parent, const std::string& child) {
 }
 
 // A Blueprint::cbr composite's convolution and BN names ("X.conv", "X.bn"), by the composite's name:
-// the fused CBR layer, or with fusion off (CompileOptions::fuse_cbr) the ReLU layer "X" after the
-// Conv "X.conv" and BatchNorm "X.bn" it stands for (src/compile/expand.cpp keeps those names).
+// the fused CBR layer, the conv_bn_act layer "X" of a window the CBR does not run, or with fusion
+// off (CompileOptions::fuse_cbr) the ReLU layer "X" after the Conv "X.conv" and BatchNorm "X.bn" it
+// stands for (src/compile/expand.cpp keeps those names).
 struct Composite {
   std::string conv, bn;
 };
@@ -53,7 +55,8 @@ std::map<std::string, Composite> cbr_composites(const LayerGraph& graph) {
   std::map<std::string, Composite> found;
   for (const Layer& l : graph.layers) {
     const std::string conv = l.name + ".conv", bn = l.name + ".bn";
-    if ((l.kind == LayerKind::CBR && l.conv_name == conv && l.bn_name == bn) ||
+    const bool fused = l.kind == LayerKind::CBR || l.kind == fused_layer::ConvBnAct;
+    if ((fused && l.conv_name == conv && l.bn_name == bn) ||
         (l.kind == LayerKind::ReLU && is(conv, LayerKind::Conv) && is(bn, LayerKind::BatchNorm)))
       found[l.name] = {conv, bn};
   }

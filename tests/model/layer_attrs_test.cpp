@@ -259,7 +259,8 @@ TEST(LayerAttrs, WhatThePoolingKernelsDoNotRunIsRefusedBeforeAnythingRuns) {
 // Every convolution window compiles (the Conv op runs any), each output the size PyTorch's
 // nn.Conv2d gives; only a square kernel in a square window without dilation or groups fuses with
 // its BatchNorm and ReLU into a CBR, and any other, written as three layers or as a cbr(), into a
-// conv_bn_act layer named as its convolution, under the names the unfused layers give their tensors.
+// conv_bn_act layer named as its activation (the cbr()'s name), under the names the unfused layers give
+// their tensors.
 TEST(LayerAttrs, AnyConvolutionWindowCompilesAndOnlySquareOnesFuseIntoCbr) {
   struct Case {
     const char* name;
@@ -287,9 +288,9 @@ TEST(LayerAttrs, AnyConvolutionWindowCompilesAndOnlySquareOnesFuseIntoCbr) {
     ConvBnAttrs cbr{c.conv, BatchNormAttrs{}};
     m.cbr(cbr, "cbr").flatten("flat").fc(2, true, "head");
     const Program p = compile(m, options());
-    EXPECT_EQ(layer(p, "conv").kind, fused_layer::ConvBnAct) << "only square windows fuse into a CBR";
-    EXPECT_EQ(layer(p, "conv").out_shape, (Shape{2, c.ho, c.wo, c.conv.out_channels}));
-    EXPECT_EQ(layer(p, "cbr.conv").kind, fused_layer::ConvBnAct);
+    EXPECT_EQ(layer(p, "relu").kind, fused_layer::ConvBnAct) << "only square windows fuse into a CBR";
+    EXPECT_EQ(layer(p, "relu").out_shape, (Shape{2, c.ho, c.wo, c.conv.out_channels}));
+    EXPECT_EQ(layer(p, "cbr").kind, fused_layer::ConvBnAct);
     EXPECT_EQ(p.graph.count(LayerKind::CBR), 0);
     EXPECT_EQ(p.graph.count(LayerKind::BatchNorm), 0);
     // The filter holds C / groups channels (PyTorch's (K, C/groups, R, S), KRSC here).
