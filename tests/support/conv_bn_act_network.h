@@ -73,40 +73,17 @@ inline NetworkRun run(const Blueprint& bp, bool fuse, Precision precision, Devic
     if (name.find("_bn.") == std::string::npos) continue;
     std::vector<double> v(size_t(numel(p.tensors[size_t(id)].shape)));
     for (double& x : v) x = name.ends_with(".weight") ? 1 + 0.5 * normal(rng) : 0.5 * normal(rng);
-    if (precision == Precision::FP64) {
-      exe.write(id, v.data(), v.size() * sizeof(double));
-    } else {
-      const std::vector<float> f(v.begin(), v.end());
-      exe.write(id, f.data(), f.size() * sizeof(float));
-    }
+    write_values(exe, id, v);
   }
   std::vector<float> x(size_t(kBatch * kSide * kSide * 3));
   std::mt19937 data(11);
   for (float& v : x) v = float(normal(data));
   r.step = training_step(exe, x, {0, 3, 4});
   for (int id : p.buffers)
-    if (p.tensors[size_t(id)].name == "dilated_bn.running_var") {
-      if (precision == Precision::FP64) {
-        r.running_var = exe.read<double>(id);
-      } else {
-        const std::vector<float> f = exe.read<float>(id);
-        r.running_var.assign(f.begin(), f.end());
-      }
-    }
-  // The inference reads the same batch.
-  if (precision == Precision::FP64) {
-    const std::vector<double> xd(x.begin(), x.end());
-    exe.write(p.input, xd.data(), xd.size() * sizeof(double));
-  } else {
-    exe.write(p.input, x.data(), x.size() * sizeof(float));
-  }
+    if (p.tensors[size_t(id)].name == "dilated_bn.running_var") r.running_var = float_values(exe, id);
+  write_values(exe, p.input, std::vector<double>(x.begin(), x.end()));  // the inference reads the same batch
   exe.run_inference({});
-  if (precision == Precision::FP64) {
-    r.inference = exe.read<double>(p.inference_logits);
-  } else {
-    const std::vector<float> f = exe.read<float>(p.inference_logits);
-    r.inference.assign(f.begin(), f.end());
-  }
+  r.inference = float_values(exe, p.inference_logits);
   return r;
 }
 

@@ -66,6 +66,24 @@ struct Step {
   Gradients grads;
 };
 
+// Tensor `id` of an F32 or F64 program, widened to double (torch_training_reference.h's
+// read_values also reads F16 and BF16, but needs the CUDA test support).
+inline std::vector<double> float_values(Executable& exe, int id) {
+  if (exe.program().tensors[size_t(id)].dtype == DType::F64) return exe.read<double>(id);
+  const std::vector<float> v = exe.read<float>(id);
+  return {v.begin(), v.end()};
+}
+
+// Writes `values` into tensor `id` of an F32 or F64 program, in its dtype.
+inline void write_values(Executable& exe, int id, const std::vector<double>& values) {
+  if (exe.program().tensors[size_t(id)].dtype == DType::F64) {
+    exe.write(id, values.data(), values.size() * sizeof(double));
+  } else {
+    const std::vector<float> v(values.begin(), values.end());
+    exe.write(id, v.data(), v.size() * sizeof(float));
+  }
+}
+
 // One training step (forward and backward, no update) of `exe` (weights loaded) on `nhwc` with
 // `labels`, read after the backward pass, as a user reads a step's outputs: the logits are
 // persistent (memory_plan_test's LogitsThatViewAnActivationAreReadableAfterTheStep; timm's
@@ -73,24 +91,13 @@ struct Step {
 // 1aa272a). Float64 programs read float64 batches, fp32 programs float ones.
 inline Step training_step(Executable& exe, const std::vector<float>& nhwc, const std::vector<int32_t>& labels) {
   const Program& p = exe.program();
-  const bool f64 = p.tensors[size_t(p.input)].dtype == DType::F64;
-  const auto read_doubles = [&](int id) {
-    if (f64) return exe.read<double>(id);
-    const std::vector<float> v = exe.read<float>(id);
-    return std::vector<double>(v.begin(), v.end());
-  };
-  if (f64) {
-    const std::vector<double> batch(nhwc.begin(), nhwc.end());
-    exe.write(p.input, batch.data(), batch.size() * sizeof(double));
-  } else {
-    exe.write(p.input, nhwc.data(), nhwc.size() * sizeof(float));
-  }
+  write_values(exe, p.input, std::vector<double>(nhwc.begin(), nhwc.end()));
   exe.write(p.label, labels.data(), labels.size() * sizeof(int32_t));
   exe.run_forward({0.f, 0, 1});
   exe.run_backward({0.f, 0, 1});
   Step s;
-  s.logits = read_doubles(p.logits);
-  s.loss = read_doubles(p.loss).at(0);
+  s.logits = float_values(exe, p.logits);
+  s.loss = float_values(exe, p.loss).at(0);
   s.grads = parameters_by_torch_name(exe);
   return s;
 }
