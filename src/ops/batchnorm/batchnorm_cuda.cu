@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "ops/batchnorm/batchnorm_cuda.h"
+#include "ops/batchnorm/bn_backward_kernels_cuda.cuh"
 #include "ops/batchnorm/bn_tile_parts_cuda.cuh"
 #include "ops/batchnorm/tile_cuda.cuh"
 #include "runtime/cuda/cuda_check.h"
@@ -42,74 +43,6 @@ __global__ void __launch_bounds__(kTileThreads)
     }
   }
   write_block_partials<VEC>(g, p, s, q, part_sum, part_sqsum);
-}
-
-// The mask's per-channel scale / shift in registers, where the backward recomputes it.
-template <int VEC, bool RECOMPUTE>
-struct MaskCoefficients {
-  float scale[VEC], shift[VEC];
-  __device__ __forceinline__ void load(const ReluMask& mask, const TileThread& p) {
-    if constexpr (RECOMPUTE) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        scale[j] = p.active ? mask.scale[p.c0 + j] : 0.f;
-        shift[j] = p.active ? mask.shift[p.c0 + j] : 0.f;
-      }
-    }
-  }
-  template <class Rows>
-  __device__ __forceinline__ void apply(Rows& in) const {
-    if constexpr (RECOMPUTE) in.recompute_bits(scale, shift);
-  }
-};
-
-// A branch's saved mean and inverse std for the thread's channels, in registers, and xhat from them.
-template <int VEC>
-struct SavedStats {
-  float mu[VEC], is[VEC];
-  __device__ __forceinline__ void load(const float* mean, const float* inv_std, const TileThread& p) {
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      mu[j] = p.active ? mean[p.c0 + j] : 0.f;
-      is[j] = p.active ? inv_std[p.c0 + j] : 0.f;
-    }
-  }
-  template <class T>
-  __device__ __forceinline__ float xhat(T x, int j) const {
-    return (to_float(x) - mu[j]) * is[j];
-  }
-};
-
-// TERMS2: dy comes as dy + dy2 (MaskedRows::add_term).
-template <class T, int VEC, bool RECOMPUTE, bool TERMS2>
-__global__ void __launch_bounds__(kTileThreads)
-    bn_backward_reduce_kernel(const T* dy, const T* dy2, ReluMask mask, const T* x, const float* mean,
-                              const float* inv_std, TileGrid g, float* part_dy,
-                              float* part_dy_xhat) {
-  constexpr int U = kPairUnroll<T, VEC>;
-  const TileThread p = tile_thread<kReduceSplit>(g, U);
-  float s[VEC] = {}, sx[VEC] = {};
-  SavedStats<VEC> stats;
-  stats.load(mean, inv_std, p);
-  MaskCoefficients<VEC, RECOMPUTE> recompute;
-  recompute.load(mask, p);
-  for (int64_t row = p.row; row < p.end; row += p.stride) {
-    MaskedRows<T, VEC, U, /*STREAMING=*/true> in;
-    in.load(dy, mask.bits, x, g, p, row);
-    if constexpr (TERMS2) in.add_term(dy2, g, p, row);
-    recompute.apply(in);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (row + int64_t{u} * g.rows >= p.end) break;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float gj = in.masked_dy(u, j);
-        s[j] += gj;
-        sx[j] += gj * stats.xhat(in.x[u].v[j], j);
-      }
-    }
-  }
-  write_block_partials<VEC>(g, p, s, sx, part_dy, part_dy_xhat);
 }
 
 // Both branches of a block end with a normalized shortcut from one pass over its masked gradient
@@ -150,41 +83,6 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   float* const parts[3] = {part_dy, part_dy_xhat, part_dy_xhat_b};
   write_block_partials<VEC, 3>(g, p, sums, parts);
-}
-
-// Recomputing the mask holds 2 * VEC more coefficients in registers: at two blocks per SM they fit
-// without spilling.
-template <class T, int VEC, bool RECOMPUTE>
-__global__ void __launch_bounds__(kTileThreads, RECOMPUTE ? 2 : kBackwardApplyBlocksPerSM)
-    bn_backward_apply_kernel(const T* dy, ReluMask mask, const T* x, const float* gamma,
-                             const float* mean, const float* inv_std, const float* sum_dy,
-                             const float* sum_dy_xhat, float inv_m, TileGrid g, T* dx) {
-  constexpr int U = kPairUnroll<T, VEC>;
-  const TileThread p = tile_thread<kBackwardApplySplit>(g, U);
-  if (!p.active) return;
-  const BnBranchCoefficients coef{gamma, mean, inv_std, sum_dy, sum_dy_xhat};
-  float mu[VEC], k[VEC], ka[VEC], kb[VEC];
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) coef.load(p.c0 + j, inv_m, mu[j], k[j], ka[j], kb[j]);
-  MaskCoefficients<VEC, RECOMPUTE> recompute;
-  recompute.load(mask, p);
-  for (int64_t row = p.row; row < p.end; row += p.stride) {
-    MaskedRows<T, VEC, U, /*STREAMING=*/false> in;
-    in.load(dy, mask.bits, x, g, p, row);  // every load before the first store
-    recompute.apply(in);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t r = row + int64_t{u} * g.rows;
-      if (r >= p.end) break;
-      Pack<T, VEC> out;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float gj = in.masked_dy(u, j);
-        out.v[j] = from_float<T>(fmaf(k[j], gj, -ka[j]) - kb[j] * (to_float(in.x[u].v[j]) - mu[j]));
-      }
-      store_pack<T, VEC>(dx + r * g.c + p.c0, out);
-    }
-  }
 }
 
 // y = x * scale + shift (then ReLU); bit mask only with VEC == 8 (one whole byte per thread).
@@ -294,36 +192,6 @@ __global__ void bn_inference_scale_shift_kernel(const float* gamma, const float*
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
-
-// A reduction's N partial arrays [row_blocks][c] in the caller's workspace.
-template <int N>
-std::array<float*, N> partial_arrays(const char* fn, const TileGrid& g, void* workspace, size_t workspace_bytes,
-                                     const std::string& where) {
-  const size_t need_bytes = partials_bytes(g, g.row_blocks, N);
-  if (!workspace || workspace_bytes < need_bytes || !all_aligned({workspace}, alignof(float)))
-    fail(
-        "{}: {} needs a 4-byte aligned workspace of {} bytes for m = {}, c = {} (got {} bytes at "
-        "{}); size it with the matching *_workspace_bytes(m, c)",
-        where, fn, need_bytes, g.m, g.c, workspace_bytes, workspace);
-  std::array<float*, N> parts;
-  for (int k = 0; k < N; ++k) parts[k] = static_cast<float*>(workspace) + k * int64_t{g.row_blocks} * g.c;
-  return parts;
-}
-
-// The two partial arrays of most reductions.
-std::pair<float*, float*> partials(const char* fn, const TileGrid& g, void* workspace,
-                                   size_t workspace_bytes, const std::string& where) {
-  const auto parts = partial_arrays<2>(fn, g, workspace, workspace_bytes, where);
-  return {parts[0], parts[1]};
-}
-
-// After the tile kernel: adds the partials in a fixed order into out0 / out1.
-void combine(const TileGrid& g, std::pair<float*, float*> parts, float* out0, float* out1,
-             cudaStream_t stream, const std::string& where) {
-  check_launch(where);
-  launch_combine_partials(parts.first, parts.second, g.row_blocks, g.c, out0, out1, stream);
-  check_launch(where);
-}
 
 // A recomputed mask needs both of its per-channel arrays, and replaces a bit mask.
 void check_mask(const char* fn, const ReluMask& mask, const std::string& where) {
@@ -467,14 +335,17 @@ void bn_backward_reduce(DType dtype, const void* dy, const void* dy2, ReluMask r
   with_tile_types(dtype, fn, c, {dy, dy2, x}, [&](auto zero, auto vec) {
     using T = decltype(zero);
     constexpr int V = decltype(vec)::value;
-    auto* kernel = relu_mask.recomputed() ? bn_backward_reduce_kernel<T, V, true, false>
-                   : dy2                  ? bn_backward_reduce_kernel<T, V, false, true>
-                                          : bn_backward_reduce_kernel<T, V, false, false>;
-    const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kReduceSplit, where);
-    const auto parts = partials(fn, g, workspace, workspace_bytes, where);
-    launch_tiles(kernel, g, stream, static_cast<const T*>(dy), static_cast<const T*>(dy2), relu_mask,
-                 static_cast<const T*>(x), saved_mean, saved_inv_std, g, parts.first, parts.second);
-    combine(g, parts, sum_dy, sum_dy_xhat, stream, where);
+    const auto* dy_t = static_cast<const T*>(dy);
+    const auto* dy2_t = static_cast<const T*>(dy2);
+    const auto* x_t = static_cast<const T*>(x);
+    if (relu_mask.recomputed())
+      launch_bn_backward_reduce<T, V>(fn, dy_t, dy2_t, RecomputedReluGate<V>{relu_mask.scale, relu_mask.shift}, x_t,
+                                      saved_mean, saved_inv_std, m, c, sum_dy, sum_dy_xhat, workspace,
+                                      workspace_bytes, stream, where);
+    else
+      launch_bn_backward_reduce<T, V>(fn, dy_t, dy2_t, StoredMaskGate<V>{relu_mask.bits}, x_t, saved_mean,
+                                      saved_inv_std, m, c, sum_dy, sum_dy_xhat, workspace, workspace_bytes, stream,
+                                      where);
   });
 }
 
@@ -529,15 +400,18 @@ void bn_backward_apply(DType dtype, const void* dy, ReluMask relu_mask, const vo
         {sum_dy_xhat, "sum_dy_xhat"},
         {dx, "dx"}});
   check_mask(fn, relu_mask, where);
-  const float inv_m = static_cast<float>(1.0 / double(count));
   with_tile_types(dtype, fn, c, {dy, x, dx}, [&](auto zero, auto vec) {
     using T = decltype(zero);
     constexpr int V = decltype(vec)::value;
-    auto* kernel = relu_mask.recomputed() ? bn_backward_apply_kernel<T, V, true> : bn_backward_apply_kernel<T, V, false>;
-    const TileGrid g = grid_for<V>(kernel, m, c, kPairUnroll<T, V>, kBackwardApplySplit, where);
-    launch_tiles(kernel, g, stream, static_cast<const T*>(dy), relu_mask, static_cast<const T*>(x), gamma, saved_mean,
-                 saved_inv_std, sum_dy, sum_dy_xhat, inv_m, g, static_cast<T*>(dx));
-    check_launch(where);
+    const auto* dy_t = static_cast<const T*>(dy);
+    const auto* x_t = static_cast<const T*>(x);
+    auto* dx_t = static_cast<T*>(dx);
+    if (relu_mask.recomputed())
+      launch_bn_backward_apply<T, V>(dy_t, RecomputedReluGate<V>{relu_mask.scale, relu_mask.shift}, x_t, gamma,
+                                     saved_mean, saved_inv_std, sum_dy, sum_dy_xhat, m, c, count, dx_t, stream, where);
+    else
+      launch_bn_backward_apply<T, V>(dy_t, StoredMaskGate<V>{relu_mask.bits}, x_t, gamma, saved_mean, saved_inv_std,
+                                     sum_dy, sum_dy_xhat, m, c, count, dx_t, stream, where);
   });
 }
 

@@ -27,27 +27,6 @@ struct Apply {
   }
 };
 
-template <class F, class T>
-struct Gradient {
-  const T *dy, *x;
-  const float *scale, *shift;
-  T* g;
-  int64_t c;
-  float alpha;
-  __device__ void operator()(int64_t i0, int64_t n, bool vec) const {
-    float d[8], v[8];
-    load8(dy, i0, n, vec, d);
-    load8(x, i0, n, vec, v);
-    int64_t ch = i0 % c;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      d[j] *= F::derivative(fmaf(v[j], scale[ch], shift[ch]), alpha);
-      ch = ch + 1 == c ? 0 : ch + 1;
-    }
-    store8(g, i0, n, vec, d);
-  }
-};
-
 void check(const char* fn, int64_t m, int64_t c, std::initializer_list<const void*> pointers,
            const std::string& where) {
   if (m < 0 || c <= 0) fail("{}: {} got {} rows of {} channels; it needs m >= 0 and c > 0", where, fn, m, c);
@@ -67,22 +46,6 @@ void bn_act_apply(DType dtype, int activation, float alpha, const void* x, const
       using T = decltype(zero);
       const Apply<F, T> op{static_cast<const T*>(x), scale, shift, static_cast<T*>(y), c, alpha};
       launch_flat(op, m * c, flat_vectorizable({x, y}), stream, where);
-    });
-    return 0;
-  });
-}
-
-void bn_act_gradient(DType dtype, int activation, float alpha, const void* dy, const void* x, const float* scale,
-                     const float* shift, int64_t m, int64_t c, void* g, cudaStream_t stream, const std::string& where) {
-  check("bn_act_gradient", m, c, {dy, x, scale, shift, g}, where);
-  if (m == 0) return;
-  bn_act::visit(activation, [&](auto fn) {
-    using F = decltype(fn);
-    dispatch_activation(dtype, "bn_act_gradient", [&](auto zero) {
-      using T = decltype(zero);
-      const Gradient<F, T> op{static_cast<const T*>(dy), static_cast<const T*>(x), scale, shift, static_cast<T*>(g),
-                              c, alpha};
-      launch_flat(op, m * c, flat_vectorizable({dy, x, g}), stream, where);
     });
     return 0;
   });

@@ -1,13 +1,14 @@
 #pragma once
-// The elementwise passes of BN_ACT on the GPU (conv_bn_act_contract.h): the statistics, finalize
-// and BatchNorm's backward reduce and apply are batchnorm_cuda.h's; these two apply the activation
-// with the BatchNorm's per-channel scale and shift. Tensors are NHWC viewed as m rows x c channels,
+// BN_ACT's passes on the GPU (conv_bn_act_contract.h): the statistics and finalize are
+// batchnorm_cuda.h's; these apply the activation with the BatchNorm's per-channel scale and shift,
+// and run the backward with the activation's derivative folded into BatchNorm's reduce and apply. Tensors are NHWC viewed as m rows x c channels,
 // F32, F16 or BF16, any c and alignment (16-byte aligned pointers take packed accesses); scale and
 // shift are fp32 device arrays of length c; arithmetic in fp32 (the pre-activation as
-// fmaf(x, scale, shift)), rounded once on store. `activation`: bn_act_functions.h's code. Both only
+// fmaf(x, scale, shift)), rounded once on store. `activation`: bn_act_functions.h's code. All only
 // enqueue work on `stream` and throw kiln::Error naming `where`.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -19,9 +20,20 @@ namespace kiln::cuda {
 void bn_act_apply(DType dtype, int activation, float alpha, const void* x, const float* scale, const float* shift,
                   int64_t m, int64_t c, void* y, cudaStream_t stream, const std::string& where);
 
-// g = dy * act'(x * scale + shift), the pre-activation recomputed as bn_act_apply computed it. g
-// may alias dy.
-void bn_act_gradient(DType dtype, int activation, float alpha, const void* dy, const void* x, const float* scale,
-                     const float* shift, int64_t m, int64_t c, void* g, cudaStream_t stream, const std::string& where);
+// The backward of y = act(BatchNorm(x)) with the batch's statistics, in two passes over dy and x
+// (a reduce, then an apply) that never store the gradient at the BatchNorm's output,
+// g = dy * act'(x * scale + shift) (the pre-activation recomputed as bn_act_apply computed it, in
+// fp32): dbeta = sum of g, dgamma = sum of g * xhat, dx = gamma * inv_std * (g - dbeta / m -
+// xhat * dgamma / m), xhat = (x - saved_mean) * saved_inv_std. dgamma, dbeta: fp32 device arrays
+// of length c. workspace: batchnorm_cuda.h's bn_backward_reduce_workspace_bytes(m, c). dx may
+// alias dy or x. Deterministic as batchnorm_cuda.h's reductions.
+struct BnActBackwardArgs {
+  const void *dy, *x;
+  const float *scale, *shift, *gamma, *saved_mean, *saved_inv_std;
+  float *dgamma, *dbeta;
+  void* dx;
+};
+void bn_act_backward(DType dtype, int activation, float alpha, const BnActBackwardArgs& a, int64_t m, int64_t c,
+                     void* workspace, size_t workspace_bytes, cudaStream_t stream, const std::string& where);
 
 }  // namespace kiln::cuda

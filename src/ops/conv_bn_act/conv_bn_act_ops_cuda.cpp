@@ -1,7 +1,6 @@
 // BN_ACT_FWD / BN_ACT_BWD / BN_ACT_INF on the GPU. Forward: batchnorm_cuda.h's channel sums and
-// finalize (which writes the op's scale and shift), then bn_act_apply. Backward: bn_act_gradient
-// writes g = dy * act' into dx, and BatchNorm's backward reduce and apply run on it in place (a
-// third pass over the tensor that folding the derivative into the reduce and the apply would save).
+// finalize (which writes the op's scale and shift), then bn_act_apply. Backward: bn_act_backward,
+// BatchNorm's reduce and apply with the activation's derivative folded into both.
 #include <algorithm>
 
 #include "ops/batchnorm/batchnorm_cuda.h"
@@ -58,15 +57,11 @@ void bn_act_bwd(const OpCall& call, const BnActBackward<TensorArg>& a) {
   const std::string where = call.where();
   const Rows r = rows_of(a.x);
   const Scratch s = scratch(be.workspace(0), r);
-  const DType dt = a.x.dtype();
-  const float *mean = a.saved_mean.as<float>(), *inv_std = a.saved_inv_std.as<float>();
-  float *dgamma = a.dgamma.as<float>(), *dbeta = a.dbeta.as<float>();
-  bn_act_gradient(dt, a.activation, float(a.alpha), a.dy.data, a.x.data, a.scale.as<float>(), a.shift.as<float>(),
-                  r.m, r.c, a.dx.data, be.stream(0), where);
-  bn_backward_reduce(dt, a.dx.data, nullptr, ReluMask{}, a.x.data, mean, inv_std, r.m, r.c, dbeta, dgamma, s.reduce,
-                     s.reduce_bytes, be.stream(0), where);
-  bn_backward_apply(dt, a.dx.data, ReluMask{}, a.x.data, a.gamma.as<float>(), mean, inv_std, dbeta, dgamma, r.m,
-                    r.c, r.m, a.dx.data, be.stream(0), where);
+  bn_act_backward(a.x.dtype(), a.activation, float(a.alpha),
+                  {a.dy.data, a.x.data, a.scale.as<float>(), a.shift.as<float>(), a.gamma.as<float>(),
+                   a.saved_mean.as<float>(), a.saved_inv_std.as<float>(), a.dgamma.as<float>(), a.dbeta.as<float>(),
+                   a.dx.data},
+                  r.m, r.c, s.reduce, s.reduce_bytes, be.stream(0), where);
 }
 
 void bn_act_inf(const OpCall& call, const BnActInference<TensorArg>& a) {
