@@ -32,7 +32,8 @@ mode=step: model, side, weights (the init file), device (cpu|cuda), precision (f
     adamw: the parameters after the AdamW step, and the running statistics; in fp16/bf16 from the
            gradients as kiln holds them (those of convolutions and linear layers rounded to the
            compute dtype at the loss scale: what the test writes into kiln for the same step)
-  and OUT: <variant>/logits and <variant>/loss (float64). Variants: `main` (the precision asked
+  and OUT: <variant>/logits, <variant>/loss and <variant>/grads_finite (float64; 0 where a gradient
+  overflowed at the loss scale, a step a GradScaler would skip). Variants: `main` (the precision asked
   for); `ref`, the same step one precision up (float64 for fp32, fp32 for fp16/bf16: the spread
   rounding alone makes; none for float64), groups grad and sgd; and two deliberately wrong
   references the test must tell apart from kiln: `biased_var` (grad only: running_var updated with
@@ -274,6 +275,9 @@ def step(meta, x, y, masks, out):
         logits, loss, grads, counts = forward_backward(model, x.to(dtype), y, run_precision, loss_scale)
         after = running_stats(model)
         results[f"{variant}/logits"], results[f"{variant}/loss"] = logits.double().contiguous(), loss.double()
+        # 0 where a gradient overflowed at the loss scale (a GradScaler would skip the step).
+        finite = all(bool(torch.isfinite(g).all()) for g in grads.values())
+        results[f"{variant}/grads_finite"] = torch.tensor([float(finite)], dtype=torch.float64)
         files[f"{variant}.grad"] = {**grads, **after}
         files[f"{variant}.sgd"] = {**optimizer_step(start, grads, lambda p: sgd(p, sgd_wd)), **after}
         return model, start, grads, before, after, counts
