@@ -159,6 +159,17 @@ std::vector<int> LowerContext::grad_out_terms(int layer, size_t at_most) {
   return {grad_out(layer)};
 }
 
+std::optional<Op> LowerContext::take_backward_op(OpKind kind, int tensor) {
+  auto& ops = program.backward;
+  auto it = std::find_if(ops.begin(), ops.end(), [&](const Op& op) {
+    return op.kind == kind && std::find(op.out.begin(), op.out.end(), tensor) != op.out.end();
+  });
+  if (it == ops.end()) return std::nullopt;
+  Op op = std::move(*it);
+  ops.erase(it);
+  return op;
+}
+
 int LowerContext::grad_out(int layer) {
   if (auto it = loss_grad_.find(layer); it != loss_grad_.end()) return it->second;
   if (auto it = grad_total_.find(layer); it != grad_total_.end()) return it->second;

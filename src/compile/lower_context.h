@@ -4,6 +4,7 @@
 // all its consumers, so fan-out gets private gradient tensors and a GRAD_SUM).
 #include <any>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,6 +93,9 @@ class LowerContext {
   // Emit ops: make_op(contract, layer) of the op's contract (runtime/op_contract.h).
   void forward(Op op) { program.forward.push_back(std::move(op)); }
   void backward(Op op) { program.backward.push_back(std::move(op)); }
+  // Removes and returns the backward op of `kind` that writes `tensor`, where one was emitted: a
+  // layer whose backward takes over a reader's (conv_bn_act folds a global average pool's).
+  std::optional<Op> take_backward_op(OpKind kind, int tensor);
   void inference(Op op) { program.inference.push_back(std::move(op)); }
 
   // Forward -> backward: a layer's forward lowering saves what its backward needs (its forward

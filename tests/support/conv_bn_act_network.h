@@ -31,7 +31,9 @@ inline ConvAttrs window(int out, int kh, int kw, int sh, int sw, int pt, int pl,
 }
 
 // A stem, then the windows the CBR does not run, each Conv -> BatchNorm -> activation: depthwise
-// with a stride, grouped 1x1, dilated, rectangular with its own strides and asymmetric padding.
+// with a stride, grouped 1x1, dilated, rectangular with its own strides and asymmetric padding. The
+// depthwise layer's output feeds a squeeze-and-excitation block, as MobileNetV3's and
+// EfficientNet's do, whose pool's gradient the fused backward takes in (conv_bn_act_layer.cpp).
 inline Blueprint network(const std::function<void(Blueprint&)>& act) {
   Blueprint b("conv_bn_act_test");
   b.input(kSide, kSide, 3);
@@ -39,6 +41,10 @@ inline Blueprint network(const std::function<void(Blueprint&)>& act) {
   act(b);
   b.conv(window(kChannels, 3, 3, 2, 2, 1, 1, 1, 1, 1, kChannels), "dw").bn("dw_bn");
   act(b);
+  const Blueprint::Ref features = b.last();
+  b.adaptive_avgpool(1, 1, "se_pool").conv(4, 1, 1, 0, true, "se_fc1").relu("se_relu");
+  b.conv(kChannels, 1, 1, 0, true, "se_fc2").sigmoid("se_gate");
+  b.mul(features, b.last(), "se");
   b.conv(window(16, 1, 1, 1, 1, 0, 0, 0, 0, 1, 2), "grouped").bn("grouped_bn");
   act(b);
   b.conv(window(16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 4), "dilated").bn("dilated_bn");

@@ -7,8 +7,9 @@
 //
 // A gate is a struct of device pointers, passed by value, with:
 //   bits()            the stored bit mask MaskedRows loads (nullptr: none);
-//   load(p)           the thread's part of it: its per-channel coefficients in registers, with
-//     prepare(in)     anything derived from a set of loaded rows (the recomputed bits), and
+//   load(p, g)        the thread's part of it: its per-channel coefficients in registers, with
+//     prepare(in, rows) anything derived from a set of loaded rows (the recomputed bits, a term
+//                     added to dy), rows giving where they lie (LoadedRows), and
 //     g(in, u, j)     the gated gradient of row u, channel j, in fp32;
 //   kApplyBlocksPerSM the backward apply's occupancy bound with the thread part's registers;
 //   kTakesSecondTerm  whether dy may come in two terms (a block end's stored mask only).
@@ -22,6 +23,12 @@
 
 namespace kiln::cuda::bn_parts {
 
+// Where the rows a thread loaded at once lie: rows first + u * step for u < U, those at or past
+// end not loaded.
+struct LoadedRows {
+  int64_t first, step, end;
+};
+
 // dy * the ReLU's stored bit mask (or dy itself without one).
 template <int VEC>
 struct StoredMaskGate {
@@ -30,14 +37,14 @@ struct StoredMaskGate {
   static constexpr bool kTakesSecondTerm = true;
   struct Thread {
     template <class Rows>
-    __device__ __forceinline__ void prepare(Rows&) const {}
+    __device__ __forceinline__ void prepare(Rows&, const LoadedRows&) const {}
     template <class Rows>
     __device__ __forceinline__ float g(const Rows& in, int u, int j) const {
       return in.masked_dy(u, j);
     }
   };
   __device__ __forceinline__ const uint8_t* bits() const { return mask_bits; }
-  __device__ __forceinline__ Thread load(const TileThread&) const { return {}; }
+  __device__ __forceinline__ Thread load(const TileThread&, const TileGrid&) const { return {}; }
 };
 
 // The thread's VEC channels of two per-channel fp32 arrays, in registers (0 for idle threads).
@@ -62,7 +69,7 @@ struct RecomputedReluGate {
   static constexpr bool kTakesSecondTerm = false;
   struct Thread : ScaleShift<VEC> {
     template <class Rows>
-    __device__ __forceinline__ void prepare(Rows& in) const {
+    __device__ __forceinline__ void prepare(Rows& in, const LoadedRows&) const {
       in.recompute_bits(this->scale, this->shift);
     }
     template <class Rows>
@@ -71,7 +78,7 @@ struct RecomputedReluGate {
     }
   };
   __device__ __forceinline__ const uint8_t* bits() const { return nullptr; }
-  __device__ __forceinline__ Thread load(const TileThread& p) const {
+  __device__ __forceinline__ Thread load(const TileThread& p, const TileGrid&) const {
     Thread t;
     t.load(scale, shift, p);
     return t;
@@ -106,12 +113,12 @@ __global__ void __launch_bounds__(kTileThreads)
   float s[VEC] = {}, sx[VEC] = {};
   SavedStats<VEC> stats;
   stats.load(mean, inv_std, p);
-  const auto gt = gate.load(p);
+  const auto gt = gate.load(p, g);
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     MaskedRows<T, VEC, U, /*STREAMING=*/true> in;
     in.load(dy, gate.bits(), x, g, p, row);
     if constexpr (TERMS2) in.add_term(dy2, g, p, row);
-    gt.prepare(in);
+    gt.prepare(in, LoadedRows{row, g.rows, p.end});
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (row + int64_t{u} * g.rows >= p.end) break;
@@ -139,11 +146,11 @@ __global__ void __launch_bounds__(kTileThreads, Gate::kApplyBlocksPerSM)
   float mu[VEC], k[VEC], ka[VEC], kb[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) coef.load(p.c0 + j, inv_m, mu[j], k[j], ka[j], kb[j]);
-  const auto gt = gate.load(p);
+  const auto gt = gate.load(p, g);
   for (int64_t row = p.row; row < p.end; row += p.stride) {
     MaskedRows<T, VEC, U, /*STREAMING=*/false> in;
     in.load(dy, gate.bits(), x, g, p, row);  // every load before the first store
-    gt.prepare(in);
+    gt.prepare(in, LoadedRows{row, g.rows, p.end});
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t r = row + int64_t{u} * g.rows;

@@ -50,11 +50,21 @@ void bn_act_backward(const BnActBackwardTensors<T>& t, int64_t M, int64_t C, int
   bn_act::visit(activation, [&](auto fn) {
     using F = decltype(fn);
     const T a = static_cast<T>(alpha);
+    // The pool's gradient as its backward computes it (dy / (H W), pool_cpu.cpp), added to dy.
+    const int64_t rows_per_sample = t.dy_pooled ? M / t.samples : 1;
+    const double area = static_cast<double>(rows_per_sample);
     parallel_blocks(M, rows_per_block(C), [&](int64_t m0, int64_t m1) {
       for (int64_t m = m0; m < m1; ++m) {
         const T *xr = t.x + m * C, *dyr = t.dy + m * C;
         T* gr = t.dx + m * C;
-        for (int64_t c = 0; c < C; ++c) gr[c] = dyr[c] * F::derivative(xr[c] * t.scale[c] + t.shift[c], a);
+        if (t.dy_pooled) {
+          const T* pr = t.dy_pooled + (m / rows_per_sample) * C;
+          for (int64_t c = 0; c < C; ++c)
+            gr[c] = (dyr[c] + static_cast<T>(static_cast<double>(pr[c]) / area)) *
+                    F::derivative(xr[c] * t.scale[c] + t.shift[c], a);
+        } else {
+          for (int64_t c = 0; c < C; ++c) gr[c] = dyr[c] * F::derivative(xr[c] * t.scale[c] + t.shift[c], a);
+        }
       }
     });
     return 0;

@@ -36,12 +36,15 @@ struct BnActBackwardTensors {
   const T* saved_inv_std = nullptr;
   const T* scale = nullptr;
   const T* shift = nullptr;
-  T* dx = nullptr;  // may be dy
+  const T* dy_pooled = nullptr;  // optional (N, C): a global average pool's gradient, over M / N rows each
+  int64_t samples = 1;           // N, with dy_pooled
+  T* dx = nullptr;               // may be dy
   T* dgamma = nullptr;
   T* dbeta = nullptr;
 };
 
-// g = dy * act'(x * scale + shift), written to dx; then BatchNorm's backward of g in place:
+// g = (dy + dy_pooled[n, c] / (M / N)) * act'(x * scale + shift), row m of sample n = m / (M / N)
+// (dy alone without dy_pooled), written to dx; then BatchNorm's backward of g in place:
 // dbeta = sum g, dgamma = sum g * xhat, dx = gamma * inv_std * (g - dbeta / M - xhat * dgamma / M).
 template <class T>
 void bn_act_backward(const BnActBackwardTensors<T>& t, int64_t M, int64_t C, int activation, double alpha);

@@ -27,8 +27,12 @@ void bn_act_apply(DType dtype, int activation, float alpha, const void* x, const
 // xhat * dgamma / m), xhat = (x - saved_mean) * saved_inv_std. dgamma, dbeta: fp32 device arrays
 // of length c. workspace: batchnorm_cuda.h's bn_backward_reduce_workspace_bytes(m, c). dx may
 // alias dy or x. Deterministic as batchnorm_cuda.h's reductions.
+// dy_pooled (nullable; x's dtype, N x C, rows_per_sample = m / N rows each): a global average
+// pool's gradient, added as dy + dy_pooled[row / rows_per_sample, c] / rows_per_sample.
 struct BnActBackwardArgs {
   const void *dy, *x;
+  const void* dy_pooled;
+  int64_t rows_per_sample;
   const float *scale, *shift, *gamma, *saved_mean, *saved_inv_std;
   float *dgamma, *dbeta;
   void* dx;

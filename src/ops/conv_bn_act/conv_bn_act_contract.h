@@ -29,11 +29,14 @@ struct BnActForward {
 };
 
 // dx = the gradient of x (the convolution's output) from dy, the gradient of y; it may share dy's
-// storage.
+// storage. dy_pooled (optional, N x 1 x 1 x C, x being N x H x W x C): the gradient of a global
+// average pool of y, a squeeze-and-excitation's, folded in: y's gradient is then
+// dy + dy_pooled[n, c] / (H W), formed as the kernels read dy, where the pool's backward would have
+// written it broadcast to y's shape and a GRAD_SUM added the two (conv_bn_act_layer.cpp).
 template <class T>
 struct BnActBackward {
   static constexpr OpKind kind = OpKind::BN_ACT_BWD;
-  T dy, x, gamma, saved_mean, saved_inv_std, scale, shift;
+  T dy, x, gamma, saved_mean, saved_inv_std, scale, shift, dy_pooled;
   T dx, dgamma, dbeta;
   int activation = -1;
   double alpha = 0;
@@ -41,6 +44,7 @@ struct BnActBackward {
   void fields(V& v) {
     v.in("dy", dy), v.in("x", x), v.in("gamma", gamma), v.in("saved_mean", saved_mean);
     v.in("saved_inv_std", saved_inv_std), v.in("scale", scale), v.in("shift", shift);
+    v.in("dy_pooled", dy_pooled, kOptional);
     v.out("dx", dx), v.out("dgamma", dgamma), v.out("dbeta", dbeta);
     v.attr("activation", activation), v.attr("alpha", alpha);
   }

@@ -8,10 +8,15 @@
 // pre-activation from the convolution's output and the kept per-channel scale and shift.
 // Tensor names are the unfused layers' (<conv>.weight, <bn>.running_var, ...), so checkpoints and
 // torchvision's weights move between fused and unfused programs.
+#include <optional>
+#include <vector>
+
 #include "compile/layer_def.h"
 #include "ops/conv/conv_contract.h"
 #include "ops/conv_bn_act/bn_act_functions.h"
 #include "ops/conv_bn_act/conv_bn_act_contract.h"
+#include "ops/pool/pool_contract.h"
+#include "runtime/op_cost.h"
 #include "ir/fused_layer_kinds.h"
 
 namespace kiln {
@@ -64,12 +69,32 @@ void lower_forward(LowerContext& ctx, int index) {
   ctx.set_infer_out(index, inf.y);
 }
 
+// The gradient of y into b.dy. Where y has two readers and one is a global average pool (a
+// squeeze-and-excitation's: the other is its gated multiply), the pool's backward (GAP_BWD,
+// writing its gradient broadcast to y's shape) and the GRAD_SUM after it are folded into BN_ACT_BWD,
+// which takes the pool's N x C gradient as dy_pooled and adds it as it reads dy: two passes over
+// a tensor of y's size written and three read, fewer.
+void route_output_gradient(LowerContext& ctx, int index, BnActBackward<TensorId>& b) {
+  const std::vector<int> terms = ctx.grad_out_terms(index, 2);
+  if (terms.size() == 1) {
+    b.dy = terms[0];
+    return;
+  }
+  for (size_t i : {0, 1}) {
+    if (std::optional<Op> gap = ctx.take_backward_op(OpKind::GAP_BWD, terms[i])) {
+      b.dy = terms[1 - i], b.dy_pooled = op_fields<GlobalAvgPoolBackward>(*gap).dy;
+      return;
+    }
+  }
+  b.dy = ctx.grad_out(index);
+}
+
 void lower_backward(LowerContext& ctx, int index) {
   const Layer& layer = ctx.layer(index);
   const ConvBnActSaved& s = ctx.saved<ConvBnActSaved>(index);
   const BnActForward<TensorId>& f = s.bn_act;
   BnActBackward<TensorId> b;
-  b.dy = ctx.grad_out(index);
+  route_output_gradient(ctx, index, b);
   b.x = f.x, b.gamma = f.gamma, b.saved_mean = f.saved_mean, b.saved_inv_std = f.saved_inv_std;
   b.scale = f.scale, b.shift = f.shift;
   b.dx = ctx.activation(layer.name + ":dconv", layer.out_shape);

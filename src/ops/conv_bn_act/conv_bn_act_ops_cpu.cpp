@@ -2,6 +2,7 @@
 // view, naming the layer and the tensor at fault, then bn_act_cpu.h in x's dtype.
 #include "ops/common/cpu_op_checker.h"
 #include "ops/conv_bn_act/bn_act_cpu.h"
+#include "ops/conv_bn_act/bn_act_pooled.h"
 #include "ops/conv_bn_act/conv_bn_act_contract.h"
 #include "runtime/op_call.h"
 
@@ -53,6 +54,7 @@ void bn_act_bwd(const OpCall& call, const BnActBackward<TensorArg>& a) {
                                 {&a.saved_inv_std, "saved_inv_std"}, {&a.scale, "scale"}, {&a.shift, "shift"},
                                 {&a.dgamma, "dgamma"}, {&a.dbeta, "dbeta"}})
     check.per_channel(*t, r.c, dt, role);
+  const int64_t samples = pooled_samples(call, a);
   dispatch_float(dt, "BN_ACT_BWD", [&](auto zero) {
     using T = decltype(zero);
     cpu::BnActBackwardTensors<T> t;
@@ -60,6 +62,7 @@ void bn_act_bwd(const OpCall& call, const BnActBackward<TensorArg>& a) {
     t.saved_mean = a.saved_mean.as<T>(), t.saved_inv_std = a.saved_inv_std.as<T>();
     t.scale = a.scale.as<T>(), t.shift = a.shift.as<T>();
     t.dx = a.dx.as<T>(), t.dgamma = a.dgamma.as<T>(), t.dbeta = a.dbeta.as<T>();
+    t.dy_pooled = a.dy_pooled.as<T>(), t.samples = samples;
     cpu::bn_act_backward<T>(t, r.m, r.c, a.activation, a.alpha);
   });
 }

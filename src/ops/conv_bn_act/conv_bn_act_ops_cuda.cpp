@@ -6,6 +6,7 @@
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv_bn_act/bn_act_cuda.h"
+#include "ops/conv_bn_act/bn_act_pooled.h"
 #include "ops/conv_bn_act/conv_bn_act_contract.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/op_call.h"
@@ -57,8 +58,9 @@ void bn_act_bwd(const OpCall& call, const BnActBackward<TensorArg>& a) {
   const std::string where = call.where();
   const Rows r = rows_of(a.x);
   const Scratch s = scratch(be.workspace(0), r);
+  const int64_t samples = pooled_samples(call, a);
   bn_act_backward(a.x.dtype(), a.activation, float(a.alpha),
-                  {a.dy.data, a.x.data, a.scale.as<float>(), a.shift.as<float>(), a.gamma.as<float>(),
+                  {a.dy.data, a.x.data, a.dy_pooled.data, r.m / samples, a.scale.as<float>(), a.shift.as<float>(), a.gamma.as<float>(),
                    a.saved_mean.as<float>(), a.saved_inv_std.as<float>(), a.dgamma.as<float>(), a.dbeta.as<float>(),
                    a.dx.data},
                   r.m, r.c, s.reduce, s.reduce_bytes, be.stream(0), where);

@@ -6,8 +6,11 @@
 // statistic or window moves them by O(1), which the last test shows the bound catches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
+#include "ops/conv_bn_act/conv_bn_act_contract.h"
+#include "runtime/op_cost.h"
 #include "support/conv_bn_act_network.h"
 
 namespace kiln {
@@ -65,6 +68,31 @@ TEST(ConvBnAct, FusesOnlyChainsOfSoleConsumers) {
   const Program p = compile(b, o);
   EXPECT_EQ(p.graph.count(fused_layer::ConvBnAct), 0);
   EXPECT_EQ(p.graph.count(LayerKind::BatchNorm), 2);
+}
+
+// The squeeze-and-excitation block after the depthwise layer: its pool's backward (GAP_BWD) and the
+// GRAD_SUM that added its gradient to the gated multiply's are gone from the fused program, the
+// layer's BN_ACT_BWD reading the pool's N x C gradient instead (the step's numbers, the tests above).
+TEST(ConvBnAct, ASqueezeExcitationPoolsGradientFoldsIntoTheBackward) {
+  const auto count = [](const Program& p, OpKind kind) {
+    return std::count_if(p.backward.begin(), p.backward.end(), [&](const Op& op) { return op.kind == kind; });
+  };
+  CompileOptions o;
+  o.batch = kBatch, o.precision = Precision::FP64, o.input_hwc = {kSide, kSide, 3};
+  const Blueprint bp = network([](Blueprint& b) { b.hardswish(); });
+  o.fuse_cbr = false;
+  const Program unfused = compile(bp, o);
+  o.fuse_cbr = true;
+  const Program fused = compile(bp, o);
+  EXPECT_EQ(count(fused, OpKind::GAP_BWD), count(unfused, OpKind::GAP_BWD) - 1);  // the head's pool stays
+  EXPECT_EQ(count(fused, OpKind::GRAD_SUM), count(unfused, OpKind::GRAD_SUM) - 1);
+  int pooled = 0;
+  for (const Op& op : fused.backward)
+    if (op.kind == OpKind::BN_ACT_BWD && op_fields<BnActBackward>(op).dy_pooled.present()) {
+      ++pooled;
+      EXPECT_EQ(fused.tensors[size_t(op_fields<BnActBackward>(op).dy_pooled.id)].shape, (Shape{kBatch, 1, 1, kChannels}));
+    }
+  EXPECT_EQ(pooled, 1);
 }
 
 // The bound catches a wrong step: the fused network against an unfused one whose activation is
