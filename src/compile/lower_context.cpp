@@ -159,14 +159,19 @@ std::vector<int> LowerContext::grad_out_terms(int layer, size_t at_most) {
   return {grad_out(layer)};
 }
 
-std::optional<Op> LowerContext::take_backward_op(OpKind kind, int tensor) {
+Op* LowerContext::backward_op_writing(OpKind kind, int tensor) {
   auto& ops = program.backward;
   auto it = std::find_if(ops.begin(), ops.end(), [&](const Op& op) {
     return op.kind == kind && std::find(op.out.begin(), op.out.end(), tensor) != op.out.end();
   });
-  if (it == ops.end()) return std::nullopt;
-  Op op = std::move(*it);
-  ops.erase(it);
+  return it == ops.end() ? nullptr : &*it;
+}
+
+std::optional<Op> LowerContext::take_backward_op(OpKind kind, int tensor) {
+  Op* found = backward_op_writing(kind, tensor);
+  if (!found) return std::nullopt;
+  Op op = std::move(*found);
+  program.backward.erase(program.backward.begin() + (found - program.backward.data()));
   return op;
 }
 

@@ -94,8 +94,10 @@ class LowerContext {
   void forward(Op op) { program.forward.push_back(std::move(op)); }
   void backward(Op op) { program.backward.push_back(std::move(op)); }
   // Removes and returns the backward op of `kind` that writes `tensor`, where one was emitted: a
-  // layer whose backward takes over a reader's (conv_bn_act folds a global average pool's).
+  // layer whose backward takes over a reader's (conv_bn_act folds a squeeze-and-excitation block's).
   std::optional<Op> take_backward_op(OpKind kind, int tensor);
+  // The backward op of `kind` that writes `tensor`, or nullptr: for such a layer to rewrite in place.
+  Op* backward_op_writing(OpKind kind, int tensor);
   void inference(Op op) { program.inference.push_back(std::move(op)); }
 
   // Forward -> backward: a layer's forward lowering saves what its backward needs (its forward

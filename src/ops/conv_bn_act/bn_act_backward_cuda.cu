@@ -14,37 +14,40 @@ namespace {
 
 using namespace bn_parts;
 
-// g = (dy + pooled term) * F'(x * scale + shift), the pre-activation as bn_act_apply computes it;
-// for ReLU a select, as the recomputed mask (a masked-out NaN or Inf in dy does not leak, as
-// PyTorch's threshold_backward). The pooled term, where given: a global average pool's gradient,
-// dy_pooled[n, c] / rows_per_sample for the rows of sample n (rounded to T, as GAP_BWD stores it),
-// added to the loaded dy in fp32 and rounded to T, the value a GRAD_SUM would have stored. Its 2 * VEC
-// coefficients in registers take the recomputed ReLU mask's occupancy (2 blocks per SM).
+// g = (dy * gate + pooled term) * F'(x * scale + shift), the pre-activation as bn_act_apply
+// computes it; for ReLU a select, as the recomputed mask (a masked-out NaN or Inf in dy does not
+// leak, as PyTorch's threshold_backward). The per-sample terms, where given, for the rows of sample
+// n: dy * gate[n, c], rounded to T as the multiply's backward stores it, then
+// dy_pooled[n, c] / rows_per_sample, rounded to T as GAP_BWD stores it, added in fp32 and rounded
+// to T, the value a GRAD_SUM would have stored. Its 2 * VEC coefficients in registers take the
+// recomputed ReLU mask's occupancy (2 blocks per SM).
 template <class F, class T, int VEC>
 struct ActivationGate {
   const float *scale, *shift;
   float alpha;
-  const T* dy_pooled;
+  const T *gate, *dy_pooled;
   int64_t rows_per_sample;
   static constexpr int kApplyBlocksPerSM = 2;
   static constexpr bool kTakesSecondTerm = false;
   struct Thread : ScaleShift<VEC> {
     float alpha;
-    const T* dy_pooled;
+    const T *gate, *dy_pooled;
     int64_t rows_per_sample, c, c0;
     template <class Rows>
     __device__ __forceinline__ void prepare(Rows& in, const LoadedRows& rows) const {
-      if (!dy_pooled) return;
+      if (!gate && !dy_pooled) return;
       const float area = float(rows_per_sample);
 #pragma unroll
       for (int u = 0; u < int(sizeof(in.dy) / sizeof(in.dy[0])); ++u) {
         const int64_t r = rows.first + u * rows.step;
         if (r >= rows.end) continue;
-        const T* pooled = dy_pooled + (r / rows_per_sample) * c + c0;
+        const int64_t at = (r / rows_per_sample) * c + c0;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          const float term = to_float(from_float<T>(to_float(pooled[j]) / area));
-          in.dy[u].v[j] = from_float<T>(to_float(in.dy[u].v[j]) + term);
+          float d = to_float(in.dy[u].v[j]);
+          if (gate) d = to_float(from_float<T>(d * to_float(gate[at + j])));
+          if (dy_pooled) d = to_float(from_float<T>(d + to_float(from_float<T>(to_float(dy_pooled[at + j]) / area))));
+          in.dy[u].v[j] = from_float<T>(d);
         }
       }
     }
@@ -60,7 +63,8 @@ struct ActivationGate {
   __device__ __forceinline__ Thread load(const TileThread& p, const TileGrid& g) const {
     Thread t;
     t.load(scale, shift, p);
-    t.alpha = alpha, t.dy_pooled = dy_pooled, t.rows_per_sample = rows_per_sample, t.c = g.c, t.c0 = p.c0;
+    t.alpha = alpha, t.gate = gate, t.dy_pooled = dy_pooled, t.rows_per_sample = rows_per_sample;
+    t.c = g.c, t.c0 = p.c0;
     return t;
   }
 };
@@ -96,16 +100,16 @@ void bn_act_backward(DType dtype, int activation, float alpha, const BnActBackwa
     return;
   }
   need(fn, where, {{a.dy, "dy"}, {a.x, "x"}, {a.dx, "dx"}});
-  if (a.dy_pooled && (a.rows_per_sample < 1 || m % a.rows_per_sample != 0))
-    fail("{}: {} got {} rows per sample for the pooled gradient of {} rows; it must divide them", where, fn,
+  if ((a.gate || a.dy_pooled) && (a.rows_per_sample < 1 || m % a.rows_per_sample != 0))
+    fail("{}: {} got {} rows per sample for the per-sample terms of {} rows; it must divide them", where, fn,
          a.rows_per_sample, m);
   with_tile_types(dtype, fn, c, {a.dy, a.x, a.dx}, [&](auto zero, auto vec) {
     using T = decltype(zero);
     constexpr int V = decltype(vec)::value;
     bn_act::visit(activation, [&](auto function) {
       using F = decltype(function);
-      const ActivationGate<F, T, V> gate{a.scale, a.shift, alpha, static_cast<const T*>(a.dy_pooled),
-                                         a.rows_per_sample};
+      const ActivationGate<F, T, V> gate{a.scale, a.shift, alpha, static_cast<const T*>(a.gate),
+                                         static_cast<const T*>(a.dy_pooled), a.rows_per_sample};
       backward_with<T, V>(gate, a, m, c, workspace, workspace_bytes, stream, where);
       return 0;
     });

@@ -50,20 +50,20 @@ void bn_act_backward(const BnActBackwardTensors<T>& t, int64_t M, int64_t C, int
   bn_act::visit(activation, [&](auto fn) {
     using F = decltype(fn);
     const T a = static_cast<T>(alpha);
-    // The pool's gradient as its backward computes it (dy / (H W), pool_cpu.cpp), added to dy.
-    const int64_t rows_per_sample = t.dy_pooled ? M / t.samples : 1;
+    // The terms as the unfused layers' backward ops computed them: the multiply's dy * gate
+    // (mul_cpu.cpp), the pool's dy / (H W) (pool_cpu.cpp), added to it (a GRAD_SUM).
+    const int64_t rows_per_sample = M / t.samples;
     const double area = static_cast<double>(rows_per_sample);
     parallel_blocks(M, rows_per_block(C), [&](int64_t m0, int64_t m1) {
       for (int64_t m = m0; m < m1; ++m) {
         const T *xr = t.x + m * C, *dyr = t.dy + m * C;
+        const T* gate = t.gate ? t.gate + (m / rows_per_sample) * C : nullptr;
+        const T* pooled = t.dy_pooled ? t.dy_pooled + (m / rows_per_sample) * C : nullptr;
         T* gr = t.dx + m * C;
-        if (t.dy_pooled) {
-          const T* pr = t.dy_pooled + (m / rows_per_sample) * C;
-          for (int64_t c = 0; c < C; ++c)
-            gr[c] = (dyr[c] + static_cast<T>(static_cast<double>(pr[c]) / area)) *
-                    F::derivative(xr[c] * t.scale[c] + t.shift[c], a);
-        } else {
-          for (int64_t c = 0; c < C; ++c) gr[c] = dyr[c] * F::derivative(xr[c] * t.scale[c] + t.shift[c], a);
+        for (int64_t c = 0; c < C; ++c) {
+          T d = gate ? dyr[c] * gate[c] : dyr[c];
+          if (pooled) d = d + static_cast<T>(static_cast<double>(pooled[c]) / area);
+          gr[c] = d * F::derivative(xr[c] * t.scale[c] + t.shift[c], a);
         }
       }
     });
@@ -74,6 +74,30 @@ void bn_act_backward(const BnActBackwardTensors<T>& t, int64_t M, int64_t C, int
   bn_backward_apply(t.dx, nullptr, t.x, t.gamma, t.saved_mean, t.saved_inv_std, sum_g.data(), sum_g_xhat.data(), M,
                     C, t.dx);
   for (int64_t c = 0; c < C; ++c) t.dbeta[c] = static_cast<T>(sum_g[c]), t.dgamma[c] = static_cast<T>(sum_g_xhat[c]);
+}
+
+template <class T>
+void bn_act_gate_gradient(const T* dy, const T* x, const T* scale, const T* shift, int64_t N, int64_t M, int64_t C,
+                          int activation, double alpha, T* db) {
+  constexpr int64_t kRun = 64;  // channels one piece sums: an image's accumulators stay in cache
+  const int64_t rows = M / N, runs = (C + kRun - 1) / kRun;
+  bn_act::visit(activation, [&](auto fn) {
+    using F = decltype(fn);
+    const T a = static_cast<T>(alpha);
+    parallel_for(N * runs, [&](int64_t piece) {
+      const int64_t img = piece / runs, k0 = (piece % runs) * kRun, k1 = std::min(C, k0 + kRun);
+      double acc[kRun] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t row = (img * rows + r) * C;
+        for (int64_t k = k0; k < k1; ++k) {
+          const T y = F::value(x[row + k] * scale[k] + shift[k], a);  // as apply() stored it
+          acc[k - k0] += static_cast<double>(dy[row + k]) * static_cast<double>(y);
+        }
+      }
+      for (int64_t k = k0; k < k1; ++k) db[img * C + k] = static_cast<T>(acc[k - k0]);
+    });
+    return 0;
+  });
 }
 
 template <class T>
@@ -91,6 +115,8 @@ void bn_act_inference(const T* x, const T* gamma, const T* beta, const T* runnin
 #define KILN_BN_ACT_INSTANTIATE(T)                                                                              \
   template void bn_act_forward<T>(const BnActForwardTensors<T>&, int64_t, int64_t, int, double, double, double); \
   template void bn_act_backward<T>(const BnActBackwardTensors<T>&, int64_t, int64_t, int, double);              \
+  template void bn_act_gate_gradient<T>(const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, int,  \
+                                        double, T*);                                                              \
   template void bn_act_inference<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int,     \
                                     double, double, T*);
 KILN_BN_ACT_INSTANTIATE(float)

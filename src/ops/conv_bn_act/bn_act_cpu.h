@@ -36,18 +36,26 @@ struct BnActBackwardTensors {
   const T* saved_inv_std = nullptr;
   const T* scale = nullptr;
   const T* shift = nullptr;
+  const T* gate = nullptr;       // optional (N, C): dy is the gradient of y * gate (an SE block's)
   const T* dy_pooled = nullptr;  // optional (N, C): a global average pool's gradient, over M / N rows each
-  int64_t samples = 1;           // N, with dy_pooled
+  int64_t samples = 1;           // N, with gate or dy_pooled
   T* dx = nullptr;               // may be dy
   T* dgamma = nullptr;
   T* dbeta = nullptr;
 };
 
-// g = (dy + dy_pooled[n, c] / (M / N)) * act'(x * scale + shift), row m of sample n = m / (M / N)
-// (dy alone without dy_pooled), written to dx; then BatchNorm's backward of g in place:
+// g = (dy * gate[n, c] + dy_pooled[n, c] / (M / N)) * act'(x * scale + shift), row m of sample
+// n = m / (M / N), each term present where given (dy alone without them), written to dx; then
+// BatchNorm's backward of g in place:
 // dbeta = sum g, dgamma = sum g * xhat, dx = gamma * inv_std * (g - dbeta / M - xhat * dgamma / M).
 template <class T>
 void bn_act_backward(const BnActBackwardTensors<T>& t, int64_t M, int64_t C, int activation, double alpha);
+
+// db[n, c] = sum over sample n's M / N rows of dy * act(x * scale + shift), the product and the sum
+// in double, rows in order, rounded once (mul_cpu.h's gate gradient of the y the forward stored).
+template <class T>
+void bn_act_gate_gradient(const T* dy, const T* x, const T* scale, const T* shift, int64_t N, int64_t M, int64_t C,
+                          int activation, double alpha, T* db);
 
 // y = act(x * scale + shift) with the running statistics' scale and shift. y may be x.
 template <class T>

@@ -27,11 +27,12 @@ void bn_act_apply(DType dtype, int activation, float alpha, const void* x, const
 // xhat * dgamma / m), xhat = (x - saved_mean) * saved_inv_std. dgamma, dbeta: fp32 device arrays
 // of length c. workspace: batchnorm_cuda.h's bn_backward_reduce_workspace_bytes(m, c). dx may
 // alias dy or x. Deterministic as batchnorm_cuda.h's reductions.
-// dy_pooled (nullable; x's dtype, N x C, rows_per_sample = m / N rows each): a global average
-// pool's gradient, added as dy + dy_pooled[row / rows_per_sample, c] / rows_per_sample.
+// The per-sample terms of a squeeze-and-excitation block (conv_bn_act_contract.h), each nullable,
+// x's dtype, N x C, rows_per_sample = m / N rows each: gate, by which dy is multiplied; dy_pooled,
+// a global average pool's gradient, added as dy_pooled[row / rows_per_sample, c] / rows_per_sample.
 struct BnActBackwardArgs {
   const void *dy, *x;
-  const void* dy_pooled;
+  const void *gate, *dy_pooled;
   int64_t rows_per_sample;
   const float *scale, *shift, *gamma, *saved_mean, *saved_inv_std;
   float *dgamma, *dbeta;
@@ -39,5 +40,12 @@ struct BnActBackwardArgs {
 };
 void bn_act_backward(DType dtype, int activation, float alpha, const BnActBackwardArgs& a, int64_t m, int64_t c,
                      void* workspace, size_t workspace_bytes, cudaStream_t stream, const std::string& where);
+
+// db[i, ch] = sum over image i's hw rows of dy * y, y = act(x * scale + shift) rounded to the dtype
+// as bn_act_apply stored it: a squeeze-and-excitation gate's gradient (BN_ACT_GATE_GRAD), summed in
+// fp32 in an order fixed by the extents alone. x and dy: n x hw x c; db: n x c.
+void bn_act_gate_gradient(DType dtype, int activation, float alpha, const void* dy, const void* x, const float* scale,
+                          const float* shift, int64_t n, int64_t hw, int64_t c, void* db, cudaStream_t stream,
+                          const std::string& where);
 
 }  // namespace kiln::cuda

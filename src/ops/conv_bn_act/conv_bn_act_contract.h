@@ -29,14 +29,17 @@ struct BnActForward {
 };
 
 // dx = the gradient of x (the convolution's output) from dy, the gradient of y; it may share dy's
-// storage. dy_pooled (optional, N x 1 x 1 x C, x being N x H x W x C): the gradient of a global
-// average pool of y, a squeeze-and-excitation's, folded in: y's gradient is then
-// dy + dy_pooled[n, c] / (H W), formed as the kernels read dy, where the pool's backward would have
-// written it broadcast to y's shape and a GRAD_SUM added the two (conv_bn_act_layer.cpp).
+// storage. Where y feeds a squeeze-and-excitation block (conv_bn_act_layer.cpp), the block's
+// backward passes over y's size fold in, each term formed as the kernels read dy, x being
+// N x H x W x C and both optional tensors N x 1 x 1 x C:
+//  - gate: dy is the gradient of the gated product y * gate[n, c], so y's gradient from it is
+//    dy * gate[n, c] (what the multiply's backward would have written, rounded to x's dtype);
+//  - dy_pooled: the gradient of a global average pool of y, which adds dy_pooled[n, c] / (H W) to
+//    it (what the pool's backward would have written broadcast and a GRAD_SUM added).
 template <class T>
 struct BnActBackward {
   static constexpr OpKind kind = OpKind::BN_ACT_BWD;
-  T dy, x, gamma, saved_mean, saved_inv_std, scale, shift, dy_pooled;
+  T dy, x, gamma, saved_mean, saved_inv_std, scale, shift, gate, dy_pooled;
   T dx, dgamma, dbeta;
   int activation = -1;
   double alpha = 0;
@@ -44,8 +47,25 @@ struct BnActBackward {
   void fields(V& v) {
     v.in("dy", dy), v.in("x", x), v.in("gamma", gamma), v.in("saved_mean", saved_mean);
     v.in("saved_inv_std", saved_inv_std), v.in("scale", scale), v.in("shift", shift);
-    v.in("dy_pooled", dy_pooled, kOptional);
+    v.in("gate", gate, kOptional), v.in("dy_pooled", dy_pooled, kOptional);
     v.out("dx", dx), v.out("dgamma", dgamma), v.out("dbeta", dbeta);
+    v.attr("activation", activation), v.attr("alpha", alpha);
+  }
+};
+
+// A squeeze-and-excitation gate's gradient from the layer's own tensors: with dy the gradient of
+// y * gate[n, c] and y = act(x * scale + shift) recomputed (rounded to x's dtype, as the forward
+// stored it), db[n, c] = sum over the image's rows of dy * y, the multiply's backward's sum, so the
+// backward never reads y, and y need not be kept from the forward (conv_bn_act_layer.cpp).
+template <class T>
+struct BnActGateGrad {
+  static constexpr OpKind kind = OpKind::BN_ACT_GATE_GRAD;
+  T dy, x, scale, shift, db;
+  int activation = -1;
+  double alpha = 0;
+  template <class V>
+  void fields(V& v) {
+    v.in("dy", dy), v.in("x", x), v.in("scale", scale), v.in("shift", shift), v.out("db", db);
     v.attr("activation", activation), v.attr("alpha", alpha);
   }
 };

@@ -15,6 +15,7 @@
 #include "ops/conv/conv_contract.h"
 #include "ops/conv_bn_act/bn_act_functions.h"
 #include "ops/conv_bn_act/conv_bn_act_contract.h"
+#include "ops/mul/mul_contract.h"
 #include "ops/pool/pool_contract.h"
 #include "runtime/op_cost.h"
 #include "ir/fused_layer_kinds.h"
@@ -69,22 +70,43 @@ void lower_forward(LowerContext& ctx, int index) {
   ctx.set_infer_out(index, inf.y);
 }
 
-// The gradient of y into b.dy. Where y has two readers and one is a global average pool (a
-// squeeze-and-excitation's: the other is its gated multiply), the pool's backward (GAP_BWD,
-// writing its gradient broadcast to y's shape) and the GRAD_SUM after it are folded into BN_ACT_BWD,
-// which takes the pool's N x C gradient as dy_pooled and adds it as it reads dy: two passes over
-// a tensor of y's size written and three read, fewer.
-void route_output_gradient(LowerContext& ctx, int index, BnActBackward<TensorId>& b) {
+// The gradient of y into b (dy, and the per-sample terms of a squeeze-and-excitation block). Where y
+// has two readers, a global average pool and a multiply of y by an N x 1 x 1 x C gate (an SE
+// block), their backward ops are taken into BN_ACT_BWD (conv_bn_act_contract.h):
+//  - the pool's GAP_BWD, which wrote its gradient broadcast to y's size, and the GRAD_SUM that
+//    added it, go; BN_ACT_BWD reads the pool's N x C gradient as dy_pooled;
+//  - the multiply's MUL_BWD, which wrote y's gradient dy * gate and summed the gate's from dy and y,
+//    becomes BN_ACT_GATE_GRAD in its place, summing the gate's from dy and the convolution's output;
+//    BN_ACT_BWD reads the multiply's dy and the gate.
+// No backward op then reads y, so the forward need not keep it; y's gradient is never written.
+// Passes over a tensor of y's size, backward: 5 written or read fewer.
+void route_output_gradient(LowerContext& ctx, int index, const ConvBnActSaved& s, BnActBackward<TensorId>& b) {
   const std::vector<int> terms = ctx.grad_out_terms(index, 2);
   if (terms.size() == 1) {
     b.dy = terms[0];
     return;
   }
   for (size_t i : {0, 1}) {
-    if (std::optional<Op> gap = ctx.take_backward_op(OpKind::GAP_BWD, terms[i])) {
-      b.dy = terms[1 - i], b.dy_pooled = op_fields<GlobalAvgPoolBackward>(*gap).dy;
+    std::optional<Op> gap = ctx.take_backward_op(OpKind::GAP_BWD, terms[i]);
+    if (!gap) continue;
+    b.dy_pooled = op_fields<GlobalAvgPoolBackward>(*gap).dy;
+    b.dy = terms[1 - i];
+    Op* mul = ctx.backward_op_writing(OpKind::MUL_BWD, terms[1 - i]);
+    if (!mul) return;
+    const MulBackward<TensorId> m = op_fields<MulBackward>(*mul);
+    const Shape& gate = ctx.program.tensors[size_t(m.b.id)].shape;
+    const Shape& y = ctx.program.tensors[size_t(s.bn_act.y.id)].shape;
+    if (m.a != s.bn_act.y || gate != Shape{y[0], 1, 1, y[3]}) return;
+    b.dy = m.dy, b.gate = m.b;
+    if (!m.db.present()) {  // a gate with no gradient wanted: the multiply's backward goes whole
+      ctx.take_backward_op(OpKind::MUL_BWD, terms[1 - i]);
       return;
     }
+    BnActGateGrad<TensorId> gate_grad;
+    gate_grad.dy = m.dy, gate_grad.x = s.bn_act.x, gate_grad.scale = s.bn_act.scale, gate_grad.shift = s.bn_act.shift;
+    gate_grad.db = m.db, gate_grad.activation = s.bn_act.activation, gate_grad.alpha = s.bn_act.alpha;
+    *mul = make_op(gate_grad, index);
+    return;
   }
   b.dy = ctx.grad_out(index);
 }
@@ -94,7 +116,7 @@ void lower_backward(LowerContext& ctx, int index) {
   const ConvBnActSaved& s = ctx.saved<ConvBnActSaved>(index);
   const BnActForward<TensorId>& f = s.bn_act;
   BnActBackward<TensorId> b;
-  route_output_gradient(ctx, index, b);
+  route_output_gradient(ctx, index, s, b);
   b.x = f.x, b.gamma = f.gamma, b.saved_mean = f.saved_mean, b.saved_inv_std = f.saved_inv_std;
   b.scale = f.scale, b.shift = f.shift;
   b.dx = ctx.activation(layer.name + ":dconv", layer.out_shape);

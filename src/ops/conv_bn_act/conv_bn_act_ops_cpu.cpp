@@ -1,8 +1,8 @@
-// BN_ACT_FWD / BN_ACT_BWD / BN_ACT_INF on the CPU: the bound tensors checked against x's (M, C)
+// BN_ACT_FWD / BN_ACT_BWD / BN_ACT_GATE_GRAD / BN_ACT_INF on the CPU: the bound tensors checked against x's (M, C)
 // view, naming the layer and the tensor at fault, then bn_act_cpu.h in x's dtype.
 #include "ops/common/cpu_op_checker.h"
 #include "ops/conv_bn_act/bn_act_cpu.h"
-#include "ops/conv_bn_act/bn_act_pooled.h"
+#include "ops/conv_bn_act/bn_act_per_sample.h"
 #include "ops/conv_bn_act/conv_bn_act_contract.h"
 #include "runtime/op_call.h"
 
@@ -54,7 +54,7 @@ void bn_act_bwd(const OpCall& call, const BnActBackward<TensorArg>& a) {
                                 {&a.saved_inv_std, "saved_inv_std"}, {&a.scale, "scale"}, {&a.shift, "shift"},
                                 {&a.dgamma, "dgamma"}, {&a.dbeta, "dbeta"}})
     check.per_channel(*t, r.c, dt, role);
-  const int64_t samples = pooled_samples(call, a);
+  const int64_t samples = per_sample_terms(call, a);
   dispatch_float(dt, "BN_ACT_BWD", [&](auto zero) {
     using T = decltype(zero);
     cpu::BnActBackwardTensors<T> t;
@@ -62,8 +62,23 @@ void bn_act_bwd(const OpCall& call, const BnActBackward<TensorArg>& a) {
     t.saved_mean = a.saved_mean.as<T>(), t.saved_inv_std = a.saved_inv_std.as<T>();
     t.scale = a.scale.as<T>(), t.shift = a.shift.as<T>();
     t.dx = a.dx.as<T>(), t.dgamma = a.dgamma.as<T>(), t.dbeta = a.dbeta.as<T>();
-    t.dy_pooled = a.dy_pooled.as<T>(), t.samples = samples;
+    t.gate = a.gate.as<T>(), t.dy_pooled = a.dy_pooled.as<T>(), t.samples = samples;
     cpu::bn_act_backward<T>(t, r.m, r.c, a.activation, a.alpha);
+  });
+}
+
+void bn_act_gate_grad(const OpCall& call, const BnActGateGrad<TensorArg>& a) {
+  const Checker check{call, "BN_ACT_GATE_GRAD"};
+  const DType dt = check.activation_dtype(a.x);
+  const Rows r = rows_of(check, a.x);
+  check.like(a.dy, a.x.shape(), dt, "dy");
+  check.per_channel(a.scale, r.c, dt, "scale");
+  check.per_channel(a.shift, r.c, dt, "shift");
+  const int64_t n = check_per_sample(call, a.db, a.x, "gate gradient");
+  dispatch_float(dt, "BN_ACT_GATE_GRAD", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::bn_act_gate_gradient<T>(a.dy.as<T>(), a.x.as<T>(), a.scale.as<T>(), a.shift.as<T>(), n, r.m, r.c,
+                                 a.activation, a.alpha, a.db.as<T>());
   });
 }
 
@@ -87,6 +102,7 @@ void bn_act_inf(const OpCall& call, const BnActInference<TensorArg>& a) {
 namespace ops {
 extern const OpTable conv_bn_act_cpu_ops{Device::CPU,
                                          {kernel<BnActForward, bn_act_fwd>(), kernel<BnActBackward, bn_act_bwd>(),
+                                          kernel<BnActGateGrad, bn_act_gate_grad>(),
                                           kernel<BnActInference, bn_act_inf>()}};
 }  // namespace ops
 

@@ -1,12 +1,13 @@
-// BN_ACT_FWD / BN_ACT_BWD / BN_ACT_INF on the GPU. Forward: batchnorm_cuda.h's channel sums and
-// finalize (which writes the op's scale and shift), then bn_act_apply. Backward: bn_act_backward,
-// BatchNorm's reduce and apply with the activation's derivative folded into both.
+// BN_ACT_FWD / BN_ACT_BWD / BN_ACT_GATE_GRAD / BN_ACT_INF on the GPU. Forward: batchnorm_cuda.h's
+// channel sums and finalize (which writes the op's scale and shift), then bn_act_apply. Backward:
+// bn_act_backward, BatchNorm's reduce and apply with the activation's derivative folded into both;
+// a squeeze-and-excitation gate's gradient: bn_act_gate_gradient.
 #include <algorithm>
 
 #include "ops/batchnorm/batchnorm_cuda.h"
 #include "ops/common/workspace_cuda.h"
 #include "ops/conv_bn_act/bn_act_cuda.h"
-#include "ops/conv_bn_act/bn_act_pooled.h"
+#include "ops/conv_bn_act/bn_act_per_sample.h"
 #include "ops/conv_bn_act/conv_bn_act_contract.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/op_call.h"
@@ -58,12 +59,20 @@ void bn_act_bwd(const OpCall& call, const BnActBackward<TensorArg>& a) {
   const std::string where = call.where();
   const Rows r = rows_of(a.x);
   const Scratch s = scratch(be.workspace(0), r);
-  const int64_t samples = pooled_samples(call, a);
+  const int64_t samples = per_sample_terms(call, a);
   bn_act_backward(a.x.dtype(), a.activation, float(a.alpha),
-                  {a.dy.data, a.x.data, a.dy_pooled.data, r.m / samples, a.scale.as<float>(), a.shift.as<float>(), a.gamma.as<float>(),
+                  {a.dy.data, a.x.data, a.gate.data, a.dy_pooled.data, r.m / samples, a.scale.as<float>(), a.shift.as<float>(), a.gamma.as<float>(),
                    a.saved_mean.as<float>(), a.saved_inv_std.as<float>(), a.dgamma.as<float>(), a.dbeta.as<float>(),
                    a.dx.data},
                   r.m, r.c, s.reduce, s.reduce_bytes, be.stream(0), where);
+}
+
+void bn_act_gate_grad(const OpCall& call, const BnActGateGrad<TensorArg>& a) {
+  CudaBackend& be = cuda_backend(call.backend, call.where());
+  const Rows r = rows_of(a.x);
+  const int64_t n = check_per_sample(call, a.db, a.x, "gate gradient");
+  bn_act_gate_gradient(a.x.dtype(), a.activation, float(a.alpha), a.dy.data, a.x.data, a.scale.as<float>(),
+                       a.shift.as<float>(), n, r.m / n, r.c, a.db.data, be.stream(0), call.where());
 }
 
 void bn_act_inf(const OpCall& call, const BnActInference<TensorArg>& a) {
@@ -85,5 +94,6 @@ extern const OpTable conv_bn_act_cuda_ops{
     Device::CUDA,
     {kernel<BnActForward, cuda::bn_act_fwd, cuda::prepare<BnActForward>>(),
      kernel<BnActBackward, cuda::bn_act_bwd, cuda::prepare<BnActBackward>>(),
+     kernel<BnActGateGrad, cuda::bn_act_gate_grad>(),
      kernel<BnActInference, cuda::bn_act_inf, cuda::prepare<BnActInference>>()}};
 }  // namespace kiln::ops

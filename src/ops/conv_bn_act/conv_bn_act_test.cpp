@@ -70,10 +70,12 @@ TEST(ConvBnAct, FusesOnlyChainsOfSoleConsumers) {
   EXPECT_EQ(p.graph.count(LayerKind::BatchNorm), 2);
 }
 
-// The squeeze-and-excitation block after the depthwise layer: its pool's backward (GAP_BWD) and the
-// GRAD_SUM that added its gradient to the gated multiply's are gone from the fused program, the
-// layer's BN_ACT_BWD reading the pool's N x C gradient instead (the step's numbers, the tests above).
-TEST(ConvBnAct, ASqueezeExcitationPoolsGradientFoldsIntoTheBackward) {
+// The squeeze-and-excitation block after the depthwise layer: its pool's backward (GAP_BWD), the
+// GRAD_SUM that added its gradient to the gated multiply's, and the multiply's backward (MUL_BWD) are
+// gone from the fused program; BN_ACT_BWD reads the multiply's gradient, the gate and the pool's
+// N x C gradient, BN_ACT_GATE_GRAD sums the gate's, and no backward op reads the layer's output
+// (the step's numbers: the tests above).
+TEST(ConvBnAct, ASqueezeExcitationBlocksBackwardFoldsIntoTheLayers) {
   const auto count = [](const Program& p, OpKind kind) {
     return std::count_if(p.backward.begin(), p.backward.end(), [&](const Op& op) { return op.kind == kind; });
   };
@@ -86,13 +88,29 @@ TEST(ConvBnAct, ASqueezeExcitationPoolsGradientFoldsIntoTheBackward) {
   const Program fused = compile(bp, o);
   EXPECT_EQ(count(fused, OpKind::GAP_BWD), count(unfused, OpKind::GAP_BWD) - 1);  // the head's pool stays
   EXPECT_EQ(count(fused, OpKind::GRAD_SUM), count(unfused, OpKind::GRAD_SUM) - 1);
-  int pooled = 0;
+  EXPECT_EQ(count(fused, OpKind::MUL_BWD), 0);
+  EXPECT_EQ(count(fused, OpKind::BN_ACT_GATE_GRAD), 1);
+  int folded = 0;
+  for (const Op& op : fused.backward) {
+    if (op.kind != OpKind::BN_ACT_BWD || !op_fields<BnActBackward>(op).dy_pooled.present()) continue;
+    ++folded;
+    const BnActBackward<TensorId> b = op_fields<BnActBackward>(op);
+    const Shape per_sample{kBatch, 1, 1, kChannels};
+    EXPECT_EQ(fused.tensors[size_t(b.dy_pooled.id)].shape, per_sample);
+    ASSERT_TRUE(b.gate.present());
+    EXPECT_EQ(fused.tensors[size_t(b.gate.id)].shape, per_sample);
+  }
+  EXPECT_EQ(folded, 1);
+  // The depthwise layer's output: the BN_ACT_FWD's whose convolution output the gate's gradient reads.
+  int y = -1;
+  for (const Op& g : fused.backward)
+    if (g.kind == OpKind::BN_ACT_GATE_GRAD)
+      for (const Op& f : fused.forward)
+        if (f.kind == OpKind::BN_ACT_FWD && op_fields<BnActForward>(f).x == op_fields<BnActGateGrad>(g).x)
+          y = op_fields<BnActForward>(f).y;
+  ASSERT_GE(y, 0);
   for (const Op& op : fused.backward)
-    if (op.kind == OpKind::BN_ACT_BWD && op_fields<BnActBackward>(op).dy_pooled.present()) {
-      ++pooled;
-      EXPECT_EQ(fused.tensors[size_t(op_fields<BnActBackward>(op).dy_pooled.id)].shape, (Shape{kBatch, 1, 1, kChannels}));
-    }
-  EXPECT_EQ(pooled, 1);
+    EXPECT_EQ(std::count(op.in.begin(), op.in.end(), y), 0) << op_kind_name(op.kind) << " reads the layer's output";
 }
 
 // The bound catches a wrong step: the fused network against an unfused one whose activation is
