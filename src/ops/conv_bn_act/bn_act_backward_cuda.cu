@@ -2,7 +2,8 @@
 // with a gate that multiplies dy by the activation's derivative at the recomputed pre-activation,
 // so g = dy * act'(x * scale + shift) is formed in registers by both passes and never stored: the
 // backward reads dy and x twice and writes dx once, where a separate gradient pass would add a
-// read of both and a write and a read of g.
+// read of both and a write and a read of g. A squeeze-and-excitation block's per-sample terms (the
+// gate and its pool's gradient) join dy the same way, as the rows are loaded.
 #include <type_traits>
 
 #include "ops/batchnorm/bn_backward_kernels_cuda.cuh"
