@@ -75,12 +75,13 @@ TEST(ConvBnAct, FusesOnlyChainsOfSoleConsumers) {
 // gone from the fused program; BN_ACT_BWD reads the multiply's gradient, the gate and the pool's
 // N x C gradient, BN_ACT_GATE_GRAD sums the gate's, and no backward op reads the layer's output
 // (the step's numbers: the tests above).
+// A program for the GPU (compiled here without one); the CPU's keeps the unfused ops.
 TEST(ConvBnAct, ASqueezeExcitationBlocksBackwardFoldsIntoTheLayers) {
   const auto count = [](const Program& p, OpKind kind) {
     return std::count_if(p.backward.begin(), p.backward.end(), [&](const Op& op) { return op.kind == kind; });
   };
   CompileOptions o;
-  o.batch = kBatch, o.precision = Precision::FP64, o.input_hwc = {kSide, kSide, 3};
+  o.device = Device::CUDA, o.batch = kBatch, o.precision = Precision::FP32, o.input_hwc = {kSide, kSide, 3};
   const Blueprint bp = network([](Blueprint& b) { b.hardswish(); });
   o.fuse_cbr = false;
   const Program unfused = compile(bp, o);
@@ -101,6 +102,8 @@ TEST(ConvBnAct, ASqueezeExcitationBlocksBackwardFoldsIntoTheLayers) {
     EXPECT_EQ(fused.tensors[size_t(b.gate.id)].shape, per_sample);
   }
   EXPECT_EQ(folded, 1);
+  o.device = Device::CPU;
+  EXPECT_EQ(count(compile(bp, o), OpKind::BN_ACT_GATE_GRAD), 0);
   // The depthwise layer's output: the BN_ACT_FWD's whose convolution output the gate's gradient reads.
   int y = -1;
   for (const Op& g : fused.backward)
